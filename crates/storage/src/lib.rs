@@ -1,0 +1,83 @@
+//! wiretape's storage: record formats, block building and the writers that put
+//! blocks on disk; plus readers to verify what was written.
+//!
+//! The data path is: frames are copied once into a large aligned block of pcap
+//! records ([`BlockBuilder`]); a full block goes to a [`BlockSink`], which
+//! writes it. [`PcapWriter`] ties the two together and counts what was
+//! written. The sink is the seam where the io_uring O_DIRECT engine replaces
+//! the plain [`FileSink`] (a block goes in, the engine writes it).
+//!
+//! Usable on its own, e.g. by other capture tools.
+
+mod aligned;
+pub mod block;
+pub mod pcap;
+pub mod reader;
+pub mod sink;
+pub mod writer;
+
+pub use aligned::AlignedBuf;
+pub use block::BlockBuilder;
+pub use pcap::{FileHeader, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
+pub use reader::{FileInfo, PcapReader, Record};
+pub use sink::{BlockSink, FileSink};
+pub use writer::{PcapWriter, WriterStats};
+
+use std::path::PathBuf;
+
+/// Errors of the storage layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("disk full while writing {path}: free space or point -w at another disk")]
+    DiskFull { path: PathBuf },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create {path}: {source}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not a pcap file (magic {magic:#010x}); expected a pcap written by wiretape, tcpdump or tshark")]
+    BadMagic { path: PathBuf, magic: u32 },
+    #[error("{path}: truncated {what} at byte {offset} (file is {len} bytes); the last complete record ends at byte {good_end}; `wiretape repair` trims it")]
+    Truncated {
+        path: PathBuf,
+        what: &'static str,
+        offset: u64,
+        len: u64,
+        good_end: u64,
+    },
+    #[error("{path}: corrupt record at byte {offset}: {why}")]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        why: String,
+    },
+}
+
+impl StorageError {
+    /// Maps an I/O error of a write to [`StorageError::DiskFull`] or [`StorageError::Write`].
+    pub fn from_write(path: &std::path::Path, e: std::io::Error) -> Self {
+        if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) {
+            StorageError::DiskFull {
+                path: path.to_owned(),
+            }
+        } else {
+            StorageError::Write {
+                path: path.to_owned(),
+                source: e,
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! The classic pcap format (https://www.ietf.org/archive/id/draft-ietf-opsawg-pcap-03.html).
+//!
+//! wiretape writes little-endian files with nanosecond timestamps (magic
+//! `a1b23c4d`) by default; the reader also takes microsecond and big-endian files.
+
+pub const MAGIC_US: u32 = 0xa1b2_c3d4;
+pub const MAGIC_NS: u32 = 0xa1b2_3c4d;
+pub const FILE_HEADER_LEN: usize = 24;
+pub const RECORD_HEADER_LEN: usize = 16;
+pub const LINKTYPE_ETHERNET: u32 = 1;
+/// Largest caplen a reader accepts (what tcpdump/libpcap accept too).
+pub const MAX_SNAPLEN: u32 = 262_144;
+
+/// The 24-byte pcap file header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileHeader {
+    pub nanos: bool,
+    pub snaplen: u32,
+    pub linktype: u32,
+    /// Byte order of the file (readers only; wiretape writes little-endian).
+    pub big_endian: bool,
+}
+
+impl FileHeader {
+    pub fn new(snaplen: u32, nanos: bool) -> Self {
+        FileHeader {
+            nanos,
+            snaplen,
+            linktype: LINKTYPE_ETHERNET,
+            big_endian: false,
+        }
+    }
+
+    pub fn encode(&self) -> [u8; FILE_HEADER_LEN] {
+        let mut h = [0u8; FILE_HEADER_LEN];
+        let magic = if self.nanos { MAGIC_NS } else { MAGIC_US };
+        h[0..4].copy_from_slice(&magic.to_le_bytes());
+        h[4..6].copy_from_slice(&2u16.to_le_bytes());
+        h[6..8].copy_from_slice(&4u16.to_le_bytes());
+        // thiszone, sigfigs: 0
+        h[16..20].copy_from_slice(&self.snaplen.to_le_bytes());
+        h[20..24].copy_from_slice(&self.linktype.to_le_bytes());
+        h
+    }
+
+    /// Parses a header; `Err(magic)` when the magic is not a pcap one.
+    pub fn decode(b: &[u8; FILE_HEADER_LEN]) -> Result<Self, u32> {
+        let le = u32::from_le_bytes(b[0..4].try_into().unwrap());
+        let (nanos, big_endian) = match le {
+            MAGIC_US => (false, false),
+            MAGIC_NS => (true, false),
+            m if m.swap_bytes() == MAGIC_US => (false, true),
+            m if m.swap_bytes() == MAGIC_NS => (true, true),
+            m => return Err(m),
+        };
+        let rd = |o: usize| {
+            let v = u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+            if big_endian {
+                v.swap_bytes()
+            } else {
+                v
+            }
+        };
+        Ok(FileHeader {
+            nanos,
+            snaplen: rd(16),
+            linktype: rd(20),
+            big_endian,
+        })
+    }
+}
+
+/// Encodes a record header for a frame stamped `ts_ns` (UTC ns since the epoch).
+#[inline(always)]
+pub fn record_header(ts_ns: u64, nanos: bool, caplen: u32, orig_len: u32) -> [u8; RECORD_HEADER_LEN] {
+    let sec = (ts_ns / 1_000_000_000) as u32;
+    let sub = (ts_ns % 1_000_000_000) as u32;
+    let frac = if nanos { sub } else { sub / 1000 };
+    let w0 = sec as u64 | ((frac as u64) << 32);
+    let w1 = caplen as u64 | ((orig_len as u64) << 32);
+    let mut h = [0u8; RECORD_HEADER_LEN];
+    h[0..8].copy_from_slice(&w0.to_le_bytes());
+    h[8..16].copy_from_slice(&w1.to_le_bytes());
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn header_roundtrip() {
+        let h = FileHeader::new(65535, true);
+        let b = h.encode();
+        assert_eq!(&b[0..4], &[0x4d, 0x3c, 0xb2, 0xa1]);
+        assert_eq!(FileHeader::decode(&b).unwrap(), h);
+        let mut be = b;
+        be[0..4].copy_from_slice(&MAGIC_US.to_be_bytes());
+        be[16..20].copy_from_slice(&65535u32.to_be_bytes());
+        be[20..24].copy_from_slice(&1u32.to_be_bytes());
+        let d = FileHeader::decode(&be).unwrap();
+        assert!(d.big_endian && !d.nanos);
+        assert_eq!(d.snaplen, 65535);
+        assert_eq!(FileHeader::decode(&[0u8; 24]), Err(0));
+    }
+    #[test]
+    fn record_header_fields() {
+        let h = record_header(1_700_000_000_123_456_789, true, 60, 1514);
+        assert_eq!(u32::from_le_bytes(h[0..4].try_into().unwrap()), 1_700_000_000);
+        assert_eq!(u32::from_le_bytes(h[4..8].try_into().unwrap()), 123_456_789);
+        assert_eq!(u32::from_le_bytes(h[8..12].try_into().unwrap()), 60);
+        assert_eq!(u32::from_le_bytes(h[12..16].try_into().unwrap()), 1514);
+        let u = record_header(1_700_000_000_123_456_789, false, 60, 60);
+        assert_eq!(u32::from_le_bytes(u[4..8].try_into().unwrap()), 123_456);
+    }
+}
