@@ -1,1 +1,193 @@
+//! wiretape: a lossless packet recorder (XDP + AF_XDP to nanosecond pcap).
+//!
+//! This facade re-exports the crates ([`capture`], [`storage`], [`timestamp`])
+//! and joins them: [`PcapFileSink`] is the capture engine's [`FrameSink`]
+//! writing one pcap file per queue, and [`record`] runs a whole recording
+//! (the `wiretape record` command is a thin layer over it).
+//!
+//! ```no_run
+//! use std::sync::atomic::AtomicBool;
+//! let mut opts = wiretape::RecordOptions::new("eth0", "/data");
+//! opts.capture.count = Some(1000);
+//! let report = wiretape::record(&opts, &AtomicBool::new(false), |_| {}).unwrap();
+//! assert!(report.identity_holds());
+//! ```
 
+pub use wiretape_capture as capture;
+pub use wiretape_storage as storage;
+pub use wiretape_timestamp as timestamp;
+
+pub use capture::{Capture, CaptureConfig, CaptureError, CaptureReport, FrameSink, SinkReport, Snapshot, StopReason};
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use storage::{FileSink, PcapWriter};
+use timestamp::{format_compact, monotonic_ns, realtime_ns};
+
+/// Default snap length: whole frames (libpcap's maximum).
+pub const DEFAULT_SNAPLEN: u32 = 262_144;
+
+/// A [`FrameSink`] that writes a nanosecond pcap file through the block writer.
+pub struct PcapFileSink {
+    writer: PcapWriter<FileSink>,
+    flush_every_ns: u64,
+    last_flush_ns: u64,
+    error: Option<String>,
+}
+
+impl PcapFileSink {
+    pub fn create(path: &Path, snaplen: u32, flush_interval: Duration) -> Result<Self, storage::StorageError> {
+        Ok(PcapFileSink {
+            writer: PcapWriter::new(FileSink::create(path)?, snaplen),
+            flush_every_ns: flush_interval.as_nanos() as u64,
+            last_flush_ns: monotonic_ns(),
+            error: None,
+        })
+    }
+}
+
+impl FrameSink for PcapFileSink {
+    #[inline]
+    fn write(&mut self, ts_ns: u64, frame: &[u8]) -> bool {
+        match self.writer.write(ts_ns, frame) {
+            Ok(()) => true,
+            Err(e) => {
+                self.error.get_or_insert_with(|| e.to_string());
+                false
+            }
+        }
+    }
+
+    fn idle(&mut self) {
+        let now = monotonic_ns();
+        if now - self.last_flush_ns >= self.flush_every_ns {
+            self.last_flush_ns = now;
+            if let Err(e) = self.writer.flush() {
+                self.error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+
+    fn close(self) -> SinkReport {
+        let path = self.writer.path().to_owned();
+        let file_bytes = self.writer.file_bytes();
+        let (st, err) = match self.writer.close() {
+            Ok(st) => (st, self.error),
+            Err((st, e)) => (st, self.error.or(Some(e.to_string()))),
+        };
+        SinkReport {
+            frames: st.frames,
+            bytes: st.bytes,
+            lost: st.lost,
+            truncated: st.truncated,
+            files: vec![path],
+            file_bytes,
+            error: err,
+        }
+    }
+}
+
+/// Options of a recording.
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    pub capture: CaptureConfig,
+    pub dir: PathBuf,
+    pub snaplen: u32,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// A partly filled block is written after this long.
+    pub flush_interval: Duration,
+    /// File name prefix.
+    pub prefix: String,
+}
+
+impl RecordOptions {
+    pub fn new(ifname: &str, dir: impl Into<PathBuf>) -> Self {
+        RecordOptions {
+            capture: CaptureConfig::new(ifname),
+            dir: dir.into(),
+            snaplen: DEFAULT_SNAPLEN,
+            duration: None,
+            flush_interval: Duration::from_secs(1),
+            prefix: "wiretape".into(),
+        }
+    }
+}
+
+/// Errors of [`record`].
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    #[error("output path {0} exists and is not a directory: give -w a directory")]
+    NotADirectory(PathBuf),
+    #[error("output directory {path} is not writable ({source}): choose another -w directory or fix its permissions")]
+    NotWritable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What [`record`] tells its progress callback, about once a second.
+#[derive(Clone, Debug)]
+pub enum Event<'a> {
+    Started(&'a capture::StartInfo),
+    Progress { elapsed: Duration, snapshot: Snapshot },
+    Stopping(&'a str),
+}
+
+/// Checks (and creates) the output directory, proving it writable.
+pub fn prepare_dir(dir: &Path) -> Result<(), RecordError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(RecordError::NotADirectory(dir.to_owned()));
+    }
+    std::fs::create_dir_all(dir).map_err(|source| RecordError::NotWritable { path: dir.to_owned(), source })?;
+    let probe = dir.join(format!(".wiretape-probe-{}", std::process::id()));
+    std::fs::File::create(&probe).map_err(|source| RecordError::NotWritable { path: dir.to_owned(), source })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// The file name of queue `queue`'s capture started at `start_ns` (UTC):
+/// `<prefix>-<iface>-q<queue>-<YYYYMMDDTHHMMSS.nnnnnnnnnZ>.pcap`, sorting by time.
+pub fn capture_file_name(prefix: &str, ifname: &str, queue: u32, start_ns: u64) -> String {
+    format!("{prefix}-{ifname}-q{queue}-{}.pcap", format_compact(start_ns))
+}
+
+/// Records until `stop` is set, the count or duration is reached, or the
+/// output fails; then stops cleanly and returns the accounting.
+pub fn record(opts: &RecordOptions, stop: &AtomicBool, mut on_event: impl FnMut(Event<'_>)) -> Result<CaptureReport, RecordError> {
+    prepare_dir(&opts.dir)?;
+    let start_ns = realtime_ns();
+    let ifname = opts.capture.ifname.clone();
+    let cap = Capture::start(&opts.capture, |q| {
+        let path = opts.dir.join(capture_file_name(&opts.prefix, &ifname, q, start_ns));
+        PcapFileSink::create(&path, opts.snaplen, opts.flush_interval).map_err(|e| e.to_string())
+    })?;
+    on_event(Event::Started(cap.info()));
+    let t0 = Instant::now();
+    let mut next_progress = Duration::from_secs(1);
+    let why = loop {
+        std::thread::sleep(Duration::from_millis(20));
+        if stop.load(Ordering::Relaxed) {
+            break "signal";
+        }
+        match cap.should_stop() {
+            Some(StopReason::CountReached) => break "count reached",
+            Some(StopReason::SinkFailed) => break "output failed",
+            None => {}
+        }
+        let el = t0.elapsed();
+        if opts.duration.is_some_and(|d| el >= d) {
+            break "duration reached";
+        }
+        if el >= next_progress {
+            next_progress += Duration::from_secs(1);
+            on_event(Event::Progress { elapsed: el, snapshot: cap.snapshot() });
+        }
+    };
+    on_event(Event::Stopping(why));
+    Ok(cap.stop())
+}

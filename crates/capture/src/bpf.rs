@@ -1,0 +1,182 @@
+//! The steering XDP program: load, register sockets, attach through a bpf_link,
+//! read counters. The one FFI call libbpf-rs does not wrap with flags
+//! (`bpf_link_create` with a native/generic mode) is here, documented.
+
+use crate::CaptureError;
+use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, Xdp, XdpFlags};
+use libbpf_rs::libbpf_sys;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+static STEER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/steer.bpf.o"));
+
+/// Highest queue count the program's maps hold.
+pub const MAX_QUEUES: u32 = 256;
+
+/// Where the XDP program runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpMode {
+    /// In the driver (fastest); veth supports it.
+    Native,
+    /// In the generic skb path (any device, slower).
+    Generic,
+}
+
+impl XdpMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            XdpMode::Native => "native",
+            XdpMode::Generic => "generic",
+        }
+    }
+    fn flags(self) -> u32 {
+        match self {
+            XdpMode::Native => libbpf_sys::XDP_FLAGS_DRV_MODE,
+            XdpMode::Generic => libbpf_sys::XDP_FLAGS_SKB_MODE,
+        }
+    }
+}
+
+/// Per-queue counters of the steering program (summed over CPUs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueCounters {
+    /// Frames on a captured queue: redirect to its socket attempted.
+    pub seen: u64,
+    /// Frames on a queue without a socket, left to the stack.
+    pub passed: u64,
+    /// Frames without a metadata timestamp.
+    pub meta_fail: u64,
+    /// Bytes of the seen frames.
+    pub bytes: u64,
+}
+
+/// The loaded program and its maps.
+pub struct SteerProgram {
+    obj: Object,
+}
+
+/// An attached program; dropping it detaches (closing the link fd). A crash
+/// closes the fd too, so wiretape never leaves its program on an interface.
+pub struct XdpLink {
+    _fd: OwnedFd,
+    pub mode: XdpMode,
+}
+
+/// What is attached to an interface already.
+#[derive(Clone, Debug)]
+pub struct AttachedProgram {
+    pub id: u32,
+    pub name: String,
+    pub mode: &'static str,
+}
+
+impl SteerProgram {
+    pub fn load() -> Result<Self, CaptureError> {
+        let open = ObjectBuilder::default()
+            .open_memory(STEER_OBJ)
+            .map_err(|e| CaptureError::Bpf(format!("opening the steering program: {e}")))?;
+        let obj = open.load().map_err(|e| {
+            let s = e.to_string();
+            if s.contains("Operation not permitted") || s.contains("EPERM") {
+                CaptureError::Permission("loading the XDP program".into())
+            } else {
+                CaptureError::Bpf(format!("loading the steering program: {s}"))
+            }
+        })?;
+        Ok(SteerProgram { obj })
+    }
+
+    fn map(&self, name: &str) -> libbpf_rs::Map<'_> {
+        self.obj
+            .maps()
+            .find(|m| m.name() == name)
+            .unwrap_or_else(|| panic!("steer.bpf.o has no map {name}"))
+    }
+
+    fn prog_fd(&self) -> RawFd {
+        self.obj
+            .progs()
+            .next()
+            .expect("steer.bpf.o has a program")
+            .as_fd()
+            .as_raw_fd()
+    }
+
+    /// Sends frames of `queue` to the socket `fd`.
+    pub fn register(&self, queue: u32, fd: RawFd) -> Result<(), CaptureError> {
+        self.map("xsks")
+            .update(&queue.to_ne_bytes(), &(fd as u32).to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| CaptureError::Bpf(format!("registering the socket of queue {queue}: {e}")))
+    }
+
+    /// The counters of one queue.
+    pub fn counters(&self, queue: u32) -> QueueCounters {
+        let vals = self
+            .map("qstats")
+            .lookup_percpu(&queue.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let mut c = QueueCounters::default();
+        for v in vals {
+            let f = |i: usize| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
+            c.seen += f(0);
+            c.passed += f(1);
+            c.meta_fail += f(2);
+            c.bytes += f(3);
+        }
+        c
+    }
+
+    /// What XDP program `ifindex` has attached, if any.
+    pub fn attached(&self, ifindex: u32) -> Option<AttachedProgram> {
+        // SAFETY: the program fd is owned by self.obj and outlives this call.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.prog_fd()) };
+        let q = Xdp::new(fd).query(ifindex as i32, XdpFlags::NONE).ok()?;
+        let (id, mode) = [
+            (q.drv_prog_id, "native"),
+            (q.skb_prog_id, "generic"),
+            (q.hw_prog_id, "offloaded"),
+            (q.prog_id, "unknown"),
+        ]
+        .into_iter()
+        .find(|(id, _)| *id != 0)?;
+        let name = libbpf_rs::query::ProgInfoIter::default()
+            .find(|p| p.id == id)
+            .map(|p| p.name.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "?".into());
+        Some(AttachedProgram { id, name, mode })
+    }
+
+    /// Attaches through a bpf_link in `mode`.
+    pub fn attach(&self, ifindex: u32, ifname: &str, mode: XdpMode) -> Result<XdpLink, CaptureError> {
+        if let Some(p) = self.attached(ifindex) {
+            return Err(CaptureError::AlreadyAttached {
+                ifname: ifname.into(),
+                id: p.id,
+                name: p.name,
+                mode: p.mode,
+            });
+        }
+        // SAFETY: bpf_link_create_opts is plain data; all-zero is its default.
+        let mut opts: libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
+        opts.sz = std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _;
+        opts.flags = mode.flags();
+        // SAFETY: valid program fd, ifindex as target (BPF_XDP), opts points
+        // to a live, sized struct. Returns a new fd we own, or -errno.
+        let rc = unsafe { libbpf_sys::bpf_link_create(self.prog_fd(), ifindex as i32, libbpf_sys::BPF_XDP, &opts) };
+        if rc < 0 {
+            let err = std::io::Error::from_raw_os_error(-rc);
+            return Err(match -rc {
+                libc::EBUSY | libc::EEXIST => match self.attached(ifindex) {
+                    Some(p) => CaptureError::AlreadyAttached { ifname: ifname.into(), id: p.id, name: p.name, mode: p.mode },
+                    None => CaptureError::Attach { ifname: ifname.into(), mode: mode.name(), source: err },
+                },
+                libc::EPERM | libc::EACCES => CaptureError::Permission(format!("attaching XDP to {ifname}")),
+                _ => CaptureError::Attach { ifname: ifname.into(), mode: mode.name(), source: err },
+            });
+        }
+        // SAFETY: rc is a fresh fd returned to us by the kernel.
+        let fd = unsafe { OwnedFd::from_raw_fd(rc) };
+        Ok(XdpLink { _fd: fd, mode })
+    }
+}

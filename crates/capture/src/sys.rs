@@ -1,0 +1,160 @@
+//! Small OS calls the engine and the test bed need: network namespaces, CPU
+//! affinity, the interface's RX queue count, and a raw AF_PACKET sender.
+//! Each `unsafe` block is one libc call with its arguments' validity stated.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// The interface index of `name` in this thread's network namespace.
+pub fn ifindex(name: &str) -> Option<u32> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: c is a valid NUL-terminated string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (i != 0).then_some(i)
+}
+
+#[repr(C)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+#[repr(C)]
+struct IfReqData {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+
+/// Number of RX queues of `name` (ethtool channels: rx + combined); falls
+/// back to /sys when the driver does not report channels.
+pub fn rx_queue_count(name: &str) -> io::Result<u32> {
+    let mut ch = EthtoolChannels {
+        cmd: 0x3c, // ETHTOOL_GCHANNELS
+        max_rx: 0,
+        max_tx: 0,
+        max_other: 0,
+        max_combined: 0,
+        rx_count: 0,
+        tx_count: 0,
+        other_count: 0,
+        combined_count: 0,
+    };
+    let mut req = IfReqData { name: [0; libc::IFNAMSIZ], data: (&mut ch as *mut EthtoolChannels).cast(), _pad: [0; 16] };
+    for (d, s) in req.name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: a plain datagram socket used only for the ioctl, owned at once.
+    let s = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: s is a fresh fd.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: SIOCETHTOOL reads req (ifname + pointer to ch) and writes ch,
+    // both live for the call and laid out as the kernel expects.
+    let rc = unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
+    if rc == 0 && ch.rx_count + ch.combined_count > 0 {
+        return Ok(ch.rx_count + ch.combined_count);
+    }
+    let dir = format!("/sys/class/net/{name}/queues");
+    let n = std::fs::read_dir(&dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+        .count();
+    Ok(n as u32)
+}
+
+/// CPUs this thread may run on.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer and size for the calling thread (pid 0).
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return vec![0];
+    }
+    // SAFETY: CPU_ISSET only reads the set.
+    (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: cpu < CPU_SETSIZE, so CPU_SET stays inside the set.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: valid pointer and size; pid 0 = this thread.
+    cvt(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) }).map(|_| ())
+}
+
+/// Moves the calling thread into the network namespace named `name`
+/// (as created by `ip netns add`, i.e. /run/netns/NAME).
+pub fn enter_netns(name: &str) -> io::Result<()> {
+    let f = File::open(format!("/run/netns/{name}"))?;
+    // SAFETY: f is an open netns file; setns only changes this thread's namespace.
+    cvt(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
+}
+
+/// True when the effective user is root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A raw AF_PACKET socket that sends whole Ethernet frames on one interface.
+pub struct PacketSender {
+    fd: OwnedFd,
+}
+
+impl PacketSender {
+    /// Opens the socket in the calling thread's network namespace.
+    pub fn open(ifname: &str) -> io::Result<Self> {
+        let idx = ifindex(ifname).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no interface {ifname}")))?;
+        // Protocol 0: this socket receives nothing, it only sends.
+        // SAFETY: plain socket(2), owned at once.
+        let raw = cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
+        // SAFETY: raw is a fresh fd.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: sockaddr_ll is plain data.
+        let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sa.sll_family = libc::AF_PACKET as u16;
+        sa.sll_ifindex = idx as i32;
+        // SAFETY: bind with a valid sockaddr_ll and its size.
+        cvt(unsafe { libc::bind(raw, (&sa as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) })?;
+        Ok(PacketSender { fd })
+    }
+
+    /// Sends one frame; retries while the device queue is full (ENOBUFS/EAGAIN).
+    pub fn send(&self, frame: &[u8]) -> io::Result<()> {
+        loop {
+            // SAFETY: frame is a valid buffer of frame.len() bytes.
+            let rc = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+            if rc >= 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::EINTR) => std::thread::yield_now(),
+                _ => return Err(e),
+            }
+        }
+    }
+}

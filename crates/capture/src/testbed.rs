@@ -1,0 +1,250 @@
+//! A test bed of real parts: a veth pair inside a private network namespace,
+//! and a sender of known frames. Used by `wiretape demo`, the integration
+//! tests and the benches. Everything it creates is removed on drop, also when
+//! a test fails (the namespace goes, and the veth pair with it).
+
+use crate::sys;
+use std::io;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The generator end's name inside a [`Testbed`] namespace.
+pub const GEN_IF: &str = "wt-gen";
+/// The capture end's name.
+pub const CAP_IF: &str = "wt-cap";
+
+fn run(cmd: &mut Command) -> io::Result<String> {
+    let out = cmd.stderr(Stdio::piped()).stdout(Stdio::piped()).output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "{:?} failed: {}",
+            cmd,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A private network namespace holding a veth pair `wt-gen` <-> `wt-cap`.
+pub struct Testbed {
+    ns: String,
+}
+
+impl Testbed {
+    /// Creates namespace `wt-<tag>-<pid>-<n>` with a veth pair of `queues`
+    /// queues per end, both up, IPv6 off (no stray frames on the link).
+    pub fn create(tag: &str, queues: u32) -> io::Result<Testbed> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let ns = format!("wt-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        run(Command::new("ip").args(["netns", "add", &ns])).map_err(|e| {
+            io::Error::other(format!("cannot create a network namespace (are you root? is iproute2 installed?): {e}"))
+        })?;
+        let tb = Testbed { ns };
+        let q = queues.max(1).to_string();
+        tb.ip(&["link", "set", "lo", "up"])?;
+        tb.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])?;
+        tb.ip(&[
+            "link", "add", GEN_IF, "numtxqueues", &q, "numrxqueues", &q, "type", "veth", "peer", "name", CAP_IF,
+            "numtxqueues", &q, "numrxqueues", &q,
+        ])?;
+        tb.ip(&["link", "set", GEN_IF, "address", "02:77:74:00:00:01", "up"])?;
+        tb.ip(&["link", "set", CAP_IF, "address", "02:77:74:00:00:02", "up"])?;
+        Ok(tb)
+    }
+
+    pub fn netns(&self) -> &str {
+        &self.ns
+    }
+
+    /// `ip -n NS ARGS...`
+    pub fn ip(&self, args: &[&str]) -> io::Result<String> {
+        run(Command::new("ip").arg("-n").arg(&self.ns).args(args))
+    }
+
+    /// Runs a command inside the namespace and returns its stdout.
+    pub fn exec(&self, args: &[&str]) -> io::Result<String> {
+        run(Command::new("ip").args(["netns", "exec", &self.ns]).args(args))
+    }
+
+    /// A `Command` that runs `program` inside the namespace.
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns, program]);
+        c
+    }
+
+    /// An interface statistic (e.g. `tx_dropped`) read inside the namespace.
+    pub fn link_stat(&self, ifname: &str, stat: &str) -> u64 {
+        self.exec(&["cat", &format!("/sys/class/net/{ifname}/statistics/{stat}")])
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Sends frames `seqs` from the generator end, one sender thread per flow
+    /// group, at about `pps` frames per second (None: as fast as it goes).
+    pub fn send(&self, seqs: std::ops::Range<u64>, size: SizeFn, flows: u16, pps: Option<u64>) -> io::Result<SendReport> {
+        let ns = self.ns.clone();
+        std::thread::spawn(move || -> io::Result<SendReport> {
+            sys::enter_netns(&ns)?;
+            let s = sys::PacketSender::open(GEN_IF)?;
+            let start = Instant::now();
+            let mut frame = Vec::with_capacity(2048);
+            let mut sent = 0u64;
+            let mut bytes = 0u64;
+            for seq in seqs.clone() {
+                let len = size.size(seq);
+                frames::build_into(&mut frame, seq, len, (seq % flows.max(1) as u64) as u16);
+                s.send(&frame)?;
+                sent += 1;
+                bytes += len as u64;
+                if let Some(pps) = pps {
+                    // Pace in bursts of 32 so that no queue on the way overflows.
+                    if sent % 32 == 0 {
+                        let due = Duration::from_nanos(sent * 1_000_000_000 / pps.max(1));
+                        while start.elapsed() < due {
+                            std::hint::spin_loop();
+                        }
+                    }
+                }
+            }
+            Ok(SendReport { sent, bytes, elapsed: start.elapsed() })
+        })
+        .join()
+        .map_err(|_| io::Error::other("sender thread panicked"))?
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// What a sender did.
+#[derive(Clone, Copy, Debug)]
+pub struct SendReport {
+    pub sent: u64,
+    pub bytes: u64,
+    pub elapsed: Duration,
+}
+
+/// Frame sizes by sequence number.
+#[derive(Clone, Copy, Debug)]
+pub enum SizeFn {
+    Fixed(usize),
+    /// 60..=1514 bytes, spread over the range.
+    Mixed,
+}
+
+impl SizeFn {
+    pub fn size(self, seq: u64) -> usize {
+        match self {
+            SizeFn::Fixed(n) => n.clamp(frames::MIN_LEN, 9000),
+            SizeFn::Mixed => frames::mixed_size(seq),
+        }
+    }
+}
+
+/// Known frames: Ethernet/IPv4/UDP from 198.18.0.1 to 198.18.0.2 (the
+/// benchmarking range, never routed), to a MAC that is nobody's, with a
+/// payload that says its sequence number, length and flow and then a pattern
+/// derived from them, so a captured frame can be checked byte for byte.
+pub mod frames {
+    pub const MIN_LEN: usize = 60;
+    pub const MAX_LEN: usize = 1514;
+    pub const MAGIC: &[u8; 4] = b"WTAP";
+    const HDR: usize = 14 + 20 + 8;
+
+    /// A size in 60..=1514 for each sequence number, covering the range.
+    pub fn mixed_size(seq: u64) -> usize {
+        MIN_LEN + ((seq.wrapping_mul(7919) ^ (seq >> 3)) % (MAX_LEN - MIN_LEN + 1) as u64) as usize
+    }
+
+    fn csum(b: &[u8]) -> u16 {
+        let mut s: u32 = b.chunks(2).map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32).sum();
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        !(s as u16)
+    }
+
+    /// Builds frame `seq` of `len` bytes on flow `flow` into `out`.
+    pub fn build_into(out: &mut Vec<u8>, seq: u64, len: usize, flow: u16) {
+        let len = len.max(MIN_LEN);
+        out.clear();
+        out.extend_from_slice(&[0x02, 0x77, 0x74, 0x00, 0x00, 0x99]); // dst: not the capture end
+        out.extend_from_slice(&[0x02, 0x77, 0x74, 0x00, 0x00, 0x01]);
+        out.extend_from_slice(&0x0800u16.to_be_bytes());
+        let ip_len = (len - 14) as u16;
+        let mut ip = [0u8; 20];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+        ip[4..6].copy_from_slice(&(seq as u16).to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&[198, 18, 0, 1]);
+        ip[16..20].copy_from_slice(&[198, 18, 0, 2]);
+        let c = csum(&ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        out.extend_from_slice(&ip);
+        out.extend_from_slice(&(10_000 + flow).to_be_bytes());
+        out.extend_from_slice(&9u16.to_be_bytes());
+        out.extend_from_slice(&(ip_len - 20).to_be_bytes());
+        out.extend_from_slice(&0u16.to_be_bytes()); // UDP checksum optional in IPv4
+        let payload = len - HDR;
+        let mut tag = [0u8; 16];
+        tag[..4].copy_from_slice(MAGIC);
+        tag[4..12].copy_from_slice(&seq.to_le_bytes());
+        tag[12..14].copy_from_slice(&(len as u16).to_le_bytes());
+        tag[14..16].copy_from_slice(&flow.to_le_bytes());
+        out.extend_from_slice(&tag[..payload.min(16)]);
+        for i in 16..payload {
+            out.push((seq as usize).wrapping_mul(31).wrapping_add(i) as u8);
+        }
+    }
+
+    pub fn build(seq: u64, len: usize, flow: u16) -> Vec<u8> {
+        let mut v = Vec::with_capacity(len);
+        build_into(&mut v, seq, len, flow);
+        v
+    }
+
+    /// (seq, original length, flow) of one of our frames (possibly cut by snaplen).
+    pub fn parse(frame: &[u8]) -> Option<(u64, usize, u16)> {
+        let t = frame.get(HDR..HDR + 16)?;
+        if &t[..4] != MAGIC {
+            return None;
+        }
+        Some((
+            u64::from_le_bytes(t[4..12].try_into().ok()?),
+            u16::from_le_bytes(t[12..14].try_into().ok()?) as usize,
+            u16::from_le_bytes(t[14..16].try_into().ok()?),
+        ))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        #[test]
+        fn roundtrip_and_sizes() {
+            for seq in [0u64, 1, 2, 99, 12345, u64::MAX / 3] {
+                let len = mixed_size(seq);
+                assert!((MIN_LEN..=MAX_LEN).contains(&len));
+                let f = build(seq, len, 3);
+                assert_eq!(f.len(), len);
+                assert_eq!(parse(&f), Some((seq, len, 3)));
+            }
+            let sizes: std::collections::BTreeSet<_> = (0..5000).map(mixed_size).collect();
+            assert!(sizes.contains(&60) || sizes.iter().next().unwrap() < &70);
+            assert!(sizes.iter().last().unwrap() > &1500);
+            // IPv4 header checksum verifies to zero
+            let f = build(7, 100, 0);
+            assert_eq!(csum(&f[14..34]), 0);
+        }
+    }
+}

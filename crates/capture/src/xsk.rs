@@ -1,0 +1,424 @@
+//! AF_XDP sockets: UMEM, fill and RX rings. All ring and UMEM `unsafe` lives here.
+//!
+//! Ownership protocol of a UMEM frame (the invariant every block below relies on):
+//! 1. At start every frame address is given to the kernel through the fill ring.
+//! 2. The kernel writes a received frame into it and publishes a descriptor on
+//!    the RX ring. [`RxRing::take`] turns that descriptor into a [`Desc`], a
+//!    token that is neither `Clone` nor constructible outside this module: whoever
+//!    holds the `Desc` owns the frame, and the kernel does not touch it.
+//! 3. [`Umem::frame`] reads the frame through `&Desc`; [`FillRing::give`]
+//!    consumes the `Desc` and hands the frame back to the kernel.
+//!
+//! So a frame is never read while the kernel may write it, and never given back twice.
+//! Rings are single-producer/single-consumer: the RX ring's consumer is the
+//! poll thread that owns [`RxRing`]; the fill ring's producer is the writer
+//! thread that owns [`FillRing`]. The kernel is the other side of each.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// Bytes of XDP metadata the steering program writes before each frame (TAI ns).
+pub const META_LEN: u64 = 8;
+
+fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// An anonymous shared mapping, unmapped on drop.
+struct Mmap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory; access to its contents is governed by
+// the ring/frame ownership protocol in the module docs, not by this handle.
+unsafe impl Send for Mmap {}
+// SAFETY: as above.
+unsafe impl Sync for Mmap {}
+
+impl Mmap {
+    fn anon(len: usize) -> io::Result<Self> {
+        let base = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+        // Huge pages where the kernel has them reserved; plain pages otherwise.
+        for flags in [base | libc::MAP_HUGETLB, base] {
+            // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+            let p = unsafe {
+                libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0)
+            };
+            if p != libc::MAP_FAILED {
+                return Ok(Mmap { ptr: NonNull::new(p.cast()).unwrap(), len });
+            }
+        }
+        Err(io::Error::last_os_error())
+    }
+
+    fn ring(fd: RawFd, len: usize, pgoff: u64) -> io::Result<Self> {
+        // SAFETY: maps the socket's ring at the offset the kernel defines for
+        // it; the length comes from the kernel's own mmap offsets + ring size.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                pgoff as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mmap { ptr: NonNull::new(p.cast()).unwrap(), len })
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what mmap returned; all users hold an Arc to
+        // this mapping, so none is left when it drops.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// The packet buffer area shared with the kernel.
+pub struct Umem {
+    map: Mmap,
+    frame_size: u32,
+    frames: u32,
+}
+
+impl Umem {
+    pub fn frame_size(&self) -> u32 {
+        self.frame_size
+    }
+
+    pub fn frames(&self) -> u32 {
+        self.frames
+    }
+
+    /// The bytes of a received frame.
+    #[inline(always)]
+    pub fn frame(&self, d: &Desc) -> &[u8] {
+        // Desc values come only from RxRing::take, which checked the bounds.
+        // SAFETY: [addr, addr+len) lies inside the mapping (checked in take),
+        // and the frame is owned by the holder of `d` (module invariant), so
+        // the kernel does not write it while this borrow lives.
+        unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr().add(d.addr as usize), d.len as usize) }
+    }
+}
+
+/// A received frame, owned until given back with [`FillRing::give`].
+#[derive(Debug)]
+pub struct Desc {
+    addr: u64,
+    len: u32,
+    /// The steering program's TAI stamp (0 when it had none).
+    pub meta_ts: u64,
+}
+
+impl Desc {
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Pointers into one mapped ring.
+struct RingPtrs {
+    _map: Arc<Mmap>,
+    producer: *const AtomicU32,
+    consumer: *const AtomicU32,
+    flags: *const AtomicU32,
+    descs: *mut u8,
+    mask: u32,
+    size: u32,
+}
+
+// SAFETY: the pointers point into the Arc'd mapping kept alive by `_map`;
+// each ring end is used by one thread at a time (module docs).
+unsafe impl Send for RingPtrs {}
+
+impl RingPtrs {
+    fn new(map: Arc<Mmap>, off: &libc::xdp_ring_offset, size: u32) -> Self {
+        let base = map.ptr.as_ptr();
+        // SAFETY: offsets come from XDP_MMAP_OFFSETS for this ring and lie
+        // within the mapping of length off.desc + size * entry.
+        unsafe {
+            RingPtrs {
+                producer: base.add(off.producer as usize).cast(),
+                consumer: base.add(off.consumer as usize).cast(),
+                flags: base.add(off.flags as usize).cast(),
+                descs: base.add(off.desc as usize),
+                mask: size - 1,
+                size,
+                _map: map,
+            }
+        }
+    }
+    #[inline(always)]
+    fn producer(&self) -> &AtomicU32 {
+        // SAFETY: points to the ring's u32 producer index, valid while _map lives.
+        unsafe { &*self.producer }
+    }
+    #[inline(always)]
+    fn consumer(&self) -> &AtomicU32 {
+        // SAFETY: as above, the consumer index.
+        unsafe { &*self.consumer }
+    }
+    #[inline(always)]
+    fn flags(&self) -> &AtomicU32 {
+        // SAFETY: as above, the flags word.
+        unsafe { &*self.flags }
+    }
+}
+
+/// The RX ring, consumer side (the poll thread).
+pub struct RxRing {
+    ring: RingPtrs,
+    umem: Arc<Umem>,
+    cached_cons: u32,
+}
+
+impl RxRing {
+    /// Takes up to `max` received frames, appending them to `out`; returns how many.
+    #[inline]
+    pub fn take(&mut self, max: usize, out: &mut Vec<Desc>) -> usize {
+        let prod = self.ring.producer().load(Ordering::Acquire);
+        let avail = prod.wrapping_sub(self.cached_cons) as usize;
+        let n = avail.min(max);
+        let umem_len = self.umem.map.len as u64;
+        let base = self.umem.map.ptr.as_ptr();
+        for i in 0..n as u32 {
+            let idx = (self.cached_cons.wrapping_add(i) & self.ring.mask) as usize;
+            // SAFETY: idx < size; entries are xdp_desc, published by the kernel
+            // before the producer index we loaded with Acquire.
+            let d = unsafe { std::ptr::read(self.ring.descs.cast::<libc::xdp_desc>().add(idx)) };
+            let addr = d.addr;
+            let end = addr + d.len as u64;
+            // The kernel never hands out an address outside the UMEM; check
+            // anyway so that a kernel bug cannot become a wild read here.
+            assert!(addr >= META_LEN && end <= umem_len, "RX descriptor outside the UMEM");
+            // SAFETY: addr-8..addr lies inside the frame's headroom (addr >= 8,
+            // in the UMEM), which the kernel filled before publishing; the frame
+            // is ours from here on (module invariant).
+            let meta_ts = unsafe { std::ptr::read_unaligned(base.add((addr - META_LEN) as usize).cast::<u64>()) };
+            out.push(Desc { addr, len: d.len, meta_ts });
+        }
+        if n > 0 {
+            self.cached_cons = self.cached_cons.wrapping_add(n as u32);
+            // Descriptors are copied out: release the ring slots to the kernel.
+            self.ring.consumer().store(self.cached_cons, Ordering::Release);
+        }
+        n
+    }
+
+    /// Frames waiting in the ring.
+    pub fn pending(&self) -> u32 {
+        self.ring.producer().load(Ordering::Acquire).wrapping_sub(self.cached_cons)
+    }
+}
+
+/// The fill ring, producer side (the writer thread).
+pub struct FillRing {
+    ring: RingPtrs,
+    cached_prod: u32,
+    fd: RawFd,
+}
+
+impl FillRing {
+    /// Gives frames back to the kernel. Never blocks: the ring holds every
+    /// frame of the UMEM, so there is always room for the ones we own.
+    #[inline]
+    pub fn give(&mut self, descs: impl ExactSizeIterator<Item = Desc>) {
+        let n = descs.len() as u32;
+        if n == 0 {
+            return;
+        }
+        let cons = self.ring.consumer().load(Ordering::Acquire);
+        assert!(
+            self.ring.size - self.cached_prod.wrapping_sub(cons) >= n,
+            "fill ring overflow: more frames returned than the UMEM has"
+        );
+        for (i, d) in descs.enumerate() {
+            let idx = (self.cached_prod.wrapping_add(i as u32) & self.ring.mask) as usize;
+            // Fill entries are frame-aligned in aligned-chunk mode; the kernel
+            // masks the offset within the frame anyway.
+            // SAFETY: idx < size; the slot is ours (free space checked above).
+            unsafe { self.ring.descs.cast::<u64>().add(idx).write(d.addr) };
+        }
+        self.cached_prod = self.cached_prod.wrapping_add(n);
+        self.ring.producer().store(self.cached_prod, Ordering::Release);
+        if self.ring.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0 {
+            // SAFETY: a recvfrom with no buffer on our socket only wakes the
+            // driver; errors (EAGAIN) are expected and harmless.
+            unsafe {
+                libc::recvfrom(self.fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut())
+            };
+        }
+    }
+
+    fn give_addrs(&mut self, addrs: impl ExactSizeIterator<Item = u64>) {
+        self.give(addrs.map(|addr| Desc { addr, len: 0, meta_ts: 0 }))
+    }
+}
+
+/// Kernel drop counters of one socket (XDP_STATISTICS).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XskStats {
+    /// Frames dropped because no fill-ring buffer was available or the frame
+    /// did not fit a UMEM frame.
+    pub rx_dropped: u64,
+    pub rx_invalid_descs: u64,
+    /// Frames dropped because the RX ring was full.
+    pub rx_ring_full: u64,
+    /// Times the kernel found the fill ring empty.
+    pub rx_fill_ring_empty_descs: u64,
+}
+
+/// How a socket ended up bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindMode {
+    ZeroCopy,
+    Copy,
+}
+
+/// The socket handle: kept by the engine for statistics after the rings have
+/// moved to their threads.
+pub struct XskFd {
+    fd: OwnedFd,
+}
+
+impl XskFd {
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    pub fn stats(&self) -> io::Result<XskStats> {
+        // SAFETY: xdp_statistics is plain data (all-zero is valid).
+        let mut s: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `s`.
+        cvt(unsafe {
+            libc::getsockopt(self.raw(), libc::SOL_XDP, libc::XDP_STATISTICS, (&mut s as *mut libc::xdp_statistics).cast(), &mut len)
+        })?;
+        Ok(XskStats {
+            rx_dropped: s.rx_dropped,
+            rx_invalid_descs: s.rx_invalid_descs,
+            rx_ring_full: s.rx_ring_full,
+            rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs,
+        })
+    }
+
+    /// Waits up to `timeout_ms` for received frames.
+    pub fn wait_rx(&self, timeout_ms: i32) {
+        let mut p = libc::pollfd { fd: self.raw(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    }
+}
+
+/// Socket options.
+#[derive(Clone, Copy, Debug)]
+pub struct XskConfig {
+    /// Frames in the UMEM (a power of two); also the size of the fill and RX rings.
+    pub frames: u32,
+    /// Bytes per frame: 2048 or 4096.
+    pub frame_size: u32,
+    /// Try zero-copy first (and fall back to copy mode).
+    pub zero_copy: Option<bool>,
+}
+
+/// A bound AF_XDP socket, split into its parts.
+pub struct Xsk {
+    pub fd: Arc<XskFd>,
+    pub umem: Arc<Umem>,
+    pub rx: RxRing,
+    pub fill: FillRing,
+    pub mode: BindMode,
+}
+
+/// Opens a socket on `ifindex`/`queue`: zero-copy first unless told
+/// otherwise, copy mode if the driver refuses (veth always does).
+pub fn open(ifindex: u32, queue: u32, cfg: &XskConfig) -> io::Result<(Xsk, Option<io::Error>)> {
+    match cfg.zero_copy {
+        Some(true) => open_mode(ifindex, queue, cfg, BindMode::ZeroCopy).map(|x| (x, None)),
+        Some(false) => open_mode(ifindex, queue, cfg, BindMode::Copy).map(|x| (x, None)),
+        None => match open_mode(ifindex, queue, cfg, BindMode::ZeroCopy) {
+            Ok(x) => Ok((x, None)),
+            Err(zc) if matches!(zc.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) | Some(libc::EPROTONOSUPPORT)) => {
+                open_mode(ifindex, queue, cfg, BindMode::Copy).map(|x| (x, Some(zc)))
+            }
+            Err(e) => Err(e),
+        },
+    }
+}
+
+fn setopt<T>(fd: RawFd, opt: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live T and its exact size.
+    cvt(unsafe { libc::setsockopt(fd, libc::SOL_XDP, opt, (v as *const T).cast(), std::mem::size_of::<T>() as libc::socklen_t) })
+        .map(|_| ())
+}
+
+fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::Result<Xsk> {
+    assert!(cfg.frames.is_power_of_two(), "frame count must be a power of two");
+    // SAFETY: plain socket(2); the returned fd is owned right away.
+    let raw = cvt(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: raw is a fresh fd nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let umem_len = cfg.frames as usize * cfg.frame_size as usize;
+    let umem_map = Mmap::anon(umem_len)?;
+    let reg = libc::xdp_umem_reg {
+        addr: umem_map.ptr.as_ptr() as u64,
+        len: umem_len as u64,
+        chunk_size: cfg.frame_size,
+        headroom: 0,
+        flags: 0,
+        tx_metadata_len: 0,
+    };
+    setopt(raw, libc::XDP_UMEM_REG, &reg)?;
+    let n = cfg.frames;
+    setopt(raw, libc::XDP_UMEM_FILL_RING, &n)?;
+    // The kernel insists on a completion ring for a UMEM owner even when we never transmit.
+    let one: u32 = 64;
+    setopt(raw, libc::XDP_UMEM_COMPLETION_RING, &one)?;
+    setopt(raw, libc::XDP_RX_RING, &n)?;
+    // SAFETY: plain data, zero is valid.
+    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+    let mut olen = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most olen bytes into off.
+    cvt(unsafe { libc::getsockopt(raw, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS, (&mut off as *mut libc::xdp_mmap_offsets).cast(), &mut olen) })?;
+    let rx_map = Arc::new(Mmap::ring(raw, off.rx.desc as usize + n as usize * std::mem::size_of::<libc::xdp_desc>(), libc::XDP_PGOFF_RX_RING as u64)?);
+    let fill_map = Arc::new(Mmap::ring(raw, off.fr.desc as usize + n as usize * 8, libc::XDP_UMEM_PGOFF_FILL_RING)?);
+
+    let umem = Arc::new(Umem { map: umem_map, frame_size: cfg.frame_size, frames: cfg.frames });
+    let rx = RxRing { ring: RingPtrs::new(rx_map, &off.rx, n), umem: umem.clone(), cached_cons: 0 };
+    let mut fill = FillRing { ring: RingPtrs::new(fill_map, &off.fr, n), cached_prod: 0, fd: raw };
+    // Every frame starts out with the kernel.
+    fill.give_addrs((0..n as usize).map(|i| i as u64 * cfg.frame_size as u64));
+
+    let flags = libc::XDP_USE_NEED_WAKEUP
+        | match mode {
+            BindMode::ZeroCopy => libc::XDP_ZEROCOPY,
+            BindMode::Copy => libc::XDP_COPY,
+        };
+    let sa = libc::sockaddr_xdp {
+        sxdp_family: libc::AF_XDP as u16,
+        sxdp_flags: flags,
+        sxdp_ifindex: ifindex,
+        sxdp_queue_id: queue,
+        sxdp_shared_umem_fd: 0,
+    };
+    // SAFETY: bind with a valid sockaddr_xdp and its size.
+    cvt(unsafe { libc::bind(raw, (&sa as *const libc::sockaddr_xdp).cast(), std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t) })?;
+    Ok(Xsk { fd: Arc::new(XskFd { fd }), umem, rx, fill, mode })
+}
