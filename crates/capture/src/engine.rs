@@ -308,9 +308,7 @@ impl Capture {
                 list.clone()
             }
         };
-        if !sys::is_root() {
-            // Capabilities may still allow it; the kernel will say. Nothing to do here.
-        }
+        sys::raise_memlock();
         let prog = SteerProgram::load()?;
         if let Some(p) = prog.attached(ifindex) {
             return Err(CaptureError::AlreadyAttached { ifname, id: p.id, name: p.name, mode: p.mode });

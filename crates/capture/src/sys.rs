@@ -158,3 +158,45 @@ impl PacketSender {
         }
     }
 }
+
+/// Lifts RLIMIT_MEMLOCK so the UMEM and BPF maps can be pinned (root or
+/// CAP_SYS_RESOURCE may; otherwise the current limit stays and a too-large
+/// UMEM fails with a message that says to lower --frames).
+pub fn raise_memlock() {
+    let r = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: a valid rlimit struct; failure leaves the limit unchanged.
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &r) };
+}
+
+/// While alive, the calling thread is inside another network namespace;
+/// on drop it returns to the one it came from.
+pub struct NetnsGuard {
+    home: File,
+}
+
+impl NetnsGuard {
+    pub fn enter(name: &str) -> io::Result<Self> {
+        let home = File::open("/proc/thread-self/ns/net")?;
+        enter_netns(name)?;
+        Ok(NetnsGuard { home })
+    }
+}
+
+impl Drop for NetnsGuard {
+    fn drop(&mut self) {
+        // SAFETY: home is an open netns file of this thread's former namespace.
+        unsafe { libc::setns(self.home.as_raw_fd(), libc::CLONE_NEWNET) };
+    }
+}
+
+/// Effective capabilities of this process (bit n = capability n).
+pub fn effective_caps() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(0)
+}

@@ -1,0 +1,181 @@
+//! `wiretape record`.
+
+use crate::report;
+use anyhow::{bail, Result};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+use wiretape::capture::{sys, XdpMode};
+use wiretape::{Event, RecordOptions};
+
+#[derive(clap::Args)]
+#[command(after_help = "Stops after COUNT frames, after SECONDS, or on Ctrl-C/SIGTERM; always cleanly: blocks \
+flushed, XDP program detached, summary printed. Files: DIR/<prefix>-<iface>-q<queue>-<UTC start>.pcap, \
+pcap with nanosecond timestamps.\n\nNeeds root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK.")]
+pub struct Args {
+    /// Interface to record (e.g. eth0).
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    iface: String,
+    /// Output directory (created if missing).
+    #[arg(short = 'w', long = "write", value_name = "DIR")]
+    dir: PathBuf,
+    /// Stop after COUNT frames in total (at least 1).
+    #[arg(short = 'c', long, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..))]
+    count: Option<u64>,
+    /// Stop after SECONDS (fractions allowed).
+    #[arg(short = 'd', long = "duration", value_name = "SECONDS", value_parser = parse_secs)]
+    duration: Option<Duration>,
+    /// Bytes kept of each frame (the original length is always recorded).
+    #[arg(short = 's', long, value_name = "SNAPLEN", default_value_t = wiretape::DEFAULT_SNAPLEN,
+          value_parser = clap::value_parser!(u32).range(14..=262144))]
+    snaplen: u32,
+    /// RX queues to record: `all` or a list like 0,1 or 0-3.
+    #[arg(long, value_name = "all|0,1,..", default_value = "all")]
+    queues: String,
+    /// CPUs for the poll threads, one per queue in turn (e.g. 2,3 or 2-5).
+    /// Default: the CPUs this process may run on, in turn.
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Write the final accounting as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    summary_json: Option<PathBuf>,
+    /// Where the XDP program runs: auto (native, else generic), native, generic.
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "native", "generic"])]
+    xdp_mode: String,
+    /// AF_XDP zero-copy: auto (try, else copy), on, off.
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "on", "off"])]
+    zero_copy: String,
+    /// UMEM frames per queue (power of two): how many frames may wait for the writer.
+    #[arg(long, value_name = "N", default_value_t = 16384)]
+    frames: u32,
+    /// Bytes per UMEM frame: 2048 or 4096 (the largest frame recorded is this minus 256).
+    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    frame_size: u32,
+    /// Most frames a poll thread takes from the ring at once.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    batch: usize,
+    /// Write a partly filled block after this many seconds, so a quiet link lands on disk.
+    #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = parse_secs)]
+    flush_interval: Duration,
+    /// File name prefix.
+    #[arg(long, default_value = "wiretape")]
+    prefix: String,
+    /// No progress line.
+    #[arg(short = 'q', long)]
+    quiet: bool,
+}
+
+fn parse_secs(s: &str) -> std::result::Result<Duration, String> {
+    let v: f64 = s.parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !(v > 0.0 && v.is_finite()) {
+        return Err(format!("'{s}' must be a positive number of seconds"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Parses `0,1,4-6` into a list.
+pub fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
+    let mut v = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || anyhow::anyhow!("invalid {what} '{part}': use numbers like 0,1 or ranges like 0-3");
+        if let Some((a, b)) = part.split_once('-') {
+            let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+            if a > b {
+                return Err(bad());
+            }
+            v.extend(a..=b);
+        } else {
+            v.push(part.parse().map_err(|_| bad())?);
+        }
+    }
+    if v.is_empty() {
+        bail!("invalid {what} '{s}': give at least one number");
+    }
+    Ok(v)
+}
+
+/// Fails early, with the fix, when the process lacks the rights to capture.
+pub fn check_privileges() -> Result<()> {
+    if sys::is_root() {
+        return Ok(());
+    }
+    let caps = sys::effective_caps();
+    let has = |n: u32| caps & (1u64 << n) != 0;
+    // CAP_NET_ADMIN 12, CAP_NET_RAW 13, CAP_SYS_ADMIN 21, CAP_BPF 39
+    if !(has(12) && has(13) && (has(39) || has(21))) {
+        bail!(
+            "not root and missing capabilities: run as root (sudo), or grant them once with \
+             `setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep $(command -v wiretape)`"
+        );
+    }
+    Ok(())
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let mut opts = RecordOptions::new(&a.iface, &a.dir);
+    opts.capture.count = a.count;
+    opts.capture.queues = match a.queues.trim() {
+        "all" => None,
+        s => Some(parse_list(s, "--queues")?),
+    };
+    opts.capture.cpus = match &a.cpus {
+        None => None,
+        Some(s) => Some(parse_list(s, "--cpus")?.into_iter().map(|c| c as usize).collect()),
+    };
+    opts.capture.xdp_mode = match a.xdp_mode.as_str() {
+        "native" => Some(XdpMode::Native),
+        "generic" => Some(XdpMode::Generic),
+        _ => None,
+    };
+    opts.capture.zero_copy = match a.zero_copy.as_str() {
+        "on" => Some(true),
+        "off" => Some(false),
+        _ => None,
+    };
+    opts.capture.frames = a.frames;
+    opts.capture.frame_size = a.frame_size;
+    opts.capture.batch = a.batch;
+    opts.snaplen = a.snaplen;
+    opts.duration = a.duration;
+    opts.flush_interval = a.flush_interval;
+    opts.prefix = a.prefix.clone();
+
+    // Cheap checks first, so that bad input fails before anything is attached.
+    wiretape::prepare_dir(&a.dir)?;
+    if sys::ifindex(&a.iface).is_none() {
+        bail!("no such interface '{}' in this network namespace (list interfaces with `ip link`)", a.iface);
+    }
+    check_privileges()?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    let tty = std::io::stderr().is_terminal();
+    let quiet = a.quiet;
+    let mut why = String::new();
+    let rep = wiretape::record(&opts, &stop, |ev| match ev {
+        Event::Started(info) => eprintln!("{}", report::start_line(info, &opts)),
+        Event::Progress { elapsed, snapshot } if !quiet => report::progress(elapsed, &snapshot, tty),
+        Event::Progress { .. } => {}
+        Event::Stopping(w) => {
+            if tty && !quiet {
+                eprintln!();
+            }
+            why = w.to_string();
+        }
+    })?;
+    eprint!("{}", report::summary_text(&rep, &why));
+    if let Some(p) = &a.summary_json {
+        let j = report::summary_json(&rep, &why);
+        std::fs::write(p, serde_json::to_string_pretty(&j)? + "\n")
+            .map_err(|e| anyhow::anyhow!("cannot write the summary {}: {e}", p.display()))?;
+    }
+    let errors = rep.errors();
+    if let Some(e) = errors.first() {
+        bail!("{e} (every frame before the error is in the files)");
+    }
+    Ok(0)
+}

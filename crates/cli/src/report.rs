@@ -1,0 +1,189 @@
+//! What `record` and `demo` print: the start line, the progress line, the
+//! final summary (text and JSON).
+
+use serde_json::{json, Value};
+use std::time::Duration;
+use wiretape::capture::{BindMode, Drops, StartInfo};
+use wiretape::{CaptureReport, RecordOptions, Snapshot};
+
+/// 1234567 -> "1,234,567"
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+pub fn bytes_h(n: u64) -> String {
+    let units = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1000.0 && u < units.len() - 1 {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", units[u])
+    }
+}
+
+pub fn start_line(info: &StartInfo, opts: &RecordOptions) -> String {
+    let mode = match info.bind_mode {
+        BindMode::ZeroCopy => "zero-copy".to_string(),
+        BindMode::Copy if info.zero_copy_refused.is_some() => "copy mode (driver refused zero-copy: expected on veth)".into(),
+        BindMode::Copy => "copy mode".into(),
+    };
+    let native = match &info.native_refused {
+        Some(r) => format!(" (native refused: {r})"),
+        None => String::new(),
+    };
+    let cpus: Vec<String> = info
+        .queues
+        .iter()
+        .zip(&info.cpus)
+        .map(|(q, c)| format!("q{q}@{}", c.map(|c| c.to_string()).unwrap_or_else(|| "any".into())))
+        .collect();
+    format!(
+        "wiretape: recording {} queues {:?} [{}]: {} XDP{native}, AF_XDP {mode}, UMEM {} x {} B per queue, snaplen {}, xdp timestamps (TAI-UTC {} s) -> {}",
+        info.ifname,
+        info.queues,
+        cpus.join(" "),
+        info.xdp_mode.name(),
+        info.frames,
+        info.frame_size,
+        opts.snaplen,
+        info.tai_offset_s,
+        opts.dir.display()
+    )
+}
+
+pub fn progress(elapsed: Duration, s: &Snapshot, tty: bool) {
+    use std::sync::Mutex;
+    static LAST: Mutex<(u64, u64, f64)> = Mutex::new((0, 0, 0.0));
+    let mut last = LAST.lock().unwrap();
+    let t = elapsed.as_secs_f64();
+    let dt = (t - last.2).max(1e-3);
+    let seen = s.seen();
+    let sb = s.seen_bytes();
+    let fps = (seen - last.0.min(seen)) as f64 / dt;
+    let gbps = (sb - last.1.min(sb)) as f64 * 8.0 / dt / 1e9;
+    *last = (seen, sb, t);
+    let line = format!(
+        "[{t:7.1}s] {:>10} frames/s {gbps:6.2} Gbit/s | seen {} written {} ({}) | drops {}",
+        thousands(fps as u64),
+        thousands(seen),
+        thousands(s.written()),
+        bytes_h(s.bytes()),
+        thousands(s.kernel_drops())
+    );
+    if tty {
+        eprint!("\r{line}\x1b[K");
+    } else {
+        eprintln!("{line}");
+    }
+}
+
+fn drops_json(d: &Drops) -> Value {
+    json!({
+        "rx_ring_full": d.rx_ring_full,
+        "fill_ring_empty": d.fill_ring_empty,
+        "other": d.other,
+        "after_count": d.after_count,
+        "write_error": d.write_error,
+        "total": d.total(),
+    })
+}
+
+pub fn summary_json(r: &CaptureReport, why: &str) -> Value {
+    let files: Vec<String> = r.queues.iter().flat_map(|q| q.files.iter().map(|f| f.display().to_string())).collect();
+    json!({
+        "interface": r.info.ifname,
+        "queues": r.info.queues,
+        "xdp_mode": r.info.xdp_mode.name(),
+        "bind_mode": match r.info.bind_mode { BindMode::ZeroCopy => "zero-copy", BindMode::Copy => "copy" },
+        "timestamp_source": "xdp",
+        "duration_s": r.duration.as_secs_f64(),
+        "stop_reason": why,
+        "packets_seen": r.seen(),
+        "packets_written": r.written(),
+        "bytes_written": r.bytes_written(),
+        "bytes_seen": r.queues.iter().map(|q| q.seen_bytes).sum::<u64>(),
+        "drops": drops_json(&r.drops()),
+        "identity_holds": r.identity_holds(),
+        "per_queue": r.queues.iter().map(|q| json!({
+            "queue": q.queue,
+            "packets_seen": q.seen,
+            "packets_written": q.written,
+            "bytes_written": q.bytes_written,
+            "bytes_seen": q.seen_bytes,
+            "received": q.received,
+            "truncated": q.truncated,
+            "no_xdp_timestamp": q.no_xdp_stamp,
+            "drops": drops_json(&q.drops),
+            "identity_holds": q.identity_holds(),
+            "files": q.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+            "file_bytes": q.file_bytes,
+            "kernel": {
+                "rx_dropped": q.kernel.rx_dropped,
+                "rx_ring_full": q.kernel.rx_ring_full,
+                "rx_fill_ring_empty_descs": q.kernel.rx_fill_ring_empty_descs,
+                "rx_invalid_descs": q.kernel.rx_invalid_descs,
+            },
+        })).collect::<Vec<_>>(),
+        "files": files,
+        "errors": r.errors(),
+    })
+}
+
+pub fn summary_text(r: &CaptureReport, why: &str) -> String {
+    let mut s = format!(
+        "wiretape: stopped ({why}) after {:.2} s: {} frames seen, {} written ({}), {} dropped\n",
+        r.duration.as_secs_f64(),
+        thousands(r.seen()),
+        thousands(r.written()),
+        bytes_h(r.bytes_written()),
+        thousands(r.drops().total())
+    );
+    s += "  queue        seen     written  ring_full fill_empty    other after_count write_err  file\n";
+    for q in &r.queues {
+        let d = &q.drops;
+        s += &format!(
+            "  {:>5} {:>11} {:>11} {:>10} {:>10} {:>8} {:>11} {:>9}  {}\n",
+            q.queue,
+            q.seen,
+            q.written,
+            d.rx_ring_full,
+            d.fill_ring_empty,
+            d.other,
+            d.after_count,
+            d.write_error,
+            q.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(" ")
+        );
+    }
+    if r.identity_holds() {
+        s += "  accounting: seen = written + drops, on every queue\n";
+    } else {
+        for q in r.queues.iter().filter(|q| !q.identity_holds()) {
+            s += &format!(
+                "  WARNING: queue {}: seen {} != written {} + drops {} (unaccounted {}); please report this\n",
+                q.queue,
+                q.seen,
+                q.written,
+                q.drops.total(),
+                q.seen as i128 - (q.written + q.drops.total()) as i128
+            );
+        }
+    }
+    let truncated: u64 = r.queues.iter().map(|q| q.truncated).sum();
+    if truncated > 0 {
+        s += &format!("  {} frames cut to the snap length (original lengths kept)\n", thousands(truncated));
+    }
+    s
+}
