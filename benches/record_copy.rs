@@ -1,1 +1,93 @@
-fn main(){}
+//! The per-frame hot path of the writer: one copy of each frame into a 1 MiB
+//! aligned pcap block, with a sink that discards blocks (the disk is measured
+//! by the storage benches and the side-by-side rig, not here).
+//!
+//! `cargo bench --bench record_copy`
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use wiretape::storage::{BlockBuilder, BlockSink, PcapWriter, StorageError};
+
+struct NullSink {
+    bytes: u64,
+    path: PathBuf,
+}
+
+impl BlockSink for NullSink {
+    fn write_block(&mut self, block: &[u8]) -> Result<(), StorageError> {
+        self.bytes += black_box(block).len() as u64;
+        Ok(())
+    }
+    fn finish(&mut self) -> Result<(), StorageError> {
+        Ok(())
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+const BATCH: u64 = 4096;
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("record_copy");
+    for size in [64usize, 512, 1514] {
+        // Frames spread over 64 MiB, like a UMEM: the copy reads cold-ish memory.
+        let umem: Vec<u8> = (0..64usize << 20).map(|i| i as u8).collect();
+        let stride = 4096;
+        let nframes = umem.len() / stride;
+        g.throughput(Throughput::Elements(BATCH));
+        g.bench_with_input(
+            BenchmarkId::new("pcap_writer_frames", size),
+            &size,
+            |b, &size| {
+                let sink = NullSink {
+                    bytes: 0,
+                    path: "null".into(),
+                };
+                let mut w = PcapWriter::new(sink, 262_144);
+                let mut k = 0usize;
+                let mut ts = 1_700_000_000_000_000_000u64;
+                b.iter(|| {
+                    for _ in 0..BATCH {
+                        let off = (k % nframes) * stride + 256;
+                        w.write(ts, &umem[off..off + size]).unwrap();
+                        k += 1;
+                        ts += 67;
+                    }
+                });
+            },
+        );
+        g.throughput(Throughput::Bytes(BATCH * size as u64));
+        g.bench_with_input(
+            BenchmarkId::new("block_builder_bytes", size),
+            &size,
+            |b, &size| {
+                let mut blk = BlockBuilder::new(1 << 20, true);
+                let mut k = 0usize;
+                b.iter(|| {
+                    for _ in 0..BATCH {
+                        let off = (k % nframes) * stride + 256;
+                        if !blk.push_record(k as u64, &umem[off..off + size], size as u32) {
+                            black_box(blk.as_bytes());
+                            blk.clear();
+                            blk.push_record(k as u64, &umem[off..off + size], size as u32);
+                        }
+                        k += 1;
+                    }
+                });
+            },
+        );
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(3));
+    targets = bench
+}
+criterion_main!(benches);

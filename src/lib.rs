@@ -17,7 +17,10 @@ pub use wiretape_capture as capture;
 pub use wiretape_storage as storage;
 pub use wiretape_timestamp as timestamp;
 
-pub use capture::{Capture, CaptureConfig, CaptureError, CaptureReport, FrameSink, SinkReport, Snapshot, StopReason};
+pub use capture::{
+    Capture, CaptureConfig, CaptureError, CaptureReport, FrameSink, SinkReport, Snapshot,
+    StopReason,
+};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,7 +40,11 @@ pub struct PcapFileSink {
 }
 
 impl PcapFileSink {
-    pub fn create(path: &Path, snaplen: u32, flush_interval: Duration) -> Result<Self, storage::StorageError> {
+    pub fn create(
+        path: &Path,
+        snaplen: u32,
+        flush_interval: Duration,
+    ) -> Result<Self, storage::StorageError> {
         Ok(PcapFileSink {
             writer: PcapWriter::new(FileSink::create(path)?, snaplen),
             flush_every_ns: flush_interval.as_nanos() as u64,
@@ -134,7 +141,10 @@ pub enum RecordError {
 #[derive(Clone, Debug)]
 pub enum Event<'a> {
     Started(&'a capture::StartInfo),
-    Progress { elapsed: Duration, snapshot: Snapshot },
+    Progress {
+        elapsed: Duration,
+        snapshot: Snapshot,
+    },
     Stopping(&'a str),
 }
 
@@ -143,9 +153,15 @@ pub fn prepare_dir(dir: &Path) -> Result<(), RecordError> {
     if dir.exists() && !dir.is_dir() {
         return Err(RecordError::NotADirectory(dir.to_owned()));
     }
-    std::fs::create_dir_all(dir).map_err(|source| RecordError::NotWritable { path: dir.to_owned(), source })?;
+    std::fs::create_dir_all(dir).map_err(|source| RecordError::NotWritable {
+        path: dir.to_owned(),
+        source,
+    })?;
     let probe = dir.join(format!(".wiretape-probe-{}", std::process::id()));
-    std::fs::File::create(&probe).map_err(|source| RecordError::NotWritable { path: dir.to_owned(), source })?;
+    std::fs::File::create(&probe).map_err(|source| RecordError::NotWritable {
+        path: dir.to_owned(),
+        source,
+    })?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
@@ -153,17 +169,26 @@ pub fn prepare_dir(dir: &Path) -> Result<(), RecordError> {
 /// The file name of queue `queue`'s capture started at `start_ns` (UTC):
 /// `<prefix>-<iface>-q<queue>-<YYYYMMDDTHHMMSS.nnnnnnnnnZ>.pcap`, sorting by time.
 pub fn capture_file_name(prefix: &str, ifname: &str, queue: u32, start_ns: u64) -> String {
-    format!("{prefix}-{ifname}-q{queue}-{}.pcap", format_compact(start_ns))
+    format!(
+        "{prefix}-{ifname}-q{queue}-{}.pcap",
+        format_compact(start_ns)
+    )
 }
 
 /// Records until `stop` is set, the count or duration is reached, or the
 /// output fails; then stops cleanly and returns the accounting.
-pub fn record(opts: &RecordOptions, stop: &AtomicBool, mut on_event: impl FnMut(Event<'_>)) -> Result<CaptureReport, RecordError> {
+pub fn record(
+    opts: &RecordOptions,
+    stop: &AtomicBool,
+    mut on_event: impl FnMut(Event<'_>),
+) -> Result<CaptureReport, RecordError> {
     prepare_dir(&opts.dir)?;
     let start_ns = realtime_ns();
     let ifname = opts.capture.ifname.clone();
     let cap = Capture::start(&opts.capture, |q| {
-        let path = opts.dir.join(capture_file_name(&opts.prefix, &ifname, q, start_ns));
+        let path = opts
+            .dir
+            .join(capture_file_name(&opts.prefix, &ifname, q, start_ns));
         PcapFileSink::create(&path, opts.snaplen, opts.flush_interval).map_err(|e| e.to_string())
     })?;
     on_event(Event::Started(cap.info()));
@@ -185,7 +210,10 @@ pub fn record(opts: &RecordOptions, stop: &AtomicBool, mut on_event: impl FnMut(
         }
         if el >= next_progress {
             next_progress += Duration::from_secs(1);
-            on_event(Event::Progress { elapsed: el, snapshot: cap.snapshot() });
+            on_event(Event::Progress {
+                elapsed: el,
+                snapshot: cap.snapshot(),
+            });
         }
     };
     on_event(Event::Stopping(why));

@@ -3,8 +3,8 @@
 //! (`bpf_link_create` with a native/generic mode) is here, documented.
 
 use crate::CaptureError;
-use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, Xdp, XdpFlags};
 use libbpf_rs::libbpf_sys;
+use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, Xdp, XdpFlags};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 static STEER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/steer.bpf.o"));
@@ -104,7 +104,11 @@ impl SteerProgram {
     /// Sends frames of `queue` to the socket `fd`.
     pub fn register(&self, queue: u32, fd: RawFd) -> Result<(), CaptureError> {
         self.map("xsks")
-            .update(&queue.to_ne_bytes(), &(fd as u32).to_ne_bytes(), MapFlags::ANY)
+            .update(
+                &queue.to_ne_bytes(),
+                &(fd as u32).to_ne_bytes(),
+                MapFlags::ANY,
+            )
             .map_err(|e| CaptureError::Bpf(format!("registering the socket of queue {queue}: {e}")))
     }
 
@@ -148,7 +152,12 @@ impl SteerProgram {
     }
 
     /// Attaches through a bpf_link in `mode`.
-    pub fn attach(&self, ifindex: u32, ifname: &str, mode: XdpMode) -> Result<XdpLink, CaptureError> {
+    pub fn attach(
+        &self,
+        ifindex: u32,
+        ifname: &str,
+        mode: XdpMode,
+    ) -> Result<XdpLink, CaptureError> {
         if let Some(p) = self.attached(ifindex) {
             return Err(CaptureError::AlreadyAttached {
                 ifname: ifname.into(),
@@ -163,16 +172,33 @@ impl SteerProgram {
         opts.flags = mode.flags();
         // SAFETY: valid program fd, ifindex as target (BPF_XDP), opts points
         // to a live, sized struct. Returns a new fd we own, or -errno.
-        let rc = unsafe { libbpf_sys::bpf_link_create(self.prog_fd(), ifindex as i32, libbpf_sys::BPF_XDP, &opts) };
+        let rc = unsafe {
+            libbpf_sys::bpf_link_create(self.prog_fd(), ifindex as i32, libbpf_sys::BPF_XDP, &opts)
+        };
         if rc < 0 {
             let err = std::io::Error::from_raw_os_error(-rc);
             return Err(match -rc {
                 libc::EBUSY | libc::EEXIST => match self.attached(ifindex) {
-                    Some(p) => CaptureError::AlreadyAttached { ifname: ifname.into(), id: p.id, name: p.name, mode: p.mode },
-                    None => CaptureError::Attach { ifname: ifname.into(), mode: mode.name(), source: err },
+                    Some(p) => CaptureError::AlreadyAttached {
+                        ifname: ifname.into(),
+                        id: p.id,
+                        name: p.name,
+                        mode: p.mode,
+                    },
+                    None => CaptureError::Attach {
+                        ifname: ifname.into(),
+                        mode: mode.name(),
+                        source: err,
+                    },
                 },
-                libc::EPERM | libc::EACCES => CaptureError::Permission(format!("attaching XDP to {ifname}")),
-                _ => CaptureError::Attach { ifname: ifname.into(), mode: mode.name(), source: err },
+                libc::EPERM | libc::EACCES => {
+                    CaptureError::Permission(format!("attaching XDP to {ifname}"))
+                }
+                _ => CaptureError::Attach {
+                    ifname: ifname.into(),
+                    mode: mode.name(),
+                    source: err,
+                },
             });
         }
         // SAFETY: rc is a fresh fd returned to us by the kernel.

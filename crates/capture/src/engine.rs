@@ -135,7 +135,10 @@ impl Snapshot {
         self.queues.iter().map(|q| q.seen_bytes).sum()
     }
     pub fn kernel_drops(&self) -> u64 {
-        self.queues.iter().map(|q| q.kernel.rx_dropped + q.kernel.rx_ring_full).sum()
+        self.queues
+            .iter()
+            .map(|q| q.kernel.rx_dropped + q.kernel.rx_ring_full)
+            .sum()
     }
 }
 
@@ -242,10 +245,12 @@ impl Control {
     /// Reserves up to `n` frames of the count budget; returns how many.
     fn reserve(&self, n: u64) -> u64 {
         let mut taken = 0;
-        let _ = self.remaining.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
-            taken = r.min(n);
-            Some(r - taken)
-        });
+        let _ = self
+            .remaining
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                taken = r.min(n);
+                Some(r - taken)
+            });
         if taken < n || self.remaining.load(Ordering::Relaxed) == 0 {
             self.count_reached.store(true, Ordering::Release);
         }
@@ -289,20 +294,34 @@ impl Capture {
         F: FnMut(u32) -> Result<S, String>,
     {
         if !cfg.frames.is_power_of_two() || cfg.frames < 64 {
-            return Err(CaptureError::Config(format!("--frames {} must be a power of two >= 64", cfg.frames)));
+            return Err(CaptureError::Config(format!(
+                "--frames {} must be a power of two >= 64",
+                cfg.frames
+            )));
         }
         if cfg.frame_size != 2048 && cfg.frame_size != 4096 {
-            return Err(CaptureError::Config(format!("--frame-size {} must be 2048 or 4096", cfg.frame_size)));
+            return Err(CaptureError::Config(format!(
+                "--frame-size {} must be 2048 or 4096",
+                cfg.frame_size
+            )));
         }
         let ifname = cfg.ifname.clone();
-        let ifindex = sys::ifindex(&ifname).ok_or_else(|| CaptureError::NoSuchInterface(ifname.clone()))?;
-        let count = sys::rx_queue_count(&ifname).unwrap_or(1).clamp(1, MAX_QUEUES);
+        let ifindex =
+            sys::ifindex(&ifname).ok_or_else(|| CaptureError::NoSuchInterface(ifname.clone()))?;
+        let count = sys::rx_queue_count(&ifname)
+            .unwrap_or(1)
+            .clamp(1, MAX_QUEUES);
         let queues: Vec<u32> = match &cfg.queues {
             None => (0..count).collect(),
             Some(list) => {
                 for &q in list {
                     if q >= count {
-                        return Err(CaptureError::NoSuchQueue { ifname, queue: q, count, last: count - 1 });
+                        return Err(CaptureError::NoSuchQueue {
+                            ifname,
+                            queue: q,
+                            count,
+                            last: count - 1,
+                        });
                     }
                 }
                 list.clone()
@@ -311,22 +330,42 @@ impl Capture {
         sys::raise_memlock();
         let prog = SteerProgram::load()?;
         if let Some(p) = prog.attached(ifindex) {
-            return Err(CaptureError::AlreadyAttached { ifname, id: p.id, name: p.name, mode: p.mode });
+            return Err(CaptureError::AlreadyAttached {
+                ifname,
+                id: p.id,
+                name: p.name,
+                mode: p.mode,
+            });
         }
 
-        let xcfg = XskConfig { frames: cfg.frames, frame_size: cfg.frame_size, zero_copy: cfg.zero_copy };
+        let xcfg = XskConfig {
+            frames: cfg.frames,
+            frame_size: cfg.frame_size,
+            zero_copy: cfg.zero_copy,
+        };
         let mut socks = Vec::new();
         let mut zc_refused = None;
         for &q in &queues {
             let (x, refused) = xsk::open(ifindex, q, &xcfg).map_err(|e| {
                 let hint = match e.raw_os_error() {
-                    Some(libc::EPERM) | Some(libc::EACCES) => " (run as root, or grant CAP_NET_RAW and CAP_IPC_LOCK)",
-                    Some(libc::ENOMEM) | Some(libc::ENOBUFS) => " (not enough locked memory: lower --frames or raise `ulimit -l`)",
+                    Some(libc::EPERM) | Some(libc::EACCES) => {
+                        " (run as root, or grant CAP_NET_RAW and CAP_IPC_LOCK)"
+                    }
+                    Some(libc::ENOMEM) | Some(libc::ENOBUFS) => {
+                        " (not enough locked memory: lower --frames or raise `ulimit -l`)"
+                    }
                     Some(libc::EBUSY) => " (another AF_XDP socket is bound to this queue)",
-                    Some(libc::EOPNOTSUPP) => " (the driver refused zero-copy; leave --zero-copy off)",
+                    Some(libc::EOPNOTSUPP) => {
+                        " (the driver refused zero-copy; leave --zero-copy off)"
+                    }
                     _ => "",
                 };
-                CaptureError::Socket { ifname: ifname.clone(), queue: q, source: e, hint }
+                CaptureError::Socket {
+                    ifname: ifname.clone(),
+                    queue: q,
+                    source: e,
+                    hint,
+                }
             })?;
             if let Some(r) = refused {
                 zc_refused = Some(r.to_string());
@@ -340,7 +379,9 @@ impl Capture {
             Some(m) => prog.attach(ifindex, &ifname, m)?,
             None => match prog.attach(ifindex, &ifname, XdpMode::Native) {
                 Ok(l) => l,
-                Err(e @ (CaptureError::AlreadyAttached { .. } | CaptureError::Permission(_))) => return Err(e),
+                Err(e @ (CaptureError::AlreadyAttached { .. } | CaptureError::Permission(_))) => {
+                    return Err(e)
+                }
                 Err(e) => {
                     native_refused = Some(e.to_string());
                     prog.attach(ifindex, &ifname, XdpMode::Generic)?
@@ -387,7 +428,13 @@ impl Capture {
             // each batch holds at least one of the UMEM's frames.
             let (tx, rx) = mpsc::sync_channel::<Vec<Desc>>(cfg.frames as usize + 1);
             let (free_tx, free_rx) = mpsc::sync_channel::<Vec<Desc>>(cfg.frames as usize + 1);
-            let xsk::Xsk { fd, umem, rx: rxring, fill, .. } = x;
+            let xsk::Xsk {
+                fd,
+                umem,
+                rx: rxring,
+                fill,
+                ..
+            } = x;
             let poll = {
                 let (fd, shared, ctl) = (fd.clone(), shared.clone(), ctl.clone());
                 let batch = cfg.batch.max(1);
@@ -403,9 +450,22 @@ impl Capture {
                     .spawn(move || writer_loop(sink, umem, fill, rx, free_tx, shared, ctl))
                     .map_err(|e| CaptureError::Config(format!("cannot start a thread: {e}")))?
             };
-            runs.push(QueueRun { queue: q, fd, shared, poll: Some(poll), writer: Some(writer) });
+            runs.push(QueueRun {
+                queue: q,
+                fd,
+                shared,
+                poll: Some(poll),
+                writer: Some(writer),
+            });
         }
-        Ok(Capture { prog, link: Some(link), queues: runs, ctl, info, started: std::time::Instant::now() })
+        Ok(Capture {
+            prog,
+            link: Some(link),
+            queues: runs,
+            ctl,
+            info,
+            started: std::time::Instant::now(),
+        })
     }
 
     pub fn info(&self) -> &StartInfo {
@@ -453,11 +513,19 @@ impl Capture {
         let mut reports = Vec::new();
         for r in &mut self.queues {
             let kernel = r.fd.stats().unwrap_or_default();
-            let (sink, after_count) = r
-                .writer
-                .take()
-                .and_then(|h| h.join().ok())
-                .unwrap_or_else(|| (SinkReport { error: Some("writer thread panicked".into()), ..Default::default() }, 0));
+            let (sink, after_count) =
+                r.writer
+                    .take()
+                    .and_then(|h| h.join().ok())
+                    .unwrap_or_else(|| {
+                        (
+                            SinkReport {
+                                error: Some("writer thread panicked".into()),
+                                ..Default::default()
+                            },
+                            0,
+                        )
+                    });
             let c = self.prog.counters(r.queue);
             let fill_ring_empty = kernel.rx_fill_ring_empty_descs.min(kernel.rx_dropped);
             reports.push(QueueReport {
@@ -482,7 +550,11 @@ impl Capture {
                 kernel,
             });
         }
-        CaptureReport { info: self.info.clone(), queues: reports, duration }
+        CaptureReport {
+            info: self.info.clone(),
+            queues: reports,
+            duration,
+        }
     }
 
     /// Detach, then let the poll threads drain their rings and end.

@@ -23,8 +23,8 @@ pub mod xsk;
 
 pub use bpf::{QueueCounters, XdpMode};
 pub use engine::{
-    Capture, CaptureConfig, CaptureReport, Drops, FrameSink, QueueReport, QueueSnapshot, SinkReport, Snapshot, StartInfo,
-    StopReason,
+    Capture, CaptureConfig, CaptureReport, Drops, FrameSink, QueueReport, QueueSnapshot,
+    SinkReport, Snapshot, StartInfo, StopReason,
 };
 pub use xsk::{BindMode, XskStats};
 
@@ -50,7 +50,12 @@ pub enum CaptureError {
         source: std::io::Error,
     },
     #[error("interface {ifname} has no RX queue {queue}: it has {count} (0..{last}); see `ethtool -l {ifname}`")]
-    NoSuchQueue { ifname: String, queue: u32, count: u32, last: u32 },
+    NoSuchQueue {
+        ifname: String,
+        queue: u32,
+        count: u32,
+        last: u32,
+    },
     #[error("cannot open the AF_XDP socket for {ifname} queue {queue}: {source}{hint}")]
     Socket {
         ifname: String,

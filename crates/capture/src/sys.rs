@@ -57,8 +57,16 @@ pub fn rx_queue_count(name: &str) -> io::Result<u32> {
         other_count: 0,
         combined_count: 0,
     };
-    let mut req = IfReqData { name: [0; libc::IFNAMSIZ], data: (&mut ch as *mut EthtoolChannels).cast(), _pad: [0; 16] };
-    for (d, s) in req.name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
+    let mut req = IfReqData {
+        name: [0; libc::IFNAMSIZ],
+        data: (&mut ch as *mut EthtoolChannels).cast(),
+        _pad: [0; 16],
+    };
+    for (d, s) in req
+        .name
+        .iter_mut()
+        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
+    {
         *d = s as libc::c_char;
     }
     // SAFETY: a plain datagram socket used only for the ioctl, owned at once.
@@ -84,12 +92,15 @@ pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer and size for the calling thread (pid 0).
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     if rc != 0 {
         return vec![0];
     }
     // SAFETY: CPU_ISSET only reads the set.
-    (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
 }
 
 /// Pins the calling thread to `cpu`.
@@ -102,7 +113,8 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     // SAFETY: cpu < CPU_SETSIZE, so CPU_SET stays inside the set.
     unsafe { libc::CPU_SET(cpu, &mut set) };
     // SAFETY: valid pointer and size; pid 0 = this thread.
-    cvt(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) }).map(|_| ())
+    cvt(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })
+        .map(|_| ())
 }
 
 /// Moves the calling thread into the network namespace named `name`
@@ -127,10 +139,13 @@ pub struct PacketSender {
 impl PacketSender {
     /// Opens the socket in the calling thread's network namespace.
     pub fn open(ifname: &str) -> io::Result<Self> {
-        let idx = ifindex(ifname).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no interface {ifname}")))?;
+        let idx = ifindex(ifname).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, format!("no interface {ifname}"))
+        })?;
         // Protocol 0: this socket receives nothing, it only sends.
         // SAFETY: plain socket(2), owned at once.
-        let raw = cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
+        let raw =
+            cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
         // SAFETY: raw is a fresh fd.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         // SAFETY: sockaddr_ll is plain data.
@@ -138,7 +153,13 @@ impl PacketSender {
         sa.sll_family = libc::AF_PACKET as u16;
         sa.sll_ifindex = idx as i32;
         // SAFETY: bind with a valid sockaddr_ll and its size.
-        cvt(unsafe { libc::bind(raw, (&sa as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32) })?;
+        cvt(unsafe {
+            libc::bind(
+                raw,
+                (&sa as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        })?;
         Ok(PacketSender { fd })
     }
 
@@ -146,13 +167,16 @@ impl PacketSender {
     pub fn send(&self, frame: &[u8]) -> io::Result<()> {
         loop {
             // SAFETY: frame is a valid buffer of frame.len() bytes.
-            let rc = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+            let rc =
+                unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
             if rc >= 0 {
                 return Ok(());
             }
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
-                Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::EINTR) => std::thread::yield_now(),
+                Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::EINTR) => {
+                    std::thread::yield_now()
+                }
                 _ => return Err(e),
             }
         }
@@ -163,7 +187,10 @@ impl PacketSender {
 /// CAP_SYS_RESOURCE may; otherwise the current limit stays and a too-large
 /// UMEM fails with a message that says to lower --frames).
 pub fn raise_memlock() {
-    let r = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    let r = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
     // SAFETY: a valid rlimit struct; failure leaves the limit unchanged.
     unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &r) };
 }

@@ -36,17 +36,42 @@ impl Testbed {
     /// queues per end, both up, IPv6 off (no stray frames on the link).
     pub fn create(tag: &str, queues: u32) -> io::Result<Testbed> {
         static N: AtomicU32 = AtomicU32::new(0);
-        let ns = format!("wt-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let ns = format!(
+            "wt-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
         run(Command::new("ip").args(["netns", "add", &ns])).map_err(|e| {
-            io::Error::other(format!("cannot create a network namespace (are you root? is iproute2 installed?): {e}"))
+            io::Error::other(format!(
+                "cannot create a network namespace (are you root? is iproute2 installed?): {e}"
+            ))
         })?;
         let tb = Testbed { ns };
         let q = queues.max(1).to_string();
         tb.ip(&["link", "set", "lo", "up"])?;
-        tb.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])?;
+        tb.exec(&[
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ])?;
         tb.ip(&[
-            "link", "add", GEN_IF, "numtxqueues", &q, "numrxqueues", &q, "type", "veth", "peer", "name", CAP_IF,
-            "numtxqueues", &q, "numrxqueues", &q,
+            "link",
+            "add",
+            GEN_IF,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            CAP_IF,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
         ])?;
         tb.ip(&["link", "set", GEN_IF, "address", "02:77:74:00:00:01", "up"])?;
         tb.ip(&["link", "set", CAP_IF, "address", "02:77:74:00:00:02", "up"])?;
@@ -64,7 +89,9 @@ impl Testbed {
 
     /// Runs a command inside the namespace and returns its stdout.
     pub fn exec(&self, args: &[&str]) -> io::Result<String> {
-        run(Command::new("ip").args(["netns", "exec", &self.ns]).args(args))
+        run(Command::new("ip")
+            .args(["netns", "exec", &self.ns])
+            .args(args))
     }
 
     /// A `Command` that runs `program` inside the namespace.
@@ -84,7 +111,13 @@ impl Testbed {
 
     /// Sends frames `seqs` from the generator end, one sender thread per flow
     /// group, at about `pps` frames per second (None: as fast as it goes).
-    pub fn send(&self, seqs: std::ops::Range<u64>, size: SizeFn, flows: u16, pps: Option<u64>) -> io::Result<SendReport> {
+    pub fn send(
+        &self,
+        seqs: std::ops::Range<u64>,
+        size: SizeFn,
+        flows: u16,
+        pps: Option<u64>,
+    ) -> io::Result<SendReport> {
         let ns = self.ns.clone();
         std::thread::spawn(move || -> io::Result<SendReport> {
             sys::enter_netns(&ns)?;
@@ -101,7 +134,7 @@ impl Testbed {
                 bytes += len as u64;
                 if let Some(pps) = pps {
                     // Pace in bursts of 32 so that no queue on the way overflows.
-                    if sent % 32 == 0 {
+                    if sent.is_multiple_of(32) {
                         let due = Duration::from_nanos(sent * 1_000_000_000 / pps.max(1));
                         while start.elapsed() < due {
                             std::hint::spin_loop();
@@ -109,7 +142,11 @@ impl Testbed {
                     }
                 }
             }
-            Ok(SendReport { sent, bytes, elapsed: start.elapsed() })
+            Ok(SendReport {
+                sent,
+                bytes,
+                elapsed: start.elapsed(),
+            })
         })
         .join()
         .map_err(|_| io::Error::other("sender thread panicked"))?
@@ -166,7 +203,10 @@ pub mod frames {
     }
 
     fn csum(b: &[u8]) -> u16 {
-        let mut s: u32 = b.chunks(2).map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32).sum();
+        let mut s: u32 = b
+            .chunks(2)
+            .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32)
+            .sum();
         while s > 0xffff {
             s = (s & 0xffff) + (s >> 16);
         }

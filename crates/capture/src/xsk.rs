@@ -50,10 +50,20 @@ impl Mmap {
         for flags in [base | libc::MAP_HUGETLB, base] {
             // SAFETY: a fresh anonymous mapping; no existing memory is affected.
             let p = unsafe {
-                libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0)
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    flags,
+                    -1,
+                    0,
+                )
             };
             if p != libc::MAP_FAILED {
-                return Ok(Mmap { ptr: NonNull::new(p.cast()).unwrap(), len });
+                return Ok(Mmap {
+                    ptr: NonNull::new(p.cast()).unwrap(),
+                    len,
+                });
             }
         }
         Err(io::Error::last_os_error())
@@ -75,7 +85,10 @@ impl Mmap {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Mmap { ptr: NonNull::new(p.cast()).unwrap(), len })
+        Ok(Mmap {
+            ptr: NonNull::new(p.cast()).unwrap(),
+            len,
+        })
     }
 }
 
@@ -110,7 +123,9 @@ impl Umem {
         // SAFETY: [addr, addr+len) lies inside the mapping (checked in take),
         // and the frame is owned by the holder of `d` (module invariant), so
         // the kernel does not write it while this borrow lives.
-        unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr().add(d.addr as usize), d.len as usize) }
+        unsafe {
+            std::slice::from_raw_parts(self.map.ptr.as_ptr().add(d.addr as usize), d.len as usize)
+        }
     }
 }
 
@@ -207,24 +222,38 @@ impl RxRing {
             let end = addr + d.len as u64;
             // The kernel never hands out an address outside the UMEM; check
             // anyway so that a kernel bug cannot become a wild read here.
-            assert!(addr >= META_LEN && end <= umem_len, "RX descriptor outside the UMEM");
+            assert!(
+                addr >= META_LEN && end <= umem_len,
+                "RX descriptor outside the UMEM"
+            );
             // SAFETY: addr-8..addr lies inside the frame's headroom (addr >= 8,
             // in the UMEM), which the kernel filled before publishing; the frame
             // is ours from here on (module invariant).
-            let meta_ts = unsafe { std::ptr::read_unaligned(base.add((addr - META_LEN) as usize).cast::<u64>()) };
-            out.push(Desc { addr, len: d.len, meta_ts });
+            let meta_ts = unsafe {
+                std::ptr::read_unaligned(base.add((addr - META_LEN) as usize).cast::<u64>())
+            };
+            out.push(Desc {
+                addr,
+                len: d.len,
+                meta_ts,
+            });
         }
         if n > 0 {
             self.cached_cons = self.cached_cons.wrapping_add(n as u32);
             // Descriptors are copied out: release the ring slots to the kernel.
-            self.ring.consumer().store(self.cached_cons, Ordering::Release);
+            self.ring
+                .consumer()
+                .store(self.cached_cons, Ordering::Release);
         }
         n
     }
 
     /// Frames waiting in the ring.
     pub fn pending(&self) -> u32 {
-        self.ring.producer().load(Ordering::Acquire).wrapping_sub(self.cached_cons)
+        self.ring
+            .producer()
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.cached_cons)
     }
 }
 
@@ -257,18 +286,31 @@ impl FillRing {
             unsafe { self.ring.descs.cast::<u64>().add(idx).write(d.addr) };
         }
         self.cached_prod = self.cached_prod.wrapping_add(n);
-        self.ring.producer().store(self.cached_prod, Ordering::Release);
+        self.ring
+            .producer()
+            .store(self.cached_prod, Ordering::Release);
         if self.ring.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0 {
             // SAFETY: a recvfrom with no buffer on our socket only wakes the
             // driver; errors (EAGAIN) are expected and harmless.
             unsafe {
-                libc::recvfrom(self.fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut())
+                libc::recvfrom(
+                    self.fd,
+                    std::ptr::null_mut(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
             };
         }
     }
 
     fn give_addrs(&mut self, addrs: impl ExactSizeIterator<Item = u64>) {
-        self.give(addrs.map(|addr| Desc { addr, len: 0, meta_ts: 0 }))
+        self.give(addrs.map(|addr| Desc {
+            addr,
+            len: 0,
+            meta_ts: 0,
+        }))
     }
 }
 
@@ -309,7 +351,13 @@ impl XskFd {
         let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
         // SAFETY: getsockopt writes at most `len` bytes into `s`.
         cvt(unsafe {
-            libc::getsockopt(self.raw(), libc::SOL_XDP, libc::XDP_STATISTICS, (&mut s as *mut libc::xdp_statistics).cast(), &mut len)
+            libc::getsockopt(
+                self.raw(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut s as *mut libc::xdp_statistics).cast(),
+                &mut len,
+            )
         })?;
         Ok(XskStats {
             rx_dropped: s.rx_dropped,
@@ -321,7 +369,11 @@ impl XskFd {
 
     /// Waits up to `timeout_ms` for received frames.
     pub fn wait_rx(&self, timeout_ms: i32) {
-        let mut p = libc::pollfd { fd: self.raw(), events: libc::POLLIN, revents: 0 };
+        let mut p = libc::pollfd {
+            fd: self.raw(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd.
         unsafe { libc::poll(&mut p, 1, timeout_ms) };
     }
@@ -355,7 +407,12 @@ pub fn open(ifindex: u32, queue: u32, cfg: &XskConfig) -> io::Result<(Xsk, Optio
         Some(false) => open_mode(ifindex, queue, cfg, BindMode::Copy).map(|x| (x, None)),
         None => match open_mode(ifindex, queue, cfg, BindMode::ZeroCopy) {
             Ok(x) => Ok((x, None)),
-            Err(zc) if matches!(zc.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) | Some(libc::EPROTONOSUPPORT)) => {
+            Err(zc)
+                if matches!(
+                    zc.raw_os_error(),
+                    Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) | Some(libc::EPROTONOSUPPORT)
+                ) =>
+            {
                 open_mode(ifindex, queue, cfg, BindMode::Copy).map(|x| (x, Some(zc)))
             }
             Err(e) => Err(e),
@@ -365,12 +422,23 @@ pub fn open(ifindex: u32, queue: u32, cfg: &XskConfig) -> io::Result<(Xsk, Optio
 
 fn setopt<T>(fd: RawFd, opt: libc::c_int, v: &T) -> io::Result<()> {
     // SAFETY: passes a pointer to a live T and its exact size.
-    cvt(unsafe { libc::setsockopt(fd, libc::SOL_XDP, opt, (v as *const T).cast(), std::mem::size_of::<T>() as libc::socklen_t) })
-        .map(|_| ())
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_XDP,
+            opt,
+            (v as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
 }
 
 fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::Result<Xsk> {
-    assert!(cfg.frames.is_power_of_two(), "frame count must be a power of two");
+    assert!(
+        cfg.frames.is_power_of_two(),
+        "frame count must be a power of two"
+    );
     // SAFETY: plain socket(2); the returned fd is owned right away.
     let raw = cvt(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: raw is a fresh fd nobody else owns.
@@ -396,13 +464,41 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
     let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
     let mut olen = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
     // SAFETY: getsockopt writes at most olen bytes into off.
-    cvt(unsafe { libc::getsockopt(raw, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS, (&mut off as *mut libc::xdp_mmap_offsets).cast(), &mut olen) })?;
-    let rx_map = Arc::new(Mmap::ring(raw, off.rx.desc as usize + n as usize * std::mem::size_of::<libc::xdp_desc>(), libc::XDP_PGOFF_RX_RING as u64)?);
-    let fill_map = Arc::new(Mmap::ring(raw, off.fr.desc as usize + n as usize * 8, libc::XDP_UMEM_PGOFF_FILL_RING)?);
+    cvt(unsafe {
+        libc::getsockopt(
+            raw,
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            (&mut off as *mut libc::xdp_mmap_offsets).cast(),
+            &mut olen,
+        )
+    })?;
+    let rx_map = Arc::new(Mmap::ring(
+        raw,
+        off.rx.desc as usize + n as usize * std::mem::size_of::<libc::xdp_desc>(),
+        libc::XDP_PGOFF_RX_RING as u64,
+    )?);
+    let fill_map = Arc::new(Mmap::ring(
+        raw,
+        off.fr.desc as usize + n as usize * 8,
+        libc::XDP_UMEM_PGOFF_FILL_RING,
+    )?);
 
-    let umem = Arc::new(Umem { map: umem_map, frame_size: cfg.frame_size, frames: cfg.frames });
-    let rx = RxRing { ring: RingPtrs::new(rx_map, &off.rx, n), umem: umem.clone(), cached_cons: 0 };
-    let mut fill = FillRing { ring: RingPtrs::new(fill_map, &off.fr, n), cached_prod: 0, fd: raw };
+    let umem = Arc::new(Umem {
+        map: umem_map,
+        frame_size: cfg.frame_size,
+        frames: cfg.frames,
+    });
+    let rx = RxRing {
+        ring: RingPtrs::new(rx_map, &off.rx, n),
+        umem: umem.clone(),
+        cached_cons: 0,
+    };
+    let mut fill = FillRing {
+        ring: RingPtrs::new(fill_map, &off.fr, n),
+        cached_prod: 0,
+        fd: raw,
+    };
     // Every frame starts out with the kernel.
     fill.give_addrs((0..n as usize).map(|i| i as u64 * cfg.frame_size as u64));
 
@@ -419,6 +515,18 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
         sxdp_shared_umem_fd: 0,
     };
     // SAFETY: bind with a valid sockaddr_xdp and its size.
-    cvt(unsafe { libc::bind(raw, (&sa as *const libc::sockaddr_xdp).cast(), std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t) })?;
-    Ok(Xsk { fd: Arc::new(XskFd { fd }), umem, rx, fill, mode })
+    cvt(unsafe {
+        libc::bind(
+            raw,
+            (&sa as *const libc::sockaddr_xdp).cast(),
+            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+        )
+    })?;
+    Ok(Xsk {
+        fd: Arc::new(XskFd { fd }),
+        umem,
+        rx,
+        fill,
+        mode,
+    })
 }

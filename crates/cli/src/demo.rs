@@ -35,10 +35,14 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    crate::record::check_privileges().context("the demo creates a network namespace and attaches XDP")?;
+    crate::record::check_privileges()
+        .context("the demo creates a network namespace and attaches XDP")?;
     let (dir, temp) = match &a.dir {
         Some(d) => (d.clone(), false),
-        None => (std::env::temp_dir().join(format!("wiretape-demo-{}", std::process::id())), true),
+        None => (
+            std::env::temp_dir().join(format!("wiretape-demo-{}", std::process::id())),
+            true,
+        ),
     };
     let tb = Testbed::create("demo", a.queues)?;
     println!(
@@ -56,7 +60,9 @@ pub fn run(a: Args) -> Result<i32> {
         _ => None,
     };
     // A bound, in case frames go missing: the demo must always end.
-    opts.duration = Some(Duration::from_secs_f64(10.0 + a.count as f64 / a.rate.max(1) as f64));
+    opts.duration = Some(Duration::from_secs_f64(
+        10.0 + a.count as f64 / a.rate.max(1) as f64,
+    ));
     let stop = AtomicBool::new(false);
     let t0 = realtime_ns();
     let mut why = String::new();
@@ -68,9 +74,12 @@ pub fn run(a: Args) -> Result<i32> {
                 Event::Started(info) => {
                     println!("demo: {}", report::start_line(info, &opts));
                     let tb = &tb;
-                    sender = Some(s.spawn(move || tb.send(0..a.count, SizeFn::Mixed, 8, Some(a.rate))));
+                    sender =
+                        Some(s.spawn(move || tb.send(0..a.count, SizeFn::Mixed, 8, Some(a.rate))));
                 }
-                Event::Progress { elapsed, snapshot } => report::progress(elapsed, &snapshot, false),
+                Event::Progress { elapsed, snapshot } => {
+                    report::progress(elapsed, &snapshot, false)
+                }
                 Event::Stopping(w) => why = w.to_string(),
             })?;
             let sent = match sender {
@@ -98,14 +107,23 @@ pub fn run(a: Args) -> Result<i32> {
             while r.next_into(&mut rec)? {
                 n += 1;
                 if rec.ts_ns < last_ts {
-                    problems.push(format!("{}: timestamps go backwards at record {n}", f.display()));
+                    problems.push(format!(
+                        "{}: timestamps go backwards at record {n}",
+                        f.display()
+                    ));
                 }
                 if rec.ts_ns < t0 || rec.ts_ns > t1 {
-                    problems.push(format!("{}: record {n} stamped {} outside the run", f.display(), format_rfc3339(rec.ts_ns)));
+                    problems.push(format!(
+                        "{}: record {n} stamped {} outside the run",
+                        f.display(),
+                        format_rfc3339(rec.ts_ns)
+                    ));
                 }
                 last_ts = rec.ts_ns;
                 match frames::parse(&rec.data) {
-                    Some((seq, len, flow)) if seq < a.count && rec.data == frames::build(seq, len, flow) => {
+                    Some((seq, len, flow))
+                        if seq < a.count && rec.data == frames::build(seq, len, flow) =>
+                    {
                         if std::mem::replace(&mut seen[seq as usize], true) {
                             problems.push(format!("frame {seq} recorded twice"));
                         }
@@ -113,7 +131,10 @@ pub fn run(a: Args) -> Result<i32> {
                             examples.push((rec.ts_ns, q.queue, seq, len));
                         }
                     }
-                    _ => problems.push(format!("{}: record {n} is not a frame the demo sent", f.display())),
+                    _ => problems.push(format!(
+                        "{}: record {n} is not a frame the demo sent",
+                        f.display()
+                    )),
                 }
             }
             total += n;
@@ -134,7 +155,10 @@ pub fn run(a: Args) -> Result<i32> {
     println!("demo: first records:");
     examples.sort();
     for (ts, q, seq, len) in &examples {
-        println!("  {}  queue {q}  seq {seq:>6}  {len:>5} bytes", format_rfc3339(*ts));
+        println!(
+            "  {}  queue {q}  seq {seq:>6}  {len:>5} bytes",
+            format_rfc3339(*ts)
+        );
     }
     if temp {
         let _ = std::fs::remove_dir_all(&dir);
@@ -151,7 +175,11 @@ pub fn run(a: Args) -> Result<i32> {
         );
         Ok(0)
     } else {
-        println!("demo: FAILED: sent {}, recorded {total}: {}", sent.sent, problems.join("; "));
+        println!(
+            "demo: FAILED: sent {}, recorded {total}: {}",
+            sent.sent,
+            problems.join("; ")
+        );
         Ok(1)
     }
 }

@@ -21,7 +21,11 @@ pub fn run(a: Args) -> Result<i32> {
     for f in &a.files {
         match FileInfo::scan(f) {
             Ok(i) => {
-                let link = if i.linktype == 1 { "Ethernet".to_string() } else { format!("{}", i.linktype) };
+                let link = if i.linktype == 1 {
+                    "Ethernet".to_string()
+                } else {
+                    format!("{}", i.linktype)
+                };
                 let res = if i.nanos { "ns" } else { "us" };
                 if a.json {
                     println!(
@@ -53,9 +57,15 @@ pub fn run(a: Args) -> Result<i32> {
                     _ => println!("  first/last   (no packets)"),
                 }
                 println!("  resolution   {res}");
-                println!("  link type    {link} ({}), snaplen {}", i.linktype, i.snaplen);
+                println!(
+                    "  link type    {link} ({}), snaplen {}",
+                    i.linktype, i.snaplen
+                );
                 if i.out_of_order > 0 {
-                    println!("  note         {} records earlier than the one before", i.out_of_order);
+                    println!(
+                        "  note         {} records earlier than the one before",
+                        i.out_of_order
+                    );
                 }
             }
             Err(e) => {

@@ -47,7 +47,11 @@ fn main() {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             // One line: the error and its causes, joined.
-            let msg = e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ");
+            let msg = e
+                .chain()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(": ");
             eprintln!("wiretape: error: {}", msg.replace('\n', " "));
             std::process::exit(1);
         }

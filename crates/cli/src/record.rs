@@ -11,9 +11,11 @@ use wiretape::capture::{sys, XdpMode};
 use wiretape::{Event, RecordOptions};
 
 #[derive(clap::Args)]
-#[command(after_help = "Stops after COUNT frames, after SECONDS, or on Ctrl-C/SIGTERM; always cleanly: blocks \
+#[command(
+    after_help = "Stops after COUNT frames, after SECONDS, or on Ctrl-C/SIGTERM; always cleanly: blocks \
 flushed, XDP program detached, summary printed. Files: DIR/<prefix>-<iface>-q<queue>-<UTC start>.pcap, \
-pcap with nanosecond timestamps.\n\nNeeds root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK.")]
+pcap with nanosecond timestamps.\n\nNeeds root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK."
+)]
 pub struct Args {
     /// Interface to record (e.g. eth0).
     #[arg(short = 'i', long = "interface", value_name = "IFACE")]
@@ -68,7 +70,9 @@ pub struct Args {
 }
 
 fn parse_secs(s: &str) -> std::result::Result<Duration, String> {
-    let v: f64 = s.parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
     if !(v > 0.0 && v.is_finite()) {
         return Err(format!("'{s}' must be a positive number of seconds"));
     }
@@ -79,7 +83,8 @@ fn parse_secs(s: &str) -> std::result::Result<Duration, String> {
 pub fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
     let mut v = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || anyhow::anyhow!("invalid {what} '{part}': use numbers like 0,1 or ranges like 0-3");
+        let bad =
+            || anyhow::anyhow!("invalid {what} '{part}': use numbers like 0,1 or ranges like 0-3");
         if let Some((a, b)) = part.split_once('-') {
             let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
             if a > b {
@@ -122,7 +127,12 @@ pub fn run(a: Args) -> Result<i32> {
     };
     opts.capture.cpus = match &a.cpus {
         None => None,
-        Some(s) => Some(parse_list(s, "--cpus")?.into_iter().map(|c| c as usize).collect()),
+        Some(s) => Some(
+            parse_list(s, "--cpus")?
+                .into_iter()
+                .map(|c| c as usize)
+                .collect(),
+        ),
     };
     opts.capture.xdp_mode = match a.xdp_mode.as_str() {
         "native" => Some(XdpMode::Native),
@@ -145,7 +155,10 @@ pub fn run(a: Args) -> Result<i32> {
     // Cheap checks first, so that bad input fails before anything is attached.
     wiretape::prepare_dir(&a.dir)?;
     if sys::ifindex(&a.iface).is_none() {
-        bail!("no such interface '{}' in this network namespace (list interfaces with `ip link`)", a.iface);
+        bail!(
+            "no such interface '{}' in this network namespace (list interfaces with `ip link`)",
+            a.iface
+        );
     }
     check_privileges()?;
 
@@ -158,7 +171,9 @@ pub fn run(a: Args) -> Result<i32> {
     let mut why = String::new();
     let rep = wiretape::record(&opts, &stop, |ev| match ev {
         Event::Started(info) => eprintln!("{}", report::start_line(info, &opts)),
-        Event::Progress { elapsed, snapshot } if !quiet => report::progress(elapsed, &snapshot, tty),
+        Event::Progress { elapsed, snapshot } if !quiet => {
+            report::progress(elapsed, &snapshot, tty)
+        }
         Event::Progress { .. } => {}
         Event::Stopping(w) => {
             if tty && !quiet {

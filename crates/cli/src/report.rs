@@ -11,7 +11,7 @@ pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -37,7 +37,9 @@ pub fn bytes_h(n: u64) -> String {
 pub fn start_line(info: &StartInfo, opts: &RecordOptions) -> String {
     let mode = match info.bind_mode {
         BindMode::ZeroCopy => "zero-copy".to_string(),
-        BindMode::Copy if info.zero_copy_refused.is_some() => "copy mode (driver refused zero-copy: expected on veth)".into(),
+        BindMode::Copy if info.zero_copy_refused.is_some() => {
+            "copy mode (driver refused zero-copy: expected on veth)".into()
+        }
         BindMode::Copy => "copy mode".into(),
     };
     let native = match &info.native_refused {
@@ -48,7 +50,12 @@ pub fn start_line(info: &StartInfo, opts: &RecordOptions) -> String {
         .queues
         .iter()
         .zip(&info.cpus)
-        .map(|(q, c)| format!("q{q}@{}", c.map(|c| c.to_string()).unwrap_or_else(|| "any".into())))
+        .map(|(q, c)| {
+            format!(
+                "q{q}@{}",
+                c.map(|c| c.to_string()).unwrap_or_else(|| "any".into())
+            )
+        })
         .collect();
     format!(
         "wiretape: recording {} queues {:?} [{}]: {} XDP{native}, AF_XDP {mode}, UMEM {} x {} B per queue, snaplen {}, xdp timestamps (TAI-UTC {} s) -> {}",
@@ -102,7 +109,11 @@ fn drops_json(d: &Drops) -> Value {
 }
 
 pub fn summary_json(r: &CaptureReport, why: &str) -> Value {
-    let files: Vec<String> = r.queues.iter().flat_map(|q| q.files.iter().map(|f| f.display().to_string())).collect();
+    let files: Vec<String> = r
+        .queues
+        .iter()
+        .flat_map(|q| q.files.iter().map(|f| f.display().to_string()))
+        .collect();
     json!({
         "interface": r.info.ifname,
         "queues": r.info.queues,
@@ -164,7 +175,11 @@ pub fn summary_text(r: &CaptureReport, why: &str) -> String {
             d.other,
             d.after_count,
             d.write_error,
-            q.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(" ")
+            q.files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
         );
     }
     if r.identity_holds() {
@@ -183,7 +198,10 @@ pub fn summary_text(r: &CaptureReport, why: &str) -> String {
     }
     let truncated: u64 = r.queues.iter().map(|q| q.truncated).sum();
     if truncated > 0 {
-        s += &format!("  {} frames cut to the snap length (original lengths kept)\n", thousands(truncated));
+        s += &format!(
+            "  {} frames cut to the snap length (original lengths kept)\n",
+            thousands(truncated)
+        );
     }
     s
 }

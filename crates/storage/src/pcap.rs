@@ -72,7 +72,12 @@ impl FileHeader {
 
 /// Encodes a record header for a frame stamped `ts_ns` (UTC ns since the epoch).
 #[inline(always)]
-pub fn record_header(ts_ns: u64, nanos: bool, caplen: u32, orig_len: u32) -> [u8; RECORD_HEADER_LEN] {
+pub fn record_header(
+    ts_ns: u64,
+    nanos: bool,
+    caplen: u32,
+    orig_len: u32,
+) -> [u8; RECORD_HEADER_LEN] {
     let sec = (ts_ns / 1_000_000_000) as u32;
     let sub = (ts_ns % 1_000_000_000) as u32;
     let frac = if nanos { sub } else { sub / 1000 };
@@ -105,7 +110,10 @@ mod tests {
     #[test]
     fn record_header_fields() {
         let h = record_header(1_700_000_000_123_456_789, true, 60, 1514);
-        assert_eq!(u32::from_le_bytes(h[0..4].try_into().unwrap()), 1_700_000_000);
+        assert_eq!(
+            u32::from_le_bytes(h[0..4].try_into().unwrap()),
+            1_700_000_000
+        );
         assert_eq!(u32::from_le_bytes(h[4..8].try_into().unwrap()), 123_456_789);
         assert_eq!(u32::from_le_bytes(h[8..12].try_into().unwrap()), 60);
         assert_eq!(u32::from_le_bytes(h[12..16].try_into().unwrap()), 1514);

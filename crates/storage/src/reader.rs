@@ -103,12 +103,18 @@ impl<R: Read> PcapReader<R> {
         let (sec, frac, caplen, orig) = (f(0), f(4), f(8), f(12));
         // Other writers put caplen above the header's snaplen now and then;
         // what no valid file has is a record above libpcap's own maximum.
-        let frac_max = if self.header.nanos { 1_000_000_000 } else { 1_000_000 };
+        let frac_max = if self.header.nanos {
+            1_000_000_000
+        } else {
+            1_000_000
+        };
         if caplen > MAX_SNAPLEN || frac >= frac_max {
             return Err(StorageError::Corrupt {
                 path: self.path.clone(),
                 offset: self.offset,
-                why: format!("caplen {caplen}, orig_len {orig}, fraction {frac}: not a record header"),
+                why: format!(
+                    "caplen {caplen}, orig_len {orig}, fraction {frac}: not a record header"
+                ),
             });
         }
         rec.data.resize(caplen as usize, 0);
@@ -117,7 +123,11 @@ impl<R: Read> PcapReader<R> {
             return Err(self.truncated("record data"));
         }
         rec.ts_ns = sec as u64 * 1_000_000_000
-            + if self.header.nanos { frac as u64 } else { frac as u64 * 1000 };
+            + if self.header.nanos {
+                frac as u64
+            } else {
+                frac as u64 * 1000
+            };
         rec.orig_len = orig;
         self.offset += (RECORD_HEADER_LEN + caplen as usize) as u64;
         Ok(true)
@@ -222,7 +232,8 @@ mod tests {
         for i in 0..1000u64 {
             let len = 60 + (i as usize * 37) % 1400;
             let frame: Vec<u8> = (0..len).map(|j| (i as usize + j) as u8).collect();
-            w.write(1_700_000_000_000_000_000 + i * 1000, &frame).unwrap();
+            w.write(1_700_000_000_000_000_000 + i * 1000, &frame)
+                .unwrap();
         }
         let st = w.close().unwrap();
         assert_eq!(st.frames, 1000);
@@ -235,7 +246,11 @@ mod tests {
             let len = 60 + (i as usize * 37) % 1400;
             assert_eq!(rec.orig_len as usize, len);
             assert_eq!(rec.data.len(), len.min(200));
-            assert!(rec.data.iter().enumerate().all(|(j, &b)| b == (i as usize + j) as u8));
+            assert!(rec
+                .data
+                .iter()
+                .enumerate()
+                .all(|(j, &b)| b == (i as usize + j) as u8));
             assert_eq!(rec.ts_ns, 1_700_000_000_000_000_000 + i * 1000);
             i += 1;
         }
@@ -268,12 +283,21 @@ mod tests {
         let mut bad = full.clone();
         bad[24 + 8..24 + 12].copy_from_slice(&u32::MAX.to_le_bytes());
         std::fs::write(&p, &bad).unwrap();
-        assert!(matches!(FileInfo::scan(&p), Err(StorageError::Corrupt { offset: 24, .. })));
+        assert!(matches!(
+            FileInfo::scan(&p),
+            Err(StorageError::Corrupt { offset: 24, .. })
+        ));
         // not a pcap
         std::fs::write(&p, b"hello, this is not a capture file").unwrap();
-        assert!(matches!(FileInfo::scan(&p), Err(StorageError::BadMagic { .. })));
+        assert!(matches!(
+            FileInfo::scan(&p),
+            Err(StorageError::BadMagic { .. })
+        ));
         std::fs::write(&p, b"short").unwrap();
-        assert!(matches!(FileInfo::scan(&p), Err(StorageError::Truncated { .. })));
+        assert!(matches!(
+            FileInfo::scan(&p),
+            Err(StorageError::Truncated { .. })
+        ));
         std::fs::remove_dir_all(d).unwrap();
     }
 }

@@ -150,7 +150,10 @@ mod tests {
     #[test]
     fn tai_to_utc_subtracts_whole_seconds() {
         let c = TaiToUtc::from_offset_secs(37);
-        assert_eq!(c.to_utc(1_700_000_037_123_456_789), 1_700_000_000_123_456_789);
+        assert_eq!(
+            c.to_utc(1_700_000_037_123_456_789),
+            1_700_000_000_123_456_789
+        );
         assert_eq!(c.offset(), Duration::from_secs(37));
         // A stamp of 0 (no metadata) never underflows.
         assert_eq!(c.to_utc(5), 0);

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what wiretape needs to build and test on Debian (run as root), then
+# builds the release binary: target/release/wiretape.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# clang + libelf + zlib + pkg-config: the XDP program and libbpf (built by libbpf-sys);
+# linux-libc-dev: linux/bpf.h; iproute2: namespaces and veth for demo and tests;
+# tshark: the tests check our files with an independent reader; ethtool: queue info.
+pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing packages ${missing[*]}: run as root, or apt-get install them" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  # shellcheck disable=SC1091
+  [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+fi
+command -v cargo >/dev/null 2>&1 || { echo "setup: no Rust toolchain: install Rust with rustup (1.80 or newer)" >&2; exit 1; }
+if command -v rustup >/dev/null 2>&1; then
+  rustup component add rustfmt clippy >/dev/null 2>&1 || echo "setup: note: could not add rustfmt/clippy" >&2
+fi
+
+echo "setup: building (release)"
+cargo build --release --workspace --locked
+echo "setup: ready: target/release/wiretape"

@@ -1,0 +1,311 @@
+//! Shared parts of the integration tests: the `wiretape` binary run inside a
+//! test bed namespace, its start line awaited, its output read back.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use wiretape::capture::testbed::{frames, Testbed, CAP_IF};
+use wiretape::storage::{PcapReader, Record};
+
+/// The `wiretape` binary built beside the test executable (target/<profile>/wiretape).
+pub fn bin() -> PathBuf {
+    if let Ok(p) = std::env::var("WIRETAPE_BIN") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().unwrap();
+    let p = exe.parent().unwrap().parent().unwrap().join("wiretape");
+    assert!(
+        p.exists(),
+        "{} is missing: build it first with `cargo build --workspace` (same profile as the tests)",
+        p.display()
+    );
+    p
+}
+
+pub fn require_root() {
+    assert!(
+        wiretape::capture::sys::is_root(),
+        "these tests create network namespaces and attach XDP programs: run them as root"
+    );
+}
+
+/// A fresh output directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let d = std::env::temp_dir().join(format!(
+            "wt-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `wiretape record`, killed on drop (a failing test leaves nothing running).
+pub struct Recorder {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+    pub stderr: Vec<String>,
+}
+
+impl Recorder {
+    /// Starts `wiretape record -i wt-cap ARGS` inside the test bed and waits for its start line.
+    pub fn start(tb: &Testbed, args: &[&str]) -> Recorder {
+        let mut r = Self::spawn(tb, args);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match r.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) => {
+                    let started = l.starts_with("wiretape: recording");
+                    r.stderr.push(l);
+                    if started {
+                        return r;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let st = r.child.wait().unwrap();
+                    panic!(
+                        "wiretape record exited ({st}) before starting:\n{}",
+                        r.stderr.join("\n")
+                    );
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no start line within 20 s:\n{}",
+                r.stderr.join("\n")
+            );
+        }
+    }
+
+    pub fn spawn(tb: &Testbed, args: &[&str]) -> Recorder {
+        let bin = bin();
+        let mut c = tb.command(bin.to_str().unwrap());
+        c.args(["record", "-i", CAP_IF]).args(args);
+        let mut child = c
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn wiretape");
+        let err = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Recorder {
+            child,
+            lines: rx,
+            stderr: Vec::new(),
+        }
+    }
+
+    /// Waits for the process to end by itself (up to `secs`), collecting stderr.
+    pub fn wait(&mut self, secs: u64) -> ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            while let Ok(l) = self.lines.try_recv() {
+                self.stderr.push(l);
+            }
+            if let Some(st) = self.child.try_wait().unwrap() {
+                std::thread::sleep(Duration::from_millis(50));
+                while let Ok(l) = self.lines.try_recv() {
+                    self.stderr.push(l);
+                }
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "wiretape did not stop within {secs} s:\n{}",
+                    self.stderr.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn signal(&self, sig: i32) {
+        let st = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+
+    pub fn stderr_text(&self) -> String {
+        self.stderr.join("\n")
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `wiretape ARGS` to completion (inside the test bed when given).
+pub fn run_wiretape(tb: Option<&Testbed>, args: &[&str]) -> (i32, String, String) {
+    let bin = bin();
+    let mut c = match tb {
+        Some(tb) => tb.command(bin.to_str().unwrap()),
+        None => Command::new(&bin),
+    };
+    let out = c.args(args).output().expect("run wiretape");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+pub fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).expect("summary json written"))
+        .expect("valid json")
+}
+
+/// Pcap files in a directory, sorted.
+pub fn pcaps(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// What the files of a recording hold, checked against the frames sent.
+#[derive(Debug, Default)]
+pub struct Verified {
+    pub frames: u64,
+    pub captured_bytes: u64,
+    pub original_bytes: u64,
+    /// frames per file
+    pub per_file: BTreeMap<PathBuf, u64>,
+}
+
+/// Reads every pcap in `dir` and asserts: each record is one of the frames
+/// sent (seq < n), byte-identical to it (up to `snaplen`), orig_len right,
+/// no duplicates, timestamps non-decreasing per file and within [t0, t1].
+/// Returns the counts; the caller asserts completeness.
+pub fn verify_dir(dir: &Path, n: u64, snaplen: usize, t0: u64, t1: u64) -> Verified {
+    let mut seen = vec![false; n as usize];
+    let mut v = Verified::default();
+    let mut rec = Record::default();
+    for f in pcaps(dir) {
+        let mut r = PcapReader::open(&f).unwrap_or_else(|e| panic!("{e}"));
+        assert!(r.header().nanos, "{}: not a nanosecond pcap", f.display());
+        let mut last = 0u64;
+        let mut k = 0u64;
+        while r.next_into(&mut rec).unwrap_or_else(|e| panic!("{e}")) {
+            k += 1;
+            let (seq, len, flow) = frames::parse(&rec.data)
+                .unwrap_or_else(|| panic!("{}: record {k} is not a test frame", f.display()));
+            assert!(seq < n, "seq {seq} out of range");
+            assert!(
+                !std::mem::replace(&mut seen[seq as usize], true),
+                "frame {seq} recorded twice"
+            );
+            let want = frames::build(seq, len, flow);
+            assert_eq!(
+                rec.orig_len as usize,
+                want.len(),
+                "frame {seq}: original length"
+            );
+            assert_eq!(
+                rec.data.len(),
+                want.len().min(snaplen),
+                "frame {seq}: captured length"
+            );
+            assert!(
+                rec.data[..] == want[..rec.data.len()],
+                "frame {seq}: bytes differ from what was sent"
+            );
+            assert!(
+                rec.ts_ns >= last,
+                "{}: timestamp goes backwards at record {k}",
+                f.display()
+            );
+            assert!(
+                rec.ts_ns >= t0 && rec.ts_ns <= t1,
+                "frame {seq}: timestamp {} outside the run [{t0}, {t1}]",
+                rec.ts_ns
+            );
+            last = rec.ts_ns;
+            v.captured_bytes += rec.data.len() as u64;
+            v.original_bytes += rec.orig_len as u64;
+        }
+        v.frames += k;
+        v.per_file.insert(f, k);
+    }
+    v
+}
+
+/// Asserts the accounting identity in a summary JSON, in total and per queue,
+/// and that its numbers agree with each other.
+pub fn assert_identity(j: &Value) {
+    let d = |v: &Value| -> u64 {
+        [
+            "rx_ring_full",
+            "fill_ring_empty",
+            "other",
+            "after_count",
+            "write_error",
+        ]
+        .iter()
+        .map(|k| {
+            v["drops"][k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("drops.{k} missing"))
+        })
+        .sum()
+    };
+    let seen = j["packets_seen"].as_u64().unwrap();
+    let written = j["packets_written"].as_u64().unwrap();
+    assert_eq!(seen, written + d(j), "total identity: {j:#}");
+    let mut qs = 0;
+    for q in j["per_queue"].as_array().unwrap() {
+        let s = q["packets_seen"].as_u64().unwrap();
+        let w = q["packets_written"].as_u64().unwrap();
+        assert_eq!(s, w + d(q), "queue identity: {q:#}");
+        qs += s;
+    }
+    assert_eq!(qs, seen, "per-queue seen adds up to the total");
+    assert_eq!(j["identity_holds"], Value::Bool(true));
+}
+
+/// Is an XDP program attached to the capture end?
+pub fn xdp_attached(tb: &Testbed) -> bool {
+    let out = tb.ip(&["-d", "link", "show", "dev", CAP_IF]).unwrap();
+    out.contains("prog/xdp") || out.contains(" xdp")
+}
+
+pub fn now_ns() -> u64 {
+    wiretape::timestamp::realtime_ns()
+}
