@@ -61,6 +61,11 @@ pub struct CaptureConfig {
     pub batch: usize,
     /// Stop after this many frames in total.
     pub count: Option<u64>,
+    /// When the RX ring runs dry, the poll thread sleeps this long before it
+    /// looks again, so frames arrive in batches and the writer is woken once
+    /// per batch, not per frame (interrupt moderation). After about 10 ms
+    /// without frames it blocks in poll(2) instead, costing nothing.
+    pub idle_sleep: Duration,
 }
 
 impl CaptureConfig {
@@ -71,10 +76,11 @@ impl CaptureConfig {
             cpus: None,
             xdp_mode: None,
             zero_copy: None,
-            frames: 16384,
-            frame_size: 4096,
+            frames: 32768,
+            frame_size: 2048,
             batch: 256,
             count: None,
+            idle_sleep: Duration::from_micros(200),
         }
     }
 }
@@ -437,10 +443,10 @@ impl Capture {
             } = x;
             let poll = {
                 let (fd, shared, ctl) = (fd.clone(), shared.clone(), ctl.clone());
-                let batch = cfg.batch.max(1);
+                let (batch, idle) = (cfg.batch.max(1), cfg.idle_sleep);
                 std::thread::Builder::new()
                     .name(format!("wt-poll-q{q}"))
-                    .spawn(move || poll_loop(rxring, fd, tx, free_rx, shared, ctl, cpu, tai, batch))
+                    .spawn(move || poll_loop(rxring, fd, tx, free_rx, shared, ctl, cpu, tai, batch, idle))
                     .map_err(|e| CaptureError::Config(format!("cannot start a thread: {e}")))?
             };
             let writer = {
@@ -595,7 +601,11 @@ fn poll_loop(
     cpu: Option<usize>,
     tai: TaiToUtc,
     batch: usize,
+    idle_sleep: Duration,
 ) {
+    // Sleeps of idle_sleep before blocking in poll(2): about 10 ms.
+    let sleeps_before_block = (10_000 / idle_sleep.as_micros().max(1)) as u32;
+    let mut idle_rounds = 0u32;
     if let Some(c) = cpu {
         if let Err(e) = sys::pin_to_cpu(c) {
             eprintln!("wiretape: warning: cannot pin the poll thread to CPU {c}: {e}");
@@ -619,14 +629,18 @@ fn poll_loop(
                     break;
                 }
                 fd.wait_rx(5);
+            } else if idle_rounds < sleeps_before_block {
+                idle_rounds += 1;
+                std::thread::sleep(idle_sleep);
             } else {
-                // The kernel wakes us when frames arrive; the timeout only
-                // bounds how late we notice a stop.
+                // Quiet link: the kernel wakes us when frames arrive; the
+                // timeout only bounds how late we notice a stop.
                 fd.wait_rx(50);
             }
             continue;
         }
         empty_after_detach = 0;
+        idle_rounds = 0;
         // One clock read per batch, only used for frames without an XDP stamp.
         let mut now = 0;
         let mut no_stamp = 0;

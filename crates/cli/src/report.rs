@@ -196,6 +196,10 @@ pub fn summary_text(r: &CaptureReport, why: &str) -> String {
             );
         }
     }
+    // The closing lines scripts written for tcpdump already parse.
+    let d = r.drops();
+    s += &format!("{} packets captured\n", r.written());
+    s += &format!("{} packets dropped by kernel\n", d.rx_ring_full + d.fill_ring_empty + d.other);
     let truncated: u64 = r.queues.iter().map(|q| q.truncated).sum();
     if truncated > 0 {
         s += &format!(
