@@ -4,7 +4,7 @@
 
 use crate::CaptureError;
 use libbpf_rs::libbpf_sys;
-use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, Xdp, XdpFlags};
+use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 static STEER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/steer.bpf.o"));
@@ -47,11 +47,41 @@ pub struct QueueCounters {
     pub meta_fail: u64,
     /// Bytes of the seen frames.
     pub bytes: u64,
+    /// Frames the NIC stamped (hw program only).
+    pub hw: u64,
+}
+
+/// What XDP program `ifindex` has attached, if any (a netlink query; needs
+/// no program of ours).
+pub fn attached_program(ifindex: u32) -> Option<AttachedProgram> {
+    // SAFETY: plain data; `sz` tells libbpf how much of it we know.
+    let mut q: libbpf_sys::bpf_xdp_query_opts = unsafe { std::mem::zeroed() };
+    q.sz = std::mem::size_of::<libbpf_sys::bpf_xdp_query_opts>() as _;
+    // SAFETY: q is a live, sized opts struct that libbpf fills in.
+    if unsafe { libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut q) } != 0 {
+        return None;
+    }
+    let (id, mode) = [
+        (q.drv_prog_id, "native"),
+        (q.skb_prog_id, "generic"),
+        (q.hw_prog_id, "offloaded"),
+        (q.prog_id, "unknown"),
+    ]
+    .into_iter()
+    .find(|(id, _)| *id != 0)?;
+    let name = libbpf_rs::query::ProgInfoIter::default()
+        .find(|p| p.id == id)
+        .map(|p| p.name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "?".into());
+    Some(AttachedProgram { id, name, mode })
 }
 
 /// The loaded program and its maps.
 pub struct SteerProgram {
     obj: Object,
+    prog: &'static str,
+    /// Bound to one device and asking the NIC for receive stamps.
+    pub hw: bool,
 }
 
 /// An attached program; dropping it detaches (closing the link fd). A crash
@@ -70,10 +100,34 @@ pub struct AttachedProgram {
 }
 
 impl SteerProgram {
+    /// The plain program (any device, native or generic mode).
     pub fn load() -> Result<Self, CaptureError> {
-        let open = ObjectBuilder::default()
+        Self::load_inner(None)
+    }
+
+    /// The device-bound program that reads NIC timestamps on `ifindex`
+    /// (native mode only; fails where the driver lacks the metadata kfunc).
+    pub fn load_hw(ifindex: u32) -> Result<Self, CaptureError> {
+        Self::load_inner(Some(ifindex))
+    }
+
+    fn load_inner(hw_ifindex: Option<u32>) -> Result<Self, CaptureError> {
+        let mut open = ObjectBuilder::default()
             .open_memory(STEER_OBJ)
             .map_err(|e| CaptureError::Bpf(format!("opening the steering program: {e}")))?;
+        let prog = if hw_ifindex.is_some() {
+            "wiretape_steer_hw"
+        } else {
+            "wiretape_steer"
+        };
+        for mut p in open.progs_mut() {
+            if p.name() != prog {
+                p.set_autoload(false);
+            } else if let Some(ifindex) = hw_ifindex {
+                p.set_ifindex(ifindex);
+                p.set_flags(libbpf_sys::BPF_F_XDP_DEV_BOUND_ONLY);
+            }
+        }
         let obj = open.load().map_err(|e| {
             let s = e.to_string();
             if s.contains("Operation not permitted") || s.contains("EPERM") {
@@ -82,7 +136,11 @@ impl SteerProgram {
                 CaptureError::Bpf(format!("loading the steering program: {s}"))
             }
         })?;
-        Ok(SteerProgram { obj })
+        Ok(SteerProgram {
+            obj,
+            prog,
+            hw: hw_ifindex.is_some(),
+        })
     }
 
     fn map(&self, name: &str) -> libbpf_rs::Map<'_> {
@@ -95,8 +153,8 @@ impl SteerProgram {
     fn prog_fd(&self) -> RawFd {
         self.obj
             .progs()
-            .next()
-            .expect("steer.bpf.o has a program")
+            .find(|p| p.name() == self.prog)
+            .expect("steer.bpf.o has the program")
             .as_fd()
             .as_raw_fd()
     }
@@ -127,28 +185,14 @@ impl SteerProgram {
             c.passed += f(1);
             c.meta_fail += f(2);
             c.bytes += f(3);
+            c.hw += f(4);
         }
         c
     }
 
     /// What XDP program `ifindex` has attached, if any.
     pub fn attached(&self, ifindex: u32) -> Option<AttachedProgram> {
-        // SAFETY: the program fd is owned by self.obj and outlives this call.
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.prog_fd()) };
-        let q = Xdp::new(fd).query(ifindex as i32, XdpFlags::NONE).ok()?;
-        let (id, mode) = [
-            (q.drv_prog_id, "native"),
-            (q.skb_prog_id, "generic"),
-            (q.hw_prog_id, "offloaded"),
-            (q.prog_id, "unknown"),
-        ]
-        .into_iter()
-        .find(|(id, _)| *id != 0)?;
-        let name = libbpf_rs::query::ProgInfoIter::default()
-            .find(|p| p.id == id)
-            .map(|p| p.name.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "?".into());
-        Some(AttachedProgram { id, name, mode })
+        attached_program(ifindex)
     }
 
     /// Attaches through a bpf_link in `mode`.

@@ -6,6 +6,7 @@ mod demo;
 mod info;
 mod record;
 mod report;
+mod tsbench;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +35,9 @@ enum Cmd {
     /// Self-contained demonstration: veth pair in a private network namespace,
     /// known frames sent, recorded, checked byte for byte, everything removed.
     Demo(demo::Args),
+    /// Accuracy of each timestamp mode against ground truth (simulated 10 Gbit/s
+    /// link and poller running the real stamping code): a table and a chart.
+    Tsbench(tsbench::Args),
 }
 
 fn main() {
@@ -42,6 +46,7 @@ fn main() {
         Cmd::Record(a) => record::run(a),
         Cmd::Info(a) => info::run(a),
         Cmd::Demo(a) => demo::run(a),
+        Cmd::Tsbench(a) => tsbench::run(a),
     };
     match r {
         Ok(code) => std::process::exit(code),
