@@ -1,13 +1,22 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 //
 // wiretape's steering program: every frame that arrives on RX queue q is
-// redirected to the AF_XDP socket in XSKMAP[q], with the kernel's TAI time of
-// arrival (ns) written into the 8 bytes of XDP metadata just before the frame.
+// redirected to the AF_XDP socket in XSKMAP[q], with 16 bytes of XDP metadata
+// just before the frame (struct wt_meta): the kernel's TAI time of arrival
+// (ns) and, in the device-bound variant, the NIC's receive time (0 if none).
+//
+// Two programs share this code:
+//   wiretape_steer     any device, native or generic mode
+//   wiretape_steer_hw  loaded bound to one device (BPF_F_XDP_DEV_BOUND_ONLY)
+//                      so that it may call the metadata kfunc
+//                      bpf_xdp_metadata_rx_timestamp (kernel 6.3+; drivers
+//                      mlx5, mlx4, igc, ice, veth ...); ENODATA leaves hw = 0.
 //
 // Counters (per queue, per CPU, summed by user space):
 //   seen       frames on a queue that has a socket (redirect was attempted)
 //   passed     frames on a queue without a socket (XDP_PASS, not ours)
-//   meta_fail  frames whose metadata could not be reserved (stamp = 0)
+//   meta_fail  frames whose metadata could not be reserved (stamps = 0)
+//   hw         frames that got a NIC timestamp
 // What happens after the redirect (delivered, ring full, fill ring empty) is
 // counted by the kernel per socket and read with getsockopt(XDP_STATISTICS).
 //
@@ -22,7 +31,16 @@ struct qstats {
 	__u64 passed;
 	__u64 meta_fail;
 	__u64 bytes;
+	__u64 hw;
 };
+
+// Layout of the metadata area; user space reads it at frame address - 16.
+struct wt_meta {
+	__u64 hw;
+	__u64 tai;
+};
+
+extern int bpf_xdp_metadata_rx_timestamp(const struct xdp_md *ctx, __u64 *timestamp) __ksym __weak;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -38,8 +56,7 @@ struct {
 	__type(value, struct qstats);
 } qstats SEC(".maps");
 
-SEC("xdp")
-int wiretape_steer(struct xdp_md *ctx)
+static __always_inline int steer(struct xdp_md *ctx, const int want_hw)
 {
 	__u32 q = ctx->rx_queue_index;
 	struct qstats *st = bpf_map_lookup_elem(&qstats, &q);
@@ -53,13 +70,23 @@ int wiretape_steer(struct xdp_md *ctx)
 	}
 
 	__u64 len = ctx->data_end - ctx->data;
-	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u64)) == 0) {
-		void *data = (void *)(long)ctx->data;
-		__u64 *meta = (void *)(long)ctx->data_meta;
-		if ((void *)(meta + 1) <= data)
-			*meta = bpf_ktime_get_tai_ns();
+	__u64 tai = bpf_ktime_get_tai_ns();
+	__u64 hw = 0;
+	if (want_hw && bpf_ksym_exists(bpf_xdp_metadata_rx_timestamp)) {
+		if (bpf_xdp_metadata_rx_timestamp(ctx, &hw) != 0)
+			hw = 0;
 		else
+			st->hw++;
+	}
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct wt_meta)) == 0) {
+		void *data = (void *)(long)ctx->data;
+		struct wt_meta *meta = (void *)(long)ctx->data_meta;
+		if ((void *)(meta + 1) <= data) {
+			meta->hw = hw;
+			meta->tai = tai;
+		} else {
 			st->meta_fail++;
+		}
 	} else {
 		st->meta_fail++;
 	}
@@ -69,6 +96,18 @@ int wiretape_steer(struct xdp_md *ctx)
 	// frame is passed on, and counted as seen-but-not-delivered by the kernel
 	// stats being unchanged; user space detaches before closing sockets.
 	return bpf_redirect_map(&xsks, q, XDP_PASS);
+}
+
+SEC("xdp")
+int wiretape_steer(struct xdp_md *ctx)
+{
+	return steer(ctx, 0);
+}
+
+SEC("xdp")
+int wiretape_steer_hw(struct xdp_md *ctx)
+{
+	return steer(ctx, 1);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -227,3 +227,54 @@ pub fn effective_caps() -> u64 {
         })
         .unwrap_or(0)
 }
+
+#[repr(C)]
+struct EthtoolCmd {
+    cmd: u32,
+    supported: u32,
+    advertising: u32,
+    speed: u16,
+    duplex: u8,
+    port: u8,
+    phy_address: u8,
+    transceiver: u8,
+    autoneg: u8,
+    mdio_support: u8,
+    maxtxpkt: u32,
+    maxrxpkt: u32,
+    speed_hi: u16,
+    eth_tp_mdix: u8,
+    eth_tp_mdix_ctrl: u8,
+    lp_advertising: u32,
+    reserved: [u32; 2],
+}
+
+/// Link speed of `name` in bits per second (ethtool), when the driver knows it.
+pub fn link_speed_bps(name: &str) -> Option<u64> {
+    // SAFETY: plain data, zero is valid.
+    let mut cmd: EthtoolCmd = unsafe { std::mem::zeroed() };
+    cmd.cmd = 0x1; // ETHTOOL_GSET
+    let mut req = IfReqData {
+        name: [0; libc::IFNAMSIZ],
+        data: (&mut cmd as *mut EthtoolCmd).cast(),
+        _pad: [0; 16],
+    };
+    for (d, s) in req
+        .name
+        .iter_mut()
+        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
+    {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: a plain datagram socket for the ioctl, owned at once.
+    let s = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })
+        .ok()?;
+    // SAFETY: s is a fresh fd.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: SIOCETHTOOL reads req and writes cmd, both live and laid out as the kernel expects.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut req) } != 0 {
+        return None;
+    }
+    let mbps = cmd.speed as u32 | (cmd.speed_hi as u32) << 16;
+    (mbps != 0 && mbps != u32::MAX && mbps != 0xffff).then_some(mbps as u64 * 1_000_000)
+}

@@ -153,6 +153,37 @@ impl Testbed {
     }
 }
 
+impl Testbed {
+    /// Sends `n` frames of `len` bytes (>= 70) at a constant `pps` from the
+    /// generator end, each carrying its sequence number and the time it was
+    /// sent (CLOCK_REALTIME ns): ground truth for timestamp accuracy.
+    pub fn send_timed(&self, n: u64, len: usize, pps: u64) -> io::Result<SendReport> {
+        let ns = self.ns.clone();
+        std::thread::spawn(move || -> io::Result<SendReport> {
+            sys::enter_netns(&ns)?;
+            let s = sys::PacketSender::open(GEN_IF)?;
+            let len = len.max(frames::MIN_TIMED_LEN);
+            let mut frame = Vec::with_capacity(len);
+            let start = Instant::now();
+            for seq in 0..n {
+                let due = Duration::from_nanos(seq * 1_000_000_000 / pps.max(1));
+                while start.elapsed() < due {
+                    std::hint::spin_loop();
+                }
+                frames::build_timed_into(&mut frame, seq, len, wiretape_timestamp::realtime_ns());
+                s.send(&frame)?;
+            }
+            Ok(SendReport {
+                sent: n,
+                bytes: n * len as u64,
+                elapsed: start.elapsed(),
+            })
+        })
+        .join()
+        .map_err(|_| io::Error::other("sender thread panicked"))?
+    }
+}
+
 impl Drop for Testbed {
     fn drop(&mut self) {
         let _ = Command::new("ip")
@@ -246,6 +277,28 @@ pub mod frames {
         for i in 16..payload {
             out.push((seq as usize).wrapping_mul(31).wrapping_add(i) as u8);
         }
+    }
+
+    /// Smallest frame that carries a send time.
+    pub const MIN_TIMED_LEN: usize = HDR + 24;
+
+    /// A frame like [`build_into`] (flow 0xffff) whose payload bytes 16..24
+    /// hold `send_ns`.
+    pub fn build_timed_into(out: &mut Vec<u8>, seq: u64, len: usize, send_ns: u64) {
+        build_into(out, seq, len.max(MIN_TIMED_LEN), 0xffff);
+        out[HDR + 16..HDR + 24].copy_from_slice(&send_ns.to_le_bytes());
+    }
+
+    /// (seq, send time) of a timed frame.
+    pub fn parse_timed(frame: &[u8]) -> Option<(u64, u64)> {
+        let (seq, _, flow) = parse(frame)?;
+        if flow != 0xffff {
+            return None;
+        }
+        Some((
+            seq,
+            u64::from_le_bytes(frame.get(HDR + 16..HDR + 24)?.try_into().ok()?),
+        ))
     }
 
     pub fn build(seq: u64, len: usize, flow: u16) -> Vec<u8> {

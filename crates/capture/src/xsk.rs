@@ -20,8 +20,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-/// Bytes of XDP metadata the steering program writes before each frame (TAI ns).
-pub const META_LEN: u64 = 8;
+/// Bytes of XDP metadata the steering program writes before each frame:
+/// `struct wt_meta { u64 hw; u64 tai; }` (see bpf/steer.bpf.c).
+pub const META_LEN: u64 = 16;
 
 fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc < 0 {
@@ -135,7 +136,11 @@ pub struct Desc {
     addr: u64,
     len: u32,
     /// The steering program's TAI stamp (0 when it had none).
-    pub meta_ts: u64,
+    tai: u64,
+    /// The NIC's stamp (0 when it gave none).
+    hw: u64,
+    /// The frame's timestamp (UTC ns), set by the poll thread's stamper.
+    pub ts: u64,
 }
 
 impl Desc {
@@ -145,6 +150,25 @@ impl Desc {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+impl wiretape_timestamp::StampSlot for Desc {
+    #[inline(always)]
+    fn frame_len(&self) -> u32 {
+        self.len
+    }
+    #[inline(always)]
+    fn xdp_tai(&self) -> u64 {
+        self.tai
+    }
+    #[inline(always)]
+    fn hw(&self) -> u64 {
+        self.hw
+    }
+    #[inline(always)]
+    fn set_ts(&mut self, ns: u64) {
+        self.ts = ns;
     }
 }
 
@@ -226,16 +250,22 @@ impl RxRing {
                 addr >= META_LEN && end <= umem_len,
                 "RX descriptor outside the UMEM"
             );
-            // SAFETY: addr-8..addr lies inside the frame's headroom (addr >= 8,
+            // SAFETY: addr-16..addr lies inside the frame's headroom (addr >= 16,
             // in the UMEM), which the kernel filled before publishing; the frame
             // is ours from here on (module invariant).
-            let meta_ts = unsafe {
-                std::ptr::read_unaligned(base.add((addr - META_LEN) as usize).cast::<u64>())
+            let (hw, tai) = unsafe {
+                let m = base.add((addr - META_LEN) as usize).cast::<u64>();
+                (
+                    std::ptr::read_unaligned(m),
+                    std::ptr::read_unaligned(m.add(1)),
+                )
             };
             out.push(Desc {
                 addr,
                 len: d.len,
-                meta_ts,
+                tai,
+                hw,
+                ts: 0,
             });
         }
         if n > 0 {
@@ -309,7 +339,9 @@ impl FillRing {
         self.give(addrs.map(|addr| Desc {
             addr,
             len: 0,
-            meta_ts: 0,
+            tai: 0,
+            hw: 0,
+            ts: 0,
         }))
     }
 }

@@ -40,6 +40,13 @@ pub struct Args {
     /// Default: the CPUs this process may run on, in turn.
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
+    /// Timestamps: hw (NIC time where the driver gives it, else xdp), xdp (kernel
+    /// time per frame in the XDP program), kpt (per frame at the poll thread, TSC),
+    /// batch, udts, wdts (a batch's gap spread uniformly / by size), hybrid
+    /// (wdts when the queue is saturated, kpt otherwise), off. See `wiretape tsbench`.
+    #[arg(long = "ts", value_name = "MODE", default_value = "hw",
+          value_parser = ["hw", "xdp", "kpt", "batch", "udts", "wdts", "hybrid", "off"])]
+    ts: String,
     /// Write the final accounting as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     summary_json: Option<PathBuf>,
@@ -58,11 +65,13 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = 2048)]
     frame_size: u32,
     /// Most frames a poll thread takes from the ring at once.
-    #[arg(long, value_name = "N", default_value_t = 256)]
+    #[arg(long, value_name = "N", default_value_t = 1024)]
     batch: usize,
     /// Microseconds a poll thread sleeps when its ring runs dry, so frames
-    /// are handled in batches (after ~10 ms of silence it blocks instead).
-    #[arg(long, value_name = "US", default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    /// are handled in batches and threads wake rarely (after ~10 ms of
+    /// silence it blocks instead). Lower it for kpt/hybrid stamps at low load;
+    /// xdp and hw stamps do not depend on it.
+    #[arg(long, value_name = "US", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     poll_sleep_us: u64,
     /// Write a partly filled block after this many seconds, so a quiet link lands on disk.
     #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = parse_secs)]
@@ -150,6 +159,7 @@ pub fn run(a: Args) -> Result<i32> {
         "off" => Some(false),
         _ => None,
     };
+    opts.capture.ts_mode = a.ts.parse().map_err(anyhow::Error::msg)?;
     opts.capture.frames = a.frames;
     opts.capture.frame_size = a.frame_size;
     opts.capture.batch = a.batch;

@@ -58,7 +58,7 @@ pub fn start_line(info: &StartInfo, opts: &RecordOptions) -> String {
         })
         .collect();
     format!(
-        "wiretape: recording {} queues {:?} [{}]: {} XDP{native}, AF_XDP {mode}, UMEM {} x {} B per queue, snaplen {}, xdp timestamps (TAI-UTC {} s) -> {}",
+        "wiretape: recording {} queues {:?} [{}]: {} XDP{native}, AF_XDP {mode}, UMEM {} x {} B per queue, snaplen {}, {} -> {}",
         info.ifname,
         info.queues,
         cpus.join(" "),
@@ -66,9 +66,41 @@ pub fn start_line(info: &StartInfo, opts: &RecordOptions) -> String {
         info.frames,
         info.frame_size,
         opts.snaplen,
-        info.tai_offset_s,
+        ts_text(info),
         opts.dir.display()
     )
+}
+
+fn ts_text(info: &StartInfo) -> String {
+    use wiretape::timestamp::TsMode;
+    match info.ts_mode {
+        TsMode::Hw => match &info.hw_refused {
+            None => format!(
+                "timestamps hw (NIC, else xdp; TAI-UTC {} s)",
+                info.tai_offset_s
+            ),
+            Some(r) => format!(
+                "timestamps xdp: no NIC stamps ({r}); TAI-UTC {} s",
+                info.tai_offset_s
+            ),
+        },
+        TsMode::Xdp => format!("timestamps xdp (TAI-UTC {} s)", info.tai_offset_s),
+        TsMode::Off => "timestamps off".into(),
+        m => format!("timestamps {m} (clock {})", info.clock),
+    }
+}
+
+fn stamps_json(s: &wiretape::timestamp::StampStats, hw_stamped: u64) -> Value {
+    json!({
+        "frames": s.frames,
+        "hw": s.hw,
+        "xdp": s.xdp,
+        "poll_fallback": s.poll_fallback,
+        "hw_share": if s.frames > 0 { s.hw as f64 / s.frames as f64 } else { 0.0 },
+        "hw_stamped_by_xdp_program": hw_stamped,
+        "hybrid_wdts_batches": s.hybrid_wdts_batches,
+        "hybrid_kpt_batches": s.hybrid_kpt_batches,
+    })
 }
 
 pub fn progress(elapsed: Duration, s: &Snapshot, tty: bool) {
@@ -109,6 +141,16 @@ fn drops_json(d: &Drops) -> Value {
 }
 
 pub fn summary_json(r: &CaptureReport, why: &str) -> Value {
+    let mut t = wiretape::timestamp::StampStats::default();
+    for q in &r.queues {
+        t.frames += q.stamps.frames;
+        t.hw += q.stamps.hw;
+        t.xdp += q.stamps.xdp;
+        t.poll_fallback += q.stamps.poll_fallback;
+        t.hybrid_wdts_batches += q.stamps.hybrid_wdts_batches;
+        t.hybrid_kpt_batches += q.stamps.hybrid_kpt_batches;
+    }
+    let stamps_total = stamps_json(&t, r.queues.iter().map(|q| q.hw_stamped).sum());
     let files: Vec<String> = r
         .queues
         .iter()
@@ -119,7 +161,10 @@ pub fn summary_json(r: &CaptureReport, why: &str) -> Value {
         "queues": r.info.queues,
         "xdp_mode": r.info.xdp_mode.name(),
         "bind_mode": match r.info.bind_mode { BindMode::ZeroCopy => "zero-copy", BindMode::Copy => "copy" },
-        "timestamp_source": "xdp",
+        "timestamp_mode": r.info.ts_mode.name(),
+        "timestamp_clock": r.info.clock,
+        "hw_timestamps_refused": r.info.hw_refused,
+        "timestamps": stamps_total,
         "duration_s": r.duration.as_secs_f64(),
         "stop_reason": why,
         "packets_seen": r.seen(),
@@ -136,7 +181,7 @@ pub fn summary_json(r: &CaptureReport, why: &str) -> Value {
             "bytes_seen": q.seen_bytes,
             "received": q.received,
             "truncated": q.truncated,
-            "no_xdp_timestamp": q.no_xdp_stamp,
+            "timestamps": stamps_json(&q.stamps, q.hw_stamped),
             "drops": drops_json(&q.drops),
             "identity_holds": q.identity_holds(),
             "files": q.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
@@ -199,7 +244,10 @@ pub fn summary_text(r: &CaptureReport, why: &str) -> String {
     // The closing lines scripts written for tcpdump already parse.
     let d = r.drops();
     s += &format!("{} packets captured\n", r.written());
-    s += &format!("{} packets dropped by kernel\n", d.rx_ring_full + d.fill_ring_empty + d.other);
+    s += &format!(
+        "{} packets dropped by kernel\n",
+        d.rx_ring_full + d.fill_ring_empty + d.other
+    );
     let truncated: u64 = r.queues.iter().map(|q| q.truncated).sum();
     if truncated > 0 {
         s += &format!(

@@ -11,8 +11,24 @@
 //!   two clocks are read back to back and the difference rounded to whole
 //!   seconds, since the kernel only ever applies whole-second TAI offsets.
 //!
-//! The stamping modes (kpt, udts, wdts, hybrid, hw) are added by the
-//! timestamp issue; they take batches of (length, raw stamp) and give stamps.
+//! * [`TsMode`] and [`Stamper`]: the stamping modes. A stamper takes a batch
+//!   of frames (length, XDP stamp, NIC stamp) and gives each its stamp:
+//!   hw, xdp, kpt (per frame from a [`Clock`]), batch, udts, wdts, hybrid, off.
+//! * [`TscClock`]: TSC ticks calibrated against CLOCK_REALTIME, with drift
+//!   correction, for per-frame stamps at a few ns each.
+//! * [`sim`]: the accuracy evaluator: a link and poller model with ground
+//!   truth, running the real [`Stamper`].
+
+pub mod clock;
+pub mod mode;
+pub mod sim;
+pub mod stamper;
+mod tsc;
+
+pub use clock::{AutoClock, Clock, RealtimeClock, TscClock};
+pub use mode::TsMode;
+pub use stamper::{StampSlot, StampStats, Stamper};
+pub use tsc::invariant as tsc_invariant;
 
 use std::time::Duration;
 

@@ -1,0 +1,357 @@
+//! Accuracy with ground truth: a link model gives the true arrival time of
+//! every frame, a poller model turns arrivals into batches, and the real
+//! [`Stamper`] stamps them through a simulated clock. The error of each mode
+//! is the error of the inter-arrival times it produces.
+//!
+//! Link: 10 Gbit/s Ethernet; a frame of L bytes (without FCS) occupies
+//! (L + 4 FCS + 8 preamble + 12 inter-frame gap) * 8 bits on the wire.
+//! Poller: when its ring runs dry it sleeps `interval` ± `jitter`; when it
+//! finds frames it takes up to `batch` of them and handles each in
+//! `per_frame_ns + per_byte_ns * L` (taking the descriptor, copying the frame),
+//! and comes straight back if frames were left (saturated).
+
+use crate::clock::Clock;
+use crate::mode::TsMode;
+use crate::stamper::{StampSlot, Stamper};
+use crate::TaiToUtc;
+
+/// Bits per ns of the simulated link.
+pub const LINK_GBPS: f64 = 10.0;
+
+/// A traffic pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Back-to-back 1514-byte frames at line rate.
+    Const1514,
+    /// Back-to-back 60-byte (64 on the wire with FCS) frames at line rate.
+    Const64,
+    /// Back-to-back frames of mixed sizes (IMIX-like: 60/594/1514 at 7:4:1 with a spread).
+    MixedLineRate,
+    /// Bursts of 1..16 frames at line rate with idle gaps: about 5% load.
+    BurstyLowLoad,
+}
+
+impl Pattern {
+    pub const ALL: [Pattern; 4] = [
+        Pattern::Const1514,
+        Pattern::Const64,
+        Pattern::MixedLineRate,
+        Pattern::BurstyLowLoad,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Const1514 => "1514B line rate",
+            Pattern::Const64 => "64B line rate",
+            Pattern::MixedLineRate => "mixed line rate",
+            Pattern::BurstyLowLoad => "bursty 5% load",
+        }
+    }
+    pub fn saturating(self) -> bool {
+        self != Pattern::BurstyLowLoad
+    }
+}
+
+/// xorshift64*: deterministic, no dependency.
+#[derive(Clone)]
+pub struct Rng(u64);
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Wire time of a frame of `len` bytes (no FCS), in ns.
+pub fn wire_ns(len: u32) -> f64 {
+    (len as f64 + 24.0) * 8.0 / LINK_GBPS
+}
+
+/// True arrival times (ns, of the frame's last bit) and sizes.
+pub fn arrivals(p: Pattern, n: usize, seed: u64) -> Vec<(f64, u32)> {
+    let mut rng = Rng::new(seed);
+    let mut t = 1_000_000.0;
+    let mut out = Vec::with_capacity(n);
+    let mut burst_left = 0u32;
+    while out.len() < n {
+        let len = match p {
+            Pattern::Const1514 => 1514,
+            Pattern::Const64 => 60,
+            Pattern::MixedLineRate | Pattern::BurstyLowLoad => {
+                let r = rng.unit();
+                let base = if r < 7.0 / 12.0 {
+                    60
+                } else if r < 11.0 / 12.0 {
+                    594
+                } else {
+                    1514
+                };
+                (base as f64 * (0.9 + 0.1 * rng.unit())).max(60.0) as u32
+            }
+        };
+        if p == Pattern::BurstyLowLoad {
+            if burst_left == 0 {
+                burst_left = 1 + (rng.next_u64() % 16) as u32;
+                // Idle gap: exponential, mean chosen for ~5% load.
+                t += -(1.0 - rng.unit()).ln() * 60_000.0;
+            }
+            burst_left -= 1;
+        }
+        t += wire_ns(len);
+        out.push((t, len));
+    }
+    out
+}
+
+/// The poller model.
+#[derive(Clone, Copy, Debug)]
+pub struct Poller {
+    pub interval_ns: f64,
+    pub jitter_ns: f64,
+    pub batch: usize,
+    pub per_frame_ns: f64,
+    pub per_byte_ns: f64,
+}
+
+impl Default for Poller {
+    /// A poller like wiretape's on this kind of machine: sleeps ~10 µs when
+    /// idle, takes batches of 64, ~25 ns per frame plus a copy at ~10 GB/s.
+    fn default() -> Self {
+        Poller {
+            interval_ns: 10_000.0,
+            jitter_ns: 2_000.0,
+            batch: 64,
+            per_frame_ns: 25.0,
+            per_byte_ns: 0.1,
+        }
+    }
+}
+
+/// The simulated clock: the poller's notion of now. Reads happen as frames
+/// are handled: each read returns now and moves it on by the handling time
+/// of the next frame (`incs`), so per-frame reads see the real progression.
+struct SimClock {
+    now: f64,
+    incs: std::collections::VecDeque<f64>,
+}
+
+impl Clock for SimClock {
+    fn now_ns(&mut self) -> u64 {
+        let t = self.now;
+        self.now += self.incs.pop_front().unwrap_or(0.0);
+        t as u64
+    }
+}
+
+struct Slot {
+    len: u32,
+    truth: f64,
+    ts: u64,
+}
+impl StampSlot for Slot {
+    fn frame_len(&self) -> u32 {
+        self.len
+    }
+    fn xdp_tai(&self) -> u64 {
+        0
+    }
+    fn hw(&self) -> u64 {
+        0
+    }
+    fn set_ts(&mut self, ns: u64) {
+        self.ts = ns;
+    }
+}
+
+/// Error statistics of one mode on one pattern, in ns.
+#[derive(Clone, Debug)]
+pub struct Accuracy {
+    pub pattern: Pattern,
+    pub mode: TsMode,
+    pub mean: f64,
+    pub std: f64,
+    pub p99_abs: f64,
+    pub frames: usize,
+}
+
+/// Runs `mode` over `arr` with `poller`; inter-arrival error statistics.
+pub fn evaluate(
+    pattern: Pattern,
+    arr: &[(f64, u32)],
+    mode: TsMode,
+    poller: &Poller,
+    seed: u64,
+) -> Accuracy {
+    let mut rng = Rng::new(seed ^ 0x9e37_79b9);
+    let mut st = Stamper::new(
+        mode,
+        SimClock {
+            now: 0.0,
+            incs: Default::default(),
+        },
+        TaiToUtc::from_offset_secs(0),
+    )
+    .with_link_speed(Some((LINK_GBPS * 1e9) as u64));
+    let mut stamps: Vec<(f64, u64)> = Vec::with_capacity(arr.len());
+    let mut i = 0usize;
+    let mut now = arr.first().map(|a| a.0).unwrap_or(0.0);
+    let mut left_frames = false;
+    let mut batch: Vec<Slot> = Vec::with_capacity(poller.batch);
+    while i < arr.len() {
+        // Frames that have arrived by now, up to a batch.
+        let mut j = i;
+        while j < arr.len() && j - i < poller.batch && arr[j].0 <= now {
+            j += 1;
+        }
+        if j == i {
+            // Ring dry: sleep (or, if the next frame is far, sleep until just after it).
+            let sleep = poller.interval_ns + (rng.unit() * 2.0 - 1.0) * poller.jitter_ns;
+            now += sleep.max(100.0);
+            left_frames = false;
+            continue;
+        }
+        let saturated = left_frames || j - i == poller.batch;
+        batch.clear();
+        batch.extend(arr[i..j].iter().map(|&(t, len)| Slot {
+            len,
+            truth: t,
+            ts: 0,
+        }));
+        // Frames are handled one after another; clock reads see that.
+        let per = |len: u32| poller.per_frame_ns + poller.per_byte_ns * len as f64;
+        st.clock().now = now;
+        st.clock().incs = batch.iter().map(|s| per(s.len)).collect();
+        st.stamp(&mut batch, saturated);
+        st.clock().now = now + batch.iter().map(|s| per(s.len)).sum::<f64>();
+        now = st.clock().now;
+        stamps.extend(batch.iter().map(|s| (s.truth, s.ts)));
+        left_frames = j < arr.len() && arr[j].0 <= now;
+        i = j;
+    }
+    let errs: Vec<f64> = stamps
+        .windows(2)
+        .map(|w| (w[1].1 as f64 - w[0].1 as f64) - (w[1].0 - w[0].0))
+        .collect();
+    let n = errs.len().max(1) as f64;
+    let mean = errs.iter().sum::<f64>() / n;
+    let std = (errs.iter().map(|e| (e - mean) * (e - mean)).sum::<f64>() / n).sqrt();
+    let mut abs: Vec<f64> = errs.iter().map(|e| e.abs()).collect();
+    abs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let p99_abs = abs
+        .get((abs.len() as f64 * 0.99) as usize)
+        .copied()
+        .unwrap_or(0.0);
+    Accuracy {
+        pattern,
+        mode,
+        mean,
+        std,
+        p99_abs,
+        frames: stamps.len(),
+    }
+}
+
+/// Every poller mode on every pattern.
+pub fn run_all(frames: usize, poller: &Poller, seed: u64) -> Vec<Accuracy> {
+    let mut out = Vec::new();
+    for p in Pattern::ALL {
+        let arr = arrivals(p, frames, seed);
+        for m in TsMode::POLLER {
+            out.push(evaluate(p, &arr, m, poller, seed));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn std_of(r: &[Accuracy], p: Pattern, m: TsMode) -> f64 {
+        r.iter()
+            .find(|a| a.pattern == p && a.mode == m)
+            .unwrap()
+            .std
+    }
+
+    #[test]
+    fn link_model() {
+        assert!((wire_ns(1514) - 1230.4).abs() < 0.01);
+        assert!((wire_ns(60) - 67.2).abs() < 0.01);
+        let a = arrivals(Pattern::Const1514, 10, 1);
+        assert!((a[1].0 - a[0].0 - 1230.4).abs() < 1e-6);
+    }
+
+    /// The ordering the HPCAP thesis measured, and hybrid within 20% of the
+    /// better of KPT and WDTS. "Batch worst" is asserted where the thesis
+    /// measured it, at saturation: at low load the pure UDTS/WDTS formulas
+    /// spread idle gaps and come out worse than even one stamp per batch (the
+    /// smearing the thesis saw on a real trace: 14 µs against KPT's 1.1 µs).
+    #[test]
+    fn thesis_ordering_holds() {
+        let r = run_all(100_000, &Poller::default(), 42);
+        for a in &r {
+            eprintln!(
+                "{:<18} {:<7} mean {:>10.1} std {:>10.1} p99 {:>10.1}",
+                a.pattern.name(),
+                a.mode.name(),
+                a.mean,
+                a.std,
+                a.p99_abs
+            );
+        }
+        for p in Pattern::ALL {
+            let b = std_of(&r, p, TsMode::Batch);
+            let worse_than_batch: &[TsMode] = if p.saturating() {
+                &[TsMode::Kpt, TsMode::Udts, TsMode::Wdts, TsMode::Hybrid]
+            } else {
+                &[TsMode::Kpt, TsMode::Hybrid]
+            };
+            for &m in worse_than_batch {
+                assert!(
+                    std_of(&r, p, m) < b,
+                    "{}: batch must be worse than {m}",
+                    p.name()
+                );
+            }
+            let (k, u, w, h) = (
+                std_of(&r, p, TsMode::Kpt),
+                std_of(&r, p, TsMode::Udts),
+                std_of(&r, p, TsMode::Wdts),
+                std_of(&r, p, TsMode::Hybrid),
+            );
+            if p.saturating() {
+                assert!(
+                    u < k && w < k,
+                    "{}: spreading beats KPT at saturation (kpt {k}, udts {u}, wdts {w})",
+                    p.name()
+                );
+            } else {
+                assert!(
+                    k < u && k < w,
+                    "{}: KPT beats spreading at low load (kpt {k}, udts {u}, wdts {w})",
+                    p.name()
+                );
+            }
+            let best = k.min(w);
+            assert!(
+                h <= best * 1.2 + 1.0,
+                "{}: hybrid {h} not within 20% of the better of kpt/wdts {best}",
+                p.name()
+            );
+        }
+        let mixed = |m| std_of(&r, Pattern::MixedLineRate, m);
+        assert!(
+            mixed(TsMode::Wdts) < mixed(TsMode::Udts),
+            "WDTS ahead of UDTS on mixed sizes"
+        );
+    }
+}
