@@ -25,29 +25,53 @@ pub use capture::{
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use storage::{FileSink, PcapWriter};
+use storage::{AnySink, IoMode, PcapWriter};
 use timestamp::{format_compact, monotonic_ns, realtime_ns};
 
 /// Default snap length: whole frames (libpcap's maximum).
 pub const DEFAULT_SNAPLEN: u32 = 262_144;
 
+/// How [`PcapFileSink`] writes.
+#[derive(Clone, Copy, Debug)]
+pub struct SinkOptions {
+    pub snaplen: u32,
+    /// A partly filled block is written after this long.
+    pub flush_interval: Duration,
+    pub io: IoMode,
+    /// Whether the directory takes O_DIRECT (asked once, by [`record`]).
+    pub direct_ok: bool,
+    pub block_size: usize,
+    /// Blocks per file: one being filled, the rest in flight.
+    pub buffers: usize,
+}
+
+impl Default for SinkOptions {
+    fn default() -> Self {
+        SinkOptions {
+            snaplen: DEFAULT_SNAPLEN,
+            flush_interval: Duration::from_secs(1),
+            io: IoMode::Auto,
+            direct_ok: true,
+            block_size: storage::block::DEFAULT_BLOCK_SIZE,
+            buffers: 8,
+        }
+    }
+}
+
 /// A [`FrameSink`] that writes a nanosecond pcap file through the block writer.
 pub struct PcapFileSink {
-    writer: PcapWriter<FileSink>,
+    writer: PcapWriter<AnySink>,
     flush_every_ns: u64,
     last_flush_ns: u64,
     error: Option<String>,
 }
 
 impl PcapFileSink {
-    pub fn create(
-        path: &Path,
-        snaplen: u32,
-        flush_interval: Duration,
-    ) -> Result<Self, storage::StorageError> {
+    pub fn create(path: &Path, o: &SinkOptions) -> Result<Self, storage::StorageError> {
+        let sink = AnySink::create(path, o.io, o.direct_ok, o.block_size, o.buffers)?;
         Ok(PcapFileSink {
-            writer: PcapWriter::new(FileSink::create(path)?, snaplen),
-            flush_every_ns: flush_interval.as_nanos() as u64,
+            writer: PcapWriter::new(sink, o.snaplen),
+            flush_every_ns: o.flush_interval.as_nanos() as u64,
             last_flush_ns: monotonic_ns(),
             error: None,
         })
@@ -107,6 +131,10 @@ pub struct RecordOptions {
     pub flush_interval: Duration,
     /// File name prefix.
     pub prefix: String,
+    /// O_DIRECT (auto: where the filesystem takes it) or buffered.
+    pub io: IoMode,
+    pub block_size: usize,
+    pub buffers: usize,
 }
 
 impl RecordOptions {
@@ -118,6 +146,9 @@ impl RecordOptions {
             duration: None,
             flush_interval: Duration::from_secs(1),
             prefix: "wiretape".into(),
+            io: IoMode::Auto,
+            block_size: storage::block::DEFAULT_BLOCK_SIZE,
+            buffers: 8,
         }
     }
 }
@@ -146,6 +177,8 @@ pub enum Event<'a> {
         snapshot: Snapshot,
     },
     Stopping(&'a str),
+    /// Something the user should know (a fallback taken, a file repaired).
+    Notice(String),
 }
 
 /// Checks (and creates) the output directory, proving it writable.
@@ -175,6 +208,38 @@ pub fn capture_file_name(prefix: &str, ifname: &str, queue: u32, start_ns: u64) 
     )
 }
 
+/// Trims torn tails off wiretape's own files in `dir` (a crash or a full
+/// disk in an earlier run); returns one line per file it changed or could not.
+pub fn repair_dir(dir: &Path, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    let mut files: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "pcap")
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("{prefix}-")))
+        })
+        .collect();
+    files.sort();
+    for f in files {
+        match storage::repair::repair(&f) {
+            Ok(r) if r.trimmed() > 0 => out.push(format!(
+                "repaired {}: trimmed a torn tail of {} bytes, {} complete records kept",
+                f.display(),
+                r.trimmed(),
+                r.records
+            )),
+            Ok(_) => {}
+            Err(e) => out.push(format!("not repaired: {e}")),
+        }
+    }
+    out
+}
+
 /// Records until `stop` is set, the count or duration is reached, or the
 /// output fails; then stops cleanly and returns the accounting.
 pub fn record(
@@ -183,13 +248,40 @@ pub fn record(
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<CaptureReport, RecordError> {
     prepare_dir(&opts.dir)?;
+    for n in repair_dir(&opts.dir, &opts.prefix) {
+        on_event(Event::Notice(n));
+    }
+    let direct_ok = storage::uring::direct_supported(&opts.dir);
+    match opts.io {
+        IoMode::Auto if !direct_ok => on_event(Event::Notice(format!(
+            "{} does not take O_DIRECT (tmpfs?): writing through the page cache instead",
+            opts.dir.display()
+        ))),
+        IoMode::Direct if !direct_ok => {
+            return Err(RecordError::NotWritable {
+                path: opts.dir.clone(),
+                source: std::io::Error::other(
+                    "the filesystem refuses O_DIRECT; use --io auto or buffered",
+                ),
+            })
+        }
+        _ => {}
+    }
+    let sink_opts = SinkOptions {
+        snaplen: opts.snaplen,
+        flush_interval: opts.flush_interval,
+        io: opts.io,
+        direct_ok,
+        block_size: opts.block_size,
+        buffers: opts.buffers,
+    };
     let start_ns = realtime_ns();
     let ifname = opts.capture.ifname.clone();
     let cap = Capture::start(&opts.capture, |q| {
         let path = opts
             .dir
             .join(capture_file_name(&opts.prefix, &ifname, q, start_ns));
-        PcapFileSink::create(&path, opts.snaplen, opts.flush_interval).map_err(|e| e.to_string())
+        PcapFileSink::create(&path, &sink_opts).map_err(|e| e.to_string())
     })?;
     on_event(Event::Started(cap.info()));
     let t0 = Instant::now();

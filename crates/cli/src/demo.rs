@@ -81,6 +81,7 @@ pub fn run(a: Args) -> Result<i32> {
                     report::progress(elapsed, &snapshot, false)
                 }
                 Event::Stopping(w) => why = w.to_string(),
+                Event::Notice(n) => println!("demo: {n}"),
             })?;
             let sent = match sender {
                 Some(h) => h.join().map_err(|_| anyhow::anyhow!("sender panicked"))??,

@@ -5,6 +5,7 @@
 mod demo;
 mod info;
 mod record;
+mod repair;
 mod report;
 mod tsbench;
 
@@ -26,6 +27,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Record an interface to pcap files, one per RX queue.
@@ -35,6 +38,8 @@ enum Cmd {
     /// Self-contained demonstration: veth pair in a private network namespace,
     /// known frames sent, recorded, checked byte for byte, everything removed.
     Demo(demo::Args),
+    /// Trim torn tails (after a crash or a full disk) off capture files.
+    Repair(repair::Args),
     /// Accuracy of each timestamp mode against ground truth (simulated 10 Gbit/s
     /// link and poller running the real stamping code): a table and a chart.
     Tsbench(tsbench::Args),
@@ -47,6 +52,7 @@ fn main() {
         Cmd::Info(a) => info::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Tsbench(a) => tsbench::run(a),
+        Cmd::Repair(a) => repair::run(a),
     };
     match r {
         Ok(code) => std::process::exit(code),

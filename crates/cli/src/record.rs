@@ -79,6 +79,16 @@ pub struct Args {
     /// File name prefix.
     #[arg(long, default_value = "wiretape")]
     prefix: String,
+    /// How files are written: auto (O_DIRECT through io_uring where the
+    /// filesystem takes it, else buffered, with a notice), direct, buffered.
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "direct", "buffered"])]
+    io: String,
+    /// Block size in KiB: frames are copied into blocks this big, written whole.
+    #[arg(long, value_name = "KIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=65536))]
+    block_kib: u64,
+    /// Blocks per file (one being filled, the others being written).
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u64).range(2..=64))]
+    write_buffers: u64,
     /// No progress line.
     #[arg(short = 'q', long)]
     quiet: bool,
@@ -168,6 +178,9 @@ pub fn run(a: Args) -> Result<i32> {
     opts.duration = a.duration;
     opts.flush_interval = a.flush_interval;
     opts.prefix = a.prefix.clone();
+    opts.io = a.io.parse().map_err(anyhow::Error::msg)?;
+    opts.block_size = a.block_kib as usize * 1024;
+    opts.buffers = a.write_buffers as usize;
 
     // Cheap checks first, so that bad input fails before anything is attached.
     wiretape::prepare_dir(&a.dir)?;
@@ -192,6 +205,7 @@ pub fn run(a: Args) -> Result<i32> {
             report::progress(elapsed, &snapshot, tty)
         }
         Event::Progress { .. } => {}
+        Event::Notice(n) => eprintln!("wiretape: {n}"),
         Event::Stopping(w) => {
             if tty && !quiet {
                 eprintln!();

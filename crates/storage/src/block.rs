@@ -1,37 +1,61 @@
 //! Building large aligned blocks of pcap records: the one copy of every frame.
 
-use crate::aligned::AlignedBuf;
 use crate::pcap::{record_header, RECORD_HEADER_LEN};
+use crate::sink::Block;
 
 /// Default block size: 1 MiB (>= 512 KiB was best in the HPCAP measurements).
 pub const DEFAULT_BLOCK_SIZE: usize = 1 << 20;
 
-/// A reusable, page-aligned block that pcap records are appended to.
+/// Appends pcap records to a [`Block`]. Records never straddle blocks: a
+/// record that does not fit is the caller's cue to hand the block on.
 pub struct BlockBuilder {
-    buf: AlignedBuf,
-    len: usize,
+    block: Block,
     records: u64,
     nanos: bool,
 }
 
 impl BlockBuilder {
+    /// A builder over a fresh block of `size` bytes.
     pub fn new(size: usize, nanos: bool) -> Self {
+        Self::from_block(Block::new(size), nanos)
+    }
+
+    /// A builder that appends after the bytes `block` already holds.
+    pub fn from_block(block: Block, nanos: bool) -> Self {
         BlockBuilder {
-            buf: AlignedBuf::new(size),
-            len: 0,
+            block,
             records: 0,
             nanos,
         }
     }
 
+    /// Hands the block on (to a sink).
+    pub fn take(&mut self) -> Block {
+        self.records = 0;
+        std::mem::replace(
+            &mut self.block,
+            Block {
+                buf: crate::AlignedBuf::new(crate::aligned::ALIGN),
+                len: 0,
+                idx: u16::MAX,
+            },
+        )
+    }
+
+    /// Continues in `block` (from a sink), after the bytes it holds.
+    pub fn set_block(&mut self, block: Block) {
+        self.block = block;
+        self.records = 0;
+    }
+
     /// Appends raw bytes (a file header). Returns false if they do not fit.
     pub fn push_raw(&mut self, bytes: &[u8]) -> bool {
-        let end = self.len + bytes.len();
-        if end > self.buf.len() {
+        let end = self.block.len + bytes.len();
+        if end > self.block.buf.len() {
             return false;
         }
-        self.buf.as_mut_slice()[self.len..end].copy_from_slice(bytes);
-        self.len = end;
+        self.block.buf.as_mut_slice()[self.block.len..end].copy_from_slice(bytes);
+        self.block.len = end;
         true
     }
 
@@ -39,49 +63,45 @@ impl BlockBuilder {
     /// Returns false (and appends nothing) when the block has no room.
     #[inline(always)]
     pub fn push_record(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> bool {
-        let end = self.len + RECORD_HEADER_LEN + data.len();
-        if end > self.buf.len() {
+        let start = self.block.len;
+        let end = start + RECORD_HEADER_LEN + data.len();
+        if end > self.block.buf.len() {
             return false;
         }
         let hdr = record_header(ts_ns, self.nanos, data.len() as u32, orig_len);
-        let dst = &mut self.buf.as_mut_slice()[self.len..end];
+        let dst = &mut self.block.buf.as_mut_slice()[start..end];
         dst[..RECORD_HEADER_LEN].copy_from_slice(&hdr);
         dst[RECORD_HEADER_LEN..].copy_from_slice(data);
-        self.len = end;
+        self.block.len = end;
         self.records += 1;
         true
     }
 
     /// The filled part.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.buf.as_slice()[..self.len]
-    }
-
-    /// The whole aligned buffer (filled part first), for sinks that write
-    /// whole aligned blocks and truncate.
-    pub fn aligned(&self) -> &AlignedBuf {
-        &self.buf
+        self.block.data()
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.block.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.block.len == 0
     }
 
     pub fn capacity(&self) -> usize {
-        self.buf.len()
+        self.block.buf.len()
     }
 
-    /// Records in the block.
+    /// Records appended since the block was started.
     pub fn records(&self) -> u64 {
         self.records
     }
 
+    /// Empties the block (for benches and tests that discard blocks).
     pub fn clear(&mut self) {
-        self.len = 0;
+        self.block.len = 0;
         self.records = 0;
     }
 }
@@ -104,5 +124,17 @@ mod tests {
         b.clear();
         assert!(b.is_empty());
         assert!(b.push_raw(&[1; 24]));
+    }
+
+    #[test]
+    fn appends_after_carried_bytes() {
+        let mut blk = Block::new(4096);
+        blk.buf.as_mut_slice()[..10].copy_from_slice(&[9; 10]);
+        blk.len = 10;
+        let mut b = BlockBuilder::from_block(blk, true);
+        assert!(b.push_record(1, &[7; 20], 20));
+        assert_eq!(&b.as_bytes()[..10], &[9; 10]);
+        assert_eq!(b.len(), 10 + 16 + 20);
+        assert_eq!(b.records(), 1);
     }
 }

@@ -3,9 +3,11 @@
 //!
 //! The data path is: frames are copied once into a large aligned block of pcap
 //! records ([`BlockBuilder`]); a full block goes to a [`BlockSink`], which
-//! writes it. [`PcapWriter`] ties the two together and counts what was
-//! written. The sink is the seam where the io_uring O_DIRECT engine replaces
-//! the plain [`FileSink`] (a block goes in, the engine writes it).
+//! writes it and hands back a block to fill next. [`PcapWriter`] ties the two
+//! together and counts what was written. Engines: [`uring::UringSink`]
+//! (io_uring, O_DIRECT, several blocks in flight: the default) and
+//! [`FileSink`] (buffered `write(2)`: where the filesystem refuses O_DIRECT);
+//! [`AnySink`] chooses. [`repair`] trims torn tails.
 //!
 //! Usable on its own, e.g. by other capture tools.
 
@@ -13,14 +15,16 @@ mod aligned;
 pub mod block;
 pub mod pcap;
 pub mod reader;
+pub mod repair;
 pub mod sink;
+pub mod uring;
 pub mod writer;
 
 pub use aligned::AlignedBuf;
 pub use block::BlockBuilder;
 pub use pcap::{FileHeader, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
 pub use reader::{FileInfo, PcapReader, Record};
-pub use sink::{BlockSink, FileSink};
+pub use sink::{AnySink, Block, BlockSink, FileSink, IoMode, SinkStats};
 pub use writer::{PcapWriter, WriterStats};
 
 use std::path::PathBuf;

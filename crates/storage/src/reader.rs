@@ -108,7 +108,8 @@ impl<R: Read> PcapReader<R> {
         } else {
             1_000_000
         };
-        if caplen > MAX_SNAPLEN || frac >= frac_max {
+        // orig_len 0 is no frame: zero padding left by an interrupted aligned write.
+        if caplen > MAX_SNAPLEN || orig == 0 || frac >= frac_max {
             return Err(StorageError::Corrupt {
                 path: self.path.clone(),
                 offset: self.offset,
@@ -228,7 +229,8 @@ mod tests {
         let d = tmpdir("rt");
         let p = d.join("a.pcap");
         // 4 KiB blocks so that many blocks are written.
-        let mut w = PcapWriter::with_options(FileSink::create(&p).unwrap(), 200, true, 4096);
+        let mut w =
+            PcapWriter::with_options(FileSink::with_block_size(&p, 4096).unwrap(), 200, true);
         for i in 0..1000u64 {
             let len = 60 + (i as usize * 37) % 1400;
             let frame: Vec<u8> = (0..len).map(|j| (i as usize + j) as u8).collect();

@@ -1,21 +1,71 @@
 //! Where blocks go. [`BlockSink`] is the seam between block building and the
-//! engine that writes blocks; [`FileSink`] is the plain write(2) engine.
+//! engine that writes blocks: a filled [`Block`] goes in, an empty one to fill
+//! next comes out. [`FileSink`] is the plain buffered `write(2)` engine;
+//! [`crate::uring::UringSink`] the io_uring O_DIRECT one; [`AnySink`] picks.
 
+use crate::aligned::AlignedBuf;
 use crate::StorageError;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Writes whole blocks of records, in order, to one file.
+/// An aligned buffer and how much of it holds data.
+pub struct Block {
+    pub buf: AlignedBuf,
+    pub len: usize,
+    /// The sink's name for the buffer (io_uring registered-buffer index).
+    pub idx: u16,
+}
+
+impl Block {
+    pub fn new(size: usize) -> Self {
+        Block {
+            buf: AlignedBuf::new(size),
+            len: 0,
+            idx: 0,
+        }
+    }
+    pub fn data(&self) -> &[u8] {
+        &self.buf.as_slice()[..self.len]
+    }
+}
+
+/// Writes one file as a stream of blocks.
 pub trait BlockSink: Send {
-    /// Writes one block. On error nothing of the block may be assumed written.
-    fn write_block(&mut self, block: &[u8]) -> Result<(), StorageError>;
-    /// Makes everything written so far durable and closes the file.
-    fn finish(&mut self) -> Result<(), StorageError>;
-    /// Bytes handed to the file so far.
+    /// Takes a filled block (the file's next bytes) and returns the block to
+    /// fill next. The returned block may already hold bytes (`len > 0`): data
+    /// the sink carries over and writes with the next block (an O_DIRECT sink
+    /// writes only whole aligned pages); the builder appends after them.
+    /// On error nothing of the block may be assumed written.
+    fn submit(&mut self, block: Block) -> Result<Block, StorageError>;
+    /// Puts everything so far, `block` included, in the file now (a quiet
+    /// link, or before close), leaving the file exactly that long; returns
+    /// the block to go on filling (it may still hold the carried-over bytes).
+    fn flush(&mut self, block: Block) -> Result<Block, StorageError>;
+    /// Flushes, makes the file durable and closes it.
+    fn finish(&mut self, block: Block) -> Result<(), StorageError>;
+    /// Bytes of the stream known to be in the file.
     fn bytes(&self) -> u64;
-    /// The file's path.
     fn path(&self) -> &Path;
+    /// Block size the sink wants (its buffers' size).
+    fn block_size(&self) -> usize;
+    /// A free block to start with.
+    fn first_block(&mut self) -> Block;
+    /// Engine statistics (writes in flight, latency), if it keeps them.
+    fn stats(&self) -> SinkStats {
+        SinkStats::default()
+    }
+}
+
+/// What a write engine reports for backpressure.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SinkStats {
+    pub writes: u64,
+    pub in_flight: u32,
+    /// Times the builder had to wait for a free block.
+    pub waits: u64,
+    pub latency_p50_us: f64,
+    pub latency_p99_us: f64,
 }
 
 /// A file written with plain `write(2)` (buffered by the page cache).
@@ -23,11 +73,20 @@ pub struct FileSink {
     file: Option<File>,
     path: PathBuf,
     bytes: u64,
+    block_size: usize,
+    spare: Option<Block>,
 }
 
 impl FileSink {
     /// Creates `path`; fails if it exists (wiretape never overwrites a capture).
     pub fn create(path: impl Into<PathBuf>) -> Result<Self, StorageError> {
+        Self::with_block_size(path, crate::block::DEFAULT_BLOCK_SIZE)
+    }
+
+    pub fn with_block_size(
+        path: impl Into<PathBuf>,
+        block_size: usize,
+    ) -> Result<Self, StorageError> {
         let path = path.into();
         let file = OpenOptions::new()
             .write(true)
@@ -41,19 +100,19 @@ impl FileSink {
             file: Some(file),
             path,
             bytes: 0,
+            block_size,
+            spare: None,
         })
     }
-}
 
-impl BlockSink for FileSink {
-    fn write_block(&mut self, block: &[u8]) -> Result<(), StorageError> {
+    fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
         let f = self.file.as_mut().ok_or_else(|| StorageError::Write {
             path: self.path.clone(),
             source: std::io::Error::other("file already closed"),
         })?;
-        match f.write_all(block) {
+        match f.write_all(data) {
             Ok(()) => {
-                self.bytes += block.len() as u64;
+                self.bytes += data.len() as u64;
                 Ok(())
             }
             Err(e) => {
@@ -64,8 +123,21 @@ impl BlockSink for FileSink {
             }
         }
     }
+}
 
-    fn finish(&mut self) -> Result<(), StorageError> {
+impl BlockSink for FileSink {
+    fn submit(&mut self, mut block: Block) -> Result<Block, StorageError> {
+        self.write_all(&block.buf.as_slice()[..block.len])?;
+        block.len = 0;
+        Ok(block)
+    }
+
+    fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+        self.submit(block)
+    }
+
+    fn finish(&mut self, block: Block) -> Result<(), StorageError> {
+        self.submit(block)?;
         if let Some(f) = self.file.take() {
             f.sync_data()
                 .map_err(|e| StorageError::from_write(&self.path, e))?;
@@ -79,5 +151,113 @@ impl BlockSink for FileSink {
 
     fn path(&self) -> &Path {
         &self.path
+    }
+
+    fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    fn first_block(&mut self) -> Block {
+        self.spare
+            .take()
+            .unwrap_or_else(|| Block::new(self.block_size))
+    }
+}
+
+/// How files are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoMode {
+    /// O_DIRECT through io_uring where the filesystem takes it, else buffered.
+    Auto,
+    /// O_DIRECT through io_uring, or fail.
+    Direct,
+    /// Plain buffered write(2) through the page cache.
+    Buffered,
+}
+
+impl std::str::FromStr for IoMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(IoMode::Auto),
+            "direct" => Ok(IoMode::Direct),
+            "buffered" => Ok(IoMode::Buffered),
+            _ => Err(format!(
+                "unknown I/O mode '{s}': use auto, direct or buffered"
+            )),
+        }
+    }
+}
+
+/// Either engine, chosen at run time, with static dispatch.
+pub enum AnySink {
+    Direct(Box<crate::uring::UringSink>),
+    Buffered(FileSink),
+}
+
+impl AnySink {
+    /// Creates `path` with the engine `mode` asks for. `direct_ok` is the
+    /// answer of [`crate::uring::direct_supported`] for its directory (asked
+    /// once per directory by the caller).
+    pub fn create(
+        path: impl Into<PathBuf>,
+        mode: IoMode,
+        direct_ok: bool,
+        block_size: usize,
+        nbufs: usize,
+    ) -> Result<Self, StorageError> {
+        let path = path.into();
+        match mode {
+            IoMode::Buffered => Ok(AnySink::Buffered(FileSink::with_block_size(
+                path, block_size,
+            )?)),
+            IoMode::Auto if !direct_ok => Ok(AnySink::Buffered(FileSink::with_block_size(
+                path, block_size,
+            )?)),
+            IoMode::Auto | IoMode::Direct => Ok(AnySink::Direct(Box::new(
+                crate::uring::UringSink::create(path, block_size, nbufs)?,
+            ))),
+        }
+    }
+
+    pub fn is_direct(&self) -> bool {
+        matches!(self, AnySink::Direct(_))
+    }
+}
+
+macro_rules! both {
+    ($s:expr, $x:ident => $e:expr) => {
+        match $s {
+            AnySink::Direct($x) => $e,
+            AnySink::Buffered($x) => $e,
+        }
+    };
+}
+
+impl BlockSink for AnySink {
+    #[inline]
+    fn submit(&mut self, block: Block) -> Result<Block, StorageError> {
+        both!(self, s => s.submit(block))
+    }
+    fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+        both!(self, s => s.flush(block))
+    }
+    fn finish(&mut self, block: Block) -> Result<(), StorageError> {
+        both!(self, s => s.finish(block))
+    }
+    fn bytes(&self) -> u64 {
+        both!(self, s => s.bytes())
+    }
+    fn path(&self) -> &Path {
+        both!(self, s => s.path())
+    }
+    fn block_size(&self) -> usize {
+        both!(self, s => s.block_size())
+    }
+    fn first_block(&mut self) -> Block {
+        both!(self, s => s.first_block())
+    }
+    fn stats(&self) -> SinkStats {
+        both!(self, s => s.stats())
     }
 }

@@ -1,15 +1,20 @@
 //! [`PcapWriter`]: frames in, pcap blocks out through a [`BlockSink`].
+//!
+//! After a write error the writer stops, and at close it cuts the file back
+//! to its last complete record and reports exactly how many frames the file
+//! holds: everything accepted after that is counted as lost.
 
-use crate::block::{BlockBuilder, DEFAULT_BLOCK_SIZE};
-use crate::pcap::FileHeader;
+use crate::block::BlockBuilder;
+use crate::pcap::{FileHeader, FILE_HEADER_LEN};
 use crate::sink::BlockSink;
 use crate::StorageError;
+use std::collections::VecDeque;
 use std::path::Path;
 
 /// What a writer has done.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriterStats {
-    /// Frames in the file (or in the block about to be written).
+    /// Frames in the file (or in blocks about to be written).
     pub frames: u64,
     /// Captured bytes of those frames (after snaplen).
     pub bytes: u64,
@@ -23,29 +28,35 @@ pub struct WriterStats {
 /// Writes frames as pcap records into blocks and blocks into a sink.
 pub struct PcapWriter<S: BlockSink> {
     block: BlockBuilder,
-    block_bytes: u64,
     sink: S,
     snaplen: usize,
     stats: WriterStats,
     failed: Option<String>,
+    /// Stream bytes (header + records) handed to the builder so far.
+    stream_len: u64,
+    /// Record boundaries of recently submitted blocks: (stream offset,
+    /// frames before it, bytes before it). Used to find the last complete
+    /// record after a failed write without reading the whole file.
+    history: VecDeque<(u64, u64, u64)>,
 }
 
 impl<S: BlockSink> PcapWriter<S> {
-    /// A writer with the default block size (1 MiB) and nanosecond stamps.
+    /// A writer with nanosecond stamps and the sink's block size.
     pub fn new(sink: S, snaplen: u32) -> Self {
-        Self::with_options(sink, snaplen, true, DEFAULT_BLOCK_SIZE)
+        Self::with_options(sink, snaplen, true)
     }
 
-    pub fn with_options(sink: S, snaplen: u32, nanos: bool, block_size: usize) -> Self {
-        let mut block = BlockBuilder::new(block_size, nanos);
+    pub fn with_options(mut sink: S, snaplen: u32, nanos: bool) -> Self {
+        let mut block = BlockBuilder::from_block(sink.first_block(), nanos);
         block.push_raw(&FileHeader::new(snaplen, nanos).encode());
         PcapWriter {
             block,
-            block_bytes: 0,
             sink,
             snaplen: snaplen as usize,
             stats: WriterStats::default(),
             failed: None,
+            stream_len: FILE_HEADER_LEN as u64,
+            history: VecDeque::from([(FILE_HEADER_LEN as u64, 0, 0)]),
         }
     }
 
@@ -59,49 +70,64 @@ impl<S: BlockSink> PcapWriter<S> {
         let cap = frame.len().min(self.snaplen);
         let data = &frame[..cap];
         if !self.block.push_record(ts_ns, data, frame.len() as u32) {
-            self.flush()?;
+            self.submit()?;
             if !self.block.push_record(ts_ns, data, frame.len() as u32) {
                 // Only a block smaller than one record gets here.
                 self.stats.lost += 1;
                 return Err(StorageError::Corrupt {
                     path: self.sink.path().to_owned(),
-                    offset: self.sink.bytes(),
+                    offset: self.stream_len,
                     why: format!("a {cap}-byte record does not fit a block; use a larger block"),
                 });
             }
         }
         self.stats.frames += 1;
         self.stats.bytes += cap as u64;
-        self.block_bytes += cap as u64;
+        self.stream_len += (crate::RECORD_HEADER_LEN + cap) as u64;
         self.stats.truncated += u64::from(cap < frame.len());
         Ok(())
     }
 
-    /// Writes the partly filled block now (for a quiet link, and at close).
-    pub fn flush(&mut self) -> Result<(), StorageError> {
-        if self.block.is_empty() {
-            return Ok(());
+    fn note_boundary(&mut self) {
+        self.history
+            .push_back((self.stream_len, self.stats.frames, self.stats.bytes));
+        while self.history.len() > 256 {
+            self.history.pop_front();
         }
-        if self.failed.is_some() {
-            return Err(self.failure());
-        }
-        match self.sink.write_block(self.block.as_bytes()) {
-            Ok(()) => {
-                self.block.clear();
-                self.block_bytes = 0;
+    }
+
+    /// Hands the full block to the sink.
+    fn submit(&mut self) -> Result<(), StorageError> {
+        let b = self.block.take();
+        match self.sink.submit(b) {
+            Ok(next) => {
+                self.block.set_block(next);
+                self.note_boundary();
                 Ok(())
             }
-            Err(e) => {
-                let n = self.block.records();
-                self.stats.frames -= n;
-                self.stats.bytes -= self.block_bytes;
-                self.stats.lost += n;
-                self.block.clear();
-                self.block_bytes = 0;
-                self.failed = Some(e.to_string());
-                Err(e)
-            }
+            Err(e) => Err(self.fail(e)),
         }
+    }
+
+    /// Puts everything written so far in the file now (a quiet link).
+    pub fn flush(&mut self) -> Result<(), StorageError> {
+        if let Some(_f) = &self.failed {
+            return Err(self.failure());
+        }
+        let b = self.block.take();
+        match self.sink.flush(b) {
+            Ok(next) => {
+                self.block.set_block(next);
+                self.note_boundary();
+                Ok(())
+            }
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    fn fail(&mut self, e: StorageError) -> StorageError {
+        self.failed = Some(e.to_string());
+        e
     }
 
     fn failure(&self) -> StorageError {
@@ -111,26 +137,78 @@ impl<S: BlockSink> PcapWriter<S> {
         }
     }
 
-    /// Flushes and closes the file; returns the final counts.
+    /// Flushes and closes the file; returns the final counts. After a write
+    /// error the file is cut back to its last complete record, and the
+    /// counts say exactly what it holds.
     pub fn close(mut self) -> Result<WriterStats, (WriterStats, StorageError)> {
-        let r = self.flush().and_then(|_| self.sink.finish());
-        match r {
-            Ok(()) => Ok(self.stats),
-            Err(e) => Err((self.stats, e)),
+        // finish() also after a failure: it waits for every write in flight.
+        let b = self.block.take();
+        match self.sink.finish(b) {
+            Ok(()) if self.failed.is_none() => return Ok(self.stats),
+            Ok(()) => {}
+            Err(e) => {
+                self.failed.get_or_insert(e.to_string());
+            }
         }
+        let err = self.failure();
+        let accepted = self.stats.frames + self.stats.lost;
+        match self.recover() {
+            Ok((frames, bytes)) => {
+                self.stats.frames = frames;
+                self.stats.bytes = bytes;
+                self.stats.lost = accepted - frames;
+            }
+            Err(_) => {
+                // Could not even read the file back: claim nothing.
+                self.stats.lost = accepted;
+                self.stats.frames = 0;
+                self.stats.bytes = 0;
+            }
+        }
+        Err((self.stats, err))
+    }
+
+    /// Cuts the file to its last complete record; returns (frames, bytes) in it.
+    fn recover(&mut self) -> Result<(u64, u64), StorageError> {
+        let path = self.sink.path().to_owned();
+        let len = std::fs::metadata(&path)
+            .map_err(|source| StorageError::Read {
+                path: path.clone(),
+                source,
+            })?
+            .len();
+        // The latest record boundary at or below the file's length.
+        let (start, frames, bytes) = self
+            .history
+            .iter()
+            .rev()
+            .find(|(off, _, _)| *off <= len)
+            .copied()
+            .unwrap_or((FILE_HEADER_LEN as u64, 0, 0));
+        if len < FILE_HEADER_LEN as u64 {
+            crate::repair::truncate(&path, 0)?;
+            return Ok((0, 0));
+        }
+        let (end, n, b) = crate::repair::scan_from(&path, start)?;
+        crate::repair::truncate(&path, end)?;
+        Ok((frames + n, bytes + b))
     }
 
     pub fn stats(&self) -> WriterStats {
         self.stats
     }
 
+    pub fn sink_stats(&self) -> crate::sink::SinkStats {
+        self.sink.stats()
+    }
+
     pub fn has_failed(&self) -> bool {
         self.failed.is_some()
     }
 
-    /// Bytes the file has on disk, plus the block not yet written.
+    /// Bytes of the stream so far (file plus the block not yet written).
     pub fn file_bytes(&self) -> u64 {
-        self.sink.bytes() + self.block.len() as u64
+        self.stream_len
     }
 
     pub fn path(&self) -> &Path {

@@ -202,27 +202,29 @@ impl<C: Clock> Stamper<C> {
             return;
         }
         let t0 = self.prev;
+        // Fixed point with 32 fractional bits, rounded to nearest: one
+        // division per batch, a 64x64->128 multiply per frame.
+        const HALF: u128 = 1 << 31;
         if by_size {
             let total: u64 = batch
                 .iter()
                 .map(|f| f.frame_len() as u64)
                 .sum::<u64>()
                 .max(1);
-            // Fixed point: one division per batch. gap < 2^40, so gap << 16 < 2^56.
-            let scale = (gap << 16) / total;
+            let scale = ((gap as u128) << 32) / total as u128;
             let mut cum = 0u64;
             for f in batch.iter_mut() {
                 cum += f.frame_len() as u64;
-                f.set_ts(t0 + ((cum * scale) >> 16));
+                f.set_ts(t0 + ((cum as u128 * scale + HALF) >> 32) as u64);
             }
         } else {
             let n = batch.len() as u64;
-            let step = (gap << 16) / n;
+            let step = ((gap as u128) << 32) / n as u128;
             for (i, f) in batch.iter_mut().enumerate() {
-                f.set_ts(t0 + (((i as u64 + 1) * step) >> 16));
+                f.set_ts(t0 + (((i as u128 + 1) * step + HALF) >> 32) as u64);
             }
         }
-        // Fixed-point rounding stays below; the last frame is exactly t(k+1).
+        // The last frame is exactly t(k+1), whatever the rounding.
         if let Some(f) = batch.last_mut() {
             f.set_ts(t1);
         }
@@ -345,6 +347,32 @@ mod tests {
             (s.stats.hybrid_wdts_batches, s.stats.hybrid_kpt_batches),
             (1, 2)
         );
+    }
+
+    #[test]
+    fn hybrid_link_utilisation_rule() {
+        // 10 Gbit/s: a 1514-byte frame is 1230.4 ns on the wire.
+        let bps = Some(10_000_000_000);
+        // Two 1514 B frames spread over 2500 ns: 2461 ns of wire time, 98%: saturated -> WDTS.
+        let mut s = stamper(TsMode::Hybrid, &[10_000, 12_500, 12_510]).with_link_speed(bps);
+        s.stamp(&mut frames(&[1514]), false);
+        let mut b = frames(&[1514, 1514]);
+        s.stamp(&mut b, false);
+        assert_eq!(
+            b.iter().map(|f| f.ts).collect::<Vec<_>>(),
+            vec![11_250, 12_500]
+        );
+        assert_eq!(s.stats.hybrid_wdts_batches, 1);
+        // The same two frames after 10 µs idle: 25% busy -> KPT (clock per frame).
+        let mut s = stamper(TsMode::Hybrid, &[10_000, 20_000, 20_100]).with_link_speed(bps);
+        s.stamp(&mut frames(&[1514]), false);
+        let mut b = frames(&[1514, 1514]);
+        s.stamp(&mut b, false);
+        assert_eq!(
+            b.iter().map(|f| f.ts).collect::<Vec<_>>(),
+            vec![20_000, 20_100]
+        );
+        assert_eq!(s.stats.hybrid_kpt_batches, 2);
     }
 
     #[test]

@@ -1,0 +1,39 @@
+//! `wiretape repair`: trim torn tails (a crash, a full disk) off capture files.
+
+use anyhow::Result;
+use std::path::PathBuf;
+use wiretape::storage::repair;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "A torn tail is a half-written last record, or zero padding from an interrupted \
+aligned write, after the last complete record; it is cut off. A damaged record followed by more data \
+is corruption: the file is left as it is and the command exits 1. `wiretape record` does this by \
+itself for its own files in its output directory."
+)]
+pub struct Args {
+    /// Capture files (pcap).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let mut failed = 0;
+    for f in &a.files {
+        match repair::repair(f) {
+            Ok(r) if r.trimmed() > 0 => println!(
+                "{}: trimmed {} bytes of torn tail; {} complete records kept ({} bytes)",
+                f.display(),
+                r.trimmed(),
+                r.records,
+                r.len_after
+            ),
+            Ok(r) => println!("{}: intact, {} records", f.display(), r.records),
+            Err(e) => {
+                eprintln!("wiretape: error: {e}");
+                failed += 1;
+            }
+        }
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
+}
