@@ -53,7 +53,7 @@ impl Default for SinkOptions {
             io: IoMode::Auto,
             direct_ok: true,
             block_size: storage::block::DEFAULT_BLOCK_SIZE,
-            buffers: 8,
+            buffers: 16,
         }
     }
 }
@@ -103,6 +103,12 @@ impl FrameSink for PcapFileSink {
     fn close(self) -> SinkReport {
         let path = self.writer.path().to_owned();
         let file_bytes = self.writer.file_bytes();
+        let engine = if self.writer.sink().is_direct() {
+            "direct"
+        } else {
+            "buffered"
+        };
+        let ws = self.writer.sink_stats();
         let (st, err) = match self.writer.close() {
             Ok(st) => (st, self.error),
             Err((st, e)) => (st, self.error.or(Some(e.to_string()))),
@@ -115,6 +121,11 @@ impl FrameSink for PcapFileSink {
             files: vec![path],
             file_bytes,
             error: err,
+            engine,
+            block_writes: ws.writes,
+            block_waits: ws.waits,
+            latency_p50_us: ws.latency_p50_us,
+            latency_p99_us: ws.latency_p99_us,
         }
     }
 }
@@ -148,7 +159,7 @@ impl RecordOptions {
             prefix: "wiretape".into(),
             io: IoMode::Auto,
             block_size: storage::block::DEFAULT_BLOCK_SIZE,
-            buffers: 8,
+            buffers: 16,
         }
     }
 }

@@ -40,6 +40,14 @@ pub struct SinkReport {
     pub files: Vec<PathBuf>,
     pub file_bytes: u64,
     pub error: Option<String>,
+    /// How the files were written (e.g. "direct", "buffered").
+    pub engine: &'static str,
+    /// Block writes issued, times the writer waited for a free block, and
+    /// write latency (submit to completion), when the engine measures it.
+    pub block_writes: u64,
+    pub block_waits: u64,
+    pub latency_p50_us: f64,
+    pub latency_p99_us: f64,
 }
 
 /// Settings of a capture.
@@ -213,6 +221,8 @@ pub struct QueueReport {
     pub file_bytes: u64,
     pub error: Option<String>,
     pub kernel: XskStats,
+    /// The writer's engine and backpressure numbers.
+    pub sink: SinkReport,
 }
 
 impl QueueReport {
@@ -574,10 +584,11 @@ impl Capture {
                 },
                 stamps: r.stamps,
                 hw_stamped: c.hw,
-                files: sink.files,
+                files: sink.files.clone(),
                 file_bytes: sink.file_bytes,
-                error: sink.error,
+                error: sink.error.clone(),
                 kernel,
+                sink,
             });
         }
         CaptureReport {

@@ -87,7 +87,7 @@ pub struct Args {
     #[arg(long, value_name = "KIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=65536))]
     block_kib: u64,
     /// Blocks per file (one being filled, the others being written).
-    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u64).range(2..=64))]
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(2..=64))]
     write_buffers: u64,
     /// No progress line.
     #[arg(short = 'q', long)]

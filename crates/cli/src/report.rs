@@ -161,6 +161,7 @@ pub fn summary_json(r: &CaptureReport, why: &str) -> Value {
         "queues": r.info.queues,
         "xdp_mode": r.info.xdp_mode.name(),
         "bind_mode": match r.info.bind_mode { BindMode::ZeroCopy => "zero-copy", BindMode::Copy => "copy" },
+        "write_engine": r.queues.first().map(|q| q.sink.engine).unwrap_or(""),
         "timestamp_mode": r.info.ts_mode.name(),
         "timestamp_clock": r.info.clock,
         "hw_timestamps_refused": r.info.hw_refused,
@@ -186,6 +187,13 @@ pub fn summary_json(r: &CaptureReport, why: &str) -> Value {
             "identity_holds": q.identity_holds(),
             "files": q.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
             "file_bytes": q.file_bytes,
+            "writer": {
+                "engine": q.sink.engine,
+                "block_writes": q.sink.block_writes,
+                "waits_for_free_block": q.sink.block_waits,
+                "latency_p50_us": q.sink.latency_p50_us,
+                "latency_p99_us": q.sink.latency_p99_us,
+            },
             "kernel": {
                 "rx_dropped": q.kernel.rx_dropped,
                 "rx_ring_full": q.kernel.rx_ring_full,
@@ -225,6 +233,16 @@ pub fn summary_text(r: &CaptureReport, why: &str) -> String {
                 .map(|f| f.display().to_string())
                 .collect::<Vec<_>>()
                 .join(" ")
+        );
+    }
+    for q in r
+        .queues
+        .iter()
+        .filter(|q| q.sink.block_writes > 0 && q.sink.engine == "direct")
+    {
+        s += &format!(
+            "  queue {} writer: O_DIRECT, {} block writes, latency p50 {:.0} us p99 {:.0} us, waited for a free block {} times\n",
+            q.queue, q.sink.block_writes, q.sink.latency_p50_us, q.sink.latency_p99_us, q.sink.block_waits
         );
     }
     if r.identity_holds() {

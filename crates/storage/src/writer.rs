@@ -70,7 +70,10 @@ impl<S: BlockSink> PcapWriter<S> {
         let cap = frame.len().min(self.snaplen);
         let data = &frame[..cap];
         if !self.block.push_record(ts_ns, data, frame.len() as u32) {
-            self.submit()?;
+            if let Err(e) = self.submit() {
+                self.stats.lost += 1; // this frame: it never reached a block
+                return Err(e);
+            }
             if !self.block.push_record(ts_ns, data, frame.len() as u32) {
                 // Only a block smaller than one record gets here.
                 self.stats.lost += 1;
@@ -198,6 +201,10 @@ impl<S: BlockSink> PcapWriter<S> {
         self.stats
     }
 
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
     pub fn sink_stats(&self) -> crate::sink::SinkStats {
         self.sink.stats()
     }
@@ -213,5 +220,88 @@ impl<S: BlockSink> PcapWriter<S> {
 
     pub fn path(&self) -> &Path {
         self.sink.path()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::{Block, FileSink};
+
+    /// A FileSink that fails (disk full) from its `fail_at`-th block on.
+    struct Failing {
+        inner: FileSink,
+        blocks: u32,
+        fail_at: u32,
+    }
+
+    impl BlockSink for Failing {
+        fn submit(&mut self, block: Block) -> Result<Block, StorageError> {
+            self.blocks += 1;
+            if self.blocks >= self.fail_at {
+                return Err(StorageError::DiskFull {
+                    path: self.inner.path().to_owned(),
+                });
+            }
+            self.inner.submit(block)
+        }
+        fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+            self.submit(block)
+        }
+        fn finish(&mut self, block: Block) -> Result<(), StorageError> {
+            if self.blocks >= self.fail_at {
+                return Err(StorageError::DiskFull {
+                    path: self.inner.path().to_owned(),
+                });
+            }
+            self.inner.finish(block)
+        }
+        fn bytes(&self) -> u64 {
+            self.inner.bytes()
+        }
+        fn path(&self) -> &Path {
+            self.inner.path()
+        }
+        fn block_size(&self) -> usize {
+            self.inner.block_size()
+        }
+        fn first_block(&mut self) -> Block {
+            self.inner.first_block()
+        }
+    }
+
+    #[test]
+    fn after_a_write_error_the_counts_say_exactly_what_the_file_holds() {
+        let d = std::env::temp_dir().join(format!("wt-writer-fail-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        for (fail_at, flush_every) in [(3u32, 0u64), (5, 97), (2, 13)] {
+            let p = d.join(format!("f{fail_at}-{flush_every}.pcap"));
+            let sink = Failing {
+                inner: FileSink::with_block_size(&p, 8192).unwrap(),
+                blocks: 0,
+                fail_at,
+            };
+            let mut w = PcapWriter::new(sink, 65535);
+            let n = 1000u64;
+            for i in 0..n {
+                let _ = w.write(i, &[i as u8 | 1; 300]);
+                if flush_every > 0 && i % flush_every == 0 {
+                    let _ = w.flush();
+                }
+            }
+            let (st, _e) = w.close().expect_err("the sink failed");
+            let info = crate::FileInfo::scan(&p).expect("the file is valid after the failure");
+            assert_eq!(
+                st.frames, info.packets,
+                "frames = records in the file ({fail_at}, {flush_every})"
+            );
+            assert_eq!(
+                st.frames + st.lost,
+                n,
+                "every frame offered is written or lost ({fail_at}, {flush_every})"
+            );
+        }
+        std::fs::remove_dir_all(d).unwrap();
     }
 }
