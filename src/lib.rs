@@ -32,7 +32,7 @@ use timestamp::{format_compact, monotonic_ns, realtime_ns};
 pub const DEFAULT_SNAPLEN: u32 = 262_144;
 
 /// How [`PcapFileSink`] writes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct SinkOptions {
     pub snaplen: u32,
     /// A partly filled block is written after this long.
@@ -43,6 +43,8 @@ pub struct SinkOptions {
     pub block_size: usize,
     /// Blocks per file: one being filled, the rest in flight.
     pub buffers: usize,
+    /// RAM (bytes) for blocks waiting for the disk, shared by all files.
+    pub budget: Option<std::sync::Arc<std::sync::atomic::AtomicI64>>,
 }
 
 impl Default for SinkOptions {
@@ -54,6 +56,7 @@ impl Default for SinkOptions {
             direct_ok: true,
             block_size: storage::block::DEFAULT_BLOCK_SIZE,
             buffers: 16,
+            budget: None,
         }
     }
 }
@@ -68,7 +71,14 @@ pub struct PcapFileSink {
 
 impl PcapFileSink {
     pub fn create(path: &Path, o: &SinkOptions) -> Result<Self, storage::StorageError> {
-        let sink = AnySink::create(path, o.io, o.direct_ok, o.block_size, o.buffers)?;
+        let sink = AnySink::create(
+            path,
+            o.io,
+            o.direct_ok,
+            o.block_size,
+            o.buffers,
+            o.budget.clone(),
+        )?;
         Ok(PcapFileSink {
             writer: PcapWriter::new(sink, o.snaplen),
             flush_every_ns: o.flush_interval.as_nanos() as u64,
@@ -126,6 +136,7 @@ impl FrameSink for PcapFileSink {
             block_waits: ws.waits,
             latency_p50_us: ws.latency_p50_us,
             latency_p99_us: ws.latency_p99_us,
+            peak_buffered_bytes: ws.peak_buffered_bytes,
         }
     }
 }
@@ -146,6 +157,8 @@ pub struct RecordOptions {
     pub io: IoMode,
     pub block_size: usize,
     pub buffers: usize,
+    /// RAM for blocks waiting for the disk, all queues together (bytes).
+    pub buffer_bytes: u64,
 }
 
 impl RecordOptions {
@@ -160,6 +173,7 @@ impl RecordOptions {
             io: IoMode::Auto,
             block_size: storage::block::DEFAULT_BLOCK_SIZE,
             buffers: 16,
+            buffer_bytes: storage::uring::default_buffer_budget(),
         }
     }
 }
@@ -285,6 +299,9 @@ pub fn record(
         direct_ok,
         block_size: opts.block_size,
         buffers: opts.buffers,
+        budget: Some(std::sync::Arc::new(std::sync::atomic::AtomicI64::new(
+            opts.buffer_bytes as i64,
+        ))),
     };
     let start_ns = realtime_ns();
     let ifname = opts.capture.ifname.clone();

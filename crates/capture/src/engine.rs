@@ -48,6 +48,8 @@ pub struct SinkReport {
     pub block_waits: u64,
     pub latency_p50_us: f64,
     pub latency_p99_us: f64,
+    /// Most bytes that waited in RAM for the disk.
+    pub peak_buffered_bytes: u64,
 }
 
 /// Settings of a capture.

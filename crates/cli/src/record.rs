@@ -86,6 +86,11 @@ pub struct Args {
     /// Block size in KiB: frames are copied into blocks this big, written whole.
     #[arg(long, value_name = "KIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=65536))]
     block_kib: u64,
+    /// RAM in MiB for blocks waiting for the disk, all queues together: a
+    /// burst faster than the disk queues here instead of being dropped
+    /// (allocated only under pressure). Default: a quarter of RAM, at most 4096.
+    #[arg(long, value_name = "MIB")]
+    buffer_mib: Option<u64>,
     /// Blocks per file (one being filled, the others being written).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(2..=64))]
     write_buffers: u64,
@@ -181,6 +186,9 @@ pub fn run(a: Args) -> Result<i32> {
     opts.io = a.io.parse().map_err(anyhow::Error::msg)?;
     opts.block_size = a.block_kib as usize * 1024;
     opts.buffers = a.write_buffers as usize;
+    if let Some(m) = a.buffer_mib {
+        opts.buffer_bytes = m << 20;
+    }
 
     // Cheap checks first, so that bad input fails before anything is attached.
     wiretape::prepare_dir(&a.dir)?;

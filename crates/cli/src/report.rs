@@ -193,6 +193,7 @@ pub fn summary_json(r: &CaptureReport, why: &str) -> Value {
                 "waits_for_free_block": q.sink.block_waits,
                 "latency_p50_us": q.sink.latency_p50_us,
                 "latency_p99_us": q.sink.latency_p99_us,
+                "peak_buffered_bytes": q.sink.peak_buffered_bytes,
             },
             "kernel": {
                 "rx_dropped": q.kernel.rx_dropped,
@@ -241,8 +242,8 @@ pub fn summary_text(r: &CaptureReport, why: &str) -> String {
         .filter(|q| q.sink.block_writes > 0 && q.sink.engine == "direct")
     {
         s += &format!(
-            "  queue {} writer: O_DIRECT, {} block writes, latency p50 {:.0} us p99 {:.0} us, waited for a free block {} times\n",
-            q.queue, q.sink.block_writes, q.sink.latency_p50_us, q.sink.latency_p99_us, q.sink.block_waits
+            "  queue {} writer: O_DIRECT, {} block writes, latency p50 {:.0} us p99 {:.0} us, peak RAM buffer {}, waited for a free block {} times\n",
+            q.queue, q.sink.block_writes, q.sink.latency_p50_us, q.sink.latency_p99_us, bytes_h(q.sink.peak_buffered_bytes), q.sink.block_waits
         );
     }
     if r.identity_holds() {

@@ -66,6 +66,10 @@ pub struct SinkStats {
     pub waits: u64,
     pub latency_p50_us: f64,
     pub latency_p99_us: f64,
+    /// Most bytes of filled blocks that waited in RAM for the disk.
+    pub peak_buffered_bytes: u64,
+    /// RAM taken from the shared budget beyond the registered blocks.
+    pub extra_buffer_bytes: u64,
 }
 
 /// A file written with plain `write(2)` (buffered by the page cache).
@@ -205,6 +209,7 @@ impl AnySink {
         direct_ok: bool,
         block_size: usize,
         nbufs: usize,
+        budget: Option<std::sync::Arc<std::sync::atomic::AtomicI64>>,
     ) -> Result<Self, StorageError> {
         let path = path.into();
         match mode {
@@ -215,7 +220,13 @@ impl AnySink {
                 path, block_size,
             )?)),
             IoMode::Auto | IoMode::Direct => Ok(AnySink::Direct(Box::new(
-                crate::uring::UringSink::create(path, block_size, nbufs)?,
+                crate::uring::UringSink::with_buffer(
+                    path,
+                    block_size,
+                    nbufs,
+                    crate::uring::Growth::KeepSize,
+                    budget,
+                )?,
             ))),
         }
     }

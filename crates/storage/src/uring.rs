@@ -18,10 +18,13 @@ use crate::aligned::ALIGN;
 use crate::sink::{Block, BlockSink, SinkStats};
 use crate::StorageError;
 use io_uring::{opcode, types, IoUring};
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// How much to allocate ahead of the write position.
@@ -59,7 +62,16 @@ pub struct UringSink {
     free: Vec<Block>,
     in_flight: Vec<Option<InFlight>>,
     n_in_flight: u32,
-    registered: bool,
+    /// Buffers 0..n_registered are registered with the ring (WriteFixed).
+    n_registered: usize,
+    /// Filled blocks waiting for a write slot (the RAM buffer).
+    pending: VecDeque<(Block, u32, u64)>,
+    /// Most writes in flight at once.
+    qd: u32,
+    /// Shared budget (bytes) for blocks beyond the registered ones.
+    budget: Option<Arc<AtomicI64>>,
+    extra: usize,
+    peak_pending: usize,
     /// File offset of the next aligned write.
     off: u64,
     allocated: u64,
@@ -101,6 +113,19 @@ impl UringSink {
         nbufs: usize,
         growth: Growth,
     ) -> Result<Self, StorageError> {
+        Self::with_buffer(path, block_size, nbufs, growth, None)
+    }
+
+    /// `nbufs` registered blocks, at most `nbufs` writes in flight; under
+    /// pressure more blocks are allocated from `budget` (bytes, shared by
+    /// every file of a recording) and queue in RAM until the disk takes them.
+    pub fn with_buffer(
+        path: impl Into<PathBuf>,
+        block_size: usize,
+        nbufs: usize,
+        growth: Growth,
+        budget: Option<Arc<AtomicI64>>,
+    ) -> Result<Self, StorageError> {
         let path = path.into();
         let block_size = block_size.max(ALIGN).div_ceil(ALIGN) * ALIGN;
         let nbufs = nbufs.clamp(2, 64);
@@ -134,6 +159,7 @@ impl UringSink {
         // buffers are only freed after the ring (see Drop), and a buffer is
         // never freed while a write from it is in flight.
         let registered = unsafe { ring.submitter().register_buffers(&iov) }.is_ok();
+        let n_registered = if registered { nbufs } else { 0 };
         Ok(UringSink {
             ring,
             file: Some(file),
@@ -142,7 +168,12 @@ impl UringSink {
             free,
             in_flight: (0..nbufs).map(|_| None).collect(),
             n_in_flight: 0,
-            registered,
+            n_registered,
+            pending: VecDeque::new(),
+            qd: nbufs as u32,
+            budget,
+            extra: 0,
+            peak_pending: 0,
             off: 0,
             allocated: 0,
             growth,
@@ -164,8 +195,26 @@ impl UringSink {
         })
     }
 
-    /// Queues a write of `len` bytes of `block` at `off`.
+    /// Queues a write of `len` bytes of `block` at `off`: in flight at once
+    /// if a slot is free, else in the RAM buffer.
     fn push_write(&mut self, block: Block, len: u32, off: u64) -> Result<(), StorageError> {
+        self.pending.push_back((block, len, off));
+        self.peak_pending = self.peak_pending.max(self.pending.len());
+        self.pump()
+    }
+
+    /// Moves queued writes into flight while slots are free.
+    fn pump(&mut self) -> Result<(), StorageError> {
+        while self.n_in_flight < self.qd {
+            let Some((block, len, off)) = self.pending.pop_front() else {
+                break;
+            };
+            self.issue(block, len, off)?;
+        }
+        Ok(())
+    }
+
+    fn issue(&mut self, block: Block, len: u32, off: u64) -> Result<(), StorageError> {
         if off + len as u64 > self.allocated {
             // Allocate ahead; with Growth::Extend also set the size, so that
             // writes land below the end of the file and run in parallel.
@@ -187,7 +236,7 @@ impl UringSink {
         let idx = block.idx;
         let ptr = block.buf.as_slice().as_ptr();
         let fd = types::Fd(self.fd());
-        let entry = if self.registered {
+        let entry = if (idx as usize) < self.n_registered {
             opcode::WriteFixed::new(fd, ptr, len, idx)
                 .offset(off)
                 .build()
@@ -259,18 +308,38 @@ impl UringSink {
     }
 
     fn wait_all(&mut self) -> Result<(), StorageError> {
-        while self.n_in_flight > 0 {
+        loop {
+            self.pump()?;
+            if self.n_in_flight == 0 {
+                return Ok(());
+            }
             self.reap_wait(self.n_in_flight as usize)?;
         }
-        Ok(())
     }
 
     fn take_free(&mut self) -> Result<Block, StorageError> {
         self.reap_wait(0)?;
+        self.pump()?;
         if self.free.is_empty() {
+            // Grow the RAM buffer from the shared budget, if it allows.
+            if let Some(b) = &self.budget {
+                if b.fetch_sub(self.block_size as i64, Ordering::AcqRel) >= self.block_size as i64 {
+                    let idx = self.in_flight.len();
+                    if idx < u16::MAX as usize {
+                        self.in_flight.push(None);
+                        self.extra += 1;
+                        return Ok(Block {
+                            idx: idx as u16,
+                            ..Block::new(self.block_size)
+                        });
+                    }
+                }
+                b.fetch_add(self.block_size as i64, Ordering::AcqRel);
+            }
             self.waits += 1;
             while self.free.is_empty() {
                 self.reap_wait(1)?;
+                self.pump()?;
             }
         }
         Ok(self.free.pop().expect("a free block"))
@@ -408,6 +477,8 @@ impl BlockSink for UringSink {
             waits: self.waits,
             latency_p50_us: q(0.5),
             latency_p99_us: q(0.99),
+            peak_buffered_bytes: (self.peak_pending * self.block_size) as u64,
+            extra_buffer_bytes: (self.extra * self.block_size) as u64,
         }
     }
 }
@@ -416,7 +487,23 @@ impl Drop for UringSink {
     fn drop(&mut self) {
         // Buffers must outlive every write that points into them.
         let _ = self.wait_all();
+        if let Some(b) = &self.budget {
+            b.fetch_add((self.extra * self.block_size) as i64, Ordering::AcqRel);
+        }
     }
+}
+
+/// A default RAM buffer budget: a quarter of the machine's memory, at most 4 GiB.
+pub fn default_buffer_budget() -> u64 {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let ram = (pages.max(0) as u64).saturating_mul(size.max(0) as u64);
+    (ram / 4).min(4 << 30)
 }
 
 #[cfg(test)]
@@ -473,6 +560,40 @@ mod tests {
         assert_eq!(sa, sb);
         assert_eq!(std::fs::read(&pa).unwrap(), std::fs::read(&pb).unwrap());
         assert_eq!(FileInfo::scan(&pb).unwrap().packets, 20_000);
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// With two registered blocks the sink must grow its RAM buffer from the
+    /// budget; the file is still byte for byte the buffered one, and the
+    /// budget is whole again when the sink is gone.
+    #[test]
+    fn ram_buffer_grows_from_the_budget_and_gives_it_back() {
+        let d = tmpdir("budget");
+        let (pa, pb) = (d.join("buffered.pcap"), d.join("direct.pcap"));
+        let budget = Arc::new(AtomicI64::new(64 << 20));
+        let mut a = PcapWriter::new(FileSink::with_block_size(&pa, 65536).unwrap(), 262_144);
+        let sink =
+            UringSink::with_buffer(&pb, 65536, 2, Growth::KeepSize, Some(budget.clone())).unwrap();
+        let mut b = PcapWriter::new(sink, 262_144);
+        for i in 0..30_000u64 {
+            let f = frame(i);
+            a.write(i, &f).unwrap();
+            b.write(i, &f).unwrap();
+        }
+        let st = b.sink_stats();
+        assert!(
+            st.extra_buffer_bytes > 0,
+            "grew beyond the registered blocks: {st:?}"
+        );
+        assert!(budget.load(Ordering::Relaxed) < 64 << 20);
+        a.close().unwrap();
+        b.close().unwrap();
+        assert_eq!(
+            budget.load(Ordering::Relaxed),
+            64 << 20,
+            "budget given back"
+        );
+        assert_eq!(std::fs::read(&pa).unwrap(), std::fs::read(&pb).unwrap());
         std::fs::remove_dir_all(d).unwrap();
     }
 
