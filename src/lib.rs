@@ -66,6 +66,7 @@ pub struct PcapFileSink {
     writer: PcapWriter<AnySink>,
     flush_every_ns: u64,
     last_flush_ns: u64,
+    last_blocks: u64,
     error: Option<String>,
 }
 
@@ -83,6 +84,7 @@ impl PcapFileSink {
             writer: PcapWriter::new(sink, o.snaplen),
             flush_every_ns: o.flush_interval.as_nanos() as u64,
             last_flush_ns: monotonic_ns(),
+            last_blocks: 0,
             error: None,
         })
     }
@@ -102,7 +104,16 @@ impl FrameSink for PcapFileSink {
 
     fn idle(&mut self) {
         let now = monotonic_ns();
-        if now - self.last_flush_ns >= self.flush_every_ns {
+        // While full blocks go out, data is never older than a block's fill
+        // time: no flush. A flush waits for every queued write (to cut the
+        // file to its exact length), so it must only happen on a quiet link.
+        let blocks = self.writer.blocks_submitted();
+        if blocks != self.last_blocks {
+            self.last_blocks = blocks;
+            self.last_flush_ns = now;
+            return;
+        }
+        if now - self.last_flush_ns >= self.flush_every_ns && self.writer.unflushed() {
             self.last_flush_ns = now;
             if let Err(e) = self.writer.flush() {
                 self.error.get_or_insert_with(|| e.to_string());

@@ -29,6 +29,8 @@ use std::time::Instant;
 
 /// How much to allocate ahead of the write position.
 const FALLOC_STEP: u64 = 64 << 20;
+/// user_data of fallocate entries (write entries carry their buffer index).
+const FALLOC_TAG: u64 = u64::MAX;
 
 /// How the file grows ahead of the writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +74,8 @@ pub struct UringSink {
     budget: Option<Arc<AtomicI64>>,
     extra: usize,
     peak_pending: usize,
+    /// fallocate entries in flight.
+    fallocs: u32,
     /// File offset of the next aligned write.
     off: u64,
     allocated: u64,
@@ -174,6 +178,7 @@ impl UringSink {
             budget,
             extra: 0,
             peak_pending: 0,
+            fallocs: 0,
             off: 0,
             allocated: 0,
             growth,
@@ -220,16 +225,29 @@ impl UringSink {
             // writes land below the end of the file and run in parallel.
             // Filesystems without fallocate simply allocate on write.
             let fd = self.fd();
-            let mode = match self.growth {
-                Growth::KeepSize => libc::FALLOC_FL_KEEP_SIZE,
-                Growth::Extend => 0,
-            };
             let from = self.allocated.max(off);
-            // SAFETY: fallocate on our own open fd; no memory is involved.
-            let rc = unsafe { libc::fallocate(fd, mode, from as i64, FALLOC_STEP as i64) };
-            if rc != 0 && self.growth == Growth::Extend {
-                // No room to grow ahead (or no fallocate): write extending.
-                self.growth = Growth::KeepSize;
+            match self.growth {
+                Growth::KeepSize => {
+                    // Asynchronously: on ext4 fallocate waits for all direct
+                    // I/O in flight, which must never stall the writer thread.
+                    let e = opcode::Fallocate::new(types::Fd(fd), FALLOC_STEP)
+                        .offset(from)
+                        .mode(libc::FALLOC_FL_KEEP_SIZE)
+                        .build()
+                        .user_data(FALLOC_TAG);
+                    // SAFETY: the entry references no memory, only our fd.
+                    if unsafe { self.ring.submission().push(&e) }.is_ok() {
+                        self.fallocs += 1;
+                    }
+                }
+                Growth::Extend => {
+                    // SAFETY: fallocate on our own open fd; no memory is involved.
+                    let rc = unsafe { libc::fallocate(fd, 0, from as i64, FALLOC_STEP as i64) };
+                    if rc != 0 {
+                        // No room to grow ahead (or no fallocate): write extending.
+                        self.growth = Growth::KeepSize;
+                    }
+                }
             }
             self.allocated = from + FALLOC_STEP;
         }
@@ -269,7 +287,7 @@ impl UringSink {
 
     /// Reaps completions, waiting for at least `want` if that many are in flight.
     fn reap_wait(&mut self, want: usize) -> Result<(), StorageError> {
-        let want = want.min(self.n_in_flight as usize);
+        let want = want.min((self.n_in_flight + self.fallocs) as usize);
         if want > 0 {
             match self.ring.submit_and_wait(want) {
                 Ok(_) => {}
@@ -283,6 +301,10 @@ impl UringSink {
             .map(|c| (c.user_data(), c.result()))
             .collect();
         for (idx, res) in done {
+            if idx == FALLOC_TAG {
+                self.fallocs -= 1; // best effort: failure only means allocation on write
+                continue;
+            }
             let Some(w) = self.in_flight.get_mut(idx as usize).and_then(Option::take) else {
                 continue;
             };
@@ -310,10 +332,10 @@ impl UringSink {
     fn wait_all(&mut self) -> Result<(), StorageError> {
         loop {
             self.pump()?;
-            if self.n_in_flight == 0 {
+            if self.n_in_flight == 0 && self.fallocs == 0 {
                 return Ok(());
             }
-            self.reap_wait(self.n_in_flight as usize)?;
+            self.reap_wait(1)?;
         }
     }
 

@@ -38,6 +38,9 @@ pub struct PcapWriter<S: BlockSink> {
     /// frames before it, bytes before it). Used to find the last complete
     /// record after a failed write without reading the whole file.
     history: VecDeque<(u64, u64, u64)>,
+    /// Full blocks handed to the sink, and frames at the last flush.
+    blocks: u64,
+    frames_at_flush: u64,
 }
 
 impl<S: BlockSink> PcapWriter<S> {
@@ -57,6 +60,8 @@ impl<S: BlockSink> PcapWriter<S> {
             failed: None,
             stream_len: FILE_HEADER_LEN as u64,
             history: VecDeque::from([(FILE_HEADER_LEN as u64, 0, 0)]),
+            blocks: 0,
+            frames_at_flush: 0,
         }
     }
 
@@ -106,10 +111,21 @@ impl<S: BlockSink> PcapWriter<S> {
             Ok(next) => {
                 self.block.set_block(next);
                 self.note_boundary();
+                self.blocks += 1;
                 Ok(())
             }
             Err(e) => Err(self.fail(e)),
         }
+    }
+
+    /// Full blocks handed to the sink so far.
+    pub fn blocks_submitted(&self) -> u64 {
+        self.blocks
+    }
+
+    /// Whether frames arrived since the last flush.
+    pub fn unflushed(&self) -> bool {
+        self.stats.frames != self.frames_at_flush
     }
 
     /// Puts everything written so far in the file now (a quiet link).
@@ -118,6 +134,7 @@ impl<S: BlockSink> PcapWriter<S> {
             return Err(self.failure());
         }
         let b = self.block.take();
+        self.frames_at_flush = self.stats.frames;
         match self.sink.flush(b) {
             Ok(next) => {
                 self.block.set_block(next);
