@@ -333,6 +333,7 @@ pub fn record(
         match cap.should_stop() {
             Some(StopReason::CountReached) => break "count reached",
             Some(StopReason::SinkFailed) => break "output failed",
+            Some(StopReason::ThreadDied) => break "internal error: a capture thread died",
             None => {}
         }
         let el = t0.elapsed();

@@ -134,6 +134,9 @@ pub struct StartInfo {
 pub enum StopReason {
     CountReached,
     SinkFailed,
+    /// A poll or writer thread ended unexpectedly (a bug: its panic message
+    /// is on stderr); the capture stops at once rather than drop silently.
+    ThreadDied,
 }
 
 /// Live counters of one queue.
@@ -537,6 +540,14 @@ impl Capture {
 
     /// Set when the capture should end on its own (count reached, sink failed).
     pub fn should_stop(&self) -> Option<StopReason> {
+        // Before stop() no thread ends by itself: one that did has died.
+        let died = self.queues.iter().any(|r| {
+            r.poll.as_ref().is_some_and(|h| h.is_finished())
+                || r.writer.as_ref().is_some_and(|h| h.is_finished())
+        });
+        if died {
+            return Some(StopReason::ThreadDied);
+        }
         if self.ctl.sink_failed.load(Ordering::Acquire) {
             Some(StopReason::SinkFailed)
         } else if self.ctl.count_reached.load(Ordering::Acquire) {

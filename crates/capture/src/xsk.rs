@@ -288,34 +288,57 @@ impl RxRing {
 }
 
 /// The fill ring, producer side (the writer thread).
+///
+/// Sized at twice the UMEM's frame count: the kernel publishes its consumer
+/// index lazily, so entries it has already taken may still look occupied.
+/// Visible occupancy is at most the frames really in the ring (<= F) plus
+/// the entries taken but not yet published (<= F), so 2F always has room.
+/// Should it not (a kernel that behaves otherwise), the frames wait in
+/// `backlog` and go in on the next call: never a panic on the data path.
 pub struct FillRing {
     ring: RingPtrs,
     cached_prod: u32,
     fd: RawFd,
+    backlog: Vec<u64>,
 }
 
 impl FillRing {
-    /// Gives frames back to the kernel. Never blocks: the ring holds every
-    /// frame of the UMEM, so there is always room for the ones we own.
+    /// Gives frames back to the kernel. Never blocks (see the type's docs).
     #[inline]
     pub fn give(&mut self, descs: impl ExactSizeIterator<Item = Desc>) {
         let n = descs.len() as u32;
-        if n == 0 {
+        if n == 0 && self.backlog.is_empty() {
             return;
         }
         let cons = self.ring.consumer().load(Ordering::Acquire);
-        assert!(
-            self.ring.size - self.cached_prod.wrapping_sub(cons) >= n,
-            "fill ring overflow: more frames returned than the UMEM has"
-        );
-        for (i, d) in descs.enumerate() {
-            let idx = (self.cached_prod.wrapping_add(i as u32) & self.ring.mask) as usize;
+        let mut room = self.ring.size - self.cached_prod.wrapping_sub(cons);
+        let mut put = 0u32;
+        let place = |addr: u64, put: &mut u32| {
+            let idx = (self.cached_prod.wrapping_add(*put) & self.ring.mask) as usize;
             // Fill entries are frame-aligned in aligned-chunk mode; the kernel
             // masks the offset within the frame anyway.
-            // SAFETY: idx < size; the slot is ours (free space checked above).
-            unsafe { self.ring.descs.cast::<u64>().add(idx).write(d.addr) };
+            // SAFETY: idx < size, and the slot is free: `room` counts the
+            // free slots from the consumer index loaded above.
+            unsafe { self.ring.descs.cast::<u64>().add(idx).write(addr) };
+            *put += 1;
+        };
+        while room > 0 {
+            let Some(a) = self.backlog.pop() else { break };
+            place(a, &mut put);
+            room -= 1;
         }
-        self.cached_prod = self.cached_prod.wrapping_add(n);
+        for d in descs {
+            if room > 0 {
+                place(d.addr, &mut put);
+                room -= 1;
+            } else {
+                self.backlog.push(d.addr);
+            }
+        }
+        if put == 0 {
+            return;
+        }
+        self.cached_prod = self.cached_prod.wrapping_add(put);
         self.ring
             .producer()
             .store(self.cached_prod, Ordering::Release);
@@ -487,7 +510,9 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
     };
     setopt(raw, libc::XDP_UMEM_REG, &reg)?;
     let n = cfg.frames;
-    setopt(raw, libc::XDP_UMEM_FILL_RING, &n)?;
+    // Twice the frames: see FillRing's docs.
+    let fill_size = n * 2;
+    setopt(raw, libc::XDP_UMEM_FILL_RING, &fill_size)?;
     // The kernel insists on a completion ring for a UMEM owner even when we never transmit.
     let one: u32 = 64;
     setopt(raw, libc::XDP_UMEM_COMPLETION_RING, &one)?;
@@ -512,7 +537,7 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
     )?);
     let fill_map = Arc::new(Mmap::ring(
         raw,
-        off.fr.desc as usize + n as usize * 8,
+        off.fr.desc as usize + fill_size as usize * 8,
         libc::XDP_UMEM_PGOFF_FILL_RING,
     )?);
 
@@ -527,9 +552,10 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
         cached_cons: 0,
     };
     let mut fill = FillRing {
-        ring: RingPtrs::new(fill_map, &off.fr, n),
+        ring: RingPtrs::new(fill_map, &off.fr, fill_size),
         cached_prod: 0,
         fd: raw,
+        backlog: Vec::with_capacity(n as usize),
     };
     // Every frame starts out with the kernel.
     fill.give_addrs((0..n as usize).map(|i| i as u64 * cfg.frame_size as u64));
@@ -561,4 +587,59 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
         fill,
         mode,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fill ring in plain memory, with a "kernel" that lags in publishing
+    /// its consumer index (what made the first version panic under load).
+    #[test]
+    fn fill_ring_never_overflows_when_the_consumer_lags() {
+        let size = 8u32;
+        let map = Arc::new(Mmap::anon(4096).unwrap());
+        let off = libc::xdp_ring_offset {
+            producer: 0,
+            consumer: 64,
+            flags: 128,
+            desc: 192,
+        };
+        let mut fill = FillRing {
+            ring: RingPtrs::new(map.clone(), &off, size),
+            cached_prod: 0,
+            fd: -1,
+            backlog: Vec::new(),
+        };
+        let d = |addr| Desc {
+            addr,
+            len: 0,
+            tai: 0,
+            hw: 0,
+            ts: 0,
+        };
+        fill.give((0..8u32).map(|i| d(i as u64 * 2048)));
+        assert_eq!(fill.ring.producer().load(Ordering::Relaxed), 8);
+        // The kernel has taken frames and handed them back to us, but has
+        // not published its consumer index yet: the ring looks full.
+        fill.give((8..12u32).map(|i| d(i as u64 * 2048)));
+        assert_eq!(
+            fill.ring.producer().load(Ordering::Relaxed),
+            8,
+            "nothing written over live entries"
+        );
+        assert_eq!(fill.backlog.len(), 4);
+        // It publishes: the waiting frames go in on the next call.
+        fill.ring.consumer().store(6, Ordering::Release);
+        fill.give(std::iter::empty());
+        assert_eq!(fill.ring.producer().load(Ordering::Relaxed), 12);
+        assert!(fill.backlog.is_empty());
+        // SAFETY (test): reads the entries just written, inside the mapping.
+        let entries: Vec<u64> = (8..12u32)
+            .map(|i| unsafe { *fill.ring.descs.cast::<u64>().add((i & 7) as usize) })
+            .collect();
+        let mut sorted = entries.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![8 * 2048, 9 * 2048, 10 * 2048, 11 * 2048]);
+    }
 }
