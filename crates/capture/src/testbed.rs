@@ -157,10 +157,19 @@ impl Testbed {
     /// Sends `n` frames of `len` bytes (>= 70) at a constant `pps` from the
     /// generator end, each carrying its sequence number and the time it was
     /// sent (CLOCK_REALTIME ns): ground truth for timestamp accuracy.
-    pub fn send_timed(&self, n: u64, len: usize, pps: u64) -> io::Result<SendReport> {
+    pub fn send_timed(
+        &self,
+        n: u64,
+        len: usize,
+        pps: u64,
+        cpu: Option<usize>,
+    ) -> io::Result<SendReport> {
         let ns = self.ns.clone();
         std::thread::spawn(move || -> io::Result<SendReport> {
             sys::enter_netns(&ns)?;
+            if let Some(c) = cpu {
+                sys::pin_to_cpu(c)?;
+            }
             let s = sys::PacketSender::open(GEN_IF)?;
             let len = len.max(frames::MIN_TIMED_LEN);
             let mut frame = Vec::with_capacity(len);

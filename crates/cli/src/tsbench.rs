@@ -54,6 +54,10 @@ pub struct Args {
     /// Frame size of the live run.
     #[arg(long, default_value_t = 1000)]
     size: usize,
+    /// The live run's poll sleep (µs): kpt, batch and hybrid stamps depend on
+    /// how often the poller looks (record's --poll-sleep-us, default 1000).
+    #[arg(long, default_value_t = 1000)]
+    poll_sleep_us: u64,
 }
 
 fn us(ns: f64) -> String {
@@ -208,12 +212,12 @@ fn live(a: &Args) -> Result<()> {
     crate::record::check_privileges()?;
     let tb = Testbed::create("tsb", 1)?;
     println!(
-        "\nlive on veth ({} frames of {} B at {} frames/s per mode, sender pinned nowhere, kernel path shared):",
-        a.live_frames, a.size, a.rate
+        "\nlive on veth ({} frames of {} B at {} frames/s per mode, poll sleep {} us):",
+        a.live_frames, a.size, a.rate, a.poll_sleep_us
     );
     println!(
-        "{:<8} {:>26} {:>12} {:>8}",
-        "mode", "mean ± std-dev", "p99 |err|", "frames"
+        "{:<8} {:>26} {:>12} {:>12} {:>8}",
+        "mode", "mean ± std-dev", "p50 |err|", "p99 |err|", "frames"
     );
     let modes = [
         TsMode::Hw,
@@ -234,6 +238,13 @@ fn live(a: &Args) -> Result<()> {
         let mut opts = wiretape::RecordOptions::new(CAP_IF, &dir);
         opts.capture.count = Some(a.live_frames);
         opts.capture.ts_mode = mode;
+        opts.capture.idle_sleep = std::time::Duration::from_micros(a.poll_sleep_us.max(1));
+        // Sender on the first CPU, capture threads on the last: on a small
+        // machine a preempted sender (its send time is taken before its
+        // syscall) would otherwise dominate the error.
+        let cpus = wiretape::capture::sys::allowed_cpus();
+        let (send_cpu, cap_cpu) = (cpus.first().copied(), cpus.last().copied());
+        opts.capture.cpus = cap_cpu.map(|c| vec![c]);
         opts.duration = Some(std::time::Duration::from_secs_f64(
             10.0 + a.live_frames as f64 / a.rate as f64,
         ));
@@ -245,7 +256,10 @@ fn live(a: &Args) -> Result<()> {
                 let rep = wiretape::record(&opts, &stop, |ev| {
                     if let wiretape::Event::Started(_) = ev {
                         let tb = &tb;
-                        h = Some(s.spawn(move || tb.send_timed(a.live_frames, a.size, a.rate)));
+                        h =
+                            Some(s.spawn(move || {
+                                tb.send_timed(a.live_frames, a.size, a.rate, send_cpu)
+                            }));
                     }
                 })?;
                 if let Some(h) = h {
@@ -280,15 +294,17 @@ fn live(a: &Args) -> Result<()> {
             .get((abs.len() as f64 * 0.99) as usize)
             .copied()
             .unwrap_or(0.0);
+        let p50 = abs.get(abs.len() / 2).copied().unwrap_or(0.0);
         let label = if mode == TsMode::Hw && rep.queues.iter().all(|q| q.stamps.hw == 0) {
             "hw(=xdp)".to_string()
         } else {
             mode.name().to_string()
         };
         println!(
-            "{:<8} {:>26} {:>12} {:>8}",
+            "{:<8} {:>26} {:>12} {:>12} {:>8}",
             label,
             format!("{} ± {}", us(mean), us(std)),
+            us(p50),
             us(p99),
             pts.len()
         );
