@@ -43,6 +43,31 @@ struct IfReqData {
     _pad: [u8; 16],
 }
 
+/// Runs one ethtool command on interface `name`: `cmd` is the command
+/// struct (its first field the command number) that the kernel reads and fills.
+fn ethtool<T>(name: &str, cmd: &mut T) -> io::Result<()> {
+    let mut req = IfReqData {
+        name: [0; libc::IFNAMSIZ],
+        data: (cmd as *mut T).cast(),
+        _pad: [0; 16],
+    };
+    for (d, s) in req
+        .name
+        .iter_mut()
+        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
+    {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: a plain datagram socket used only for the ioctl, owned at once.
+    let s = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: s is a fresh fd.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: SIOCETHTOOL reads req (the name and a pointer to cmd) and reads
+    // and writes *cmd; both live for the call, laid out as the kernel expects
+    // (the callers pass the kernel's ethtool struct for that command).
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut req) }).map(|_| ())
+}
+
 /// Number of RX queues of `name` (ethtool channels: rx + combined); falls
 /// back to /sys when the driver does not report channels.
 pub fn rx_queue_count(name: &str) -> io::Result<u32> {
@@ -57,26 +82,7 @@ pub fn rx_queue_count(name: &str) -> io::Result<u32> {
         other_count: 0,
         combined_count: 0,
     };
-    let mut req = IfReqData {
-        name: [0; libc::IFNAMSIZ],
-        data: (&mut ch as *mut EthtoolChannels).cast(),
-        _pad: [0; 16],
-    };
-    for (d, s) in req
-        .name
-        .iter_mut()
-        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
-    {
-        *d = s as libc::c_char;
-    }
-    // SAFETY: a plain datagram socket used only for the ioctl, owned at once.
-    let s = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: s is a fresh fd.
-    let s = unsafe { OwnedFd::from_raw_fd(s) };
-    // SAFETY: SIOCETHTOOL reads req (ifname + pointer to ch) and writes ch,
-    // both live for the call and laid out as the kernel expects.
-    let rc = unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
-    if rc == 0 && ch.rx_count + ch.combined_count > 0 {
+    if ethtool(name, &mut ch).is_ok() && ch.rx_count + ch.combined_count > 0 {
         return Ok(ch.rx_count + ch.combined_count);
     }
     let dir = format!("/sys/class/net/{name}/queues");
@@ -254,27 +260,7 @@ pub fn link_speed_bps(name: &str) -> Option<u64> {
     // SAFETY: plain data, zero is valid.
     let mut cmd: EthtoolCmd = unsafe { std::mem::zeroed() };
     cmd.cmd = 0x1; // ETHTOOL_GSET
-    let mut req = IfReqData {
-        name: [0; libc::IFNAMSIZ],
-        data: (&mut cmd as *mut EthtoolCmd).cast(),
-        _pad: [0; 16],
-    };
-    for (d, s) in req
-        .name
-        .iter_mut()
-        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
-    {
-        *d = s as libc::c_char;
-    }
-    // SAFETY: a plain datagram socket for the ioctl, owned at once.
-    let s = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })
-        .ok()?;
-    // SAFETY: s is a fresh fd.
-    let s = unsafe { OwnedFd::from_raw_fd(s) };
-    // SAFETY: SIOCETHTOOL reads req and writes cmd, both live and laid out as the kernel expects.
-    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut req) } != 0 {
-        return None;
-    }
+    ethtool(name, &mut cmd).ok()?;
     let mbps = cmd.speed as u32 | (cmd.speed_hi as u32) << 16;
     (mbps != 0 && mbps != u32::MAX && mbps != 0xffff).then_some(mbps as u64 * 1_000_000)
 }
