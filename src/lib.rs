@@ -61,38 +61,149 @@ impl Default for SinkOptions {
     }
 }
 
-/// A [`FrameSink`] that writes a nanosecond pcap file through the block writer.
+/// When [`PcapFileSink`] starts a new file.
+#[derive(Clone, Debug)]
+pub struct Rotation {
+    pub dir: PathBuf,
+    pub prefix: String,
+    pub ifname: String,
+    pub queue: u32,
+    /// Start a new file before one would grow past this many bytes.
+    pub max_bytes: Option<u64>,
+    /// Start a new file for the first frame stamped this long after the
+    /// file's first frame (packet time, so files cover even time slices).
+    pub max_age: Option<Duration>,
+}
+
+/// A [`FrameSink`] that writes nanosecond pcap files through the block
+/// writer, optionally rotating them. Rotation happens between two frames on
+/// the writer thread: the old file is finished (exact length, durable) before
+/// the next frame goes to the new one, so no frame is lost or duplicated.
 pub struct PcapFileSink {
     writer: PcapWriter<AnySink>,
+    opts: SinkOptions,
+    rotation: Option<Rotation>,
+    /// Stamp of the current file's first frame.
+    file_start_ns: u64,
+    /// Files already closed.
+    done: SinkReport,
     flush_every_ns: u64,
     last_flush_ns: u64,
     last_blocks: u64,
     error: Option<String>,
 }
 
+fn open_writer(path: &Path, o: &SinkOptions) -> Result<PcapWriter<AnySink>, storage::StorageError> {
+    let sink = AnySink::create(
+        path,
+        o.io,
+        o.direct_ok,
+        o.block_size,
+        o.buffers,
+        o.budget.clone(),
+    )?;
+    Ok(PcapWriter::new(sink, o.snaplen))
+}
+
+/// Closes a writer and adds its counts to `into`.
+fn close_into(w: PcapWriter<AnySink>, into: &mut SinkReport) {
+    let path = w.path().to_owned();
+    let file_bytes = w.file_bytes();
+    let engine = if w.sink().is_direct() {
+        "direct"
+    } else {
+        "buffered"
+    };
+    let ws = w.sink_stats();
+    let (st, err) = match w.close() {
+        Ok(st) => (st, None),
+        Err((st, e)) => (st, Some(e.to_string())),
+    };
+    into.frames += st.frames;
+    into.bytes += st.bytes;
+    into.lost += st.lost;
+    into.truncated += st.truncated;
+    into.files.push(path);
+    into.file_bytes += file_bytes;
+    if into.error.is_none() {
+        into.error = err;
+    }
+    into.engine = engine;
+    into.block_writes += ws.writes;
+    into.block_waits += ws.waits;
+    into.latency_p50_us = into.latency_p50_us.max(ws.latency_p50_us);
+    into.latency_p99_us = into.latency_p99_us.max(ws.latency_p99_us);
+    into.peak_buffered_bytes = into.peak_buffered_bytes.max(ws.peak_buffered_bytes);
+}
+
 impl PcapFileSink {
     pub fn create(path: &Path, o: &SinkOptions) -> Result<Self, storage::StorageError> {
-        let sink = AnySink::create(
-            path,
-            o.io,
-            o.direct_ok,
-            o.block_size,
-            o.buffers,
-            o.budget.clone(),
-        )?;
+        Self::with_rotation(path, o, None)
+    }
+
+    /// A sink that starts at `path` and rotates as `rotation` says.
+    pub fn with_rotation(
+        path: &Path,
+        o: &SinkOptions,
+        rotation: Option<Rotation>,
+    ) -> Result<Self, storage::StorageError> {
         Ok(PcapFileSink {
-            writer: PcapWriter::new(sink, o.snaplen),
+            writer: open_writer(path, o)?,
+            opts: o.clone(),
+            rotation,
+            file_start_ns: 0,
+            done: SinkReport::default(),
             flush_every_ns: o.flush_interval.as_nanos() as u64,
             last_flush_ns: monotonic_ns(),
             last_blocks: 0,
             error: None,
         })
     }
+
+    fn needs_rotation(&self, ts_ns: u64, len: usize) -> bool {
+        let Some(r) = &self.rotation else {
+            return false;
+        };
+        if self.writer.stats().frames == 0 {
+            return false; // never an empty file
+        }
+        let rec = (storage::RECORD_HEADER_LEN + len.min(self.opts.snaplen as usize)) as u64;
+        r.max_bytes
+            .is_some_and(|m| self.writer.file_bytes() + rec > m)
+            || r.max_age
+                .is_some_and(|a| ts_ns >= self.file_start_ns.saturating_add(a.as_nanos() as u64))
+    }
+
+    fn rotate(&mut self, ts_ns: u64) -> Result<(), storage::StorageError> {
+        let r = self.rotation.as_ref().expect("rotation configured");
+        // Names sort by time: the new file's first frame, and never a name
+        // at or before the current file's.
+        let start = ts_ns.max(self.file_start_ns + 1);
+        let path = r
+            .dir
+            .join(capture_file_name(&r.prefix, &r.ifname, r.queue, start));
+        let new = open_writer(&path, &self.opts)?;
+        let old = std::mem::replace(&mut self.writer, new);
+        close_into(old, &mut self.done);
+        self.last_blocks = 0;
+        self.last_flush_ns = monotonic_ns();
+        Ok(())
+    }
 }
 
 impl FrameSink for PcapFileSink {
     #[inline]
     fn write(&mut self, ts_ns: u64, frame: &[u8]) -> bool {
+        if self.needs_rotation(ts_ns, frame.len()) {
+            if let Err(e) = self.rotate(ts_ns) {
+                self.error.get_or_insert_with(|| e.to_string());
+                self.done.lost += 1;
+                return false;
+            }
+        }
+        if self.writer.stats().frames == 0 {
+            self.file_start_ns = ts_ns;
+        }
         match self.writer.write(ts_ns, frame) {
             Ok(()) => true,
             Err(e) => {
@@ -122,33 +233,12 @@ impl FrameSink for PcapFileSink {
     }
 
     fn close(self) -> SinkReport {
-        let path = self.writer.path().to_owned();
-        let file_bytes = self.writer.file_bytes();
-        let engine = if self.writer.sink().is_direct() {
-            "direct"
-        } else {
-            "buffered"
-        };
-        let ws = self.writer.sink_stats();
-        let (st, err) = match self.writer.close() {
-            Ok(st) => (st, self.error),
-            Err((st, e)) => (st, self.error.or(Some(e.to_string()))),
-        };
-        SinkReport {
-            frames: st.frames,
-            bytes: st.bytes,
-            lost: st.lost,
-            truncated: st.truncated,
-            files: vec![path],
-            file_bytes,
-            error: err,
-            engine,
-            block_writes: ws.writes,
-            block_waits: ws.waits,
-            latency_p50_us: ws.latency_p50_us,
-            latency_p99_us: ws.latency_p99_us,
-            peak_buffered_bytes: ws.peak_buffered_bytes,
+        let mut r = self.done;
+        close_into(self.writer, &mut r);
+        if let Some(e) = self.error {
+            r.error = Some(e);
         }
+        r
     }
 }
 
@@ -170,6 +260,10 @@ pub struct RecordOptions {
     pub buffers: usize,
     /// RAM for blocks waiting for the disk, all queues together (bytes).
     pub buffer_bytes: u64,
+    /// Rotate files before they grow past this many bytes.
+    pub rotate_size: Option<u64>,
+    /// Rotate files every this much packet time.
+    pub rotate_time: Option<Duration>,
 }
 
 impl RecordOptions {
@@ -185,6 +279,8 @@ impl RecordOptions {
             block_size: storage::block::DEFAULT_BLOCK_SIZE,
             buffers: 16,
             buffer_bytes: storage::uring::default_buffer_budget(),
+            rotate_size: None,
+            rotate_time: None,
         }
     }
 }
@@ -320,7 +416,16 @@ pub fn record(
         let path = opts
             .dir
             .join(capture_file_name(&opts.prefix, &ifname, q, start_ns));
-        PcapFileSink::create(&path, &sink_opts).map_err(|e| e.to_string())
+        let rotation =
+            (opts.rotate_size.is_some() || opts.rotate_time.is_some()).then(|| Rotation {
+                dir: opts.dir.clone(),
+                prefix: opts.prefix.clone(),
+                ifname: ifname.clone(),
+                queue: q,
+                max_bytes: opts.rotate_size,
+                max_age: opts.rotate_time,
+            });
+        PcapFileSink::with_rotation(&path, &sink_opts, rotation).map_err(|e| e.to_string())
     })?;
     on_event(Event::Started(cap.info()));
     let t0 = Instant::now();

@@ -86,6 +86,14 @@ pub struct Args {
     /// Block size in KiB: frames are copied into blocks this big, written whole.
     #[arg(long, value_name = "KIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=65536))]
     block_kib: u64,
+    /// Start a new file before one grows past SIZE (bytes, or with K, M, G,
+    /// T: binary units, e.g. 1G). Files never split a frame and are never empty.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    rotate_size: Option<u64>,
+    /// Start a new file every DURATION of packet time (e.g. 60s, 5m, 1h;
+    /// a bare number is seconds), at the first frame past it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    rotate_time: Option<Duration>,
     /// RAM in MiB for blocks waiting for the disk, all queues together: a
     /// burst faster than the disk queues here instead of being dropped
     /// (allocated only under pressure). Default: a quarter of RAM, at most 4096.
@@ -97,6 +105,57 @@ pub struct Args {
     /// No progress line.
     #[arg(short = 'q', long)]
     quiet: bool,
+}
+
+/// `123`, `64K`, `512M`, `1G`, `2T` (binary units; `KiB`/`MB` spellings too).
+fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size: use e.g. 1G, 512M, 100000"))?;
+    let mul = match unit
+        .trim()
+        .to_ascii_lowercase()
+        .trim_end_matches('b')
+        .trim_end_matches('i')
+    {
+        "" => 1u64,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        "t" => 1 << 40,
+        _ => return Err(format!("'{s}': unknown unit '{unit}' (use K, M, G or T)")),
+    };
+    let bytes = (v * mul as f64) as u64;
+    if bytes < 64 << 10 {
+        return Err(format!(
+            "'{s}' is too small: files rotate at 64K at the least"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `90`, `90s`, `5m`, `1h`, `1d`, `1.5s`.
+fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1.0),
+        Some((i, 'm')) => (&t[..i], 60.0),
+        Some((i, 'h')) => (&t[..i], 3600.0),
+        Some((i, 'd')) => (&t[..i], 86400.0),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration: use e.g. 60s, 5m, 1h"))?;
+    if !(v > 0.0 && v.is_finite()) {
+        return Err(format!("'{s}' must be a positive duration"));
+    }
+    Ok(Duration::from_secs_f64(v * mul))
 }
 
 fn parse_secs(s: &str) -> std::result::Result<Duration, String> {
@@ -186,6 +245,8 @@ pub fn run(a: Args) -> Result<i32> {
     opts.io = a.io.parse().map_err(anyhow::Error::msg)?;
     opts.block_size = a.block_kib as usize * 1024;
     opts.buffers = a.write_buffers as usize;
+    opts.rotate_size = a.rotate_size;
+    opts.rotate_time = a.rotate_time;
     if let Some(m) = a.buffer_mib {
         opts.buffer_bytes = m << 20;
     }
