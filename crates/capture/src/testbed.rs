@@ -135,10 +135,7 @@ impl Testbed {
                 if let Some(pps) = pps {
                     // Pace in bursts of 32 so that no queue on the way overflows.
                     if sent.is_multiple_of(32) {
-                        let due = Duration::from_nanos(sent * 1_000_000_000 / pps.max(1));
-                        while start.elapsed() < due {
-                            std::hint::spin_loop();
-                        }
+                        pace(start, sent, pps);
                     }
                 }
             }
@@ -175,10 +172,7 @@ impl Testbed {
             let mut frame = Vec::with_capacity(len);
             let start = Instant::now();
             for seq in 0..n {
-                let due = Duration::from_nanos(seq * 1_000_000_000 / pps.max(1));
-                while start.elapsed() < due {
-                    std::hint::spin_loop();
-                }
+                pace(start, seq, pps);
                 frames::build_timed_into(&mut frame, seq, len, wiretape_timestamp::realtime_ns());
                 s.send(&frame)?;
             }
@@ -199,6 +193,15 @@ impl Drop for Testbed {
             .args(["netns", "del", &self.ns])
             .stderr(Stdio::null())
             .status();
+    }
+}
+
+/// Waits (spinning: sleeps are too coarse at these rates) until frame `k`
+/// of a stream paced at `pps` from `start` is due.
+fn pace(start: Instant, k: u64, pps: u64) {
+    let due = Duration::from_nanos(k * 1_000_000_000 / pps.max(1));
+    while start.elapsed() < due {
+        std::hint::spin_loop();
     }
 }
 

@@ -219,16 +219,8 @@ fn live(a: &Args) -> Result<()> {
         "{:<8} {:>26} {:>12} {:>12} {:>8}",
         "mode", "mean ± std-dev", "p50 |err|", "p99 |err|", "frames"
     );
-    let modes = [
-        TsMode::Hw,
-        TsMode::Xdp,
-        TsMode::Kpt,
-        TsMode::Batch,
-        TsMode::Udts,
-        TsMode::Wdts,
-        TsMode::Hybrid,
-    ];
-    for mode in modes {
+    // Every mode that stamps (off has nothing to measure).
+    for mode in TsMode::ALL.into_iter().filter(|m| *m != TsMode::Off) {
         let dir = std::env::temp_dir().join(format!(
             "wiretape-tsbench-{}-{}",
             std::process::id(),
