@@ -17,15 +17,20 @@ pub use wiretape_capture as capture;
 pub use wiretape_storage as storage;
 pub use wiretape_timestamp as timestamp;
 
+pub mod retention;
+pub use retention::{MinFree, Policy, Retention};
+
 pub use capture::{
     Capture, CaptureConfig, CaptureError, CaptureReport, FrameSink, SinkReport, Snapshot,
     StopReason,
 };
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use storage::{AnySink, IoMode, PcapWriter};
+use storage::{AnySink, Format, IoMode, PcapWriter, StorageError};
 use timestamp::{format_compact, monotonic_ns, realtime_ns};
 
 /// Default snap length: whole frames (libpcap's maximum).
@@ -45,6 +50,30 @@ pub struct SinkOptions {
     pub buffers: usize,
     /// RAM (bytes) for blocks waiting for the disk, shared by all files.
     pub budget: Option<std::sync::Arc<std::sync::atomic::AtomicI64>>,
+    pub format: Format,
+    /// Interface name (pcapng's if_name).
+    pub ifname: String,
+    /// Write a `.idx` sidecar per file.
+    pub index: bool,
+    /// Registers open files; with `on_full_rotate`, makes room on ENOSPC.
+    pub retention: Option<Arc<Retention>>,
+    /// On a full disk, delete our oldest files and go on (else stop).
+    pub on_full_rotate: bool,
+    /// Live backpressure numbers, refreshed about once a second.
+    pub gauge: Option<Arc<SinkGauge>>,
+}
+
+/// A writer's live backpressure numbers (read by the progress line).
+#[derive(Debug, Default)]
+pub struct SinkGauge {
+    /// Filled blocks waiting in RAM for a write slot.
+    pub pending: AtomicU64,
+    pub in_flight: AtomicU64,
+    /// Write latency (submit to completion) of recent writes, µs.
+    pub p50_us: AtomicU64,
+    pub p99_us: AtomicU64,
+    /// Times the writer waited for a free block.
+    pub waits: AtomicU64,
 }
 
 impl Default for SinkOptions {
@@ -57,6 +86,12 @@ impl Default for SinkOptions {
             block_size: storage::block::DEFAULT_BLOCK_SIZE,
             buffers: 16,
             budget: None,
+            format: Format::PcapNs,
+            ifname: String::new(),
+            index: true,
+            retention: None,
+            on_full_rotate: false,
+            gauge: None,
         }
     }
 }
@@ -90,11 +125,12 @@ pub struct PcapFileSink {
     flush_every_ns: u64,
     last_flush_ns: u64,
     last_blocks: u64,
+    next_gauge_ns: u64,
     error: Option<String>,
 }
 
-fn open_writer(path: &Path, o: &SinkOptions) -> Result<PcapWriter<AnySink>, storage::StorageError> {
-    let sink = AnySink::create(
+fn open_writer(path: &Path, o: &SinkOptions) -> Result<PcapWriter<AnySink>, StorageError> {
+    let mut sink = AnySink::create(
         path,
         o.io,
         o.direct_ok,
@@ -102,12 +138,23 @@ fn open_writer(path: &Path, o: &SinkOptions) -> Result<PcapWriter<AnySink>, stor
         o.buffers,
         o.budget.clone(),
     )?;
-    Ok(PcapWriter::new(sink, o.snaplen))
+    if let Some(r) = &o.retention {
+        r.opened(path);
+        if o.on_full_rotate {
+            let r = r.clone();
+            sink.set_make_room(Some(Arc::new(move |p: &Path| r.make_room(p))));
+        }
+    }
+    let w = PcapWriter::with_format(sink, o.snaplen, o.format, &o.ifname);
+    Ok(if o.index { w.with_index(path) } else { w })
 }
 
 /// Closes a writer and adds its counts to `into`.
-fn close_into(w: PcapWriter<AnySink>, into: &mut SinkReport) {
+fn close_into(w: PcapWriter<AnySink>, into: &mut SinkReport, retention: Option<&Retention>) {
     let path = w.path().to_owned();
+    if let Some(e) = w.index_error() {
+        into.notes.push(format!("index not complete: {e}"));
+    }
     let file_bytes = w.file_bytes();
     let engine = if w.sink().is_direct() {
         "direct"
@@ -117,11 +164,19 @@ fn close_into(w: PcapWriter<AnySink>, into: &mut SinkReport) {
     let ws = w.sink_stats();
     let (st, err) = match w.close() {
         Ok(st) => (st, None),
-        Err((st, e)) => (st, Some(e.to_string())),
+        Err((st, e)) => (st, Some(e)),
     };
+    if let Some(r) = retention {
+        r.closed(&path);
+    }
     into.frames += st.frames;
     into.bytes += st.bytes;
-    into.lost += st.lost;
+    if matches!(err, Some(StorageError::DiskFull { .. })) {
+        into.disk_full += st.lost;
+    } else {
+        into.lost += st.lost;
+    }
+    let err = err.map(|e| e.to_string());
     into.truncated += st.truncated;
     into.files.push(path);
     into.file_bytes += file_bytes;
@@ -134,6 +189,7 @@ fn close_into(w: PcapWriter<AnySink>, into: &mut SinkReport) {
     into.latency_p50_us = into.latency_p50_us.max(ws.latency_p50_us);
     into.latency_p99_us = into.latency_p99_us.max(ws.latency_p99_us);
     into.peak_buffered_bytes = into.peak_buffered_bytes.max(ws.peak_buffered_bytes);
+    into.full_retries += ws.full_retries;
 }
 
 impl PcapFileSink {
@@ -156,6 +212,7 @@ impl PcapFileSink {
             flush_every_ns: o.flush_interval.as_nanos() as u64,
             last_flush_ns: monotonic_ns(),
             last_blocks: 0,
+            next_gauge_ns: 0,
             error: None,
         })
     }
@@ -179,14 +236,21 @@ impl PcapFileSink {
         // Names sort by time: the new file's first frame, and never a name
         // at or before the current file's.
         let start = ts_ns.max(self.file_start_ns + 1);
-        let path = r
-            .dir
-            .join(capture_file_name(&r.prefix, &r.ifname, r.queue, start));
+        let path = r.dir.join(capture_file_name_as(
+            &r.prefix,
+            &r.ifname,
+            r.queue,
+            start,
+            self.opts.format,
+        ));
         let new = open_writer(&path, &self.opts)?;
         let old = std::mem::replace(&mut self.writer, new);
-        close_into(old, &mut self.done);
+        close_into(old, &mut self.done, self.opts.retention.as_deref());
         self.last_blocks = 0;
         self.last_flush_ns = monotonic_ns();
+        if let Some(r) = &self.opts.retention {
+            r.enforce();
+        }
         Ok(())
     }
 }
@@ -197,7 +261,11 @@ impl FrameSink for PcapFileSink {
         if self.needs_rotation(ts_ns, frame.len()) {
             if let Err(e) = self.rotate(ts_ns) {
                 self.error.get_or_insert_with(|| e.to_string());
-                self.done.lost += 1;
+                if matches!(e, StorageError::DiskFull { .. }) {
+                    self.done.disk_full += 1;
+                } else {
+                    self.done.lost += 1;
+                }
                 return false;
             }
         }
@@ -215,6 +283,18 @@ impl FrameSink for PcapFileSink {
 
     fn idle(&mut self) {
         let now = monotonic_ns();
+        if let Some(g) = &self.opts.gauge {
+            if now >= self.next_gauge_ns {
+                self.next_gauge_ns = now + 1_000_000_000;
+                let s = self.writer.sink().live_stats();
+                g.pending.store(s.pending as u64, Ordering::Relaxed);
+                g.in_flight.store(s.in_flight as u64, Ordering::Relaxed);
+                g.p50_us.store(s.latency_p50_us as u64, Ordering::Relaxed);
+                g.p99_us.store(s.latency_p99_us as u64, Ordering::Relaxed);
+                g.waits
+                    .store(self.done.block_waits + s.waits, Ordering::Relaxed);
+            }
+        }
         // While full blocks go out, data is never older than a block's fill
         // time: no flush. A flush waits for every queued write (to cut the
         // file to its exact length), so it must only happen on a quiet link.
@@ -234,7 +314,7 @@ impl FrameSink for PcapFileSink {
 
     fn close(self) -> SinkReport {
         let mut r = self.done;
-        close_into(self.writer, &mut r);
+        close_into(self.writer, &mut r, self.opts.retention.as_deref());
         if let Some(e) = self.error {
             r.error = Some(e);
         }
@@ -264,6 +344,14 @@ pub struct RecordOptions {
     pub rotate_size: Option<u64>,
     /// Rotate files every this much packet time.
     pub rotate_time: Option<Duration>,
+    /// pcap (ns or µs) or pcapng.
+    pub format: Format,
+    /// Write a `.idx` sidecar per file.
+    pub index: bool,
+    /// Which of our files to keep (`--keep-*`, `--min-free`).
+    pub retention: Policy,
+    /// On a full disk: delete our oldest files and go on (else stop).
+    pub on_full_rotate: bool,
 }
 
 impl RecordOptions {
@@ -281,8 +369,28 @@ impl RecordOptions {
             buffer_bytes: storage::uring::default_buffer_budget(),
             rotate_size: None,
             rotate_time: None,
+            format: Format::PcapNs,
+            index: true,
+            retention: Policy::default(),
+            on_full_rotate: false,
         }
     }
+}
+
+/// The writers' backpressure, summed over queues (for the progress line).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StorageProgress {
+    /// Filled blocks waiting in RAM for the disk.
+    pub pending_blocks: u64,
+    pub in_flight: u64,
+    /// Highest of the queues' recent write latencies, µs.
+    pub p50_us: u64,
+    pub p99_us: u64,
+    /// Times a writer waited for a free block.
+    pub waits: u64,
+    /// Our files deleted by retention or on a full disk (this run).
+    pub deleted_files: u64,
+    pub deleted_bytes: u64,
 }
 
 /// Errors of [`record`].
@@ -307,10 +415,13 @@ pub enum Event<'a> {
     Progress {
         elapsed: Duration,
         snapshot: Snapshot,
+        storage: StorageProgress,
     },
     Stopping(&'a str),
     /// Something the user should know (a fallback taken, a file repaired).
     Notice(String),
+    /// The last word, after the files are closed: storage totals.
+    Finished(StorageProgress),
 }
 
 /// Checks (and creates) the output directory, proving it writable.
@@ -334,9 +445,21 @@ pub fn prepare_dir(dir: &Path) -> Result<(), RecordError> {
 /// The file name of queue `queue`'s capture started at `start_ns` (UTC):
 /// `<prefix>-<iface>-q<queue>-<YYYYMMDDTHHMMSS.nnnnnnnnnZ>.pcap`, sorting by time.
 pub fn capture_file_name(prefix: &str, ifname: &str, queue: u32, start_ns: u64) -> String {
+    capture_file_name_as(prefix, ifname, queue, start_ns, Format::PcapNs)
+}
+
+/// As [`capture_file_name`], with the extension of `format` (.pcap, .pcapng).
+pub fn capture_file_name_as(
+    prefix: &str,
+    ifname: &str,
+    queue: u32,
+    start_ns: u64,
+    format: Format,
+) -> String {
     format!(
-        "{prefix}-{ifname}-q{queue}-{}.pcap",
-        format_compact(start_ns)
+        "{prefix}-{ifname}-q{queue}-{}.{}",
+        format_compact(start_ns),
+        format.extension()
     )
 }
 
@@ -350,10 +473,9 @@ pub fn repair_dir(dir: &Path, prefix: &str) -> Vec<String> {
     let mut files: Vec<PathBuf> = rd
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
-            p.extension().is_some_and(|x| x == "pcap")
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&format!("{prefix}-")))
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| retention::parse_name(n, prefix).is_some())
         })
         .collect();
     files.sort();
@@ -409,13 +531,37 @@ pub fn record(
         budget: Some(std::sync::Arc::new(std::sync::atomic::AtomicI64::new(
             opts.buffer_bytes as i64,
         ))),
+        format: opts.format,
+        ifname: opts.capture.ifname.clone(),
+        index: opts.index,
+        retention: Some(Arc::new(Retention::new(
+            &opts.dir,
+            &opts.prefix,
+            opts.retention.clone(),
+        ))),
+        on_full_rotate: opts.on_full_rotate,
+        gauge: None,
     };
+    let retention = sink_opts.retention.clone().expect("set above");
+    // Room before the first byte: an earlier run may have filled the ring.
+    retention.enforce();
+    let mut gauges: Vec<Arc<SinkGauge>> = Vec::new();
     let start_ns = realtime_ns();
     let ifname = opts.capture.ifname.clone();
     let cap = Capture::start(&opts.capture, |q| {
-        let path = opts
-            .dir
-            .join(capture_file_name(&opts.prefix, &ifname, q, start_ns));
+        let path = opts.dir.join(capture_file_name_as(
+            &opts.prefix,
+            &ifname,
+            q,
+            start_ns,
+            opts.format,
+        ));
+        let gauge = Arc::new(SinkGauge::default());
+        gauges.push(gauge.clone());
+        let sink_opts = SinkOptions {
+            gauge: Some(gauge),
+            ..sink_opts.clone()
+        };
         let rotation =
             (opts.rotate_size.is_some() || opts.rotate_time.is_some()).then(|| Rotation {
                 dir: opts.dir.clone(),
@@ -430,6 +576,12 @@ pub fn record(
     on_event(Event::Started(cap.info()));
     let t0 = Instant::now();
     let mut next_progress = Duration::from_secs(1);
+    let mut next_retention = Duration::from_millis(250);
+    let say_deleted = |on_event: &mut dyn FnMut(Event<'_>)| {
+        for l in retention.take_log() {
+            on_event(Event::Notice(l));
+        }
+    };
     let why = loop {
         std::thread::sleep(Duration::from_millis(20));
         if stop.load(Ordering::Relaxed) {
@@ -445,14 +597,39 @@ pub fn record(
         if opts.duration.is_some_and(|d| el >= d) {
             break "duration reached";
         }
+        if el >= next_retention {
+            next_retention += Duration::from_millis(250);
+            retention.enforce();
+            say_deleted(&mut on_event);
+        }
         if el >= next_progress {
             next_progress += Duration::from_secs(1);
+            let mut st = StorageProgress::default();
+            for g in &gauges {
+                st.pending_blocks += g.pending.load(Ordering::Relaxed);
+                st.in_flight += g.in_flight.load(Ordering::Relaxed);
+                st.p50_us = st.p50_us.max(g.p50_us.load(Ordering::Relaxed));
+                st.p99_us = st.p99_us.max(g.p99_us.load(Ordering::Relaxed));
+                st.waits += g.waits.load(Ordering::Relaxed);
+            }
+            (st.deleted_files, st.deleted_bytes) = retention.deleted();
             on_event(Event::Progress {
                 elapsed: el,
                 snapshot: cap.snapshot(),
+                storage: st,
             });
         }
     };
     on_event(Event::Stopping(why));
-    Ok(cap.stop())
+    let report = cap.stop();
+    // The files just closed count too.
+    retention.enforce();
+    say_deleted(&mut on_event);
+    let (deleted_files, deleted_bytes) = retention.deleted();
+    on_event(Event::Finished(StorageProgress {
+        deleted_files,
+        deleted_bytes,
+        ..Default::default()
+    }));
+    Ok(report)
 }

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use wiretape::capture::testbed::{SizeFn, Testbed};
+use wiretape::capture::testbed::{SizeFn, Testbed, CAP_IF};
 
 /// A mount made for one test, unmounted (and its image removed) on drop.
 struct Mount {
@@ -164,7 +164,7 @@ fn buffered_fallback_where_o_direct_is_refused_says_so() {
 
 /// Fills a small filesystem: wiretape stops cleanly, says "disk full", the
 /// file ends at a complete record, and the summary counts exactly the
-/// frames in it; the rest are write errors.
+/// frames in it; the rest are counted as drops.disk_full.
 fn disk_full(m: &Mount, tag: &str, extra: &[&str], engine: &str) {
     let tb = Testbed::create(tag, 1).unwrap();
     let json = std::env::temp_dir().join(format!("wt-{tag}-{}.json", std::process::id()));
@@ -189,7 +189,8 @@ fn disk_full(m: &Mount, tag: &str, extra: &[&str], engine: &str) {
     assert_eq!(j["stop_reason"], "output failed");
     assert_eq!(j["write_engine"], engine);
     assert_identity(&j);
-    assert!(j["drops"]["write_error"].as_u64().unwrap() > 0, "{j}");
+    assert!(j["drops"]["disk_full"].as_u64().unwrap() > 0, "{j}");
+    assert_eq!(j["drops"]["write_error"].as_u64(), Some(0), "{j}");
     let written = j["packets_written"].as_u64().unwrap();
     assert!(written > 100, "some frames made it: {j}");
     let v = verify_dir(m.path(), 20_000, usize::MAX, t0, now_ns());
@@ -350,4 +351,284 @@ fn rotation_by_time() {
         let span = i.last_ns.unwrap() - i.first_ns.unwrap();
         assert!(span < 300_000_000, "{} spans {span} ns", f.display());
     }
+}
+
+/// tshark's view of a file: (frames, epoch times as printed).
+fn tshark_times(f: &Path) -> Vec<String> {
+    let o = Command::new("tshark")
+        .args([
+            "-r",
+            f.to_str().unwrap(),
+            "-T",
+            "fields",
+            "-e",
+            "frame.time_epoch",
+        ])
+        .output()
+        .expect("tshark");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Sub-second digits of tshark's epoch times (padded to 9) end in "000"
+/// for every frame: µs precision.
+fn all_whole_microseconds(times: &[String]) -> bool {
+    times.iter().all(|t| {
+        let frac = t.split('.').nth(1).unwrap_or("");
+        let frac = format!("{frac:0<9}");
+        frac.ends_with("000")
+    })
+}
+
+#[test]
+fn pcapng_with_ns_and_pcap_with_us_read_by_tshark() {
+    require_root();
+    let n = 5000u64;
+    for (fmt, prec, nanos) in [("pcapng", "ns", true), ("pcap", "us", false)] {
+        let tag = format!("fmt{fmt}{prec}");
+        let tb = Testbed::create(&tag, 1).unwrap();
+        let out = TempDir::new(&tag);
+        let dir = out.path().join("cap");
+        let json = out.path().join("s.json");
+        let t0 = now_ns();
+        let mut rec = Recorder::start(
+            &tb,
+            &[
+                "-w",
+                dir.to_str().unwrap(),
+                "-c",
+                "5000",
+                "--format",
+                fmt,
+                "--tsprec",
+                prec,
+                "--writer-cpus",
+                "1",
+                "--summary-json",
+                json.to_str().unwrap(),
+            ],
+        );
+        tb.send(0..n, SizeFn::Mixed, 1, Some(50_000)).unwrap();
+        assert!(rec.wait(30).success(), "{}", rec.stderr_text());
+        let j = read_json(&json);
+        assert_identity(&j);
+        assert_eq!(j["per_queue"][0]["writer"]["cpu"].as_u64(), Some(1), "{j}");
+        let files = pcaps(&dir);
+        assert_eq!(files.len(), 1);
+        let f = &files[0];
+        assert_eq!(f.extension().unwrap(), fmt);
+        let head = std::fs::read(f).unwrap();
+        let magic = u32::from_le_bytes(head[0..4].try_into().unwrap());
+        let want = match fmt {
+            "pcapng" => 0x0A0D0D0A,
+            _ => 0xa1b2c3d4,
+        };
+        assert_eq!(magic, want, "{fmt} magic");
+        // Our reader: every frame, byte-identical, in order, right precision.
+        let v = verify_files(&files, n, usize::MAX, t0, now_ns(), nanos);
+        assert_eq!(v.frames, n);
+        assert_eq!(j["bytes_written"].as_u64(), Some(v.captured_bytes));
+        // tshark: same count; ns files show sub-microsecond digits.
+        let times = tshark_times(f);
+        assert_eq!(times.len() as u64, n, "tshark reads every frame of {fmt}");
+        assert_eq!(
+            all_whole_microseconds(&times),
+            !nanos,
+            "{fmt}/{prec}: precision as tshark sees it ({:?})",
+            &times[..3]
+        );
+        if fmt == "pcapng" {
+            let o = Command::new("capinfos")
+                .args(["-M", "-I", f.to_str().unwrap()])
+                .output()
+                .expect("capinfos");
+            let text = String::from_utf8_lossy(&o.stdout);
+            assert!(text.contains(CAP_IF), "if_name in the IDB: {text}");
+        }
+        // The sidecar index covers every frame; info reads it.
+        let (code, o, e) = run_wiretape(None, &["info", "--json", f.to_str().unwrap()]);
+        assert_eq!(code, 0, "{e}");
+        let info: serde_json::Value = serde_json::from_str(o.trim()).unwrap();
+        assert_eq!(info["packets"].as_u64(), Some(n));
+        assert_eq!(info["index"]["packets"].as_u64(), Some(n), "{info}");
+        assert_eq!(
+            info["index"]["agrees"],
+            serde_json::Value::Bool(true),
+            "{info}"
+        );
+    }
+}
+
+/// An old file of ours (from an "earlier run"), and files that are not ours
+/// but look close: retention may delete only the first.
+fn plant_files(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
+    std::fs::create_dir_all(dir).unwrap();
+    let hdr = wiretape::storage::FileHeader::new(65535, true).encode();
+    let old = dir.join(format!(
+        "wiretape-{CAP_IF}-q0-20200101T000000.000000000Z.pcap"
+    ));
+    std::fs::write(&old, hdr).unwrap();
+    let foreign = vec![
+        dir.join("notes.txt"),
+        dir.join(format!("other-{CAP_IF}-q0-20200101T000000.000000000Z.pcap")),
+        dir.join("wiretape-manual-copy.pcap"),
+    ];
+    for f in &foreign {
+        std::fs::write(f, hdr).unwrap();
+    }
+    (old, foreign)
+}
+
+/// Our files of this run, sorted by name (time).
+fn ours(dir: &Path) -> Vec<PathBuf> {
+    pcaps(dir)
+        .into_iter()
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_str().unwrap();
+            wiretape::retention::parse_name(n, "wiretape").is_some()
+        })
+        .collect()
+}
+
+/// The frames left are the newest ones: a contiguous run ending at n-1.
+fn newest_kept(files: &[PathBuf], n: u64) -> u64 {
+    let v = verify_files(files, n, usize::MAX, 0, u64::MAX, true);
+    let mut seqs = Vec::new();
+    let mut rec = wiretape::storage::Record::default();
+    for f in files {
+        let mut r = wiretape::storage::PcapReader::open(f).unwrap();
+        while r.next_into(&mut rec).unwrap() {
+            seqs.push(
+                wiretape::capture::testbed::frames::parse(&rec.data)
+                    .unwrap()
+                    .0,
+            );
+        }
+    }
+    assert_eq!(seqs.len() as u64, v.frames);
+    let first = *seqs.first().expect("frames kept");
+    assert!(
+        seqs.iter().copied().eq(first..n),
+        "kept frames are {first}..{n} in order"
+    );
+    v.frames
+}
+
+#[test]
+fn retention_keep_files_deletes_only_our_oldest() {
+    require_root();
+    let n = 30_000u64;
+    let tb = Testbed::create("keep", 1).unwrap();
+    let out = TempDir::new("keep");
+    let dir = out.path().join("cap");
+    let json = out.path().join("s.json");
+    let (old, foreign) = plant_files(&dir);
+    let mut rec = Recorder::start(
+        &tb,
+        &[
+            "-w",
+            dir.to_str().unwrap(),
+            "-c",
+            "30000",
+            "--rotate-size",
+            "512K",
+            "--keep-files",
+            "3",
+            "--summary-json",
+            json.to_str().unwrap(),
+        ],
+    );
+    tb.send(0..n, SizeFn::Mixed, 1, Some(30_000)).unwrap();
+    assert!(rec.wait(30).success(), "{}", rec.stderr_text());
+    let j = read_json(&json);
+    assert_identity(&j);
+    assert_eq!(j["packets_written"].as_u64(), Some(n));
+    let made = j["files"].as_array().unwrap().len();
+    assert!(made > 6, "rotation made {made} files");
+    let kept = ours(&dir);
+    assert_eq!(kept.len(), 3, "--keep-files 3: {kept:?}");
+    assert!(
+        !old.exists(),
+        "the oldest file of ours (an earlier run) went first"
+    );
+    for f in &foreign {
+        assert!(f.exists(), "{} is not ours: untouched", f.display());
+    }
+    for f in &kept {
+        assert!(wiretape::storage::index::path_for(f).exists());
+        let ours = verify_files(std::slice::from_ref(f), n, usize::MAX, 0, u64::MAX, true);
+        assert_eq!(
+            tshark_count(f),
+            ours.frames,
+            "tshark agrees on {}",
+            f.display()
+        );
+    }
+    let idx_left = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "idx")
+        })
+        .count();
+    assert_eq!(idx_left, 3, "sidecars go with their files");
+    newest_kept(&kept, n);
+    assert_eq!(
+        j["retention"]["deleted_files"].as_u64(),
+        Some(made as u64 + 1 - 3),
+        "{j}"
+    );
+}
+
+#[test]
+fn on_full_rotate_keeps_recording_on_a_full_disk() {
+    require_root();
+    let m = Mount::fs("tmpfs", "size=6m", "onfull");
+    let n = 20_000u64;
+    let tb = Testbed::create("onfull", 1).unwrap();
+    let json = std::env::temp_dir().join(format!("wt-onfull-{}.json", std::process::id()));
+    let (_, foreign) = plant_files(m.path());
+    let mut rec = Recorder::start(
+        &tb,
+        &[
+            "-w",
+            m.path().to_str().unwrap(),
+            "-c",
+            "20000",
+            "--rotate-size",
+            "1M",
+            "--on-full",
+            "rotate",
+            "--summary-json",
+            json.to_str().unwrap(),
+        ],
+    );
+    // ~30 MB into 6 MB.
+    tb.send(0..n, SizeFn::Fixed(1500), 1, Some(30_000)).unwrap();
+    let st = rec.wait(30);
+    let err = rec.stderr_text();
+    assert!(st.success(), "goes on through a full disk: {err}");
+    let j = read_json(&json);
+    let _ = std::fs::remove_file(&json);
+    assert_identity(&j);
+    assert_eq!(j["packets_written"].as_u64(), Some(n), "{j}");
+    assert_eq!(j["drops"]["disk_full"].as_u64(), Some(0));
+    assert!(
+        j["retention"]["deleted_files"].as_u64().unwrap() >= 15,
+        "{j}"
+    );
+    for f in &foreign {
+        assert!(f.exists(), "{} is not ours: untouched", f.display());
+    }
+    let kept = ours(m.path());
+    let frames = newest_kept(&kept, n);
+    assert!(frames > 1000, "the newest {frames} frames are kept");
+    let t: u64 = kept.iter().map(|f| tshark_count(f)).sum();
+    assert_eq!(t, frames, "tshark agrees");
 }

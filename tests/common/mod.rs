@@ -189,12 +189,12 @@ pub fn read_json(p: &Path) -> Value {
         .expect("valid json")
 }
 
-/// Pcap files in a directory, sorted.
+/// Capture files (pcap and pcapng) in a directory, sorted.
 pub fn pcaps(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
         .collect();
     v.sort();
     v
@@ -215,12 +215,31 @@ pub struct Verified {
 /// no duplicates, timestamps non-decreasing per file and within [t0, t1].
 /// Returns the counts; the caller asserts completeness.
 pub fn verify_dir(dir: &Path, n: u64, snaplen: usize, t0: u64, t1: u64) -> Verified {
+    verify_files(&pcaps(dir), n, snaplen, t0, t1, true)
+}
+
+/// [`verify_dir`] over given files; `nanos`: the files must carry ns stamps
+/// (else µs ones, and t0 is taken down to its microsecond).
+pub fn verify_files(
+    files: &[PathBuf],
+    n: u64,
+    snaplen: usize,
+    t0: u64,
+    t1: u64,
+    nanos: bool,
+) -> Verified {
     let mut seen = vec![false; n as usize];
     let mut v = Verified::default();
     let mut rec = Record::default();
-    for f in pcaps(dir) {
+    let t0 = if nanos { t0 } else { t0 / 1000 * 1000 };
+    for f in files.iter().cloned() {
         let mut r = PcapReader::open(&f).unwrap_or_else(|e| panic!("{e}"));
-        assert!(r.header().nanos, "{}: not a nanosecond pcap", f.display());
+        assert_eq!(
+            r.header().nanos,
+            nanos,
+            "{}: timestamp precision (ns: {nanos})",
+            f.display()
+        );
         let mut last = 0u64;
         let mut k = 0u64;
         while r.next_into(&mut rec).unwrap_or_else(|e| panic!("{e}")) {
@@ -277,6 +296,7 @@ pub fn assert_identity(j: &Value) {
             "other",
             "after_count",
             "write_error",
+            "disk_full",
         ]
         .iter()
         .map(|k| {

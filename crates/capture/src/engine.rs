@@ -33,8 +33,11 @@ pub struct SinkReport {
     pub frames: u64,
     /// Captured bytes of those frames.
     pub bytes: u64,
-    /// Frames that reached the sink but are not in the file (write error).
+    /// Frames that reached the sink but are not in the file (write error
+    /// other than a full disk).
     pub lost: u64,
+    /// Frames that reached the sink but are not in the file: the disk was full.
+    pub disk_full: u64,
     /// Frames cut to the snap length.
     pub truncated: u64,
     pub files: Vec<PathBuf>,
@@ -50,6 +53,10 @@ pub struct SinkReport {
     pub latency_p99_us: f64,
     /// Most bytes that waited in RAM for the disk.
     pub peak_buffered_bytes: u64,
+    /// Writes issued again after room was made on a full disk.
+    pub full_retries: u64,
+    /// Things worth saying that are not errors (e.g. an incomplete index).
+    pub notes: Vec<String>,
 }
 
 /// Settings of a capture.
@@ -84,6 +91,9 @@ pub struct CaptureConfig {
     pub idle_sleep: Duration,
     /// How frames are stamped (default hw, falling back to xdp per frame).
     pub ts_mode: TsMode,
+    /// CPUs for the writer threads (queue i's writer on cpus[i % len]);
+    /// None = not pinned (the scheduler places them).
+    pub writer_cpus: Option<Vec<usize>>,
 }
 
 impl CaptureConfig {
@@ -100,6 +110,7 @@ impl CaptureConfig {
             count: None,
             idle_sleep: Duration::from_micros(1000),
             ts_mode: TsMode::Hw,
+            writer_cpus: None,
         }
     }
 }
@@ -117,6 +128,8 @@ pub struct StartInfo {
     /// Why native mode was not used, when generic is in effect after a fallback.
     pub native_refused: Option<String>,
     pub cpus: Vec<Option<usize>>,
+    /// Where each queue's writer thread is pinned (None: not pinned).
+    pub writer_cpus: Vec<Option<usize>>,
     pub tai_offset_s: u64,
     pub ts_mode: TsMode,
     /// Link speed (ethtool), used by hybrid's saturation test.
@@ -188,13 +201,21 @@ pub struct Drops {
     pub other: u64,
     /// Received after the -c COUNT limit was reached (not recorded by request).
     pub after_count: u64,
-    /// Reached the writer but not the file (write error / disk full).
+    /// Reached the writer but not the file (a write error).
     pub write_error: u64,
+    /// Reached the writer but not the file: the disk was full (`--on-full stop`,
+    /// or `rotate` with nothing of ours left to delete).
+    pub disk_full: u64,
 }
 
 impl Drops {
     pub fn total(&self) -> u64 {
-        self.rx_ring_full + self.fill_ring_empty + self.other + self.after_count + self.write_error
+        self.rx_ring_full
+            + self.fill_ring_empty
+            + self.other
+            + self.after_count
+            + self.write_error
+            + self.disk_full
     }
     fn add(&mut self, o: &Drops) {
         self.rx_ring_full += o.rx_ring_full;
@@ -202,6 +223,7 @@ impl Drops {
         self.other += o.other;
         self.after_count += o.after_count;
         self.write_error += o.write_error;
+        self.disk_full += o.disk_full;
     }
 }
 
@@ -437,6 +459,7 @@ impl Capture {
             zero_copy_refused: zc_refused,
             native_refused,
             cpus: Vec::new(),
+            writer_cpus: Vec::new(),
             tai_offset_s: tai.offset().as_secs(),
             ts_mode: cfg.ts_mode,
             link_bps,
@@ -453,6 +476,12 @@ impl Capture {
                 None => allowed.get(i % allowed.len().max(1)).copied(),
             };
             info.cpus.push(cpu);
+            let wcpu = cfg
+                .writer_cpus
+                .as_ref()
+                .filter(|c| !c.is_empty())
+                .map(|c| c[i % c.len()]);
+            info.writer_cpus.push(wcpu);
             let shared = Arc::new(QueueShared::default());
             // Capacity above the frame count: a send can never block, since
             // each batch holds at least one of the UMEM's frames.
@@ -490,7 +519,16 @@ impl Capture {
                 let (shared, ctl) = (shared.clone(), ctl.clone());
                 std::thread::Builder::new()
                     .name(format!("wt-write-q{q}"))
-                    .spawn(move || writer_loop(sink, umem, fill, rx, free_tx, shared, ctl))
+                    .spawn(move || {
+                        if let Some(c) = wcpu {
+                            if let Err(e) = sys::pin_to_cpu(c) {
+                                eprintln!(
+                                    "wiretape: warning: cannot pin the writer thread to CPU {c}: {e}"
+                                );
+                            }
+                        }
+                        writer_loop(sink, umem, fill, rx, free_tx, shared, ctl)
+                    })
                     .map_err(|e| CaptureError::Config(format!("cannot start a thread: {e}")))?
             };
             runs.push(QueueRun {
@@ -594,6 +632,7 @@ impl Capture {
                     other: kernel.rx_dropped - fill_ring_empty,
                     after_count,
                     write_error: sink.lost,
+                    disk_full: sink.disk_full,
                 },
                 stamps: r.stamps,
                 hw_stamped: c.hw,

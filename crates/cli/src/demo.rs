@@ -77,11 +77,14 @@ pub fn run(a: Args) -> Result<i32> {
                     sender =
                         Some(s.spawn(move || tb.send(0..a.count, SizeFn::Mixed, 8, Some(a.rate))));
                 }
-                Event::Progress { elapsed, snapshot } => {
-                    report::progress(elapsed, &snapshot, false)
-                }
+                Event::Progress {
+                    elapsed,
+                    snapshot,
+                    storage,
+                } => report::progress(elapsed, &snapshot, &storage, false),
                 Event::Stopping(w) => why = w.to_string(),
                 Event::Notice(n) => println!("demo: {n}"),
+                Event::Finished(_) => {}
             })?;
             let sent = match sender {
                 Some(h) => h.join().map_err(|_| anyhow::anyhow!("sender panicked"))??,
@@ -91,7 +94,7 @@ pub fn run(a: Args) -> Result<i32> {
         })?
     };
     let t1 = realtime_ns();
-    print!("{}", report::summary_text(&rep, &why));
+    print!("{}", report::summary_text(&rep, &why, &Default::default()));
 
     // Read back what was recorded and check it against what was sent.
     let mut problems = Vec::new();

@@ -3,12 +3,13 @@
 use crate::report::{bytes_h, thousands};
 use anyhow::Result;
 use std::path::PathBuf;
-use wiretape::storage::FileInfo;
+use wiretape::storage::{index, FileInfo, Format};
 use wiretape::timestamp::format_rfc3339;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Capture files (pcap, ns or µs, either byte order).
+    /// Capture files (pcap ns or µs, either byte order, or pcapng). A
+    /// wiretape `.idx` sidecar, if present, is read and checked too.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
     /// Print JSON, one object per file.
@@ -27,6 +28,29 @@ pub fn run(a: Args) -> Result<i32> {
                     format!("{}", i.linktype)
                 };
                 let res = if i.nanos { "ns" } else { "us" };
+                let fmt = match i.format {
+                    Some(Format::PcapNg) => "pcapng",
+                    _ => "pcap",
+                };
+                // The sidecar index: its totals, and whether they agree
+                // with the file (after a crash they may not: `repair`).
+                let ip = index::path_for(f);
+                let idx = ip.exists().then(|| index::read(&ip));
+                let idx_json = match &idx {
+                    None => serde_json::Value::Null,
+                    Some(Err(e)) => serde_json::json!({ "error": e.to_string() }),
+                    Some(Ok(es)) => {
+                        let n: u64 = es.iter().map(|e| e.count).sum();
+                        let agrees = n == i.packets
+                            && es.first().map(|e| e.first_ns) == i.first_ns
+                            && es.last().map(|e| e.last_ns) == i.last_ns;
+                        serde_json::json!({
+                            "entries": es.len(), "packets": n, "agrees": agrees,
+                            "first_ns": es.first().map(|e| e.first_ns),
+                            "last_ns": es.last().map(|e| e.last_ns),
+                        })
+                    }
+                };
                 if a.json {
                     println!(
                         "{}",
@@ -35,7 +59,8 @@ pub fn run(a: Args) -> Result<i32> {
                             "captured_bytes": i.captured_bytes, "original_bytes": i.original_bytes,
                             "first_ns": i.first_ns, "last_ns": i.last_ns, "resolution": res,
                             "linktype": i.linktype, "snaplen": i.snaplen, "file_bytes": i.file_bytes,
-                            "out_of_order": i.out_of_order,
+                            "out_of_order": i.out_of_order, "format": fmt,
+                            "index": idx_json,
                         })
                     );
                     continue;
@@ -56,7 +81,21 @@ pub fn run(a: Args) -> Result<i32> {
                     }
                     _ => println!("  first/last   (no packets)"),
                 }
-                println!("  resolution   {res}");
+                println!("  format       {fmt}, {res} timestamps");
+                match &idx {
+                    None => {}
+                    Some(Err(e)) => println!("  index        unreadable: {e}"),
+                    Some(Ok(es)) => println!(
+                        "  index        {} blocks, {} packets{}",
+                        es.len(),
+                        thousands(es.iter().map(|e| e.count).sum()),
+                        if idx_json["agrees"] == true {
+                            " (agrees with the file)"
+                        } else {
+                            " (DISAGREES with the file: `wiretape repair` rebuilds it)"
+                        }
+                    ),
+                }
                 println!(
                     "  link type    {link} ({}), snaplen {}",
                     i.linktype, i.snaplen

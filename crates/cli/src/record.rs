@@ -13,8 +13,11 @@ use wiretape::{Event, RecordOptions};
 #[derive(clap::Args)]
 #[command(
     after_help = "Stops after COUNT frames, after SECONDS, or on Ctrl-C/SIGTERM; always cleanly: blocks \
-flushed, XDP program detached, summary printed. Files: DIR/<prefix>-<iface>-q<queue>-<UTC start>.pcap, \
-pcap with nanosecond timestamps.\n\nNeeds root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK."
+flushed, XDP program detached, summary printed. Files: DIR/<prefix>-<iface>-q<queue>-<UTC start>.pcap \
+(pcap with nanosecond timestamps; .pcapng with --format pcapng), each with a .idx sidecar. Torn tails \
+left by a crash in DIR are trimmed at start.\n\nExamples:\n  wiretape record -i eth0 -w /data -c 1000000\n  \
+wiretape record -i eth0 -w /data --rotate-size 1G --keep-bytes 500G --on-full rotate\n  \
+wiretape record -i eth0 -w /data --format pcapng --rotate-time 60s --keep-age 7d --cpus 2,3 --writer-cpus 4,5\n\nNeeds root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK."
 )]
 pub struct Args {
     /// Interface to record (e.g. eth0).
@@ -90,6 +93,41 @@ pub struct Args {
     /// T: binary units, e.g. 1G). Files never split a frame and are never empty.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     rotate_size: Option<u64>,
+    /// File format: pcap (nanosecond stamps unless --tsprec us) or pcapng
+    /// (SHB, one IDB with if_name and if_tsresol=9, EPBs).
+    #[arg(long, value_name = "FORMAT", default_value = "pcap", value_parser = ["pcap", "pcapng"])]
+    format: String,
+    /// pcap timestamp precision: ns (default; magic a1b23c4d) or us (classic
+    /// a1b2c3d4, for old readers; stamps are cut to microseconds).
+    #[arg(long, value_name = "PREC", default_value = "ns", value_parser = ["ns", "us"])]
+    tsprec: String,
+    /// Keep at most N of our files in DIR: the oldest go first (needs
+    /// rotation to make more than one file per queue). Only files named like
+    /// ours (<prefix>-<iface>-q<N>-<UTC>.pcap[ng]) are ever deleted.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    keep_files: Option<u64>,
+    /// Keep at most SIZE bytes of our files (e.g. 500G); oldest go first.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    keep_bytes: Option<u64>,
+    /// Delete our files last written more than DURATION ago (e.g. 7d, 12h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    keep_age: Option<Duration>,
+    /// Delete our oldest files while the filesystem has less free space than
+    /// SIZE (e.g. 10G) or PCT of its size (e.g. 5%).
+    #[arg(long, value_name = "SIZE|PCT", value_parser = parse_min_free)]
+    min_free: Option<wiretape::MinFree>,
+    /// When the disk fills up: stop (cleanly; the summary's drops gain
+    /// disk_full) or rotate (delete our oldest files and go on; stop only
+    /// when nothing of ours is left to delete).
+    #[arg(long, value_name = "ACTION", default_value = "stop", value_parser = ["stop", "rotate"])]
+    on_full: String,
+    /// CPUs for the writer threads (one per queue, each with its own
+    /// io_uring), in turn (e.g. 1 or 2-3). Default: not pinned.
+    #[arg(long, value_name = "LIST")]
+    writer_cpus: Option<String>,
+    /// Do not write the .idx sidecar (per block: first/last time, offset, count).
+    #[arg(long)]
+    no_index: bool,
     /// Start a new file every DURATION of packet time (e.g. 60s, 5m, 1h;
     /// a bare number is seconds), at the first frame past it.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -107,8 +145,34 @@ pub struct Args {
     quiet: bool,
 }
 
-/// `123`, `64K`, `512M`, `1G`, `2T` (binary units; `KiB`/`MB` spellings too).
+/// A rotation size: [`parse_bytes`], at least 64K.
 fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let bytes = parse_bytes(s)?;
+    if bytes < 64 << 10 {
+        return Err(format!(
+            "'{s}' is too small: files rotate at 64K at the least"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `10G` or `5%`.
+fn parse_min_free(s: &str) -> std::result::Result<wiretape::MinFree, String> {
+    if let Some(p) = s.trim().strip_suffix('%') {
+        let v: f64 = p
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a percentage: use e.g. 5%"))?;
+        if !(0.0..100.0).contains(&v) {
+            return Err(format!("'{s}': a percentage between 0 and 100"));
+        }
+        return Ok(wiretape::MinFree::Percent(v));
+    }
+    parse_bytes(s).map(wiretape::MinFree::Bytes)
+}
+
+/// `123`, `64K`, `512M`, `1G`, `2T` (binary units; `KiB`/`MB` spellings too).
+fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
     let t = s.trim();
     let split = t
         .find(|c: char| !c.is_ascii_digit() && c != '.')
@@ -130,13 +194,7 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
         "t" => 1 << 40,
         _ => return Err(format!("'{s}': unknown unit '{unit}' (use K, M, G or T)")),
     };
-    let bytes = (v * mul as f64) as u64;
-    if bytes < 64 << 10 {
-        return Err(format!(
-            "'{s}' is too small: files rotate at 64K at the least"
-        ));
-    }
-    Ok(bytes)
+    Ok((v * mul as f64) as u64)
 }
 
 /// `90`, `90s`, `5m`, `1h`, `1d`, `1.5s`.
@@ -250,6 +308,25 @@ pub fn run(a: Args) -> Result<i32> {
     if let Some(m) = a.buffer_mib {
         opts.buffer_bytes = m << 20;
     }
+    opts.format =
+        wiretape::storage::Format::from_flags(&a.format, &a.tsprec).map_err(anyhow::Error::msg)?;
+    opts.index = !a.no_index;
+    opts.retention = wiretape::Policy {
+        keep_files: a.keep_files.map(|n| n as usize),
+        keep_bytes: a.keep_bytes,
+        keep_age: a.keep_age,
+        min_free: a.min_free,
+    };
+    opts.on_full_rotate = a.on_full == "rotate";
+    opts.capture.writer_cpus = match &a.writer_cpus {
+        None => None,
+        Some(s) => Some(
+            parse_list(s, "--writer-cpus")?
+                .into_iter()
+                .map(|c| c as usize)
+                .collect(),
+        ),
+    };
 
     // Cheap checks first, so that bad input fails before anything is attached.
     wiretape::prepare_dir(&a.dir)?;
@@ -268,11 +345,15 @@ pub fn run(a: Args) -> Result<i32> {
     let tty = std::io::stderr().is_terminal();
     let quiet = a.quiet;
     let mut why = String::new();
+    let mut fin = wiretape::StorageProgress::default();
     let rep = wiretape::record(&opts, &stop, |ev| match ev {
         Event::Started(info) => eprintln!("{}", report::start_line(info, &opts)),
-        Event::Progress { elapsed, snapshot } if !quiet => {
-            report::progress(elapsed, &snapshot, tty)
-        }
+        Event::Progress {
+            elapsed,
+            snapshot,
+            storage,
+        } if !quiet => report::progress(elapsed, &snapshot, &storage, tty),
+        Event::Finished(st) => fin = st,
         Event::Progress { .. } => {}
         Event::Notice(n) => eprintln!("wiretape: {n}"),
         Event::Stopping(w) => {
@@ -282,9 +363,9 @@ pub fn run(a: Args) -> Result<i32> {
             why = w.to_string();
         }
     })?;
-    eprint!("{}", report::summary_text(&rep, &why));
+    eprint!("{}", report::summary_text(&rep, &why, &fin));
     if let Some(p) = &a.summary_json {
-        let j = report::summary_json(&rep, &why);
+        let j = report::summary_json(&rep, &why, &opts, &fin);
         std::fs::write(p, serde_json::to_string_pretty(&j)? + "\n")
             .map_err(|e| anyhow::anyhow!("cannot write the summary {}: {e}", p.display()))?;
     }

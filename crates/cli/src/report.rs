@@ -4,7 +4,8 @@
 use serde_json::{json, Value};
 use std::time::Duration;
 use wiretape::capture::{BindMode, Drops, StartInfo};
-use wiretape::{CaptureReport, RecordOptions, Snapshot};
+use wiretape::storage::Format;
+use wiretape::{CaptureReport, RecordOptions, Snapshot, StorageProgress};
 
 /// 1234567 -> "1,234,567"
 pub fn thousands(n: u64) -> String {
@@ -103,24 +104,35 @@ fn stamps_json(s: &wiretape::timestamp::StampStats, hw_stamped: u64) -> Value {
     })
 }
 
-pub fn progress(elapsed: Duration, s: &Snapshot, tty: bool) {
+pub fn progress(elapsed: Duration, s: &Snapshot, st: &StorageProgress, tty: bool) {
     use std::sync::Mutex;
-    static LAST: Mutex<(u64, u64, f64)> = Mutex::new((0, 0, 0.0));
+    static LAST: Mutex<(u64, u64, u64, f64)> = Mutex::new((0, 0, 0, 0.0));
     let mut last = LAST.lock().unwrap();
     let t = elapsed.as_secs_f64();
-    let dt = (t - last.2).max(1e-3);
+    let dt = (t - last.3).max(1e-3);
     let seen = s.seen();
     let sb = s.seen_bytes();
+    let wb = s.bytes();
     let fps = (seen - last.0.min(seen)) as f64 / dt;
     let gbps = (sb - last.1.min(sb)) as f64 * 8.0 / dt / 1e9;
-    *last = (seen, sb, t);
+    let wmbs = (wb - last.2.min(wb)) as f64 / dt / 1e6;
+    *last = (seen, sb, wb, t);
+    let deleted = if st.deleted_files > 0 {
+        format!(" | deleted {} files", st.deleted_files)
+    } else {
+        String::new()
+    };
     let line = format!(
-        "[{t:7.1}s] {:>10} frames/s {gbps:6.2} Gbit/s | seen {} written {} ({}) | drops {}",
+        "[{t:7.1}s] {:>10} frames/s {gbps:6.2} Gbit/s | seen {} written {} ({}) | drops {} | disk {wmbs:.0} MB/s, {} blocks waiting, {} in flight, p50/p99 {:.1}/{:.1} ms{deleted}",
         thousands(fps as u64),
         thousands(seen),
         thousands(s.written()),
         bytes_h(s.bytes()),
-        thousands(s.kernel_drops())
+        thousands(s.kernel_drops()),
+        st.pending_blocks,
+        st.in_flight,
+        st.p50_us as f64 / 1e3,
+        st.p99_us as f64 / 1e3,
     );
     if tty {
         eprint!("\r{line}\x1b[K");
@@ -136,11 +148,17 @@ fn drops_json(d: &Drops) -> Value {
         "other": d.other,
         "after_count": d.after_count,
         "write_error": d.write_error,
+        "disk_full": d.disk_full,
         "total": d.total(),
     })
 }
 
-pub fn summary_json(r: &CaptureReport, why: &str) -> Value {
+pub fn summary_json(
+    r: &CaptureReport,
+    why: &str,
+    opts: &RecordOptions,
+    st: &StorageProgress,
+) -> Value {
     let mut t = wiretape::timestamp::StampStats::default();
     for q in &r.queues {
         t.frames += q.stamps.frames;
@@ -174,7 +192,7 @@ pub fn summary_json(r: &CaptureReport, why: &str) -> Value {
         "bytes_seen": r.queues.iter().map(|q| q.seen_bytes).sum::<u64>(),
         "drops": drops_json(&r.drops()),
         "identity_holds": r.identity_holds(),
-        "per_queue": r.queues.iter().map(|q| json!({
+        "per_queue": r.queues.iter().enumerate().map(|(i, q)| json!({
             "queue": q.queue,
             "packets_seen": q.seen,
             "packets_written": q.written,
@@ -194,6 +212,8 @@ pub fn summary_json(r: &CaptureReport, why: &str) -> Value {
                 "latency_p50_us": q.sink.latency_p50_us,
                 "latency_p99_us": q.sink.latency_p99_us,
                 "peak_buffered_bytes": q.sink.peak_buffered_bytes,
+                "disk_full_retries": q.sink.full_retries,
+                "cpu": r.info.writer_cpus.get(i).copied().flatten(),
             },
             "kernel": {
                 "rx_dropped": q.kernel.rx_dropped,
@@ -203,11 +223,21 @@ pub fn summary_json(r: &CaptureReport, why: &str) -> Value {
             },
         })).collect::<Vec<_>>(),
         "files": files,
+        "format": match opts.format {
+            Format::PcapNs => "pcap-ns",
+            Format::PcapUs => "pcap-us",
+            Format::PcapNg => "pcapng",
+        },
+        "retention": {
+            "deleted_files": st.deleted_files,
+            "deleted_bytes": st.deleted_bytes,
+        },
+        "notes": r.queues.iter().flat_map(|q| q.sink.notes.clone()).collect::<Vec<_>>(),
         "errors": r.errors(),
     })
 }
 
-pub fn summary_text(r: &CaptureReport, why: &str) -> String {
+pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> String {
     let mut s = format!(
         "wiretape: stopped ({why}) after {:.2} s: {} frames seen, {} written ({}), {} dropped\n",
         r.duration.as_secs_f64(),
@@ -216,11 +246,11 @@ pub fn summary_text(r: &CaptureReport, why: &str) -> String {
         bytes_h(r.bytes_written()),
         thousands(r.drops().total())
     );
-    s += "  queue        seen     written  ring_full fill_empty    other after_count write_err  file\n";
+    s += "  queue        seen     written  ring_full fill_empty    other after_count write_err disk_full  file\n";
     for q in &r.queues {
         let d = &q.drops;
         s += &format!(
-            "  {:>5} {:>11} {:>11} {:>10} {:>10} {:>8} {:>11} {:>9}  {}\n",
+            "  {:>5} {:>11} {:>11} {:>10} {:>10} {:>8} {:>11} {:>9} {:>9}  {}\n",
             q.queue,
             q.seen,
             q.written,
@@ -229,6 +259,7 @@ pub fn summary_text(r: &CaptureReport, why: &str) -> String {
             d.other,
             d.after_count,
             d.write_error,
+            d.disk_full,
             q.files
                 .iter()
                 .map(|f| f.display().to_string())
@@ -244,6 +275,13 @@ pub fn summary_text(r: &CaptureReport, why: &str) -> String {
         s += &format!(
             "  queue {} writer: O_DIRECT, {} block writes, latency p50 {:.0} us p99 {:.0} us, peak RAM buffer {}, waited for a free block {} times\n",
             q.queue, q.sink.block_writes, q.sink.latency_p50_us, q.sink.latency_p99_us, bytes_h(q.sink.peak_buffered_bytes), q.sink.block_waits
+        );
+    }
+    if st.deleted_files > 0 {
+        s += &format!(
+            "  retention: deleted {} of our files ({})\n",
+            st.deleted_files,
+            bytes_h(st.deleted_bytes)
         );
     }
     if r.identity_holds() {

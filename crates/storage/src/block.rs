@@ -1,6 +1,6 @@
 //! Building large aligned blocks of pcap records: the one copy of every frame.
 
-use crate::pcap::{record_header, RECORD_HEADER_LEN};
+use crate::pcap::{record_header, Format, RECORD_HEADER_LEN};
 use crate::sink::Block;
 
 /// Default block size: 1 MiB (>= 512 KiB was best in the HPCAP measurements).
@@ -11,7 +11,7 @@ pub const DEFAULT_BLOCK_SIZE: usize = 1 << 20;
 pub struct BlockBuilder {
     block: Block,
     records: u64,
-    nanos: bool,
+    format: Format,
 }
 
 impl BlockBuilder {
@@ -22,11 +22,25 @@ impl BlockBuilder {
 
     /// A builder that appends after the bytes `block` already holds.
     pub fn from_block(block: Block, nanos: bool) -> Self {
+        let format = if nanos {
+            Format::PcapNs
+        } else {
+            Format::PcapUs
+        };
+        Self::with_format(block, format)
+    }
+
+    /// A builder of `format` records over `block`.
+    pub fn with_format(block: Block, format: Format) -> Self {
         BlockBuilder {
             block,
             records: 0,
-            nanos,
+            format,
         }
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
     }
 
     /// Hands the block on (to a sink).
@@ -64,14 +78,19 @@ impl BlockBuilder {
     #[inline(always)]
     pub fn push_record(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> bool {
         let start = self.block.len;
-        let end = start + RECORD_HEADER_LEN + data.len();
+        let end = start + self.format.record_len(data.len());
         if end > self.block.buf.len() {
             return false;
         }
-        let hdr = record_header(ts_ns, self.nanos, data.len() as u32, orig_len);
         let dst = &mut self.block.buf.as_mut_slice()[start..end];
-        dst[..RECORD_HEADER_LEN].copy_from_slice(&hdr);
-        dst[RECORD_HEADER_LEN..].copy_from_slice(data);
+        if self.format == Format::PcapNg {
+            crate::pcapng::write_epb(dst, ts_ns, data, orig_len);
+        } else {
+            let nanos = self.format == Format::PcapNs;
+            let hdr = record_header(ts_ns, nanos, data.len() as u32, orig_len);
+            dst[..RECORD_HEADER_LEN].copy_from_slice(&hdr);
+            dst[RECORD_HEADER_LEN..].copy_from_slice(data);
+        }
         self.block.len = end;
         self.records += 1;
         true

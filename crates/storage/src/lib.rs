@@ -13,7 +13,9 @@
 
 mod aligned;
 pub mod block;
+pub mod index;
 pub mod pcap;
+pub mod pcapng;
 pub mod reader;
 pub mod repair;
 pub mod sink;
@@ -22,9 +24,9 @@ pub mod writer;
 
 pub use aligned::AlignedBuf;
 pub use block::BlockBuilder;
-pub use pcap::{FileHeader, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
+pub use pcap::{FileHeader, Format, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
 pub use reader::{FileInfo, PcapReader, Record};
-pub use sink::{AnySink, Block, BlockSink, FileSink, IoMode, SinkStats};
+pub use sink::{AnySink, Block, BlockSink, FileSink, IoMode, MakeRoom, SinkStats};
 pub use writer::{PcapWriter, WriterStats};
 
 use std::path::PathBuf;
@@ -84,4 +86,18 @@ impl StorageError {
             }
         }
     }
+}
+
+/// (free for unprivileged users, total) bytes of the filesystem holding `dir`.
+pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs only writes into the zeroed struct we pass; the path
+    // is a valid NUL-terminated string that outlives the call.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    let f = s.f_frsize;
+    Some((s.f_bavail * f, s.f_blocks * f))
 }

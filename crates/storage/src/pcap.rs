@@ -11,6 +11,59 @@ pub const LINKTYPE_ETHERNET: u32 = 1;
 /// Largest caplen a reader accepts (what tcpdump/libpcap accept too).
 pub const MAX_SNAPLEN: u32 = 262_144;
 
+/// What a file is written as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// pcap with nanosecond stamps (magic a1b23c4d): the default.
+    PcapNs,
+    /// pcap with microsecond stamps (magic a1b2c3d4), for old readers.
+    PcapUs,
+    /// pcapng: SHB, one IDB (if_name, if_tsresol 9), EPBs.
+    PcapNg,
+}
+
+impl Format {
+    /// Bytes a record of `caplen` captured bytes takes in the file.
+    #[inline(always)]
+    pub fn record_len(self, caplen: usize) -> usize {
+        match self {
+            Format::PcapNs | Format::PcapUs => RECORD_HEADER_LEN + caplen,
+            Format::PcapNg => crate::pcapng::EPB_OVERHEAD + crate::pcapng::pad4(caplen),
+        }
+    }
+
+    /// The file's header bytes.
+    pub fn file_header(self, snaplen: u32, ifname: &str) -> Vec<u8> {
+        match self {
+            Format::PcapNs => FileHeader::new(snaplen, true).encode().to_vec(),
+            Format::PcapUs => FileHeader::new(snaplen, false).encode().to_vec(),
+            Format::PcapNg => crate::pcapng::file_header(snaplen, ifname),
+        }
+    }
+
+    /// File name extension (without the dot).
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::PcapNs | Format::PcapUs => "pcap",
+            Format::PcapNg => "pcapng",
+        }
+    }
+
+    pub fn from_flags(format: &str, tsprec: &str) -> Result<Self, String> {
+        match (format, tsprec) {
+            ("pcap", "ns") => Ok(Format::PcapNs),
+            ("pcap", "us") => Ok(Format::PcapUs),
+            ("pcapng", "ns") => Ok(Format::PcapNg),
+            ("pcapng", "us") => Err(
+                "--tsprec us is for pcap; pcapng files always carry ns stamps (if_tsresol 9)"
+                    .into(),
+            ),
+            ("pcap" | "pcapng", t) => Err(format!("unknown --tsprec '{t}': use ns or us")),
+            (f, _) => Err(format!("unknown --format '{f}': use pcap or pcapng")),
+        }
+    }
+}
+
 /// The 24-byte pcap file header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileHeader {

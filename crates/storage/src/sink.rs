@@ -70,7 +70,15 @@ pub struct SinkStats {
     pub peak_buffered_bytes: u64,
     /// RAM taken from the shared budget beyond the registered blocks.
     pub extra_buffer_bytes: u64,
+    /// Filled blocks waiting in RAM for a write slot now.
+    pub pending: u32,
+    /// Writes issued again after room was made on a full disk.
+    pub full_retries: u64,
 }
+
+/// Frees disk space when a write hits ENOSPC (`--on-full rotate`): given the
+/// file being written (never to be deleted), returns whether it freed any.
+pub type MakeRoom = std::sync::Arc<dyn Fn(&Path) -> bool + Send + Sync>;
 
 /// A file written with plain `write(2)` (buffered by the page cache).
 pub struct FileSink {
@@ -79,6 +87,8 @@ pub struct FileSink {
     bytes: u64,
     block_size: usize,
     spare: Option<Block>,
+    make_room: Option<MakeRoom>,
+    retries: u64,
 }
 
 impl FileSink {
@@ -106,7 +116,14 @@ impl FileSink {
             bytes: 0,
             block_size,
             spare: None,
+            make_room: None,
+            retries: 0,
         })
+    }
+
+    /// On ENOSPC, call `f` to free space and write again.
+    pub fn set_make_room(&mut self, f: Option<MakeRoom>) {
+        self.make_room = f;
     }
 
     fn write_all(&mut self, data: &[u8]) -> Result<(), StorageError> {
@@ -114,16 +131,25 @@ impl FileSink {
             path: self.path.clone(),
             source: std::io::Error::other("file already closed"),
         })?;
-        match f.write_all(data) {
-            Ok(()) => {
-                self.bytes += data.len() as u64;
-                Ok(())
-            }
-            Err(e) => {
-                // A short write leaves part of the block in the file: cut the
-                // file back to the last whole block so it stays valid.
-                let _ = f.set_len(self.bytes);
-                Err(StorageError::from_write(&self.path, e))
+        loop {
+            match f.write_all(data) {
+                Ok(()) => {
+                    self.bytes += data.len() as u64;
+                    return Ok(());
+                }
+                Err(e) => {
+                    // A short write leaves part of the block in the file: cut
+                    // the file back to the last whole block so it stays valid.
+                    let _ = f.set_len(self.bytes);
+                    use std::io::Seek;
+                    let _ = f.seek(std::io::SeekFrom::Start(self.bytes));
+                    let full = matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+                    if full && self.make_room.as_ref().is_some_and(|m| m(&self.path)) {
+                        self.retries += 1;
+                        continue;
+                    }
+                    return Err(StorageError::from_write(&self.path, e));
+                }
             }
         }
     }
@@ -165,6 +191,13 @@ impl BlockSink for FileSink {
         self.spare
             .take()
             .unwrap_or_else(|| Block::new(self.block_size))
+    }
+
+    fn stats(&self) -> SinkStats {
+        SinkStats {
+            full_retries: self.retries,
+            ..SinkStats::default()
+        }
     }
 }
 
@@ -233,6 +266,22 @@ impl AnySink {
 
     pub fn is_direct(&self) -> bool {
         matches!(self, AnySink::Direct(_))
+    }
+
+    /// Stats for a live display: latency over the last ~1000 writes.
+    pub fn live_stats(&self) -> SinkStats {
+        match self {
+            AnySink::Direct(s) => s.stats_over(1024),
+            AnySink::Buffered(s) => s.stats(),
+        }
+    }
+
+    /// See [`MakeRoom`].
+    pub fn set_make_room(&mut self, f: Option<MakeRoom>) {
+        match self {
+            AnySink::Direct(s) => s.set_make_room(f),
+            AnySink::Buffered(s) => s.set_make_room(f),
+        }
     }
 }
 

@@ -29,6 +29,8 @@ use std::time::Instant;
 
 /// How much to allocate ahead of the write position.
 const FALLOC_STEP: u64 = 64 << 20;
+/// Write latencies kept for the percentiles (the latest ones).
+const LAT_KEEP: usize = 1 << 16;
 /// user_data of fallocate entries (write entries carry their buffer index).
 const FALLOC_TAG: u64 = u64::MAX;
 
@@ -85,6 +87,12 @@ pub struct UringSink {
     writes: u64,
     waits: u64,
     lat_us: Vec<f32>,
+    /// The file is registered with the ring (IORING_REGISTER_FILES, slot 0).
+    fixed_file: bool,
+    /// Called on ENOSPC to free space (`--on-full rotate`); the failed write
+    /// is then issued again.
+    make_room: Option<crate::sink::MakeRoom>,
+    retries: u64,
 }
 
 /// Does the filesystem under `dir` take O_DIRECT? (tmpfs may not.)
@@ -164,6 +172,8 @@ impl UringSink {
         // never freed while a write from it is in flight.
         let registered = unsafe { ring.submitter().register_buffers(&iov) }.is_ok();
         let n_registered = if registered { nbufs } else { 0 };
+        // A registered file saves the kernel an fd lookup per write.
+        let fixed_file = ring.submitter().register_files(&[file.as_raw_fd()]).is_ok();
         Ok(UringSink {
             ring,
             file: Some(file),
@@ -186,7 +196,21 @@ impl UringSink {
             writes: 0,
             waits: 0,
             lat_us: Vec::with_capacity(4096),
+            fixed_file,
+            make_room: None,
+            retries: 0,
         })
+    }
+
+    /// On ENOSPC, call `f` to free space and write again (until it says it
+    /// freed nothing).
+    pub fn set_make_room(&mut self, f: Option<crate::sink::MakeRoom>) {
+        self.make_room = f;
+    }
+
+    /// Whether the file is registered with the ring (fixed file).
+    pub fn fixed_file(&self) -> bool {
+        self.fixed_file
     }
 
     fn fd(&self) -> i32 {
@@ -230,11 +254,18 @@ impl UringSink {
                 Growth::KeepSize => {
                     // Asynchronously: on ext4 fallocate waits for all direct
                     // I/O in flight, which must never stall the writer thread.
-                    let e = opcode::Fallocate::new(types::Fd(fd), FALLOC_STEP)
-                        .offset(from)
-                        .mode(libc::FALLOC_FL_KEEP_SIZE)
-                        .build()
-                        .user_data(FALLOC_TAG);
+                    let e = if self.fixed_file {
+                        opcode::Fallocate::new(types::Fixed(0), FALLOC_STEP)
+                            .offset(from)
+                            .mode(libc::FALLOC_FL_KEEP_SIZE)
+                            .build()
+                    } else {
+                        opcode::Fallocate::new(types::Fd(fd), FALLOC_STEP)
+                            .offset(from)
+                            .mode(libc::FALLOC_FL_KEEP_SIZE)
+                            .build()
+                    }
+                    .user_data(FALLOC_TAG);
                     // SAFETY: the entry references no memory, only our fd.
                     if unsafe { self.ring.submission().push(&e) }.is_ok() {
                         self.fallocs += 1;
@@ -254,12 +285,17 @@ impl UringSink {
         let idx = block.idx;
         let ptr = block.buf.as_slice().as_ptr();
         let fd = types::Fd(self.fd());
-        let entry = if (idx as usize) < self.n_registered {
-            opcode::WriteFixed::new(fd, ptr, len, idx)
+        let entry = match ((idx as usize) < self.n_registered, self.fixed_file) {
+            (true, true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, idx)
                 .offset(off)
-                .build()
-        } else {
-            opcode::Write::new(fd, ptr, len).offset(off).build()
+                .build(),
+            (true, false) => opcode::WriteFixed::new(fd, ptr, len, idx)
+                .offset(off)
+                .build(),
+            (false, true) => opcode::Write::new(types::Fixed(0), ptr, len)
+                .offset(off)
+                .build(),
+            (false, false) => opcode::Write::new(fd, ptr, len).offset(off).build(),
         }
         .user_data(idx as u64);
         self.in_flight[idx as usize] = Some(InFlight {
@@ -316,11 +352,29 @@ impl UringSink {
                     // A short write on O_DIRECT: the device ran out of room.
                     std::io::Error::from_raw_os_error(libc::ENOSPC)
                 };
+                let full = matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+                if full && self.failed.is_none() {
+                    if let Some(f) = &self.make_room {
+                        if f(&self.path) {
+                            // Room was made: the same bytes, at the same
+                            // offset, once more (a write is idempotent).
+                            self.retries += 1;
+                            self.pending.push_front((w.block, w.len, w.off));
+                            continue;
+                        }
+                    }
+                }
                 if self.failed.as_ref().is_none_or(|(o, _)| w.off < *o) {
                     self.failed = Some((w.off, err));
                 }
-            } else if self.lat_us.len() < 1 << 16 {
-                self.lat_us.push(w.at.elapsed().as_secs_f32() * 1e6);
+            } else {
+                // The latest LAT_KEEP latencies, in a ring.
+                let l = w.at.elapsed().as_secs_f32() * 1e6;
+                if self.lat_us.len() < LAT_KEEP {
+                    self.lat_us.push(l);
+                } else {
+                    self.lat_us[(self.writes as usize) % LAT_KEEP] = l;
+                }
             }
             let mut b = w.block;
             b.len = 0;
@@ -486,7 +540,21 @@ impl BlockSink for UringSink {
     }
 
     fn stats(&self) -> SinkStats {
-        let mut l = self.lat_us.clone();
+        self.stats_over(LAT_KEEP)
+    }
+}
+
+impl UringSink {
+    /// Stats with latency percentiles over (about) the last `n` writes.
+    pub fn stats_over(&self, n: usize) -> SinkStats {
+        let mut l: Vec<f32> = if self.lat_us.len() <= n {
+            self.lat_us.clone()
+        } else {
+            let end = (self.writes as usize) % self.lat_us.len().max(1);
+            (0..n)
+                .map(|k| self.lat_us[(end + self.lat_us.len() - 1 - k) % self.lat_us.len()])
+                .collect()
+        };
         l.sort_by(|a, b| a.partial_cmp(b).unwrap());
         let q = |p: f64| {
             l.get(((l.len() as f64 - 1.0) * p) as usize)
@@ -501,6 +569,8 @@ impl BlockSink for UringSink {
             latency_p99_us: q(0.99),
             peak_buffered_bytes: (self.peak_pending * self.block_size) as u64,
             extra_buffer_bytes: (self.extra * self.block_size) as u64,
+            pending: self.pending.len() as u32,
+            full_retries: self.retries,
         }
     }
 }

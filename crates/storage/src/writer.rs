@@ -5,7 +5,8 @@
 //! holds: everything accepted after that is counted as lost.
 
 use crate::block::BlockBuilder;
-use crate::pcap::{FileHeader, FILE_HEADER_LEN};
+use crate::index::IndexWriter;
+use crate::pcap::Format;
 use crate::sink::BlockSink;
 use crate::StorageError;
 use std::collections::VecDeque;
@@ -41,6 +42,11 @@ pub struct PcapWriter<S: BlockSink> {
     /// Full blocks handed to the sink, and frames at the last flush.
     blocks: u64,
     frames_at_flush: u64,
+    header_len: u64,
+    index: Option<IndexWriter>,
+    index_error: Option<String>,
+    /// The failure was a full disk.
+    failed_full: bool,
 }
 
 impl<S: BlockSink> PcapWriter<S> {
@@ -49,20 +55,58 @@ impl<S: BlockSink> PcapWriter<S> {
         Self::with_options(sink, snaplen, true)
     }
 
-    pub fn with_options(mut sink: S, snaplen: u32, nanos: bool) -> Self {
-        let mut block = BlockBuilder::from_block(sink.first_block(), nanos);
-        block.push_raw(&FileHeader::new(snaplen, nanos).encode());
+    pub fn with_options(sink: S, snaplen: u32, nanos: bool) -> Self {
+        let f = if nanos {
+            Format::PcapNs
+        } else {
+            Format::PcapUs
+        };
+        Self::with_format(sink, snaplen, f, "")
+    }
+
+    /// A writer of `format`; `ifname` names the interface in pcapng's IDB.
+    pub fn with_format(mut sink: S, snaplen: u32, format: Format, ifname: &str) -> Self {
+        let mut block = BlockBuilder::with_format(sink.first_block(), format);
+        let header = format.file_header(snaplen, ifname);
+        assert!(block.push_raw(&header), "the file header fits a block");
+        let header_len = header.len() as u64;
         PcapWriter {
             block,
             sink,
             snaplen: snaplen as usize,
             stats: WriterStats::default(),
             failed: None,
-            stream_len: FILE_HEADER_LEN as u64,
-            history: VecDeque::from([(FILE_HEADER_LEN as u64, 0, 0)]),
+            stream_len: header_len,
+            history: VecDeque::from([(header_len, 0, 0)]),
             blocks: 0,
             frames_at_flush: 0,
+            header_len,
+            index: None,
+            index_error: None,
+            failed_full: false,
         }
+    }
+
+    /// Also writes the sidecar index `<path>.idx` (see [`crate::index`]).
+    /// If it cannot be created the capture goes on without it
+    /// ([`PcapWriter::index_error`] says why).
+    pub fn with_index(mut self, capture_path: &Path) -> Self {
+        match IndexWriter::create(capture_path) {
+            Ok(i) => self.index = Some(i),
+            Err(e) => self.index_error = Some(e.to_string()),
+        }
+        self
+    }
+
+    /// Why the index is missing or incomplete, if it is.
+    pub fn index_error(&self) -> Option<&str> {
+        self.index_error
+            .as_deref()
+            .or(self.index.as_ref().and_then(|i| i.error.as_deref()))
+    }
+
+    pub fn format(&self) -> Format {
+        self.block.format()
     }
 
     /// Appends one frame stamped `ts_ns` (UTC ns); cut to the snap length.
@@ -89,9 +133,18 @@ impl<S: BlockSink> PcapWriter<S> {
                 });
             }
         }
+        if let Some(i) = &mut self.index {
+            // The stamp as the file holds it.
+            let t = if self.block.format() == Format::PcapUs {
+                ts_ns / 1000 * 1000
+            } else {
+                ts_ns
+            };
+            i.record(self.stream_len, t);
+        }
         self.stats.frames += 1;
         self.stats.bytes += cap as u64;
-        self.stream_len += (crate::RECORD_HEADER_LEN + cap) as u64;
+        self.stream_len += self.block.format().record_len(cap) as u64;
         self.stats.truncated += u64::from(cap < frame.len());
         Ok(())
     }
@@ -112,6 +165,9 @@ impl<S: BlockSink> PcapWriter<S> {
                 self.block.set_block(next);
                 self.note_boundary();
                 self.blocks += 1;
+                if let Some(i) = &mut self.index {
+                    i.block_done();
+                }
                 Ok(())
             }
             Err(e) => Err(self.fail(e)),
@@ -139,6 +195,9 @@ impl<S: BlockSink> PcapWriter<S> {
             Ok(next) => {
                 self.block.set_block(next);
                 self.note_boundary();
+                if let Some(i) = &mut self.index {
+                    i.block_done();
+                }
                 Ok(())
             }
             Err(e) => Err(self.fail(e)),
@@ -147,10 +206,16 @@ impl<S: BlockSink> PcapWriter<S> {
 
     fn fail(&mut self, e: StorageError) -> StorageError {
         self.failed = Some(e.to_string());
+        self.failed_full = matches!(e, StorageError::DiskFull { .. });
         e
     }
 
     fn failure(&self) -> StorageError {
+        if self.failed_full {
+            return StorageError::DiskFull {
+                path: self.sink.path().to_owned(),
+            };
+        }
         StorageError::Write {
             path: self.sink.path().to_owned(),
             source: std::io::Error::other(self.failed.clone().unwrap_or_default()),
@@ -163,11 +228,21 @@ impl<S: BlockSink> PcapWriter<S> {
     pub fn close(mut self) -> Result<WriterStats, (WriterStats, StorageError)> {
         // finish() also after a failure: it waits for every write in flight.
         let b = self.block.take();
+        let block_size = self.sink.block_size() as u64;
         match self.sink.finish(b) {
-            Ok(()) if self.failed.is_none() => return Ok(self.stats),
+            Ok(()) if self.failed.is_none() => {
+                if let Some(i) = self.index.take() {
+                    if let Err(e) = i.finish() {
+                        self.index_error = Some(e.to_string());
+                    }
+                }
+                return Ok(self.stats);
+            }
             Ok(()) => {}
             Err(e) => {
-                self.failed.get_or_insert(e.to_string());
+                if self.failed.is_none() {
+                    self.fail(e);
+                }
             }
         }
         let err = self.failure();
@@ -177,6 +252,12 @@ impl<S: BlockSink> PcapWriter<S> {
                 self.stats.frames = frames;
                 self.stats.bytes = bytes;
                 self.stats.lost = accepted - frames;
+                // The index described blocks that may not have landed.
+                if self.index.take().is_some() {
+                    if let Err(e) = crate::index::rebuild(self.sink.path(), block_size) {
+                        self.index_error = Some(e.to_string());
+                    }
+                }
             }
             Err(_) => {
                 // Could not even read the file back: claim nothing.
@@ -204,8 +285,8 @@ impl<S: BlockSink> PcapWriter<S> {
             .rev()
             .find(|(off, _, _)| *off <= len)
             .copied()
-            .unwrap_or((FILE_HEADER_LEN as u64, 0, 0));
-        if len < FILE_HEADER_LEN as u64 {
+            .unwrap_or((self.header_len, 0, 0));
+        if len < self.header_len {
             crate::repair::truncate(&path, 0)?;
             return Ok((0, 0));
         }
@@ -292,14 +373,20 @@ mod tests {
         let d = std::env::temp_dir().join(format!("wt-writer-fail-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        for (fail_at, flush_every) in [(3u32, 0u64), (5, 97), (2, 13)] {
-            let p = d.join(format!("f{fail_at}-{flush_every}.pcap"));
+        for (fail_at, flush_every, fmt) in [
+            (3u32, 0u64, Format::PcapNs),
+            (5, 97, Format::PcapNs),
+            (2, 13, Format::PcapUs),
+            (3, 0, Format::PcapNg),
+            (4, 31, Format::PcapNg),
+        ] {
+            let p = d.join(format!("f{fail_at}-{flush_every}.{}", fmt.extension()));
             let sink = Failing {
                 inner: FileSink::with_block_size(&p, 8192).unwrap(),
                 blocks: 0,
                 fail_at,
             };
-            let mut w = PcapWriter::new(sink, 65535);
+            let mut w = PcapWriter::with_format(sink, 65535, fmt, "x").with_index(&p);
             let n = 1000u64;
             for i in 0..n {
                 let _ = w.write(i, &[i as u8 | 1; 300]);
@@ -317,6 +404,12 @@ mod tests {
                 st.frames + st.lost,
                 n,
                 "every frame offered is written or lost ({fail_at}, {flush_every})"
+            );
+            let idx = crate::index::read(&crate::index::path_for(&p)).unwrap();
+            assert_eq!(
+                idx.iter().map(|e| e.count).sum::<u64>(),
+                st.frames,
+                "the index was rebuilt to what the file holds"
             );
         }
         std::fs::remove_dir_all(d).unwrap();

@@ -1,0 +1,319 @@
+//! Retention: keeping a bounded ring of capture files, the way recorders run
+//! for months. Only wiretape's own files are ever deleted: names of the exact
+//! form `<prefix>-<iface>-q<N>-<YYYYMMDDTHHMMSS.nnnnnnnnnZ>.pcap[ng]` (what
+//! [`crate::capture_file_name`] makes) in the output directory, with their
+//! `.idx` sidecars; any other file is left alone, whatever its name or age.
+//! Files being written are never deleted. Oldest first, by the UTC start
+//! time in the name (files of earlier runs with the same prefix included:
+//! they are part of the ring).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+/// Free space to keep on the output filesystem.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MinFree {
+    Bytes(u64),
+    Percent(f64),
+}
+
+/// What to keep (all limits together; unset ones do not apply).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Policy {
+    /// At most this many of our files.
+    pub keep_files: Option<usize>,
+    /// At most this many bytes in our files (sidecars included).
+    pub keep_bytes: Option<u64>,
+    /// Files whose last write is older than this go.
+    pub keep_age: Option<Duration>,
+    /// Delete our oldest files while the filesystem has less free space.
+    pub min_free: Option<MinFree>,
+}
+
+impl Policy {
+    pub fn is_empty(&self) -> bool {
+        *self == Policy::default()
+    }
+}
+
+/// One of our files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OurFile {
+    pub path: PathBuf,
+    /// The UTC start in the name (`YYYYMMDDTHHMMSS.nnnnnnnnnZ`): sorts by time.
+    pub start: String,
+    /// Bytes of the file and its sidecar.
+    pub bytes: u64,
+    pub modified: SystemTime,
+}
+
+/// Is `name` one of ours for `prefix`? Returns the start-time part.
+pub fn parse_name<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
+    let rest = name.strip_prefix(prefix)?.strip_prefix('-')?;
+    let rest = rest
+        .strip_suffix(".pcap")
+        .or_else(|| rest.strip_suffix(".pcapng"))?;
+    let (head, ts) = rest.rsplit_once('-')?;
+    let (iface, q) = head.rsplit_once('-')?;
+    let q = q.strip_prefix('q')?;
+    if iface.is_empty() || q.is_empty() || !q.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // YYYYMMDDTHHMMSS.nnnnnnnnnZ
+    let b = ts.as_bytes();
+    let ok = b.len() == 26
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b'T'
+        && b[9..15].iter().all(u8::is_ascii_digit)
+        && b[15] == b'.'
+        && b[16..25].iter().all(u8::is_ascii_digit)
+        && b[25] == b'Z';
+    ok.then_some(ts)
+}
+
+/// Our files in `dir`, oldest first.
+pub fn our_files(dir: &Path, prefix: &str) -> Vec<OurFile> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<OurFile> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let start = parse_name(&name, prefix)?.to_string();
+            let md = e.metadata().ok()?;
+            if !md.is_file() {
+                return None;
+            }
+            let path = e.path();
+            let side = std::fs::metadata(wiretape_storage::index::path_for(&path))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            Some(OurFile {
+                path,
+                start,
+                bytes: md.len() + side,
+                modified: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            })
+        })
+        .collect();
+    v.sort_by(|a, b| a.start.cmp(&b.start).then(a.path.cmp(&b.path)));
+    v
+}
+
+pub use wiretape_storage::fs_space;
+
+/// The retention of one recording: shared by its writer threads (which
+/// register the files they write and ask for room on a full disk) and its
+/// control loop (which applies the policy about once a second).
+#[derive(Debug)]
+pub struct Retention {
+    pub dir: PathBuf,
+    pub prefix: String,
+    pub policy: Policy,
+    open: Mutex<HashSet<PathBuf>>,
+    deleted_files: AtomicU64,
+    deleted_bytes: AtomicU64,
+    /// Serialises deleting (the writer threads and the control loop).
+    lock: Mutex<()>,
+    log: Mutex<Vec<String>>,
+}
+
+impl Retention {
+    pub fn new(dir: &Path, prefix: &str, policy: Policy) -> Self {
+        Retention {
+            dir: dir.to_owned(),
+            prefix: prefix.to_owned(),
+            policy,
+            open: Mutex::new(HashSet::new()),
+            deleted_files: AtomicU64::new(0),
+            deleted_bytes: AtomicU64::new(0),
+            lock: Mutex::new(()),
+            log: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A file is being written (never deleted until [`Retention::closed`]).
+    pub fn opened(&self, p: &Path) {
+        self.open.lock().unwrap().insert(p.to_owned());
+    }
+
+    pub fn closed(&self, p: &Path) {
+        self.open.lock().unwrap().remove(p);
+    }
+
+    /// (files, bytes) deleted so far.
+    pub fn deleted(&self) -> (u64, u64) {
+        (
+            self.deleted_files.load(Ordering::Relaxed),
+            self.deleted_bytes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Lines about what was deleted since the last call.
+    pub fn take_log(&self) -> Vec<String> {
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+
+    fn delete(&self, f: &OurFile, why: &str) -> bool {
+        if std::fs::remove_file(&f.path).is_err() {
+            return false;
+        }
+        let _ = std::fs::remove_file(wiretape_storage::index::path_for(&f.path));
+        self.deleted_files.fetch_add(1, Ordering::Relaxed);
+        self.deleted_bytes.fetch_add(f.bytes, Ordering::Relaxed);
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("deleted {} ({why})", f.path.display()));
+        true
+    }
+
+    fn low_on_space(&self) -> bool {
+        let Some(m) = self.policy.min_free else {
+            return false;
+        };
+        let Some((free, total)) = fs_space(&self.dir) else {
+            return false;
+        };
+        match m {
+            MinFree::Bytes(b) => free < b,
+            MinFree::Percent(p) => (free as f64) < total as f64 * p / 100.0,
+        }
+    }
+
+    /// Applies the policy: deletes our oldest closed files until every
+    /// limit holds (or only open files are left). Returns files deleted.
+    pub fn enforce(&self) -> u64 {
+        if self.policy.is_empty() {
+            return 0;
+        }
+        let _g = self.lock.lock().unwrap();
+        let files = our_files(&self.dir, &self.prefix);
+        let open = self.open.lock().unwrap().clone();
+        let mut count = files.len();
+        let mut bytes: u64 = files.iter().map(|f| f.bytes).sum();
+        let now = SystemTime::now();
+        let mut n = 0;
+        for f in files.iter().filter(|f| !open.contains(&f.path)) {
+            let why = if self.policy.keep_files.is_some_and(|k| count > k) {
+                "--keep-files"
+            } else if self.policy.keep_bytes.is_some_and(|k| bytes > k) {
+                "--keep-bytes"
+            } else if self
+                .policy
+                .keep_age
+                .is_some_and(|a| now.duration_since(f.modified).unwrap_or_default() > a)
+            {
+                "--keep-age"
+            } else if self.low_on_space() {
+                "--min-free"
+            } else {
+                // Oldest first: the age test may still hold for a later
+                // file only if clocks jumped; stop at the first one kept.
+                break;
+            };
+            if self.delete(f, why) {
+                count -= 1;
+                bytes -= f.bytes;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// The disk is full while writing `writing`: deletes our oldest closed
+    /// file. False when there is none (the recording then stops).
+    pub fn make_room(&self, writing: &Path) -> bool {
+        let _g = self.lock.lock().unwrap();
+        let open = self.open.lock().unwrap().clone();
+        our_files(&self.dir, &self.prefix)
+            .iter()
+            .filter(|f| f.path != writing && !open.contains(&f.path))
+            .any(|f| self.delete(f, "disk full, --on-full rotate"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        let ts = "20261122T101010.123456789Z";
+        assert_eq!(parse_name(&format!("wt-eth0-q0-{ts}.pcap"), "wt"), Some(ts));
+        assert_eq!(
+            parse_name(&format!("wt-my-if-q12-{ts}.pcapng"), "wt"),
+            Some(ts)
+        );
+        for bad in [
+            format!("wt-eth0-q0-{ts}.pcap.idx"),
+            format!("other-eth0-q0-{ts}.pcap"),
+            format!("wt-eth0-qx-{ts}.pcap"),
+            format!("wt-eth0-q0-{ts}.txt"),
+            "wt-eth0-q0-20261122T101010Z.pcap".into(),
+            format!("wt--q0-{ts}.pcap"),
+            format!("wtx-eth0-q0-{ts}.pcap"),
+        ] {
+            assert_eq!(parse_name(&bad, "wt"), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn keeps_newest_and_never_touches_foreign_or_open_files() {
+        let d = std::env::temp_dir().join(format!("wt-ret-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let name = |i: u32| d.join(format!("wt-eth0-q0-20261122T1010{i:02}.000000000Z.pcap"));
+        for i in 0..6 {
+            std::fs::write(name(i), vec![0u8; 1000]).unwrap();
+        }
+        std::fs::write(wiretape_storage::index::path_for(&name(0)), b"x").unwrap();
+        let foreign = [
+            d.join("notes.txt"),
+            d.join("other-eth0-q0-20261122T101000.000000000Z.pcap"),
+            d.join("wt-eth0-q0-old.pcap"),
+        ];
+        for f in &foreign {
+            std::fs::write(f, b"keep me").unwrap();
+        }
+        let r = Retention::new(
+            &d,
+            "wt",
+            Policy {
+                keep_files: Some(3),
+                ..Default::default()
+            },
+        );
+        r.opened(&name(0)); // being written: never deleted
+        assert_eq!(r.enforce(), 3);
+        for i in [0, 4, 5] {
+            assert!(name(i).exists(), "{i} kept");
+        }
+        for i in [1, 2, 3] {
+            assert!(!name(i).exists(), "{i} deleted");
+        }
+        assert!(wiretape_storage::index::path_for(&name(0)).exists());
+        r.closed(&name(0));
+        let r2 = Retention::new(
+            &d,
+            "wt",
+            Policy {
+                keep_bytes: Some(2000),
+                ..Default::default()
+            },
+        );
+        assert_eq!(r2.enforce(), 1); // 0 (with its sidecar) goes
+        assert!(!name(0).exists() && !wiretape_storage::index::path_for(&name(0)).exists());
+        assert!(r2.make_room(&name(5)));
+        assert!(!name(4).exists() && name(5).exists());
+        assert!(!r2.make_room(&name(5)), "nothing else of ours to delete");
+        for f in &foreign {
+            assert!(f.exists(), "{} untouched", f.display());
+        }
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
