@@ -17,7 +17,9 @@ pub use wiretape_capture as capture;
 pub use wiretape_storage as storage;
 pub use wiretape_timestamp as timestamp;
 
+pub mod replay;
 pub mod retention;
+pub use replay::ReplaySource;
 pub use retention::{MinFree, Policy, Retention};
 
 pub use capture::{

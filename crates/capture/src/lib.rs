@@ -11,6 +11,7 @@
 //! the kernel counts the drops, which [`Capture::stop`] reports exactly.
 //!
 //! Module map: `xsk` (all ring/UMEM unsafe), `bpf` (program, attach FFI),
+//! `tx` (the safe transmit loop of `replay` and `gen`: pacing, sources),
 //! `sys` (namespaces, affinity, ethtool, AF_PACKET), `engine` (safe threads),
 //! `testbed` (veth pairs in private namespaces and a frame generator, for the
 //! demo, tests and benches).
@@ -19,6 +20,7 @@ pub mod bpf;
 mod engine;
 pub mod sys;
 pub mod testbed;
+pub mod tx;
 pub mod xsk;
 
 pub use bpf::{QueueCounters, XdpMode};

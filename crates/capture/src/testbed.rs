@@ -313,6 +313,54 @@ pub mod frames {
         ))
     }
 
+    /// Makes a copy of a frame built by [`build_into`] (any seq, flow 0)
+    /// into frame `seq` of `flow` without rebuilding its payload: sequence
+    /// number, flow, IP id and checksum, UDP source port, and the send time
+    /// in payload bytes 16..24 (frames of 66 bytes or more), or its low 48
+    /// bits in bytes 16..22 (64 and 65 bytes; 60..63-byte frames carry none).
+    /// (`wiretape gen`: the payload pattern after that is seq 0's.)
+    pub fn patch(f: &mut [u8], seq: u64, flow: u16, send_ns: u64) {
+        f[18..20].copy_from_slice(&(seq as u16).to_be_bytes());
+        f[24..26].copy_from_slice(&[0, 0]);
+        let c = csum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f[34..36].copy_from_slice(&(10_000 + flow).to_be_bytes());
+        f[HDR + 4..HDR + 12].copy_from_slice(&seq.to_le_bytes());
+        f[HDR + 14..HDR + 16].copy_from_slice(&flow.to_le_bytes());
+        if f.len() >= HDR + 24 {
+            f[HDR + 16..HDR + 24].copy_from_slice(&send_ns.to_le_bytes());
+        } else if f.len() >= HDR + 22 {
+            f[HDR + 16..HDR + 22].copy_from_slice(&send_ns.to_le_bytes()[..6]);
+        }
+    }
+
+    /// The send time `wiretape gen` put in a frame; `near_ns` (e.g. the
+    /// capture time, within days of the send) completes a 48-bit one.
+    pub fn gen_send_time(frame: &[u8], near_ns: u64) -> Option<u64> {
+        parse(frame)?;
+        if frame.len() >= HDR + 24 {
+            return Some(u64::from_le_bytes(
+                frame.get(HDR + 16..HDR + 24)?.try_into().ok()?,
+            ));
+        }
+        let b = frame.get(HDR + 16..HDR + 22)?;
+        let mut v = [0u8; 8];
+        v[..6].copy_from_slice(b);
+        let low = u64::from_le_bytes(v);
+        const M: u64 = 1 << 48;
+        // The value with these low bits nearest to near_ns.
+        let base = near_ns & !(M - 1);
+        [base.wrapping_sub(M), base, base.wrapping_add(M)]
+            .into_iter()
+            .map(|b| b | low)
+            .min_by_key(|t| t.abs_diff(near_ns))
+    }
+
+    /// Whether the IPv4 header checksum verifies.
+    pub fn ip_checksum_ok(frame: &[u8]) -> bool {
+        frame.len() >= 34 && csum(&frame[14..34]) == 0
+    }
+
     pub fn build(seq: u64, len: usize, flow: u16) -> Vec<u8> {
         let mut v = Vec::with_capacity(len);
         build_into(&mut v, seq, len, flow);

@@ -7,6 +7,7 @@ mod info;
 mod record;
 mod repair;
 mod report;
+mod send;
 mod tsbench;
 
 use clap::{Parser, Subcommand};
@@ -20,7 +21,9 @@ use clap::{Parser, Subcommand};
 Examples:\n  wiretape demo                                  # try it: private veth pair, known traffic, verified\n  \
 wiretape record -i eth0 -w /data               # record until Ctrl-C\n  \
 wiretape record -i eth0 -w /data -c 1000000 --summary-json sum.json\n  \
-wiretape info /data/*.pcap                     # what a file holds; exits 1 if it is corrupt"
+wiretape info /data/*.pcap                     # what a file holds; exits 1 if it is corrupt\n  \
+wiretape replay /data/x.pcap -i eth1 --speed max  # send it again\n  \
+wiretape gen -i eth1 --size 64 --count 1000000   # numbered, timed test frames"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -40,6 +43,12 @@ enum Cmd {
     Demo(demo::Args),
     /// Trim torn tails (after a crash or a full disk) off capture files.
     Repair(repair::Args),
+    /// Send a capture file (pcap or pcapng) on an interface: at its own pace,
+    /// as fast as possible, or at a frame or bit rate (AF_XDP transmit).
+    Replay(send::ReplayArgs),
+    /// Send synthetic UDP frames carrying a sequence number and their send
+    /// time: for loss and timestamp-accuracy tests (AF_XDP transmit).
+    Gen(send::GenArgs),
     /// Accuracy of each timestamp mode against ground truth (simulated 10 Gbit/s
     /// link and poller running the real stamping code): a table and a chart.
     Tsbench(tsbench::Args),
@@ -53,6 +62,8 @@ fn main() {
         Cmd::Demo(a) => demo::run(a),
         Cmd::Tsbench(a) => tsbench::run(a),
         Cmd::Repair(a) => repair::run(a),
+        Cmd::Replay(a) => send::replay(a),
+        Cmd::Gen(a) => send::gen(a),
     };
     match r {
         Ok(code) => std::process::exit(code),
