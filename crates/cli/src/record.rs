@@ -134,7 +134,8 @@ pub struct Args {
     rotate_time: Option<Duration>,
     /// RAM in MiB for blocks waiting for the disk, all queues together: a
     /// burst faster than the disk queues here instead of being dropped
-    /// (allocated only under pressure). Default: a quarter of RAM, at most 4096.
+    /// (allocated only under pressure). Default: a quarter of RAM, or of the
+    /// memory cgroup's limit when running in one, at most 4096.
     #[arg(long, value_name = "MIB")]
     buffer_mib: Option<u64>,
     /// Blocks per file (one being filled, the others being written).

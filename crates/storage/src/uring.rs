@@ -595,7 +595,41 @@ pub fn default_buffer_budget() -> u64 {
         )
     };
     let ram = (pages.max(0) as u64).saturating_mul(size.max(0) as u64);
-    (ram / 4).min(4 << 30)
+    // Inside a memory cgroup (a container, a systemd unit with MemoryMax),
+    // a quarter of its limit: the RAM buffer must never get us OOM-killed.
+    let limit = cgroup_memory_limit().unwrap_or(u64::MAX);
+    (ram / 4).min(limit / 4).min(4 << 30)
+}
+
+/// The tightest memory limit of this process's cgroup and its ancestors
+/// (cgroup v2 `memory.max`, or v1 `memory.limit_in_bytes`).
+pub fn cgroup_memory_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mut best: Option<u64> = None;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, ctrl, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let (root, file) = if ctrl.is_empty() {
+            ("/sys/fs/cgroup", "memory.max")
+        } else if ctrl.split(',').any(|c| c == "memory") {
+            ("/sys/fs/cgroup/memory", "memory.limit_in_bytes")
+        } else {
+            continue;
+        };
+        let mut p = std::path::PathBuf::from(root);
+        p.push(path.trim_start_matches('/'));
+        loop {
+            if let Ok(v) = std::fs::read_to_string(p.join(file)) {
+                if let Ok(n) = v.trim().parse::<u64>() {
+                    best = Some(best.map_or(n, |b| b.min(n)));
+                }
+            }
+            if p.as_os_str() == root || !p.pop() {
+                break;
+            }
+        }
+    }
+    best
 }
 
 #[cfg(test)]

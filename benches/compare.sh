@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# benches/compare.sh: wiretape beside tcpdump, netsniff-ng, dumpcap and
+# stenotype on the shared rig (../shared/rig), as a table anyone can regenerate.
+#
+#   benches/compare.sh [-r RUNS] [-n N64] [-N N1514] [-s SIZES] [-m MEM] [-o DIR] [TOOL...]
+#
+# Each trial is one rig trial (rig/peers.sh: trafgen sends a fixed count from
+# netns pbgen on CPU 0, the tool records pb-cap in netns pbcap on CPU 1, same
+# disk for every tool), run inside a memory cgroup of MEM (default 2G) so the
+# page cache cannot hide a slow writer. Trials are interleaved (run 1 of every
+# tool and size, then run 2, ...). Frames written are counted with capinfos
+# (Wireshark), not with wiretape's reader (stenotype's own block format: the
+# rig's pcapcount). Output: DIR/compare.md (median [min..max] per size and
+# tool, and wiretape's ratios to each peer), DIR/compare.png, DIR/trials.csv.
+# Defaults: 3 runs, 10M x 64 B and 2M x 1514 B, tools none (generator alone)
+# wiretape tcpdump netsniff-ng dumpcap stenotype. Takes ~5 min per run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+RUNS=3; N64=10000000; N1514=2000000; SIZES=64,1514; MEM=2G; OUT=$ROOT/target/compare
+while getopts "r:n:N:s:m:o:h" o; do
+  case $o in
+    r) RUNS=$OPTARG ;; n) N64=$OPTARG ;; N) N1514=$OPTARG ;; s) SIZES=$OPTARG ;;
+    m) MEM=$OPTARG ;; o) OUT=$OPTARG ;; *) sed -n '2,18p' "$0"; exit 2 ;;
+  esac
+done
+shift $((OPTIND-1))
+TOOLS=("$@"); [ ${#TOOLS[@]} -gt 0 ] || TOOLS=(none wiretape tcpdump netsniff-ng dumpcap stenotype)
+RIG=$(cd "$ROOT/../shared/rig" 2>/dev/null && pwd) || { echo "compare.sh: the rig ../shared/rig is missing" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "compare.sh: run as root (namespaces, XDP, cgroups)" >&2; exit 1; }
+
+# What it needs, installed if missing.
+command -v trafgen >/dev/null && command -v tcpdump >/dev/null && command -v dumpcap >/dev/null || "$RIG/install.sh"
+command -v capinfos >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib >/dev/null
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+cargo build --release -q -p wiretape-cli
+W=$ROOT/target/release/wiretape
+
+# The memory cgroup (v2 or v1), removed at the end.
+bytes=$(/usr/bin/python3 -c "import sys;s='$MEM'.upper().rstrip('B');m={'K':1<<10,'M':1<<20,'G':1<<30}.get(s[-1:],1);print(int(float(s.rstrip('KMG'))*m))")
+CG=wtcmp$$
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+  CGDIR=/sys/fs/cgroup/$CG; mkdir "$CGDIR"; echo "$bytes" > "$CGDIR/memory.max"
+else
+  CGDIR=/sys/fs/cgroup/memory/$CG; mkdir "$CGDIR"; echo "$bytes" > "$CGDIR/memory.limit_in_bytes"
+fi
+cleanup() { for p in $(cat "$CGDIR/cgroup.procs" 2>/dev/null); do kill "$p" 2>/dev/null || true; done; sleep 0.2; rmdir "$CGDIR" 2>/dev/null || true; }
+trap cleanup EXIT
+
+mkdir -p "$OUT"
+CSV=$OUT/trials.csv; COUNTS=$OUT/counts.csv
+rm -f "$CSV"; echo "size,tool,run,written_capinfos,counter" > "$COUNTS"
+spec() { # the rig's tool argument
+  case $1 in
+    wiretape) echo "cmd:wiretape=$W record -i {IF} -w {DIR} -q" ;;
+    *) echo "$1" ;;
+  esac
+}
+count() { # dir tool -> frames written, by capinfos
+  local d=$1 n=0 c f
+  if [ "$2" = stenotype ]; then
+    find "$d/PKT0" -type f -print0 2>/dev/null | PCAPCOUNT_MODE=steno xargs -0 -r "$RIG/tmp/pcapcount" | awk '{print $1}'
+    return
+  fi
+  while IFS= read -r -d '' f; do
+    c=$(capinfos -c -M "$f" 2>/dev/null | awk -F': *' '/Number of packets/{print $2}')
+    n=$((n + ${c:-0}))
+  done < <(find "$d" -type f \( -name '*.pcap' -o -name '*.pcapng' \) -print0)
+  echo "$n"
+}
+echo "compare.sh: runs=$RUNS sizes=$SIZES n64=$N64 n1514=$N1514 memory.max=$MEM tools=${TOOLS[*]}"
+IFS=, read -r -a SZ <<<"$SIZES"
+for run in $(seq 1 "$RUNS"); do
+  for size in "${SZ[@]}"; do
+    for tool in "${TOOLS[@]}"; do
+      rm -rf "$RIG/tmp/cap-$tool-$size-1"
+      "$ROOT/benches/incgroup.sh" "$CG" env CMD_READY=sleep CMD_WARM=3 \
+        "$RIG/peers.sh" -r 1 -s "$size" -n "$N64" -N "$N1514" -k -o "$CSV" "$(spec "$tool")" \
+        | grep -E "^  $tool " | sed "s/run1 /run$run /" || true
+      if [ "$tool" != none ]; then
+        k="$RIG/tmp/cap-$tool-$size-1"
+        echo "$size,$tool,$run,$(count "$k" "$tool"),$([ "$tool" = stenotype ] && echo pcapcount || echo capinfos)" >> "$COUNTS"
+        rm -rf "$k"
+      fi
+    done
+  done
+done
+/usr/bin/python3 "$ROOT/benches/compare_report.py" "$CSV" "$COUNTS" "$OUT" "$MEM"
