@@ -250,9 +250,9 @@ impl PcapFileSink {
         close_into(old, &mut self.done, self.opts.retention.as_deref());
         self.last_blocks = 0;
         self.last_flush_ns = monotonic_ns();
-        if let Some(r) = &self.opts.retention {
-            r.enforce();
-        }
+        // Retention is applied by record()'s control loop (4 times a
+        // second), never here: deleting a large file can take tens of ms,
+        // which the writer thread must not spend while frames wait.
         Ok(())
     }
 }

@@ -512,6 +512,15 @@ impl BlockSink for UringSink {
         // Whatever happened, nothing may be in flight when we return.
         let w = self.wait_all();
         if let Some(e) = self.error() {
+            // Writes after the failed one may have landed (they run in
+            // parallel), leaving a hole at the failed offset: cut the file
+            // there, so that it ends in complete data and the writer's
+            // recovery finds its last complete record before the hole.
+            if let (Some((off, _)), Some(f)) = (&self.failed, &self.file) {
+                if f.metadata().is_ok_and(|m| m.len() > *off) {
+                    let _ = f.set_len(*off);
+                }
+            }
             return Err(e);
         }
         r?;
