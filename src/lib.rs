@@ -129,17 +129,34 @@ pub struct PcapFileSink {
     last_blocks: u64,
     next_gauge_ns: u64,
     error: Option<String>,
+    /// Earlier files being finished on helper threads.
+    closing: Vec<std::thread::JoinHandle<SinkReport>>,
+    /// The next file's engine, being prepared on a helper thread.
+    next: Option<std::thread::JoinHandle<std::io::Result<storage::PreparedSink>>>,
 }
 
 fn open_writer(path: &Path, o: &SinkOptions) -> Result<PcapWriter<AnySink>, StorageError> {
-    let mut sink = AnySink::create(
-        path,
-        o.io,
-        o.direct_ok,
-        o.block_size,
-        o.buffers,
-        o.budget.clone(),
-    )?;
+    open_writer_with(path, o, None)
+}
+
+/// Opens a writer, on a prepared engine when there is one (fast: only the
+/// file is created).
+fn open_writer_with(
+    path: &Path,
+    o: &SinkOptions,
+    prepared: Option<storage::PreparedSink>,
+) -> Result<PcapWriter<AnySink>, StorageError> {
+    let mut sink = match prepared {
+        Some(p) => p.open(path)?,
+        None => AnySink::create(
+            path,
+            o.io,
+            o.direct_ok,
+            o.block_size,
+            o.buffers,
+            o.budget.clone(),
+        )?,
+    };
     if let Some(r) = &o.retention {
         r.opened(path);
         if o.on_full_rotate {
@@ -151,14 +168,15 @@ fn open_writer(path: &Path, o: &SinkOptions) -> Result<PcapWriter<AnySink>, Stor
     Ok(if o.index { w.with_index(path) } else { w })
 }
 
-/// Closes a writer and adds its counts to `into`.
-fn close_into(w: PcapWriter<AnySink>, into: &mut SinkReport, retention: Option<&Retention>) {
+/// Closes a writer (flush, wait, exact length, fsync, index): its report.
+fn close_writer(w: PcapWriter<AnySink>, retention: Option<&Retention>) -> SinkReport {
+    let mut r = SinkReport::default();
     let path = w.path().to_owned();
     if let Some(e) = w.index_error() {
-        into.notes.push(format!("index not complete: {e}"));
+        r.notes.push(format!("index not complete: {e}"));
     }
-    let file_bytes = w.file_bytes();
-    let engine = if w.sink().is_direct() {
+    r.file_bytes = w.file_bytes();
+    r.engine = if w.sink().is_direct() {
         "direct"
     } else {
         "buffered"
@@ -168,30 +186,55 @@ fn close_into(w: PcapWriter<AnySink>, into: &mut SinkReport, retention: Option<&
         Ok(st) => (st, None),
         Err((st, e)) => (st, Some(e)),
     };
-    if let Some(r) = retention {
-        r.closed(&path);
+    if let Some(ret) = retention {
+        ret.closed(&path);
     }
-    into.frames += st.frames;
-    into.bytes += st.bytes;
+    r.frames = st.frames;
+    r.bytes = st.bytes;
     if matches!(err, Some(StorageError::DiskFull { .. })) {
-        into.disk_full += st.lost;
+        r.disk_full = st.lost;
     } else {
-        into.lost += st.lost;
+        r.lost = st.lost;
     }
-    let err = err.map(|e| e.to_string());
-    into.truncated += st.truncated;
-    into.files.push(path);
-    into.file_bytes += file_bytes;
+    r.error = err.map(|e| e.to_string());
+    r.truncated = st.truncated;
+    r.files.push(path);
+    r.block_writes = ws.writes;
+    r.block_waits = ws.waits;
+    r.latency_p50_us = ws.latency_p50_us;
+    r.latency_p99_us = ws.latency_p99_us;
+    r.peak_buffered_bytes = ws.peak_buffered_bytes;
+    r.full_retries = ws.full_retries;
+    r
+}
+
+fn join_close(h: std::thread::JoinHandle<SinkReport>) -> SinkReport {
+    h.join().unwrap_or_else(|_| SinkReport {
+        error: Some("internal error: the thread closing a file panicked".into()),
+        ..Default::default()
+    })
+}
+
+/// Adds one file's report to `into`.
+fn merge(into: &mut SinkReport, r: SinkReport) {
+    into.frames += r.frames;
+    into.bytes += r.bytes;
+    into.lost += r.lost;
+    into.disk_full += r.disk_full;
+    into.truncated += r.truncated;
+    into.files.extend(r.files);
+    into.file_bytes += r.file_bytes;
     if into.error.is_none() {
-        into.error = err;
+        into.error = r.error;
     }
-    into.engine = engine;
-    into.block_writes += ws.writes;
-    into.block_waits += ws.waits;
-    into.latency_p50_us = into.latency_p50_us.max(ws.latency_p50_us);
-    into.latency_p99_us = into.latency_p99_us.max(ws.latency_p99_us);
-    into.peak_buffered_bytes = into.peak_buffered_bytes.max(ws.peak_buffered_bytes);
-    into.full_retries += ws.full_retries;
+    into.engine = r.engine;
+    into.block_writes += r.block_writes;
+    into.block_waits += r.block_waits;
+    into.latency_p50_us = into.latency_p50_us.max(r.latency_p50_us);
+    into.latency_p99_us = into.latency_p99_us.max(r.latency_p99_us);
+    into.peak_buffered_bytes = into.peak_buffered_bytes.max(r.peak_buffered_bytes);
+    into.full_retries += r.full_retries;
+    into.notes.extend(r.notes);
 }
 
 impl PcapFileSink {
@@ -216,7 +259,32 @@ impl PcapFileSink {
             last_blocks: 0,
             next_gauge_ns: 0,
             error: None,
-        })
+            closing: Vec::new(),
+            next: None,
+        }
+        .with_next())
+    }
+
+    fn with_next(mut self) -> Self {
+        self.prepare_next();
+        self
+    }
+
+    /// With rotation, the next file's engine is made ahead on a helper
+    /// thread: allocating and registering its blocks took 10-60 ms on the
+    /// writer thread (measured at 5 Gbit/s with --rotate-size 64M), long
+    /// enough for frames to pile up in the UMEM and be dropped.
+    fn prepare_next(&mut self) {
+        if self.rotation.is_none() || self.next.is_some() {
+            return;
+        }
+        let o = &self.opts;
+        let (io, ok, bs, nb, budget) =
+            (o.io, o.direct_ok, o.block_size, o.buffers, o.budget.clone());
+        self.next = std::thread::Builder::new()
+            .name("wt-prepare".into())
+            .spawn(move || AnySink::prepare(io, ok, bs, nb, budget))
+            .ok();
     }
 
     fn needs_rotation(&self, ts_ns: u64, len: usize) -> bool {
@@ -245,9 +313,29 @@ impl PcapFileSink {
             start,
             self.opts.format,
         ));
-        let new = open_writer(&path, &self.opts)?;
+        let prepared = match self.next.take() {
+            Some(h) if h.is_finished() => h.join().ok().and_then(Result::ok),
+            other => {
+                self.next = other; // not ready yet: keep it for next time
+                None
+            }
+        };
+        let new = open_writer_with(&path, &self.opts, prepared)?;
         let old = std::mem::replace(&mut self.writer, new);
-        close_into(old, &mut self.done, self.opts.retention.as_deref());
+        self.prepare_next();
+        // The old file is finished (last block, wait, exact length, fsync)
+        // on a helper thread: that takes tens of ms, during which frames
+        // would otherwise pile up in the UMEM (measured: --rotate-size 64M
+        // at 5 Gbit/s lost 37 % of the frames when closing inline, 0 % now).
+        let ret = self.opts.retention.clone();
+        let h = std::thread::Builder::new()
+            .name("wt-close".into())
+            .spawn(move || close_writer(old, ret.as_deref()))
+            .map_err(|e| StorageError::Write {
+                path: path.clone(),
+                source: e,
+            })?;
+        self.closing.push(h);
         self.last_blocks = 0;
         self.last_flush_ns = monotonic_ns();
         // Retention is applied by record()'s control loop (4 times a
@@ -285,6 +373,16 @@ impl FrameSink for PcapFileSink {
 
     fn idle(&mut self) {
         let now = monotonic_ns();
+        // Collect files finished in the background.
+        let mut i = 0;
+        while i < self.closing.len() {
+            if self.closing[i].is_finished() {
+                let h = self.closing.swap_remove(i);
+                merge(&mut self.done, join_close(h));
+            } else {
+                i += 1;
+            }
+        }
         if let Some(g) = &self.opts.gauge {
             if now >= self.next_gauge_ns {
                 self.next_gauge_ns = now + 1_000_000_000;
@@ -315,8 +413,19 @@ impl FrameSink for PcapFileSink {
     }
 
     fn close(self) -> SinkReport {
+        if let Some(h) = self.next {
+            let _ = h.join(); // an engine made for a file that never came
+        }
         let mut r = self.done;
-        close_into(self.writer, &mut r, self.opts.retention.as_deref());
+        for h in self.closing {
+            merge(&mut r, join_close(h));
+        }
+        merge(
+            &mut r,
+            close_writer(self.writer, self.opts.retention.as_deref()),
+        );
+        // Background closes finish in any order: list files by name (time).
+        r.files.sort();
         if let Some(e) = self.error {
             r.error = Some(e);
         }

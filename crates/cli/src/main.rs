@@ -56,6 +56,11 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
+    if matches!(cli.cmd, Cmd::Info(_)) {
+        // `info | head` ends quietly. Not for record: a closed log pipe
+        // must never kill a recording (its files would not be finished).
+        wiretape::capture::sys::default_sigpipe();
+    }
     let r = match cli.cmd {
         Cmd::Record(a) => record::run(a),
         Cmd::Info(a) => info::run(a),

@@ -26,7 +26,7 @@ pub use aligned::AlignedBuf;
 pub use block::BlockBuilder;
 pub use pcap::{FileHeader, Format, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
 pub use reader::{FileInfo, PcapReader, Record};
-pub use sink::{AnySink, Block, BlockSink, FileSink, IoMode, MakeRoom, SinkStats};
+pub use sink::{AnySink, Block, BlockSink, FileSink, IoMode, MakeRoom, PreparedSink, SinkStats};
 pub use writer::{PcapWriter, WriterStats};
 
 use std::path::PathBuf;

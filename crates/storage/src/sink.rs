@@ -226,6 +226,22 @@ impl std::str::FromStr for IoMode {
     }
 }
 
+/// An engine made ahead of its file ([`AnySink::prepare`]).
+pub enum PreparedSink {
+    Direct(Box<crate::uring::UringEngine>),
+    Buffered(usize),
+}
+
+impl PreparedSink {
+    /// Creates `path` (never overwrites) and returns its sink.
+    pub fn open(self, path: impl Into<PathBuf>) -> Result<AnySink, StorageError> {
+        Ok(match self {
+            PreparedSink::Direct(e) => AnySink::Direct(Box::new(e.open(path)?)),
+            PreparedSink::Buffered(bs) => AnySink::Buffered(FileSink::with_block_size(path, bs)?),
+        })
+    }
+}
+
 /// Either engine, chosen at run time, with static dispatch.
 pub enum AnySink {
     Direct(Box<crate::uring::UringSink>),
@@ -266,6 +282,30 @@ impl AnySink {
 
     pub fn is_direct(&self) -> bool {
         matches!(self, AnySink::Direct(_))
+    }
+
+    /// The slow part of [`AnySink::create`] (the io_uring engine and its
+    /// blocks), done ahead, e.g. on a helper thread; [`PreparedSink::open`]
+    /// then only creates the file.
+    pub fn prepare(
+        mode: IoMode,
+        direct_ok: bool,
+        block_size: usize,
+        nbufs: usize,
+        budget: Option<std::sync::Arc<std::sync::atomic::AtomicI64>>,
+    ) -> std::io::Result<PreparedSink> {
+        Ok(match mode {
+            IoMode::Buffered => PreparedSink::Buffered(block_size),
+            IoMode::Auto if !direct_ok => PreparedSink::Buffered(block_size),
+            IoMode::Auto | IoMode::Direct => {
+                PreparedSink::Direct(Box::new(crate::uring::UringSink::prepare(
+                    block_size,
+                    nbufs,
+                    crate::uring::Growth::KeepSize,
+                    budget,
+                )?))
+            }
+        })
     }
 
     /// Stats for a live display: latency over the last ~1000 writes.

@@ -95,6 +95,65 @@ pub struct UringSink {
     retries: u64,
 }
 
+/// A prepared engine: ring and registered blocks, no file yet
+/// ([`UringSink::prepare`]). Its blocks are registered with its ring, so
+/// the two never part; [`UringEngine::open`] makes the sink.
+pub struct UringEngine {
+    ring: IoUring,
+    free: Vec<Block>,
+    n_registered: usize,
+    block_size: usize,
+    nbufs: usize,
+    growth: Growth,
+    budget: Option<Arc<AtomicI64>>,
+}
+
+impl UringEngine {
+    /// Creates `path` (never overwrites) and returns the sink writing it.
+    pub fn open(self, path: impl Into<PathBuf>) -> Result<UringSink, StorageError> {
+        let path = path.into();
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|source| StorageError::Create {
+                path: path.clone(),
+                source,
+            })?;
+        let ring = self.ring;
+        // A registered file saves the kernel an fd lookup per write.
+        let fixed_file = ring.submitter().register_files(&[file.as_raw_fd()]).is_ok();
+        let nbufs = self.nbufs;
+        Ok(UringSink {
+            ring,
+            file: Some(file),
+            path,
+            block_size: self.block_size,
+            free: self.free,
+            in_flight: (0..nbufs).map(|_| None).collect(),
+            n_in_flight: 0,
+            n_registered: self.n_registered,
+            pending: VecDeque::new(),
+            qd: nbufs as u32,
+            budget: self.budget,
+            extra: 0,
+            peak_pending: 0,
+            fallocs: 0,
+            off: 0,
+            allocated: 0,
+            growth: self.growth,
+            failed: None,
+            writes: 0,
+            waits: 0,
+            lat_us: Vec::with_capacity(4096),
+            fixed_file,
+            make_room: None,
+            retries: 0,
+        })
+    }
+}
+
 /// Does the filesystem under `dir` take O_DIRECT? (tmpfs may not.)
 pub fn direct_supported(dir: &Path) -> bool {
     let probe = dir.join(format!(".wiretape-odirect-{}", std::process::id()));
@@ -139,21 +198,28 @@ impl UringSink {
         budget: Option<Arc<AtomicI64>>,
     ) -> Result<Self, StorageError> {
         let path = path.into();
-        let block_size = block_size.max(ALIGN).div_ceil(ALIGN) * ALIGN;
-        let nbufs = nbufs.clamp(2, 64);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|source| StorageError::Create {
+        let engine = Self::prepare(block_size, nbufs, growth, budget).map_err(|source| {
+            StorageError::Create {
                 path: path.clone(),
                 source,
-            })?;
-        let ring = IoUring::new(nbufs as u32 * 2).map_err(|source| StorageError::Create {
-            path: path.clone(),
-            source,
+            }
         })?;
+        engine.open(path)
+    }
+
+    /// Everything but the file: the ring, the blocks (allocated, registered).
+    /// This is the slow part of opening (10-60 ms measured under load,
+    /// mostly allocating the blocks), so a rotating writer prepares the next
+    /// engine on a helper thread and only creates the file on the spot.
+    pub fn prepare(
+        block_size: usize,
+        nbufs: usize,
+        growth: Growth,
+        budget: Option<Arc<AtomicI64>>,
+    ) -> std::io::Result<UringEngine> {
+        let block_size = block_size.max(ALIGN).div_ceil(ALIGN) * ALIGN;
+        let nbufs = nbufs.clamp(2, 64);
+        let ring = IoUring::new(nbufs as u32 * 2)?;
         let free: Vec<Block> = (0..nbufs)
             .map(|i| Block {
                 idx: i as u16,
@@ -167,38 +233,18 @@ impl UringSink {
                 iov_len: b.buf.len(),
             })
             .collect();
-        // SAFETY: every iovec points to a live buffer owned by this sink; the
-        // buffers are only freed after the ring (see Drop), and a buffer is
-        // never freed while a write from it is in flight.
+        // SAFETY: every iovec points to a live buffer owned by this engine
+        // (then by the sink made from it); the buffers are only freed after
+        // the ring (see Drop), and never while a write from one is in flight.
         let registered = unsafe { ring.submitter().register_buffers(&iov) }.is_ok();
-        let n_registered = if registered { nbufs } else { 0 };
-        // A registered file saves the kernel an fd lookup per write.
-        let fixed_file = ring.submitter().register_files(&[file.as_raw_fd()]).is_ok();
-        Ok(UringSink {
+        Ok(UringEngine {
             ring,
-            file: Some(file),
-            path,
-            block_size,
             free,
-            in_flight: (0..nbufs).map(|_| None).collect(),
-            n_in_flight: 0,
-            n_registered,
-            pending: VecDeque::new(),
-            qd: nbufs as u32,
-            budget,
-            extra: 0,
-            peak_pending: 0,
-            fallocs: 0,
-            off: 0,
-            allocated: 0,
+            n_registered: if registered { nbufs } else { 0 },
+            block_size,
+            nbufs,
             growth,
-            failed: None,
-            writes: 0,
-            waits: 0,
-            lat_us: Vec::with_capacity(4096),
-            fixed_file,
-            make_room: None,
-            retries: 0,
+            budget,
         })
     }
 
