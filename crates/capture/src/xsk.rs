@@ -402,19 +402,7 @@ impl XskFd {
     }
 
     pub fn stats(&self) -> io::Result<XskStats> {
-        // SAFETY: xdp_statistics is plain data (all-zero is valid).
-        let mut s: libc::xdp_statistics = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into `s`.
-        cvt(unsafe {
-            libc::getsockopt(
-                self.raw(),
-                libc::SOL_XDP,
-                libc::XDP_STATISTICS,
-                (&mut s as *mut libc::xdp_statistics).cast(),
-                &mut len,
-            )
-        })?;
+        let s = sock::statistics(self.raw())?;
         Ok(XskStats {
             rx_dropped: s.rx_dropped,
             rx_invalid_descs: s.rx_invalid_descs,
@@ -476,6 +464,97 @@ pub fn open(ifindex: u32, queue: u32, cfg: &XskConfig) -> io::Result<(Xsk, Optio
     }
 }
 
+/// Steps every AF_XDP socket takes, RX or TX.
+mod sock {
+    use super::*;
+
+    /// A fresh AF_XDP socket with a UMEM of `frames` x `frame_size` registered.
+    pub(super) fn with_umem(frames: u32, frame_size: u32) -> io::Result<(OwnedFd, Mmap)> {
+        assert!(
+            frames.is_power_of_two(),
+            "frame count must be a power of two"
+        );
+        // SAFETY: plain socket(2); the returned fd is owned right away.
+        let raw =
+            cvt(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
+        // SAFETY: raw is a fresh fd nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let len = frames as usize * frame_size as usize;
+        let umem = Mmap::anon(len)?;
+        let reg = libc::xdp_umem_reg {
+            addr: umem.ptr.as_ptr() as u64,
+            len: len as u64,
+            chunk_size: frame_size,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        setopt(raw, libc::XDP_UMEM_REG, &reg)?;
+        Ok((fd, umem))
+    }
+
+    /// Where the kernel put each ring in the socket's mmap space.
+    pub(super) fn offsets(raw: RawFd) -> io::Result<libc::xdp_mmap_offsets> {
+        // SAFETY: plain data, zero is valid.
+        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+        let mut olen = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most olen bytes into off.
+        cvt(unsafe {
+            libc::getsockopt(
+                raw,
+                libc::SOL_XDP,
+                libc::XDP_MMAP_OFFSETS,
+                (&mut off as *mut libc::xdp_mmap_offsets).cast(),
+                &mut olen,
+            )
+        })?;
+        Ok(off)
+    }
+
+    /// Binds to `ifindex`/`queue` in `mode`, with need_wakeup.
+    pub(super) fn bind(raw: RawFd, ifindex: u32, queue: u32, mode: BindMode) -> io::Result<()> {
+        let flags = libc::XDP_USE_NEED_WAKEUP
+            | match mode {
+                BindMode::ZeroCopy => libc::XDP_ZEROCOPY,
+                BindMode::Copy => libc::XDP_COPY,
+            };
+        let sa = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: flags,
+            sxdp_ifindex: ifindex,
+            sxdp_queue_id: queue,
+            sxdp_shared_umem_fd: 0,
+        };
+        // SAFETY: bind with a valid sockaddr_xdp and its size.
+        cvt(unsafe {
+            libc::bind(
+                raw,
+                (&sa as *const libc::sockaddr_xdp).cast(),
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        })
+        .map(|_| ())
+    }
+
+    /// The socket's XDP_STATISTICS.
+    pub(super) fn statistics(raw: RawFd) -> io::Result<libc::xdp_statistics> {
+        // SAFETY: xdp_statistics is plain data (all-zero is valid).
+        let mut s: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `s`.
+        cvt(unsafe {
+            libc::getsockopt(
+                raw,
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut s as *mut libc::xdp_statistics).cast(),
+                &mut len,
+            )
+        })?;
+        Ok(s)
+    }
+}
+
 fn setopt<T>(fd: RawFd, opt: libc::c_int, v: &T) -> io::Result<()> {
     // SAFETY: passes a pointer to a live T and its exact size.
     cvt(unsafe {
@@ -491,25 +570,8 @@ fn setopt<T>(fd: RawFd, opt: libc::c_int, v: &T) -> io::Result<()> {
 }
 
 fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::Result<Xsk> {
-    assert!(
-        cfg.frames.is_power_of_two(),
-        "frame count must be a power of two"
-    );
-    // SAFETY: plain socket(2); the returned fd is owned right away.
-    let raw = cvt(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: raw is a fresh fd nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let umem_len = cfg.frames as usize * cfg.frame_size as usize;
-    let umem_map = Mmap::anon(umem_len)?;
-    let reg = libc::xdp_umem_reg {
-        addr: umem_map.ptr.as_ptr() as u64,
-        len: umem_len as u64,
-        chunk_size: cfg.frame_size,
-        headroom: 0,
-        flags: 0,
-        tx_metadata_len: 0,
-    };
-    setopt(raw, libc::XDP_UMEM_REG, &reg)?;
+    let (fd, umem_map) = sock::with_umem(cfg.frames, cfg.frame_size)?;
+    let raw = fd.as_raw_fd();
     let n = cfg.frames;
     // Twice the frames: see FillRing's docs.
     let fill_size = n * 2;
@@ -518,19 +580,7 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
     let one: u32 = 64;
     setopt(raw, libc::XDP_UMEM_COMPLETION_RING, &one)?;
     setopt(raw, libc::XDP_RX_RING, &n)?;
-    // SAFETY: plain data, zero is valid.
-    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-    let mut olen = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most olen bytes into off.
-    cvt(unsafe {
-        libc::getsockopt(
-            raw,
-            libc::SOL_XDP,
-            libc::XDP_MMAP_OFFSETS,
-            (&mut off as *mut libc::xdp_mmap_offsets).cast(),
-            &mut olen,
-        )
-    })?;
+    let off = sock::offsets(raw)?;
     let rx_map = Arc::new(Mmap::ring(
         raw,
         off.rx.desc as usize + n as usize * std::mem::size_of::<libc::xdp_desc>(),
@@ -561,26 +611,7 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
     // Every frame starts out with the kernel.
     fill.give_addrs((0..n as usize).map(|i| i as u64 * cfg.frame_size as u64));
 
-    let flags = libc::XDP_USE_NEED_WAKEUP
-        | match mode {
-            BindMode::ZeroCopy => libc::XDP_ZEROCOPY,
-            BindMode::Copy => libc::XDP_COPY,
-        };
-    let sa = libc::sockaddr_xdp {
-        sxdp_family: libc::AF_XDP as u16,
-        sxdp_flags: flags,
-        sxdp_ifindex: ifindex,
-        sxdp_queue_id: queue,
-        sxdp_shared_umem_fd: 0,
-    };
-    // SAFETY: bind with a valid sockaddr_xdp and its size.
-    cvt(unsafe {
-        libc::bind(
-            raw,
-            (&sa as *const libc::sockaddr_xdp).cast(),
-            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-        )
-    })?;
+    sock::bind(raw, ifindex, queue, mode)?;
     Ok(Xsk {
         fd: Arc::new(XskFd { fd }),
         umem,
@@ -633,44 +664,14 @@ impl Tx {
         frame_size: u32,
         zero_copy: bool,
     ) -> io::Result<Tx> {
-        assert!(
-            frames.is_power_of_two(),
-            "frame count must be a power of two"
-        );
-        // SAFETY: plain socket(2); the fd is owned right away.
-        let raw =
-            cvt(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
-        // SAFETY: raw is a fresh fd nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let len = frames as usize * frame_size as usize;
-        let umem = Mmap::anon(len)?;
-        let reg = libc::xdp_umem_reg {
-            addr: umem.ptr.as_ptr() as u64,
-            len: len as u64,
-            chunk_size: frame_size,
-            headroom: 0,
-            flags: 0,
-            tx_metadata_len: 0,
-        };
-        setopt(raw, libc::XDP_UMEM_REG, &reg)?;
+        let (fd, umem) = sock::with_umem(frames, frame_size)?;
+        let raw = fd.as_raw_fd();
         // A UMEM owner must have both rings; the fill ring stays empty.
         let small: u32 = 64;
         setopt(raw, libc::XDP_UMEM_FILL_RING, &small)?;
         setopt(raw, libc::XDP_UMEM_COMPLETION_RING, &frames)?;
         setopt(raw, libc::XDP_TX_RING, &frames)?;
-        // SAFETY: plain data, zero is valid.
-        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-        let mut olen = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most olen bytes into off.
-        cvt(unsafe {
-            libc::getsockopt(
-                raw,
-                libc::SOL_XDP,
-                libc::XDP_MMAP_OFFSETS,
-                (&mut off as *mut libc::xdp_mmap_offsets).cast(),
-                &mut olen,
-            )
-        })?;
+        let off = sock::offsets(raw)?;
         let tx_map = Arc::new(Mmap::ring(
             raw,
             off.tx.desc as usize + frames as usize * std::mem::size_of::<libc::xdp_desc>(),
@@ -686,26 +687,7 @@ impl Tx {
         } else {
             BindMode::Copy
         };
-        let flags = libc::XDP_USE_NEED_WAKEUP
-            | match mode {
-                BindMode::ZeroCopy => libc::XDP_ZEROCOPY,
-                BindMode::Copy => libc::XDP_COPY,
-            };
-        let sa = libc::sockaddr_xdp {
-            sxdp_family: libc::AF_XDP as u16,
-            sxdp_flags: flags,
-            sxdp_ifindex: ifindex,
-            sxdp_queue_id: queue,
-            sxdp_shared_umem_fd: 0,
-        };
-        // SAFETY: bind with a valid sockaddr_xdp and its size.
-        cvt(unsafe {
-            libc::bind(
-                raw,
-                (&sa as *const libc::sockaddr_xdp).cast(),
-                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-            )
-        })?;
+        sock::bind(raw, ifindex, queue, mode)?;
         Ok(Tx {
             fd,
             umem,
@@ -845,19 +827,7 @@ impl Tx {
     }
 
     pub fn stats(&self) -> io::Result<TxStats> {
-        // SAFETY: xdp_statistics is plain data (all-zero is valid).
-        let mut s: libc::xdp_statistics = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into `s`.
-        cvt(unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_XDP,
-                libc::XDP_STATISTICS,
-                (&mut s as *mut libc::xdp_statistics).cast(),
-                &mut len,
-            )
-        })?;
+        let s = sock::statistics(self.fd.as_raw_fd())?;
         Ok(TxStats {
             tx_invalid_descs: s.tx_invalid_descs,
             tx_ring_empty_descs: s.tx_ring_empty_descs,

@@ -189,6 +189,7 @@ pub fn summary_json(
         "packets_seen": r.seen(),
         "packets_written": r.written(),
         "bytes_written": r.bytes_written(),
+        "write_bytes_per_s": r.bytes_written() as f64 / r.duration.as_secs_f64().max(1e-9),
         "bytes_seen": r.queues.iter().map(|q| q.seen_bytes).sum::<u64>(),
         "drops": drops_json(&r.drops()),
         "identity_holds": r.identity_holds(),
