@@ -2,7 +2,7 @@
 # benches/compare.sh: wiretape beside tcpdump, netsniff-ng, dumpcap and
 # stenotype on the shared rig (../shared/rig), as a table anyone can regenerate.
 #
-#   benches/compare.sh [-r RUNS] [-n N64] [-N N1514] [-s SIZES] [-m MEM] [-o DIR] [TOOL...]
+#   benches/compare.sh [-r RUNS] [-n N64] [-N N1514] [-s SIZES] [-m MEM] [-b PPS] [-o DIR] [TOOL...]
 #
 # Each trial is one rig trial (rig/peers.sh: trafgen sends a fixed count from
 # netns pbgen on CPU 0, the tool records pb-cap in netns pbcap on CPU 1, same
@@ -12,16 +12,19 @@
 # (Wireshark), not with wiretape's reader (stenotype's own block format: the
 # rig's pcapcount). Output: DIR/compare.md (median [min..max] per size and
 # tool, and wiretape's ratios to each peer), DIR/compare.png, DIR/trials.csv.
+# -b PPS: the generator at a fixed rate for every tool (same offered load),
+# instead of as fast as it goes (a tool's kernel-side cost slows the sender
+# on veth, so at full speed each tool faces a different load).
 # Defaults: 3 runs, 10M x 64 B and 2M x 1514 B, tools none (generator alone)
 # wiretape tcpdump netsniff-ng dumpcap stenotype. Takes ~5 min per run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-RUNS=3; N64=10000000; N1514=2000000; SIZES=64,1514; MEM=2G; OUT=$ROOT/target/compare
-while getopts "r:n:N:s:m:o:h" o; do
+RUNS=3; N64=10000000; N1514=2000000; SIZES=64,1514; MEM=2G; OUT=$ROOT/target/compare; RATE=""
+while getopts "r:n:N:s:m:o:b:h" o; do
   case $o in
     r) RUNS=$OPTARG ;; n) N64=$OPTARG ;; N) N1514=$OPTARG ;; s) SIZES=$OPTARG ;;
-    m) MEM=$OPTARG ;; o) OUT=$OPTARG ;; *) sed -n '2,18p' "$0"; exit 2 ;;
+    m) MEM=$OPTARG ;; o) OUT=$OPTARG ;; b) RATE=$OPTARG ;; *) sed -n '2,22p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND-1))
@@ -69,14 +72,14 @@ count() { # dir tool -> frames written, by capinfos
   done < <(find "$d" -type f \( -name '*.pcap' -o -name '*.pcapng' \) -print0)
   echo "$n"
 }
-echo "compare.sh: runs=$RUNS sizes=$SIZES n64=$N64 n1514=$N1514 memory.max=$MEM tools=${TOOLS[*]}"
+echo "compare.sh: runs=$RUNS sizes=$SIZES n64=$N64 n1514=$N1514 rate=${RATE:-max} memory.max=$MEM tools=${TOOLS[*]}"
 IFS=, read -r -a SZ <<<"$SIZES"
 for run in $(seq 1 "$RUNS"); do
   for size in "${SZ[@]}"; do
     for tool in "${TOOLS[@]}"; do
       rm -rf "$RIG/tmp/cap-$tool-$size-1"
       "$ROOT/benches/incgroup.sh" "$CG" env CMD_READY=sleep CMD_WARM=3 \
-        "$RIG/peers.sh" -r 1 -s "$size" -n "$N64" -N "$N1514" -k -o "$CSV" "$(spec "$tool")" \
+        "$RIG/peers.sh" -r 1 -s "$size" -n "$N64" -N "$N1514" ${RATE:+-b "$RATE"} -k -o "$CSV" "$(spec "$tool")" \
         | grep -E "^  $tool " | sed "s/run1 /run$run /" || true
       if [ "$tool" != none ]; then
         k="$RIG/tmp/cap-$tool-$size-1"

@@ -63,7 +63,8 @@ def fmt(v, nd=1):
 
 sizes = sorted({k[0] for k in order}, key=int)
 lines = ["# wiretape beside its peers (benches/compare.sh)", "",
-         f"Shared rig, fixed frame counts, every tool in a memory cgroup of {mem}; frames written counted by "
+         f"Shared rig, fixed frame counts, generator {', '.join(sorted({r['gen'] for r in rows}))}, "
+         f"every tool in a memory cgroup of {mem}; frames written counted by "
          "capinfos (stenotype: the rig's pcapcount). median [min..max] over runs.", "",
          "| size | tool | runs | sent | written | loss % | cpu s/Mframe | write MB/s | max RSS MB | gen kpps | gen/none |",
          "|---|---|---|---|---|---|---|---|---|---|---|"]
