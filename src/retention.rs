@@ -316,4 +316,48 @@ mod tests {
         }
         std::fs::remove_dir_all(d).unwrap();
     }
+
+    #[test]
+    fn keep_age_and_min_free() {
+        let d = std::env::temp_dir().join(format!("wt-ret-age-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let name = |i: u32| d.join(format!("wt-eth0-q0-20261122T1010{i:02}.000000000Z.pcap"));
+        let now = SystemTime::now();
+        for i in 0..4 {
+            std::fs::write(name(i), vec![0u8; 100]).unwrap();
+            // 0 and 1 last written two hours ago, 2 and 3 just now
+            if i < 2 {
+                let f = std::fs::File::options().write(true).open(name(i)).unwrap();
+                f.set_modified(now - Duration::from_secs(7200)).unwrap();
+            }
+        }
+        let r = Retention::new(
+            &d,
+            "wt",
+            Policy {
+                keep_age: Some(Duration::from_secs(3600)),
+                ..Default::default()
+            },
+        );
+        assert_eq!(r.enforce(), 2);
+        assert!(!name(0).exists() && !name(1).exists());
+        assert!(name(2).exists() && name(3).exists());
+        // Free space can never reach 100 %: every closed file of ours goes,
+        // the open one stays.
+        let r = Retention::new(
+            &d,
+            "wt",
+            Policy {
+                min_free: Some(MinFree::Percent(99.999)),
+                ..Default::default()
+            },
+        );
+        r.opened(&name(3));
+        assert_eq!(r.enforce(), 1);
+        assert!(!name(2).exists() && name(3).exists());
+        assert_eq!(r.deleted(), (1, 100));
+        assert_eq!(r.take_log().len(), 1);
+        std::fs::remove_dir_all(d).unwrap();
+    }
 }
