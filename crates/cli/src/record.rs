@@ -93,6 +93,10 @@ pub struct Args {
     /// T: binary units, e.g. 1G). Files never split a frame and are never empty.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     rotate_size: Option<u64>,
+    /// Start a new file every DURATION of packet time (e.g. 60s, 5m, 1h;
+    /// a bare number is seconds), at the first frame past it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    rotate_time: Option<Duration>,
     /// File format: pcap (nanosecond stamps unless --tsprec us) or pcapng
     /// (SHB, one IDB with if_name and if_tsresol=9, EPBs).
     #[arg(long, value_name = "FORMAT", default_value = "pcap", value_parser = ["pcap", "pcapng"])]
@@ -128,10 +132,6 @@ pub struct Args {
     /// Do not write the .idx sidecar (per block: first/last time, offset, count).
     #[arg(long)]
     no_index: bool,
-    /// Start a new file every DURATION of packet time (e.g. 60s, 5m, 1h;
-    /// a bare number is seconds), at the first frame past it.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    rotate_time: Option<Duration>,
     /// RAM in MiB for blocks waiting for the disk, all queues together: a
     /// burst faster than the disk queues here instead of being dropped
     /// (allocated only under pressure). Default: a quarter of RAM, or of the
