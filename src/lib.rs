@@ -654,6 +654,14 @@ pub fn record(
         gauge: None,
     };
     let retention = sink_opts.retention.clone().expect("set above");
+    let rotating = opts.rotate_size.is_some() || opts.rotate_time.is_some();
+    if !rotating && (opts.on_full_rotate || opts.retention.keep_files.is_some()) {
+        on_event(Event::Notice(
+            "without --rotate-size or --rotate-time each queue writes one file: retention and \
+             --on-full rotate can only delete files of earlier runs"
+                .into(),
+        ));
+    }
     // Room before the first byte: an earlier run may have filled the ring.
     retention.enforce();
     let mut gauges: Vec<Arc<SinkGauge>> = Vec::new();
