@@ -78,14 +78,7 @@ impl IndexWriter {
     /// Creates the index of `capture` (never overwrites).
     pub fn create(capture: &Path) -> Result<Self, StorageError> {
         let path = path_for(capture);
-        let mut file = File::options()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|source| StorageError::Create {
-                path: path.clone(),
-                source,
-            })?;
+        let mut file = crate::create_new(&path, 0)?;
         file.write_all(&header())
             .map_err(|e| StorageError::from_write(&path, e))?;
         Ok(IndexWriter {

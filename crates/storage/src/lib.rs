@@ -101,3 +101,21 @@ pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
     let f = s.f_frsize;
     Some((s.f_bavail * f, s.f_blocks * f))
 }
+
+/// Creates `path` for writing, never over an existing file (wiretape never
+/// overwrites a capture), with extra open(2) `flags` (e.g. O_DIRECT).
+pub(crate) fn create_new(
+    path: &std::path::Path,
+    flags: i32,
+) -> Result<std::fs::File, StorageError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(flags | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|source| StorageError::Create {
+            path: path.to_owned(),
+            source,
+        })
+}

@@ -5,7 +5,7 @@
 
 use crate::aligned::AlignedBuf;
 use crate::StorageError;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -102,14 +102,7 @@ impl FileSink {
         block_size: usize,
     ) -> Result<Self, StorageError> {
         let path = path.into();
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|source| StorageError::Create {
-                path: path.clone(),
-                source,
-            })?;
+        let file = crate::create_new(&path, 0)?;
         Ok(FileSink {
             file: Some(file),
             path,

@@ -19,9 +19,8 @@ use crate::sink::{Block, BlockSink, SinkStats};
 use crate::StorageError;
 use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -112,15 +111,7 @@ impl UringEngine {
     /// Creates `path` (never overwrites) and returns the sink writing it.
     pub fn open(self, path: impl Into<PathBuf>) -> Result<UringSink, StorageError> {
         let path = path.into();
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|source| StorageError::Create {
-                path: path.clone(),
-                source,
-            })?;
+        let file = crate::create_new(&path, libc::O_DIRECT)?;
         let ring = self.ring;
         // A registered file saves the kernel an fd lookup per write.
         let fixed_file = ring.submitter().register_files(&[file.as_raw_fd()]).is_ok();
@@ -157,12 +148,7 @@ impl UringEngine {
 /// Does the filesystem under `dir` take O_DIRECT? (tmpfs may not.)
 pub fn direct_supported(dir: &Path) -> bool {
     let probe = dir.join(format!(".wiretape-odirect-{}", std::process::id()));
-    let ok = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&probe)
-        .is_ok();
+    let ok = crate::create_new(&probe, libc::O_DIRECT).is_ok();
     let _ = std::fs::remove_file(&probe);
     ok
 }
