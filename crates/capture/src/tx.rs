@@ -197,6 +197,7 @@ pub fn transmit(
     let mut next_progress = Duration::from_secs(1);
     let mut posted = 0u64;
     let mut unflushed = 0usize;
+    let mut send_ns = 0u64;
     let mut bits = 0f64;
     let mut sent_bytes_pending: std::collections::VecDeque<u32> =
         std::collections::VecDeque::with_capacity(cfg.frames as usize);
@@ -263,7 +264,11 @@ pub fn transmit(
                 tx.wait(1);
             }
         }
-        let send_ns = wiretape_timestamp::realtime_ns();
+        // The frames of a batch go to the kernel together at its flush: one
+        // clock read per batch (paced frames are each their own batch).
+        if unflushed == 0 {
+            send_ns = wiretape_timestamp::realtime_ns();
+        }
         let ok = tx.post_with(len, |dst| src.fill(dst, send_ns));
         debug_assert!(ok);
         sent_bytes_pending.push_back(len as u32);

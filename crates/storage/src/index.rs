@@ -69,14 +69,16 @@ pub struct IndexWriter {
     file: Option<File>,
     path: PathBuf,
     cur: Entry,
+    unit: u64,
     pub entries: u64,
     /// The first write error (the index is then abandoned, the capture not).
     pub error: Option<String>,
 }
 
 impl IndexWriter {
-    /// Creates the index of `capture` (never overwrites).
-    pub fn create(capture: &Path) -> Result<Self, StorageError> {
+    /// Creates the index of `capture` (never overwrites). Stamps are cut to
+    /// whole `unit` ns, as the file holds them (1000 for µs pcap).
+    pub fn create(capture: &Path, unit: u64) -> Result<Self, StorageError> {
         let path = path_for(capture);
         let mut file = crate::create_new(&path, 0)?;
         file.write_all(&header())
@@ -85,6 +87,7 @@ impl IndexWriter {
             file: Some(file),
             path,
             cur: Entry::default(),
+            unit: unit.max(1),
             entries: 0,
             error: None,
         })
@@ -106,7 +109,10 @@ impl IndexWriter {
         if self.cur.count == 0 {
             return;
         }
-        let e = std::mem::take(&mut self.cur);
+        let mut e = std::mem::take(&mut self.cur);
+        // Once per block, not per frame.
+        e.first_ns -= e.first_ns % self.unit;
+        e.last_ns -= e.last_ns % self.unit;
         if let Some(f) = &mut self.file {
             if let Err(err) = f.write_all(&e.encode()) {
                 self.error = Some(format!("index {}: {err}", self.path.display()));

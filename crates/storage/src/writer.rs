@@ -91,7 +91,13 @@ impl<S: BlockSink> PcapWriter<S> {
     /// If it cannot be created the capture goes on without it
     /// ([`PcapWriter::index_error`] says why).
     pub fn with_index(mut self, capture_path: &Path) -> Self {
-        match IndexWriter::create(capture_path) {
+        // The index holds stamps as the file does (µs files: whole µs).
+        let unit = if self.block.format() == Format::PcapUs {
+            1000
+        } else {
+            1
+        };
+        match IndexWriter::create(capture_path, unit) {
             Ok(i) => self.index = Some(i),
             Err(e) => self.index_error = Some(e.to_string()),
         }
@@ -134,13 +140,7 @@ impl<S: BlockSink> PcapWriter<S> {
             }
         }
         if let Some(i) = &mut self.index {
-            // The stamp as the file holds it.
-            let t = if self.block.format() == Format::PcapUs {
-                ts_ns / 1000 * 1000
-            } else {
-                ts_ns
-            };
-            i.record(self.stream_len, t);
+            i.record(self.stream_len, ts_ns);
         }
         self.stats.frames += 1;
         self.stats.bytes += cap as u64;
