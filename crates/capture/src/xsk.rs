@@ -511,6 +511,22 @@ mod sock {
         Ok(off)
     }
 
+    /// Maps a ring of `entries` entries of `entry` bytes whose descriptors
+    /// start at `desc` in the mapping at page offset `pgoff`.
+    pub(super) fn map_ring(
+        raw: RawFd,
+        desc: u64,
+        entries: u32,
+        entry: usize,
+        pgoff: u64,
+    ) -> io::Result<Arc<Mmap>> {
+        Ok(Arc::new(Mmap::ring(
+            raw,
+            desc as usize + entries as usize * entry,
+            pgoff,
+        )?))
+    }
+
     /// Binds to `ifindex`/`queue` in `mode`, with need_wakeup.
     pub(super) fn bind(raw: RawFd, ifindex: u32, queue: u32, mode: BindMode) -> io::Result<()> {
         let flags = libc::XDP_USE_NEED_WAKEUP
@@ -581,16 +597,20 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
     setopt(raw, libc::XDP_UMEM_COMPLETION_RING, &one)?;
     setopt(raw, libc::XDP_RX_RING, &n)?;
     let off = sock::offsets(raw)?;
-    let rx_map = Arc::new(Mmap::ring(
+    let rx_map = sock::map_ring(
         raw,
-        off.rx.desc as usize + n as usize * std::mem::size_of::<libc::xdp_desc>(),
+        off.rx.desc,
+        n,
+        std::mem::size_of::<libc::xdp_desc>(),
         libc::XDP_PGOFF_RX_RING as u64,
-    )?);
-    let fill_map = Arc::new(Mmap::ring(
+    )?;
+    let fill_map = sock::map_ring(
         raw,
-        off.fr.desc as usize + fill_size as usize * 8,
+        off.fr.desc,
+        fill_size,
+        8,
         libc::XDP_UMEM_PGOFF_FILL_RING,
-    )?);
+    )?;
 
     let umem = Arc::new(Umem {
         map: umem_map,
@@ -672,16 +692,20 @@ impl Tx {
         setopt(raw, libc::XDP_UMEM_COMPLETION_RING, &frames)?;
         setopt(raw, libc::XDP_TX_RING, &frames)?;
         let off = sock::offsets(raw)?;
-        let tx_map = Arc::new(Mmap::ring(
+        let tx_map = sock::map_ring(
             raw,
-            off.tx.desc as usize + frames as usize * std::mem::size_of::<libc::xdp_desc>(),
+            off.tx.desc,
+            frames,
+            std::mem::size_of::<libc::xdp_desc>(),
             libc::XDP_PGOFF_TX_RING as u64,
-        )?);
-        let comp_map = Arc::new(Mmap::ring(
+        )?;
+        let comp_map = sock::map_ring(
             raw,
-            off.cr.desc as usize + frames as usize * 8,
+            off.cr.desc,
+            frames,
+            8,
             libc::XDP_UMEM_PGOFF_COMPLETION_RING,
-        )?);
+        )?;
         let mode = if zero_copy {
             BindMode::ZeroCopy
         } else {
