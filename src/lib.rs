@@ -294,7 +294,11 @@ impl PcapFileSink {
         if self.writer.stats().frames == 0 {
             return false; // never an empty file
         }
-        let rec = (storage::RECORD_HEADER_LEN + len.min(self.opts.snaplen as usize)) as u64;
+        // The record as the file's format writes it (pcapng: 32 B + padding).
+        let rec = self
+            .opts
+            .format
+            .record_len(len.min(self.opts.snaplen as usize)) as u64;
         r.max_bytes
             .is_some_and(|m| self.writer.file_bytes() + rec > m)
             || r.max_age

@@ -632,3 +632,18 @@ fn on_full_rotate_keeps_recording_on_a_full_disk() {
     let t: u64 = kept.iter().map(|f| tshark_count(f)).sum();
     assert_eq!(t, frames, "tshark agrees");
 }
+
+#[test]
+fn rotation_by_size_pcapng_counts_pcapng_records() {
+    let (files, _out) = rotation("rotng", &["--rotate-size", "1M", "--format", "pcapng"]);
+    assert!(files.len() >= 10, "{} files", files.len());
+    for f in &files {
+        assert_eq!(f.extension().unwrap(), "pcapng");
+        let len = std::fs::metadata(f).unwrap().len();
+        assert!(len <= 1 << 20, "{} is {len} bytes", f.display());
+        assert_eq!(
+            tshark_count(f),
+            wiretape::storage::FileInfo::scan(f).unwrap().packets
+        );
+    }
+}
