@@ -115,6 +115,8 @@ pub struct Retention {
     pub prefix: String,
     pub policy: Policy,
     open: Mutex<HashSet<PathBuf>>,
+    /// Of `open`: rotated out, being finished on a helper thread.
+    closing: Mutex<HashSet<PathBuf>>,
     deleted_files: AtomicU64,
     deleted_bytes: AtomicU64,
     /// Serialises deleting (the writer threads and the control loop).
@@ -129,6 +131,7 @@ impl Retention {
             prefix: prefix.to_owned(),
             policy,
             open: Mutex::new(HashSet::new()),
+            closing: Mutex::new(HashSet::new()),
             deleted_files: AtomicU64::new(0),
             deleted_bytes: AtomicU64::new(0),
             lock: Mutex::new(()),
@@ -143,6 +146,7 @@ impl Retention {
 
     pub fn closed(&self, p: &Path) {
         self.open.lock().unwrap().remove(p);
+        self.closing.lock().unwrap().remove(p);
     }
 
     /// (files, bytes) deleted so far.
@@ -226,14 +230,35 @@ impl Retention {
     }
 
     /// The disk is full while writing `writing`: deletes our oldest closed
-    /// file. False when there is none (the recording then stops).
+    /// file. If every other file of ours is still being finished (rotated
+    /// out, its last block and fsync on a helper thread), waits for one to
+    /// close, up to 5 s: deleting it earlier would free nothing, its fd is
+    /// open. False when nothing of ours can go (the recording then stops).
     pub fn make_room(&self, writing: &Path) -> bool {
-        let _g = self.lock.lock().unwrap();
-        let open = self.open.lock().unwrap().clone();
-        our_files(&self.dir, &self.prefix)
-            .iter()
-            .filter(|f| f.path != writing && !open.contains(&f.path))
-            .any(|f| self.delete(f, "disk full, --on-full rotate"))
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            {
+                let _g = self.lock.lock().unwrap();
+                let open = self.open.lock().unwrap().clone();
+                if our_files(&self.dir, &self.prefix)
+                    .iter()
+                    .filter(|f| f.path != writing && !open.contains(&f.path))
+                    .any(|f| self.delete(f, "disk full, --on-full rotate"))
+                {
+                    return true;
+                }
+            }
+            let closing = self.closing.lock().unwrap().iter().any(|p| p != writing);
+            if !closing || std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// `p` is no longer written; a helper thread is finishing it.
+    pub fn closing(&self, p: &Path) {
+        self.closing.lock().unwrap().insert(p.to_owned());
     }
 }
 
@@ -358,6 +383,31 @@ mod tests {
         assert!(!name(2).exists() && name(3).exists());
         assert_eq!(r.deleted(), (1, 100));
         assert_eq!(r.take_log().len(), 1);
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn make_room_waits_for_a_file_being_finished() {
+        let d = std::env::temp_dir().join(format!("wt-ret-wait-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let a = d.join("wt-eth0-q0-20261122T101000.000000000Z.pcap");
+        let b = d.join("wt-eth0-q0-20261122T101001.000000000Z.pcap");
+        std::fs::write(&a, b"a").unwrap();
+        std::fs::write(&b, b"b").unwrap();
+        let r = std::sync::Arc::new(Retention::new(&d, "wt", Policy::default()));
+        r.opened(&a);
+        r.opened(&b);
+        assert!(!r.make_room(&b), "a is being written: nothing to delete");
+        r.closing(&a);
+        let r2 = r.clone();
+        let (a2, b2) = (a.clone(), b.clone());
+        let h = std::thread::spawn(move || r2.make_room(&b2));
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(a2.exists(), "not deleted while it is being finished");
+        r.closed(&a);
+        assert!(h.join().unwrap(), "room made once it closed");
+        assert!(!a.exists() && b.exists());
         std::fs::remove_dir_all(d).unwrap();
     }
 }
