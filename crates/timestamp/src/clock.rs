@@ -13,6 +13,8 @@ use crate::realtime_ns;
 
 /// A source of ns timestamps for the poll thread.
 pub trait Clock {
+    /// The time now in ns (UTC since the epoch for the real clocks). `&mut`
+    /// because a read may recalibrate.
     fn now_ns(&mut self) -> u64;
 }
 
@@ -29,7 +31,9 @@ impl Clock for RealtimeClock {
 
 /// The best per-frame clock here: the TSC when it is invariant, else the vDSO.
 pub enum AutoClock {
+    /// The calibrated TSC (boxed: it is far larger than the other variant).
     Tsc(Box<TscClock>),
+    /// The vDSO, where the TSC is missing or not invariant.
     Realtime(RealtimeClock),
 }
 
@@ -41,6 +45,8 @@ impl AutoClock {
             None => AutoClock::Realtime(RealtimeClock),
         }
     }
+
+    /// Which clock was chosen, for reports: `tsc` or `clock_gettime`.
     pub fn name(&self) -> &'static str {
         match self {
             AutoClock::Tsc(_) => "tsc",
@@ -67,6 +73,8 @@ impl Clock for AutoClock {
 
 /// What [`TscClock`] is built from: a tick counter and a reference clock.
 pub trait TickSource {
+    /// The counter now: ticks at a constant rate, never backwards (0 where
+    /// there is no counter).
     fn ticks(&mut self) -> u64;
     /// The reference time (UTC ns) and the ticks at that moment.
     fn reference(&mut self) -> (u64, u64);
@@ -116,8 +124,9 @@ pub struct TscClock<S: TickSource = SystemTsc> {
     last: u64,
     ref_ticks: u64,
     ref_ns: u64,
-    /// Recalibrations done, and steps seen.
+    /// Recalibrations done so far (about one per `every` of [`TscClock::new`]).
     pub calibrations: u64,
+    /// Steps of the reference clock seen: forward ones followed, backward ones slewed.
     pub steps: u64,
 }
 

@@ -25,6 +25,7 @@ pub enum TsMode {
 }
 
 impl TsMode {
+    /// Every mode, in the order `--ts` lists them.
     pub const ALL: [TsMode; 8] = [
         TsMode::Hw,
         TsMode::Xdp,
@@ -45,6 +46,8 @@ impl TsMode {
         TsMode::Hybrid,
     ];
 
+    /// The mode's name as `--ts` takes it and reports print it; [`FromStr`]
+    /// parses it back.
     pub fn name(self) -> &'static str {
         match self {
             TsMode::Hw => "hw",

@@ -37,6 +37,7 @@ pub trait StampSlot {
 /// Counts of where stamps came from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StampStats {
+    /// Frames handed to [`Stamper::stamp`], whatever the mode (`off` too).
     pub frames: u64,
     /// Frames stamped by the NIC (mode hw).
     pub hw: u64,
@@ -44,8 +45,10 @@ pub struct StampStats {
     pub xdp: u64,
     /// Frames that had neither and got the poll time instead.
     pub poll_fallback: u64,
-    /// Batches hybrid handled with WDTS (saturated) and with KPT.
+    /// Batches hybrid handled with WDTS (saturated).
     pub hybrid_wdts_batches: u64,
+    /// Batches hybrid handled with KPT (not saturated, or the first batch:
+    /// no t(k) to spread from).
     pub hybrid_kpt_batches: u64,
 }
 
@@ -58,6 +61,7 @@ pub struct Stamper<C: Clock> {
     prev: u64,
     /// Link speed in bits per second (hybrid's saturation test), if known.
     link_bps: Option<u64>,
+    /// Where this stamper's stamps came from so far; never reset.
     pub stats: StampStats,
 }
 
@@ -70,6 +74,9 @@ pub const SATURATED_PCT: u64 = 80;
 const MAX_SPREAD_NS: u64 = 1 << 40;
 
 impl<C: Clock> Stamper<C> {
+    /// A stamper in `mode` that reads `clock` for poll-time stamps and turns
+    /// XDP stamps into UTC with `tai`. Hybrid knows no link speed until
+    /// [`Stamper::with_link_speed`].
     pub fn new(mode: TsMode, clock: C, tai: TaiToUtc) -> Self {
         Stamper {
             mode,
@@ -87,10 +94,12 @@ impl<C: Clock> Stamper<C> {
         self
     }
 
+    /// The mode it stamps in.
     pub fn mode(&self) -> TsMode {
         self.mode
     }
 
+    /// The clock it reads (the simulator sets its simulated time through this).
     pub fn clock(&mut self) -> &mut C {
         &mut self.clock
     }

@@ -2,7 +2,7 @@
 
 /// The TSC, or None where the architecture has none.
 #[inline(always)]
-pub fn read() -> Option<u64> {
+pub(crate) fn read() -> Option<u64> {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: RDTSC has no preconditions on x86_64 (every x86_64 CPU has
