@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use wiretape::capture::testbed::{Testbed, CAP_IF};
+use wiretape_testbed::{Testbed, CAP_IF};
 
 fn one_line_error(code: i32, err: &str, want: &str) {
     assert_eq!(code, 1, "exit code, stderr: {err}");
@@ -180,7 +180,7 @@ fn info_reports_and_rejects_corrupt_files() {
     let sent = tb
         .send(
             0..100,
-            wiretape::capture::testbed::SizeFn::Fixed(500),
+            wiretape_testbed::SizeFn::Fixed(500),
             1,
             Some(50_000),
         )

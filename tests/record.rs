@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use wiretape::capture::testbed::{SizeFn, Testbed};
+use wiretape_testbed::{SizeFn, Testbed};
 
 /// Sends `n` frames of mixed sizes over `flows` flows while recording with
 /// `mode`, then checks files, bytes, order and accounting.
@@ -46,7 +46,7 @@ fn record_exactly(tag: &str, mode: &str, queues: u32, n: u64, flows: u16) -> (Va
 
     // The veth pair dropped nothing on its way to the program.
     assert_eq!(
-        tb.link_stat(wiretape::capture::testbed::GEN_IF, "tx_dropped"),
+        tb.link_stat(wiretape_testbed::GEN_IF, "tx_dropped"),
         0
     );
     let j = read_json(&json);

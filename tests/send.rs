@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use wiretape::capture::testbed::{frames, Testbed, GEN_IF};
+use wiretape_testbed::{frames, Testbed, GEN_IF};
 use wiretape::storage::{FileSink, Format, PcapReader, PcapWriter, Record};
 
 /// Every record of the capture files in `dir`, in order.

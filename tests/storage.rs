@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use wiretape::capture::testbed::{SizeFn, Testbed, CAP_IF};
+use wiretape_testbed::{SizeFn, Testbed, CAP_IF};
 
 /// A mount made for one test, unmounted (and its image removed) on drop.
 struct Mount {
@@ -312,7 +312,7 @@ fn rotation(tag: &str, args: &[&str]) -> (Vec<PathBuf>, TempDir) {
         let before = seqs.len();
         while r.next_into(&mut rec).unwrap() {
             seqs.push(
-                wiretape::capture::testbed::frames::parse(&rec.data)
+                wiretape_testbed::frames::parse(&rec.data)
                     .unwrap()
                     .0,
             );
@@ -488,7 +488,7 @@ fn ours(dir: &Path) -> Vec<PathBuf> {
         .into_iter()
         .filter(|p| {
             let n = p.file_name().unwrap().to_str().unwrap();
-            wiretape::retention::parse_name(n, "wiretape").is_some()
+            wiretape::storage::naming::parse(n, "wiretape").is_some()
         })
         .collect()
 }
@@ -502,7 +502,7 @@ fn newest_kept(files: &[PathBuf], n: u64) -> u64 {
         let mut r = wiretape::storage::PcapReader::open(f).unwrap();
         while r.next_into(&mut rec).unwrap() {
             seqs.push(
-                wiretape::capture::testbed::frames::parse(&rec.data)
+                wiretape_testbed::frames::parse(&rec.data)
                     .unwrap()
                     .0,
             );

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use wiretape::capture::testbed::{SizeFn, Testbed};
+use wiretape_testbed::{SizeFn, Testbed};
 use wiretape::storage::{PcapReader, Record};
 
 fn run_mode(

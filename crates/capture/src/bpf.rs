@@ -22,6 +22,7 @@ pub enum XdpMode {
 }
 
 impl XdpMode {
+    /// `native` or `generic`, as the command line takes it and reports print it.
     pub fn name(self) -> &'static str {
         match self {
             XdpMode::Native => "native",
@@ -88,14 +89,18 @@ pub struct SteerProgram {
 /// closes the fd too, so wiretape never leaves its program on an interface.
 pub struct XdpLink {
     _fd: OwnedFd,
+    /// The mode it was attached in.
     pub mode: XdpMode,
 }
 
 /// What is attached to an interface already.
 #[derive(Clone, Debug)]
 pub struct AttachedProgram {
+    /// The kernel's program id (as `bpftool prog show` lists it).
     pub id: u32,
+    /// The program's name; `?` when it could not be looked up by id.
     pub name: String,
+    /// How it is attached: `native`, `generic`, `offloaded` or `unknown`.
     pub mode: &'static str,
 }
 

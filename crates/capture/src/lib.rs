@@ -1,75 +1,109 @@
-//! wiretape's capture engines.
+//! wiretape's capture engines: where frames come from.
 //!
-//! `afxdp` (this crate's [`Capture`]): the XDP program in `bpf/steer.bpf.c`
-//! redirects each RX queue into its own AF_XDP socket and stamps each frame
-//! with the kernel's TAI time in the XDP metadata. Per queue, a poll thread
-//! (pinned) takes descriptors from the RX ring in batches, converts stamps to
-//! UTC and hands the batch, not copies, to a writer thread. The writer passes
-//! each frame to a [`FrameSink`] (which copies it once, into a block) and then
-//! gives the frame back to the kernel through the fill ring. So the UMEM bounds
-//! what is in flight: when the writer falls behind, the fill ring runs dry and
-//! the kernel counts the drops, which [`Capture::stop`] reports exactly.
+//! Every engine sits behind one seam ([`engine`]): it hands out its RX
+//! queues, each as a receive half that yields batches of [`Desc`] tokens
+//! and a frame half that reads their bytes and takes them back, and counts
+//! what it saw and dropped. The pipeline crate runs the halves on its
+//! threads; capture knows nothing of files or the pipeline.
 //!
-//! Module map: `xsk` (all ring/UMEM unsafe), `bpf` (program, attach FFI),
-//! `tx` (the safe transmit loop of `replay` and `gen`: pacing, sources),
-//! `sys` (namespaces, affinity, ethtool, AF_PACKET), `engine` (safe threads),
-//! `testbed` (veth pairs in private namespaces and a frame generator, for the
-//! demo, tests and benches).
+//! Module map:
+//! - `engine`: the seam ([`Engine`], [`RxQueue`], [`FrameStore`], [`StartInfo`]).
+//! - `afxdp`: the AF_XDP engine ([`AfXdp`]): XDP steering + one socket per queue.
+//! - `file`: the file engine ([`FileEngine`]): a capture file as one queue, no root.
+//! - `xsk`: AF_XDP sockets, UMEM and rings: all of their `unsafe`.
+//! - `arena`: the file engine's frame memory: all of its `unsafe`.
+//! - `bpf`: the steering program (load, attach, counters; one FFI call).
+//! - `tx`: the paced transmit loop of `replay` and `gen`.
+//! - `frames`: known test frames (sequence, flow, send time).
+//! - `sys`: small OS calls (interface, queues, affinity, capabilities).
+#![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
+mod arena;
+#[allow(unsafe_code)]
 pub mod bpf;
+mod desc;
 mod engine;
+pub mod afxdp;
+pub mod file;
+pub mod frames;
+#[allow(unsafe_code)]
 pub mod sys;
-pub mod testbed;
 pub mod tx;
+#[allow(unsafe_code)]
 pub mod xsk;
 
+pub use afxdp::{AfXdp, CaptureConfig};
 pub use bpf::{QueueCounters, XdpMode};
-pub use engine::{
-    Capture, CaptureConfig, CaptureReport, Drops, FrameSink, QueueReport, QueueSnapshot,
-    SinkReport, Snapshot, StartInfo, StopReason,
-};
+pub use desc::Desc;
+pub use engine::{Engine, EngineCounters, EngineQueue, FrameStore, RxQueue, StartInfo};
+pub use file::{FileConfig, FileEngine, RecordHead, RecordSource};
 pub use xsk::{BindMode, XskStats};
 
 /// Errors of the capture layer. Each message names the thing and the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
+    /// The interface does not exist here.
     #[error("no such interface '{0}' in this network namespace (list interfaces with `ip link`)")]
     NoSuchInterface(String),
+    /// Missing rights.
     #[error("permission denied {0}: run as root, or give wiretape CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK")]
     Permission(String),
+    /// Another XDP program is attached.
     #[error("interface {ifname} already has an XDP program attached (id {id}, '{name}', {mode} mode): detach it with `ip link set dev {ifname} xdp off` (or stop the tool that owns it) and try again")]
     AlreadyAttached {
+        /// The interface.
         ifname: String,
+        /// The program's id.
         id: u32,
+        /// The program's name.
         name: String,
+        /// native, generic or offload.
         mode: &'static str,
     },
+    /// The kernel refused the attach.
     #[error("cannot attach XDP to {ifname} in {mode} mode: {source} (try --xdp-mode generic)")]
     Attach {
+        /// The interface.
         ifname: String,
+        /// The mode tried.
         mode: &'static str,
+        /// The kernel's answer.
         #[source]
         source: std::io::Error,
     },
+    /// A queue the interface lacks.
     #[error("interface {ifname} has no RX queue {queue}: it has {count} (0..{last}); see `ethtool -l {ifname}`")]
     NoSuchQueue {
+        /// The interface.
         ifname: String,
+        /// The queue asked for.
         queue: u32,
+        /// Queues it has.
         count: u32,
+        /// The last one.
         last: u32,
     },
+    /// An AF_XDP socket could not be opened.
     #[error("cannot open the AF_XDP socket for {ifname} queue {queue}: {source}{hint}")]
     Socket {
+        /// The interface.
         ifname: String,
+        /// The queue.
         queue: u32,
+        /// The kernel's answer.
         #[source]
         source: std::io::Error,
+        /// What to do about it.
         hint: &'static str,
     },
+    /// Loading or using the XDP program failed.
     #[error("XDP program: {0}")]
     Bpf(String),
-    #[error("output: {0}")]
-    Sink(String),
+    /// A setting is out of range.
     #[error("invalid setting: {0}")]
     Config(String),
+    /// A thread could not be started.
+    #[error("cannot start a thread: {0}")]
+    Thread(#[source] std::io::Error),
 }

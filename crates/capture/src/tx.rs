@@ -63,6 +63,41 @@ impl std::str::FromStr for Speed {
     }
 }
 
+/// When each frame is due at a [`Speed`]: shared by the transmit loop and
+/// the file engine.
+#[derive(Clone, Debug)]
+pub(crate) struct Pacer {
+    speed: Speed,
+    frames: u64,
+    bits: f64,
+}
+
+impl Pacer {
+    pub(crate) fn new(speed: Speed) -> Self {
+        Pacer {
+            speed,
+            frames: 0,
+            bits: 0.0,
+        }
+    }
+
+    /// When the next frame (`len` bytes, due `due_src` ns after the first
+    /// by its source's own clock) goes, in ns after the start; None: now.
+    /// Call once per frame, in order.
+    #[inline]
+    pub(crate) fn due(&mut self, len: usize, due_src: u64) -> Option<u64> {
+        let due = match self.speed {
+            Speed::Max => None,
+            Speed::Original(f) => Some((due_src as f64 / f) as u64),
+            Speed::Pps(r) => Some((self.frames as f64 * 1e9 / r) as u64),
+            Speed::Bps(b) => Some((self.bits * 1e9 / b) as u64),
+        };
+        self.frames += 1;
+        self.bits += ((len + 24) * 8) as f64;
+        due
+    }
+}
+
 /// Where frames come from.
 pub trait Source {
     /// The next frame's length and, for [`Speed::Original`], when it is due
@@ -78,6 +113,7 @@ pub trait Source {
 pub struct TxReport {
     /// Frames the kernel took and completed (sent by the socket).
     pub sent: u64,
+    /// Bytes of the sent frames (frame lengths: no FCS, preamble or gap).
     pub bytes: u64,
     /// Frames that could not be sent: longer than a UMEM frame, refused by
     /// the kernel (invalid descriptor), or not completed at the end.
@@ -87,16 +123,22 @@ pub struct TxReport {
     /// The sending device's tx_dropped grew by this much meanwhile (veth:
     /// the peer's queue was full): sent by us, lost on the wire.
     pub device_dropped: u64,
+    /// From the first frame until the drain ended (the wait for the last
+    /// completions included).
     pub duration: Duration,
     /// Largest lateness of a paced frame behind its due time (µs).
     pub max_late_us: f64,
+    /// How the socket was bound: `zero-copy` or `copy`.
     pub mode: &'static str,
 }
 
 impl TxReport {
+    /// Frames sent per second over `duration`.
     pub fn pps(&self) -> f64 {
         self.sent as f64 / self.duration.as_secs_f64().max(1e-9)
     }
+    /// Gbit/s of frame bytes over `duration` (without the 24 bytes of wire
+    /// overhead per frame that [`Speed::Bps`] counts).
     pub fn gbps(&self) -> f64 {
         self.bytes as f64 * 8.0 / self.duration.as_secs_f64().max(1e-9) / 1e9
     }
@@ -105,20 +147,27 @@ impl TxReport {
 /// Settings of a transmission.
 #[derive(Clone, Debug)]
 pub struct TxConfig {
+    /// The interface to send on.
     pub ifname: String,
+    /// The TX queue the socket binds to (see `ethtool -l`).
     pub queue: u32,
+    /// How frames are paced.
     pub speed: Speed,
     /// Frames posted before the kernel is kicked.
     pub batch: usize,
-    /// UMEM frames (a power of two) and their size (2048 or 4096).
+    /// UMEM frames (a power of two); also the TX and completion ring sizes.
     pub frames: u32,
+    /// Bytes per UMEM frame (2048 or 4096): longer frames are not sent.
     pub frame_size: u32,
+    /// Bind in zero-copy mode (fails where the driver has none); else copy mode.
     pub zero_copy: bool,
     /// Pin the sending thread to this CPU.
     pub cpu: Option<usize>,
 }
 
 impl TxConfig {
+    /// Defaults for `ifname`: queue 0, `max` speed, batches of 64, 4096 frames
+    /// of 4096 bytes, copy mode, no pinning.
     pub fn new(ifname: impl Into<String>) -> Self {
         TxConfig {
             ifname: ifname.into(),
@@ -198,7 +247,7 @@ pub fn transmit(
     let mut posted = 0u64;
     let mut unflushed = 0usize;
     let mut send_ns = 0u64;
-    let mut bits = 0f64;
+    let mut pacer = Pacer::new(cfg.speed);
     let mut sent_bytes_pending: std::collections::VecDeque<u32> =
         std::collections::VecDeque::with_capacity(cfg.frames as usize);
     let io = |e: std::io::Error| CaptureError::Socket {
@@ -225,13 +274,7 @@ pub fn transmit(
             rep.failed += 1;
             continue;
         }
-        let due = match cfg.speed {
-            Speed::Max => None,
-            Speed::Original(f) => Some((due_src as f64 / f) as u64),
-            Speed::Pps(r) => Some((posted as f64 * 1e9 / r) as u64),
-            Speed::Bps(b) => Some((bits * 1e9 / b) as u64),
-        };
-        bits += ((len + 24) * 8) as f64;
+        let due = pacer.due(len, due_src);
         if let Some(d) = due {
             let mut now = start.elapsed().as_nanos() as u64;
             if d > now + 20_000 {
@@ -307,8 +350,8 @@ pub fn transmit(
 }
 
 /// Synthetic frames for `wiretape gen`: Ethernet/IPv4/UDP test frames (see
-/// [`crate::testbed::frames`]) with a sequence number, a flow, and (frames of
-/// at least [`crate::testbed::frames::MIN_TIMED_LEN`] bytes) the UTC time
+/// [`crate::frames`]) with a sequence number, a flow, and (frames of
+/// at least [`crate::frames::MIN_TIMED_LEN`] bytes) the UTC time
 /// they were handed to the kernel.
 pub struct GenSource {
     sizes: GenSize,
@@ -322,6 +365,7 @@ pub struct GenSource {
 /// Frame sizes of `gen` (bytes without the FCS).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GenSize {
+    /// Every frame this many bytes (60..=4000 when parsed).
     Fixed(usize),
     /// Simple IMIX: 7 x 64, 4 x 576, 1 x 1514 bytes, interleaved.
     Imix,
@@ -346,6 +390,7 @@ impl std::str::FromStr for GenSize {
 const IMIX: [usize; 12] = [64, 576, 64, 64, 576, 64, 1514, 64, 576, 64, 64, 576];
 
 impl GenSize {
+    /// The size of frame `seq` (IMIX repeats its 12-frame pattern).
     pub fn len(self, seq: u64) -> usize {
         match self {
             GenSize::Fixed(n) => n,
@@ -355,6 +400,8 @@ impl GenSize {
 }
 
 impl GenSource {
+    /// `count` frames of `sizes`, round-robin over `flows` flows (at least
+    /// one; flow n is UDP source port 10000 + n).
     pub fn new(sizes: GenSize, count: u64, flows: u16) -> Self {
         GenSource {
             sizes,
@@ -381,10 +428,10 @@ impl Source for GenSource {
         let t = self
             .templates
             .entry(len)
-            .or_insert_with(|| crate::testbed::frames::build(0, len, 0));
+            .or_insert_with(|| crate::frames::build(0, len, 0));
         dst.copy_from_slice(t);
         let flow = (self.seq % self.flows as u64) as u16;
-        crate::testbed::frames::patch(dst, self.seq, flow, send_ns);
+        crate::frames::patch(dst, self.seq, flow, send_ns);
         self.seq += 1;
     }
 }
@@ -392,7 +439,7 @@ impl Source for GenSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testbed::frames;
+    use crate::frames;
 
     #[test]
     fn speeds_parse() {

@@ -104,6 +104,8 @@ impl Drop for Mmap {
 
 /// The packet buffer area shared with the kernel.
 pub struct Umem {
+    /// Tags the descriptors of this UMEM (see [`Desc`]).
+    owner: u32,
     map: Mmap,
     frame_size: u32,
     frames: u32,
@@ -121,57 +123,19 @@ impl Umem {
     /// The bytes of a received frame.
     #[inline(always)]
     pub fn frame(&self, d: &Desc) -> &[u8] {
-        // Desc values come only from RxRing::take, which checked the bounds.
+        // Desc values of this UMEM come only from RxRing::take, which
+        // checked the bounds; a Desc of another engine is refused here.
+        assert_eq!(d.owner(), self.owner, "a frame of another queue");
         // SAFETY: [addr, addr+len) lies inside the mapping (checked in take),
         // and the frame is owned by the holder of `d` (module invariant), so
         // the kernel does not write it while this borrow lives.
         unsafe {
-            std::slice::from_raw_parts(self.map.ptr.as_ptr().add(d.addr as usize), d.len as usize)
+            std::slice::from_raw_parts(self.map.ptr.as_ptr().add(d.addr() as usize), d.len() as usize)
         }
     }
 }
 
-/// A received frame, owned until given back with [`FillRing::give`].
-#[derive(Debug)]
-pub struct Desc {
-    addr: u64,
-    len: u32,
-    /// The steering program's TAI stamp (0 when it had none).
-    tai: u64,
-    /// The NIC's stamp (0 when it gave none).
-    hw: u64,
-    /// The frame's timestamp (UTC ns), set by the poll thread's stamper.
-    pub ts: u64,
-}
-
-impl Desc {
-    pub fn len(&self) -> u32 {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl wiretape_timestamp::StampSlot for Desc {
-    #[inline(always)]
-    fn frame_len(&self) -> u32 {
-        self.len
-    }
-    #[inline(always)]
-    fn xdp_tai(&self) -> u64 {
-        self.tai
-    }
-    #[inline(always)]
-    fn hw(&self) -> u64 {
-        self.hw
-    }
-    #[inline(always)]
-    fn set_ts(&mut self, ns: u64) {
-        self.ts = ns;
-    }
-}
+pub use crate::desc::Desc;
 
 /// Pointers into one mapped ring.
 struct RingPtrs {
@@ -261,13 +225,7 @@ impl RxRing {
                     std::ptr::read_unaligned(m.add(1)),
                 )
             };
-            out.push(Desc {
-                addr,
-                len: d.len,
-                tai,
-                hw,
-                ts: 0,
-            });
+            out.push(Desc::new(self.umem.owner, addr, d.len, tai, hw));
         }
         if n > 0 {
             self.cached_cons = self.cached_cons.wrapping_add(n as u32);
@@ -298,6 +256,7 @@ impl RxRing {
 /// `backlog` and go in on the next call: never a panic on the data path.
 pub struct FillRing {
     ring: RingPtrs,
+    owner: u32,
     cached_prod: u32,
     fd: RawFd,
     backlog: Vec<u64>,
@@ -329,11 +288,13 @@ impl FillRing {
             room -= 1;
         }
         for d in descs {
+            // Only frames of this UMEM go back to its kernel ring.
+            assert_eq!(d.owner(), self.owner, "a frame of another queue");
             if room > 0 {
-                place(d.addr, &mut put);
+                place(d.addr(), &mut put);
                 room -= 1;
             } else {
-                self.backlog.push(d.addr);
+                self.backlog.push(d.addr());
             }
         }
         if put == 0 {
@@ -360,13 +321,8 @@ impl FillRing {
     }
 
     fn give_addrs(&mut self, addrs: impl ExactSizeIterator<Item = u64>) {
-        self.give(addrs.map(|addr| Desc {
-            addr,
-            len: 0,
-            tai: 0,
-            hw: 0,
-            ts: 0,
-        }))
+        let owner = self.owner;
+        self.give(addrs.map(|addr| Desc::new(owner, addr, 0, 0, 0)))
     }
 }
 
@@ -613,6 +569,7 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
     )?;
 
     let umem = Arc::new(Umem {
+        owner: crate::desc::new_owner(),
         map: umem_map,
         frame_size: cfg.frame_size,
         frames: cfg.frames,
@@ -624,6 +581,7 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
     };
     let mut fill = FillRing {
         ring: RingPtrs::new(fill_map, &off.fr, fill_size),
+        owner: umem.owner,
         cached_prod: 0,
         fd: raw,
         backlog: Vec::with_capacity(n as usize),
@@ -877,17 +835,12 @@ mod tests {
         };
         let mut fill = FillRing {
             ring: RingPtrs::new(map.clone(), &off, size),
+            owner: 7,
             cached_prod: 0,
             fd: -1,
             backlog: Vec::new(),
         };
-        let d = |addr| Desc {
-            addr,
-            len: 0,
-            tai: 0,
-            hw: 0,
-            ts: 0,
-        };
+        let d = |addr| Desc::new(7, addr, 0, 0, 0);
         fill.give((0..8u32).map(|i| d(i as u64 * 2048)));
         assert_eq!(fill.ring.producer().load(Ordering::Relaxed), 8);
         // The kernel has taken frames and handed them back to us, but has

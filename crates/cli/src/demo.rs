@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
-use wiretape::capture::testbed::{frames, SizeFn, Testbed, CAP_IF, GEN_IF};
-use wiretape::capture::{sys, XdpMode};
+use wiretape::capture::{CaptureConfig, XdpMode};
+use wiretape_testbed::{frames, sys, SizeFn, Testbed, CAP_IF, GEN_IF};
 use wiretape::storage::{PcapReader, Record};
 use wiretape::timestamp::{format_rfc3339, realtime_ns};
-use wiretape::{Event, RecordOptions};
+use wiretape::{Event, Input, RecordConfig};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -52,13 +52,15 @@ pub fn run(a: Args) -> Result<i32> {
         thousands(a.count),
         thousands(a.rate)
     );
-    let mut opts = RecordOptions::new(CAP_IF, &dir);
-    opts.capture.count = Some(a.count);
-    opts.capture.xdp_mode = match a.xdp_mode.as_str() {
+    let mut opts = RecordConfig::interface(CAP_IF, &dir);
+    opts.stage.count = Some(a.count);
+    let mut cap = CaptureConfig::new(CAP_IF);
+    cap.xdp_mode = match a.xdp_mode.as_str() {
         "native" => Some(XdpMode::Native),
         "generic" => Some(XdpMode::Generic),
         _ => None,
     };
+    opts.input = Input::Interface(cap);
     // A bound, in case frames go missing: the demo must always end.
     opts.duration = Some(Duration::from_secs_f64(
         10.0 + a.count as f64 / a.rate.max(1) as f64,
@@ -103,7 +105,7 @@ pub fn run(a: Args) -> Result<i32> {
     let mut per_file = BTreeMap::new();
     let mut examples = Vec::new();
     for q in &rep.queues {
-        for f in &q.files {
+        for f in &q.sink.files {
             let mut r = PcapReader::open(f)?;
             let mut rec = Record::default();
             let mut last_ts = 0;

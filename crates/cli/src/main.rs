@@ -2,6 +2,8 @@
 //! Exit codes: 0 done, 1 runtime error (one line naming the thing and the
 //! fix), 2 usage error (from clap).
 
+#![recursion_limit = "256"]
+
 mod demo;
 mod info;
 mod record;

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-use wiretape::capture::{sys, XdpMode};
-use wiretape::{Event, RecordOptions};
+use wiretape::capture::{sys, CaptureConfig, FileConfig, XdpMode};
+use wiretape::{Event, Input, RecordConfig};
 
 #[derive(clap::Args)]
 #[command(
@@ -21,8 +21,18 @@ wiretape record -i eth0 -w /data --format pcapng --rotate-time 60s --keep-age 7d
 )]
 pub struct Args {
     /// Interface to record (e.g. eth0).
-    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
-    iface: String,
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", required_unless_present = "read")]
+    iface: Option<String>,
+    /// Instead of an interface, feed a capture file (pcap ns/us or pcapng)
+    /// through the same pipeline as one RX queue: no privileges needed.
+    /// Frames keep the file's timestamps unless --ts asks for kpt, batch,
+    /// udts, wdts or hybrid. Files are named after the file's stem.
+    #[arg(short = 'r', long = "read", value_name = "FILE", conflicts_with_all = ["iface", "queues", "cpus", "xdp_mode", "zero_copy", "frames", "frame_size"])]
+    read: Option<PathBuf>,
+    /// With -r: how fast the file is fed: max (default), original (its own
+    /// gaps; 2x twice as fast), a frame rate (100000) or a bit rate (5gbit).
+    #[arg(long, value_name = "SPEED", default_value = "max", requires = "read")]
+    speed: String,
     /// Output directory (created if missing).
     #[arg(short = 'w', long = "write", value_name = "DIR")]
     dir: PathBuf,
@@ -37,8 +47,8 @@ pub struct Args {
           value_parser = clap::value_parser!(u32).range(14..=262144))]
     snaplen: u32,
     /// RX queues to record: `all` or a list like 0,1 or 0-3.
-    #[arg(long, value_name = "all|0,1,..", default_value = "all")]
-    queues: String,
+    #[arg(long, value_name = "all|0,1,..")]
+    queues: Option<String>,
     /// CPUs for the poll threads, one per queue in turn (e.g. 2,3 or 2-5).
     /// Default: the CPUs this process may run on, in turn.
     #[arg(long, value_name = "LIST")]
@@ -47,26 +57,28 @@ pub struct Args {
     /// time per frame in the XDP program), kpt (per frame at the poll thread, TSC),
     /// batch, udts, wdts (a batch's gap spread uniformly / by size), hybrid
     /// (wdts when the queue is saturated, kpt otherwise), off. See `wiretape tsbench`.
-    #[arg(long = "ts", value_name = "MODE", default_value = "hw",
+    /// Default hw (with -r: the file's own stamps).
+    #[arg(long = "ts", value_name = "MODE",
           value_parser = ["hw", "xdp", "kpt", "batch", "udts", "wdts", "hybrid", "off"])]
-    ts: String,
+    ts: Option<String>,
     /// Write the final accounting as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     summary_json: Option<PathBuf>,
     /// Where the XDP program runs: auto (native, else generic), native, generic.
-    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "native", "generic"])]
-    xdp_mode: String,
+    #[arg(long, value_name = "MODE", value_parser = ["auto", "native", "generic"])]
+    xdp_mode: Option<String>,
     /// AF_XDP zero-copy: auto (try, else copy), on, off.
-    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = ["auto", "on", "off"])]
-    zero_copy: String,
-    /// UMEM frames per queue (power of two): how many frames may wait for the writer.
-    #[arg(long, value_name = "N", default_value_t = 32768)]
-    frames: u32,
+    #[arg(long, value_name = "MODE", value_parser = ["auto", "on", "off"])]
+    zero_copy: Option<String>,
+    /// UMEM frames per queue (power of two): how many frames may wait for the
+    /// writer. Default 32768.
+    #[arg(long, value_name = "N")]
+    frames: Option<u32>,
     /// Bytes per UMEM frame: 2048 or 4096. The largest frame recorded is this
     /// minus 256 (1792 by default: Ethernet with VLAN tags); larger frames are
     /// counted in drops.other.
-    #[arg(long, value_name = "BYTES", default_value_t = 2048)]
-    frame_size: u32,
+    #[arg(long, value_name = "BYTES")]
+    frame_size: Option<u32>,
     /// Most frames a poll thread takes from the ring at once.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     batch: usize,
@@ -266,78 +278,107 @@ pub fn check_privileges() -> Result<()> {
     Ok(())
 }
 
-pub fn run(a: Args) -> Result<i32> {
-    let mut opts = RecordOptions::new(&a.iface, &a.dir);
-    opts.capture.count = a.count;
-    opts.capture.queues = match a.queues.trim() {
-        "all" => None,
-        s => Some(parse_list(s, "--queues")?),
-    };
-    opts.capture.cpus = match &a.cpus {
+fn cpu_list(s: &Option<String>, what: &str) -> Result<Option<Vec<usize>>> {
+    Ok(match s {
         None => None,
-        Some(s) => Some(
-            parse_list(s, "--cpus")?
-                .into_iter()
-                .map(|c| c as usize)
-                .collect(),
-        ),
-    };
-    opts.capture.xdp_mode = match a.xdp_mode.as_str() {
-        "native" => Some(XdpMode::Native),
-        "generic" => Some(XdpMode::Generic),
-        _ => None,
-    };
-    opts.capture.zero_copy = match a.zero_copy.as_str() {
-        "on" => Some(true),
-        "off" => Some(false),
-        _ => None,
-    };
-    opts.capture.ts_mode = a.ts.parse().map_err(anyhow::Error::msg)?;
-    opts.capture.frames = a.frames;
-    opts.capture.frame_size = a.frame_size;
-    opts.capture.batch = a.batch;
-    opts.capture.idle_sleep = Duration::from_micros(a.poll_sleep_us);
-    opts.snaplen = a.snaplen;
-    opts.duration = a.duration;
-    opts.flush_interval = a.flush_interval;
-    opts.prefix = a.prefix.clone();
-    opts.io = a.io.parse().map_err(anyhow::Error::msg)?;
-    opts.block_size = a.block_kib as usize * 1024;
-    opts.buffers = a.write_buffers as usize;
-    opts.rotate_size = a.rotate_size;
-    opts.rotate_time = a.rotate_time;
-    if let Some(m) = a.buffer_mib {
-        opts.buffer_bytes = m << 20;
+        Some(s) => Some(parse_list(s, what)?.into_iter().map(|c| c as usize).collect()),
+    })
+}
+
+/// The capture side of the options (-i or -r).
+fn input(a: &Args) -> Result<Input> {
+    if let Some(path) = &a.read {
+        let mut f = FileConfig::new(path);
+        f.speed = a.speed.parse().map_err(anyhow::Error::msg)?;
+        f.cpu = cpu_list(&a.cpus, "--cpus")?.and_then(|c| c.first().copied());
+        f.writer_cpu = cpu_list(&a.writer_cpus, "--writer-cpus")?.and_then(|c| c.first().copied());
+        return Ok(Input::File(f));
     }
-    opts.format =
+    let iface = a.iface.clone().expect("clap requires -i without -r");
+    let mut c = CaptureConfig::new(&iface);
+    c.queues = match a.queues.as_deref().map(str::trim) {
+        None | Some("all") => None,
+        Some(s) => Some(parse_list(s, "--queues")?),
+    };
+    c.cpus = cpu_list(&a.cpus, "--cpus")?;
+    c.writer_cpus = cpu_list(&a.writer_cpus, "--writer-cpus")?;
+    c.xdp_mode = match a.xdp_mode.as_deref() {
+        Some("native") => Some(XdpMode::Native),
+        Some("generic") => Some(XdpMode::Generic),
+        _ => None,
+    };
+    c.zero_copy = match a.zero_copy.as_deref() {
+        Some("on") => Some(true),
+        Some("off") => Some(false),
+        _ => None,
+    };
+    if let Some(n) = a.frames {
+        c.frames = n;
+    }
+    if let Some(n) = a.frame_size {
+        c.frame_size = n;
+    }
+    Ok(Input::Interface(c))
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let input = input(&a)?;
+    let file = matches!(input, Input::File(_));
+    let mut opts = match &input {
+        Input::File(f) => RecordConfig::file(&f.path, &a.dir),
+        Input::Interface(c) => RecordConfig::interface(&c.ifname, &a.dir),
+    };
+    opts.input = input;
+    if let Some(ts) = &a.ts {
+        opts.ts = ts.parse().map_err(anyhow::Error::msg)?;
+    }
+    opts.stage.count = a.count;
+    opts.stage.batch = a.batch;
+    opts.stage.idle_sleep = Duration::from_micros(a.poll_sleep_us);
+    opts.duration = a.duration;
+    let st = &mut opts.storage;
+    st.snaplen = a.snaplen;
+    st.flush_interval = a.flush_interval;
+    st.prefix = a.prefix.clone();
+    st.io = a.io.parse().map_err(anyhow::Error::msg)?;
+    st.block_size = a.block_kib as usize * 1024;
+    st.buffers = a.write_buffers as usize;
+    st.rotate_size = a.rotate_size;
+    st.rotate_time = a.rotate_time;
+    if let Some(m) = a.buffer_mib {
+        st.buffer_bytes = m << 20;
+    }
+    st.format =
         wiretape::storage::Format::from_flags(&a.format, &a.tsprec).map_err(anyhow::Error::msg)?;
-    opts.index = !a.no_index;
-    opts.retention = wiretape::Policy {
+    st.index = !a.no_index;
+    st.retention = wiretape::Policy {
         keep_files: a.keep_files.map(|n| n as usize),
         keep_bytes: a.keep_bytes,
         keep_age: a.keep_age,
         min_free: a.min_free,
     };
-    opts.on_full_rotate = a.on_full == "rotate";
-    opts.capture.writer_cpus = match &a.writer_cpus {
-        None => None,
-        Some(s) => Some(
-            parse_list(s, "--writer-cpus")?
-                .into_iter()
-                .map(|c| c as usize)
-                .collect(),
-        ),
-    };
+    st.on_full_rotate = a.on_full == "rotate";
 
     // Cheap checks first, so that bad input fails before anything is attached.
-    wiretape::prepare_dir(&a.dir)?;
-    if sys::ifindex(&a.iface).is_none() {
-        bail!(
-            "no such interface '{}' in this network namespace (list interfaces with `ip link`)",
-            a.iface
-        );
+    wiretape::storage::prepare_dir(&a.dir)?;
+    if let Some(iface) = &a.iface {
+        if sys::ifindex(iface).is_none() {
+            bail!(
+                "no such interface '{iface}' in this network namespace (list interfaces with `ip link`)"
+            );
+        }
     }
-    check_privileges()?;
+    if let Some(p) = &a.read {
+        if !p.is_file() {
+            bail!(
+                "cannot read {}: no such file (give -r a pcap or pcapng file)",
+                p.display()
+            );
+        }
+    }
+    if !file {
+        check_privileges()?;
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

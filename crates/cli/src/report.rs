@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 use std::time::Duration;
-use wiretape::capture::{BindMode, Drops, StartInfo};
+use wiretape::capture::{BindMode, StartInfo};
 use wiretape::storage::Format;
-use wiretape::{CaptureReport, RecordOptions, Snapshot, StorageProgress};
+use wiretape::{CaptureReport, Drops, RecordConfig, Snapshot, StorageProgress};
 
 /// 1234567 -> "1,234,567"
 pub fn thousands(n: u64) -> String {
@@ -35,18 +35,7 @@ pub fn bytes_h(n: u64) -> String {
     }
 }
 
-pub fn start_line(info: &StartInfo, opts: &RecordOptions) -> String {
-    let mode = match info.bind_mode {
-        BindMode::ZeroCopy => "zero-copy".to_string(),
-        BindMode::Copy if info.zero_copy_refused.is_some() => {
-            "copy mode (driver refused zero-copy: expected on veth)".into()
-        }
-        BindMode::Copy => "copy mode".into(),
-    };
-    let native = match &info.native_refused {
-        Some(r) => format!(" (native refused: {r})"),
-        None => String::new(),
-    };
+pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
     let cpus: Vec<String> = info
         .queues
         .iter()
@@ -58,18 +47,44 @@ pub fn start_line(info: &StartInfo, opts: &RecordOptions) -> String {
             )
         })
         .collect();
+    let dir = opts.storage.dir.display();
+    let snaplen = opts.storage.snaplen;
+    if let Some(src) = &info.source {
+        return format!(
+            "wiretape: recording {} (file engine, as {}) [{}]: ring of {} x {} B, snaplen {snaplen}, {} -> {dir}",
+            src.display(),
+            info.ifname,
+            cpus.join(" "),
+            info.frames,
+            info.frame_size,
+            ts_text(info),
+        );
+    }
+    let mode = match info.bind_mode {
+        Some(BindMode::ZeroCopy) => "zero-copy".to_string(),
+        Some(BindMode::Copy) if info.zero_copy_refused.is_some() => {
+            "copy mode (driver refused zero-copy: expected on veth)".into()
+        }
+        _ => "copy mode".into(),
+    };
+    let native = match &info.native_refused {
+        Some(r) => format!(" (native refused: {r})"),
+        None => String::new(),
+    };
     format!(
-        "wiretape: recording {} queues {:?} [{}]: {} XDP{native}, AF_XDP {mode}, UMEM {} x {} B per queue, snaplen {}, {} -> {}",
+        "wiretape: recording {} queues {:?} [{}]: {} XDP{native}, AF_XDP {mode}, UMEM {} x {} B per queue, snaplen {snaplen}, {} -> {dir}",
         info.ifname,
         info.queues,
         cpus.join(" "),
-        info.xdp_mode.name(),
+        xdp_mode(info),
         info.frames,
         info.frame_size,
-        opts.snaplen,
         ts_text(info),
-        opts.dir.display()
     )
+}
+
+fn xdp_mode(info: &StartInfo) -> &'static str {
+    info.xdp_mode.map(|m| m.name()).unwrap_or("none")
 }
 
 fn ts_text(info: &StartInfo) -> String {
@@ -86,6 +101,7 @@ fn ts_text(info: &StartInfo) -> String {
             ),
         },
         TsMode::Xdp => format!("timestamps xdp (TAI-UTC {} s)", info.tai_offset_s),
+        TsMode::Off if info.source.is_some() => "timestamps from the file".into(),
         TsMode::Off => "timestamps off".into(),
         m => format!("timestamps {m} (clock {})", info.clock),
     }
@@ -156,7 +172,7 @@ fn drops_json(d: &Drops) -> Value {
 pub fn summary_json(
     r: &CaptureReport,
     why: &str,
-    opts: &RecordOptions,
+    opts: &RecordConfig,
     st: &StorageProgress,
 ) -> Value {
     let mut t = wiretape::timestamp::StampStats::default();
@@ -172,13 +188,15 @@ pub fn summary_json(
     let files: Vec<String> = r
         .queues
         .iter()
-        .flat_map(|q| q.files.iter().map(|f| f.display().to_string()))
+        .flat_map(|q| q.sink.files.iter().map(|f| f.display().to_string()))
         .collect();
     json!({
         "interface": r.info.ifname,
         "queues": r.info.queues,
-        "xdp_mode": r.info.xdp_mode.name(),
-        "bind_mode": match r.info.bind_mode { BindMode::ZeroCopy => "zero-copy", BindMode::Copy => "copy" },
+        "engine": r.info.engine,
+        "source": r.info.source.as_ref().map(|p| p.display().to_string()),
+        "xdp_mode": xdp_mode(&r.info),
+        "bind_mode": match r.info.bind_mode { Some(BindMode::ZeroCopy) => "zero-copy", Some(BindMode::Copy) => "copy", None => "none" },
         "write_engine": r.queues.first().map(|q| q.sink.engine).unwrap_or(""),
         "timestamp_mode": r.info.ts_mode.name(),
         "timestamp_clock": r.info.clock,
@@ -204,8 +222,8 @@ pub fn summary_json(
             "timestamps": stamps_json(&q.stamps, q.hw_stamped),
             "drops": drops_json(&q.drops),
             "identity_holds": q.identity_holds(),
-            "files": q.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
-            "file_bytes": q.file_bytes,
+            "files": q.sink.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+            "file_bytes": q.sink.file_bytes,
             "writer": {
                 "engine": q.sink.engine,
                 "block_writes": q.sink.block_writes,
@@ -224,7 +242,7 @@ pub fn summary_json(
             },
         })).collect::<Vec<_>>(),
         "files": files,
-        "format": match opts.format {
+        "format": match opts.storage.format {
             Format::PcapNs => "pcap-ns",
             Format::PcapUs => "pcap-us",
             Format::PcapNg => "pcapng",
@@ -261,7 +279,8 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
             d.after_count,
             d.write_error,
             d.disk_full,
-            q.files
+            q.sink
+                .files
                 .iter()
                 .map(|f| f.display().to_string())
                 .collect::<Vec<_>>()

@@ -207,7 +207,7 @@ fn svg(rows: &[Accuracy]) -> String {
 /// The live measurement on a veth pair; prints a table.
 fn live(a: &Args) -> Result<()> {
     use std::sync::atomic::AtomicBool;
-    use wiretape::capture::testbed::{frames, Testbed, CAP_IF};
+    use wiretape_testbed::{frames, Testbed, CAP_IF};
     use wiretape::storage::{PcapReader, Record};
     crate::record::check_privileges()?;
     let tb = Testbed::create("tsb", 1)?;
@@ -227,22 +227,24 @@ fn live(a: &Args) -> Result<()> {
             mode.name()
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let mut opts = wiretape::RecordOptions::new(CAP_IF, &dir);
-        opts.capture.count = Some(a.live_frames);
-        opts.capture.ts_mode = mode;
-        opts.capture.idle_sleep = std::time::Duration::from_micros(a.poll_sleep_us.max(1));
+        let mut opts = wiretape::RecordConfig::interface(CAP_IF, &dir);
+        opts.stage.count = Some(a.live_frames);
+        opts.ts = mode;
+        opts.stage.idle_sleep = std::time::Duration::from_micros(a.poll_sleep_us.max(1));
         // Sender on the first CPU, capture threads on the last: on a small
         // machine a preempted sender (its send time is taken before its
         // syscall) would otherwise dominate the error.
         let cpus = wiretape::capture::sys::allowed_cpus();
         let (send_cpu, cap_cpu) = (cpus.first().copied(), cpus.last().copied());
-        opts.capture.cpus = cap_cpu.map(|c| vec![c]);
+        let mut cap = wiretape::capture::CaptureConfig::new(CAP_IF);
+        cap.cpus = cap_cpu.map(|c| vec![c]);
+        opts.input = wiretape::Input::Interface(cap);
         opts.duration = Some(std::time::Duration::from_secs_f64(
             10.0 + a.live_frames as f64 / a.rate as f64,
         ));
         let stop = AtomicBool::new(false);
         let rep = {
-            let _inside = wiretape::capture::sys::NetnsGuard::enter(tb.netns())?;
+            let _inside = wiretape_testbed::sys::NetnsGuard::enter(tb.netns())?;
             std::thread::scope(|s| -> Result<_> {
                 let mut h = None;
                 let rep = wiretape::record(&opts, &stop, |ev| {
@@ -262,7 +264,7 @@ fn live(a: &Args) -> Result<()> {
         };
         let mut pts: Vec<(u64, u64, u64)> = Vec::new();
         let mut rec = Record::default();
-        for f in rep.queues.iter().flat_map(|q| q.files.iter()) {
+        for f in rep.queues.iter().flat_map(|q| q.sink.files.iter()) {
             let mut r = PcapReader::open(f)?;
             while r.next_into(&mut rec)? {
                 if let Some((seq, sent)) = frames::parse_timed(&rec.data) {

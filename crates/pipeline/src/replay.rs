@@ -1,8 +1,10 @@
-//! `wiretape replay`: a capture file (pcap ns/µs, pcapng) as a
-//! [`capture::tx::Source`], so the transmit loop sends it at its own pace.
+//! Capture files as sources: [`ReplaySource`] for the transmit loop
+//! (`wiretape replay`), [`FileSource`] for the file engine
+//! (`wiretape record -r`).
 
-use crate::capture::tx::Source;
-use crate::storage::{PcapReader, Record, StorageError};
+use wiretape_capture::tx::Source;
+use wiretape_capture::{RecordHead, RecordSource};
+use wiretape_storage::{PcapReader, Record, StorageError};
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -21,6 +23,7 @@ pub struct ReplaySource {
     /// Frames read (all passes), and those cut short in the file (caplen <
     /// orig_len: sent as recorded).
     pub frames: u64,
+    /// Of those, frames the file had cut (sent as recorded).
     pub cut: u64,
     /// A read error ends the replay; it is kept here.
     pub error: Option<StorageError>,
@@ -43,6 +46,7 @@ impl ReplaySource {
         })
     }
 
+    /// The file's link type.
     pub fn linktype(&self) -> u32 {
         self.reader.header().linktype
     }
@@ -88,5 +92,54 @@ impl Source for ReplaySource {
 
     fn fill(&mut self, dst: &mut [u8], _send_ns: u64) {
         dst.copy_from_slice(&self.rec.data);
+    }
+}
+
+/// The records of a capture file (pcap ns/µs either byte order, pcapng),
+/// for the file engine.
+pub struct FileSource {
+    reader: PcapReader<BufReader<File>>,
+    rec: Record,
+    error: Option<StorageError>,
+}
+
+impl FileSource {
+    /// Opens `path` (its header is read and checked here).
+    pub fn open(path: &Path) -> Result<Self, StorageError> {
+        Ok(FileSource {
+            reader: PcapReader::open(path)?,
+            rec: Record::default(),
+            error: None,
+        })
+    }
+
+    /// The file's link type.
+    pub fn linktype(&self) -> u32 {
+        self.reader.header().linktype
+    }
+}
+
+impl RecordSource for FileSource {
+    fn next(&mut self) -> Option<RecordHead> {
+        match self.reader.next_into(&mut self.rec) {
+            Ok(true) => Some(RecordHead {
+                caplen: self.rec.data.len() as u32,
+                wire_len: self.rec.orig_len.max(self.rec.data.len() as u32),
+                ts_ns: self.rec.ts_ns,
+            }),
+            Ok(false) => None,
+            Err(e) => {
+                self.error = Some(e);
+                None
+            }
+        }
+    }
+
+    fn fill(&mut self, dst: &mut [u8]) {
+        dst.copy_from_slice(&self.rec.data);
+    }
+
+    fn error(&self) -> Option<String> {
+        self.error.as_ref().map(|e| e.to_string())
     }
 }

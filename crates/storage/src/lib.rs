@@ -14,10 +14,13 @@
 mod aligned;
 pub mod block;
 pub mod index;
+pub mod naming;
 pub mod pcap;
 pub mod pcapng;
 pub mod reader;
 pub mod repair;
+pub mod retention;
+pub mod rotating;
 pub mod sink;
 pub mod uring;
 pub mod writer;
@@ -26,6 +29,11 @@ pub use aligned::AlignedBuf;
 pub use block::BlockBuilder;
 pub use pcap::{FileHeader, Format, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
 pub use reader::{FileInfo, PcapReader, Record};
+pub use retention::{MinFree, Policy, Retention};
+pub use rotating::{
+    prepare_dir, repair_dir, Gauge, RotatingWriter, StorageConfig, StorageProgress, Store,
+    WriterReport, DEFAULT_SNAPLEN,
+};
 pub use sink::{AnySink, Block, BlockSink, FileSink, IoMode, MakeRoom, PreparedSink, SinkStats};
 pub use writer::{PcapWriter, WriterStats};
 
@@ -64,6 +72,16 @@ pub enum StorageError {
         len: u64,
         good_end: u64,
     },
+    #[error("output path {0} exists and is not a directory: give -w a directory")]
+    NotADirectory(PathBuf),
+    #[error("output directory {path} is not writable ({source}): choose another -w directory or fix its permissions")]
+    NotWritable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("internal error: {0}")]
+    Internal(&'static str),
     #[error("{path}: corrupt record at byte {offset}: {why}")]
     Corrupt {
         path: PathBuf,

@@ -1,7 +1,7 @@
 //! Retention: keeping a bounded ring of capture files, the way recorders run
 //! for months. Only wiretape's own files are ever deleted: names of the exact
 //! form `<prefix>-<iface>-q<N>-<YYYYMMDDTHHMMSS.nnnnnnnnnZ>.pcap[ng]` (what
-//! [`crate::capture_file_name`] makes) in the output directory, with their
+//! [`crate::naming::file_name`] makes) in the output directory, with their
 //! `.idx` sidecars; any other file is left alone, whatever its name or age.
 //! Files being written are never deleted. Oldest first, by the UTC start
 //! time in the name (files of earlier runs with the same prefix included:
@@ -39,72 +39,14 @@ impl Policy {
     }
 }
 
-/// One of our files.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OurFile {
-    pub path: PathBuf,
-    /// The UTC start in the name (`YYYYMMDDTHHMMSS.nnnnnnnnnZ`): sorts by time.
-    pub start: String,
-    /// Bytes of the file and its sidecar.
-    pub bytes: u64,
-    pub modified: SystemTime,
-}
+pub use crate::naming::OurFile;
+use crate::fs_space;
 
-/// Is `name` one of ours for `prefix`? Returns the start-time part.
-pub fn parse_name<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
-    let rest = name.strip_prefix(prefix)?.strip_prefix('-')?;
-    let rest = rest
-        .strip_suffix(".pcap")
-        .or_else(|| rest.strip_suffix(".pcapng"))?;
-    let (head, ts) = rest.rsplit_once('-')?;
-    let (iface, q) = head.rsplit_once('-')?;
-    let q = q.strip_prefix('q')?;
-    if iface.is_empty() || q.is_empty() || !q.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // YYYYMMDDTHHMMSS.nnnnnnnnnZ
-    let b = ts.as_bytes();
-    let ok = b.len() == 26
-        && b[..8].iter().all(u8::is_ascii_digit)
-        && b[8] == b'T'
-        && b[9..15].iter().all(u8::is_ascii_digit)
-        && b[15] == b'.'
-        && b[16..25].iter().all(u8::is_ascii_digit)
-        && b[25] == b'Z';
-    ok.then_some(ts)
-}
-
-/// Our files in `dir`, oldest first.
+/// Our files in `dir`, oldest first (see [`crate::naming::list`]).
 pub fn our_files(dir: &Path, prefix: &str) -> Vec<OurFile> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut v: Vec<OurFile> = rd
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let start = parse_name(&name, prefix)?.to_string();
-            let md = e.metadata().ok()?;
-            if !md.is_file() {
-                return None;
-            }
-            let path = e.path();
-            let side = std::fs::metadata(wiretape_storage::index::path_for(&path))
-                .map(|m| m.len())
-                .unwrap_or(0);
-            Some(OurFile {
-                path,
-                start,
-                bytes: md.len() + side,
-                modified: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            })
-        })
-        .collect();
-    v.sort_by(|a, b| a.start.cmp(&b.start).then(a.path.cmp(&b.path)));
-    v
+    crate::naming::list(dir, prefix)
 }
 
-pub use wiretape_storage::fs_space;
 
 /// The retention of one recording: shared by its writer threads (which
 /// register the files they write and ask for room on a full disk) and its
@@ -166,7 +108,7 @@ impl Retention {
         if std::fs::remove_file(&f.path).is_err() {
             return false;
         }
-        let _ = std::fs::remove_file(wiretape_storage::index::path_for(&f.path));
+        let _ = std::fs::remove_file(crate::naming::index_path(&f.path));
         self.deleted_files.fetch_add(1, Ordering::Relaxed);
         self.deleted_bytes.fetch_add(f.bytes, Ordering::Relaxed);
         self.log
@@ -267,27 +209,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names() {
-        let ts = "20261122T101010.123456789Z";
-        assert_eq!(parse_name(&format!("wt-eth0-q0-{ts}.pcap"), "wt"), Some(ts));
-        assert_eq!(
-            parse_name(&format!("wt-my-if-q12-{ts}.pcapng"), "wt"),
-            Some(ts)
-        );
-        for bad in [
-            format!("wt-eth0-q0-{ts}.pcap.idx"),
-            format!("other-eth0-q0-{ts}.pcap"),
-            format!("wt-eth0-qx-{ts}.pcap"),
-            format!("wt-eth0-q0-{ts}.txt"),
-            "wt-eth0-q0-20261122T101010Z.pcap".into(),
-            format!("wt--q0-{ts}.pcap"),
-            format!("wtx-eth0-q0-{ts}.pcap"),
-        ] {
-            assert_eq!(parse_name(&bad, "wt"), None, "{bad}");
-        }
-    }
-
-    #[test]
     fn keeps_newest_and_never_touches_foreign_or_open_files() {
         let d = std::env::temp_dir().join(format!("wt-ret-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
@@ -296,7 +217,7 @@ mod tests {
         for i in 0..6 {
             std::fs::write(name(i), vec![0u8; 1000]).unwrap();
         }
-        std::fs::write(wiretape_storage::index::path_for(&name(0)), b"x").unwrap();
+        std::fs::write(crate::naming::index_path(&name(0)), b"x").unwrap();
         let foreign = [
             d.join("notes.txt"),
             d.join("other-eth0-q0-20261122T101000.000000000Z.pcap"),
@@ -321,7 +242,7 @@ mod tests {
         for i in [1, 2, 3] {
             assert!(!name(i).exists(), "{i} deleted");
         }
-        assert!(wiretape_storage::index::path_for(&name(0)).exists());
+        assert!(crate::naming::index_path(&name(0)).exists());
         r.closed(&name(0));
         let r2 = Retention::new(
             &d,
@@ -332,7 +253,7 @@ mod tests {
             },
         );
         assert_eq!(r2.enforce(), 1); // 0 (with its sidecar) goes
-        assert!(!name(0).exists() && !wiretape_storage::index::path_for(&name(0)).exists());
+        assert!(!name(0).exists() && !crate::naming::index_path(&name(0)).exists());
         assert!(r2.make_room(&name(5)));
         assert!(!name(4).exists() && name(5).exists());
         assert!(!r2.make_room(&name(5)), "nothing else of ours to delete");

@@ -118,18 +118,31 @@ impl<S: BlockSink> PcapWriter<S> {
     /// Appends one frame stamped `ts_ns` (UTC ns); cut to the snap length.
     #[inline]
     pub fn write(&mut self, ts_ns: u64, frame: &[u8]) -> Result<(), StorageError> {
+        self.write_wire(ts_ns, frame, frame.len() as u32)
+    }
+
+    /// As [`PcapWriter::write`], for a frame that was `wire_len` bytes on
+    /// the wire (more than its bytes when a capture file had cut it).
+    #[inline]
+    pub fn write_wire(
+        &mut self,
+        ts_ns: u64,
+        frame: &[u8],
+        wire_len: u32,
+    ) -> Result<(), StorageError> {
+        let wire_len = wire_len.max(frame.len() as u32);
         if self.failed.is_some() {
             self.stats.lost += 1;
             return Err(self.failure());
         }
         let cap = frame.len().min(self.snaplen);
         let data = &frame[..cap];
-        if !self.block.push_record(ts_ns, data, frame.len() as u32) {
+        if !self.block.push_record(ts_ns, data, wire_len) {
             if let Err(e) = self.submit() {
                 self.stats.lost += 1; // this frame: it never reached a block
                 return Err(e);
             }
-            if !self.block.push_record(ts_ns, data, frame.len() as u32) {
+            if !self.block.push_record(ts_ns, data, wire_len) {
                 // Only a block smaller than one record gets here.
                 self.stats.lost += 1;
                 return Err(StorageError::Corrupt {

@@ -1,0 +1,231 @@
+//! The file engine's frame memory: one byte ring shared by the thread that
+//! fills it (the poll thread) and the one that empties it (the writer), the
+//! way a UMEM is shared with the kernel. All of the file engine's `unsafe`
+//! is here.
+//!
+//! Ownership protocol (every block below relies on it):
+//! 1. The filler reserves the next free bytes ([`ArenaFiller::reserve`]):
+//!    bytes below the ring's `released` mark plus its size are never handed
+//!    out twice, so nobody else reads or writes them.
+//! 2. It writes the frame, then makes a [`Desc`] naming the bytes (absolute
+//!    stream position and length) and hands the token to the writer thread
+//!    over a channel (which orders the writes before the reads).
+//! 3. The reader reads through `&Desc` ([`ArenaReader::frame`]) and, in the
+//!    order the frames were reserved, releases them
+//!    ([`ArenaReader::release`]), publishing the new `released` mark with
+//!    Release ordering; the filler loads it with Acquire before reusing the
+//!    bytes.
+//!
+//! Frames are released in the order they were made (the pipeline keeps
+//! batches in order), so one mark is the whole free list.
+
+use crate::Desc;
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Alignment of every frame in the ring.
+const ALIGN: u64 = 8;
+/// Bytes before each frame: its length on the wire (u32) and padding.
+pub(crate) const HEADROOM: u64 = 8;
+
+struct Shared {
+    buf: Box<[UnsafeCell<u8>]>,
+    /// Stream position up to which the reader has given frames back.
+    released: AtomicU64,
+    owner: u32,
+}
+
+impl Shared {
+    /// The first byte, with the provenance of the whole buffer.
+    fn base(&self) -> *mut u8 {
+        UnsafeCell::raw_get(self.buf.as_ptr())
+    }
+}
+
+// SAFETY: the bytes are shared between exactly one filler and one reader,
+// which never touch the same bytes at the same time (module protocol); the
+// mark is atomic.
+unsafe impl Sync for Shared {}
+// SAFETY: as above; the buffer is owned by the Arc.
+unsafe impl Send for Shared {}
+
+/// Makes a ring of `size` bytes (a power of two, at least 64 KiB).
+pub(crate) fn arena(size: usize) -> (ArenaFiller, ArenaReader) {
+    let size = size.next_power_of_two().max(64 << 10);
+    let buf: Box<[UnsafeCell<u8>]> = (0..size).map(|_| UnsafeCell::new(0)).collect();
+    let shared = Arc::new(Shared {
+        buf,
+        released: AtomicU64::new(0),
+        owner: crate::desc::new_owner(),
+    });
+    (
+        ArenaFiller {
+            shared: shared.clone(),
+            head: 0,
+        },
+        ArenaReader {
+            shared,
+            released: 0,
+        },
+    )
+}
+
+/// The filling side (one thread).
+pub(crate) struct ArenaFiller {
+    shared: Arc<Shared>,
+    /// Stream position of the next free byte.
+    head: u64,
+}
+
+impl ArenaFiller {
+    /// Bytes in the ring.
+    pub(crate) fn capacity(&self) -> usize {
+        self.shared.buf.len()
+    }
+
+    /// Reserves room for a frame of `len` bytes, lets `fill` write it (and
+    /// return its length on the wire) and returns its token; None when the
+    /// ring has no room now (the reader has not given enough back).
+    pub(crate) fn push(
+        &mut self,
+        len: usize,
+        tai: u64,
+        fill: impl FnOnce(&mut [u8]) -> u32,
+    ) -> Option<Desc> {
+        let size = self.shared.buf.len() as u64;
+        let need = (HEADROOM + len as u64).div_ceil(ALIGN) * ALIGN;
+        if need > size {
+            return None;
+        }
+        // A frame never wraps: skip to the ring's start when it would.
+        let off = self.head % size;
+        let start = if off + need > size {
+            self.head + (size - off)
+        } else {
+            self.head
+        };
+        let released = self.shared.released.load(Ordering::Acquire);
+        if start + need - released > size {
+            return None;
+        }
+        let at = (start % size) as usize;
+        // SAFETY: [at, at + need) lies inside the buffer (no wrap, checked
+        // above) and is free: it is above the reader's released mark plus
+        // the ring size, so no token names it (module protocol). The slice
+        // is the only reference to those bytes while it lives.
+        let dst = unsafe {
+            std::slice::from_raw_parts_mut(self.shared.base().add(at), need as usize)
+        };
+        let wire = fill(&mut dst[HEADROOM as usize..HEADROOM as usize + len]);
+        dst[..4].copy_from_slice(&wire.to_ne_bytes());
+        self.head = start + need;
+        Some(Desc::new(
+            self.shared.owner,
+            start + HEADROOM,
+            len as u32,
+            tai,
+            0,
+        ))
+    }
+}
+
+/// The reading side (one thread).
+pub(crate) struct ArenaReader {
+    shared: Arc<Shared>,
+    released: u64,
+}
+
+impl ArenaReader {
+    fn check(&self, d: &Desc) -> (usize, usize) {
+        assert_eq!(d.owner(), self.shared.owner, "a frame of another queue");
+        let size = self.shared.buf.len() as u64;
+        let at = d.addr() % size;
+        assert!(
+            at >= HEADROOM && at + d.len() as u64 <= size,
+            "frame outside the arena"
+        );
+        (at as usize, d.len() as usize)
+    }
+
+    /// The bytes of a frame.
+    #[inline]
+    pub(crate) fn frame(&self, d: &Desc) -> &[u8] {
+        let (at, len) = self.check(d);
+        // SAFETY: the range is inside the buffer (checked) and belongs to
+        // the holder of `d` (module protocol): the filler does not write it
+        // until it is released, which needs `d` by value.
+        unsafe { std::slice::from_raw_parts(self.shared.base().add(at), len) }
+    }
+
+    /// The frame's length on the wire.
+    #[inline]
+    pub(crate) fn wire_len(&self, d: &Desc) -> u32 {
+        let (at, _) = self.check(d);
+        let h = at - HEADROOM as usize;
+        // SAFETY: as in `frame`, for the frame's headroom.
+        let b = unsafe { std::slice::from_raw_parts(self.shared.base().add(h), 4) };
+        u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+    }
+
+    /// Gives frames back, oldest first.
+    pub(crate) fn release(&mut self, descs: impl Iterator<Item = Desc>) {
+        for d in descs {
+            self.check(&d);
+            let end = (d.addr() + d.len() as u64).div_ceil(ALIGN) * ALIGN;
+            assert!(end > self.released, "frames given back out of order");
+            self.released = end;
+        }
+        self.shared.released.store(self.released, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_wraps_and_refuses_when_full() {
+        let (mut f, mut r) = arena(64 << 10);
+        let mut held = std::collections::VecDeque::new();
+        let mut k = 0u32;
+        // Fill until refused, then release half, many times round the ring.
+        for round in 0..50 {
+            loop {
+                let len = 60 + (k as usize * 37) % 1500;
+                match f.push(len, 0, |b| {
+                    b.fill(k as u8);
+                    len as u32 + 4
+                }) {
+                    Some(d) => {
+                        held.push_back((k, d));
+                        k += 1;
+                    }
+                    None => break,
+                }
+            }
+            assert!(!held.is_empty(), "round {round}: something fits");
+            let n = held.len() / 2 + 1;
+            let back: Vec<Desc> = held
+                .drain(..n)
+                .map(|(k, d)| {
+                    assert!(r.frame(&d).iter().all(|&b| b == k as u8), "frame {k}");
+                    assert_eq!(r.wire_len(&d), d.len() + 4);
+                    d
+                })
+                .collect();
+            r.release(back.into_iter());
+        }
+        assert!(k > 2000, "wrapped many times ({k} frames)");
+        assert!(f.push(70 << 10, 0, |_| 0).is_none(), "larger than the ring");
+    }
+
+    #[test]
+    #[should_panic(expected = "another queue")]
+    fn foreign_tokens_are_refused() {
+        let (mut f1, _r1) = arena(64 << 10);
+        let (_f2, r2) = arena(64 << 10);
+        let d = f1.push(100, 0, |_| 100).unwrap();
+        let _ = r2.frame(&d);
+    }
+}

@@ -1,0 +1,37 @@
+//! wiretape's pipeline: the stage between capture and storage.
+//!
+//! A frame's path, top to bottom:
+//! 1. an engine of `wiretape-capture` ([`wiretape_capture::AfXdp`],
+//!    [`wiretape_capture::FileEngine`]) hands out its RX queues;
+//! 2. per queue, the [`stage`]'s poll thread takes batches and stamps them
+//!    (`wiretape-timestamp`), its writer thread copies each frame once into
+//!    the blocks of a [`wiretape_storage::RotatingWriter`] and gives the
+//!    frames back to the engine, within the `-c COUNT` budget;
+//! 3. [`record`] runs it all (nested [`RecordConfig`]: input, timestamps,
+//!    stage, storage), applies retention, reports progress, and at the end
+//!    accounts for every frame ([`RecordReport`]: `seen = written + drops`).
+//!
+//! [`replay`] holds the capture-file sources (for `replay` and for the file
+//! engine). Live consumers and the time-travel buffer will live here too.
+#![deny(unsafe_code)]
+
+pub mod record;
+pub mod replay;
+pub mod report;
+pub mod stage;
+
+pub use record::{record, Event, Input, RecordConfig};
+pub use replay::{FileSource, ReplaySource};
+pub use report::{Drops, QueueReport, QueueSnapshot, RecordReport, Snapshot};
+pub use stage::{FrameSink, Running, StageConfig, StopReason};
+
+/// Errors of a recording: the capture side's or the storage side's, typed.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// The engine could not start.
+    #[error(transparent)]
+    Capture(#[from] wiretape_capture::CaptureError),
+    /// The output could not be prepared or opened.
+    #[error(transparent)]
+    Storage(#[from] wiretape_storage::StorageError),
+}
