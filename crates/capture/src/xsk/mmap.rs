@@ -1,13 +1,16 @@
-//! The owned memory mapping under UMEMs and rings.
+//! The owned memory mapping under a UMEM or a ring: mapped by a constructor,
+//! unmapped on drop. It hands out its address and length; what may be done
+//! with the memory is the business of its one owner ([`super::umem::Umem`]
+//! or [`super::ring::Ring`]).
 
 use std::io;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
 
-/// An anonymous shared mapping, unmapped on drop.
+/// A mapping of `len` bytes at `ptr`, unmapped on drop.
 pub(super) struct Mmap {
-    pub(super) ptr: NonNull<u8>,
-    pub(super) len: usize,
+    ptr: NonNull<u8>,
+    len: usize,
 }
 
 // SAFETY: the mapping is plain memory; access to its contents is governed by
@@ -17,9 +20,10 @@ unsafe impl Send for Mmap {}
 unsafe impl Sync for Mmap {}
 
 impl Mmap {
+    /// Fresh private anonymous memory (a UMEM; a synthetic ring in tests):
+    /// huge pages where the kernel has them reserved, plain pages otherwise.
     pub(super) fn anon(len: usize) -> io::Result<Self> {
         let base = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
-        // Huge pages where the kernel has them reserved; plain pages otherwise.
         for flags in [base | libc::MAP_HUGETLB, base] {
             // SAFETY: a fresh anonymous mapping; no existing memory is affected.
             let p = unsafe {
@@ -42,9 +46,20 @@ impl Mmap {
         Err(io::Error::last_os_error())
     }
 
-    pub(super) fn ring(fd: RawFd, len: usize, pgoff: u64) -> io::Result<Self> {
-        // SAFETY: maps the socket's ring at the offset the kernel defines for
-        // it; the length comes from the kernel's own mmap offsets + ring size.
+    /// Maps `len` bytes of the ring socket `fd` has at page offset `pgoff`
+    /// (one of the `XDP_*PGOFF_*` constants), shared with the kernel.
+    ///
+    /// # Safety
+    ///
+    /// `fd` is an AF_XDP socket and `pgoff` one of its configured rings (not
+    /// some other file, whose shared pages another process could write or
+    /// truncate under us), and the mapping is given to exactly one
+    /// [`super::ring::Ring`]: that ring and the kernel are the only parties
+    /// that touch the memory. (A `len` beyond the ring is refused by the
+    /// kernel with EINVAL.)
+    pub(super) unsafe fn shared(fd: RawFd, len: usize, pgoff: u64) -> io::Result<Self> {
+        // SAFETY: a new mapping of the socket's ring (the caller's contract);
+        // no existing memory of ours is affected.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -63,12 +78,24 @@ impl Mmap {
             len,
         })
     }
+
+    /// The first byte (page-aligned).
+    #[inline(always)]
+    pub(super) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    #[inline(always)]
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 impl Drop for Mmap {
     fn drop(&mut self) {
-        // SAFETY: unmaps exactly what mmap returned; all users hold an Arc to
-        // this mapping, so none is left when it drops.
+        // SAFETY: unmaps exactly what mmap returned. The owner (a Umem or a
+        // Ring) drops it last, and every borrow of the memory borrows that
+        // owner, so none is left.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
