@@ -17,6 +17,7 @@
 //! demo, tests and benches).
 
 pub mod bpf;
+mod desc;
 mod engine;
 pub mod sys;
 pub mod testbed;
@@ -24,6 +25,7 @@ pub mod tx;
 pub mod xsk;
 
 pub use bpf::{QueueCounters, XdpMode};
+pub use desc::Desc;
 pub use engine::{
     Capture, CaptureConfig, CaptureReport, Drops, FrameSink, QueueReport, QueueSnapshot,
     SinkReport, Snapshot, StartInfo, StopReason,

@@ -5,10 +5,14 @@
 //! 1. At start every frame address is given to the kernel through the fill ring.
 //! 2. The kernel writes a received frame into it and publishes a descriptor on
 //!    the RX ring. [`RxRing::take`] turns that descriptor into a [`Desc`], a
-//!    token that is neither `Clone` nor constructible outside this module: whoever
-//!    holds the `Desc` owns the frame, and the kernel does not touch it.
+//!    token that is neither `Clone` nor constructible outside this crate, and
+//!    that carries its UMEM's owner id: whoever holds the `Desc` owns the
+//!    frame, and the kernel does not touch it.
 //! 3. [`Umem::frame`] reads the frame through `&Desc`; [`FillRing::give`]
-//!    consumes the `Desc` and hands the frame back to the kernel.
+//!    consumes the `Desc` and hands the frame back to the kernel. Both check
+//!    the owner id (and panic on a `Desc` of another UMEM, or of another
+//!    engine), so a frame is only ever read from, and given back to, the
+//!    UMEM whose RX ring handed it out.
 //!
 //! So a frame is never read while the kernel may write it, and never given back twice.
 //! Rings are single-producer/single-consumer: the RX ring's consumer is the
@@ -28,10 +32,11 @@ mod socket;
 mod tx;
 mod umem;
 
+pub use crate::desc::Desc;
 pub use rx::{FillRing, RxRing};
 pub use socket::{BindMode, XskFd, XskStats};
 pub use tx::{Tx, TxStats};
-pub use umem::{Desc, Umem};
+pub use umem::Umem;
 
 use ring::Ring;
 use std::io;
@@ -102,7 +107,7 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
 
     let umem = Arc::new(umem);
     let rx = RxRing::new(rx_ring, umem.clone());
-    let mut fill = FillRing::new(fill_ring, raw, n);
+    let mut fill = FillRing::new(fill_ring, raw, &umem);
     // Every frame starts out with the kernel.
     fill.give_addrs((0..n as usize).map(|i| i as u64 * cfg.frame_size as u64));
 

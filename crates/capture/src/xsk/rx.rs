@@ -2,8 +2,9 @@
 //! (producer side, the writer thread).
 
 use super::ring::{Cons, Prod, Ring};
-use super::umem::{Desc, Umem};
+use super::umem::Umem;
 use super::{socket, META_LEN};
+use crate::desc::Desc;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ impl RxRing {
     pub fn take(&mut self, max: usize, out: &mut Vec<Desc>) -> usize {
         let (base, umem_len) = self.umem.area();
         let umem_len = umem_len as u64;
+        let owner = self.umem.owner();
         self.ring.consume(max, |d| {
             let addr = d.addr;
             let end = addr + d.len as u64;
@@ -43,13 +45,7 @@ impl RxRing {
                     std::ptr::read_unaligned(m.add(1)),
                 )
             };
-            out.push(Desc {
-                addr,
-                len: d.len,
-                tai,
-                hw,
-                ts: 0,
-            });
+            out.push(Desc::new(owner, addr, d.len, tai, hw));
         })
     }
 
@@ -69,19 +65,30 @@ impl RxRing {
 /// `backlog` and go in on the next call: never a panic on the data path.
 pub struct FillRing {
     ring: Ring<u64, Prod>,
+    /// The owner id of the UMEM whose frames this ring takes.
+    owner: u32,
     fd: RawFd,
     backlog: Vec<u64>,
 }
 
 impl FillRing {
-    /// Our end of `ring`, the fill ring of socket `fd`, with room to keep
-    /// `frames` frames waiting.
-    pub(super) fn new(ring: Ring<u64, Prod>, fd: RawFd, frames: u32) -> FillRing {
+    /// Our end of `ring`, the fill ring of socket `fd`, which takes the
+    /// frames of `umem`.
+    pub(super) fn new(ring: Ring<u64, Prod>, fd: RawFd, umem: &Umem) -> FillRing {
         FillRing {
             ring,
+            owner: umem.owner(),
             fd,
-            backlog: Vec::with_capacity(frames as usize),
+            backlog: Vec::with_capacity(umem.frames() as usize),
         }
+    }
+
+    /// The frame address of `d`. Panics if `d` is not a frame of our UMEM
+    /// (another queue's or another engine's).
+    #[inline(always)]
+    fn addr_of(owner: u32, d: Desc) -> u64 {
+        assert!(d.owner() == owner, "Desc of another frame area");
+        d.addr()
     }
 
     /// Gives frames back to the kernel. Never blocks (see the type's docs).
@@ -93,12 +100,14 @@ impl FillRing {
         }
         // Fill entries are frame-aligned in aligned-chunk mode; the kernel
         // masks the offset within the frame anyway. Waiting frames go first.
-        let backlog = &mut self.backlog;
-        let put = self
-            .ring
-            .produce(|| backlog.pop().or_else(|| descs.next().map(|d| d.addr)));
+        let (owner, backlog) = (self.owner, &mut self.backlog);
+        let put = self.ring.produce(|| {
+            backlog
+                .pop()
+                .or_else(|| descs.next().map(|d| Self::addr_of(owner, d)))
+        });
         // What did not fit waits for the next call.
-        self.backlog.extend(descs.map(|d| d.addr));
+        self.backlog.extend(descs.map(|d| Self::addr_of(owner, d)));
         if put == 0 {
             return;
         }
@@ -110,13 +119,8 @@ impl FillRing {
 
     /// Gives frames by address (at start, every frame of the UMEM).
     pub(super) fn give_addrs(&mut self, addrs: impl ExactSizeIterator<Item = u64>) {
-        self.give(addrs.map(|addr| Desc {
-            addr,
-            len: 0,
-            tai: 0,
-            hw: 0,
-            ts: 0,
-        }))
+        let owner = self.owner;
+        self.give(addrs.map(|addr| Desc::new(owner, addr, 0, 0, 0)))
     }
 }
 
@@ -130,15 +134,10 @@ mod tests {
     /// its consumer index (what made the first version panic under load).
     #[test]
     fn fill_ring_never_overflows_when_the_consumer_lags() {
+        let umem = Umem::new(8, 2048).unwrap();
         let (ring, k) = synthetic::ring::<u64, Prod>(8, 0);
-        let mut fill = FillRing::new(ring, -1, 8);
-        let d = |addr| Desc {
-            addr,
-            len: 0,
-            tai: 0,
-            hw: 0,
-            ts: 0,
-        };
+        let mut fill = FillRing::new(ring, -1, &umem);
+        let d = |addr| Desc::new(umem.owner(), addr, 0, 0, 0);
         fill.give((0..8u32).map(|i| d(i as u64 * 2048)));
         assert_eq!(k.producer().load(Ordering::Relaxed), 8);
         // The kernel has taken frames and handed them back to us, but has

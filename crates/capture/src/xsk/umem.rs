@@ -2,11 +2,14 @@
 //! a frame in it under the ownership protocol of the module docs.
 
 use super::mmap::Mmap;
+use crate::desc::{self, Desc};
 use std::io;
 
 /// The packet buffer area shared with the kernel.
 pub struct Umem {
     map: Mmap,
+    /// This UMEM's owner id, stamped into every Desc its RX ring makes.
+    owner: u32,
     frame_size: u32,
     frames: u32,
 }
@@ -17,6 +20,7 @@ impl Umem {
     pub(super) fn new(frames: u32, frame_size: u32) -> io::Result<Umem> {
         Ok(Umem {
             map: Mmap::anon(frames as usize * frame_size as usize)?,
+            owner: desc::new_owner(),
             frame_size,
             frames,
         })
@@ -30,6 +34,12 @@ impl Umem {
         self.frames
     }
 
+    /// The id stamped into the Descs of this UMEM's frames.
+    #[inline(always)]
+    pub(super) fn owner(&self) -> u32 {
+        self.owner
+    }
+
     /// The address and length of the whole area (for XDP_UMEM_REG, and the
     /// RX ring's bounds check).
     #[inline(always)]
@@ -37,15 +47,18 @@ impl Umem {
         (self.map.as_ptr(), self.map.len())
     }
 
-    /// The bytes of a received frame.
+    /// The bytes of a received frame. Panics if `d` is not a frame of this
+    /// UMEM (another queue's or another engine's).
     #[inline(always)]
     pub fn frame(&self, d: &Desc) -> &[u8] {
-        // Desc values come only from RxRing::take, which checked the bounds.
+        assert!(d.owner() == self.owner, "Desc of another frame area");
+        // Descs with our owner id come only from our RxRing::take, which
+        // checked the bounds (the crate contract of Desc::new).
         // SAFETY: [addr, addr+len) lies inside the mapping (checked in take),
         // and the frame is owned by the holder of `d` (module invariant), so
         // the kernel does not write it while this borrow lives.
         unsafe {
-            std::slice::from_raw_parts(self.map.as_ptr().add(d.addr as usize), d.len as usize)
+            std::slice::from_raw_parts(self.map.as_ptr().add(d.addr() as usize), d.len() as usize)
         }
     }
 
@@ -61,47 +74,5 @@ impl Umem {
         // SAFETY: in bounds and not the kernel's (the caller's contract);
         // `&mut self` rules out any other borrow of the area from our side.
         unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr().add(addr as usize), len) }
-    }
-}
-
-/// A received frame, owned until given back with [`super::FillRing::give`].
-#[derive(Debug)]
-pub struct Desc {
-    pub(super) addr: u64,
-    pub(super) len: u32,
-    /// The steering program's TAI stamp (0 when it had none).
-    pub(super) tai: u64,
-    /// The NIC's stamp (0 when it gave none).
-    pub(super) hw: u64,
-    /// The frame's timestamp (UTC ns), set by the poll thread's stamper.
-    pub ts: u64,
-}
-
-impl Desc {
-    pub fn len(&self) -> u32 {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl wiretape_timestamp::StampSlot for Desc {
-    #[inline(always)]
-    fn frame_len(&self) -> u32 {
-        self.len
-    }
-    #[inline(always)]
-    fn xdp_tai(&self) -> u64 {
-        self.tai
-    }
-    #[inline(always)]
-    fn hw(&self) -> u64 {
-        self.hw
-    }
-    #[inline(always)]
-    fn set_ts(&mut self, ns: u64) {
-        self.ts = ns;
     }
 }
