@@ -311,6 +311,9 @@ pub(super) mod synthetic {
         pub fn consumer(&self) -> &AtomicU32 {
             self.word(OFF.consumer)
         }
+        pub fn flags(&self) -> &AtomicU32 {
+            self.word(OFF.flags)
+        }
         fn slot(&self, index: u32) -> *mut T {
             // SAFETY: index & mask < size: inside the entry array.
             unsafe {
@@ -325,5 +328,160 @@ pub(super) mod synthetic {
             // SAFETY: a slot of the live mapping; single-threaded test.
             unsafe { self.slot(index).read() }
         }
+        /// Writes the entry at free-running index `index`.
+        pub fn write(&self, index: u32, v: T) {
+            // SAFETY: a slot of the live mapping; single-threaded test.
+            unsafe { self.slot(index).write(v) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::synthetic::{self, OFF};
+    use super::*;
+
+    fn desc(addr: u64, len: u32) -> libc::xdp_desc {
+        libc::xdp_desc {
+            addr,
+            len,
+            options: 0,
+        }
+    }
+
+    /// Indices start 3 below u32::MAX, so the entries cross the wrap.
+    const NEAR_MAX: u32 = u32::MAX - 2;
+
+    #[test]
+    fn consume_across_the_u32_wrap_in_batches() {
+        let (mut ring, k) = synthetic::ring::<libc::xdp_desc, Cons>(8, NEAR_MAX);
+        let mut got = Vec::new();
+        // Empty: nothing read, nothing released.
+        assert_eq!(ring.available(), 0);
+        assert_eq!(ring.consume(64, |d| got.push(d.addr)), 0);
+        assert!(got.is_empty());
+        // The kernel publishes 5 entries: indices MAX-2 ..= MAX, 0, 1.
+        for i in 0..5 {
+            k.write(NEAR_MAX.wrapping_add(i), desc(1000 + i as u64, 60 + i));
+        }
+        k.producer()
+            .store(NEAR_MAX.wrapping_add(5), Ordering::Release);
+        assert_eq!(ring.available(), 5);
+        // A batch smaller than what is there: the first 3, slots released.
+        assert_eq!(ring.consume(3, |d| got.push(d.addr)), 3);
+        assert_eq!(k.consumer().load(Ordering::Acquire), 0); // MAX-2 + 3, wrapped
+        assert_eq!(ring.available(), 2);
+        // A batch larger than what is there: the 2 left, across the wrap.
+        assert_eq!(ring.consume(64, |d| got.push(d.addr)), 2);
+        assert_eq!(k.consumer().load(Ordering::Acquire), 2);
+        assert_eq!(got, vec![1000, 1001, 1002, 1003, 1004]);
+        assert_eq!(ring.available(), 0);
+        assert_eq!(ring.consume(64, |d| got.push(d.addr)), 0);
+        assert_eq!(got.len(), 5);
+    }
+
+    #[test]
+    fn consume_a_full_ring() {
+        let (mut ring, k) = synthetic::ring::<u64, Cons>(8, NEAR_MAX);
+        for i in 0..8 {
+            k.write(NEAR_MAX.wrapping_add(i), i as u64 * 2048);
+        }
+        k.producer()
+            .store(NEAR_MAX.wrapping_add(8), Ordering::Release);
+        assert_eq!(ring.available(), 8);
+        let mut got = Vec::new();
+        assert_eq!(ring.consume(usize::MAX, |a| got.push(a)), 8);
+        assert_eq!(got, (0..8).map(|i| i * 2048).collect::<Vec<u64>>());
+        assert_eq!(
+            k.consumer().load(Ordering::Acquire),
+            NEAR_MAX.wrapping_add(8)
+        );
+    }
+
+    #[test]
+    fn produce_until_full_across_the_u32_wrap() {
+        let (mut ring, k) = synthetic::ring::<u64, Prod>(8, NEAR_MAX);
+        // More offered than there is room for: 8 go in, the rest is not
+        // even taken from the source.
+        let mut src = 0..20u32;
+        assert_eq!(ring.produce(|| src.next().map(u64::from)), 8);
+        assert_eq!(src.len(), 12);
+        // Not visible before publish.
+        assert_eq!(k.producer().load(Ordering::Acquire), NEAR_MAX);
+        ring.publish();
+        assert_eq!(
+            k.producer().load(Ordering::Acquire),
+            NEAR_MAX.wrapping_add(8)
+        );
+        let seen: Vec<u64> = (0..8).map(|i| k.read(NEAR_MAX.wrapping_add(i))).collect();
+        assert_eq!(seen, (0..8).collect::<Vec<u64>>());
+        // Full: nothing written, the source untouched.
+        assert_eq!(ring.produce(|| src.next().map(u64::from)), 0);
+        assert_eq!(src.len(), 12);
+        // The kernel takes 3: exactly 3 more go in, over the wrap.
+        k.consumer()
+            .store(NEAR_MAX.wrapping_add(3), Ordering::Release);
+        assert_eq!(ring.produce(|| src.next().map(u64::from)), 3);
+        ring.publish();
+        assert_eq!(
+            k.producer().load(Ordering::Acquire),
+            NEAR_MAX.wrapping_add(11)
+        );
+        let seen: Vec<u64> = (8..11).map(|i| k.read(NEAR_MAX.wrapping_add(i))).collect();
+        assert_eq!(seen, vec![8, 9, 10]);
+        // A source that runs dry stops early.
+        k.consumer()
+            .store(NEAR_MAX.wrapping_add(11), Ordering::Release);
+        let mut short = 100..102u64;
+        assert_eq!(ring.produce(|| short.next()), 2);
+        assert_eq!(ring.produced(), NEAR_MAX.wrapping_add(13));
+    }
+
+    #[test]
+    fn push_unchecked_then_publish() {
+        let (mut ring, k) = synthetic::ring::<libc::xdp_desc, Prod>(8, NEAR_MAX);
+        for i in 0..8 {
+            // SAFETY: 8 pushes into an empty ring of 8 slots.
+            unsafe { ring.push_unchecked(desc(i * 4096, 100)) };
+        }
+        assert_eq!(ring.produced(), NEAR_MAX.wrapping_add(8));
+        assert_eq!(k.producer().load(Ordering::Acquire), NEAR_MAX);
+        ring.publish();
+        assert_eq!(
+            k.producer().load(Ordering::Acquire),
+            NEAR_MAX.wrapping_add(8)
+        );
+        for i in 0..8u32 {
+            let d = k.read(NEAR_MAX.wrapping_add(i));
+            assert_eq!((d.addr, d.len), (i as u64 * 4096, 100));
+        }
+        // The producer's view of the room agrees: full.
+        assert_eq!(ring.produce(|| Some(desc(0, 0))), 0);
+    }
+
+    #[test]
+    fn need_wakeup_follows_the_flags_word() {
+        let (ring, k) = synthetic::ring::<u64, Prod>(8, 0);
+        assert!(!ring.needs_wakeup());
+        k.flags()
+            .store(libc::XDP_RING_NEED_WAKEUP, Ordering::Relaxed);
+        assert!(ring.needs_wakeup());
+    }
+
+    #[test]
+    #[should_panic(expected = "ring entries outside the mapping")]
+    fn new_refuses_entries_past_the_mapping() {
+        let map = Mmap::anon(4096).unwrap();
+        // 512 u64 entries from offset 192 end past 4096 bytes.
+        // SAFETY: nobody else uses this fresh memory.
+        let _ring = unsafe { Ring::<u64, Cons>::new(map, &OFF, 512) };
+    }
+
+    #[test]
+    #[should_panic(expected = "power of two")]
+    fn new_refuses_a_size_not_a_power_of_two() {
+        let map = Mmap::anon(4096).unwrap();
+        // SAFETY: nobody else uses this fresh memory.
+        let _ring = unsafe { Ring::<u64, Cons>::new(map, &OFF, 6) };
     }
 }

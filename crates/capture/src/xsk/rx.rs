@@ -158,4 +158,103 @@ mod tests {
         entries.sort();
         assert_eq!(entries, vec![8 * 2048, 9 * 2048, 10 * 2048, 11 * 2048]);
     }
+
+    /// A UMEM with a frame of `payload` at `addr` and its metadata before
+    /// it, as the kernel and the steering program leave it, and an RX ring
+    /// with that frame's descriptor published.
+    fn received(addr: u64, payload: &[u8], hw: u64, tai: u64) -> (RxRing, Arc<Umem>) {
+        let umem = Arc::new(Umem::new(8, 2048).unwrap());
+        let (base, len) = umem.area();
+        assert!(addr >= META_LEN && addr as usize + payload.len() <= len);
+        // SAFETY: [addr - 16, addr + payload.len()) lies inside the UMEM
+        // (asserted), no other reference to it exists, single-threaded test.
+        unsafe {
+            let m = base.add((addr - META_LEN) as usize);
+            m.cast::<u64>().write_unaligned(hw);
+            m.add(8).cast::<u64>().write_unaligned(tai);
+            std::ptr::copy_nonoverlapping(payload.as_ptr(), base.add(addr as usize), payload.len());
+        }
+        let (ring, k) = synthetic::ring::<libc::xdp_desc, Cons>(8, u32::MAX);
+        k.write(
+            u32::MAX,
+            libc::xdp_desc {
+                addr,
+                len: payload.len() as u32,
+                options: 0,
+            },
+        );
+        k.producer().store(0, Ordering::Release);
+        (RxRing::new(ring, umem.clone()), umem)
+    }
+
+    #[test]
+    fn take_reads_the_metadata_and_stamps_the_owner() {
+        let (mut rx, umem) = received(2048 + 256, b"hello", 7, 9);
+        assert_eq!(rx.pending(), 1);
+        let mut out = Vec::new();
+        assert_eq!(rx.take(64, &mut out), 1);
+        assert_eq!(rx.pending(), 0);
+        let d = &out[0];
+        use wiretape_timestamp::StampSlot;
+        assert_eq!(
+            (d.owner(), d.addr(), d.len()),
+            (umem.owner(), 2048 + 256, 5)
+        );
+        assert_eq!((d.hw(), d.xdp_tai(), d.ts), (7, 9, 0));
+        assert_eq!(umem.frame(d), b"hello");
+        assert_eq!(rx.take(64, &mut out), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "RX descriptor outside the UMEM")]
+    fn take_refuses_a_descriptor_outside_the_umem() {
+        let (mut rx, _umem) = received(256, b"x", 0, 0);
+        // Make the (already written) descriptor overrun the UMEM.
+        let (ring, k) = synthetic::ring::<libc::xdp_desc, Cons>(8, 0);
+        k.write(
+            0,
+            libc::xdp_desc {
+                addr: 8 * 2048 - 4,
+                len: 64,
+                options: 0,
+            },
+        );
+        k.producer().store(1, Ordering::Release);
+        rx.ring = ring;
+        rx.take(64, &mut Vec::new());
+    }
+
+    #[test]
+    #[should_panic(expected = "Desc of another frame area")]
+    fn umem_refuses_a_foreign_desc() {
+        let (mut rx, _umem) = received(256, b"abc", 0, 0);
+        let other = Umem::new(8, 2048).unwrap();
+        let mut out = Vec::new();
+        rx.take(64, &mut out);
+        other.frame(&out[0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "Desc of another frame area")]
+    fn fill_ring_refuses_a_foreign_desc() {
+        let (mut rx, _umem) = received(256, b"abc", 0, 0);
+        let other = Umem::new(8, 2048).unwrap();
+        let (ring, _k) = synthetic::ring::<u64, Prod>(16, 0);
+        let mut fill = FillRing::new(ring, -1, &other);
+        let mut out = Vec::new();
+        rx.take(64, &mut out);
+        fill.give(out.drain(..));
+    }
+
+    #[test]
+    fn frames_go_back_to_their_own_fill_ring() {
+        let (mut rx, umem) = received(2048 + 256, b"abc", 0, 0);
+        let (ring, k) = synthetic::ring::<u64, Prod>(16, 0);
+        let mut fill = FillRing::new(ring, -1, &umem);
+        let mut out = Vec::new();
+        rx.take(64, &mut out);
+        fill.give(out.drain(..));
+        assert_eq!(k.producer().load(Ordering::Acquire), 1);
+        assert_eq!(k.read(0), 2048 + 256);
+    }
 }
