@@ -105,15 +105,16 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
     // SAFETY: as above, its fill ring of fill_size u64 entries (we produce).
     let fill_ring = unsafe { Ring::map(raw, &off.fr, fill_size, libc::XDP_UMEM_PGOFF_FILL_RING)? };
 
+    let fd = Arc::new(XskFd { fd });
     let umem = Arc::new(umem);
     let rx = RxRing::new(rx_ring, umem.clone());
-    let mut fill = FillRing::new(fill_ring, raw, &umem);
+    let mut fill = FillRing::new(fill_ring, fd.clone(), &umem);
     // Every frame starts out with the kernel.
     fill.give_addrs((0..n as usize).map(|i| i as u64 * cfg.frame_size as u64));
 
     socket::bind(raw, ifindex, queue, mode)?;
     Ok(Xsk {
-        fd: Arc::new(XskFd { fd }),
+        fd,
         umem,
         rx,
         fill,

@@ -3,9 +3,8 @@
 
 use super::ring::{Cons, Prod, Ring};
 use super::umem::Umem;
-use super::{socket, META_LEN};
+use super::{socket, XskFd, META_LEN};
 use crate::desc::Desc;
-use std::os::fd::RawFd;
 use std::sync::Arc;
 
 /// The RX ring, consumer side (the poll thread).
@@ -67,14 +66,15 @@ pub struct FillRing {
     ring: Ring<u64, Prod>,
     /// The owner id of the UMEM whose frames this ring takes.
     owner: u32,
-    fd: RawFd,
+    /// The socket, for the wakeup: held, so it stays open while we use it.
+    fd: Arc<XskFd>,
     backlog: Vec<u64>,
 }
 
 impl FillRing {
     /// Our end of `ring`, the fill ring of socket `fd`, which takes the
     /// frames of `umem`.
-    pub(super) fn new(ring: Ring<u64, Prod>, fd: RawFd, umem: &Umem) -> FillRing {
+    pub(super) fn new(ring: Ring<u64, Prod>, fd: Arc<XskFd>, umem: &Umem) -> FillRing {
         FillRing {
             ring,
             owner: umem.owner(),
@@ -113,7 +113,7 @@ impl FillRing {
         }
         self.ring.publish();
         if self.ring.needs_wakeup() {
-            socket::wake_rx(self.fd);
+            socket::wake_rx(self.fd.raw());
         }
     }
 
@@ -130,13 +130,19 @@ mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
 
+    /// An fd standing in for the socket (the wakeup on it fails harmlessly).
+    fn no_socket() -> Arc<XskFd> {
+        let f = std::fs::File::open("/dev/null").unwrap();
+        Arc::new(XskFd { fd: f.into() })
+    }
+
     /// A fill ring in plain memory, with a "kernel" that lags in publishing
     /// its consumer index (what made the first version panic under load).
     #[test]
     fn fill_ring_never_overflows_when_the_consumer_lags() {
         let umem = Umem::new(8, 2048).unwrap();
         let (ring, k) = synthetic::ring::<u64, Prod>(8, 0);
-        let mut fill = FillRing::new(ring, -1, &umem);
+        let mut fill = FillRing::new(ring, no_socket(), &umem);
         let d = |addr| Desc::new(umem.owner(), addr, 0, 0, 0);
         fill.give((0..8u32).map(|i| d(i as u64 * 2048)));
         assert_eq!(k.producer().load(Ordering::Relaxed), 8);
@@ -240,7 +246,7 @@ mod tests {
         let (mut rx, _umem) = received(256, b"abc", 0, 0);
         let other = Umem::new(8, 2048).unwrap();
         let (ring, _k) = synthetic::ring::<u64, Prod>(16, 0);
-        let mut fill = FillRing::new(ring, -1, &other);
+        let mut fill = FillRing::new(ring, no_socket(), &other);
         let mut out = Vec::new();
         rx.take(64, &mut out);
         fill.give(out.drain(..));
@@ -250,7 +256,7 @@ mod tests {
     fn frames_go_back_to_their_own_fill_ring() {
         let (mut rx, umem) = received(2048 + 256, b"abc", 0, 0);
         let (ring, k) = synthetic::ring::<u64, Prod>(16, 0);
-        let mut fill = FillRing::new(ring, -1, &umem);
+        let mut fill = FillRing::new(ring, no_socket(), &umem);
         let mut out = Vec::new();
         rx.take(64, &mut out);
         fill.give(out.drain(..));
