@@ -1,12 +1,32 @@
-//! The frame token shared by every capture engine.
+//! The frame token shared by every capture engine (AF_XDP; later a file
+//! engine, netmap): a [`Desc`] names one received frame in one engine's frame
+//! area, and whoever holds it owns the frame until it is given back.
+//!
+//! Each frame area (an AF_XDP UMEM, ...) draws a process-unique owner id from
+//! [`new_owner`] when it is created, and stamps it into every `Desc` it hands
+//! out; the area's read and give-back paths check it, so a `Desc` can only
+//! be used with the area it came from (never another queue's or another
+//! engine's), in safe code.
 
-/// A received frame, owned by whoever holds this token until it is given
-/// back to the engine it came from. Neither `Clone` nor constructible outside
-/// this crate; each engine checks that a token is its own (`owner`) before
-/// it reads or recycles the frame, so a token of another queue cannot alias
-/// memory the kernel (or another engine) may be writing.
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The next owner id; 0 is never handed out.
+static NEXT_OWNER: AtomicU32 = AtomicU32::new(1);
+
+/// A fresh owner id, unique in the process, for a new frame area. Every
+/// engine draws its ids here, so ids of different engines never collide.
+pub(crate) fn new_owner() -> u32 {
+    NEXT_OWNER
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))
+        .expect("frame area owner ids exhausted")
+}
+
+/// A received frame, owned until given back to the engine it came from
+/// (for AF_XDP: [`crate::xsk::FillRing::give`]). Neither `Clone` nor
+/// constructible outside this crate.
 #[derive(Debug)]
 pub struct Desc {
+    /// The id of the frame area `addr` is in (see [`new_owner`]).
     owner: u32,
     len: u32,
     addr: u64,
@@ -14,11 +34,17 @@ pub struct Desc {
     tai: u64,
     /// The NIC's stamp (0 when it gave none).
     hw: u64,
-    /// The frame's timestamp (UTC ns), set by the engine or the stamper.
+    /// The frame's timestamp (UTC ns), set by the poll thread's stamper.
     pub ts: u64,
 }
 
 impl Desc {
+    /// The frame of `len` bytes at `addr` in the frame area `owner`, with
+    /// its stamps (0 when none); `ts` starts at 0.
+    ///
+    /// Crate contract: an engine makes `Desc`s only with an owner id it drew
+    /// for its own area, and only for frames of that area it hands out: the
+    /// area's read path trusts `addr`/`len` of a `Desc` that carries its id.
     #[inline(always)]
     pub(crate) fn new(owner: u32, addr: u64, len: u32, tai: u64, hw: u64) -> Desc {
         Desc {
@@ -31,23 +57,22 @@ impl Desc {
         }
     }
 
+    /// Where the frame is in its area.
     #[inline(always)]
     pub(crate) fn addr(&self) -> u64 {
         self.addr
     }
 
+    /// The id of the frame area the frame is in.
     #[inline(always)]
     pub(crate) fn owner(&self) -> u32 {
         self.owner
     }
 
-    /// Captured bytes.
-    #[inline(always)]
     pub fn len(&self) -> u32 {
         self.len
     }
 
-    /// Whether the frame has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -72,16 +97,21 @@ impl wiretape_timestamp::StampSlot for Desc {
     }
 }
 
-/// A new owner id for an engine's frame memory (a UMEM, an arena).
-pub(crate) fn new_owner() -> u32 {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Descs travel in batches through channels: keep them small.
     #[test]
-    fn stays_small() {
-        assert!(std::mem::size_of::<super::Desc>() <= 40);
+    fn desc_is_at_most_40_bytes() {
+        assert!(std::mem::size_of::<Desc>() <= 40);
+    }
+
+    #[test]
+    fn owner_ids_are_unique_and_never_0() {
+        let a = new_owner();
+        let b = new_owner();
+        assert_ne!(a, 0);
+        assert_ne!(a, b);
     }
 }
