@@ -199,7 +199,12 @@ fn a_capture_file_goes_through_the_pipeline_byte_identical_without_privileges() 
     check(&ns, &["--format", "pcapng"], "pcapng", &work);
     check(&us, &["--tsprec", "us"], "pcap-us", &work);
     // Rotation: many files, together the whole trace in order.
-    check(&ns, &["--rotate-size", "4M", "--format", "pcap"], "pcap-ns", &work);
+    check(
+        &ns,
+        &["--rotate-size", "4M", "--format", "pcap"],
+        "pcap-ns",
+        &work,
+    );
 }
 
 #[test]
@@ -268,15 +273,7 @@ fn count_speed_and_bad_input() {
             "not a pcap file",
         ),
         (
-            vec![
-                "record",
-                "-r",
-                ns.to_str().unwrap(),
-                "-w",
-                x,
-                "--ts",
-                "xdp",
-            ],
+            vec!["record", "-r", ns.to_str().unwrap(), "-w", x, "--ts", "xdp"],
             "needs the XDP program",
         ),
     ] {

@@ -45,10 +45,7 @@ fn record_exactly(tag: &str, mode: &str, queues: u32, n: u64, flows: u16) -> (Va
     );
 
     // The veth pair dropped nothing on its way to the program.
-    assert_eq!(
-        tb.link_stat(wiretape_testbed::GEN_IF, "tx_dropped"),
-        0
-    );
+    assert_eq!(tb.link_stat(wiretape_testbed::GEN_IF, "tx_dropped"), 0);
     let j = read_json(&json);
     let v = verify_dir(&dir, n, usize::MAX, t0, t1);
     assert_eq!(v.frames, n, "frames in the files");

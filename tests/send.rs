@@ -6,8 +6,8 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use wiretape_testbed::{frames, Testbed, GEN_IF};
 use wiretape::storage::{FileSink, Format, PcapReader, PcapWriter, Record};
+use wiretape_testbed::{frames, Testbed, GEN_IF};
 
 /// Every record of the capture files in `dir`, in order.
 fn records(dir: &Path) -> Vec<Record> {

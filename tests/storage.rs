@@ -311,11 +311,7 @@ fn rotation(tag: &str, args: &[&str]) -> (Vec<PathBuf>, TempDir) {
         let mut r = wiretape::storage::PcapReader::open(f).unwrap();
         let before = seqs.len();
         while r.next_into(&mut rec).unwrap() {
-            seqs.push(
-                wiretape_testbed::frames::parse(&rec.data)
-                    .unwrap()
-                    .0,
-            );
+            seqs.push(wiretape_testbed::frames::parse(&rec.data).unwrap().0);
         }
         assert!(seqs.len() > before, "{} is empty", f.display());
     }
@@ -501,11 +497,7 @@ fn newest_kept(files: &[PathBuf], n: u64) -> u64 {
     for f in files {
         let mut r = wiretape::storage::PcapReader::open(f).unwrap();
         while r.next_into(&mut rec).unwrap() {
-            seqs.push(
-                wiretape_testbed::frames::parse(&rec.data)
-                    .unwrap()
-                    .0,
-            );
+            seqs.push(wiretape_testbed::frames::parse(&rec.data).unwrap().0);
         }
     }
     assert_eq!(seqs.len() as u64, v.frames);

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use wiretape_testbed::{SizeFn, Testbed};
 use wiretape::storage::{PcapReader, Record};
+use wiretape_testbed::{SizeFn, Testbed};
 
 fn run_mode(
     tb: &Testbed,

@@ -119,7 +119,8 @@ impl AfXdp {
         let mut socks = Vec::new();
         let mut zc_refused = None;
         for &q in &queues {
-            let (x, refused) = xsk::open(ifindex, q, &xcfg).map_err(|e| socket_error(&ifname, q, e))?;
+            let (x, refused) =
+                xsk::open(ifindex, q, &xcfg).map_err(|e| socket_error(&ifname, q, e))?;
             if let Some(r) = refused {
                 zc_refused = Some(r.to_string());
             }
@@ -287,7 +288,8 @@ impl RxQueue for AfXdpRx {
     }
 
     fn wait(&mut self, timeout: Duration) {
-        self.fd.wait_rx(timeout.as_millis().min(i32::MAX as u128) as i32);
+        self.fd
+            .wait_rx(timeout.as_millis().min(i32::MAX as u128) as i32);
     }
 
     fn ended(&mut self) -> bool {

@@ -114,19 +114,14 @@ impl ArenaFiller {
         // above) and is free: it is above the reader's released mark plus
         // the ring size, so no token names it (module protocol). The slice
         // is the only reference to those bytes while it lives.
-        let dst = unsafe {
-            std::slice::from_raw_parts_mut(self.shared.base().add(at), need as usize)
-        };
+        let dst =
+            unsafe { std::slice::from_raw_parts_mut(self.shared.base().add(at), need as usize) };
         let wire = fill(&mut dst[HEADROOM as usize..HEADROOM as usize + len]);
         dst[..4].copy_from_slice(&wire.to_ne_bytes());
         self.head = start + need;
-        Some(Desc::new(
-            self.shared.owner,
-            start + HEADROOM,
-            len as u32,
-            tai,
-            0,
-        ))
+        // SAFETY: the arena's own id; the bytes were reserved above for
+        // this frame and the token takes them over (module protocol).
+        Some(unsafe { Desc::new(self.shared.owner, start + HEADROOM, len as u32, tai, 0) })
     }
 }
 

@@ -42,11 +42,13 @@ impl Desc {
     /// The frame of `len` bytes at `addr` in the frame area `owner`, with
     /// its stamps (0 when none); `ts` starts at 0.
     ///
-    /// Crate contract: an engine makes `Desc`s only with an owner id it drew
-    /// for its own area, and only for frames of that area it hands out: the
-    /// area's read path trusts `addr`/`len` of a `Desc` that carries its id.
+    /// # Safety
+    /// `owner` is an id the caller drew for its own frame area, and
+    /// `[addr, addr + len)` is a frame inside that area which the caller
+    /// owns and hands over to the token: the area's read path trusts
+    /// `addr`/`len` of a `Desc` that carries its id.
     #[inline(always)]
-    pub(crate) fn new(owner: u32, addr: u64, len: u32, tai: u64, hw: u64) -> Desc {
+    pub(crate) unsafe fn new(owner: u32, addr: u64, len: u32, tai: u64, hw: u64) -> Desc {
         Desc {
             owner,
             len,
@@ -69,10 +71,12 @@ impl Desc {
         self.owner
     }
 
+    /// Captured bytes.
     pub fn len(&self) -> u32 {
         self.len
     }
 
+    /// Whether the frame has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

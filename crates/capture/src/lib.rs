@@ -18,13 +18,14 @@
 //! - `sys`: small OS calls (interface, queues, affinity, capabilities).
 #![deny(unsafe_code)]
 
+pub mod afxdp;
 #[allow(unsafe_code)]
 mod arena;
 #[allow(unsafe_code)]
 pub mod bpf;
+#[allow(unsafe_code)]
 mod desc;
 mod engine;
-pub mod afxdp;
 pub mod file;
 pub mod frames;
 #[allow(unsafe_code)]

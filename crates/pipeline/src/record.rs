@@ -7,7 +7,9 @@ use crate::stage::{Running, StageConfig, StopReason};
 use crate::PipelineError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use wiretape_capture::{AfXdp, CaptureConfig, Engine, FileConfig, FileEngine, RecordSource, StartInfo};
+use wiretape_capture::{
+    AfXdp, CaptureConfig, Engine, FileConfig, FileEngine, RecordSource, StartInfo,
+};
 use wiretape_storage::{StorageConfig, StorageProgress, Store};
 use wiretape_timestamp::{realtime_ns, TsMode};
 
@@ -48,10 +50,7 @@ impl RecordConfig {
     }
 
     /// The defaults: feed capture file `path` into `dir`, keeping its stamps.
-    pub fn file(
-        path: impl Into<std::path::PathBuf>,
-        dir: impl Into<std::path::PathBuf>,
-    ) -> Self {
+    pub fn file(path: impl Into<std::path::PathBuf>, dir: impl Into<std::path::PathBuf>) -> Self {
         RecordConfig {
             input: Input::File(FileConfig::new(path)),
             ts: TsMode::Off,

@@ -2,12 +2,12 @@
 //! (`wiretape replay`), [`FileSource`] for the file engine
 //! (`wiretape record -r`).
 
-use wiretape_capture::tx::Source;
-use wiretape_capture::{RecordHead, RecordSource};
-use wiretape_storage::{PcapReader, Record, StorageError};
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
+use wiretape_capture::tx::Source;
+use wiretape_capture::{RecordHead, RecordSource};
+use wiretape_storage::{PcapReader, Record, StorageError};
 
 /// Frames of a capture file, `loops` times over.
 pub struct ReplaySource {

@@ -183,7 +183,11 @@ impl RecordReport {
         self.input_error
             .iter()
             .cloned()
-            .chain(self.queues.iter().filter_map(|q| q.error().map(|e| e.to_string())))
+            .chain(
+                self.queues
+                    .iter()
+                    .filter_map(|q| q.error().map(|e| e.to_string())),
+            )
             .collect()
     }
 }

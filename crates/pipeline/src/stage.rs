@@ -173,17 +173,22 @@ impl<E: Engine> Running<E> {
                         pin("poll", cpu);
                         poll_loop(rxq, tx, free_rx, &shared, stamper, batch, idle)
                     })
-                    .map_err(|e| PipelineError::Capture(wiretape_capture::CaptureError::Thread(e)))?
+                    .map_err(|e| {
+                        PipelineError::Capture(wiretape_capture::CaptureError::Thread(e))
+                    })?
             };
             let writer = {
-                let (shared, ctl, frames, wcpu) = (shared.clone(), ctl.clone(), p.frames, p.writer_cpu);
+                let (shared, ctl, frames, wcpu) =
+                    (shared.clone(), ctl.clone(), p.frames, p.writer_cpu);
                 std::thread::Builder::new()
                     .name(format!("wt-write-q{q}"))
                     .spawn(move || {
                         pin("writer", wcpu);
                         writer_loop(sink, frames, rx, free_tx, &shared, &ctl)
                     })
-                    .map_err(|e| PipelineError::Capture(wiretape_capture::CaptureError::Thread(e)))?
+                    .map_err(|e| {
+                        PipelineError::Capture(wiretape_capture::CaptureError::Thread(e))
+                    })?
             };
             runs.push(QueueRun {
                 queue: q,
@@ -275,21 +280,21 @@ impl<E: Engine> Running<E> {
         let duration = started.elapsed();
         let mut reports = Vec::new();
         for r in &mut queues {
-            let (sink, after_count) = r
-                .writer
-                .take()
-                .and_then(|h| h.join().ok())
-                .unwrap_or_else(|| {
-                    (
-                        WriterReport {
-                            error: Some(Arc::new(StorageError::Internal(
-                                "the writer thread panicked",
-                            ))),
-                            ..Default::default()
-                        },
-                        0,
-                    )
-                });
+            let (sink, after_count) =
+                r.writer
+                    .take()
+                    .and_then(|h| h.join().ok())
+                    .unwrap_or_else(|| {
+                        (
+                            WriterReport {
+                                error: Some(Arc::new(StorageError::Internal(
+                                    "the writer thread panicked",
+                                ))),
+                                ..Default::default()
+                            },
+                            0,
+                        )
+                    });
             let c = engine.counters(r.queue);
             reports.push(QueueReport {
                 queue: r.queue,

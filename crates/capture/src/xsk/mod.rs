@@ -60,10 +60,15 @@ pub struct XskConfig {
 
 /// A bound AF_XDP socket, split into its parts.
 pub struct Xsk {
+    /// The socket (statistics, wake-ups).
     pub fd: Arc<XskFd>,
+    /// Its packet area.
     pub umem: Arc<Umem>,
+    /// The RX ring (the poll thread's end).
     pub rx: RxRing,
+    /// The fill ring (the writer thread's end).
     pub fill: FillRing,
+    /// Zero-copy or copy, as bound.
     pub mode: BindMode,
 }
 
@@ -110,7 +115,9 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
     let rx = RxRing::new(rx_ring, umem.clone());
     let mut fill = FillRing::new(fill_ring, fd.clone(), &umem);
     // Every frame starts out with the kernel.
-    fill.give_addrs((0..n as usize).map(|i| i as u64 * cfg.frame_size as u64));
+    // SAFETY: these are the starts of the UMEM's n frames, just created:
+    // nothing else names them yet.
+    unsafe { fill.give_addrs((0..n as usize).map(|i| i as u64 * cfg.frame_size as u64)) };
 
     socket::bind(raw, ifindex, queue, mode)?;
     Ok(Xsk {

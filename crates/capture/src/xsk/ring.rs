@@ -267,7 +267,7 @@ pub(super) mod synthetic {
 
     /// Where the kernel puts the words of a ring on x86-64 (one cache line
     /// each), and its entries after them.
-    pub const OFF: libc::xdp_ring_offset = libc::xdp_ring_offset {
+    pub(crate) const OFF: libc::xdp_ring_offset = libc::xdp_ring_offset {
         producer: 0,
         consumer: 64,
         flags: 128,
@@ -277,7 +277,7 @@ pub(super) mod synthetic {
     /// The other end of a synthetic ring: raw access to its words and slots.
     /// Valid while the ring it was made with lives (tests keep both in one
     /// scope, the ring declared first).
-    pub struct Kernel<T> {
+    pub(crate) struct Kernel<T> {
         base: *mut u8,
         mask: u32,
         _t: PhantomData<T>,
@@ -285,7 +285,7 @@ pub(super) mod synthetic {
 
     /// A ring of `size` entries whose producer and consumer indices both
     /// start at `start` (empty), and its kernel end.
-    pub fn ring<T: Entry, E: End>(size: u32, start: u32) -> (Ring<T, E>, Kernel<T>) {
+    pub(crate) fn ring<T: Entry, E: End>(size: u32, start: u32) -> (Ring<T, E>, Kernel<T>) {
         let map = Mmap::anon(4096).unwrap();
         assert!(OFF.desc as usize + size as usize * std::mem::size_of::<T>() <= 4096);
         let k = Kernel {
@@ -305,13 +305,13 @@ pub(super) mod synthetic {
             // SAFETY: an aligned u32 inside the live mapping (see the type).
             unsafe { &*self.base.add(off as usize).cast::<AtomicU32>() }
         }
-        pub fn producer(&self) -> &AtomicU32 {
+        pub(crate) fn producer(&self) -> &AtomicU32 {
             self.word(OFF.producer)
         }
-        pub fn consumer(&self) -> &AtomicU32 {
+        pub(crate) fn consumer(&self) -> &AtomicU32 {
             self.word(OFF.consumer)
         }
-        pub fn flags(&self) -> &AtomicU32 {
+        pub(crate) fn flags(&self) -> &AtomicU32 {
             self.word(OFF.flags)
         }
         fn slot(&self, index: u32) -> *mut T {
@@ -324,12 +324,12 @@ pub(super) mod synthetic {
             }
         }
         /// Reads the entry at free-running index `index`.
-        pub fn read(&self, index: u32) -> T {
+        pub(crate) fn read(&self, index: u32) -> T {
             // SAFETY: a slot of the live mapping; single-threaded test.
             unsafe { self.slot(index).read() }
         }
         /// Writes the entry at free-running index `index`.
-        pub fn write(&self, index: u32, v: T) {
+        pub(crate) fn write(&self, index: u32, v: T) {
             // SAFETY: a slot of the live mapping; single-threaded test.
             unsafe { self.slot(index).write(v) }
         }

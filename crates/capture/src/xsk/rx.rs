@@ -44,7 +44,9 @@ impl RxRing {
                     std::ptr::read_unaligned(m.add(1)),
                 )
             };
-            out.push(Desc::new(owner, addr, d.len, tai, hw));
+            // SAFETY: `owner` is this UMEM's id; [addr, addr+len) was checked
+            // to lie inside it, and the kernel handed the frame to us.
+            out.push(unsafe { Desc::new(owner, addr, d.len, tai, hw) });
         })
     }
 
@@ -118,9 +120,15 @@ impl FillRing {
     }
 
     /// Gives frames by address (at start, every frame of the UMEM).
-    pub(super) fn give_addrs(&mut self, addrs: impl ExactSizeIterator<Item = u64>) {
+    ///
+    /// # Safety
+    /// Every address is the start of a frame of this ring's UMEM that the
+    /// caller owns (no token names it).
+    pub(super) unsafe fn give_addrs(&mut self, addrs: impl ExactSizeIterator<Item = u64>) {
         let owner = self.owner;
-        self.give(addrs.map(|addr| Desc::new(owner, addr, 0, 0, 0)))
+        // SAFETY: the caller gives frame addresses of this UMEM (`owner`)
+        // that it owns (this fn's contract); an empty frame names no bytes.
+        self.give(addrs.map(|addr| unsafe { Desc::new(owner, addr, 0, 0, 0) }))
     }
 }
 
@@ -143,7 +151,8 @@ mod tests {
         let umem = Umem::new(8, 2048).unwrap();
         let (ring, k) = synthetic::ring::<u64, Prod>(8, 0);
         let mut fill = FillRing::new(ring, no_socket(), &umem);
-        let d = |addr| Desc::new(umem.owner(), addr, 0, 0, 0);
+        // SAFETY: frames of this UMEM, owned by the test, no bytes read.
+        let d = |addr| unsafe { Desc::new(umem.owner(), addr, 0, 0, 0) };
         fill.give((0..8u32).map(|i| d(i as u64 * 2048)));
         assert_eq!(k.producer().load(Ordering::Relaxed), 8);
         // The kernel has taken frames and handed them back to us, but has

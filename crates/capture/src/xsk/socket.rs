@@ -20,6 +20,7 @@ pub struct XskStats {
     /// Frames dropped because no fill-ring buffer was available or the frame
     /// did not fit a UMEM frame.
     pub rx_dropped: u64,
+    /// RX descriptors the kernel found invalid.
     pub rx_invalid_descs: u64,
     /// Frames dropped because the RX ring was full.
     pub rx_ring_full: u64,
@@ -30,7 +31,9 @@ pub struct XskStats {
 /// How a socket ended up bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BindMode {
+    /// The NIC writes into the UMEM (driver support needed).
     ZeroCopy,
+    /// The kernel copies each frame into the UMEM.
     Copy,
 }
 
@@ -41,10 +44,12 @@ pub struct XskFd {
 }
 
 impl XskFd {
+    /// The raw descriptor (valid while `self` lives).
     pub fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
+    /// The kernel's drop counters (XDP_STATISTICS): one getsockopt.
     pub fn stats(&self) -> io::Result<XskStats> {
         let s = statistics(self.raw())?;
         Ok(XskStats {

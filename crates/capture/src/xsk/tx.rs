@@ -27,13 +27,16 @@ pub struct Tx {
     free: Vec<u64>,
     /// Frames posted and not yet completed.
     pub outstanding: u32,
+    /// Zero-copy or copy, as bound.
     pub mode: BindMode,
 }
 
 /// TX counters of a socket (XDP_STATISTICS).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TxStats {
+    /// TX descriptors the kernel refused (bad address or length).
     pub tx_invalid_descs: u64,
+    /// Times the kernel found the TX ring empty when woken.
     pub tx_ring_empty_descs: u64,
 }
 
@@ -84,6 +87,7 @@ impl Tx {
         })
     }
 
+    /// Bytes per UMEM frame: the longest frame that can be posted.
     pub fn frame_size(&self) -> u32 {
         self.umem.frame_size()
     }
@@ -172,6 +176,7 @@ impl Tx {
         socket::poll(self.fd.as_raw_fd(), libc::POLLOUT, timeout_ms);
     }
 
+    /// The kernel's TX counters (XDP_STATISTICS): one getsockopt.
     pub fn stats(&self) -> io::Result<TxStats> {
         let s = socket::statistics(self.fd.as_raw_fd())?;
         Ok(TxStats {

@@ -26,10 +26,12 @@ impl Umem {
         })
     }
 
+    /// Bytes per frame.
     pub fn frame_size(&self) -> u32 {
         self.frame_size
     }
 
+    /// Frames in the area.
     pub fn frames(&self) -> u32 {
         self.frames
     }
