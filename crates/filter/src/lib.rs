@@ -7,6 +7,11 @@
 //!   `tcpdump -d`), and a safe evaluator ([`Program::run`],
 //!   [`Program::matches`]) with libpcap's `bpf_filter` semantics, for
 //!   filtering frames in user space.
+//! * [`ebpf`]: the translation of a classic program to eBPF, as a function
+//!   body taking `data`/`data_end` or as a complete XDP program, for
+//!   filtering in the kernel; its module docs describe the design.
+//! * [`kernel`]: loading an XDP program and running it on a frame with
+//!   `BPF_PROG_TEST_RUN` (the raw `bpf(2)` syscall).
 //!
 //! ```no_run
 //! let prog = wiretape_filter::compile("tcp port 80", wiretape_filter::LINKTYPE_ETHERNET, 0)?;
@@ -17,7 +22,9 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod ebpf;
 mod insn;
+pub mod kernel;
 mod pcap;
 mod program;
 
