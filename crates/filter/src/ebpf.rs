@@ -739,6 +739,19 @@ mod tests {
                 ],
             ));
         }
+        // Division by X = 0 must reject even when the program would then
+        // return a constant (eBPF alone would give A = 0 / A and go on).
+        for (name, aop) in [("div x then ret k", DIV), ("mod x then ret k", MOD)] {
+            v.push((
+                name,
+                vec![
+                    s(LD | OW | ABS, 14),
+                    s(LDX | B | MSH, 20),
+                    s(ALU | aop | X, 0),
+                    s(RET | K, 1),
+                ],
+            ));
+        }
         for (name, jop) in [("jeq", JEQ), ("jgt", JGT), ("jge", JGE), ("jset", JSET)] {
             for k in [0x40, 0x8000_0000, 0xffff_fff0] {
                 // K and X forms, every fall-through shape: jt = 0, jf = 0,
