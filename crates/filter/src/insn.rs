@@ -41,8 +41,8 @@ impl Insn {
         if self.is_conditional_jump() {
             format!(
                 "({pc:03}) {opname:<8} {operand:<16} jt {}\tjf {}",
-                pc + 1 + usize::from(self.jt),
-                pc + 1 + usize::from(self.jf)
+                pc.saturating_add(1 + usize::from(self.jt)),
+                pc.saturating_add(1 + usize::from(self.jf))
             )
         } else {
             format!("({pc:03}) {opname:<8} {operand}")

@@ -102,93 +102,147 @@ impl Program {
         let mut x: u32 = 0;
         let mut mem = [0u32; MEMWORDS as usize];
         let mut pc = 0usize;
+        // Loads return 0 (reject) when the bytes are not all captured.
+        macro_rules! load {
+            ($off:expr, $size:expr) => {
+                match load(pkt, $off, $size) {
+                    Some(v) => v,
+                    None => return 0,
+                }
+            };
+        }
         // `get` instead of indexing: validation makes it always Some, and a
-        // miss returns 0 instead of panicking.
+        // miss returns 0 instead of panicking. Opcodes are matched as
+        // constants (one jump table), `& 15` on scratch indices (validated
+        // < 16) only spares a bounds check.
         while let Some(insn) = insns.get(pc) {
             pc += 1;
             let k = insn.k;
             match insn.code {
-                c if c == LD | W | ABS => match load(pkt, u64::from(k), 4) {
-                    Some(v) => a = v,
+                c::LD_W_ABS => a = load!(u64::from(k), 4),
+                c::LD_H_ABS => a = load!(u64::from(k), 2),
+                c::LD_B_ABS => a = load!(u64::from(k), 1),
+                c::LD_W_IND => a = load!(u64::from(x) + u64::from(k), 4),
+                c::LD_H_IND => a = load!(u64::from(x) + u64::from(k), 2),
+                c::LD_B_IND => a = load!(u64::from(x) + u64::from(k), 1),
+                c::LDX_B_MSH => x = (load!(u64::from(k), 1) & 0xf) << 2,
+                c::LD_W_LEN => a = wire_len,
+                c::LDX_W_LEN => x = wire_len,
+                c::LD_IMM => a = k,
+                c::LDX_IMM => x = k,
+                c::LD_MEM => a = mem[(k & 15) as usize],
+                c::LDX_MEM => x = mem[(k & 15) as usize],
+                c::ST => mem[(k & 15) as usize] = a,
+                c::STX => mem[(k & 15) as usize] = x,
+                c::ADD_K => a = a.wrapping_add(k),
+                c::SUB_K => a = a.wrapping_sub(k),
+                c::MUL_K => a = a.wrapping_mul(k),
+                c::DIV_K => a = a.checked_div(k).unwrap_or(0),
+                c::MOD_K => a = a.checked_rem(k).unwrap_or(0),
+                c::AND_K => a &= k,
+                c::OR_K => a |= k,
+                c::XOR_K => a ^= k,
+                c::LSH_K => a = a.checked_shl(k).unwrap_or(0),
+                c::RSH_K => a = a.checked_shr(k).unwrap_or(0),
+                c::ADD_X => a = a.wrapping_add(x),
+                c::SUB_X => a = a.wrapping_sub(x),
+                c::MUL_X => a = a.wrapping_mul(x),
+                c::DIV_X => match a.checked_div(x) {
+                    Some(r) => a = r,
                     None => return 0,
                 },
-                c if c == LD | H | ABS => match load(pkt, u64::from(k), 2) {
-                    Some(v) => a = v,
+                c::MOD_X => match a.checked_rem(x) {
+                    Some(r) => a = r,
                     None => return 0,
                 },
-                c if c == LD | B | ABS => match load(pkt, u64::from(k), 1) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
-                c if c == LD | W | IND => match load(pkt, u64::from(x) + u64::from(k), 4) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
-                c if c == LD | H | IND => match load(pkt, u64::from(x) + u64::from(k), 2) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
-                c if c == LD | B | IND => match load(pkt, u64::from(x) + u64::from(k), 1) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
-                c if c == LDX | B | MSH => match load(pkt, u64::from(k), 1) {
-                    Some(v) => x = (v & 0xf) << 2,
-                    None => return 0,
-                },
-                c if c == LD | W | LEN => a = wire_len,
-                c if c == LDX | W | LEN => x = wire_len,
-                c if c == LD | IMM => a = k,
-                c if c == LDX | IMM => x = k,
-                // `& 15`: validated < 16, the mask only spares a bounds check.
-                c if c == LD | MEM => a = mem[(k & 15) as usize],
-                c if c == LDX | MEM => x = mem[(k & 15) as usize],
-                c if c == ST => mem[(k & 15) as usize] = a,
-                c if c == STX => mem[(k & 15) as usize] = x,
-                c if c == ALU | NEG => a = a.wrapping_neg(),
-                c if c & 0x07 == ALU => {
-                    let v = if c & X != 0 { x } else { k };
-                    a = match c & 0xf0 {
-                        ADD => a.wrapping_add(v),
-                        SUB => a.wrapping_sub(v),
-                        MUL => a.wrapping_mul(v),
-                        DIV => match a.checked_div(v) {
-                            Some(r) => r,
-                            None => return 0,
-                        },
-                        MOD => match a.checked_rem(v) {
-                            Some(r) => r,
-                            None => return 0,
-                        },
-                        AND => a & v,
-                        OR => a | v,
-                        XOR => a ^ v,
-                        LSH => a.checked_shl(v).unwrap_or(0),
-                        RSH => a.checked_shr(v).unwrap_or(0),
-                        _ => return 0,
-                    };
-                }
-                c if c == JMP | JA => pc += k as usize,
-                c if c & 0x07 == JMP => {
-                    let v = if c & X != 0 { x } else { k };
-                    let taken = match c & 0xf0 {
-                        JEQ => a == v,
-                        JGT => a > v,
-                        JGE => a >= v,
-                        JSET => a & v != 0,
-                        _ => return 0,
-                    };
-                    pc += usize::from(if taken { insn.jt } else { insn.jf });
-                }
-                c if c == RET | K => return k,
-                c if c == RET | A => return a,
-                c if c == MISC | TAX => x = a,
-                c if c == MISC | TXA => a = x,
+                c::AND_X => a &= x,
+                c::OR_X => a |= x,
+                c::XOR_X => a ^= x,
+                // libpcap: a shift by 32 or more gives 0.
+                c::LSH_X => a = a.checked_shl(x).unwrap_or(0),
+                c::RSH_X => a = a.checked_shr(x).unwrap_or(0),
+                c::NEG => a = a.wrapping_neg(),
+                c::JA => pc += k as usize,
+                c::JEQ_K => pc += usize::from(if a == k { insn.jt } else { insn.jf }),
+                c::JGT_K => pc += usize::from(if a > k { insn.jt } else { insn.jf }),
+                c::JGE_K => pc += usize::from(if a >= k { insn.jt } else { insn.jf }),
+                c::JSET_K => pc += usize::from(if a & k != 0 { insn.jt } else { insn.jf }),
+                c::JEQ_X => pc += usize::from(if a == x { insn.jt } else { insn.jf }),
+                c::JGT_X => pc += usize::from(if a > x { insn.jt } else { insn.jf }),
+                c::JGE_X => pc += usize::from(if a >= x { insn.jt } else { insn.jf }),
+                c::JSET_X => pc += usize::from(if a & x != 0 { insn.jt } else { insn.jf }),
+                c::RET_K => return k,
+                c::RET_A => return a,
+                c::TAX => x = a,
+                c::TXA => a = x,
                 _ => return 0,
             }
         }
         0
     }
+}
+
+/// Every opcode the evaluator implements, as constants usable in patterns
+/// (the set libpcap's `bpf_validate` accepts).
+mod c {
+    use crate::insn::op::*;
+    pub const LD_W_ABS: u16 = LD | W | ABS;
+    pub const LD_H_ABS: u16 = LD | H | ABS;
+    pub const LD_B_ABS: u16 = LD | B | ABS;
+    pub const LD_W_IND: u16 = LD | W | IND;
+    pub const LD_H_IND: u16 = LD | H | IND;
+    pub const LD_B_IND: u16 = LD | B | IND;
+    pub const LDX_B_MSH: u16 = LDX | B | MSH;
+    pub const LD_W_LEN: u16 = LD | W | LEN;
+    pub const LDX_W_LEN: u16 = LDX | W | LEN;
+    pub const LD_IMM: u16 = LD | IMM;
+    pub const LDX_IMM: u16 = LDX | IMM;
+    pub const LD_MEM: u16 = LD | MEM;
+    pub const LDX_MEM: u16 = LDX | MEM;
+    pub const ST: u16 = super::ST;
+    pub const STX: u16 = super::STX;
+    pub const ADD_K: u16 = ALU | ADD | K;
+    pub const SUB_K: u16 = ALU | SUB | K;
+    pub const MUL_K: u16 = ALU | MUL | K;
+    pub const DIV_K: u16 = ALU | DIV | K;
+    pub const MOD_K: u16 = ALU | MOD | K;
+    pub const AND_K: u16 = ALU | AND | K;
+    pub const OR_K: u16 = ALU | OR | K;
+    pub const XOR_K: u16 = ALU | XOR | K;
+    pub const LSH_K: u16 = ALU | LSH | K;
+    pub const RSH_K: u16 = ALU | RSH | K;
+    pub const ADD_X: u16 = ALU | ADD | X;
+    pub const SUB_X: u16 = ALU | SUB | X;
+    pub const MUL_X: u16 = ALU | MUL | X;
+    pub const DIV_X: u16 = ALU | DIV | X;
+    pub const MOD_X: u16 = ALU | MOD | X;
+    pub const AND_X: u16 = ALU | AND | X;
+    pub const OR_X: u16 = ALU | OR | X;
+    pub const XOR_X: u16 = ALU | XOR | X;
+    pub const LSH_X: u16 = ALU | LSH | X;
+    pub const RSH_X: u16 = ALU | RSH | X;
+    pub const NEG: u16 = ALU | super::NEG;
+    pub const JA: u16 = JMP | super::JA;
+    pub const JEQ_K: u16 = JMP | JEQ | K;
+    pub const JGT_K: u16 = JMP | JGT | K;
+    pub const JGE_K: u16 = JMP | JGE | K;
+    pub const JSET_K: u16 = JMP | JSET | K;
+    pub const JEQ_X: u16 = JMP | JEQ | X;
+    pub const JGT_X: u16 = JMP | JGT | X;
+    pub const JGE_X: u16 = JMP | JGE | X;
+    pub const JSET_X: u16 = JMP | JSET | X;
+    pub const RET_K: u16 = RET | K;
+    pub const RET_A: u16 = RET | A;
+    pub const TAX: u16 = MISC | super::TAX;
+    pub const TXA: u16 = MISC | super::TXA;
+
+    /// All of them.
+    pub const ALL: [u16; 49] = [
+        LD_W_ABS, LD_H_ABS, LD_B_ABS, LD_W_IND, LD_H_IND, LD_B_IND, LDX_B_MSH, LD_W_LEN, LDX_W_LEN,
+        LD_IMM, LDX_IMM, LD_MEM, LDX_MEM, ST, STX, ADD_K, SUB_K, MUL_K, DIV_K, MOD_K, AND_K, OR_K,
+        XOR_K, LSH_K, RSH_K, ADD_X, SUB_X, MUL_X, DIV_X, MOD_X, AND_X, OR_X, XOR_X, LSH_X, RSH_X,
+        NEG, JA, JEQ_K, JGT_K, JGE_K, JSET_K, JEQ_X, JGT_X, JGE_X, JSET_X, RET_K, RET_A, TAX, TXA,
+    ];
 }
 
 /// `size` big-endian bytes at `off`, or None if they are not all captured.
@@ -199,61 +253,9 @@ fn load(pkt: &[u8], off: u64, size: usize) -> Option<u32> {
     Some(bytes.iter().fold(0u32, |v, &b| (v << 8) | u32::from(b)))
 }
 
-/// True for every opcode the evaluator implements (the set libpcap's
-/// `bpf_validate` accepts, minus nothing, plus nothing).
+/// True for every opcode the evaluator implements.
 pub(crate) fn known_opcode(code: u16) -> bool {
-    const CODES: &[u16] = &[
-        LD | W | ABS,
-        LD | H | ABS,
-        LD | B | ABS,
-        LD | W | IND,
-        LD | H | IND,
-        LD | B | IND,
-        LD | W | LEN,
-        LD | IMM,
-        LD | MEM,
-        LDX | IMM,
-        LDX | MEM,
-        LDX | W | LEN,
-        LDX | B | MSH,
-        ST,
-        STX,
-        ALU | ADD | K,
-        ALU | SUB | K,
-        ALU | MUL | K,
-        ALU | DIV | K,
-        ALU | MOD | K,
-        ALU | AND | K,
-        ALU | OR | K,
-        ALU | XOR | K,
-        ALU | LSH | K,
-        ALU | RSH | K,
-        ALU | ADD | X,
-        ALU | SUB | X,
-        ALU | MUL | X,
-        ALU | DIV | X,
-        ALU | MOD | X,
-        ALU | AND | X,
-        ALU | OR | X,
-        ALU | XOR | X,
-        ALU | LSH | X,
-        ALU | RSH | X,
-        ALU | NEG,
-        JMP | JA,
-        JMP | JEQ | K,
-        JMP | JGT | K,
-        JMP | JGE | K,
-        JMP | JSET | K,
-        JMP | JEQ | X,
-        JMP | JGT | X,
-        JMP | JGE | X,
-        JMP | JSET | X,
-        RET | K,
-        RET | A,
-        MISC | TAX,
-        MISC | TXA,
-    ];
-    CODES.contains(&code)
+    c::ALL.contains(&code)
 }
 
 /// The checks behind [`Program::new`]; also run by the translator.
