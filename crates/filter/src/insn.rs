@@ -89,7 +89,7 @@ impl Insn {
             c if c == STX => ("stx", format!("M[{d}]")),
             c if c == JMP | JA => (
                 "ja",
-                format!("{}", (pc as i64 + 1 + i64::from(self.k)) as i32),
+                format!("{}", (pc as i64).wrapping_add(1 + i64::from(self.k)) as i32),
             ),
             c if c == JMP | JGT | K => ("jgt", format!("#0x{x:x}")),
             c if c == JMP | JGE | K => ("jge", format!("#0x{x:x}")),
