@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 
 # clang + libelf + zlib + pkg-config: the XDP program and libbpf (built by libbpf-sys);
 # linux-libc-dev: linux/bpf.h; iproute2: namespaces and veth for demo and tests;
-# tshark: the tests check our files with an independent reader; ethtool: queue info.
-pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark)
+# tshark: the tests check our files with an independent reader; ethtool: queue info;
+# libpcap-dev: crates/filter compiles filter expressions with libpcap; tcpdump: its
+# tests compare our disassembly with `tcpdump -d`.
+pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -21,7 +21,12 @@ wiretape record -i eth0 -w /data --format pcapng --rotate-time 60s --keep-age 7d
 )]
 pub struct Args {
     /// Interface to record (e.g. eth0).
-    #[arg(short = 'i', long = "interface", value_name = "IFACE", required_unless_present = "read")]
+    #[arg(
+        short = 'i',
+        long = "interface",
+        value_name = "IFACE",
+        required_unless_present = "read"
+    )]
     iface: Option<String>,
     /// Instead of an interface, feed a capture file (pcap ns/us or pcapng)
     /// through the same pipeline as one RX queue: no privileges needed.
@@ -281,7 +286,12 @@ pub fn check_privileges() -> Result<()> {
 fn cpu_list(s: &Option<String>, what: &str) -> Result<Option<Vec<usize>>> {
     Ok(match s {
         None => None,
-        Some(s) => Some(parse_list(s, what)?.into_iter().map(|c| c as usize).collect()),
+        Some(s) => Some(
+            parse_list(s, what)?
+                .into_iter()
+                .map(|c| c as usize)
+                .collect(),
+        ),
     })
 }
 

@@ -39,14 +39,13 @@ impl Policy {
     }
 }
 
-pub use crate::naming::OurFile;
 use crate::fs_space;
+pub use crate::naming::OurFile;
 
 /// Our files in `dir`, oldest first (see [`crate::naming::list`]).
 pub fn our_files(dir: &Path, prefix: &str) -> Vec<OurFile> {
     crate::naming::list(dir, prefix)
 }
-
 
 /// The retention of one recording: shared by its writer threads (which
 /// register the files they write and ask for room on a full disk) and its

@@ -196,11 +196,7 @@ impl Store {
                     .into(),
             );
         }
-        let retention = Arc::new(Retention::new(
-            &cfg.dir,
-            &cfg.prefix,
-            cfg.retention.clone(),
-        ));
+        let retention = Arc::new(Retention::new(&cfg.dir, &cfg.prefix, cfg.retention.clone()));
         retention.enforce();
         notices.extend(retention.take_log());
         Ok((

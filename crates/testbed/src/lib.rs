@@ -5,12 +5,12 @@
 
 pub mod sys;
 
-pub use wiretape_capture::frames;
-use wiretape_capture::sys::pin_to_cpu;
 use std::io;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+pub use wiretape_capture::frames;
+use wiretape_capture::sys::pin_to_cpu;
 
 /// The generator end's name inside a [`Testbed`] namespace.
 pub const GEN_IF: &str = "wt-gen";
@@ -238,4 +238,3 @@ impl SizeFn {
         }
     }
 }
-

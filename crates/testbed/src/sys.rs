@@ -96,4 +96,3 @@ impl Drop for NetnsGuard {
         unsafe { libc::setns(self.home.as_raw_fd(), libc::CLONE_NEWNET) };
     }
 }
-
