@@ -109,7 +109,7 @@ fn bench(c: &mut Criterion) {
     for (size, n) in [(64usize, 2_000_000u64), (1514, 300_000)] {
         let input = trace(&shm, size, n);
         g.throughput(Throughput::Elements(n));
-        let mut rate = |name: &str, frames: u64, cpu: f64| {
+        let rate = |name: &str, frames: u64, cpu: f64| {
             eprintln!(
                 "pipeline/{name}/{size}: {:.2} M frames per CPU-second ({:.2} Gbit/s of frames per core)",
                 frames as f64 / cpu / 1e6,

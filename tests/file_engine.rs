@@ -38,7 +38,7 @@ fn frame(i: u64) -> (Vec<u8>, u32) {
 
 fn stamp(i: u64) -> u64 {
     // Uneven gaps, some equal stamps, nanosecond digits.
-    1_763_800_000_000_000_000 + i * 1_000 + (i * 7919) % 997 - (i % 3 == 0) as u64
+    1_763_800_000_000_000_000 + i * 1_000 + (i * 7919) % 997 - i.is_multiple_of(3) as u64
 }
 
 /// Writes the trace as classic pcap (ns or µs), little-endian, by hand.

@@ -183,14 +183,3 @@ pub fn link_speed_bps(name: &str) -> Option<u64> {
     let mbps = cmd.speed as u32 | (cmd.speed_hi as u32) << 16;
     (mbps != 0 && mbps != u32::MAX && mbps != 0xffff).then_some(mbps as u64 * 1_000_000)
 }
-
-/// Restores the default SIGPIPE action (Rust ignores it), so that
-/// `wiretape info ... | head` ends quietly like other Unix tools instead of
-/// failing on a write to a closed pipe.
-pub fn default_sigpipe() {
-    // SAFETY: setting a standard signal's disposition to SIG_DFL touches no
-    // memory of ours; called once at start-up before any thread exists.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-}

@@ -61,7 +61,7 @@ fn main() {
     if matches!(cli.cmd, Cmd::Info(_)) {
         // `info | head` ends quietly. Not for record: a closed log pipe
         // must never kill a recording (its files would not be finished).
-        wiretape::capture::sys::default_sigpipe();
+        default_sigpipe();
     }
     let r = match cli.cmd {
         Cmd::Record(a) => record::run(a),
@@ -84,5 +84,16 @@ fn main() {
             eprintln!("wiretape: error: {}", msg.replace('\n', " "));
             std::process::exit(1);
         }
+    }
+}
+
+/// Restores the default SIGPIPE action (Rust ignores it), so that
+/// `wiretape info ... | head` ends quietly like other Unix tools instead of
+/// failing on a write to a closed pipe.
+pub fn default_sigpipe() {
+    // SAFETY: setting a standard signal's disposition to SIG_DFL touches no
+    // memory of ours; called once at start-up before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

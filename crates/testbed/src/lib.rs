@@ -2,7 +2,9 @@
 //! and a sender of known frames. Used by `wiretape demo`, the integration
 //! tests and the benches. Everything it creates is removed on drop, also when
 //! a test fails (the namespace goes, and the veth pair with it).
+#![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
 pub mod sys;
 
 use std::io;

@@ -1,6 +1,5 @@
 //! The test bed's OS calls: entering a network namespace, a raw AF_PACKET
 //! sender. Each `unsafe` block is one libc call with its arguments' validity stated.
-#![allow(unsafe_code)]
 
 use std::fs::File;
 use std::io;

@@ -18,11 +18,13 @@
 //!   correction, for per-frame stamps at a few ns each.
 //! * [`sim`]: the accuracy evaluator: a link and poller model with ground
 //!   truth, running the real [`Stamper`].
+#![deny(unsafe_code)]
 
 pub mod clock;
 pub mod mode;
 pub mod sim;
 pub mod stamper;
+#[allow(unsafe_code)]
 mod tsc;
 
 pub use clock::{AutoClock, Clock, RealtimeClock, TscClock};
@@ -34,6 +36,7 @@ use std::time::Duration;
 
 const NS_PER_SEC: i64 = 1_000_000_000;
 
+#[allow(unsafe_code)] // one clock_gettime call
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
