@@ -102,14 +102,7 @@ impl AfXdp {
                 list.clone()
             }
         };
-        if let Some(p) = crate::bpf::attached_program(ifindex) {
-            return Err(CaptureError::AlreadyAttached {
-                ifname,
-                id: p.id,
-                name: p.name,
-                mode: p.mode,
-            });
-        }
+        crate::bpf::refuse_attached(ifindex, &ifname)?;
         sys::raise_memlock();
         let xcfg = XskConfig {
             frames: cfg.frames,
@@ -366,14 +359,6 @@ fn load_and_attach(
             } else {
                 SteerProgram::load()?
             };
-            if let Some(p) = prog.attached(ifindex) {
-                return Err(CaptureError::AlreadyAttached {
-                    ifname: ifname.into(),
-                    id: p.id,
-                    name: p.name,
-                    mode: p.mode,
-                });
-            }
             match prog.attach(ifindex, ifname, mode) {
                 Ok(link) => return Ok((prog, link, native_refused, hw_refused)),
                 Err(e @ (CaptureError::AlreadyAttached { .. } | CaptureError::Permission(_))) => {

@@ -52,6 +52,20 @@ pub struct QueueCounters {
     pub hw: u64,
 }
 
+/// Refuses an interface that already has an XDP program (naming it), so
+/// that nothing of ours is opened or loaded for it.
+pub fn refuse_attached(ifindex: u32, ifname: &str) -> Result<(), CaptureError> {
+    match attached_program(ifindex) {
+        Some(p) => Err(CaptureError::AlreadyAttached {
+            ifname: ifname.into(),
+            id: p.id,
+            name: p.name,
+            mode: p.mode,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// What XDP program `ifindex` has attached, if any (a netlink query; needs
 /// no program of ours).
 pub fn attached_program(ifindex: u32) -> Option<AttachedProgram> {
@@ -195,11 +209,6 @@ impl SteerProgram {
         c
     }
 
-    /// What XDP program `ifindex` has attached, if any.
-    pub fn attached(&self, ifindex: u32) -> Option<AttachedProgram> {
-        attached_program(ifindex)
-    }
-
     /// Attaches through a bpf_link in `mode`.
     pub fn attach(
         &self,
@@ -207,14 +216,6 @@ impl SteerProgram {
         ifname: &str,
         mode: XdpMode,
     ) -> Result<XdpLink, CaptureError> {
-        if let Some(p) = self.attached(ifindex) {
-            return Err(CaptureError::AlreadyAttached {
-                ifname: ifname.into(),
-                id: p.id,
-                name: p.name,
-                mode: p.mode,
-            });
-        }
         // SAFETY: bpf_link_create_opts is plain data; all-zero is its default.
         let mut opts: libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
         opts.sz = std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _;
@@ -227,14 +228,10 @@ impl SteerProgram {
         if rc < 0 {
             let err = std::io::Error::from_raw_os_error(-rc);
             return Err(match -rc {
-                libc::EBUSY | libc::EEXIST => match self.attached(ifindex) {
-                    Some(p) => CaptureError::AlreadyAttached {
-                        ifname: ifname.into(),
-                        id: p.id,
-                        name: p.name,
-                        mode: p.mode,
-                    },
-                    None => CaptureError::Attach {
+                // Attached by someone else since the check before start.
+                libc::EBUSY | libc::EEXIST => match refuse_attached(ifindex, ifname) {
+                    Err(e) => e,
+                    Ok(()) => CaptureError::Attach {
                         ifname: ifname.into(),
                         mode: mode.name(),
                         source: err,
