@@ -22,6 +22,7 @@
 
 pub mod clock;
 pub mod mode;
+mod parse;
 pub mod sim;
 pub mod stamper;
 #[allow(unsafe_code)]
@@ -29,6 +30,7 @@ mod tsc;
 
 pub use clock::{AutoClock, Clock, RealtimeClock, TscClock};
 pub use mode::TsMode;
+pub use parse::parse_time;
 pub use stamper::{StampSlot, StampStats, Stamper};
 pub use tsc::invariant as tsc_invariant;
 
