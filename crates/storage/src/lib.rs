@@ -20,6 +20,7 @@ pub mod reader;
 pub mod repair;
 pub mod sink;
 pub mod uring;
+pub mod walk;
 pub mod writer;
 
 pub use aligned::AlignedBuf;
