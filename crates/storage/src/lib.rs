@@ -23,7 +23,6 @@ pub mod uring;
 pub mod walk;
 pub mod writer;
 
-pub use aligned::AlignedBuf;
 pub use block::BlockBuilder;
 pub use pcap::{FileHeader, Format, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
 pub use reader::{FileInfo, PcapReader, Record};
