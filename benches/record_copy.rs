@@ -18,7 +18,7 @@ struct NullSink {
 impl BlockSink for NullSink {
     fn submit(&mut self, mut block: Block) -> Result<Block, StorageError> {
         self.bytes += black_box(block.data()).len() as u64;
-        block.len = 0;
+        block.clear();
         Ok(block)
     }
     fn flush(&mut self, block: Block) -> Result<Block, StorageError> {

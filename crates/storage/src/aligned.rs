@@ -20,8 +20,9 @@ unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
-    /// Allocates `len` bytes (rounded up to a whole page), zeroed.
-    pub fn new(len: usize) -> Self {
+    /// Allocates `len` bytes (rounded up to a whole page), zeroed. Crate
+    /// only: outside code gets buffers inside [`crate::Block`]s.
+    pub(crate) fn new(len: usize) -> Self {
         let len = len.max(ALIGN).div_ceil(ALIGN) * ALIGN;
         let layout = Layout::from_size_align(len, ALIGN).expect("buffer size overflows");
         // SAFETY: layout has a non-zero size (len >= ALIGN).
@@ -32,10 +33,6 @@ impl AlignedBuf {
 
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     pub fn as_slice(&self) -> &[u8] {

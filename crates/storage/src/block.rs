@@ -46,14 +46,7 @@ impl BlockBuilder {
     /// Hands the block on (to a sink).
     pub fn take(&mut self) -> Block {
         self.records = 0;
-        std::mem::replace(
-            &mut self.block,
-            Block {
-                buf: crate::AlignedBuf::new(crate::aligned::ALIGN),
-                len: 0,
-                idx: u16::MAX,
-            },
-        )
+        std::mem::replace(&mut self.block, Block::new(crate::aligned::ALIGN))
     }
 
     /// Continues in `block` (from a sink), after the bytes it holds.
@@ -64,12 +57,13 @@ impl BlockBuilder {
 
     /// Appends raw bytes (a file header). Returns false if they do not fit.
     pub fn push_raw(&mut self, bytes: &[u8]) -> bool {
-        let end = self.block.len + bytes.len();
-        if end > self.block.buf.len() {
+        let (buf, len) = self.block.space();
+        let end = *len + bytes.len();
+        if end > buf.len() {
             return false;
         }
-        self.block.buf.as_mut_slice()[self.block.len..end].copy_from_slice(bytes);
-        self.block.len = end;
+        buf[*len..end].copy_from_slice(bytes);
+        *len = end;
         true
     }
 
@@ -77,12 +71,13 @@ impl BlockBuilder {
     /// Returns false (and appends nothing) when the block has no room.
     #[inline(always)]
     pub fn push_record(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> bool {
-        let start = self.block.len;
+        let (buf, len) = self.block.space();
+        let start = *len;
         let end = start + self.format.record_len(data.len());
-        if end > self.block.buf.len() {
+        if end > buf.len() {
             return false;
         }
-        let dst = &mut self.block.buf.as_mut_slice()[start..end];
+        let dst = &mut buf[start..end];
         if self.format == Format::PcapNg {
             crate::pcapng::write_epb(dst, ts_ns, data, orig_len);
         } else {
@@ -91,7 +86,7 @@ impl BlockBuilder {
             dst[..RECORD_HEADER_LEN].copy_from_slice(&hdr);
             dst[RECORD_HEADER_LEN..].copy_from_slice(data);
         }
-        self.block.len = end;
+        *len = end;
         self.records += 1;
         true
     }
@@ -102,15 +97,15 @@ impl BlockBuilder {
     }
 
     pub fn len(&self) -> usize {
-        self.block.len
+        self.block.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.block.len == 0
+        self.block.is_empty()
     }
 
     pub fn capacity(&self) -> usize {
-        self.block.buf.len()
+        self.block.capacity()
     }
 
     /// Records appended since the block was started.
@@ -120,7 +115,7 @@ impl BlockBuilder {
 
     /// Empties the block (for benches and tests that discard blocks).
     pub fn clear(&mut self) {
-        self.block.len = 0;
+        self.block.clear();
         self.records = 0;
     }
 }
@@ -148,8 +143,8 @@ mod tests {
     #[test]
     fn appends_after_carried_bytes() {
         let mut blk = Block::new(4096);
-        blk.buf.as_mut_slice()[..10].copy_from_slice(&[9; 10]);
-        blk.len = 10;
+        blk.buf_mut()[..10].copy_from_slice(&[9; 10]);
+        blk.set_len(10);
         let mut b = BlockBuilder::from_block(blk, true);
         assert!(b.push_record(1, &[7; 20], 20));
         assert_eq!(&b.as_bytes()[..10], &[9; 10]);

@@ -10,7 +10,7 @@
 //! describe more or fewer records than the file holds: [`rebuild`] (run by
 //! `repair` and after a write error) makes it exact again from the file.
 
-use crate::reader::{PcapReader, Record};
+use crate::walk::Walker;
 use crate::StorageError;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
@@ -177,26 +177,25 @@ pub fn rebuild(capture: &Path, block: u64) -> Result<u64, StorageError> {
         source,
     })?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut r = PcapReader::new(BufReader::with_capacity(1 << 20, f), capture, len)?;
-    let mut rec = Record::default();
+    let mut walk = Walker::new(BufReader::with_capacity(1 << 20, f));
     let mut cur = Entry::default();
     let mut entries = 0;
     let block = block.max(1);
-    while r.next_into(&mut rec)? {
-        // The record starts at the end of what was read minus its length
-        // (pcapng: other blocks may come before it).
-        let start = r.offset() - r.last_len();
-        if cur.count > 0 && start / block != cur.offset / block {
+    while let Some(m) = walk.next() {
+        if cur.count > 0 && m.offset / block != cur.offset / block {
             out.extend_from_slice(&cur.encode());
             entries += 1;
             cur = Entry::default();
         }
         if cur.count == 0 {
-            cur.offset = start;
-            cur.first_ns = rec.ts_ns;
+            cur.offset = m.offset;
+            cur.first_ns = m.ts_ns;
         }
-        cur.last_ns = rec.ts_ns;
+        cur.last_ns = m.ts_ns;
         cur.count += 1;
+    }
+    if let Some(e) = walk.stop().and_then(|s| s.error(capture, len)) {
+        return Err(e);
     }
     if cur.count > 0 {
         out.extend_from_slice(&cur.encode());

@@ -27,9 +27,9 @@ pub mod retention;
 pub mod rotating;
 pub mod sink;
 pub mod uring;
+pub mod walk;
 pub mod writer;
 
-pub use aligned::AlignedBuf;
 pub use block::BlockBuilder;
 pub use pcap::{FileHeader, Format, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
 pub use reader::{FileInfo, PcapReader, Record};

@@ -1,11 +1,11 @@
 //! Reading pcap files back: for `wiretape info`, verification and tests.
 //! Strict: a truncated or corrupt file is an error that says where it breaks.
 
-use crate::pcap::{FileHeader, Format, FILE_HEADER_LEN, MAX_SNAPLEN, RECORD_HEADER_LEN};
-use crate::pcapng;
+use crate::pcap::{FileHeader, Format};
+use crate::walk::{End, Walker};
 use crate::StorageError;
 use std::fs::File;
-use std::io::{BufReader, ErrorKind, Read};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 /// One record as read.
@@ -17,25 +17,16 @@ pub struct Record {
     pub data: Vec<u8>,
 }
 
-/// A streaming reader of pcap (ns or µs, either byte order) and pcapng files.
+/// A streaming reader of pcap (ns or µs, either byte order) and pcapng
+/// files: the strict front of [`crate::walk::Walker`].
 pub struct PcapReader<R: Read> {
-    inner: R,
+    walk: Walker<R>,
     path: PathBuf,
     header: FileHeader,
-    offset: u64,
+    format: Format,
     len: u64,
-    /// pcapng: the section's byte order and interfaces; None for pcap.
-    ng: Option<NgState>,
     /// Bytes of the last record (its pcap record or pcapng block).
     last_len: u64,
-}
-
-struct NgState {
-    big_endian: bool,
-    ifaces: Vec<pcapng::Interface>,
-    body: Vec<u8>,
-    /// Ok(false) of the header reading: the file ended after the header.
-    pending: Option<(u32, Vec<u8>)>,
 }
 
 impl PcapReader<BufReader<File>> {
@@ -53,83 +44,19 @@ impl PcapReader<BufReader<File>> {
 
 impl<R: Read> PcapReader<R> {
     /// `len` is the total length of the input, for messages.
-    pub fn new(mut inner: R, path: &Path, len: u64) -> Result<Self, StorageError> {
-        let mut h = [0u8; FILE_HEADER_LEN];
-        let trunc = |what| StorageError::Truncated {
-            path: path.to_owned(),
-            what,
-            offset: 0,
-            len,
-            good_end: 0,
-        };
-        let got = read_full(&mut inner, &mut h[..4]).map_err(|source| StorageError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        if got == 4 && u32::from_le_bytes(h[..4].try_into().unwrap()) == pcapng::SHB {
-            let mut r = PcapReader {
-                inner,
-                path: path.to_owned(),
-                header: FileHeader::new(0, true),
-                offset: 0,
-                len,
-                last_len: 0,
-                ng: Some(NgState {
-                    big_endian: false,
-                    ifaces: Vec::new(),
-                    body: Vec::new(),
-                    pending: None,
-                }),
-            };
-            r.read_shb_rest(None)?;
-            // Up to the first interface: it gives the header's fields.
-            while let Some((kind, body)) = r.next_block()? {
-                let be = r.ng.as_ref().expect("pcapng").big_endian;
-                if kind == pcapng::IDB {
-                    let itf = pcapng::parse_idb(&body, be)
-                        .ok_or_else(|| r.corrupt("interface block too short"))?;
-                    let ng = r.ng.as_mut().expect("pcapng");
-                    ng.ifaces.push(itf);
-                    r.header = FileHeader {
-                        nanos: itf.units == 1_000_000_000,
-                        snaplen: itf.snaplen,
-                        linktype: itf.linktype as u32,
-                        big_endian: ng.big_endian,
-                    };
-                    break;
-                }
-                if kind == pcapng::EPB || kind == pcapng::SPB {
-                    r.ng.as_mut().expect("pcapng").pending = Some((kind, body));
-                    break;
-                }
-            }
-            return Ok(r);
+    pub fn new(inner: R, path: &Path, len: u64) -> Result<Self, StorageError> {
+        let walk = Walker::new(inner);
+        // A pcapng file may end cleanly before its first interface.
+        if let Some(e) = walk.stop().and_then(|s| s.error(path, len)) {
+            return Err(e);
         }
-        if got < 4 {
-            return Err(trunc("file header"));
-        }
-        match read_full(&mut inner, &mut h[4..]) {
-            Ok(n) if n == FILE_HEADER_LEN - 4 => {}
-            Ok(_) => return Err(trunc("file header")),
-            Err(source) => {
-                return Err(StorageError::Read {
-                    path: path.to_owned(),
-                    source,
-                })
-            }
-        }
-        let header = FileHeader::decode(&h).map_err(|magic| StorageError::BadMagic {
-            path: path.to_owned(),
-            magic,
-        })?;
         Ok(PcapReader {
-            inner,
+            header: *walk.header(),
+            format: walk.format().unwrap_or(Format::PcapNg),
+            walk,
             path: path.to_owned(),
-            header,
-            offset: FILE_HEADER_LEN as u64,
             len,
             last_len: 0,
-            ng: None,
         })
     }
 
@@ -139,11 +66,7 @@ impl<R: Read> PcapReader<R> {
 
     /// The file's format (a pcapng file reports [`Format::PcapNg`]).
     pub fn format(&self) -> Format {
-        match (&self.ng, self.header.nanos) {
-            (Some(_), _) => Format::PcapNg,
-            (None, true) => Format::PcapNs,
-            (None, false) => Format::PcapUs,
-        }
+        self.format
     }
 
     /// Bytes of the last record read (it starts at `offset() - last_len()`).
@@ -153,279 +76,24 @@ impl<R: Read> PcapReader<R> {
 
     /// Offset just past the last record read: the end of the valid part.
     pub fn offset(&self) -> u64 {
-        self.offset
-    }
-
-    fn corrupt(&self, why: &str) -> StorageError {
-        StorageError::Corrupt {
-            path: self.path.clone(),
-            offset: self.offset,
-            why: why.to_string(),
-        }
-    }
-
-    /// The SHB after its type: length (when not read yet), byte-order
-    /// magic, the rest.
-    fn read_shb_rest(&mut self, len: Option<[u8; 4]>) -> Result<(), StorageError> {
-        let mut b = [0u8; 8];
-        let from = match len {
-            Some(l) => {
-                b[..4].copy_from_slice(&l);
-                4
-            }
-            None => 0,
-        };
-        let n = read_full(&mut self.inner, &mut b[from..]).map_err(|e| self.read_err(e))?;
-        if n < 8 - from {
-            return Err(self.truncated("section header block"));
-        }
-        let bom = u32::from_le_bytes(b[4..8].try_into().unwrap());
-        let big_endian = match bom {
-            pcapng::BYTE_ORDER_MAGIC => false,
-            m if m.swap_bytes() == pcapng::BYTE_ORDER_MAGIC => true,
-            m => {
-                return Err(StorageError::BadMagic {
-                    path: self.path.clone(),
-                    magic: m,
-                })
-            }
-        };
-        let mut total = u32::from_le_bytes(b[0..4].try_into().unwrap());
-        if big_endian {
-            total = total.swap_bytes();
-        }
-        if total < 28 || total % 4 != 0 || total > 1 << 24 {
-            return Err(self.corrupt("section header block length"));
-        }
-        let mut rest = vec![0u8; total as usize - 12];
-        let n = read_full(&mut self.inner, &mut rest).map_err(|e| self.read_err(e))?;
-        if n < rest.len() {
-            return Err(self.truncated("section header block"));
-        }
-        let ng = self.ng.as_mut().expect("pcapng");
-        ng.big_endian = big_endian;
-        ng.ifaces.clear();
-        self.offset += total as u64;
-        Ok(())
-    }
-
-    /// The next pcapng block: (type, body without the trailing length).
-    /// A new section (SHB) is handled here. None at a clean end.
-    fn next_block(&mut self) -> Result<Option<(u32, Vec<u8>)>, StorageError> {
-        loop {
-            let mut h = [0u8; 8];
-            let n = read_full(&mut self.inner, &mut h).map_err(|e| self.read_err(e))?;
-            if n == 0 {
-                return Ok(None);
-            }
-            if n < 4 {
-                return Err(self.truncated("block header"));
-            }
-            let kind_le = u32::from_le_bytes(h[0..4].try_into().unwrap());
-            if kind_le == pcapng::SHB {
-                // A new section: its byte order may differ.
-                if n < 8 {
-                    return Err(self.truncated("section header block"));
-                }
-                self.read_shb_rest(Some(h[4..8].try_into().unwrap()))?;
-                continue;
-            }
-            if n < 8 {
-                return Err(self.truncated("block header"));
-            }
-            let be = self.ng.as_ref().expect("pcapng").big_endian;
-            let rd = |o: usize| {
-                let v = u32::from_le_bytes(h[o..o + 4].try_into().unwrap());
-                if be {
-                    v.swap_bytes()
-                } else {
-                    v
-                }
-            };
-            let (kind, total) = (rd(0), rd(4));
-            if total < 12 || total % 4 != 0 || total > 1 << 24 || kind == 0 {
-                return Err(self.corrupt(&format!(
-                    "block type {kind:#x}, length {total}: not a block header"
-                )));
-            }
-            let mut body = std::mem::take(&mut self.ng.as_mut().expect("pcapng").body);
-            body.resize(total as usize - 8, 0);
-            let got = read_full(&mut self.inner, &mut body).map_err(|e| self.read_err(e))?;
-            if got < body.len() {
-                return Err(self.truncated("block"));
-            }
-            let t = body.len() - 4;
-            let trailer = u32::from_le_bytes(body[t..].try_into().unwrap());
-            let trailer = if be { trailer.swap_bytes() } else { trailer };
-            if trailer != total {
-                return Err(self.corrupt(&format!(
-                    "block length {total} but trailing length {trailer}"
-                )));
-            }
-            body.truncate(t);
-            self.offset += total as u64;
-            self.last_len = total as u64;
-            return Ok(Some((kind, body)));
-        }
+        self.walk.offset()
     }
 
     /// Reads the next record into `rec`; Ok(false) at a clean end of file.
     pub fn next_into(&mut self, rec: &mut Record) -> Result<bool, StorageError> {
-        if self.ng.is_some() {
-            return self.next_ng(rec);
+        if let Some(m) = self.walk.next_into(&mut rec.data) {
+            rec.ts_ns = m.ts_ns;
+            rec.orig_len = m.orig_len;
+            self.last_len = m.file_len;
+            return Ok(true);
         }
-        let mut h = [0u8; RECORD_HEADER_LEN];
-        let n = read_full(&mut self.inner, &mut h).map_err(|e| self.read_err(e))?;
-        if n == 0 {
-            return Ok(false);
-        }
-        if n < RECORD_HEADER_LEN {
-            return Err(self.truncated("record header"));
-        }
-        let f = |o: usize| {
-            let v = u32::from_le_bytes(h[o..o + 4].try_into().unwrap());
-            if self.header.big_endian {
-                v.swap_bytes()
-            } else {
-                v
+        match self.walk.stop() {
+            Some(s) if !matches!(s.end, End::Clean) => {
+                Err(s.error(&self.path, self.len).expect("not a clean end"))
             }
-        };
-        let (sec, frac, caplen, orig) = (f(0), f(4), f(8), f(12));
-        // Other writers put caplen above the header's snaplen now and then;
-        // what no valid file has is a record above libpcap's own maximum.
-        let frac_max = if self.header.nanos {
-            1_000_000_000
-        } else {
-            1_000_000
-        };
-        // orig_len 0 is no frame: zero padding left by an interrupted aligned write.
-        if caplen > MAX_SNAPLEN || orig == 0 || frac >= frac_max {
-            return Err(StorageError::Corrupt {
-                path: self.path.clone(),
-                offset: self.offset,
-                why: format!(
-                    "caplen {caplen}, orig_len {orig}, fraction {frac}: not a record header"
-                ),
-            });
-        }
-        rec.data.resize(caplen as usize, 0);
-        let got = read_full(&mut self.inner, &mut rec.data).map_err(|e| self.read_err(e))?;
-        if got < caplen as usize {
-            return Err(self.truncated("record data"));
-        }
-        rec.ts_ns = sec as u64 * 1_000_000_000
-            + if self.header.nanos {
-                frac as u64
-            } else {
-                frac as u64 * 1000
-            };
-        rec.orig_len = orig;
-        self.last_len = (RECORD_HEADER_LEN + caplen as usize) as u64;
-        self.offset += self.last_len;
-        Ok(true)
-    }
-
-    fn next_ng(&mut self, rec: &mut Record) -> Result<bool, StorageError> {
-        loop {
-            let pending = self.ng.as_mut().expect("pcapng").pending.take();
-            let (kind, body) = match pending {
-                Some(p) => p,
-                None => match self.next_block()? {
-                    Some(b) => b,
-                    None => return Ok(false),
-                },
-            };
-            let ng = self.ng.as_mut().expect("pcapng");
-            let be = ng.big_endian;
-            let rd = |o: usize| {
-                let v = u32::from_le_bytes(body[o..o + 4].try_into().unwrap());
-                if be {
-                    v.swap_bytes()
-                } else {
-                    v
-                }
-            };
-            let done = match kind {
-                pcapng::IDB => {
-                    let Some(itf) = pcapng::parse_idb(&body, be) else {
-                        return Err(self.corrupt("interface block too short"));
-                    };
-                    ng.ifaces.push(itf);
-                    false
-                }
-                pcapng::EPB => {
-                    if body.len() < 20 {
-                        return Err(self.corrupt("packet block too short"));
-                    }
-                    let (ifc, hi, lo, caplen, orig) = (rd(0), rd(4), rd(8), rd(12), rd(16));
-                    let Some(itf) = ng.ifaces.get(ifc as usize).copied() else {
-                        return Err(self.corrupt(&format!("packet of undescribed interface {ifc}")));
-                    };
-                    if 20 + caplen as usize > body.len() {
-                        return Err(
-                            self.corrupt(&format!("captured length {caplen} beyond its block"))
-                        );
-                    }
-                    rec.data.clear();
-                    rec.data.extend_from_slice(&body[20..20 + caplen as usize]);
-                    rec.ts_ns = pcapng::to_ns(((hi as u64) << 32) | lo as u64, itf.units);
-                    rec.orig_len = orig;
-                    true
-                }
-                pcapng::SPB => {
-                    if body.len() < 4 {
-                        return Err(self.corrupt("simple packet block too short"));
-                    }
-                    let orig = rd(0);
-                    let snap = ng.ifaces.first().map(|i| i.snaplen).unwrap_or(0);
-                    let mut cap = (orig as usize).min(body.len() - 4);
-                    if snap > 0 {
-                        cap = cap.min(snap as usize);
-                    }
-                    rec.data.clear();
-                    rec.data.extend_from_slice(&body[4..4 + cap]);
-                    rec.ts_ns = 0;
-                    rec.orig_len = orig;
-                    true
-                }
-                _ => false,
-            };
-            ng.body = body;
-            if done {
-                return Ok(true);
-            }
+            _ => Ok(false),
         }
     }
-
-    fn truncated(&self, what: &'static str) -> StorageError {
-        StorageError::Truncated {
-            path: self.path.clone(),
-            what,
-            offset: self.offset,
-            len: self.len,
-            good_end: self.offset,
-        }
-    }
-
-    fn read_err(&self, source: std::io::Error) -> StorageError {
-        StorageError::Read {
-            path: self.path.clone(),
-            source,
-        }
-    }
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// Summary of one capture file (`wiretape info`).

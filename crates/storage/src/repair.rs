@@ -4,11 +4,12 @@
 //! record; both are trimmed. A damaged record followed by real data is not:
 //! that is corruption, reported and left alone.
 
-use crate::pcap::{FileHeader, FILE_HEADER_LEN, MAX_SNAPLEN, RECORD_HEADER_LEN};
+use crate::pcap::{Format, FILE_HEADER_LEN};
 use crate::pcapng;
+use crate::walk::{End, Meta, Walker, Why};
 use crate::StorageError;
 use std::fs::{File, OpenOptions};
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::BufReader;
 use std::path::Path;
 
 /// What [`repair`] did.
@@ -40,167 +41,87 @@ pub fn truncate(path: &Path, len: u64) -> Result<(), StorageError> {
 
 /// Scans records from `start` (an offset where a record begins) to the end.
 /// Returns (end of the last complete record, records, captured bytes).
+/// The lenient front of [`crate::walk::Walker`]: a torn tail, zero padding
+/// and a last block torn inside end the records; other damage is an error.
 pub fn scan_from(path: &Path, start: u64) -> Result<(u64, u64, u64), StorageError> {
     let rd = |source| StorageError::Read {
         path: path.to_owned(),
         source,
     };
-    let mut f = File::open(path).map_err(rd)?;
+    let f = File::open(path).map_err(rd)?;
     let len = f.metadata().map_err(rd)?.len();
-    let mut h = [0u8; FILE_HEADER_LEN];
     if len < FILE_HEADER_LEN as u64 {
         return Ok((0, 0, 0));
     }
-    f.read_exact(&mut h).map_err(rd)?;
-    if u32::from_le_bytes(h[0..4].try_into().unwrap()) == pcapng::SHB {
-        return scan_ng(path, f, len, start);
-    }
-    let hdr = FileHeader::decode(&h).map_err(|magic| StorageError::BadMagic {
-        path: path.to_owned(),
-        magic,
-    })?;
-    let start = start.max(FILE_HEADER_LEN as u64);
-    f.seek(SeekFrom::Start(start)).map_err(rd)?;
-    let mut r = BufReader::with_capacity(1 << 20, f);
-    let (mut off, mut n, mut bytes) = (start, 0u64, 0u64);
-    let frac_max = if hdr.nanos { 1_000_000_000 } else { 1_000_000 };
-    let mut data = vec![0u8; MAX_SNAPLEN as usize];
-    loop {
-        if off + RECORD_HEADER_LEN as u64 > len {
-            break; // torn record header (or clean end)
-        }
-        let mut rh = [0u8; RECORD_HEADER_LEN];
-        r.read_exact(&mut rh).map_err(rd)?;
-        let w = |o: usize| {
-            let v = u32::from_le_bytes(rh[o..o + 4].try_into().unwrap());
-            if hdr.big_endian {
-                v.swap_bytes()
-            } else {
-                v
-            }
+    let mut w = Walker::new(BufReader::with_capacity(1 << 20, f));
+    w.seek_to(start);
+    let pcap = w.format() != Some(Format::PcapNg);
+    let (mut n, mut bytes) = (0u64, 0u64);
+    // The reader takes a pcap record longer than its frame; repair has never
+    // trusted one, whole or torn.
+    let untrusted = |m: &Meta| pcap && m.caplen > m.orig_len;
+    let refuse_record = |m: &Meta| {
+        let why = Why::RecordHeader {
+            caplen: m.caplen,
+            orig_len: m.orig_len,
+            frac: 0,
         };
-        let (frac, caplen, orig) = (w(4), w(8), w(12));
-        if caplen > MAX_SNAPLEN || orig == 0 || caplen > orig || frac >= frac_max {
-            // Zero padding from an interrupted aligned write ends the data;
-            // anything else after a bad header is corruption.
-            if rh.iter().all(|&b| b == 0) && rest_is_zero(&mut r)? {
-                break;
-            }
-            return Err(StorageError::Corrupt {
-                path: path.to_owned(),
-                offset: off,
-                why: format!("caplen {caplen}, orig_len {orig} and more data after it: not a torn tail, refusing to cut"),
-            });
-        }
-        let end = off + (RECORD_HEADER_LEN as u64) + caplen as u64;
-        if end > len {
-            break; // torn record data
-        }
-        r.read_exact(&mut data[..caplen as usize]).map_err(rd)?;
-        off = end;
-        n += 1;
-        bytes += caplen as u64;
-    }
-    Ok((off, n, bytes))
-}
-
-/// [`scan_from`] for pcapng: walks blocks from `start` (0 or a block
-/// boundary), checking each block's leading and trailing lengths.
-fn scan_ng(path: &Path, f: File, len: u64, start: u64) -> Result<(u64, u64, u64), StorageError> {
-    let rd = |source| StorageError::Read {
-        path: path.to_owned(),
-        source,
+        Err(refuse(path, m.offset, &why))
     };
-    let mut r = BufReader::with_capacity(1 << 20, f);
-    r.seek(SeekFrom::Start(start)).map_err(rd)?;
-    let (mut off, mut n, mut bytes) = (start, 0u64, 0u64);
-    let mut big_endian = false;
-    if start > 0 {
-        // The byte order is the section's: read it from the SHB.
-        let mut f = File::open(path).map_err(rd)?;
-        let mut b = [0u8; 12];
-        f.read_exact(&mut b).map_err(rd)?;
-        big_endian = u32::from_le_bytes(b[8..12].try_into().unwrap()) != pcapng::BYTE_ORDER_MAGIC;
+    while let Some(m) = w.next() {
+        if untrusted(&m) {
+            return refuse_record(&m);
+        }
+        n += 1;
+        bytes += m.caplen as u64;
     }
-    let mut body = Vec::new();
-    loop {
-        if off + 12 > len {
-            break; // torn block header (or clean end)
-        }
-        let mut h = [0u8; 12];
-        r.read_exact(&mut h).map_err(rd)?;
-        let kind_le = u32::from_le_bytes(h[0..4].try_into().unwrap());
-        if kind_le == pcapng::SHB {
-            let bom = u32::from_le_bytes(h[8..12].try_into().unwrap());
-            big_endian = bom != pcapng::BYTE_ORDER_MAGIC;
-        }
-        let w = |o: usize| {
-            let v = u32::from_le_bytes(h[o..o + 4].try_into().unwrap());
-            if big_endian {
-                v.swap_bytes()
-            } else {
-                v
-            }
-        };
-        let (kind, total) = (w(0), w(4) as u64);
-        if kind == 0 || total < 12 || total % 4 != 0 || total > 1 << 24 {
-            if h.iter().all(|&b| b == 0) && rest_is_zero(&mut r)? {
-                break;
-            }
-            return Err(StorageError::Corrupt {
+    let s = w.stop().expect("a walk that ended says how");
+    match &s.end {
+        End::Torn {
+            record: Some(m), ..
+        } if untrusted(m) => return refuse_record(m),
+        End::Clean | End::Torn { .. } | End::Zeros(_) => {}
+        // The last block, torn inside.
+        End::Corrupt(Why::Trailer { last: true, .. }) => {}
+        // A block header cut by the end of the file.
+        End::Corrupt(Why::BlockHeader { .. }) if s.offset + 12 > len => {}
+        End::Corrupt(Why::BadMagic(magic)) => {
+            return Err(StorageError::BadMagic {
                 path: path.to_owned(),
-                offset: off,
-                why: format!("block type {kind:#x}, length {total} and more data after it: not a torn tail, refusing to cut"),
-            });
+                magic: *magic,
+            })
         }
-        if off + total > len {
-            break; // torn block
-        }
-        body.resize(total as usize - 12, 0);
-        r.read_exact(&mut body).map_err(rd)?;
-        let t = body.len() - 4;
-        let trailer = u32::from_le_bytes(body[t..].try_into().unwrap());
-        let trailer = if big_endian {
-            trailer.swap_bytes()
-        } else {
-            trailer
-        };
-        if trailer as u64 != total {
-            if off + total == len {
-                break; // the last block, torn inside
-            }
-            return Err(StorageError::Corrupt {
-                path: path.to_owned(),
-                offset: off,
-                why: format!("block length {total} but trailing length {trailer}, data after it: refusing to cut"),
-            });
-        }
-        if kind == pcapng::EPB {
-            let cap = u32::from_le_bytes(body[8..12].try_into().unwrap());
-            bytes += if big_endian { cap.swap_bytes() } else { cap } as u64;
-            n += 1;
-        } else if kind == pcapng::SPB {
-            bytes += total - 16;
-            n += 1;
-        }
-        off += total;
+        End::Corrupt(why) => return Err(refuse(path, s.offset, why)),
+        End::Io(_) => return Err(s.error(path, len).expect("an I/O error")),
     }
-    Ok((off, n, bytes))
+    Ok((s.offset, n, bytes))
 }
 
-fn rest_is_zero(r: &mut impl Read) -> Result<bool, StorageError> {
-    let mut buf = [0u8; 65536];
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) => return Ok(true),
-            Ok(k) => {
-                if buf[..k].iter().any(|&b| b != 0) {
-                    return Ok(false);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return Ok(false),
-        }
+/// Damage that is not a torn tail: repair's words for it.
+fn refuse(path: &Path, offset: u64, why: &Why) -> StorageError {
+    let why = match why {
+        Why::RecordHeader {
+            caplen, orig_len, ..
+        } => format!(
+            "caplen {caplen}, orig_len {orig_len} and more data after it: not a torn tail, refusing to cut"
+        ),
+        Why::BlockHeader { kind, total } => format!(
+            "block type {kind:#x}, length {total} and more data after it: not a torn tail, refusing to cut"
+        ),
+        Why::ShbLength { total } => format!(
+            "block type {:#x}, length {total} and more data after it: not a torn tail, refusing to cut",
+            pcapng::SHB
+        ),
+        Why::Trailer { total, trailer, .. } => format!(
+            "block length {total} but trailing length {trailer}, data after it: refusing to cut"
+        ),
+        Why::Content { what, .. } => format!("{what}: not a torn tail, refusing to cut"),
+        Why::BadMagic(m) => format!("magic {m:#010x}: not a torn tail, refusing to cut"),
+    };
+    StorageError::Corrupt {
+        path: path.to_owned(),
+        offset,
+        why,
     }
 }
 

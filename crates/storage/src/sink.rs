@@ -2,6 +2,22 @@
 //! engine that writes blocks: a filled [`Block`] goes in, an empty one to fill
 //! next comes out. [`FileSink`] is the plain buffered `write(2)` engine;
 //! [`crate::uring::UringSink`] the io_uring O_DIRECT one; [`AnySink`] picks.
+//!
+//! # Who owns a block
+//!
+//! A [`Block`] owns its buffer, and a block handed to a sink is the sink's.
+//! Its fields are private: outside code makes a block only with
+//! [`Block::new`] (a plain buffer, no sink's) and otherwise only moves the
+//! blocks sinks give back (`first_block`, `submit`, `flush`). The io_uring
+//! sink's own blocks (buffers registered with its ring, in flight while the
+//! kernel writes them) carry a lease: (the sink's id, the buffer's slot),
+//! which only that sink can mint (`Block::leased` wants a token only
+//! `uring.rs` can make) and which no other block ever carries, since blocks
+//! are not `Clone`. So a block with a sink's lease in the caller's hands is
+//! not in flight, and the sink trusts a slot only with its own id: any other
+//! block (from [`Block::new`], or from another sink) is copied into a free
+//! block of its own before it is written. A block dropped outside is simply
+//! lost to its sink (never reused, so never written twice).
 
 use crate::aligned::AlignedBuf;
 use crate::StorageError;
@@ -9,28 +25,156 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// An aligned buffer and how much of it holds data.
+/// An aligned buffer and how much of it holds data (see the module docs
+/// for who owns it).
+///
+/// ```
+/// use wiretape_storage::Block;
+/// let mut b = Block::new(4096);
+/// assert_eq!((b.len(), b.capacity(), b.data()), (0, 4096, &[][..]));
+/// b.clear();
+/// ```
+///
+/// Outside the crate a block cannot be built from parts, nor its buffer
+/// reached mutably:
+///
+/// ```compile_fail
+/// let b = wiretape_storage::Block::new(4096);
+/// let forged = wiretape_storage::Block { len: 4096, ..b };
+/// ```
 pub struct Block {
-    pub buf: AlignedBuf,
-    pub len: usize,
-    /// The sink's name for the buffer (io_uring registered-buffer index).
-    pub idx: u16,
+    buf: AlignedBuf,
+    len: usize,
+    /// Set only by the io_uring sink, on its own blocks.
+    lease: Option<Lease>,
+}
+
+/// Whose block this is: the io_uring sink `owner`'s buffer `slot`
+/// (registered with its ring when below its count of registered buffers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Lease {
+    pub(crate) owner: u64,
+    pub(crate) slot: u16,
 }
 
 impl Block {
+    /// A block of `size` bytes (rounded up to a page) that belongs to no
+    /// sink: what a sink that allocates its own blocks (or a test's) uses.
     pub fn new(size: usize) -> Self {
         Block {
             buf: AlignedBuf::new(size),
             len: 0,
-            idx: 0,
+            lease: None,
         }
     }
+
+    /// One of the io_uring sink's own blocks; the token proves the caller
+    /// is that sink's module.
+    pub(crate) fn leased(buf: AlignedBuf, lease: Lease, _: &crate::uring::Mint) -> Self {
+        Block {
+            buf,
+            len: 0,
+            lease: Some(lease),
+        }
+    }
+
+    pub(crate) fn lease(&self) -> Option<Lease> {
+        self.lease
+    }
+
+    /// The bytes it holds.
     pub fn data(&self) -> &[u8] {
         &self.buf.as_slice()[..self.len]
+    }
+
+    /// How many bytes it holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Its size.
+    pub fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Empties it (a sink that discards blocks).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// The whole buffer and the length of the filled part, for the builder
+    /// to append (it keeps `len <= buf.len()`).
+    #[inline(always)]
+    pub(crate) fn space(&mut self) -> (&mut [u8], &mut usize) {
+        (self.buf.as_mut_slice(), &mut self.len)
+    }
+
+    /// The whole buffer, mutably.
+    pub(crate) fn buf_mut(&mut self) -> &mut [u8] {
+        self.buf.as_mut_slice()
+    }
+
+    /// Start of the buffer (for io_uring entries and registration).
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        self.buf.as_slice().as_ptr()
+    }
+
+    pub(crate) fn set_len(&mut self, len: usize) {
+        assert!(len <= self.buf.len(), "a block holds at most its size");
+        self.len = len;
+    }
+
+    /// Moves bytes `from..to` to the front and holds just them (the tail a
+    /// sink carries into the next write).
+    pub(crate) fn keep(&mut self, from: usize, to: usize) {
+        self.buf.as_mut_slice().copy_within(from..to, 0);
+        self.len = to - from;
     }
 }
 
 /// Writes one file as a stream of blocks.
+///
+/// A sink that discards blocks (as the benches' is), outside the crate:
+///
+/// ```
+/// use std::path::{Path, PathBuf};
+/// use wiretape_storage::{Block, BlockSink, PcapWriter, StorageError};
+/// struct NullSink(u64, PathBuf);
+/// impl BlockSink for NullSink {
+///     fn submit(&mut self, mut block: Block) -> Result<Block, StorageError> {
+///         self.0 += block.data().len() as u64;
+///         block.clear();
+///         Ok(block)
+///     }
+///     fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+///         self.submit(block)
+///     }
+///     fn finish(&mut self, _block: Block) -> Result<(), StorageError> {
+///         Ok(())
+///     }
+///     fn bytes(&self) -> u64 {
+///         self.0
+///     }
+///     fn path(&self) -> &Path {
+///         &self.1
+///     }
+///     fn block_size(&self) -> usize {
+///         1 << 16
+///     }
+///     fn first_block(&mut self) -> Block {
+///         Block::new(1 << 16)
+///     }
+/// }
+/// let mut w = PcapWriter::new(NullSink(0, "null".into()), 65535);
+/// for i in 0..1000 {
+///     w.write(i, &[7; 1000]).unwrap();
+/// }
+/// assert_eq!(w.close().unwrap().frames, 1000);
+/// ```
 pub trait BlockSink: Send {
     /// Takes a filled block (the file's next bytes) and returns the block to
     /// fill next. The returned block may already hold bytes (`len > 0`): data
@@ -150,8 +294,8 @@ impl FileSink {
 
 impl BlockSink for FileSink {
     fn submit(&mut self, mut block: Block) -> Result<Block, StorageError> {
-        self.write_all(&block.buf.as_slice()[..block.len])?;
-        block.len = 0;
+        self.write_all(block.data())?;
+        block.clear();
         Ok(block)
     }
 

@@ -10,19 +10,25 @@
 //!
 //! The `unsafe` here: registering buffers with the kernel and pushing
 //! submission entries that point into them. Invariant: a buffer whose write
-//! is in flight is owned by `in_flight[idx]` and is neither touched nor freed
+//! is in flight is owned by `in_flight[slot]` and is neither touched nor freed
 //! until its completion is reaped; all buffers outlive the ring (drop order:
 //! the ring is dropped after every write completed, see `Drop`).
+//!
+//! Only the sink's own blocks are ever issued: each carries a lease (this
+//! sink's id, its slot) minted here and nowhere else, one block per slot
+//! (see "Who owns a block" in [`crate::sink`]). A block without our lease
+//! (from `Block::new`, another sink's) is copied into blocks of ours; its
+//! slot is never trusted.
 
-use crate::aligned::ALIGN;
-use crate::sink::{Block, BlockSink, SinkStats};
+use crate::aligned::{AlignedBuf, ALIGN};
+use crate::sink::{Block, BlockSink, Lease, SinkStats};
 use crate::StorageError;
 use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,6 +38,21 @@ const FALLOC_STEP: u64 = 64 << 20;
 const LAT_KEEP: usize = 1 << 16;
 /// user_data of fallocate entries (write entries carry their buffer index).
 const FALLOC_TAG: u64 = u64::MAX;
+
+/// Ids of engines (and the sinks made from them): the owner in a [`Lease`].
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
+
+/// The token [`Block::leased`] wants: only this module can make one, so only
+/// the io_uring sink mints blocks that name its buffers.
+pub(crate) struct Mint(());
+
+fn leased(owner: u64, slot: usize, size: usize) -> Block {
+    let lease = Lease {
+        owner,
+        slot: slot as u16,
+    };
+    Block::leased(AlignedBuf::new(size), lease, &Mint(()))
+}
 
 /// How the file grows ahead of the writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +80,8 @@ struct InFlight {
 /// One file written with O_DIRECT through io_uring.
 pub struct UringSink {
     ring: IoUring,
+    /// The owner in the leases of our blocks.
+    owner: u64,
     file: Option<File>,
     path: PathBuf,
     block_size: usize,
@@ -99,6 +122,7 @@ pub struct UringSink {
 /// the two never part; [`UringEngine::open`] makes the sink.
 pub struct UringEngine {
     ring: IoUring,
+    owner: u64,
     free: Vec<Block>,
     n_registered: usize,
     block_size: usize,
@@ -118,6 +142,7 @@ impl UringEngine {
         let nbufs = self.nbufs;
         Ok(UringSink {
             ring,
+            owner: self.owner,
             file: Some(file),
             path,
             block_size: self.block_size,
@@ -206,17 +231,13 @@ impl UringSink {
         let block_size = block_size.max(ALIGN).div_ceil(ALIGN) * ALIGN;
         let nbufs = nbufs.clamp(2, 64);
         let ring = IoUring::new(nbufs as u32 * 2)?;
-        let free: Vec<Block> = (0..nbufs)
-            .map(|i| Block {
-                idx: i as u16,
-                ..Block::new(block_size)
-            })
-            .collect();
+        let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
+        let free: Vec<Block> = (0..nbufs).map(|i| leased(owner, i, block_size)).collect();
         let iov: Vec<libc::iovec> = free
             .iter()
             .map(|b| libc::iovec {
-                iov_base: b.buf.as_slice().as_ptr() as *mut _,
-                iov_len: b.buf.len(),
+                iov_base: b.as_ptr() as *mut _,
+                iov_len: b.capacity(),
             })
             .collect();
         // SAFETY: every iovec points to a live buffer owned by this engine
@@ -225,6 +246,7 @@ impl UringSink {
         let registered = unsafe { ring.submitter().register_buffers(&iov) }.is_ok();
         Ok(UringEngine {
             ring,
+            owner,
             free,
             n_registered: if registered { nbufs } else { 0 },
             block_size,
@@ -314,8 +336,14 @@ impl UringSink {
             }
             self.allocated = from + FALLOC_STEP;
         }
-        let idx = block.idx;
-        let ptr = block.buf.as_slice().as_ptr();
+        // Only our own blocks get here (submit/flush/finish copy others), so
+        // the slot is ours and, the block being in our hands, not in flight;
+        // checked anyway, as a bug here would let the kernel read freed memory.
+        let idx = match block.lease() {
+            Some(l) if l.owner == self.owner && self.in_flight[l.slot as usize].is_none() => l.slot,
+            _ => panic!("UringSink::issue: not a free block of this sink"),
+        };
+        let ptr = block.as_ptr();
         let fd = types::Fd(self.fd());
         let entry = match ((idx as usize) < self.n_registered, self.fixed_file) {
             (true, true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, idx)
@@ -409,7 +437,7 @@ impl UringSink {
                 }
             }
             let mut b = w.block;
-            b.len = 0;
+            b.clear();
             self.free.push(b);
         }
         Ok(())
@@ -436,16 +464,23 @@ impl UringSink {
                     if idx < u16::MAX as usize {
                         self.in_flight.push(None);
                         self.extra += 1;
-                        return Ok(Block {
-                            idx: idx as u16,
-                            ..Block::new(self.block_size)
-                        });
+                        return Ok(leased(self.owner, idx, self.block_size));
                     }
                 }
                 b.fetch_add(self.block_size as i64, Ordering::AcqRel);
             }
             self.waits += 1;
             while self.free.is_empty() {
+                if self.n_in_flight == 0 && self.pending.is_empty() && self.fallocs == 0 {
+                    // Nothing will come back: the caller holds every block
+                    // (waiting would spin for ever).
+                    return Err(StorageError::Write {
+                        path: self.path.clone(),
+                        source: std::io::Error::other(
+                            "no free block: the caller holds every block of this sink",
+                        ),
+                    });
+                }
                 self.reap_wait(1)?;
                 self.pump()?;
             }
@@ -456,13 +491,13 @@ impl UringSink {
     /// Writes the whole of `block` now (tail padded), waits, cuts the file to
     /// the exact stream length, and returns the block holding the tail.
     fn write_now(&mut self, mut block: Block) -> Result<Block, StorageError> {
-        let len = block.len;
+        let len = block.len();
         let padded = len.div_ceil(ALIGN) * ALIGN;
         let aligned = len / ALIGN * ALIGN;
-        let idx = block.idx;
+        let lease = block.lease();
         if padded > 0 {
             // Zero the padding: it is cut off below, but never junk on disk.
-            block.buf.as_mut_slice()[len..padded].fill(0);
+            block.buf_mut()[len..padded].fill(0);
             let off = self.off;
             self.push_write(block, padded as u32, off)?;
             self.wait_all()?;
@@ -478,17 +513,62 @@ impl UringSink {
             let pos = self
                 .free
                 .iter()
-                .position(|b| b.idx == idx)
+                .position(|b| b.lease() == lease)
                 .expect("the block just written is free");
             block = self.free.swap_remove(pos);
         } else {
             self.wait_all()?;
         }
         // The partial page is written again with the next block.
-        block.buf.as_mut_slice().copy_within(aligned..len, 0);
-        block.len = len - aligned;
+        block.keep(aligned, len);
         self.off += aligned as u64;
         Ok(block)
+    }
+
+    /// Whether `block` is one of ours (then it is not in flight: we would
+    /// hold it).
+    fn owns(&self, block: &Block) -> bool {
+        block.lease().is_some_and(|l| l.owner == self.owner)
+    }
+
+    /// Writes the aligned part of a block not ours through copies into our
+    /// own blocks, and keeps its tail (< a page) at its front.
+    fn write_foreign(&mut self, block: &mut Block) -> Result<(), StorageError> {
+        let len = block.len();
+        let aligned = len / ALIGN * ALIGN;
+        let mut done = 0;
+        while done < aligned {
+            let n = (aligned - done).min(self.block_size);
+            let mut own = self.take_free()?;
+            own.buf_mut()[..n].copy_from_slice(&block.data()[done..done + n]);
+            own.set_len(n);
+            let off = self.off;
+            self.push_write(own, n as u32, off)?;
+            self.off += n as u64;
+            done += n;
+        }
+        block.keep(aligned, len);
+        Ok(())
+    }
+
+    /// `block` as one of ours: itself, or (not ours) a copy, its whole
+    /// pages written first.
+    fn adopt(&mut self, mut block: Block) -> Result<Block, StorageError> {
+        if self.owns(&block) {
+            return Ok(block);
+        }
+        self.write_foreign(&mut block)?;
+        let mut own = self.take_free()?;
+        own.buf_mut()[..block.len()].copy_from_slice(block.data());
+        own.set_len(block.len());
+        Ok(own)
+    }
+
+    /// Gives a block back to the free list if it is ours (else drops it).
+    fn give_back(&mut self, block: Block) {
+        if self.owns(&block) {
+            self.free.push(block);
+        }
     }
 }
 
@@ -508,16 +588,28 @@ impl WithErrno for StorageError {
 }
 
 impl BlockSink for UringSink {
-    fn submit(&mut self, block: Block) -> Result<Block, StorageError> {
+    fn submit(&mut self, mut block: Block) -> Result<Block, StorageError> {
         if let Some(e) = self.error() {
-            self.free.push(block);
+            self.give_back(block);
             return Err(e);
         }
-        let aligned = block.len / ALIGN * ALIGN;
-        let tail = block.len - aligned;
-        let mut next = self.take_free()?;
-        next.buf.as_mut_slice()[..tail].copy_from_slice(&block.buf.as_slice()[aligned..block.len]);
-        next.len = tail;
+        if !self.owns(&block) {
+            // Not ours: its pages go out as copies in our blocks, and it
+            // comes back holding its tail, to be filled on.
+            self.write_foreign(&mut block)?;
+            return Ok(block);
+        }
+        let aligned = block.len() / ALIGN * ALIGN;
+        let tail = block.len() - aligned;
+        let mut next = match self.take_free() {
+            Ok(n) => n,
+            Err(e) => {
+                self.give_back(block);
+                return Err(e);
+            }
+        };
+        next.buf_mut()[..tail].copy_from_slice(&block.data()[aligned..]);
+        next.set_len(tail);
         if aligned > 0 {
             let off = self.off;
             self.push_write(block, aligned as u32, off)?;
@@ -530,15 +622,20 @@ impl BlockSink for UringSink {
 
     fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
         if let Some(e) = self.error() {
+            self.give_back(block);
             return Err(e);
         }
+        let block = self.adopt(block)?;
         self.write_now(block)
     }
 
     fn finish(&mut self, block: Block) -> Result<(), StorageError> {
         let r = if self.failed.is_none() {
-            self.write_now(block).map(|_| ())
+            self.adopt(block)
+                .and_then(|b| self.write_now(b))
+                .map(|b| self.give_back(b))
         } else {
+            self.give_back(block);
             Ok(())
         };
         // Whatever happened, nothing may be in flight when we return.
@@ -779,6 +876,103 @@ mod tests {
             UringSink::create(&p, 1 << 20, 4),
             Err(StorageError::Create { .. })
         ));
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// Appends `bytes` to `b` (what the builder does).
+    fn fill(b: &mut Block, bytes: &[u8]) {
+        let l = b.len();
+        b.buf_mut()[l..l + bytes.len()].copy_from_slice(bytes);
+        b.set_len(l + bytes.len());
+    }
+
+    fn pattern(seed: u8, n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 131 + seed as usize) as u8).collect()
+    }
+
+    /// Blocks that are not the sink's (a plain `Block::new`, larger than the
+    /// sink's blocks; another sink's block 0, the index of ours in flight)
+    /// are written correctly, as copies: never issued as one of our
+    /// registered buffers, never in the place of the one in flight.
+    #[test]
+    fn foreign_blocks_are_copied_never_trusted() {
+        let d = tmpdir("foreign");
+        assert!(direct_supported(&d), "{} must take O_DIRECT", d.display());
+        let bs = 16384;
+        let p = d.join("a.bin");
+        let mut a = UringSink::create(&p, bs, 2).unwrap();
+        let mut other = UringSink::create(d.join("other.bin"), bs, 2).unwrap();
+        let mut expect = Vec::new();
+        // Our block 0 goes in flight; we hold our other block.
+        let own = a.first_block();
+        assert_eq!(own.lease().map(|l| (l.owner, l.slot)), Some((a.owner, 1)));
+        let mut own0 = a.first_block();
+        assert_eq!(own0.lease().unwrap().slot, 0);
+        a.free.push(own);
+        fill(&mut own0, &pattern(1, bs));
+        expect.extend_from_slice(own0.data());
+        let spare = a.submit(own0).unwrap();
+        assert!(a.owns(&spare) && spare.is_empty());
+        // A plain block, bigger than ours, with a tail.
+        let mut plain = Block::new(3 * bs + 8192);
+        fill(&mut plain, &pattern(2, 3 * bs + 5000));
+        expect.extend_from_slice(plain.data());
+        let mut back = a.submit(plain).unwrap();
+        assert!(
+            !a.owns(&back),
+            "a block not ours comes back, holding its tail"
+        );
+        assert_eq!(back.data(), &expect[expect.len() - (5000 - 4096)..]);
+        fill(&mut back, &pattern(3, 3000));
+        expect.extend_from_slice(&pattern(3, 3000));
+        // Another sink's block 0: its lease names slot 0, like ours.
+        let theirs1 = other.first_block();
+        let mut theirs = other.first_block();
+        other.free.push(theirs1);
+        assert_eq!(theirs.lease().unwrap().slot, 0);
+        assert!(!a.owns(&theirs));
+        fill(&mut theirs, back.data());
+        fill(&mut theirs, &pattern(4, bs - 4000));
+        expect.extend_from_slice(&pattern(4, bs - 4000));
+        let back = a.submit(theirs).unwrap();
+        assert_eq!(back.lease().unwrap().owner, other.owner, "theirs, back");
+        // A flush with it: the file is exactly the stream.
+        let mine = a.flush(back).unwrap();
+        assert!(a.owns(&mine), "flush hands back one of ours");
+        assert_eq!(std::fs::read(&p).unwrap(), expect);
+        assert_eq!(a.bytes() + mine.len() as u64, expect.len() as u64);
+        a.give_back(spare); // (a caller would have dropped it)
+        a.finish(mine).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), expect);
+        // Every block of ours is back, each slot once, none of theirs.
+        let mut slots: Vec<_> = a.free.iter().map(|b| b.lease().unwrap()).collect();
+        slots.sort_by_key(|l| l.slot);
+        let want: Vec<_> = (0..2)
+            .map(|slot| Lease {
+                owner: a.owner,
+                slot,
+            })
+            .collect();
+        assert_eq!(slots, want);
+        // The other sink goes on with what it has left.
+        let mut w = crate::PcapWriter::new(other, 65535);
+        w.write(1, &[7; 100]).unwrap();
+        w.close().unwrap();
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// When the caller holds every block of the sink, a write that needs
+    /// one is an error, not a wait for ever.
+    #[test]
+    fn no_free_block_is_an_error_not_a_hang() {
+        let d = tmpdir("held");
+        let mut s = UringSink::create(d.join("a.bin"), 8192, 2).unwrap();
+        let (b0, b1) = (s.first_block(), s.first_block());
+        let mut plain = Block::new(8192);
+        fill(&mut plain, &[5; 8192]);
+        let e = s.submit(plain).err().expect("no block to copy into");
+        assert!(e.to_string().contains("no free block"), "{e}");
+        drop((b0, b1));
         std::fs::remove_dir_all(d).unwrap();
     }
 }
