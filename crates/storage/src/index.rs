@@ -50,12 +50,7 @@ impl Entry {
     }
 }
 
-/// The index path of a capture file: `<file>.idx`.
-pub fn path_for(capture: &Path) -> PathBuf {
-    let mut p = capture.as_os_str().to_owned();
-    p.push(".idx");
-    PathBuf::from(p)
-}
+pub use crate::naming::index_path as path_for;
 
 fn header() -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];

@@ -11,9 +11,7 @@
 //!
 //! Usable on its own, e.g. by other capture tools.
 
-#![deny(unsafe_op_in_unsafe_fn)]
-// missing_docs and clippy::undocumented_unsafe_blocks (the workspace lints)
-// come back with the storage docs pass.
+
 
 mod aligned;
 pub mod block;
