@@ -4,14 +4,18 @@
 //!
 //! `cargo run --release -p wiretape-storage --example diskbench -- DIR GIB SIZE ENGINE [NBUFS]`
 //! ENGINE: direct (extend ahead), direct-keepsize, buffered.
+#![allow(unused_crate_dependencies)] // a test crate uses only some of them
 
 use std::time::Instant;
 use wiretape_storage::uring::{Growth, UringSink};
 use wiretape_storage::{FileSink, PcapWriter};
 
 fn cpu_s() -> f64 {
-    // SAFETY: getrusage fills a plain struct for this process.
+    // SAFETY: libc::rusage is a plain C struct of integers (and timevals of
+    // integers), for which all zero bytes are a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a live, writable rusage; getrusage(RUSAGE_SELF) only
+    // fills it in for this process.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
     t(ru.ru_utime) + t(ru.ru_stime)

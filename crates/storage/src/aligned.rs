@@ -5,10 +5,10 @@ use std::ptr::NonNull;
 
 /// Alignment of every buffer: a page, which satisfies O_DIRECT on any
 /// filesystem with a block size up to 4 KiB.
-pub const ALIGN: usize = 4096;
+pub(crate) const ALIGN: usize = 4096;
 
 /// A zeroed, page-aligned, fixed-size heap buffer.
-pub struct AlignedBuf {
+pub(crate) struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
 }
@@ -31,17 +31,17 @@ impl AlignedBuf {
         AlignedBuf { ptr, len }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    pub fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         // SAFETY: ptr is valid for len initialised (zeroed) bytes for as long
         // as self lives, and &self forbids concurrent mutation.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above, and &mut self makes this the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }

@@ -39,6 +39,7 @@ impl BlockBuilder {
         }
     }
 
+    /// The record format it appends (pcap ns, pcap µs or pcapng).
     pub fn format(&self) -> Format {
         self.format
     }
@@ -96,14 +97,19 @@ impl BlockBuilder {
         self.block.data()
     }
 
+    /// Bytes in the block so far: records plus any carried-over bytes or
+    /// file header it started with.
     pub fn len(&self) -> usize {
         self.block.len()
     }
 
+    /// Whether the block holds no bytes at all (not even carried-over ones).
     pub fn is_empty(&self) -> bool {
         self.block.is_empty()
     }
 
+    /// Size of the block in bytes (a whole number of pages): the most
+    /// [`BlockBuilder::len`] can reach.
     pub fn capacity(&self) -> usize {
         self.block.capacity()
     }

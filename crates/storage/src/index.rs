@@ -16,8 +16,11 @@ use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
+/// The first 8 bytes of an index file: `WTIDX`, format version 1, two zeros.
 pub const MAGIC: &[u8; 8] = b"WTIDX\x01\0\0";
+/// Bytes of the file header (magic, entry size, reserved) before the entries.
 pub const HEADER_LEN: usize = 16;
+/// Bytes of one entry: four little-endian u64s, as [`Entry`] lists them.
 pub const ENTRY_LEN: usize = 32;
 
 /// One block of records.
@@ -25,8 +28,11 @@ pub const ENTRY_LEN: usize = 32;
 pub struct Entry {
     /// File offset of the first record that starts in the block.
     pub offset: u64,
+    /// Stamp of the block's first record, UTC ns (whole µs in a µs file).
     pub first_ns: u64,
+    /// Stamp of the block's last record, UTC ns, cut as `first_ns`.
     pub last_ns: u64,
+    /// Records that start in the block.
     pub count: u64,
 }
 
@@ -65,6 +71,8 @@ pub struct IndexWriter {
     path: PathBuf,
     cur: Entry,
     unit: u64,
+    /// Entries written to the index so far (the block being collected is not
+    /// one yet; none more after a write error).
     pub entries: u64,
     /// The first write error (the index is then abandoned, the capture not).
     pub error: Option<String>,
@@ -128,6 +136,7 @@ impl IndexWriter {
         Ok(())
     }
 
+    /// The index file being written: `<capture>.idx`.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -11,8 +11,6 @@
 //!
 //! Usable on its own, e.g. by other capture tools.
 
-
-
 mod aligned;
 pub mod block;
 pub mod index;
@@ -44,50 +42,96 @@ use std::path::PathBuf;
 /// Errors of the storage layer.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
+    /// A write found the filesystem full or the user's quota spent (ENOSPC,
+    /// EDQUOT; a short O_DIRECT write counts too).
     #[error("disk full while writing {path}: free space or point -w at another disk")]
-    DiskFull { path: PathBuf },
+    DiskFull {
+        /// The file being written when space ran out.
+        path: PathBuf,
+    },
+    /// A write, flush or fsync failed for another reason than a full disk;
+    /// also what a writer returns for frames offered after such a failure.
     #[error("cannot write {path}: {source}")]
     Write {
+        /// The file being written (capture or index).
         path: PathBuf,
+        /// The OS error (after an earlier failure: that failure's text).
         #[source]
         source: std::io::Error,
     },
+    /// A new file could not be created: it exists already (wiretape never
+    /// overwrites a capture), the directory refuses it, or the io_uring
+    /// engine meant to write it could not be set up.
     #[error("cannot create {path}: {source}")]
     Create {
+        /// The file that was to be created.
         path: PathBuf,
+        /// The OS error (`AlreadyExists` for an existing file).
         #[source]
         source: std::io::Error,
     },
+    /// Opening, measuring or reading a file failed (readers, repair, index
+    /// rebuild, and recovery after a failed write).
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file being read.
         path: PathBuf,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },
+    /// A file starts with neither a pcap magic nor a pcapng section header,
+    /// or a pcapng section's byte-order magic is wrong.
     #[error("{path}: not a pcap file (magic {magic:#010x}); expected a pcap written by wiretape, tcpdump or tshark")]
-    BadMagic { path: PathBuf, magic: u32 },
+    BadMagic {
+        /// The file read.
+        path: PathBuf,
+        /// The magic found: the first 4 bytes, read little-endian (pcapng:
+        /// the section's byte-order field).
+        magic: u32,
+    },
+    /// A file ends inside its header, a record or a block: a torn tail (a
+    /// crash or a full disk), which [`repair`] trims.
     #[error("{path}: truncated {what} at byte {offset} (file is {len} bytes); the last complete record ends at byte {good_end}; `wiretape repair` trims it")]
     Truncated {
+        /// The file read.
         path: PathBuf,
+        /// What was cut short, e.g. "file header", "record data", "block".
         what: &'static str,
+        /// Byte offset where the cut-short part starts.
         offset: u64,
+        /// Length of the file in bytes.
         len: u64,
+        /// End of the last complete record: the length repair cuts to.
         good_end: u64,
     },
+    /// The output path (`-w`) exists and is not a directory.
     #[error("output path {0} exists and is not a directory: give -w a directory")]
     NotADirectory(PathBuf),
+    /// The output directory cannot be created or written to (a probe file
+    /// fails), or `--io direct` was asked of a filesystem that refuses O_DIRECT.
     #[error("output directory {path} is not writable ({source}): choose another -w directory or fix its permissions")]
     NotWritable {
+        /// The output directory.
         path: PathBuf,
+        /// The OS error, or what the filesystem refuses.
         #[source]
         source: std::io::Error,
     },
+    /// A bug, not a disk or file problem: e.g. the thread closing a file
+    /// panicked. The text says what went wrong.
     #[error("internal error: {0}")]
     Internal(&'static str),
+    /// Bytes where a record should be are not one (and are not a torn tail);
+    /// also an index with a bad magic, and a record too large for a block.
     #[error("{path}: corrupt record at byte {offset}: {why}")]
     Corrupt {
+        /// The file read (or written, for a record too large).
         path: PathBuf,
+        /// Byte offset where the damage was found (mostly where the last good
+        /// record ends).
         offset: u64,
+        /// What is wrong, in words for the user.
         why: String,
     },
 }
@@ -112,9 +156,11 @@ impl StorageError {
 pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs only writes into the zeroed struct we pass; the path
-    // is a valid NUL-terminated string that outlives the call.
+    // SAFETY: libc::statvfs is a plain C struct of integers, for which all
+    // zero bytes are a valid value.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call, and
+    // `s` is a live, writable statvfs: the call only writes into it.
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
         return None;
     }

@@ -1,12 +1,19 @@
-//! The classic pcap format (https://www.ietf.org/archive/id/draft-ietf-opsawg-pcap-03.html).
+//! The classic pcap format (<https://www.ietf.org/archive/id/draft-ietf-opsawg-pcap-03.html>).
 //!
 //! wiretape writes little-endian files with nanosecond timestamps (magic
 //! `a1b23c4d`) by default; the reader also takes microsecond and big-endian files.
 
+/// File magic of pcap with microsecond stamps (read in the file's byte order).
 pub const MAGIC_US: u32 = 0xa1b2_c3d4;
+/// File magic of pcap with nanosecond stamps: what wiretape writes by default.
 pub const MAGIC_NS: u32 = 0xa1b2_3c4d;
+/// Bytes of the file header: magic, version 2.4, thiszone, sigfigs,
+/// snaplen, link type.
 pub const FILE_HEADER_LEN: usize = 24;
+/// Bytes of a record header (seconds, fraction, caplen, orig_len: four
+/// u32s), which the captured bytes follow.
 pub const RECORD_HEADER_LEN: usize = 16;
+/// Link type of Ethernet frames: the only one wiretape writes.
 pub const LINKTYPE_ETHERNET: u32 = 1;
 /// Largest caplen a reader accepts (what tcpdump/libpcap accept too).
 pub const MAX_SNAPLEN: u32 = 262_144;
@@ -49,6 +56,8 @@ impl Format {
         }
     }
 
+    /// The format that `--format` (`pcap`, `pcapng`) and `--tsprec` (`ns`,
+    /// `us`) name; Err: a message for the user (pcapng has no µs variant).
     pub fn from_flags(format: &str, tsprec: &str) -> Result<Self, String> {
         match (format, tsprec) {
             ("pcap", "ns") => Ok(Format::PcapNs),
@@ -67,14 +76,20 @@ impl Format {
 /// The 24-byte pcap file header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileHeader {
+    /// Nanosecond stamps (magic a1b23c4d); false: microseconds.
     pub nanos: bool,
+    /// Snap length the header states, in bytes (other writers' records
+    /// sometimes exceed it; readers accept up to [`MAX_SNAPLEN`]).
     pub snaplen: u32,
+    /// Link-layer type of every record ([`LINKTYPE_ETHERNET`] in wiretape's files).
     pub linktype: u32,
     /// Byte order of the file (readers only; wiretape writes little-endian).
     pub big_endian: bool,
 }
 
 impl FileHeader {
+    /// The header wiretape writes: Ethernet, little-endian, `snaplen`, ns
+    /// stamps if `nanos`, else µs.
     pub fn new(snaplen: u32, nanos: bool) -> Self {
         FileHeader {
             nanos,
@@ -84,6 +99,7 @@ impl FileHeader {
         }
     }
 
+    /// The 24 header bytes, always little-endian (`big_endian` is ignored).
     pub fn encode(&self) -> [u8; FILE_HEADER_LEN] {
         let mut h = [0u8; FILE_HEADER_LEN];
         let magic = if self.nanos { MAGIC_NS } else { MAGIC_US };

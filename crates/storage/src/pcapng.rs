@@ -1,4 +1,4 @@
-//! pcapng (https://www.ietf.org/archive/id/draft-ietf-opsawg-pcapng-03.html):
+//! pcapng (<https://www.ietf.org/archive/id/draft-ietf-opsawg-pcapng-03.html>):
 //! what wiretape writes with `--format pcapng` and what its readers take.
 //!
 //! A wiretape pcapng file is one section: a Section Header Block, one
@@ -7,15 +7,20 @@
 //! files, several interfaces with their own resolutions, and Simple Packet
 //! Blocks; other block types are skipped.
 
-/// Block types.
+/// Block type of a Section Header Block (the same bytes in either byte order).
 pub const SHB: u32 = 0x0A0D_0D0A;
+/// Block type of an Interface Description Block.
 pub const IDB: u32 = 1;
+/// Block type of a Simple Packet Block (read, never written: it has no stamp).
 pub const SPB: u32 = 3;
+/// Block type of an Enhanced Packet Block: one per record wiretape writes.
 pub const EPB: u32 = 6;
+/// The SHB's byte-order magic; read byte-swapped, the section is big-endian.
 pub const BYTE_ORDER_MAGIC: u32 = 0x1A2B_3C4D;
 /// Bytes of an EPB besides the (padded) packet data.
 pub const EPB_OVERHEAD: usize = 32;
 
+/// `n` rounded up to a multiple of 4 (pcapng pads data and options to 4 bytes).
 #[inline(always)]
 pub fn pad4(n: usize) -> usize {
     (n + 3) & !3
@@ -105,8 +110,12 @@ pub fn to_ns(t: u64, units: u64) -> u64 {
 /// An interface as described by an IDB: link type, snap length, stamp units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Interface {
+    /// Link-layer type (1: Ethernet).
     pub linktype: u16,
+    /// Snap length in bytes; 0: no limit.
     pub snaplen: u32,
+    /// Stamp units per second, from `if_tsresol` (10^6 without it; 0 when
+    /// its value overflows a u64).
     pub units: u64,
 }
 

@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 pub struct Record {
     /// UTC ns since the epoch (µs files are scaled).
     pub ts_ns: u64,
+    /// Length of the frame on the wire; `data` may be shorter (cut to the
+    /// snap length).
     pub orig_len: u32,
+    /// The captured bytes.
     pub data: Vec<u8>,
 }
 
@@ -30,6 +33,8 @@ pub struct PcapReader<R: Read> {
 }
 
 impl PcapReader<BufReader<File>> {
+    /// Opens `path` and reads its header; fails if the file cannot be read
+    /// or does not start as a pcap or pcapng file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StorageError> {
         let path = path.as_ref();
         let rd = |source| StorageError::Read {
@@ -60,6 +65,8 @@ impl<R: Read> PcapReader<R> {
         })
     }
 
+    /// The pcap file header (pcapng: made from the first interface, if it
+    /// came before the first packet).
     pub fn header(&self) -> &FileHeader {
         &self.header
     }
@@ -99,17 +106,27 @@ impl<R: Read> PcapReader<R> {
 /// Summary of one capture file (`wiretape info`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileInfo {
+    /// Records in the file.
     pub packets: u64,
     /// Sum of captured lengths.
     pub captured_bytes: u64,
     /// Sum of original lengths.
     pub original_bytes: u64,
+    /// Stamp of the first record, UTC ns; None for a file without records.
     pub first_ns: Option<u64>,
+    /// Stamp of the last record, UTC ns (not always the latest: see
+    /// `out_of_order`); None for a file without records.
     pub last_ns: Option<u64>,
+    /// Whether the header says nanosecond stamps (pcapng: the first
+    /// interface's `if_tsresol` is 9).
     pub nanos: bool,
+    /// The file's format; always Some from [`FileInfo::scan`].
     pub format: Option<Format>,
+    /// Snap length the header states, in bytes (pcapng: the first interface's).
     pub snaplen: u32,
+    /// Link-layer type the header states (1: Ethernet).
     pub linktype: u32,
+    /// Length of the file in bytes.
     pub file_bytes: u64,
     /// Records whose time is earlier than the one before.
     pub out_of_order: u64,

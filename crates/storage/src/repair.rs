@@ -15,12 +15,17 @@ use std::path::Path;
 /// What [`repair`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Repaired {
+    /// Complete records in the file (after the cut).
     pub records: u64,
+    /// Length of the file in bytes before the repair.
     pub len_before: u64,
+    /// Length after it: the end of the last complete record (`len_before`
+    /// when nothing was cut).
     pub len_after: u64,
 }
 
 impl Repaired {
+    /// Bytes cut off the end (0 when the file was whole).
     pub fn trimmed(&self) -> u64 {
         self.len_before - self.len_after
     }

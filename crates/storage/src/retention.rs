@@ -16,7 +16,10 @@ use std::time::{Duration, SystemTime};
 /// Free space to keep on the output filesystem.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum MinFree {
+    /// At least this many bytes free for unprivileged users (`--min-free 10G`).
     Bytes(u64),
+    /// At least this percentage (0 to 100) of the filesystem's size free
+    /// (`--min-free 5%`).
     Percent(f64),
 }
 
@@ -34,6 +37,7 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// Whether no limit is set (then [`Retention::enforce`] deletes nothing).
     pub fn is_empty(&self) -> bool {
         *self == Policy::default()
     }
@@ -52,8 +56,11 @@ pub fn our_files(dir: &Path, prefix: &str) -> Vec<OurFile> {
 /// control loop (which applies the policy about once a second).
 #[derive(Debug)]
 pub struct Retention {
+    /// The output directory the ring of files is in.
     pub dir: PathBuf,
+    /// File name prefix of the recording: only our names with it are deleted.
     pub prefix: String,
+    /// The limits [`Retention::enforce`] applies.
     pub policy: Policy,
     open: Mutex<HashSet<PathBuf>>,
     /// Of `open`: rotated out, being finished on a helper thread.
@@ -66,6 +73,8 @@ pub struct Retention {
 }
 
 impl Retention {
+    /// Retention of our `prefix` files in `dir` under `policy`; no file is
+    /// open yet and nothing is deleted until asked.
     pub fn new(dir: &Path, prefix: &str, policy: Policy) -> Self {
         Retention {
             dir: dir.to_owned(),
@@ -85,6 +94,7 @@ impl Retention {
         self.open.lock().unwrap().insert(p.to_owned());
     }
 
+    /// `p` is finished and closed (or given up): it may be deleted from now on.
     pub fn closed(&self, p: &Path) {
         self.open.lock().unwrap().remove(p);
         self.closing.lock().unwrap().remove(p);

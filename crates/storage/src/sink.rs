@@ -92,6 +92,7 @@ impl Block {
         self.len
     }
 
+    /// Whether it holds no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -190,6 +191,7 @@ pub trait BlockSink: Send {
     fn finish(&mut self, block: Block) -> Result<(), StorageError>;
     /// Bytes of the stream known to be in the file.
     fn bytes(&self) -> u64;
+    /// The file being written.
     fn path(&self) -> &Path;
     /// Block size the sink wants (its buffers' size).
     fn block_size(&self) -> usize;
@@ -204,11 +206,17 @@ pub trait BlockSink: Send {
 /// What a write engine reports for backpressure.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SinkStats {
+    /// Block writes issued to the disk (0 for the buffered sink, which
+    /// does not count them).
     pub writes: u64,
+    /// Writes submitted and not yet completed, now (0 for the buffered sink).
     pub in_flight: u32,
     /// Times the builder had to wait for a free block.
     pub waits: u64,
+    /// Median time from submitting a write to its completion, µs (0 with
+    /// no completed write, and for the buffered sink).
     pub latency_p50_us: f64,
+    /// 99th percentile of that write latency, µs (0 likewise).
     pub latency_p99_us: f64,
     /// Most bytes of filled blocks that waited in RAM for the disk.
     pub peak_buffered_bytes: u64,
@@ -241,6 +249,7 @@ impl FileSink {
         Self::with_block_size(path, crate::block::DEFAULT_BLOCK_SIZE)
     }
 
+    /// As [`FileSink::create`], handing out blocks of `block_size` bytes.
     pub fn with_block_size(
         path: impl Into<PathBuf>,
         block_size: usize,
@@ -365,7 +374,9 @@ impl std::str::FromStr for IoMode {
 
 /// An engine made ahead of its file ([`AnySink::prepare`]).
 pub enum PreparedSink {
+    /// The io_uring O_DIRECT engine, its ring and registered blocks made.
     Direct(Box<crate::uring::UringEngine>),
+    /// The buffered engine (nothing to make ahead): its block size in bytes.
     Buffered(usize),
 }
 
@@ -381,7 +392,9 @@ impl PreparedSink {
 
 /// Either engine, chosen at run time, with static dispatch.
 pub enum AnySink {
+    /// io_uring with O_DIRECT ([`crate::uring::UringSink`]).
     Direct(Box<crate::uring::UringSink>),
+    /// Buffered `write(2)` through the page cache ([`FileSink`]).
     Buffered(FileSink),
 }
 
@@ -417,6 +430,7 @@ impl AnySink {
         }
     }
 
+    /// Whether the file is written with io_uring and O_DIRECT (false: buffered).
     pub fn is_direct(&self) -> bool {
         matches!(self, AnySink::Direct(_))
     }

@@ -33,6 +33,8 @@ pub struct Meta {
     pub file_len: u64,
     /// Captured bytes (the data).
     pub caplen: u32,
+    /// Length of the frame on the wire, as the record states it (normally
+    /// at least `caplen`).
     pub orig_len: u32,
     /// UTC ns since the epoch (other resolutions are scaled; 0 for a pcapng
     /// simple packet block, which has no stamp).
@@ -49,7 +51,11 @@ pub enum End {
     /// The stream ends inside a record or block: `what` was cut short;
     /// `record`: what the record's header said, when it was whole (pcap).
     Torn {
+        /// What was cut short, e.g. "record data", "block": words for
+        /// [`StorageError::Truncated`].
         what: &'static str,
+        /// pcap: the record's header when it was whole and only the data
+        /// was cut; None otherwise.
         record: Option<Meta>,
     },
     /// Only zero bytes from here to the end (an interrupted aligned write):
@@ -68,30 +74,54 @@ pub enum Why {
     BadMagic(u32),
     /// A pcap record header with values no record has.
     RecordHeader {
+        /// Captured length it states (bad above [`MAX_SNAPLEN`]).
         caplen: u32,
+        /// Wire length it states (bad when 0: no frame).
         orig_len: u32,
+        /// Fraction of a second it states (bad from 10^9 in a ns file,
+        /// 10^6 in a µs file).
         frac: u32,
     },
     /// A pcapng block header with values no block has.
-    BlockHeader { kind: u32, total: u32 },
+    BlockHeader {
+        /// Block type it states (bad when 0).
+        kind: u32,
+        /// Total length it states (bad below 12, not a multiple of 4, or
+        /// above 16 MiB).
+        total: u32,
+    },
     /// A pcapng section header block of an impossible length.
-    ShbLength { total: u32 },
+    ShbLength {
+        /// Total length it states (bad below 28, not a multiple of 4, or
+        /// above 16 MiB).
+        total: u32,
+    },
     /// A pcapng block whose trailing length is not its leading one; `last`:
     /// nothing follows the block (its end was never written).
     Trailer {
+        /// The leading length.
         total: u32,
+        /// The trailing length, which differs from it.
         trailer: u32,
+        /// Nothing follows the block in the stream.
         last: bool,
     },
     /// A well framed pcapng block of `total` bytes whose content is wrong.
-    Content { total: u32, what: String },
+    Content {
+        /// The block's total length in bytes.
+        total: u32,
+        /// What is wrong with the content, in words for the user.
+        what: String,
+    },
 }
 
 /// Where and how a walk ended. `offset` is where the last whole record (or
 /// block) ends: where the stopping bytes start.
 #[derive(Debug)]
 pub struct Stop {
+    /// Stream offset where the last whole record (or block) ends.
     pub offset: u64,
+    /// How the walk ended there.
     pub end: End,
 }
 

@@ -55,6 +55,8 @@ impl<S: BlockSink> PcapWriter<S> {
         Self::with_options(sink, snaplen, true)
     }
 
+    /// A pcap writer of nanosecond stamps if `nanos`, else microsecond
+    /// ones, cutting frames to `snaplen` bytes.
     pub fn with_options(sink: S, snaplen: u32, nanos: bool) -> Self {
         let f = if nanos {
             Format::PcapNs
@@ -111,6 +113,7 @@ impl<S: BlockSink> PcapWriter<S> {
             .or(self.index.as_ref().and_then(|i| i.error.as_deref()))
     }
 
+    /// The format the file is written in.
     pub fn format(&self) -> Format {
         self.block.format()
     }
@@ -308,18 +311,24 @@ impl<S: BlockSink> PcapWriter<S> {
         Ok((frames + n, bytes + b))
     }
 
+    /// Counts so far; frames in blocks not yet written may still be lost
+    /// ([`PcapWriter::close`] returns the final counts).
     pub fn stats(&self) -> WriterStats {
         self.stats
     }
 
+    /// The sink the blocks go to.
     pub fn sink(&self) -> &S {
         &self.sink
     }
 
+    /// The sink's engine statistics ([`BlockSink::stats`]).
     pub fn sink_stats(&self) -> crate::sink::SinkStats {
         self.sink.stats()
     }
 
+    /// Whether a write failed: the writer then takes no more frames (each
+    /// is counted as lost) and [`PcapWriter::close`] returns the error.
     pub fn has_failed(&self) -> bool {
         self.failed.is_some()
     }
@@ -329,6 +338,7 @@ impl<S: BlockSink> PcapWriter<S> {
         self.stream_len
     }
 
+    /// The capture file being written.
     pub fn path(&self) -> &Path {
         self.sink.path()
     }

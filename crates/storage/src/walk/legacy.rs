@@ -13,7 +13,7 @@ use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// A streaming reader of pcap (ns or µs, either byte order) and pcapng files.
-pub struct OldReader<R: Read> {
+pub(super) struct OldReader<R: Read> {
     inner: R,
     path: PathBuf,
     header: FileHeader,
@@ -34,7 +34,7 @@ struct NgState {
 }
 
 impl OldReader<BufReader<File>> {
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, StorageError> {
+    pub(super) fn open(path: impl AsRef<Path>) -> Result<Self, StorageError> {
         let path = path.as_ref();
         let rd = |source| StorageError::Read {
             path: path.to_owned(),
@@ -48,7 +48,7 @@ impl OldReader<BufReader<File>> {
 
 impl<R: Read> OldReader<R> {
     /// `len` is the total length of the input, for messages.
-    pub fn new(mut inner: R, path: &Path, len: u64) -> Result<Self, StorageError> {
+    pub(super) fn new(mut inner: R, path: &Path, len: u64) -> Result<Self, StorageError> {
         let mut h = [0u8; FILE_HEADER_LEN];
         let trunc = |what| StorageError::Truncated {
             path: path.to_owned(),
@@ -128,12 +128,12 @@ impl<R: Read> OldReader<R> {
         })
     }
 
-    pub fn header(&self) -> &FileHeader {
+    pub(super) fn header(&self) -> &FileHeader {
         &self.header
     }
 
     /// The file's format (a pcapng file reports [`Format::PcapNg`]).
-    pub fn format(&self) -> Format {
+    pub(super) fn format(&self) -> Format {
         match (&self.ng, self.header.nanos) {
             (Some(_), _) => Format::PcapNg,
             (None, true) => Format::PcapNs,
@@ -142,12 +142,12 @@ impl<R: Read> OldReader<R> {
     }
 
     /// Bytes of the last record read (it starts at `offset() - last_len()`).
-    pub fn last_len(&self) -> u64 {
+    pub(super) fn last_len(&self) -> u64 {
         self.last_len
     }
 
     /// Offset just past the last record read: the end of the valid part.
-    pub fn offset(&self) -> u64 {
+    pub(super) fn offset(&self) -> u64 {
         self.offset
     }
 
@@ -265,7 +265,10 @@ impl<R: Read> OldReader<R> {
     }
 
     /// Reads the next record into `rec`; Ok(false) at a clean end of file.
-    pub fn next_into(&mut self, rec: &mut crate::reader::Record) -> Result<bool, StorageError> {
+    pub(super) fn next_into(
+        &mut self,
+        rec: &mut crate::reader::Record,
+    ) -> Result<bool, StorageError> {
         if self.ng.is_some() {
             return self.next_ng(rec);
         }
@@ -425,7 +428,7 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// Scans records from `start` (an offset where a record begins) to the end.
 /// Returns (end of the last complete record, records, captured bytes).
-pub fn scan_from(path: &Path, start: u64) -> Result<(u64, u64, u64), StorageError> {
+pub(super) fn scan_from(path: &Path, start: u64) -> Result<(u64, u64, u64), StorageError> {
     let rd = |source| StorageError::Read {
         path: path.to_owned(),
         source,
@@ -590,7 +593,7 @@ fn rest_is_zero(r: &mut impl Read) -> Result<bool, StorageError> {
 }
 
 /// `index::rebuild` as it was, returning the entries instead of writing them.
-pub fn rebuild_entries(capture: &Path, block: u64) -> Result<Vec<Entry>, StorageError> {
+pub(super) fn rebuild_entries(capture: &Path, block: u64) -> Result<Vec<Entry>, StorageError> {
     let mut out = Vec::new();
     let f = File::open(capture).map_err(|source| StorageError::Read {
         path: capture.to_owned(),
