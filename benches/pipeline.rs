@@ -31,7 +31,7 @@ struct NullBlocks {
 impl FrameSink for NullBlocks {
     #[inline]
     fn write(&mut self, ts: u64, f: &[u8], wire: u32) -> Result<(), Arc<StorageError>> {
-        if !self.block.push_record(ts, f, wire) {
+        if self.block.push_record(ts, f, wire) == 0 {
             std::hint::black_box(self.block.as_bytes());
             self.block.clear();
             self.block.push_record(ts, f, wire);

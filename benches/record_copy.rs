@@ -82,7 +82,7 @@ fn bench(c: &mut Criterion) {
                 b.iter(|| {
                     for _ in 0..BATCH {
                         let off = (k % nframes) * stride + 256;
-                        if !blk.push_record(k as u64, &umem[off..off + size], size as u32) {
+                        if blk.push_record(k as u64, &umem[off..off + size], size as u32) == 0 {
                             black_box(blk.as_bytes());
                             blk.clear();
                             blk.push_record(k as u64, &umem[off..off + size], size as u32);

@@ -99,7 +99,7 @@ fn bench(c: &mut Criterion) {
             let mut k = 0u64;
             b.iter(|| {
                 for _ in 0..N {
-                    if !blk.push_record(k, &frame, FRAME as u32) {
+                    if blk.push_record(k, &frame, FRAME as u32) == 0 {
                         std::hint::black_box(blk.as_bytes());
                         blk.clear();
                         blk.push_record(k, &frame, FRAME as u32);

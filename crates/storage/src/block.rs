@@ -69,14 +69,16 @@ impl BlockBuilder {
     }
 
     /// Appends one record; `data` is already cut to the snap length.
-    /// Returns false (and appends nothing) when the block has no room.
+    /// Returns the record's length in the block, or 0 (and appends nothing)
+    /// when the block has no room.
     #[inline(always)]
-    pub fn push_record(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> bool {
+    pub fn push_record(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> usize {
         let (buf, len) = self.block.space();
         let start = *len;
-        let end = start + self.format.record_len(data.len());
+        let rec = self.format.record_len(data.len());
+        let end = start + rec;
         if end > buf.len() {
-            return false;
+            return 0;
         }
         let dst = &mut buf[start..end];
         if self.format == Format::PcapNg {
@@ -89,7 +91,7 @@ impl BlockBuilder {
         }
         *len = end;
         self.records += 1;
-        true
+        rec
     }
 
     /// The filled part.
@@ -134,7 +136,7 @@ mod tests {
         let mut b = BlockBuilder::new(4096, true);
         let frame = [0xabu8; 100];
         let mut n = 0;
-        while b.push_record(n, &frame, 100) {
+        while b.push_record(n, &frame, 100) > 0 {
             n += 1;
         }
         assert_eq!(n, 4096 / 116);
@@ -152,7 +154,7 @@ mod tests {
         blk.buf_mut()[..10].copy_from_slice(&[9; 10]);
         blk.set_len(10);
         let mut b = BlockBuilder::from_block(blk, true);
-        assert!(b.push_record(1, &[7; 20], 20));
+        assert_eq!(b.push_record(1, &[7; 20], 20), 16 + 20);
         assert_eq!(&b.as_bytes()[..10], &[9; 10]);
         assert_eq!(b.len(), 10 + 16 + 20);
         assert_eq!(b.records(), 1);

@@ -433,13 +433,14 @@ impl RotatingWriter {
             return false; // never an empty file
         }
         // The record as the file's format writes it (pcapng: 32 B + padding).
-        let rec = self
-            .cfg
-            .format
-            .record_len(len.min(self.cfg.snaplen as usize)) as u64;
+        let rec = || {
+            self.cfg
+                .format
+                .record_len(len.min(self.cfg.snaplen as usize)) as u64
+        };
         self.cfg
             .rotate_size
-            .is_some_and(|m| self.current().file_bytes() + rec > m)
+            .is_some_and(|m| self.current().file_bytes() + rec() > m)
             || self
                 .cfg
                 .rotate_time

@@ -140,12 +140,14 @@ impl<S: BlockSink> PcapWriter<S> {
         }
         let cap = frame.len().min(self.snaplen);
         let data = &frame[..cap];
-        if !self.block.push_record(ts_ns, data, wire_len) {
+        let mut rec = self.block.push_record(ts_ns, data, wire_len);
+        if rec == 0 {
             if let Err(e) = self.submit() {
                 self.stats.lost += 1; // this frame: it never reached a block
                 return Err(e);
             }
-            if !self.block.push_record(ts_ns, data, wire_len) {
+            rec = self.block.push_record(ts_ns, data, wire_len);
+            if rec == 0 {
                 // Only a block smaller than one record gets here.
                 self.stats.lost += 1;
                 return Err(StorageError::Corrupt {
@@ -160,7 +162,7 @@ impl<S: BlockSink> PcapWriter<S> {
         }
         self.stats.frames += 1;
         self.stats.bytes += cap as u64;
-        self.stream_len += self.block.format().record_len(cap) as u64;
+        self.stream_len += rec as u64;
         self.stats.truncated += u64::from(cap < frame.len());
         Ok(())
     }
