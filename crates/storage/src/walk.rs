@@ -492,18 +492,7 @@ impl<R: Read> Walker<R> {
         if got? < self.body.len() {
             return Err(torn());
         }
-        let trailer = self.rd32(&self.body, self.body.len() - 4);
-        if trailer != total {
-            let last = self.at_end();
-            return Err(Stop::corrupt(
-                at,
-                Why::Trailer {
-                    total,
-                    trailer,
-                    last,
-                },
-            ));
-        }
+        self.check_trailer(at, total)?;
         self.ifaces.clear();
         self.off = at + total as u64;
         Ok(())
@@ -548,23 +537,29 @@ impl<R: Read> Walker<R> {
             if got? < self.body.len() {
                 return Err(Stop::torn(at, "block"));
             }
-            let t = self.body.len() - 4;
-            let trailer = self.rd32(&self.body, t);
-            if trailer != total {
-                let last = self.at_end();
-                return Err(Stop::corrupt(
-                    at,
-                    Why::Trailer {
-                        total,
-                        trailer,
-                        last,
-                    },
-                ));
-            }
-            self.body.truncate(t);
+            self.check_trailer(at, total)?;
+            self.body.truncate(self.body.len() - 4);
             self.off = at + total as u64;
             return Ok((at, kind, total));
         }
+    }
+
+    /// The block at `at`, read into `self.body` (its trailing length last),
+    /// must end with the length it started with.
+    fn check_trailer(&mut self, at: u64, total: u32) -> Result<(), Stop> {
+        let trailer = self.rd32(&self.body, self.body.len() - 4);
+        if trailer == total {
+            return Ok(());
+        }
+        let last = self.at_end();
+        Err(Stop::corrupt(
+            at,
+            Why::Trailer {
+                total,
+                trailer,
+                last,
+            },
+        ))
     }
 
     fn content(at: u64, total: u32, what: String) -> Stop {
