@@ -17,8 +17,17 @@
 //   passed     frames on a queue without a socket (XDP_PASS, not ours)
 //   meta_fail  frames whose metadata could not be reserved (stamps = 0)
 //   hw         frames that got a NIC timestamp
+//   filtered   seen frames the capture filter rejected (left to the stack)
 // What happens after the redirect (delivered, ring full, fill ring empty) is
 // counted by the kernel per socket and read with getsockopt(XDP_STATISTICS).
+//
+// Capture filter: after counting a frame as seen and stamping it, the program
+// tail-calls filter_prog[0], a program wiretape generates at run time from a
+// tcpdump expression (crates/capture/src/xdpfilter.rs: the translated
+// classic BPF, then on accept bpf_redirect_map(&xsks, queue, XDP_PASS), on
+// reject filtered++ and XDP_PASS). With no filter installed the tail call
+// falls through to the redirect below. The metadata is reserved in front of
+// ctx->data, so the filter sees the frame from its first byte.
 //
 // Kept small and verifier-friendly: no loops, every pointer bounds-checked.
 #include <linux/bpf.h>
@@ -32,6 +41,7 @@ struct qstats {
 	__u64 meta_fail;
 	__u64 bytes;
 	__u64 hw;
+	__u64 filtered;
 };
 
 // Layout of the metadata area; user space reads it at frame address - 16.
@@ -55,6 +65,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct qstats);
 } qstats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} filter_prog SEC(".maps");
 
 static __always_inline int steer(struct xdp_md *ctx, const int want_hw)
 {
@@ -92,6 +109,9 @@ static __always_inline int steer(struct xdp_md *ctx, const int want_hw)
 	}
 	st->seen++;
 	st->bytes += len;
+	// The capture filter decides (and redirects) if there is one; without
+	// one, this returns and the frame is ours.
+	bpf_tail_call(ctx, &filter_prog, 0);
 	// The socket can vanish between the lookup and here (shutdown): then the
 	// frame is passed on, and counted as seen-but-not-delivered by the kernel
 	// stats being unchanged; user space detaches before closing sockets.

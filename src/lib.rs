@@ -4,7 +4,9 @@
 //! downward:
 //!
 //! ```text
-//! cli ─▶ wiretape (this facade) ─▶ pipeline ─┬─▶ capture ─▶ timestamp
+//! cli ─▶ wiretape (this facade) ─▶ pipeline ─┬─▶ capture ─┬─▶ timestamp
+//!                                             │            └─▶ filter
+//!                                             ├─▶ filter
 //!                                             └─▶ storage
 //! testbed (netns, veth, sender): only for the demo, tests and benches
 //! ```
@@ -14,6 +16,8 @@
 //!   the rotating writer, naming, retention, repair, the `.idx` index.
 //! - [`pipeline`]: the per-queue stage, [`record`], the accounting.
 //! - [`timestamp`]: clocks and stamping modes.
+//! - [`filter`]: tcpdump expressions (libpcap), the classic BPF evaluator,
+//!   the classic-to-eBPF translation the XDP capture filter runs.
 //!
 //! Record one interface (needs root or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW,
 //! CAP_IPC_LOCK):
@@ -39,6 +43,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub use wiretape_capture as capture;
+pub use wiretape_filter as filter;
 pub use wiretape_pipeline as pipeline;
 pub use wiretape_storage as storage;
 pub use wiretape_timestamp as timestamp;

@@ -10,7 +10,7 @@
 use crate::bpf::{SteerProgram, XdpLink, XdpMode, MAX_QUEUES};
 use crate::engine::{cpu_in_turn, Engine, EngineCounters, EngineQueue, FrameStore, RxQueue};
 use crate::xsk::{self, FillRing, RxRing, Umem, XskConfig, XskFd};
-use crate::{sys, CaptureError, Desc, StartInfo};
+use crate::{sys, CaptureError, CaptureFilter, Desc, StartInfo};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +37,9 @@ pub struct CaptureConfig {
     pub frames: u32,
     /// Bytes per UMEM frame (2048 or 4096).
     pub frame_size: u32,
+    /// The capture filter, decided in the XDP program (compiled for
+    /// Ethernet); None: every frame.
+    pub filter: Option<CaptureFilter>,
 }
 
 impl CaptureConfig {
@@ -51,6 +54,7 @@ impl CaptureConfig {
             zero_copy: None,
             frames: 32768,
             frame_size: 2048,
+            filter: None,
         }
     }
 }
@@ -102,6 +106,13 @@ impl AfXdp {
                 list.clone()
             }
         };
+        if cfg.filter.is_some() {
+            // Filters are compiled for Ethernet (ARPHRD_ETHER = 1).
+            match sys::arphrd(&ifname) {
+                Some(1) | None => {}
+                Some(arphrd) => return Err(CaptureError::FilterLinkType { ifname, arphrd }),
+            }
+        }
         crate::bpf::refuse_attached(ifindex, &ifname)?;
         sys::raise_memlock();
         let xcfg = XskConfig {
@@ -239,6 +250,7 @@ impl Engine for AfXdp {
             seen: c.seen,
             seen_bytes: c.bytes,
             hw_stamped: c.hw,
+            filtered: c.filtered,
             rx_ring_full: kernel.rx_ring_full,
             fill_ring_empty,
             other: kernel.rx_dropped - fill_ring_empty,
@@ -346,7 +358,7 @@ fn load_and_attach(
             hw_refused = Some("device-bound programs cannot run in generic XDP mode".to_string());
         }
         for &hw in hw_choices {
-            let prog = if hw {
+            let mut prog = if hw {
                 match SteerProgram::load_hw(ifindex) {
                     Ok(p) => p,
                     Err(e @ CaptureError::Permission(_)) => return Err(e),
@@ -359,6 +371,10 @@ fn load_and_attach(
             } else {
                 SteerProgram::load()?
             };
+            // Before the attach: a refused filter leaves nothing attached.
+            if let Some(f) = &cfg.filter {
+                prog.install_filter(f)?;
+            }
             match prog.attach(ifindex, ifname, mode) {
                 Ok(link) => return Ok((prog, link, native_refused, hw_refused)),
                 Err(e @ (CaptureError::AlreadyAttached { .. } | CaptureError::Permission(_))) => {

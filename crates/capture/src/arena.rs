@@ -87,16 +87,32 @@ impl ArenaFiller {
     /// Reserves room for a frame of `len` bytes, lets `fill` write it (and
     /// return its length on the wire) and returns its token; None when the
     /// ring has no room now (the reader has not given enough back).
+    #[cfg(test)]
     pub(crate) fn push(
         &mut self,
         len: usize,
         tai: u64,
         fill: impl FnOnce(&mut [u8]) -> u32,
     ) -> Option<Desc> {
+        match self.push_if(len, tai, |b| Some(fill(b))) {
+            Pushed::Frame(d) => Some(d),
+            Pushed::Skipped | Pushed::NoRoom => None,
+        }
+    }
+
+    /// As [`push`](Self::push), but `fill` may refuse the frame once it has
+    /// written it (None: e.g. a capture filter rejected it): then its room
+    /// is not taken and the next push reuses it.
+    pub(crate) fn push_if(
+        &mut self,
+        len: usize,
+        tai: u64,
+        fill: impl FnOnce(&mut [u8]) -> Option<u32>,
+    ) -> Pushed {
         let size = self.shared.buf.len() as u64;
         let need = (HEADROOM + len as u64).div_ceil(ALIGN) * ALIGN;
         if need > size {
-            return None;
+            return Pushed::NoRoom;
         }
         // A frame never wraps: skip to the ring's start when it would.
         let off = self.head % size;
@@ -107,7 +123,7 @@ impl ArenaFiller {
         };
         let released = self.shared.released.load(Ordering::Acquire);
         if start + need - released > size {
-            return None;
+            return Pushed::NoRoom;
         }
         let at = (start % size) as usize;
         // SAFETY: [at, at + need) lies inside the buffer (no wrap, checked
@@ -116,13 +132,26 @@ impl ArenaFiller {
         // is the only reference to those bytes while it lives.
         let dst =
             unsafe { std::slice::from_raw_parts_mut(self.shared.base().add(at), need as usize) };
-        let wire = fill(&mut dst[HEADROOM as usize..HEADROOM as usize + len]);
+        let Some(wire) = fill(&mut dst[HEADROOM as usize..HEADROOM as usize + len]) else {
+            // Not taken: head stays, the bytes stay free.
+            return Pushed::Skipped;
+        };
         dst[..4].copy_from_slice(&wire.to_ne_bytes());
         self.head = start + need;
         // SAFETY: the arena's own id; the bytes were reserved above for
         // this frame and the token takes them over (module protocol).
-        Some(unsafe { Desc::new(self.shared.owner, start + HEADROOM, len as u32, tai, 0) })
+        Pushed::Frame(unsafe { Desc::new(self.shared.owner, start + HEADROOM, len as u32, tai, 0) })
     }
+}
+
+/// What [`ArenaFiller::push_if`] did.
+pub(crate) enum Pushed {
+    /// The frame is in the ring: its token.
+    Frame(Desc),
+    /// Written, then refused by the fill function: not in the ring.
+    Skipped,
+    /// No room now.
+    NoRoom,
 }
 
 /// The reading side (one thread).
@@ -213,6 +242,33 @@ mod tests {
         }
         assert!(k > 2000, "wrapped many times ({k} frames)");
         assert!(f.push(70 << 10, 0, |_| 0).is_none(), "larger than the ring");
+    }
+
+    #[test]
+    fn skipped_frames_take_no_room() {
+        let (mut f, mut r) = arena(64 << 10);
+        let a = f.push(100, 0, |b| {
+            b.fill(1);
+            100
+        });
+        assert!(matches!(
+            f.push_if(100, 0, |b| {
+                b.fill(2);
+                None
+            }),
+            Pushed::Skipped
+        ));
+        let Pushed::Frame(c) = f.push_if(100, 0, |b| {
+            b.fill(3);
+            Some(100)
+        }) else {
+            panic!("room for the third")
+        };
+        let a = a.unwrap();
+        // The skipped frame's bytes were reused by the next one.
+        assert_eq!(c.addr() - a.addr(), 112);
+        assert!(r.frame(&c).iter().all(|&b| b == 3));
+        r.release([a, c].into_iter());
     }
 
     #[test]

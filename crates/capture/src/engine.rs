@@ -73,6 +73,9 @@ pub struct EngineCounters {
     pub seen_bytes: u64,
     /// Frames the NIC stamped.
     pub hw_stamped: u64,
+    /// Seen frames the capture filter rejected (the XDP program passed them
+    /// to the stack; a file's records skipped): not a drop, not written.
+    pub filtered: u64,
     /// Dropped: the RX ring was full (the poll thread fell behind).
     pub rx_ring_full: u64,
     /// Dropped: no free frame (the writer fell behind).

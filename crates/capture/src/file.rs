@@ -10,10 +10,10 @@
 //! The engine reads through a [`RecordSource`] (the pipeline implements it
 //! over the storage crate's reader), so capture never depends on storage.
 
-use crate::arena::{arena, ArenaFiller, ArenaReader};
+use crate::arena::{arena, ArenaFiller, ArenaReader, Pushed};
 use crate::engine::{Engine, EngineCounters, EngineQueue, FrameStore, RxQueue};
 use crate::tx::{Pacer, Speed};
-use crate::{Desc, StartInfo};
+use crate::{CaptureFilter, Desc, StartInfo};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,6 +57,9 @@ pub struct FileConfig {
     pub cpu: Option<usize>,
     /// CPU for the writer thread.
     pub writer_cpu: Option<usize>,
+    /// The capture filter (compiled for the file's link type), run on each
+    /// record in user space with the classic evaluator; None: every record.
+    pub filter: Option<CaptureFilter>,
 }
 
 impl FileConfig {
@@ -68,6 +71,7 @@ impl FileConfig {
             arena_bytes: 64 << 20,
             cpu: None,
             writer_cpu: None,
+            filter: None,
         }
     }
 
@@ -101,6 +105,7 @@ impl FileConfig {
 struct Counters {
     seen: AtomicU64,
     bytes: AtomicU64,
+    filtered: AtomicU64,
 }
 
 /// The file engine (one queue, number 0).
@@ -171,6 +176,7 @@ impl FileEngine {
             full: false,
             eof: false,
             stamp_here: stamper.is_some(),
+            filter: cfg.filter.clone().map(|f| f.program),
             counters: counters.clone(),
             stopped: stopped.clone(),
             error: error.clone(),
@@ -213,6 +219,7 @@ impl Engine for FileEngine {
         EngineCounters {
             seen: self.counters.seen.load(Ordering::Relaxed),
             seen_bytes: self.counters.bytes.load(Ordering::Relaxed),
+            filtered: self.counters.filtered.load(Ordering::Relaxed),
             ..Default::default()
         }
     }
@@ -237,6 +244,8 @@ pub struct FileRx {
     eof: bool,
     /// A stamper overwrites the stamps (no need to set them).
     stamp_here: bool,
+    /// The capture filter's classic program.
+    filter: Option<wiretape_filter::Program>,
     counters: Arc<Counters>,
     stopped: Arc<AtomicBool>,
     error: Arc<Mutex<Option<String>>>,
@@ -271,9 +280,11 @@ impl RxQueue for FileRx {
         let start = *self.start.get_or_insert_with(Instant::now);
         // One clock read per batch.
         let now = start.elapsed().as_nanos() as u64;
-        let (mut n, mut bytes) = (0usize, 0u64);
+        let (mut n, mut bytes, mut skipped) = (0usize, 0u64, 0u64);
         self.full = false;
-        while n < max {
+        // A filter rejecting a long run of records: come back up now and
+        // then, so a stop is noticed.
+        while n < max && skipped < 16 * max as u64 {
             let Some((h, due)) = self.next_head() else {
                 break;
             };
@@ -281,12 +292,17 @@ impl RxQueue for FileRx {
                 self.pending = Some((h, due));
                 break;
             }
-            let source = &mut self.source;
-            match self.filler.push(h.caplen as usize, 0, |dst| {
+            let (source, filter) = (&mut self.source, &self.filter);
+            // Read into the ring, then filtered in place: a rejected record
+            // takes no room (the next one is read over it).
+            match self.filler.push_if(h.caplen as usize, 0, |dst| {
                 source.fill(dst);
-                h.wire_len
+                match filter {
+                    Some(f) if !f.matches(dst, h.wire_len) => None,
+                    _ => Some(h.wire_len),
+                }
             }) {
-                Some(mut d) => {
+                Pushed::Frame(mut d) => {
                     if !self.stamp_here {
                         d.ts = h.ts_ns;
                     }
@@ -294,15 +310,24 @@ impl RxQueue for FileRx {
                     n += 1;
                     bytes += h.caplen as u64;
                 }
-                None => {
+                Pushed::Skipped => {
+                    skipped += 1;
+                    bytes += h.caplen as u64;
+                }
+                Pushed::NoRoom => {
                     self.pending = Some((h, due));
                     self.full = true;
                     break;
                 }
             }
         }
-        if n > 0 {
-            self.counters.seen.fetch_add(n as u64, Ordering::Relaxed);
+        if n as u64 + skipped > 0 {
+            // Filtered records count as seen first: seen >= written + filtered
+            // at every instant.
+            self.counters
+                .seen
+                .fetch_add(n as u64 + skipped, Ordering::Relaxed);
+            self.counters.filtered.fetch_add(skipped, Ordering::Relaxed);
             self.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
         }
         n

@@ -13,6 +13,8 @@
 //! - `xsk`: AF_XDP sockets, UMEM and rings: all of their `unsafe`.
 //! - `arena`: the file engine's frame memory: all of its `unsafe`.
 //! - `bpf`: the steering program (load, attach, counters; one FFI call).
+//! - `xdpfilter`: the capture filter in the XDP program (a tail call into a
+//!   generated program; its docs say why), [`CaptureFilter`].
 //! - `tx`: the paced transmit loop of `replay` and `gen`.
 //! - `frames`: known test frames (sequence, flow, send time).
 //! - `sys`: small OS calls (interface, queues, affinity, capabilities).
@@ -31,6 +33,7 @@ pub mod frames;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod tx;
+pub mod xdpfilter;
 #[allow(unsafe_code)]
 pub mod xsk;
 
@@ -39,6 +42,7 @@ pub use bpf::{QueueCounters, XdpMode};
 pub use desc::Desc;
 pub use engine::{Engine, EngineCounters, EngineQueue, FrameStore, RxQueue, StartInfo};
 pub use file::{FileConfig, FileEngine, RecordHead, RecordSource};
+pub use xdpfilter::CaptureFilter;
 pub use xsk::{BindMode, XskStats};
 
 /// Errors of the capture layer. Each message names the thing and the fix.
@@ -101,6 +105,36 @@ pub enum CaptureError {
     /// Loading or using the XDP program failed.
     #[error("XDP program: {0}")]
     Bpf(String),
+    /// The capture filter's classic program cannot be translated to eBPF
+    /// (the message names the instruction).
+    #[error("filter expression '{expr}' cannot run in the XDP program: {source}")]
+    FilterTranslate {
+        /// The expression.
+        expr: String,
+        /// What the translator refused.
+        #[source]
+        source: wiretape_filter::ebpf::TranslateError,
+    },
+    /// The kernel's verifier refused the generated filter program.
+    #[error("filter expression '{expr}': the kernel's verifier refused the XDP filter program ({insns} eBPF instructions){hint}; the verifier's last lines: {log}")]
+    FilterRefused {
+        /// The expression.
+        expr: String,
+        /// Length of the program.
+        insns: usize,
+        /// The last lines of the verifier's log, joined by ` | `.
+        log: String,
+        /// What may help.
+        hint: &'static str,
+    },
+    /// A capture filter on an interface whose frames are not Ethernet.
+    #[error("interface {ifname} is not Ethernet (link type ARPHRD {arphrd}): capture filters need Ethernet frames")]
+    FilterLinkType {
+        /// The interface.
+        ifname: String,
+        /// Its `/sys/class/net/IF/type`.
+        arphrd: u32,
+    },
     /// A setting is out of range.
     #[error("invalid setting: {0}")]
     Config(String),

@@ -93,6 +93,16 @@ pub fn rx_queue_count(name: &str) -> io::Result<u32> {
     Ok(n as u32)
 }
 
+/// The interface's link type (`/sys/class/net/NAME/type`, an `ARPHRD_`
+/// value: 1 for Ethernet); None if it cannot be read.
+pub fn arphrd(name: &str) -> Option<u32> {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/type"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// CPUs this thread may run on.
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.

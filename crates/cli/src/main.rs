@@ -5,6 +5,7 @@
 #![recursion_limit = "256"]
 
 mod demo;
+mod filter;
 mod info;
 mod record;
 mod repair;
@@ -23,6 +24,7 @@ use clap::{Parser, Subcommand};
 Examples:\n  wiretape demo                                  # try it: private veth pair, known traffic, verified\n  \
 wiretape record -i eth0 -w /data               # record until Ctrl-C\n  \
 wiretape record -i eth0 -w /data -c 1000000 --summary-json sum.json\n  \
+wiretape record -i eth0 -w /data tcp port 443   # only what the filter accepts (tcpdump's language)\n  \
 wiretape info /data/*.pcap                     # what a file holds; exits 1 if it is corrupt\n  \
 wiretape replay /data/x.pcap -i eth1 --speed max  # send it again\n  \
 wiretape gen -i eth1 --size 64 --count 1000000   # numbered, timed test frames"
@@ -51,6 +53,9 @@ enum Cmd {
     /// Send synthetic UDP frames carrying a sequence number and their send
     /// time: for loss and timestamp-accuracy tests (AF_XDP transmit).
     Gen(send::GenArgs),
+    /// Check a capture filter expression; --explain shows the classic BPF
+    /// and the eBPF program loaded into the XDP program.
+    Filter(filter::Args),
     /// Accuracy of each timestamp mode against ground truth (simulated 10 Gbit/s
     /// link and poller running the real stamping code): a table and a chart.
     Tsbench(tsbench::Args),
@@ -68,6 +73,7 @@ fn main() {
         Cmd::Info(a) => info::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Tsbench(a) => tsbench::run(a),
+        Cmd::Filter(a) => filter::run(a),
         Cmd::Repair(a) => repair::run(a),
         Cmd::Replay(a) => send::replay(a),
         Cmd::Gen(a) => send::gen(a),

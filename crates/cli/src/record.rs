@@ -17,7 +17,10 @@ flushed, XDP program detached, summary printed. Files: DIR/<prefix>-<iface>-q<qu
 (pcap with nanosecond timestamps; .pcapng with --format pcapng), each with a .idx sidecar. Torn tails \
 left by a crash in DIR are trimmed at start.\n\nExamples:\n  wiretape record -i eth0 -w /data -c 1000000\n  \
 wiretape record -i eth0 -w /data --rotate-size 1G --keep-bytes 500G --on-full rotate\n  \
-wiretape record -i eth0 -w /data --format pcapng --rotate-time 60s --keep-age 7d --cpus 2,3 --writer-cpus 4,5\n\nNeeds root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK."
+wiretape record -i eth0 -w /data --format pcapng --rotate-time 60s --keep-age 7d --cpus 2,3 --writer-cpus 4,5\n\nA capture filter (tcpdump's language) goes after the options, or in a file with -F:\n  \
+wiretape record -i eth0 -w /data tcp port 443 and not host 10.0.0.1\n  \
+wiretape record -i eth0 -w /data -F filter.txt\n\n\
+Needs root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK (and CAP_PERFMON for filters using len, less or greater)."
 )]
 pub struct Args {
     /// Interface to record (e.g. eth0).
@@ -161,6 +164,43 @@ pub struct Args {
     /// No progress line.
     #[arg(short = 'q', long)]
     quiet: bool,
+    /// Read the capture filter expression from FILE (`#` starts a comment
+    /// that runs to the end of the line), instead of the trailing words.
+    #[arg(short = 'F', value_name = "FILE", conflicts_with = "expression")]
+    filter_file: Option<PathBuf>,
+    /// Capture filter, as tcpdump takes it (man pcap-filter): only the
+    /// frames it accepts are recorded; the others go on to the kernel's
+    /// stack untouched and are counted in packets_filtered. Decided in the
+    /// XDP program (with -r: in user space). Example: tcp port 443 and not net 10.0.0.0/8
+    #[arg(value_name = "FILTER EXPRESSION")]
+    expression: Vec<String>,
+}
+
+/// The capture filter of `-F FILE` or the trailing words (None: none, or
+/// blank). Both at once is an error, as is an unreadable file.
+pub fn filter_expression(
+    words: &[String],
+    file: Option<&std::path::Path>,
+) -> Result<Option<String>> {
+    let expr = match file {
+        Some(p) if !words.is_empty() => bail!(
+            "give the filter either as trailing words or with -F {}, not both (words: '{}')",
+            p.display(),
+            words.join(" ")
+        ),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("cannot read the filter file {}: {e}", p.display()))?;
+            // As tcpdump's -F: '#' to the end of a line is a comment.
+            text.lines()
+                .map(|l| l.split('#').next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+        None => words.join(" "),
+    };
+    let expr = expr.split_whitespace().collect::<Vec<_>>().join(" ");
+    Ok((!expr.is_empty()).then_some(expr))
 }
 
 /// A rotation size: [`parse_bytes`], at least 64K.
@@ -333,6 +373,7 @@ fn input(a: &Args) -> Result<Input> {
 
 pub fn run(a: Args) -> Result<i32> {
     let input = input(&a)?;
+    let filter = filter_expression(&a.expression, a.filter_file.as_deref())?;
     let file = matches!(input, Input::File(_));
     let mut opts = match &input {
         Input::File(f) => RecordConfig::file(&f.path, &a.dir),
@@ -346,6 +387,7 @@ pub fn run(a: Args) -> Result<i32> {
     opts.stage.batch = a.batch;
     opts.stage.idle_sleep = Duration::from_micros(a.poll_sleep_us);
     opts.duration = a.duration;
+    opts.filter = filter;
     let st = &mut opts.storage;
     st.snaplen = a.snaplen;
     st.flush_interval = a.flush_interval;
@@ -398,7 +440,7 @@ pub fn run(a: Args) -> Result<i32> {
     let quiet = a.quiet;
     let mut why = String::new();
     let mut fin = wiretape::StorageProgress::default();
-    let rep = wiretape::record(&opts, &stop, |ev| match ev {
+    let rep = match wiretape::record(&opts, &stop, |ev| match ev {
         Event::Started(info) => eprintln!("{}", report::start_line(info, &opts)),
         Event::Progress {
             elapsed,
@@ -414,7 +456,17 @@ pub fn run(a: Args) -> Result<i32> {
             }
             why = w.to_string();
         }
-    })?;
+    }) {
+        Ok(r) => r,
+        // A syntax error is a usage error, like clap's (exit 2); an
+        // expression libpcap compiles into something we cannot run (a
+        // backward jump) is exit 1. Both before anything is attached.
+        Err(wiretape::PipelineError::Filter(e)) => {
+            eprintln!("wiretape: error: {e}");
+            return Ok(crate::filter::exit_code(&e));
+        }
+        Err(e) => return Err(e.into()),
+    };
     eprint!("{}", report::summary_text(&rep, &why, &fin));
     if let Some(p) = &a.summary_json {
         let j = report::summary_json(&rep, &why, &opts, &fin);

@@ -49,14 +49,19 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
         .collect();
     let dir = opts.storage.dir.display();
     let snaplen = opts.storage.snaplen;
+    let filter = |where_: &str| match &opts.filter {
+        Some(f) => format!(", filter '{f}' ({where_})"),
+        None => String::new(),
+    };
     if let Some(src) = &info.source {
         return format!(
-            "wiretape: recording {} (file engine, as {}) [{}]: ring of {} x {} B, snaplen {snaplen}, {} -> {dir}",
+            "wiretape: recording {} (file engine, as {}) [{}]: ring of {} x {} B, snaplen {snaplen}{}, {} -> {dir}",
             src.display(),
             info.ifname,
             cpus.join(" "),
             info.frames,
             info.frame_size,
+            filter("user space"),
             ts_text(info),
         );
     }
@@ -72,13 +77,14 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
         None => String::new(),
     };
     format!(
-        "wiretape: recording {} queues {:?} [{}]: {} XDP{native}, AF_XDP {mode}, UMEM {} x {} B per queue, snaplen {snaplen}, {} -> {dir}",
+        "wiretape: recording {} queues {:?} [{}]: {} XDP{native}, AF_XDP {mode}, UMEM {} x {} B per queue, snaplen {snaplen}{}, {} -> {dir}",
         info.ifname,
         info.queues,
         cpus.join(" "),
         xdp_mode(info),
         info.frames,
         info.frame_size,
+        filter("in XDP"),
         ts_text(info),
     )
 }
@@ -138,8 +144,13 @@ pub fn progress(elapsed: Duration, s: &Snapshot, st: &StorageProgress, tty: bool
     } else {
         String::new()
     };
+    let filtered = if s.filtered() > 0 {
+        format!(" filtered {}", thousands(s.filtered()))
+    } else {
+        String::new()
+    };
     let line = format!(
-        "[{t:7.1}s] {:>10} frames/s {gbps:6.2} Gbit/s | seen {} written {} ({}) | drops {} | disk {wmbs:.0} MB/s, {} blocks waiting, {} in flight, p50/p99 {:.1}/{:.1} ms{deleted}",
+        "[{t:7.1}s] {:>10} frames/s {gbps:6.2} Gbit/s | seen {} written {} ({}){filtered} | drops {} | disk {wmbs:.0} MB/s, {} blocks waiting, {} in flight, p50/p99 {:.1}/{:.1} ms{deleted}",
         thousands(fps as u64),
         thousands(seen),
         thousands(s.written()),
@@ -204,8 +215,10 @@ pub fn summary_json(
         "timestamps": stamps_total,
         "duration_s": r.duration.as_secs_f64(),
         "stop_reason": why,
+        "filter": opts.filter,
         "packets_seen": r.seen(),
         "packets_written": r.written(),
+        "packets_filtered": r.filtered(),
         "bytes_written": r.bytes_written(),
         "write_bytes_per_s": r.bytes_written() as f64 / r.duration.as_secs_f64().max(1e-9),
         "bytes_seen": r.queues.iter().map(|q| q.seen_bytes).sum::<u64>(),
@@ -215,6 +228,7 @@ pub fn summary_json(
             "queue": q.queue,
             "packets_seen": q.seen,
             "packets_written": q.written,
+            "packets_filtered": q.filtered,
             "bytes_written": q.bytes_written,
             "bytes_seen": q.seen_bytes,
             "received": q.received,
@@ -258,21 +272,23 @@ pub fn summary_json(
 
 pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> String {
     let mut s = format!(
-        "wiretape: stopped ({why}) after {:.2} s: {} frames seen, {} written ({}), {} dropped\n",
+        "wiretape: stopped ({why}) after {:.2} s: {} frames seen, {} written ({}), {} filtered out, {} dropped\n",
         r.duration.as_secs_f64(),
         thousands(r.seen()),
         thousands(r.written()),
         bytes_h(r.bytes_written()),
+        thousands(r.filtered()),
         thousands(r.drops().total())
     );
-    s += "  queue        seen     written  ring_full fill_empty    other after_count write_err disk_full  file\n";
+    s += "  queue        seen     written    filtered  ring_full fill_empty    other after_count write_err disk_full  file\n";
     for q in &r.queues {
         let d = &q.drops;
         s += &format!(
-            "  {:>5} {:>11} {:>11} {:>10} {:>10} {:>8} {:>11} {:>9} {:>9}  {}\n",
+            "  {:>5} {:>11} {:>11} {:>11} {:>10} {:>10} {:>8} {:>11} {:>9} {:>9}  {}\n",
             q.queue,
             q.seen,
             q.written,
+            q.filtered,
             d.rx_ring_full,
             d.fill_ring_empty,
             d.other,
@@ -305,16 +321,17 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
         );
     }
     if r.identity_holds() {
-        s += "  accounting: seen = written + drops, on every queue\n";
+        s += "  accounting: seen = written + filtered + drops, on every queue (identity holds)\n";
     } else {
         for q in r.queues.iter().filter(|q| !q.identity_holds()) {
             s += &format!(
-                "  WARNING: queue {}: seen {} != written {} + drops {} (unaccounted {}); please report this\n",
+                "  WARNING: queue {}: seen {} != written {} + filtered {} + drops {} (unaccounted {}): the identity does not hold; please report this\n",
                 q.queue,
                 q.seen,
                 q.written,
+                q.filtered,
                 q.drops.total(),
-                q.seen as i128 - (q.written + q.drops.total()) as i128
+                q.seen as i128 - (q.written + q.filtered + q.drops.total()) as i128
             );
         }
     }

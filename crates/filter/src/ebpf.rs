@@ -172,6 +172,11 @@ pub mod eop {
     pub const EXIT: u8 = 0x90;
     pub const JLT: u8 = 0xa0;
     pub const JLE: u8 = 0xb0;
+    pub const CALL: u8 = 0x80;
+    pub const IMM: u8 = 0x00;
+    /// `src_reg` of a 64-bit immediate load (`LD | IMM | DW`, two
+    /// instructions) whose immediate is a map file descriptor.
+    pub const PSEUDO_MAP_FD: u8 = 1;
     /// `XDP_DROP`.
     pub const XDP_DROP: i32 = 1;
     /// `XDP_PASS`.
@@ -248,6 +253,24 @@ impl From<ProgramError> for TranslateError {
 /// data_end in, R0 = the classic return value out (see the module docs).
 pub fn translate(insns: &[Insn]) -> Result<Vec<EbpfInsn>, TranslateError> {
     body(insns, Ret::Exit)
+}
+
+/// Translates a classic program into a body meant to be inlined: R1 = data,
+/// R2 = data_end in; every classic `ret` jumps to just after the body with
+/// R0 = the classic return value (0 = reject), so the caller appends its
+/// own epilogue. R1-R4, R6, R7 and the stack slots R10-64 .. R10-1 are
+/// clobbered; R5, R8 and R9 are not touched.
+pub fn inline_body(insns: &[Insn]) -> Result<Vec<EbpfInsn>, TranslateError> {
+    body(insns, Ret::ToEnd)
+}
+
+/// True if the program reads the frame length (`len`, `less`, `greater`):
+/// its translation subtracts packet pointers, which the verifier allows
+/// only to a loader with CAP_PERFMON (see the module docs).
+pub fn uses_len(insns: &[Insn]) -> bool {
+    insns
+        .iter()
+        .any(|i| matches!(i.code & 0x07, op::LD | op::LDX) && i.code & 0xe0 == op::LEN)
 }
 
 /// A complete XDP program running the classic program: `XDP_PASS` if it
@@ -610,6 +633,129 @@ fn len(e: &mut Emitter, dst: u8) {
     e.emit(EbpfInsn::new(ALU64 | MOV | X, dst, R_END, 0, 0));
     e.emit(EbpfInsn::new(ALU64 | SUB | X, dst, R_DATA, 0, 0));
     e.emit(EbpfInsn::new(ALU | MOV | X, dst, dst, 0, 0));
+}
+
+/// A readable listing of an eBPF program, one instruction per line, in the
+/// style of the kernel's verifier log (`r4 = r1`, `if r4 > r2 goto +7 <12>`,
+/// `r6 = *(u16 *)(r1 +12)`). `map_name` names the map of a map-fd load
+/// (`r1 = map[xsks] ll`); None prints the fd. A 64-bit immediate load takes
+/// two instructions: the second is listed as `(second half)`.
+pub fn listing(insns: &[EbpfInsn], map_name: &dyn Fn(i32) -> Option<String>) -> String {
+    let mut s = String::new();
+    let mut pc = 0;
+    while pc < insns.len() {
+        let (text, width) = insn_text(insns, pc, map_name);
+        s.push_str(&format!("{pc:4}: {text}\n"));
+        if width == 2 {
+            s.push_str(&format!("{:4}: (second half)\n", pc + 1));
+        }
+        pc += width;
+    }
+    s
+}
+
+fn insn_text(
+    insns: &[EbpfInsn],
+    pc: usize,
+    map_name: &dyn Fn(i32) -> Option<String>,
+) -> (String, usize) {
+    let i = insns[pc];
+    let (dst, src) = (i.dst(), i.src());
+    let class = i.code & 0x07;
+    let size = match i.code & 0x18 {
+        W => "u32",
+        H => "u16",
+        B => "u8",
+        _ => "u64",
+    };
+    let mem = |reg: u8, off: i16| format!("*({size} *)(r{reg} {off:+})");
+    let alu_name = |o: u8| match o {
+        ADD => "+=",
+        SUB => "-=",
+        MUL => "*=",
+        DIV => "/=",
+        OR => "|=",
+        AND => "&=",
+        LSH => "<<=",
+        RSH => ">>=",
+        MOD => "%=",
+        XOR => "^=",
+        MOV => "=",
+        _ => "?=",
+    };
+    let text = match class {
+        LD if i.code == LD | IMM | DW => {
+            let hi = insns.get(pc + 1).map(|n| n.imm).unwrap_or(0);
+            let t = if src == PSEUDO_MAP_FD {
+                match map_name(i.imm) {
+                    Some(n) => format!("r{dst} = map[{n}] ll"),
+                    None => format!("r{dst} = map[fd {}] ll", i.imm),
+                }
+            } else {
+                let v = (u64::from(hi as u32) << 32) | u64::from(i.imm as u32);
+                format!("r{dst} = {v:#x} ll")
+            };
+            return (t, 2);
+        }
+        LDX => format!("r{dst} = {}", mem(src, i.off)),
+        ST => format!("{} = {}", mem(dst, i.off), i.imm),
+        STX => format!("{} = r{src}", mem(dst, i.off)),
+        ALU | ALU64 => {
+            let r = if class == ALU64 { "r" } else { "w" };
+            let o = i.code & 0xf0;
+            if o == NEG {
+                format!("{r}{dst} = -{r}{dst}")
+            } else if o == END {
+                format!("{r}{dst} = be{} {r}{dst}", i.imm)
+            } else if i.code & X != 0 {
+                format!("{r}{dst} {} {r}{src}", alu_name(o))
+            } else {
+                format!("{r}{dst} {} {}", alu_name(o), i.imm)
+            }
+        }
+        JMP | JMP32 => {
+            let o = i.code & 0xf0;
+            let target = pc as i64 + 1 + i64::from(i.off);
+            match o {
+                EXIT => "exit".to_string(),
+                CALL => format!("call {}", helper_name(i.imm)),
+                JA => format!("goto {:+} <{target}>", i.off),
+                _ => {
+                    let cmp = match o {
+                        JEQ => "==",
+                        JGT => ">",
+                        JGE => ">=",
+                        JSET => "&",
+                        JNE => "!=",
+                        JLT => "<",
+                        JLE => "<=",
+                        _ => "?",
+                    };
+                    let r = if class == JMP32 { "w" } else { "r" };
+                    let rhs = if i.code & X != 0 {
+                        format!("{r}{src}")
+                    } else {
+                        format!("{:#x}", i.imm)
+                    };
+                    format!("if {r}{dst} {cmp} {rhs} goto {:+} <{target}>", i.off)
+                }
+            }
+        }
+        _ => format!(
+            "(code {:#04x} dst r{dst} src r{src} off {} imm {})",
+            i.code, i.off, i.imm
+        ),
+    };
+    (text, 1)
+}
+
+fn helper_name(id: i32) -> String {
+    match id {
+        1 => "bpf_map_lookup_elem#1".into(),
+        12 => "bpf_tail_call#12".into(),
+        51 => "bpf_redirect_map#51".into(),
+        n => format!("#{n}"),
+    }
 }
 
 #[cfg(test)]

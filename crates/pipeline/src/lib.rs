@@ -9,7 +9,13 @@
 //!    frames back to the engine, within the `-c COUNT` budget;
 //! 3. [`record`] runs it all (nested [`RecordConfig`]: input, timestamps,
 //!    stage, storage), applies retention, reports progress, and at the end
-//!    accounts for every frame ([`RecordReport`]: `seen = written + drops`).
+//!    accounts for every frame ([`RecordReport`]: `seen = written +
+//!    filtered + drops`).
+//!
+//! A capture filter ([`RecordConfig::filter`], a tcpdump expression) is
+//! compiled here with libpcap for the input's link type and handed to the
+//! engine: the AF_XDP engine decides it in the XDP program, the file engine
+//! with the classic evaluator; rejected frames are counted in `filtered`.
 //!
 //! [`replay`] holds the capture-file sources (for `replay` and for the file
 //! engine). Live consumers and the time-travel buffer will live here too.
@@ -34,4 +40,7 @@ pub enum PipelineError {
     /// The output could not be prepared or opened.
     #[error(transparent)]
     Storage(#[from] wiretape_storage::StorageError),
+    /// The capture filter expression is not valid (libpcap's message).
+    #[error(transparent)]
+    Filter(#[from] wiretape_filter::FilterError),
 }

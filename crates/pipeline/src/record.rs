@@ -8,7 +8,7 @@ use crate::PipelineError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use wiretape_capture::{
-    AfXdp, CaptureConfig, Engine, FileConfig, FileEngine, RecordSource, StartInfo,
+    AfXdp, CaptureConfig, CaptureFilter, Engine, FileConfig, FileEngine, RecordSource, StartInfo,
 };
 use wiretape_storage::{StorageConfig, StorageProgress, Store};
 use wiretape_timestamp::{realtime_ns, TsMode};
@@ -35,6 +35,11 @@ pub struct RecordConfig {
     pub storage: StorageConfig,
     /// Stop after this long.
     pub duration: Option<Duration>,
+    /// A capture filter (a tcpdump expression, `man pcap-filter`): only the
+    /// frames it accepts are written, the others are counted in
+    /// `filtered`. Compiled by [`record`] for the input's link type and the
+    /// snap length; it replaces any filter set in the input's config.
+    pub filter: Option<String>,
 }
 
 impl RecordConfig {
@@ -46,6 +51,7 @@ impl RecordConfig {
             stage: StageConfig::default(),
             storage: StorageConfig::new(dir),
             duration: None,
+            filter: None,
         }
     }
 
@@ -57,6 +63,7 @@ impl RecordConfig {
             stage: StageConfig::default(),
             storage: StorageConfig::new(dir),
             duration: None,
+            filter: None,
         }
     }
 
@@ -99,11 +106,38 @@ pub fn record(
     stop: &AtomicBool,
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<RecordReport, PipelineError> {
+    // A bad expression fails before anything is opened or attached.
+    let compile = |linktype: u32| -> Result<Option<CaptureFilter>, PipelineError> {
+        match &cfg.filter {
+            None => Ok(None),
+            Some(e) => Ok(Some(CaptureFilter::compile(
+                e,
+                linktype,
+                cfg.storage.snaplen,
+            )?)),
+        }
+    };
+    let input = match &cfg.input {
+        Input::Interface(c) => {
+            let mut c = c.clone();
+            if cfg.filter.is_some() {
+                c.filter = compile(wiretape_filter::LINKTYPE_ETHERNET)?;
+            }
+            Input::Interface(c)
+        }
+        Input::File(f) => {
+            let mut f = f.clone();
+            if cfg.filter.is_some() {
+                f.filter = compile(FileSource::open(&f.path)?.linktype())?;
+            }
+            Input::File(f)
+        }
+    };
     let (store, notices) = Store::open(cfg.storage.clone())?;
     for n in notices {
         on_event(Event::Notice(n));
     }
-    match &cfg.input {
+    match &input {
         Input::Interface(c) => {
             let engine = AfXdp::open(c, cfg.ts)?;
             run(engine, realtime_ns(), cfg, &store, stop, &mut on_event)

@@ -1,6 +1,7 @@
 //! The accounting: live snapshots and the final report, per queue and in
 //! total, with the identity every frame must satisfy:
-//! `seen = written + drops (every reason)`.
+//! `seen = written + filtered + drops (every reason)`. Frames the capture
+//! filter rejected are not drops: nobody lost them, they were not wanted.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,8 @@ pub struct QueueSnapshot {
     pub seen_bytes: u64,
     /// Frames taken by the poll thread.
     pub received: u64,
+    /// Seen frames the capture filter rejected.
+    pub filtered: u64,
     /// Frames written.
     pub written: u64,
     /// Their captured bytes.
@@ -46,6 +49,10 @@ impl Snapshot {
     /// Bytes written, all queues.
     pub fn bytes(&self) -> u64 {
         self.queues.iter().map(|q| q.bytes).sum()
+    }
+    /// Frames the capture filter rejected, all queues.
+    pub fn filtered(&self) -> u64 {
+        self.queues.iter().map(|q| q.filtered).sum()
     }
     /// Bytes seen, all queues.
     pub fn seen_bytes(&self) -> u64 {
@@ -112,6 +119,9 @@ pub struct QueueReport {
     pub received: u64,
     /// Frames in the files.
     pub written: u64,
+    /// Seen frames the capture filter rejected (left to the kernel's stack;
+    /// a file's records skipped). Not a drop.
+    pub filtered: u64,
     /// Their captured bytes.
     pub bytes_written: u64,
     /// Frames cut to the snap length.
@@ -129,9 +139,9 @@ pub struct QueueReport {
 }
 
 impl QueueReport {
-    /// seen = written + every drop reason.
+    /// seen = written + filtered + every drop reason.
     pub fn identity_holds(&self) -> bool {
-        self.seen == self.written + self.drops.total()
+        self.seen == self.written + self.filtered + self.drops.total()
     }
 
     /// The writer's first error.
@@ -165,6 +175,10 @@ impl RecordReport {
     /// Bytes written, all queues.
     pub fn bytes_written(&self) -> u64 {
         self.queues.iter().map(|q| q.bytes_written).sum()
+    }
+    /// Frames the capture filter rejected, all queues.
+    pub fn filtered(&self) -> u64 {
+        self.queues.iter().map(|q| q.filtered).sum()
     }
     /// Drops by reason, all queues.
     pub fn drops(&self) -> Drops {

@@ -224,6 +224,7 @@ impl<E: Engine> Running<E> {
                         seen: c.seen,
                         seen_bytes: c.seen_bytes,
                         received: r.shared.received.load(Ordering::Relaxed),
+                        filtered: c.filtered,
                         written: r.shared.written.load(Ordering::Relaxed),
                         bytes: r.shared.bytes.load(Ordering::Relaxed),
                         kernel: c.kernel,
@@ -302,6 +303,7 @@ impl<E: Engine> Running<E> {
                 seen_bytes: c.seen_bytes,
                 received: r.shared.received.load(Ordering::Relaxed),
                 written: sink.frames,
+                filtered: c.filtered,
                 bytes_written: sink.bytes,
                 truncated: sink.truncated,
                 drops: Drops {

@@ -1,0 +1,73 @@
+//! `wiretape filter`: checks a capture filter expression and, with
+//! `--explain`, shows the classic BPF libpcap makes of it (as `tcpdump -d`)
+//! and the eBPF program wiretape loads into the XDP program.
+
+use anyhow::Result;
+use std::path::PathBuf;
+use wiretape::capture::xdpfilter::{explain, tail_program, FilterMaps};
+use wiretape::capture::CaptureFilter;
+use wiretape::filter::LINKTYPE_ETHERNET;
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Exit codes: 0 the expression can be recorded with; 2 a syntax error \
+(libpcap's message); 1 the expression compiles but cannot run in XDP (the instruction is named).\n\n\
+Examples:\n  wiretape filter --explain 'tcp port 80'\n  wiretape filter -F filter.txt"
+)]
+pub struct Args {
+    /// Print the classic BPF (as tcpdump -d) and the eBPF program loaded
+    /// into the XDP program, one instruction per line.
+    #[arg(long)]
+    explain: bool,
+    /// Snap length the expression is compiled for (as record -s).
+    #[arg(short = 's', long, value_name = "SNAPLEN", default_value_t = wiretape::DEFAULT_SNAPLEN)]
+    snaplen: u32,
+    /// Read the expression from FILE (`#` starts a comment).
+    #[arg(short = 'F', value_name = "FILE", conflicts_with = "expression")]
+    filter_file: Option<PathBuf>,
+    /// The expression (man pcap-filter), for Ethernet frames.
+    #[arg(value_name = "FILTER EXPRESSION")]
+    expression: Vec<String>,
+}
+
+/// 2 for a syntax (usage) error, 1 for a program we cannot run.
+pub fn exit_code(e: &wiretape::filter::FilterError) -> i32 {
+    match e {
+        wiretape::filter::FilterError::Program { .. } => 1,
+        _ => 2,
+    }
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let expr = crate::record::filter_expression(&a.expression, a.filter_file.as_deref())?
+        .unwrap_or_default();
+    let f = match CaptureFilter::compile(&expr, LINKTYPE_ETHERNET, a.snaplen) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("wiretape: error: {e}");
+            return Ok(exit_code(&e));
+        }
+    };
+    if a.explain {
+        print!("{}", explain(&f)?);
+        return Ok(0);
+    }
+    let ebpf = tail_program(&f.program, FilterMaps { xsks: 0, qstats: 0 }).map_err(|source| {
+        wiretape::capture::CaptureError::FilterTranslate {
+            expr: f.expr.clone(),
+            source,
+        }
+    })?;
+    println!(
+        "ok: '{}': {} classic BPF instructions, {} eBPF instructions in the XDP program{}",
+        f.expr,
+        f.program.insns().len(),
+        ebpf.len(),
+        if f.needs_perfmon() {
+            "; loading it needs CAP_PERFMON (it reads the frame length)"
+        } else {
+            ""
+        }
+    );
+    Ok(0)
+}
