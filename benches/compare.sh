@@ -2,7 +2,7 @@
 # benches/compare.sh: wiretape beside tcpdump, netsniff-ng, dumpcap and
 # stenotype on the shared rig (../shared/rig), as a table anyone can regenerate.
 #
-#   benches/compare.sh [-r RUNS] [-n N64] [-N N1514] [-s SIZES] [-m MEM] [-b PPS] [-o DIR] [TOOL...]
+#   benches/compare.sh [-r RUNS] [-n N64] [-N N1514] [-s SIZES] [-m MEM] [-b PPS] [-g CONF] [-o DIR] [TOOL...]
 #
 # Each trial is one rig trial (rig/peers.sh: trafgen sends a fixed count from
 # netns pbgen on CPU 0, the tool records pb-cap in netns pbcap on CPU 1, same
@@ -15,21 +15,35 @@
 # -b PPS: the generator at a fixed rate for every tool (same offered load),
 # instead of as fast as it goes (a tool's kernel-side cost slows the sender
 # on veth, so at full speed each tool faces a different load).
-# Defaults: 3 runs, 10M x 64 B and 2M x 1514 B, tools none (generator alone)
-# wiretape tcpdump netsniff-ng dumpcap stenotype. Takes ~5 min per run.
+# -g CONF: the 64 B frames from this trafgen config instead of the rig's
+# (e.g. benches/gen/udp64-10ports.trafgen: ten UDP source ports), run from a
+# private copy of the rig in target/rig.
+# Tools: none (generator alone), wiretape, tcpdump, netsniff-ng, dumpcap,
+# stenotype; and wiretape with a capture filter in its XDP program:
+# wiretape-fall ('udp': keeps every frame), wiretape-f10 ('udp src port
+# 40000': keeps 10 % of the -g benches/gen/udp64-10ports.trafgen frames; its
+# "loss" column is then the 90 % it filtered, by design).
+# Defaults: 3 runs, 10M x 64 B and 2M x 1514 B, tools none wiretape tcpdump
+# netsniff-ng dumpcap stenotype. Takes ~5 min per run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-RUNS=3; N64=10000000; N1514=2000000; SIZES=64,1514; MEM=2G; OUT=$ROOT/target/compare; RATE=""
-while getopts "r:n:N:s:m:o:b:h" o; do
+RUNS=3; N64=10000000; N1514=2000000; SIZES=64,1514; MEM=2G; OUT=$ROOT/target/compare; RATE=""; GEN64=""
+while getopts "r:n:N:s:m:o:b:g:h" o; do
   case $o in
     r) RUNS=$OPTARG ;; n) N64=$OPTARG ;; N) N1514=$OPTARG ;; s) SIZES=$OPTARG ;;
-    m) MEM=$OPTARG ;; o) OUT=$OPTARG ;; b) RATE=$OPTARG ;; *) sed -n '2,22p' "$0"; exit 2 ;;
+    m) MEM=$OPTARG ;; o) OUT=$OPTARG ;; b) RATE=$OPTARG ;; g) GEN64=$(realpath "$OPTARG") ;;
+    *) sed -n '2,31p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND-1))
 TOOLS=("$@"); [ ${#TOOLS[@]} -gt 0 ] || TOOLS=(none wiretape tcpdump netsniff-ng dumpcap stenotype)
 RIG=$(cd "$ROOT/../shared/rig" 2>/dev/null && pwd) || { echo "compare.sh: the rig ../shared/rig is missing" >&2; exit 1; }
+if [ -n "$GEN64" ]; then
+  [ -f "$GEN64" ] || { echo "compare.sh: -g $GEN64: no such trafgen config" >&2; exit 2; }
+  rm -rf "$ROOT/target/rig"; mkdir -p "$ROOT/target"; cp -r "$RIG" "$ROOT/target/rig"
+  RIG=$ROOT/target/rig; cp "$GEN64" "$RIG/gen/udp64.trafgen"; rm -f "$RIG"/tmp/*.pcap
+fi
 [ "$(id -u)" = 0 ] || { echo "compare.sh: run as root (namespaces, XDP, cgroups)" >&2; exit 1; }
 
 # What it needs, installed if missing.
@@ -57,6 +71,8 @@ rm -f "$CSV"; echo "size,tool,run,written_capinfos,counter" > "$COUNTS"
 spec() { # the rig's tool argument
   case $1 in
     wiretape) echo "cmd:wiretape=$W record -i {IF} -w {DIR} -q" ;;
+    wiretape-fall) echo "cmd:wiretape-fall=$W record -i {IF} -w {DIR} -q udp" ;;
+    wiretape-f10) echo "cmd:wiretape-f10=$W record -i {IF} -w {DIR} -q udp src port 40000" ;;
     *) echo "$1" ;;
   esac
 }
@@ -72,7 +88,7 @@ count() { # dir tool -> frames written, by capinfos
   done < <(find "$d" -type f \( -name '*.pcap' -o -name '*.pcapng' \) -print0)
   echo "$n"
 }
-echo "compare.sh: runs=$RUNS sizes=$SIZES n64=$N64 n1514=$N1514 rate=${RATE:-max} memory.max=$MEM tools=${TOOLS[*]}"
+echo "compare.sh: runs=$RUNS sizes=$SIZES n64=$N64 n1514=$N1514 rate=${RATE:-max} memory.max=$MEM gen64=${GEN64:-rig} tools=${TOOLS[*]}"
 IFS=, read -r -a SZ <<<"$SIZES"
 for run in $(seq 1 "$RUNS"); do
   for size in "${SZ[@]}"; do
