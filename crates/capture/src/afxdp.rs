@@ -320,8 +320,8 @@ pub struct AfXdpFrames {
 
 impl FrameStore for AfXdpFrames {
     #[inline(always)]
-    fn frame(&self, d: &Desc) -> &[u8] {
-        self.umem.frame(d)
+    fn frame(&self, d: &Desc) -> (&[u8], u32) {
+        (self.umem.frame(d), d.len())
     }
 
     #[inline]

@@ -172,24 +172,19 @@ impl ArenaReader {
         (at as usize, d.len() as usize)
     }
 
-    /// The bytes of a frame.
+    /// The bytes of a frame and its length on the wire (one check).
     #[inline]
-    pub(crate) fn frame(&self, d: &Desc) -> &[u8] {
+    pub(crate) fn frame(&self, d: &Desc) -> (&[u8], u32) {
         let (at, len) = self.check(d);
-        // SAFETY: the range is inside the buffer (checked) and belongs to
-        // the holder of `d` (module protocol): the filler does not write it
-        // until it is released, which needs `d` by value.
-        unsafe { std::slice::from_raw_parts(self.shared.base().add(at), len) }
-    }
-
-    /// The frame's length on the wire.
-    #[inline]
-    pub(crate) fn wire_len(&self, d: &Desc) -> u32 {
-        let (at, _) = self.check(d);
         let h = at - HEADROOM as usize;
-        // SAFETY: as in `frame`, for the frame's headroom.
-        let b = unsafe { std::slice::from_raw_parts(self.shared.base().add(h), 4) };
-        u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+        // SAFETY: [h, at + len) is inside the buffer (checked: at >= HEADROOM)
+        // and belongs to the holder of `d` (module protocol): the filler does
+        // not write it until it is released, which needs `d` by value.
+        let b = unsafe {
+            std::slice::from_raw_parts(self.shared.base().add(h), len + HEADROOM as usize)
+        };
+        let wire = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+        (&b[HEADROOM as usize..], wire)
     }
 
     /// Gives frames back, oldest first.
@@ -233,8 +228,10 @@ mod tests {
             let back: Vec<Desc> = held
                 .drain(..n)
                 .map(|(k, d)| {
-                    assert!(r.frame(&d).iter().all(|&b| b == k as u8), "frame {k}");
-                    assert_eq!(r.wire_len(&d), d.len() + 4);
+                    let (f, wire) = r.frame(&d);
+                    assert!(f.iter().all(|&b| b == k as u8), "frame {k}");
+                    assert_eq!(f.len() as u32, d.len());
+                    assert_eq!(wire, d.len() + 4);
                     d
                 })
                 .collect();
@@ -267,7 +264,7 @@ mod tests {
         let a = a.unwrap();
         // The skipped frame's bytes were reused by the next one.
         assert_eq!(c.addr() - a.addr(), 112);
-        assert!(r.frame(&c).iter().all(|&b| b == 3));
+        assert!(r.frame(&c).0.iter().all(|&b| b == 3));
         r.release([a, c].into_iter());
     }
 

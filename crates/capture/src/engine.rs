@@ -36,14 +36,11 @@ pub trait RxQueue: Send + 'static {
 
 /// The frame half of one queue (owned by the pipeline's writer thread).
 pub trait FrameStore: Send + 'static {
-    /// The captured bytes of a frame of this queue (panics for a token of
-    /// another queue: that is a bug, never a silent wrong read).
-    fn frame(&self, d: &Desc) -> &[u8];
-    /// The frame's length on the wire (more than its bytes when the source
-    /// cut it, as a capture file's snap length does).
-    fn wire_len(&self, d: &Desc) -> u32 {
-        d.len()
-    }
+    /// The captured bytes of a frame of this queue and its length on the
+    /// wire (more than its bytes when the source cut it, as a capture file's
+    /// snap length does). Panics for a token of another queue: that is a
+    /// bug, never a silent wrong read.
+    fn frame(&self, d: &Desc) -> (&[u8], u32);
     /// Gives frames back to the engine (their bytes are copied).
     fn give_back(&mut self, descs: std::vec::Drain<'_, Desc>);
 }

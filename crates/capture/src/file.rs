@@ -361,13 +361,8 @@ pub struct FileFrames {
 
 impl FrameStore for FileFrames {
     #[inline]
-    fn frame(&self, d: &Desc) -> &[u8] {
+    fn frame(&self, d: &Desc) -> (&[u8], u32) {
         self.reader.frame(d)
-    }
-
-    #[inline]
-    fn wire_len(&self, d: &Desc) -> u32 {
-        self.reader.wire_len(d)
     }
 
     #[inline]

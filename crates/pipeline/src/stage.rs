@@ -372,7 +372,6 @@ fn poll_loop<R: RxQueue>(
                 break;
             } else if idle_rounds < sleeps_before_block {
                 idle_rounds += 1;
-                rx.wait(Duration::ZERO);
                 std::thread::sleep(idle_sleep);
             } else {
                 // Quiet link: the engine wakes us when frames arrive; the
@@ -414,8 +413,8 @@ fn writer_loop<S: FrameSink, F: FrameStore>(
                 let take = ctl.reserve(n);
                 let (mut ok, mut bytes, mut failed) = (0u64, 0u64, false);
                 for d in v.iter().take(take as usize) {
-                    let f = frames.frame(d);
-                    match sink.write(d.ts, f, frames.wire_len(d)) {
+                    let (f, wire) = frames.frame(d);
+                    match sink.write(d.ts, f, wire) {
                         Ok(()) => {
                             ok += 1;
                             bytes += f.len() as u64;
