@@ -96,7 +96,7 @@ impl ArenaFiller {
     ) -> Option<Desc> {
         match self.push_if(len, tai, |b| Some(fill(b))) {
             Pushed::Frame(d) => Some(d),
-            Pushed::Skipped | Pushed::NoRoom => None,
+            Pushed::Skipped | Pushed::NoRoom | Pushed::TooBig => None,
         }
     }
 
@@ -112,7 +112,7 @@ impl ArenaFiller {
         let size = self.shared.buf.len() as u64;
         let need = (HEADROOM + len as u64).div_ceil(ALIGN) * ALIGN;
         if need > size {
-            return Pushed::NoRoom;
+            return Pushed::TooBig;
         }
         // A frame never wraps: skip to the ring's start when it would.
         let off = self.head % size;
@@ -122,14 +122,17 @@ impl ArenaFiller {
             self.head
         };
         let released = self.shared.released.load(Ordering::Acquire);
-        if start + need - released > size {
+        // With nothing live (everything given back) any place is free: a
+        // frame that must skip to the ring's start still fits.
+        if released < self.head && start + need - released > size {
             return Pushed::NoRoom;
         }
         let at = (start % size) as usize;
         // SAFETY: [at, at + need) lies inside the buffer (no wrap, checked
-        // above) and is free: it is above the reader's released mark plus
-        // the ring size, so no token names it (module protocol). The slice
-        // is the only reference to those bytes while it lives.
+        // above) and is free: no token names it, as it lies within one ring
+        // size of the reader's released mark, or nothing is live at all
+        // (module protocol). The slice is the only reference to those bytes
+        // while it lives.
         let dst =
             unsafe { std::slice::from_raw_parts_mut(self.shared.base().add(at), need as usize) };
         let Some(wire) = fill(&mut dst[HEADROOM as usize..HEADROOM as usize + len]) else {
@@ -152,6 +155,8 @@ pub(crate) enum Pushed {
     Skipped,
     /// No room now.
     NoRoom,
+    /// Larger than the whole ring: it can never go in.
+    TooBig,
 }
 
 /// The reading side (one thread).
@@ -187,13 +192,25 @@ impl ArenaReader {
         (&b[HEADROOM as usize..], wire)
     }
 
-    /// Gives frames back, oldest first.
+    /// Gives frames back, in the order they were made (checked exactly:
+    /// each must start where the filler put the next frame after the last
+    /// one given back, so a frame still held can never be overwritten).
     pub(crate) fn release(&mut self, descs: impl Iterator<Item = Desc>) {
+        let size = self.shared.buf.len() as u64;
         for d in descs {
             self.check(&d);
-            let end = (d.addr() + d.len() as u64).div_ceil(ALIGN) * ALIGN;
-            assert!(end > self.released, "frames given back out of order");
-            self.released = end;
+            let start = d.addr() - HEADROOM;
+            let need = (HEADROOM + d.len() as u64).div_ceil(ALIGN) * ALIGN;
+            // Where the filler put it: right after the last frame, or at
+            // the ring's start when it would not fit before the end.
+            let off = self.released % size;
+            let expected = if off + need > size {
+                self.released + (size - off)
+            } else {
+                self.released
+            };
+            assert_eq!(start, expected, "frames given back out of order");
+            self.released = start + need;
         }
         self.shared.released.store(self.released, Ordering::Release);
     }
@@ -266,6 +283,35 @@ mod tests {
         assert_eq!(c.addr() - a.addr(), 112);
         assert!(r.frame(&c).0.iter().all(|&b| b == 3));
         r.release([a, c].into_iter());
+    }
+
+    #[test]
+    #[should_panic(expected = "out of order")]
+    fn giving_back_a_later_frame_first_is_refused() {
+        let (mut f, mut r) = arena(64 << 10);
+        let a = f.push(100, 0, |_| 100).unwrap();
+        let b = f.push(100, 0, |_| 100).unwrap();
+        r.release([b].into_iter());
+        let _still_held = a;
+    }
+
+    #[test]
+    fn an_empty_ring_takes_any_frame_that_fits_it() {
+        let (mut f, mut r) = arena(64 << 10);
+        // Move the head to the middle, give everything back.
+        let d = f.push(30_000, 0, |_| 30_000).unwrap();
+        r.release([d].into_iter());
+        // 40 KB no longer fits before the end: it goes at the start.
+        let d = f.push(40_000, 0, |b| {
+            b.fill(9);
+            40_000
+        });
+        let d = d.expect("an empty ring takes it");
+        assert!(r.frame(&d).0.iter().all(|&b| b == 9));
+        assert!(f.push(40_000, 0, |_| 1).is_none(), "now it is full");
+        r.release([d].into_iter());
+        assert!(f.push(40_000, 0, |_| 1).is_some());
+        assert!(matches!(f.push_if(70_000, 0, |_| Some(1)), Pushed::TooBig));
     }
 
     #[test]

@@ -41,7 +41,9 @@ pub trait FrameStore: Send + 'static {
     /// snap length does). Panics for a token of another queue: that is a
     /// bug, never a silent wrong read.
     fn frame(&self, d: &Desc) -> (&[u8], u32);
-    /// Gives frames back to the engine (their bytes are copied).
+    /// Gives frames back to the engine (their bytes are copied), in the
+    /// order they were taken: an engine may rely on it (the file engine
+    /// checks it and panics otherwise).
     fn give_back(&mut self, descs: std::vec::Drain<'_, Desc>);
 }
 

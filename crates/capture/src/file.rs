@@ -106,6 +106,8 @@ struct Counters {
     seen: AtomicU64,
     bytes: AtomicU64,
     filtered: AtomicU64,
+    /// Records larger than the whole ring (never fed).
+    too_big: AtomicU64,
 }
 
 /// The file engine (one queue, number 0).
@@ -220,6 +222,7 @@ impl Engine for FileEngine {
             seen: self.counters.seen.load(Ordering::Relaxed),
             seen_bytes: self.counters.bytes.load(Ordering::Relaxed),
             filtered: self.counters.filtered.load(Ordering::Relaxed),
+            other: self.counters.too_big.load(Ordering::Relaxed),
             ..Default::default()
         }
     }
@@ -318,6 +321,12 @@ impl RxQueue for FileRx {
                     self.pending = Some((h, due));
                     self.full = true;
                     break;
+                }
+                Pushed::TooBig => {
+                    // Seen, and dropped for good (drops.other): the ring is
+                    // smaller than this one record.
+                    self.counters.seen.fetch_add(1, Ordering::Relaxed);
+                    self.counters.too_big.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }

@@ -7,7 +7,7 @@
 use crate::report::{Drops, QueueReport, QueueSnapshot, Snapshot};
 use crate::PipelineError;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -84,6 +84,8 @@ pub enum StopReason {
 
 /// Flags shared by all threads of a run.
 struct Control {
+    /// A `-c COUNT` budget applies (else nothing is reserved per batch).
+    limited: bool,
     /// Frames still allowed by -c (u64::MAX without a limit).
     remaining: AtomicU64,
     count_reached: AtomicBool,
@@ -121,6 +123,8 @@ struct QueueRun {
     shared: Arc<QueueShared>,
     poll: Option<JoinHandle<StampStats>>,
     stamps: StampStats,
+    /// The poll thread ended in a panic (its message is on stderr).
+    poll_panicked: bool,
     writer: Option<JoinHandle<(WriterReport, u64)>>,
 }
 
@@ -147,6 +151,7 @@ impl<E: Engine> Running<E> {
         F: FnMut(u32) -> Result<S, StorageError>,
     {
         let ctl = Arc::new(Control {
+            limited: cfg.count.is_some(),
             remaining: AtomicU64::new(cfg.count.unwrap_or(u64::MAX)),
             count_reached: AtomicBool::new(false),
             sink_failed: AtomicBool::new(false),
@@ -154,16 +159,33 @@ impl<E: Engine> Running<E> {
         let parts = engine.take_queues();
         let mut sinks = Vec::with_capacity(parts.len());
         for p in &parts {
-            sinks.push(make_sink(p.queue)?);
+            match make_sink(p.queue) {
+                Ok(s) => sinks.push(s),
+                Err(e) => {
+                    // The files already opened are finished, not left torn.
+                    for s in sinks {
+                        s.close();
+                    }
+                    return Err(e.into());
+                }
+            }
         }
-        let mut runs = Vec::new();
+        // From here the run owns the engine: on an error below, dropping it
+        // ends the engine's input first, then joins the threads started.
+        let mut run = Running {
+            engine,
+            queues: Vec::new(),
+            ctl: ctl.clone(),
+            started: Instant::now(),
+        };
         for (p, sink) in parts.into_iter().zip(sinks) {
             let q = p.queue;
             let shared = Arc::new(QueueShared::default());
-            // Capacity above any number of batches in flight: a send never
-            // blocks (each batch holds at least one of the engine's frames).
-            let (tx, rx) = mpsc::sync_channel::<Vec<Desc>>(1 << 16);
-            let (free_tx, free_rx) = mpsc::sync_channel::<Vec<Desc>>(1 << 16);
+            // Unbounded, allocated as used: what is in flight is bounded by
+            // the engine's frames (each batch holds at least one), so a
+            // send never blocks.
+            let (tx, rx) = mpsc::channel::<Vec<Desc>>();
+            let (free_tx, free_rx) = mpsc::channel::<Vec<Desc>>();
             let poll = {
                 let (shared, rxq, stamper, cpu) = (shared.clone(), p.rx, p.stamper, p.cpu);
                 let (batch, idle) = (cfg.batch.max(1), cfg.idle_sleep);
@@ -190,20 +212,17 @@ impl<E: Engine> Running<E> {
                         PipelineError::Capture(wiretape_capture::CaptureError::Thread(e))
                     })?
             };
-            runs.push(QueueRun {
+            run.queues.push(QueueRun {
                 queue: q,
                 shared,
                 poll: Some(poll),
                 stamps: StampStats::default(),
+                poll_panicked: false,
                 writer: Some(writer),
             });
         }
-        Ok(Running {
-            engine,
-            queues: runs,
-            ctl,
-            started: Instant::now(),
-        })
+        run.started = Instant::now();
+        Ok(run)
     }
 
     /// How the engine came up.
@@ -275,7 +294,10 @@ impl<E: Engine> Running<E> {
         engine.stop();
         for r in &mut queues {
             if let Some(h) = r.poll.take() {
-                r.stamps = h.join().unwrap_or_default();
+                match h.join() {
+                    Ok(s) => r.stamps = s,
+                    Err(_) => r.poll_panicked = true,
+                }
             }
         }
         let duration = started.elapsed();
@@ -296,6 +318,12 @@ impl<E: Engine> Running<E> {
                             0,
                         )
                     });
+            let mut sink = sink;
+            if r.poll_panicked && sink.error.is_none() {
+                sink.error = Some(Arc::new(StorageError::Internal(
+                    "the poll thread panicked (frames it had taken are not accounted for)",
+                )));
+            }
             let c = engine.counters(r.queue);
             reports.push(QueueReport {
                 queue: r.queue,
@@ -348,7 +376,7 @@ fn pin(what: &str, cpu: Option<usize>) {
 
 fn poll_loop<R: RxQueue>(
     mut rx: R,
-    tx: SyncSender<Vec<Desc>>,
+    tx: Sender<Vec<Desc>>,
     free: Receiver<Vec<Desc>>,
     shared: &QueueShared,
     mut stamper: Option<Stamper<AutoClock>>,
@@ -399,7 +427,7 @@ fn writer_loop<S: FrameSink, F: FrameStore>(
     mut sink: S,
     mut frames: F,
     rx: Receiver<Vec<Desc>>,
-    free: SyncSender<Vec<Desc>>,
+    free: Sender<Vec<Desc>>,
     shared: &QueueShared,
     ctl: &Control,
 ) -> (WriterReport, u64) {
@@ -410,7 +438,7 @@ fn writer_loop<S: FrameSink, F: FrameStore>(
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(mut v) => {
                 let n = v.len() as u64;
-                let take = ctl.reserve(n);
+                let take = if ctl.limited { ctl.reserve(n) } else { n };
                 let (mut ok, mut bytes, mut failed) = (0u64, 0u64, false);
                 for d in v.iter().take(take as usize) {
                     let (f, wire) = frames.frame(d);
@@ -428,7 +456,7 @@ fn writer_loop<S: FrameSink, F: FrameStore>(
                 after_count += n - take;
                 // The frames are copied: they go back to the engine.
                 frames.give_back(v.drain(..));
-                let _ = free.try_send(v);
+                let _ = free.send(v);
                 shared.written.fetch_add(ok, Ordering::Relaxed);
                 shared.bytes.fetch_add(bytes, Ordering::Relaxed);
                 let now = monotonic_ns();

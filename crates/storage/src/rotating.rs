@@ -241,6 +241,8 @@ impl Store {
             gauge,
             writer: None,
             file_start_ns: start_ns,
+            name_ns: start_ns,
+            rotate_failed: None,
             done: WriterReport::default(),
             flush_every_ns: self.cfg.flush_interval.as_nanos() as u64,
             last_flush_ns: monotonic_ns(),
@@ -346,6 +348,11 @@ pub struct RotatingWriter {
     writer: Option<PcapWriter<AnySink>>,
     /// Stamp of the current file's first frame.
     file_start_ns: u64,
+    /// The time in the current file's name (the next name is later still,
+    /// even when stamps go backwards, so names always sort by time).
+    name_ns: u64,
+    /// A rotation failed: the writer is done (no retry per frame).
+    rotate_failed: Option<Arc<StorageError>>,
     /// Files already closed.
     done: WriterReport,
     flush_every_ns: u64,
@@ -378,8 +385,11 @@ impl RotatingWriter {
         prepared: Option<PreparedSink>,
     ) -> Result<PcapWriter<AnySink>, StorageError> {
         let c = &self.cfg;
-        let mut sink = match prepared {
-            Some(p) => p.open(path)?,
+        // Registered before it exists: retention, listing the directory on
+        // the control thread meanwhile, must never see it as a closed file.
+        self.retention.opened(path);
+        let sink = match prepared {
+            Some(p) => p.open(path),
             None => AnySink::create(
                 path,
                 c.io,
@@ -387,9 +397,9 @@ impl RotatingWriter {
                 c.block_size,
                 c.buffers,
                 Some(self.budget.clone()),
-            )?,
+            ),
         };
-        self.retention.opened(path);
+        let mut sink = sink.inspect_err(|_| self.retention.closed(path))?;
         if c.on_full_rotate {
             let r = self.retention.clone();
             sink.set_make_room(Some(Arc::new(move |p: &Path| r.make_room(p))));
@@ -450,7 +460,8 @@ impl RotatingWriter {
     fn rotate(&mut self, ts_ns: u64) -> Result<(), StorageError> {
         // Names sort by time: the new file's first frame, and never a name
         // at or before the current file's.
-        let path = self.path_for(ts_ns.max(self.file_start_ns + 1));
+        let name_ns = ts_ns.max(self.name_ns + 1);
+        let path = self.path_for(name_ns);
         let prepared = match self.next.take() {
             Some(h) if h.is_finished() => h.join().ok().and_then(Result::ok),
             other => {
@@ -459,6 +470,7 @@ impl RotatingWriter {
             }
         };
         let new = self.open(&path, prepared)?;
+        self.name_ns = name_ns;
         let old = self.writer.replace(new).expect("a file is open");
         self.prepare_next();
         // The old file is finished (last block, wait, exact length, fsync)
@@ -467,11 +479,20 @@ impl RotatingWriter {
         // at 5 Gbit/s lost 37 % of the frames when closing inline, 0 % now).
         self.retention.closing(old.path());
         let ret = self.retention.clone();
-        let h = std::thread::Builder::new()
+        let (tx, rx) = std::sync::mpsc::channel::<PcapWriter<AnySink>>();
+        match std::thread::Builder::new()
             .name("wt-close".into())
-            .spawn(move || close_file(old, &ret))
-            .map_err(|e| StorageError::Write { path, source: e })?;
-        self.closing.push(h);
+            .spawn(move || match rx.recv() {
+                Ok(old) => close_file(old, &ret),
+                Err(_) => WriterReport::default(),
+            }) {
+            Ok(h) => {
+                let _ = tx.send(old);
+                self.closing.push(h);
+            }
+            // No thread to be had: finish it here rather than lose it.
+            Err(_) => self.done.merge(close_file(old, &self.retention)),
+        }
         self.last_blocks = 0;
         self.last_flush_ns = monotonic_ns();
         // Retention is applied by the recording's control loop (4 times a
@@ -497,14 +518,25 @@ impl RotatingWriter {
         frame: &[u8],
         wire_len: u32,
     ) -> Result<(), Arc<StorageError>> {
+        if let Some(e) = &self.rotate_failed {
+            if matches!(**e, StorageError::DiskFull { .. }) {
+                self.done.disk_full += 1;
+            } else {
+                self.done.lost += 1;
+            }
+            return Err(e.clone());
+        }
         if self.needs_rotation(ts_ns, frame.len()) {
             if let Err(e) = self.rotate(ts_ns) {
-                if matches!(e, StorageError::DiskFull { .. }) {
+                let full = matches!(e, StorageError::DiskFull { .. });
+                let e = self.keep_error(e);
+                self.rotate_failed = Some(e.clone());
+                if full {
                     self.done.disk_full += 1;
                 } else {
                     self.done.lost += 1;
                 }
-                return Err(self.keep_error(e));
+                return Err(e);
             }
         }
         let w = self.current_mut();

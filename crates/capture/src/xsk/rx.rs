@@ -36,13 +36,20 @@ impl RxRing {
             );
             // SAFETY: addr-16..addr lies inside the frame's headroom (addr >= 16,
             // in the UMEM), which the kernel filled before publishing; the frame
-            // is ours from here on (module invariant).
+            // is ours from here on (module invariant), so we may also clear it:
+            // when the XDP program could not reserve metadata for a frame
+            // (meta_fail), the kernel copies none and these bytes would still
+            // hold an earlier frame's stamps. Cleared, they read 0 ("no stamp":
+            // the poll thread's clock stamps it instead).
             let (hw, tai) = unsafe {
                 let m = base.add((addr - META_LEN) as usize).cast::<u64>();
-                (
+                let v = (
                     std::ptr::read_unaligned(m),
                     std::ptr::read_unaligned(m.add(1)),
-                )
+                );
+                std::ptr::write_unaligned(m, 0);
+                std::ptr::write_unaligned(m.add(1), 0);
+                v
             };
             // SAFETY: `owner` is this UMEM's id; [addr, addr+len) was checked
             // to lie inside it, and the kernel handed the frame to us.
@@ -218,6 +225,14 @@ mod tests {
         assert_eq!((d.hw(), d.xdp_tai(), d.ts), (7, 9, 0));
         assert_eq!(umem.frame(d), b"hello");
         assert_eq!(rx.take(64, &mut out), 0);
+        // The metadata was cleared: a later frame in this UMEM frame whose
+        // metadata the kernel could not write reads "no stamp", not these.
+        let (base, _) = umem.area();
+        // SAFETY: the 16 bytes before the frame lie inside the UMEM; the test
+        // owns the frame and nothing else reads it now.
+        let m =
+            unsafe { std::slice::from_raw_parts(base.add((2048 + 256 - META_LEN) as usize), 16) };
+        assert!(m.iter().all(|&b| b == 0));
     }
 
     #[test]
