@@ -9,6 +9,16 @@
 //! [`FileSink`] (buffered `write(2)`: where the filesystem refuses O_DIRECT);
 //! [`AnySink`] chooses. [`repair`] trims torn tails.
 //!
+//! Reading: one record walker ([`walk`]) under the [`PcapReader`],
+//! [`repair`] and the index rebuild ([`index`]); [`extract`] plans a time
+//! query over directories and files (names, series, `.idx` blocks) and
+//! merges their records in timestamp order (`wiretape extract`). It takes
+//! the frame filter as a plain predicate (`FnMut(&[u8], u32) -> bool`), so
+//! this crate stays free of libpcap: the command compiles the expression
+//! with `wiretape-filter` and passes `Program::matches`. A writer holds an
+//! advisory lock on each file while it writes it ([`is_being_written`]), so
+//! readers tell writes in flight from damage.
+//!
 //! Usable on its own, e.g. by other capture tools.
 
 mod aligned;
