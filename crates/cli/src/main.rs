@@ -5,6 +5,7 @@
 #![recursion_limit = "256"]
 
 mod demo;
+mod extract;
 mod filter;
 mod info;
 mod record;
@@ -26,6 +27,7 @@ wiretape record -i eth0 -w /data               # record until Ctrl-C\n  \
 wiretape record -i eth0 -w /data -c 1000000 --summary-json sum.json\n  \
 wiretape record -i eth0 -w /data tcp port 443   # only what the filter accepts (tcpdump's language)\n  \
 wiretape info /data/*.pcap                     # what a file holds; exits 1 if it is corrupt\n  \
+wiretape extract /data --from -5m -w - tcp port 53 | tshark -r -   # a window of the store, merged\n  \
 wiretape replay /data/x.pcap -i eth1 --speed max  # send it again\n  \
 wiretape gen -i eth1 --size 64 --count 1000000   # numbered, timed test frames"
 )]
@@ -45,6 +47,9 @@ enum Cmd {
     /// Self-contained demonstration: veth pair in a private network namespace,
     /// known frames sent, recorded, checked byte for byte, everything removed.
     Demo(demo::Args),
+    /// Frames of a time window (and a filter) from directories and files of
+    /// captures, merged in timestamp order into one pcap/pcapng file or stdout.
+    Extract(extract::Args),
     /// Trim torn tails (after a crash or a full disk) off capture files.
     Repair(repair::Args),
     /// Send a capture file (pcap or pcapng) on an interface: at its own pace,
@@ -63,8 +68,8 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
-    if matches!(cli.cmd, Cmd::Info(_)) {
-        // `info | head` ends quietly. Not for record: a closed log pipe
+    if matches!(cli.cmd, Cmd::Info(_) | Cmd::Extract(_)) {
+        // `info | head`, `extract -w - | head` end quietly. Not for record: a closed log pipe
         // must never kill a recording (its files would not be finished).
         default_sigpipe();
     }
@@ -75,6 +80,7 @@ fn main() {
         Cmd::Tsbench(a) => tsbench::run(a),
         Cmd::Filter(a) => filter::run(a),
         Cmd::Repair(a) => repair::run(a),
+        Cmd::Extract(a) => extract::run(a),
         Cmd::Replay(a) => send::replay(a),
         Cmd::Gen(a) => send::gen(a),
     };

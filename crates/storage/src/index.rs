@@ -1,6 +1,7 @@
 //! The sidecar index (`<capture>.idx`): one entry per block of records the
 //! writer handed to the disk, so that a reader finds a time range without
-//! scanning the file (`wiretape info` reads it; extraction by time will).
+//! scanning the file (`wiretape info` reads it; [`crate::extract`] picks blocks
+//! by it).
 //!
 //! Layout, little-endian: a 16-byte header (`WTIDX\x01\0\0`, entry size u32
 //! = 32, reserved u32), then entries of 32 bytes: offset of the first record

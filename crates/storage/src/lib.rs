@@ -9,10 +9,21 @@
 //! [`FileSink`] (buffered `write(2)`: where the filesystem refuses O_DIRECT);
 //! [`AnySink`] chooses. [`repair`] trims torn tails.
 //!
+//! Reading: one record walker ([`walk`]) under the [`PcapReader`],
+//! [`repair`] and the index rebuild ([`index`]); [`extract`] plans a time
+//! query over directories and files (names, series, `.idx` blocks) and
+//! merges their records in timestamp order (`wiretape extract`). It takes
+//! the frame filter as a plain predicate (`FnMut(&[u8], u32) -> bool`), so
+//! this crate stays free of libpcap: the command compiles the expression
+//! with `wiretape-filter` and passes `Program::matches`. A writer holds an
+//! advisory lock on each file while it writes it ([`is_being_written`]), so
+//! readers tell writes in flight from damage.
+//!
 //! Usable on its own, e.g. by other capture tools.
 
 mod aligned;
 pub mod block;
+pub mod extract;
 pub mod index;
 pub mod naming;
 pub mod pcap;
@@ -34,7 +45,9 @@ pub use rotating::{
     prepare_dir, repair_dir, Gauge, RotatingWriter, StorageConfig, StorageProgress, Store,
     WriterReport, DEFAULT_SNAPLEN,
 };
-pub use sink::{AnySink, Block, BlockSink, FileSink, IoMode, MakeRoom, PreparedSink, SinkStats};
+pub use sink::{
+    AnySink, Block, BlockSink, FileSink, IoMode, MakeRoom, PreparedSink, SinkStats, WriteSink,
+};
 pub use writer::{PcapWriter, WriterStats};
 
 use std::path::PathBuf;
@@ -175,7 +188,7 @@ pub(crate) fn create_new(
     flags: i32,
 ) -> Result<std::fs::File, StorageError> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    let f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .custom_flags(flags | libc::O_CLOEXEC)
@@ -183,5 +196,29 @@ pub(crate) fn create_new(
         .map_err(|source| StorageError::Create {
             path: path.to_owned(),
             source,
-        })
+        })?;
+    // While it is open, the file is being written: readers (extract) see the
+    // lock and take a torn or zero tail for writes in flight, not damage.
+    // Advisory, released when the descriptor closes (also on a crash);
+    // where a filesystem has no locks, readers simply cannot tell.
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor we own and keep open; no memory involved.
+    let _ = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    Ok(f)
+}
+
+/// Whether a writer (wiretape's, while it has the file open) holds the
+/// file: it is being written, and its end may be a write in flight. Tested
+/// with a non-blocking shared `flock`, released at once.
+pub fn is_being_written(file: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: flock on a descriptor the caller keeps open; no memory involved.
+    let rc = unsafe { libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) };
+    if rc == 0 {
+        // SAFETY: as above; releases the lock just taken.
+        unsafe { libc::flock(fd, libc::LOCK_UN) };
+        return false;
+    }
+    std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }

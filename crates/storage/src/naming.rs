@@ -63,6 +63,93 @@ pub fn parse<'a>(name: &'a str, prefix: &str) -> Option<Name<'a>> {
     })
 }
 
+/// One of our file names, whatever its prefix: what [`parse_any`] finds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnyName<'a> {
+    /// `<prefix>-<iface>-q<N>`: the files of one queue of one recorder
+    /// (rotated files and later runs share it). Prefix and interface are
+    /// not told apart (either may hold a '-').
+    pub series: &'a str,
+    /// The RX queue.
+    pub queue: u32,
+    /// The UTC start, `YYYYMMDDTHHMMSS.nnnnnnnnnZ`: the stamp of the file's
+    /// first frame.
+    pub start: &'a str,
+    /// `pcap` or `pcapng`.
+    pub extension: &'a str,
+}
+
+impl AnyName<'_> {
+    /// The start as UTC ns since the epoch (the first frame's stamp,
+    /// before a µs file cut it to its microsecond).
+    pub fn start_ns(&self) -> Option<u64> {
+        compact_ns(self.start)
+    }
+}
+
+/// Is `name` named like wiretape's files (`<prefix>-<iface>-q<N>-<UTC>.pcap[ng]`,
+/// any non-empty prefix)? Its parts, if so. What `extract` reads in a directory.
+pub fn parse_any(name: &str) -> Option<AnyName<'_>> {
+    let (rest, extension) = if let Some(r) = name.strip_suffix(".pcap") {
+        (r, "pcap")
+    } else {
+        (name.strip_suffix(".pcapng")?, "pcapng")
+    };
+    let (series, ts) = rest.rsplit_once('-')?;
+    let (head, q) = series.rsplit_once('-')?;
+    let (prefix, ifname) = head.split_once('-')?;
+    if prefix.is_empty() || ifname.is_empty() {
+        return None;
+    }
+    let parsed = parse(name, prefix)?;
+    (parsed.start == ts).then_some(AnyName {
+        series,
+        queue: q[1..].parse().ok()?,
+        start: ts,
+        extension,
+    })
+}
+
+/// `YYYYMMDDTHHMMSS.nnnnnnnnnZ` (as [`parse`] checks it) to UTC ns.
+fn compact_ns(ts: &str) -> Option<u64> {
+    let b = ts.get(..26)?;
+    let rfc = format!(
+        "{}-{}-{}T{}:{}:{}{}",
+        &b[0..4],
+        &b[4..6],
+        &b[6..8],
+        &b[9..11],
+        &b[11..13],
+        &b[13..15],
+        &b[15..26]
+    );
+    wiretape_timestamp::parse_time(&rfc, 0).ok()
+}
+
+/// Files named like ours ([`parse_any`]: any prefix, or only `prefix`'s
+/// when given) in `dir`, regular files only, oldest first (by the start in
+/// the name, then the path). Err: `dir` cannot be read.
+pub fn list_any(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> {
+    let mut v: Vec<(String, PathBuf)> = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        let start = match prefix {
+            Some(p) => parse(&name, p).map(|n| n.start.to_string()),
+            None => parse_any(&name).map(|n| n.start.to_string()),
+        };
+        let Some(start) = start else { continue };
+        // Follows symlinks: a link to a capture is read like the capture.
+        if std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()) {
+            v.push((start, e.path()));
+        }
+    }
+    v.sort();
+    Ok(v.into_iter().map(|(_, p)| p).collect())
+}
+
 /// The sidecar index of a capture file: `<file>.idx`.
 pub fn index_path(capture: &Path) -> PathBuf {
     let mut p = capture.as_os_str().to_owned();
@@ -130,6 +217,31 @@ mod tests {
             index_path(Path::new("/d/x.pcap")),
             PathBuf::from("/d/x.pcap.idx")
         );
+    }
+
+    #[test]
+    fn any_prefix() {
+        let ts = "20251122T101010.123456789Z";
+        let name = format!("my-pre-fix-eth-0-q3-{ts}.pcapng");
+        let n = parse_any(&name).unwrap();
+        assert_eq!(
+            (n.series, n.queue, n.start, n.extension),
+            ("my-pre-fix-eth-0-q3", 3, ts, "pcapng")
+        );
+        assert_eq!(n.start_ns(), Some(1_763_806_210_123_456_789));
+        let name = format!("trace-file-q0-{ts}.pcap");
+        let n = parse_any(&name).unwrap();
+        assert_eq!((n.series, n.queue), ("trace-file-q0", 0));
+        for bad in [
+            format!("eth0-q0-{ts}.pcap"),
+            format!("-eth0-q0-{ts}.pcap"),
+            format!("wt-eth0-q-{ts}.pcap"),
+            format!("wt-eth0-q0-{ts}.pcap.idx"),
+            "wt-eth0-q0-20261122T101010Z.pcap".into(),
+            "trace.pcap".into(),
+        ] {
+            assert_eq!(parse_any(&bad), None, "{bad}");
+        }
     }
 
     #[test]

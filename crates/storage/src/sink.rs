@@ -347,6 +347,74 @@ impl BlockSink for FileSink {
     }
 }
 
+/// Blocks written to any [`Write`]: stdout, a pipe, a file opened by the
+/// caller (what `extract` writes its output through). `finish` flushes the
+/// writer; it does not sync or close it.
+pub struct WriteSink<W: Write + Send> {
+    out: W,
+    /// What the output is called in errors (`-` for stdout).
+    name: PathBuf,
+    bytes: u64,
+    block_size: usize,
+    spare: Option<Block>,
+}
+
+impl<W: Write + Send> WriteSink<W> {
+    /// Writes to `out`, named `name` in errors, in blocks of `block_size`.
+    pub fn new(out: W, name: impl Into<PathBuf>, block_size: usize) -> Self {
+        WriteSink {
+            out,
+            name: name.into(),
+            bytes: 0,
+            block_size,
+            spare: None,
+        }
+    }
+}
+
+impl<W: Write + Send> BlockSink for WriteSink<W> {
+    fn submit(&mut self, mut block: Block) -> Result<Block, StorageError> {
+        self.out
+            .write_all(block.data())
+            .map_err(|e| StorageError::from_write(&self.name, e))?;
+        self.bytes += block.len() as u64;
+        block.clear();
+        Ok(block)
+    }
+
+    fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+        let b = self.submit(block)?;
+        self.out
+            .flush()
+            .map_err(|e| StorageError::from_write(&self.name, e))?;
+        Ok(b)
+    }
+
+    fn finish(&mut self, block: Block) -> Result<(), StorageError> {
+        let b = self.flush(block)?;
+        self.spare = Some(b);
+        Ok(())
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn path(&self) -> &Path {
+        &self.name
+    }
+
+    fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    fn first_block(&mut self) -> Block {
+        self.spare
+            .take()
+            .unwrap_or_else(|| Block::new(self.block_size))
+    }
+}
+
 /// How files are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoMode {

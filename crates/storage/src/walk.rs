@@ -267,6 +267,11 @@ impl<R: Read> Walker<R> {
         self.off
     }
 
+    /// The stream read from.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
     /// How the walk ended (None while it goes on).
     pub fn stop(&self) -> Option<&Stop> {
         self.stop.as_ref()

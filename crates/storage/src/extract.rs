@@ -1,0 +1,1399 @@
+//! Query planner and k-way merge for `wiretape extract`: which files and
+//! which blocks of them can hold frames of a time window ([`plan`]), and
+//! their records merged in timestamp order, cut to the window and a
+//! predicate ([`Merge`]).
+//!
+//! # The plan
+//!
+//! Inputs are directories and files. In a directory only files named like
+//! ours ([`naming::parse_any`]: `<prefix>-<iface>-q<N>-<UTC>.pcap[ng]`, any
+//! prefix, or one given) are read; a file given by name is read whatever its
+//! name. A file named like ours holds one queue's frames in time order (the
+//! writer stamps and writes them in arrival order) and its name is the stamp
+//! of its first frame; its `.idx` lists its blocks in that order. That is
+//! what makes skipping safe, and it is trusted only for such files:
+//!
+//! * a file whose name starts at or after `--to` is not opened;
+//! * a file whose successor in its series (same `<prefix>-<iface>-q<N>` in
+//!   the same directory: the next rotated file or run) starts before
+//!   `--from` is not opened: its frames all come before the successor's first;
+//! * otherwise its index picks the blocks that overlap the window
+//!   (`last_ns >= from && first_ns < to`, found by the order of the entries)
+//!   and that the block check accepts (the seam where a per-block "can this
+//!   block match the filter?" test plugs in: [`plan_with`]); the walker is
+//!   moved to the first such block's offset and reads on only through
+//!   selected blocks;
+//! * the last file of a series may be longer than its index says (the index
+//!   is appended as blocks go out, so it lags a file being written, and a
+//!   crash can cut it short): from its last entry on it is read to its
+//!   current end;
+//! * it is read no further than the first frame at or after `--to`.
+//!
+//! Any other file (another name, no usable index) is read whole, every
+//! frame checked against the window; a file without an index is said so in
+//! the notes. An index that is unreadable or not in order (offsets rising,
+//! stamps not decreasing) is not used: the file is read whole.
+//!
+//! # The merge
+//!
+//! Each file is a stream; the next frame out is the earliest of the
+//! streams' next frames (a binary heap). Ties (equal stamps) go in the
+//! order of the plan: inputs as given, files of a directory by the start in
+//! their names, then by path (so q0 before q1 when both start together);
+//! within a file, the file's order. Streams are assumed to be in time order
+//! (as `mergecap` assumes its inputs are); a stream that is not is merged as
+//! it comes and its backward steps are counted ([`Stats::out_of_order`]).
+//! Files are opened lazily: a file whose frames cannot come before the
+//! frames at hand (its lower bound: the name's start, or its first selected
+//! block's first stamp) is opened only when the merge reaches that time, so
+//! only the files overlapping in time are open at once (one 1 MiB read
+//! buffer each). Per frame nothing is allocated: each stream reads into its
+//! own buffer, and the frame handed out borrows it.
+//!
+//! # Damage and files being written
+//!
+//! A file held open by a writer ([`crate::is_being_written`]) ends where
+//! its writes in flight end: a torn record or zero pages there are not
+//! damage; reading stops quietly. In a finished file, a torn tail or a
+//! corrupt record is damage ([`NoteKind::Damage`]): what comes before it is
+//! extracted and, when the file has an index, reading resumes at the next
+//! indexed block after it. Every skip is a [`Note`]; none is silent.
+
+use crate::index::{self, Entry};
+use crate::naming;
+use crate::walk::{End, Walker};
+use crate::StorageError;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// Bytes a stream reads at most at once (its buffer's size).
+pub const READ_BUFFER: usize = 1 << 20;
+/// Bytes of a stream's first read after a seek; each further read doubles
+/// it up to [`READ_BUFFER`] (a narrow window reads little).
+const FIRST_READ: usize = 64 << 10;
+/// Bytes of the first read of a file: its header (and, read whole, the
+/// first records).
+const HEAD_READ: usize = 4 << 10;
+
+/// A time window: `from_ns` inclusive, `to_ns` exclusive (UTC ns); either
+/// may be open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    /// Frames stamped at or after this.
+    pub from_ns: Option<u64>,
+    /// Frames stamped before this.
+    pub to_ns: Option<u64>,
+}
+
+impl Window {
+    /// Whether a frame stamped `ts` is in the window.
+    #[inline]
+    pub fn contains(&self, ts: u64) -> bool {
+        self.from_ns.is_none_or(|f| ts >= f) && !self.is_past(ts)
+    }
+
+    /// Whether `ts` is at or after the window's end.
+    #[inline]
+    pub fn is_past(&self, ts: u64) -> bool {
+        self.to_ns.is_some_and(|t| ts >= t)
+    }
+
+    /// Whether frames stamped from `first` to `last` can be in the window.
+    pub fn overlaps(&self, first: u64, last: u64) -> bool {
+        self.from_ns.is_none_or(|f| last >= f) && !self.is_past(first)
+    }
+}
+
+/// How a file's `.idx` is used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexUse {
+    /// Read and in order: it picks the blocks.
+    Used,
+    /// There is none: the file is read whole.
+    Missing,
+    /// Unreadable or out of order (why): the file is read whole.
+    Unusable(String),
+    /// The file is not named like ours, so its order is not known: read
+    /// whole whether it has an index or not.
+    Ignored,
+}
+
+/// A run of a file's bytes to read: from `start` up to the record that
+/// starts at `end` (None: to the end of the file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// Offset of the first record (0: from the file's start).
+    pub start: u64,
+    /// Offset where the run ends (the next unselected block), or None.
+    pub end: Option<u64>,
+    /// The index entries (blocks) the run covers (empty without an index).
+    pub blocks: Range<usize>,
+}
+
+/// Why a file is not opened at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// Its name says its first frame is at or after the window's end.
+    StartsAfter,
+    /// The next file of its series starts before the window.
+    EndsBefore,
+    /// No block of its index overlaps the window (or passes the block check).
+    NoBlock,
+}
+
+/// What is read of one file.
+#[derive(Clone, Debug)]
+pub struct FilePlan {
+    /// The file.
+    pub path: PathBuf,
+    /// Named like ours: one queue in time order; skipping relies on it.
+    pub ordered: bool,
+    /// How its index is used.
+    pub index: IndexUse,
+    /// Its index entries (when used).
+    pub entries: Vec<Entry>,
+    /// What to read, in file order (one whole-file span without an index).
+    pub spans: Vec<Span>,
+    /// Not opened at all, and why.
+    pub skip: Option<Skip>,
+    /// No frame of the spans is stamped before this (0: unknown).
+    pub lower_ns: u64,
+}
+
+/// The files of a query, in tie order, and the window.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// Every input file, in the order ties are broken.
+    pub files: Vec<FilePlan>,
+    /// The window.
+    pub window: Window,
+}
+
+/// [`plan_with`] with no block check (every block overlapping the window is read).
+pub fn plan(
+    inputs: &[PathBuf],
+    window: Window,
+    prefix: Option<&str>,
+) -> Result<Plan, StorageError> {
+    plan_with(inputs, window, prefix, &mut |_, _| true)
+}
+
+/// Plans a query over `inputs` (directories and files; see the module
+/// docs) for `window`; in directories only files named like ours (with
+/// `prefix` when given). `check(file, entry)` says whether an index block
+/// can hold a wanted frame (false: it is not read); only asked about blocks
+/// that overlap the window. Err: an input that does not exist or a
+/// directory that cannot be listed (nothing is read then).
+pub fn plan_with(
+    inputs: &[PathBuf],
+    window: Window,
+    prefix: Option<&str>,
+    check: &mut dyn FnMut(&Path, &Entry) -> bool,
+) -> Result<Plan, StorageError> {
+    let rd = |p: &Path, source| StorageError::Read {
+        path: p.to_owned(),
+        source,
+    };
+    let mut paths = Vec::new();
+    let mut seen = HashSet::new();
+    for input in inputs {
+        let md = std::fs::metadata(input).map_err(|e| rd(input, e))?;
+        let files = if md.is_dir() {
+            naming::list_any(input, prefix).map_err(|e| rd(input, e))?
+        } else {
+            vec![input.clone()]
+        };
+        for f in files {
+            use std::os::unix::fs::MetadataExt;
+            let id = std::fs::metadata(&f)
+                .map(|m| (m.dev(), m.ino()))
+                .map_err(|e| rd(&f, e))?;
+            // The same file twice (a directory and a file in it) is read once.
+            if seen.insert(id) {
+                paths.push(f);
+            }
+        }
+    }
+    // Series: our files of one queue in one directory, by start.
+    let mut series: HashMap<(PathBuf, String), Vec<(u64, usize)>> = HashMap::new();
+    let names: Vec<Option<(String, u64)>> = paths
+        .iter()
+        .map(|p| {
+            let name = p.file_name()?.to_str()?;
+            let n = naming::parse_any(name)?;
+            Some((n.series.to_string(), n.start_ns()?))
+        })
+        .collect();
+    for (i, n) in names.iter().enumerate() {
+        if let Some((s, start)) = n {
+            let dir = paths[i].parent().map(Path::to_owned).unwrap_or_default();
+            series
+                .entry((dir, s.clone()))
+                .or_default()
+                .push((*start, i));
+        }
+    }
+    let mut next_start: Vec<Option<u64>> = vec![None; paths.len()];
+    for v in series.values_mut() {
+        v.sort();
+        for w in v.windows(2) {
+            next_start[w[0].1] = Some(w[1].0);
+        }
+    }
+    let files = paths
+        .into_iter()
+        .enumerate()
+        .map(|(i, path)| match names[i] {
+            Some((_, start)) => plan_ours(path, start, next_start[i], &window, check),
+            None => {
+                let index = if index::path_for(&path).exists() {
+                    IndexUse::Ignored
+                } else {
+                    IndexUse::Missing
+                };
+                whole(path, false, index, 0)
+            }
+        })
+        .collect();
+    Ok(Plan { files, window })
+}
+
+/// A file read from start to end.
+fn whole(path: PathBuf, ordered: bool, index: IndexUse, lower_ns: u64) -> FilePlan {
+    FilePlan {
+        path,
+        ordered,
+        index,
+        entries: Vec::new(),
+        spans: vec![Span {
+            start: 0,
+            end: None,
+            blocks: 0..0,
+        }],
+        skip: None,
+        lower_ns,
+    }
+}
+
+/// Why entries cannot be trusted to be in file and time order, if so.
+fn out_of_order(entries: &[Entry]) -> Option<String> {
+    for (i, e) in entries.iter().enumerate() {
+        if e.first_ns > e.last_ns {
+            return Some(format!("entry {i} ends before it starts"));
+        }
+        if let Some(n) = entries.get(i + 1) {
+            if n.offset <= e.offset {
+                return Some(format!("entry {} does not start after entry {i}", i + 1));
+            }
+            if n.first_ns < e.last_ns {
+                return Some(format!("entry {} starts before entry {i} ends", i + 1));
+            }
+        }
+    }
+    None
+}
+
+fn plan_ours(
+    path: PathBuf,
+    start_ns: u64,
+    next_ns: Option<u64>,
+    w: &Window,
+    check: &mut dyn FnMut(&Path, &Entry) -> bool,
+) -> FilePlan {
+    // The name has the first frame's stamp in ns; a µs file holds it cut.
+    let lower = start_ns - start_ns % 1000;
+    let ip = index::path_for(&path);
+    let (index, entries) = if !ip.exists() {
+        (IndexUse::Missing, Vec::new())
+    } else {
+        match index::read(&ip) {
+            Err(e) => (IndexUse::Unusable(e.to_string()), Vec::new()),
+            Ok(es) => match out_of_order(&es) {
+                Some(why) => (
+                    IndexUse::Unusable(format!("{}: {why}", ip.display())),
+                    Vec::new(),
+                ),
+                None => (IndexUse::Used, es),
+            },
+        }
+    };
+    let skipped = |skip, index, entries| FilePlan {
+        path: path.clone(),
+        ordered: true,
+        index,
+        entries,
+        spans: Vec::new(),
+        skip: Some(skip),
+        lower_ns: lower,
+    };
+    if w.is_past(lower) {
+        return skipped(Skip::StartsAfter, index, entries);
+    }
+    if let (Some(next), Some(from)) = (next_ns, w.from_ns) {
+        // Every frame of this file comes before (or with) the next one's first.
+        if next < from {
+            return skipped(Skip::EndsBefore, index, entries);
+        }
+    }
+    if entries.is_empty() {
+        // No index, or none yet (a file being written): read it all.
+        let mut p = whole(path.clone(), true, index, lower);
+        p.entries = entries;
+        return p;
+    }
+    let n = entries.len();
+    // Blocks before `first` end before the window; from `end` on they
+    // start after it (entries are in time order).
+    let first = w
+        .from_ns
+        .map_or(0, |f| entries.partition_point(|e| e.last_ns < f));
+    let end = w
+        .to_ns
+        .map_or(n, |t| entries.partition_point(|e| e.first_ns < t));
+    let mut sel = vec![false; n];
+    for (i, e) in entries.iter().enumerate().take(end).skip(first) {
+        sel[i] = w.overlaps(e.first_ns, e.last_ns) && check(&path, e);
+    }
+    // The last file of a series may go on past its index (being written,
+    // or cut short by a crash): read from its last entry to its end,
+    // unless even that entry starts after the window.
+    if next_ns.is_none() && !w.is_past(entries[n - 1].first_ns) {
+        sel[n - 1] = true;
+    }
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < n {
+        if !sel[i] {
+            i += 1;
+            continue;
+        }
+        let a = i;
+        while i < n && sel[i] {
+            i += 1;
+        }
+        spans.push(Span {
+            start: entries[a].offset,
+            end: entries.get(i).map(|e| e.offset),
+            blocks: a..i,
+        });
+    }
+    let Some(s) = spans.first() else {
+        return skipped(Skip::NoBlock, index, entries);
+    };
+    let lower_ns = lower.max(entries[s.blocks.start].first_ns);
+    FilePlan {
+        path,
+        ordered: true,
+        index,
+        entries,
+        spans,
+        skip: None,
+        lower_ns,
+    }
+}
+
+/// One frame of the merge; its bytes borrow the stream's buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct Frame<'a> {
+    /// UTC ns.
+    pub ts_ns: u64,
+    /// Length on the wire.
+    pub orig_len: u32,
+    /// The captured bytes.
+    pub data: &'a [u8],
+    /// Index of its file in [`Plan::files`].
+    pub file: usize,
+    /// Offset of its record in the file.
+    pub offset: u64,
+}
+
+/// What a note is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoteKind {
+    /// The file has no usable index (or is not ours): read whole.
+    NoIndex,
+    /// A finished file is damaged (corrupt record, torn tail): what comes
+    /// before is extracted (and after it, from the next indexed block).
+    Damage,
+    /// Reading failed, or the file is not a capture extract can merge
+    /// (another link type): its frames are missing from the output.
+    Error,
+    /// Records out of time order: the merge follows the file there.
+    OutOfOrder,
+}
+
+/// Something about a file the user must hear of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// The file.
+    pub path: PathBuf,
+    /// Where (for damage: where the last whole record ends).
+    pub offset: Option<u64>,
+    /// What kind.
+    pub kind: NoteKind,
+    /// Words for the user.
+    pub message: String,
+}
+
+/// What a merge did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Frames handed out.
+    pub frames: u64,
+    /// Their captured bytes.
+    pub bytes: u64,
+    /// Their bytes on the wire.
+    pub wire_bytes: u64,
+    /// Files in the plan.
+    pub files: u64,
+    /// Files opened and read.
+    pub files_read: u64,
+    /// Files not opened (their names or indexes rule them out).
+    pub files_skipped: u64,
+    /// Files read whole without an index.
+    pub files_without_index: u64,
+    /// Files being written while read.
+    pub files_live: u64,
+    /// Index blocks read from (at least one record).
+    pub blocks_read: u64,
+    /// Index blocks of the files' indexes not read.
+    pub blocks_skipped: u64,
+    /// Bytes read from the files.
+    pub bytes_read: u64,
+    /// Records walked (in the window or not).
+    pub records_read: u64,
+    /// Records stamped before the one before them in their file.
+    pub out_of_order: u64,
+    /// Files with damage ([`NoteKind::Damage`]).
+    pub damaged_files: u64,
+    /// Files with errors ([`NoteKind::Error`]).
+    pub error_files: u64,
+}
+
+/// A file read through a buffer that starts small after every seek and
+/// doubles up to [`READ_BUFFER`]; counts the bytes it reads.
+struct RampReader {
+    file: File,
+    buf: Box<[u8]>,
+    pos: usize,
+    len: usize,
+    next_fill: usize,
+    /// File offset of `buf[0]`.
+    at: u64,
+    read: u64,
+}
+
+impl RampReader {
+    fn new(file: File) -> Self {
+        RampReader {
+            file,
+            buf: vec![0u8; READ_BUFFER].into_boxed_slice(),
+            pos: 0,
+            len: 0,
+            next_fill: FIRST_READ,
+            at: 0,
+            read: 0,
+        }
+        .with_first_read(HEAD_READ)
+    }
+
+    fn with_first_read(mut self, n: usize) -> Self {
+        self.next_fill = n;
+        self
+    }
+}
+
+impl Read for RampReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos == self.len {
+            // The buffer is used up: `at` becomes the file's position.
+            self.at += self.len as u64;
+            self.pos = 0;
+            self.len = 0;
+            if out.len() >= self.next_fill {
+                // Large reads go straight through.
+                let n = self.file.read(out)?;
+                self.at += n as u64;
+                self.read += n as u64;
+                return Ok(n);
+            }
+            let want = self.next_fill;
+            let n = self.file.read(&mut self.buf[..want])?;
+            self.read += n as u64;
+            self.len = n;
+            self.next_fill = (want * 2).min(READ_BUFFER);
+            if n == 0 {
+                return Ok(0);
+            }
+        }
+        let k = out.len().min(self.len - self.pos);
+        out[..k].copy_from_slice(&self.buf[self.pos..self.pos + k]);
+        self.pos += k;
+        Ok(k)
+    }
+}
+
+impl Seek for RampReader {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let SeekFrom::Start(to) = to else {
+            return Err(std::io::Error::other("only absolute seeks"));
+        };
+        // Within the buffer: no system call.
+        if to >= self.at && to <= self.at + self.len as u64 {
+            self.pos = (to - self.at) as usize;
+            return Ok(to);
+        }
+        self.file.seek(SeekFrom::Start(to))?;
+        self.at = to;
+        self.pos = 0;
+        self.len = 0;
+        self.next_fill = FIRST_READ;
+        Ok(to)
+    }
+}
+
+/// One open file of the merge.
+struct Stream {
+    walk: Walker<RampReader>,
+    data: Vec<u8>,
+    ts_ns: u64,
+    orig_len: u32,
+    offset: u64,
+    /// The span being read.
+    span: usize,
+    /// The index block of the last record, and whether it was counted.
+    block: usize,
+    block_counted: bool,
+    prev_ts: u64,
+    out_of_order: u64,
+    live: bool,
+}
+
+/// The k-way merge of a plan's files (see the module docs): frames in the
+/// window that `pred(data, wire_len)` accepts, in timestamp order.
+pub struct Merge<P: FnMut(&[u8], u32) -> bool> {
+    files: Vec<FilePlan>,
+    window: Window,
+    pred: P,
+    linktype: u32,
+    /// Files not opened yet, latest lower bound first.
+    pending: Vec<(u64, usize)>,
+    heap: BinaryHeap<Reverse<(u64, usize)>>,
+    streams: Vec<Option<Stream>>,
+    /// The stream whose frame was handed out last (advanced on the next call).
+    current: Option<usize>,
+    stats: Stats,
+    notes: Vec<Note>,
+    noted: Vec<bool>,
+}
+
+impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
+    /// A merge of `plan`'s files, frames of link type `linktype` only (a
+    /// file of another is an [`NoteKind::Error`]), kept when `pred` says so.
+    pub fn new(plan: Plan, linktype: u32, pred: P) -> Self {
+        let mut stats = Stats {
+            files: plan.files.len() as u64,
+            ..Stats::default()
+        };
+        let mut notes = Vec::new();
+        let mut pending = Vec::new();
+        for (i, f) in plan.files.iter().enumerate() {
+            if f.skip.is_some() {
+                stats.files_skipped += 1;
+                stats.blocks_skipped += f.entries.len() as u64;
+                continue;
+            }
+            let why = match &f.index {
+                IndexUse::Used if !f.entries.is_empty() => None,
+                IndexUse::Used => Some("its index has no entry yet: read whole".to_string()),
+                IndexUse::Missing => Some("no index (.idx): read whole".into()),
+                IndexUse::Unusable(e) => Some(format!("index not used ({e}): read whole")),
+                IndexUse::Ignored => Some(
+                    "not named like wiretape's files (order unknown): read whole, its index unused"
+                        .into(),
+                ),
+            };
+            if let Some(message) = why {
+                stats.files_without_index += 1;
+                notes.push(Note {
+                    path: f.path.clone(),
+                    offset: None,
+                    kind: NoteKind::NoIndex,
+                    message,
+                });
+            }
+            pending.push((f.lower_ns, i));
+        }
+        pending.sort_by(|a, b| b.cmp(a));
+        let n = plan.files.len();
+        Merge {
+            files: plan.files,
+            window: plan.window,
+            pred,
+            linktype,
+            pending,
+            heap: BinaryHeap::new(),
+            streams: (0..n).map(|_| None).collect(),
+            current: None,
+            stats,
+            notes,
+            noted: vec![false; n],
+        }
+    }
+
+    /// The files of the plan.
+    pub fn files(&self) -> &[FilePlan] {
+        &self.files
+    }
+
+    /// Counts so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Notes not taken yet (cheap to check after every frame).
+    pub fn notes(&self) -> &[Note] {
+        &self.notes
+    }
+
+    /// Takes the notes so far.
+    pub fn take_notes(&mut self) -> Vec<Note> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// The next frame, or None when every file is done.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<Frame<'_>> {
+        if let Some(i) = self.current.take() {
+            self.advance(i);
+        }
+        // Open every file whose frames could come before the earliest at hand.
+        while let Some(&(lower, i)) = self.pending.last() {
+            if self.heap.peek().is_some_and(|Reverse((ts, _))| lower > *ts) {
+                break;
+            }
+            self.pending.pop();
+            self.open(i);
+        }
+        let Reverse((_, i)) = self.heap.pop()?;
+        self.current = Some(i);
+        let s = self.streams[i]
+            .as_ref()
+            .expect("a stream in the heap is open");
+        self.stats.frames += 1;
+        self.stats.bytes += s.data.len() as u64;
+        self.stats.wire_bytes += u64::from(s.orig_len);
+        Some(Frame {
+            ts_ns: s.ts_ns,
+            orig_len: s.orig_len,
+            data: &s.data,
+            file: i,
+            offset: s.offset,
+        })
+    }
+
+    fn note(&mut self, i: usize, offset: Option<u64>, kind: NoteKind, message: String) {
+        if matches!(kind, NoteKind::Damage | NoteKind::Error) && !self.noted[i] {
+            self.noted[i] = true;
+            match kind {
+                NoteKind::Damage => self.stats.damaged_files += 1,
+                _ => self.stats.error_files += 1,
+            }
+        }
+        self.notes.push(Note {
+            path: self.files[i].path.clone(),
+            offset,
+            kind,
+            message,
+        });
+    }
+
+    fn open(&mut self, i: usize) {
+        let path = &self.files[i].path;
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) => {
+                let m = format!("cannot read it: {e}");
+                return self.note(i, None, NoteKind::Error, m);
+            }
+        };
+        let live = crate::is_being_written(&file);
+        let mut walk = Walker::new(RampReader::new(file));
+        self.stats.files_read += 1;
+        self.stats.files_live += u64::from(live);
+        if walk.stop().is_none() && walk.header().linktype != self.linktype {
+            let m = format!(
+                "link type {} (extract merges link type {} only): not read",
+                walk.header().linktype,
+                self.linktype
+            );
+            self.stats.bytes_read += walk.get_ref().read;
+            return self.note(i, None, NoteKind::Error, m);
+        }
+        let first = self.files[i].spans[0].start;
+        walk.seek_to(first);
+        let block = self.files[i].spans[0].blocks.start;
+        self.streams[i] = Some(Stream {
+            walk,
+            data: Vec::with_capacity(2048),
+            ts_ns: 0,
+            orig_len: 0,
+            offset: 0,
+            span: 0,
+            block,
+            block_counted: false,
+            prev_ts: 0,
+            out_of_order: 0,
+            live,
+        });
+        self.advance(i);
+    }
+
+    /// Moves stream `i` to its next wanted frame and puts it in the heap,
+    /// or closes it.
+    fn advance(&mut self, i: usize) {
+        let Some(mut s) = self.streams[i].take() else {
+            return;
+        };
+        let found = self.step(i, &mut s);
+        if found {
+            self.heap.push(Reverse((s.ts_ns, i)));
+            self.streams[i] = Some(s);
+        } else {
+            self.close(i, s);
+        }
+    }
+
+    fn step(&mut self, i: usize, s: &mut Stream) -> bool {
+        loop {
+            let Some(m) = s.walk.next_into(&mut s.data) else {
+                if self.stopped(i, s) {
+                    continue;
+                }
+                return false;
+            };
+            let f = &self.files[i];
+            self.stats.records_read += 1;
+            if m.ts_ns < s.prev_ts {
+                s.out_of_order += 1;
+            }
+            s.prev_ts = m.ts_ns;
+            let span = &f.spans[s.span];
+            if span.end.is_some_and(|e| m.offset >= e) {
+                // Past the run: on to the next one, if any.
+                s.span += 1;
+                let Some(next) = f.spans.get(s.span) else {
+                    return false;
+                };
+                s.walk.seek_to(next.start);
+                s.block = next.blocks.start;
+                s.block_counted = false;
+                continue;
+            }
+            if !f.entries.is_empty() {
+                while f
+                    .entries
+                    .get(s.block + 1)
+                    .is_some_and(|e| e.offset <= m.offset)
+                {
+                    s.block += 1;
+                    s.block_counted = false;
+                }
+                if !s.block_counted {
+                    s.block_counted = true;
+                    self.stats.blocks_read += 1;
+                }
+            }
+            if self.window.is_past(m.ts_ns) {
+                if f.ordered {
+                    return false;
+                }
+                continue;
+            }
+            if !self.window.contains(m.ts_ns) || !(self.pred)(&s.data, m.orig_len) {
+                continue;
+            }
+            s.ts_ns = m.ts_ns;
+            s.orig_len = m.orig_len;
+            s.offset = m.offset;
+            return true;
+        }
+    }
+
+    /// The walk of stream `i` stopped: notes what must be told; true if it
+    /// goes on (from the next indexed block after damage).
+    fn stopped(&mut self, i: usize, s: &mut Stream) -> bool {
+        let Some(stop) = s.walk.stop() else {
+            return false;
+        };
+        let at = stop.offset;
+        let live = s.live || crate::is_being_written(&s.walk.get_ref().file);
+        let what = match &stop.end {
+            End::Clean => return false,
+            End::Io(e) => {
+                let m = format!("read error at byte {at}: {e}");
+                self.note(i, Some(at), NoteKind::Error, m);
+                return false;
+            }
+            // Writes in flight end there: the rest comes with the next flush.
+            _ if live => return false,
+            End::Torn { what, .. } => format!(
+                "torn tail (truncated {what}) at byte {at}: frames up to it extracted; \
+                 `wiretape repair` trims it"
+            ),
+            End::Zeros(_) => {
+                format!("zero padding from byte {at} on: frames up to it extracted; `wiretape repair` trims it")
+            }
+            End::Corrupt(_) => {
+                let len = s
+                    .walk
+                    .get_ref()
+                    .file
+                    .metadata()
+                    .map(|m| m.len())
+                    .unwrap_or(0);
+                let e = stop
+                    .error(&self.files[i].path, len)
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                // The error names the file first; the note names it too.
+                let why = e
+                    .split_once(": ")
+                    .map_or(e.as_str(), |(_, w)| w)
+                    .to_string();
+                format!("{why}; frames before byte {at} extracted")
+            }
+        };
+        // With an index: go on at the next selected block after the damage.
+        let f = &self.files[i];
+        let resume = f.spans.iter().enumerate().skip(s.span).find_map(|(k, sp)| {
+            if sp.blocks.is_empty() {
+                return None;
+            }
+            let j = sp.blocks.clone().find(|&j| f.entries[j].offset > at)?;
+            Some((k, j, f.entries[j].offset))
+        });
+        match resume {
+            Some((k, j, off)) => {
+                let m = format!("{what}; resumed at byte {off} (the next indexed block)");
+                self.note(i, Some(at), NoteKind::Damage, m);
+                s.span = k;
+                s.block = j;
+                s.block_counted = false;
+                s.walk.seek_to(off);
+                s.walk.stop().is_none()
+            }
+            None => {
+                let m = if f.entries.is_empty() {
+                    format!("{what}; the rest of the file is not read (no index to resume from)")
+                } else {
+                    what
+                };
+                self.note(i, Some(at), NoteKind::Damage, m);
+                false
+            }
+        }
+    }
+
+    fn close(&mut self, i: usize, s: Stream) {
+        self.stats.bytes_read += s.walk.get_ref().read;
+        if s.out_of_order > 0 {
+            let how = if self.files[i].ordered {
+                "; the time cut assumed time order, so frames may be missing"
+            } else {
+                ""
+            };
+            let m = format!(
+                "{} records stamped before the record before them: merged in the file's order there{how}",
+                s.out_of_order
+            );
+            self.stats.out_of_order += s.out_of_order;
+            self.note(i, None, NoteKind::OutOfOrder, m);
+        }
+    }
+
+    /// Finishes the counts (blocks not read) and returns them; call after
+    /// [`Merge::next`] returned None.
+    pub fn finish(&mut self) -> Stats {
+        let opened: u64 = self
+            .files
+            .iter()
+            .filter(|f| f.skip.is_none())
+            .map(|f| f.entries.len() as u64)
+            .sum();
+        let mut st = self.stats;
+        st.blocks_skipped += opened.saturating_sub(st.blocks_read);
+        st
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The planner and the merge on files written by the crate's own writer
+    //! (with and without index, ns/µs/pcapng, torn, corrupt, being written,
+    //! rotated), against a brute-force reference: every record of every
+    //! file read whole, cut to the window and the predicate, sorted by
+    //! (stamp, file order), stably.
+    use super::*;
+    use crate::walk::Walker;
+    use crate::{FileSink, Format, PcapWriter};
+
+    struct Dir(PathBuf);
+    impl Dir {
+        fn new(tag: &str) -> Dir {
+            let d = std::env::temp_dir().join(format!("wt-extract-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            Dir(d)
+        }
+        fn inputs(&self) -> Vec<PathBuf> {
+            vec![self.0.clone()]
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    const T0: u64 = 1_763_806_210_000_000_000;
+
+    fn frame(q: u32, i: u64) -> Vec<u8> {
+        let len = 60 + ((i * 37 + q as u64 * 11) % 200) as usize;
+        let mut f = vec![(i as u8) ^ (q as u8) << 7; len];
+        f[..8].copy_from_slice(&i.to_be_bytes());
+        f[8] = q as u8;
+        f
+    }
+
+    /// A file of ours for queue `q` with frames stamped `stamps`, 4 KiB
+    /// blocks, an index unless `no_index`.
+    fn write(dir: &Path, q: u32, stamps: &[u64], fmt: Format, no_index: bool) -> PathBuf {
+        let name = naming::file_name("wt", "eth-0", q, stamps[0], fmt);
+        let p = dir.join(name);
+        let sink = FileSink::with_block_size(&p, 4096).unwrap();
+        let mut w = PcapWriter::with_format(sink, 65535, fmt, "eth-0");
+        if !no_index {
+            w = w.with_index(&p);
+        }
+        for (i, &ts) in stamps.iter().enumerate() {
+            w.write(ts, &frame(q, i as u64)).unwrap();
+        }
+        w.close().unwrap();
+        p
+    }
+
+    type Pred<'a> = &'a dyn Fn(&[u8]) -> bool;
+
+    /// Every record of `files` (read whole, up to any damage) as (stamp,
+    /// file, data, wire length).
+    type Rec = (u64, usize, Vec<u8>, u32);
+    fn all_records(files: &[PathBuf]) -> Vec<Rec> {
+        let mut out = Vec::new();
+        for (k, f) in files.iter().enumerate() {
+            let mut w = Walker::new(std::io::BufReader::new(File::open(f).unwrap()));
+            let mut d = Vec::new();
+            while let Some(m) = w.next_into(&mut d) {
+                out.push((m.ts_ns, k, d.clone(), m.orig_len));
+            }
+        }
+        out
+    }
+
+    fn reference(recs: &[Rec], w: Window, pred: &dyn Fn(&[u8]) -> bool) -> Vec<Rec> {
+        let mut v: Vec<Rec> = recs
+            .iter()
+            .filter(|r| w.contains(r.0) && pred(&r.2))
+            .cloned()
+            .collect();
+        v.sort_by_key(|r| (r.0, r.1)); // stable: file order within a file
+        v
+    }
+
+    fn run(
+        inputs: &[PathBuf],
+        w: Window,
+        pred: &dyn Fn(&[u8]) -> bool,
+    ) -> (Vec<Rec>, Stats, Vec<Note>, Vec<PathBuf>) {
+        let plan = plan(inputs, w, None).unwrap();
+        let files: Vec<PathBuf> = plan.files.iter().map(|f| f.path.clone()).collect();
+        let mut m = Merge::new(plan, 1, |d: &[u8], _| pred(d));
+        let mut out = Vec::new();
+        while let Some(f) = m.next() {
+            out.push((f.ts_ns, f.file, f.data.to_vec(), f.orig_len));
+        }
+        let st = m.finish();
+        (out, st, m.take_notes(), files)
+    }
+
+    /// Windows with edges on frames, between frames, before and after everything.
+    fn windows(stamps: &[u64]) -> Vec<Window> {
+        let mut s: Vec<u64> = stamps.to_vec();
+        s.sort();
+        let at = |f: f64| s[((s.len() - 1) as f64 * f) as usize];
+        let mut v = vec![
+            Window::default(),
+            Window {
+                from_ns: Some(at(0.3)),
+                to_ns: None,
+            },
+            Window {
+                from_ns: None,
+                to_ns: Some(at(0.6)),
+            },
+            Window {
+                from_ns: Some(at(0.25)),
+                to_ns: Some(at(0.26)),
+            },
+            Window {
+                from_ns: Some(at(0.5) + 1),
+                to_ns: Some(at(0.7) + 1),
+            },
+            Window {
+                from_ns: Some(at(0.5) - 1),
+                to_ns: Some(at(0.5)),
+            },
+            Window {
+                from_ns: Some(at(0.5)),
+                to_ns: Some(at(0.5) + 1),
+            },
+            Window {
+                from_ns: Some(s[0]),
+                to_ns: Some(s[s.len() - 1]),
+            },
+            Window {
+                from_ns: Some(s[s.len() - 1] + 1),
+                to_ns: None,
+            },
+            Window {
+                from_ns: None,
+                to_ns: Some(s[0]),
+            },
+        ];
+        for k in 1..12 {
+            let f = at(k as f64 / 12.0);
+            v.push(Window {
+                from_ns: Some(f),
+                to_ns: Some(f + 3_000_000),
+            });
+        }
+        v
+    }
+
+    /// Two queues, interleaved, with equal stamps across queues and within
+    /// one, each rotated into two files.
+    fn store(dir: &Path, fmt: Format, no_index: bool) -> (Vec<PathBuf>, Vec<u64>) {
+        let unit = if fmt == Format::PcapUs { 1000 } else { 1 };
+        let q0: Vec<u64> = (0..1500u64)
+            .map(|i| T0 + (i * 10_007 / unit) * unit)
+            .collect();
+        let mut q1: Vec<u64> = (0..1200u64).map(|i| T0 + 3_000 + i * 12_500).collect();
+        // Ties: some of q1's stamps equal q0's; runs of equal stamps in q1.
+        for i in (0..1200).step_by(50) {
+            q1[i] = q0[i];
+        }
+        for i in (100..1200).step_by(97) {
+            q1[i + 1] = q1[i];
+        }
+        let q1: Vec<u64> = q1.iter().map(|t| t / unit * unit).collect();
+        let mut q1s = q1.clone();
+        q1s.sort();
+        let files = vec![
+            write(dir, 0, &q0[..700], fmt, no_index),
+            write(dir, 0, &q0[700..], fmt, no_index),
+            write(dir, 1, &q1s[..500], fmt, no_index),
+            write(dir, 1, &q1s[500..], fmt, no_index),
+        ];
+        let mut all: Vec<u64> = q0.iter().chain(&q1s).copied().collect();
+        all.sort();
+        (files, all)
+    }
+
+    #[test]
+    fn merge_equals_the_reference_for_every_window_and_format() {
+        for fmt in [Format::PcapNs, Format::PcapUs, Format::PcapNg] {
+            for no_index in [false, true] {
+                let d = Dir::new(&format!("all-{fmt:?}-{no_index}"));
+                let (_, stamps) = store(&d.0, fmt, no_index);
+                let preds: [Pred; 2] = [&|_| true, &|d| d[7] % 3 == 0];
+                for w in windows(&stamps) {
+                    for pred in preds {
+                        let (got, st, notes, files) = run(&d.inputs(), w, pred);
+                        let want = reference(&all_records(&files), w, pred);
+                        assert_eq!(got.len(), want.len(), "{fmt:?} {no_index} {w:?}");
+                        assert!(got == want, "{fmt:?} {no_index} {w:?}");
+                        assert_eq!(st.frames, got.len() as u64);
+                        assert_eq!(st.out_of_order, 0);
+                        assert!(notes.iter().all(|n| n.kind == NoteKind::NoIndex));
+                        if no_index {
+                            assert_eq!(st.files_without_index, st.files - st.files_skipped);
+                        } else {
+                            assert_eq!(st.files_without_index, 0, "{notes:?}");
+                            assert_eq!(
+                                st.blocks_read + st.blocks_skipped,
+                                files
+                                    .iter()
+                                    .map(|f| index::read(&index::path_for(f)).unwrap().len() as u64)
+                                    .sum::<u64>()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_index_and_the_names_skip_what_is_outside_the_window() {
+        let d = Dir::new("skip");
+        let (files, stamps) = store(&d.0, Format::PcapNs, false);
+        let total: u64 = files
+            .iter()
+            .map(|f| std::fs::metadata(f).unwrap().len())
+            .sum();
+        let mid = stamps[stamps.len() / 2];
+        let w = Window {
+            from_ns: Some(mid),
+            to_ns: Some(mid + 200_000),
+        };
+        let (got, st, _, _) = run(&d.inputs(), w, &|_| true);
+        assert!(!got.is_empty());
+        // Narrow: a few blocks of the files that overlap it.
+        assert!(st.blocks_read <= 8, "{st:?}");
+        assert!(st.blocks_skipped > 50, "{st:?}");
+        assert!(st.bytes_read < total / 3, "{st:?} of {total}");
+        // After the first files of each queue: those are not opened.
+        let late = Window {
+            from_ns: Some(stamps[stamps.len() - 10]),
+            to_ns: None,
+        };
+        let (got, st, _, _) = run(&d.inputs(), late, &|_| true);
+        assert_eq!(got.len(), 10);
+        assert_eq!(st.files_skipped, 2, "{st:?}");
+        // Before the second files: those are not opened.
+        let early = Window {
+            from_ns: None,
+            to_ns: Some(stamps[5]),
+        };
+        let (got, st, _, _) = run(&d.inputs(), early, &|_| true);
+        assert_eq!(got.len(), 5);
+        assert_eq!(st.files_skipped, 2, "{st:?}");
+        // The plan says why.
+        let p = plan(&d.inputs(), late, None).unwrap();
+        let skips: Vec<_> = p.files.iter().map(|f| f.skip).collect();
+        assert_eq!(
+            skips,
+            [Some(Skip::EndsBefore), Some(Skip::EndsBefore), None, None],
+            "files by start: the first of q0 and q1, then the second ones"
+        );
+        // A block check that refuses everything but the tails: nothing of
+        // the first files is read.
+        let mut asked = 0;
+        let p = plan_with(&d.inputs(), Window::default(), None, &mut |_, _| {
+            asked += 1;
+            false
+        })
+        .unwrap();
+        assert!(asked > 50);
+        assert_eq!(p.files[0].skip, Some(Skip::NoBlock));
+        assert_eq!(p.files[1].skip, Some(Skip::NoBlock));
+        for f in &p.files[2..] {
+            let n = f.entries.len();
+            assert_eq!(
+                f.spans,
+                [Span {
+                    start: f.entries[n - 1].offset,
+                    end: None,
+                    blocks: n - 1..n
+                }],
+                "the last block and what follows"
+            );
+        }
+    }
+
+    #[test]
+    fn only_our_names_in_a_directory_any_name_given_explicitly() {
+        let d = Dir::new("names");
+        let (files, _) = store(&d.0, Format::PcapNs, false);
+        let other = d.0.join("trace.pcap");
+        std::fs::copy(&files[0], &other).unwrap();
+        std::fs::write(d.0.join("notes.txt"), "x").unwrap();
+        let p = plan(&d.inputs(), Window::default(), None).unwrap();
+        assert_eq!(p.files.len(), 4);
+        let p = plan(
+            &[d.0.clone(), other.clone(), files[0].clone()],
+            Window::default(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(p.files.len(), 5, "the file of the directory once");
+        assert_eq!(p.files[4].path, other);
+        assert_eq!(p.files[4].index, IndexUse::Missing);
+        assert!(!p.files[4].ordered);
+        assert!(plan(&[d.0.join("nope")], Window::default(), None).is_err());
+        let p = plan(&d.inputs(), Window::default(), Some("other")).unwrap();
+        assert!(p.files.is_empty());
+    }
+
+    #[test]
+    fn a_foreign_file_out_of_order_is_read_whole_and_counted() {
+        let d = Dir::new("ooo");
+        let p = d.0.join("trace.pcap");
+        let mut w = PcapWriter::new(FileSink::with_block_size(&p, 4096).unwrap(), 65535);
+        let stamps: Vec<u64> = (0..300u64).map(|i| T0 + (i * 7919 % 300) * 1000).collect();
+        for (i, &t) in stamps.iter().enumerate() {
+            w.write(t, &frame(0, i as u64)).unwrap();
+        }
+        w.close().unwrap();
+        let win = Window {
+            from_ns: Some(T0 + 100_000),
+            to_ns: Some(T0 + 200_000),
+        };
+        let (got, st, notes, _) = run(std::slice::from_ref(&p), win, &|_| true);
+        assert_eq!(got.len(), 100, "every frame in the window, wherever it is");
+        assert!(st.out_of_order > 0);
+        assert!(notes.iter().any(|n| n.kind == NoteKind::OutOfOrder));
+        assert!(notes.iter().any(|n| n.kind == NoteKind::NoIndex));
+    }
+
+    /// Bytes of the record that starts at the `k`-th record of a file.
+    fn offsets(p: &Path) -> Vec<u64> {
+        let mut w = Walker::new(std::io::BufReader::new(File::open(p).unwrap()));
+        std::iter::from_fn(|| w.next().map(|m| m.offset)).collect()
+    }
+
+    #[test]
+    fn damage_is_noted_and_what_is_valid_extracted() {
+        for fmt in [Format::PcapNs, Format::PcapNg] {
+            for no_index in [false, true] {
+                let d = Dir::new(&format!("dmg-{fmt:?}-{no_index}"));
+                let (files, _) = store(&d.0, fmt, no_index);
+                // A corrupt record in the middle of q0's first file, a torn
+                // tail on q1's last.
+                let offs = offsets(&files[0]);
+                let bad_at = offs[300];
+                let mut b = std::fs::read(&files[0]).unwrap();
+                let l = if fmt == Format::PcapNg { 4 } else { 8 };
+                b[bad_at as usize + l..bad_at as usize + l + 4].copy_from_slice(&[0xff; 4]);
+                std::fs::write(&files[0], &b).unwrap();
+                let len = std::fs::metadata(&files[3]).unwrap().len();
+                let torn_at = *offsets(&files[3]).last().unwrap();
+                File::options()
+                    .write(true)
+                    .open(&files[3])
+                    .unwrap()
+                    .set_len(len - 3)
+                    .unwrap();
+                let (got, st, notes, fs) = run(&d.inputs(), Window::default(), &|_| true);
+                let dmg: Vec<_> = notes
+                    .iter()
+                    .filter(|n| n.kind == NoteKind::Damage)
+                    .collect();
+                assert_eq!(dmg.len(), 2, "{notes:#?}");
+                assert_eq!(st.damaged_files, 2);
+                assert_eq!(
+                    (dmg[0].path.clone(), dmg[0].offset),
+                    (files[0].clone(), Some(bad_at))
+                );
+                assert!(
+                    dmg[0].message.contains(&format!("byte {bad_at}")),
+                    "{}",
+                    dmg[0].message
+                );
+                assert_eq!(
+                    (dmg[1].path.clone(), dmg[1].offset),
+                    (files[3].clone(), Some(torn_at))
+                );
+                assert!(dmg[1].message.contains("torn"), "{}", dmg[1].message);
+                // The reference: the valid records; with an index, those of the
+                // blocks after the damage too.
+                let mut recs = all_records(&fs);
+                if !no_index {
+                    let idx = index::read(&index::path_for(&files[0])).unwrap();
+                    let resume = idx.iter().find(|e| e.offset > bad_at).unwrap().offset;
+                    assert!(dmg[0]
+                        .message
+                        .contains(&format!("resumed at byte {resume}")));
+                    let mut w =
+                        Walker::new(std::io::BufReader::new(File::open(&files[0]).unwrap()));
+                    w.seek_to(resume);
+                    let mut dd = Vec::new();
+                    while let Some(m) = w.next_into(&mut dd) {
+                        recs.push((m.ts_ns, 0, dd.clone(), m.orig_len));
+                    }
+                    assert!(recs.len() > 2600);
+                }
+                let want = reference(&recs, Window::default(), &|_| true);
+                assert!(
+                    got == want,
+                    "{fmt:?} {no_index}: {} vs {}",
+                    got.len(),
+                    want.len()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_being_written_ends_quietly_and_past_its_index() {
+        let d = Dir::new("live");
+        let stamps: Vec<u64> = (0..2000u64).map(|i| T0 + i * 1000).collect();
+        let p = write(&d.0, 0, &stamps, Format::PcapNs, false);
+        // The index lags: only its first entries were written.
+        let ip = index::path_for(&p);
+        let idx = std::fs::read(&ip).unwrap();
+        std::fs::write(&ip, &idx[..index::HEADER_LEN + 3 * index::ENTRY_LEN]).unwrap();
+        // A write in flight: half a record at the end.
+        let mut b = std::fs::read(&p).unwrap();
+        b.extend_from_within(24..40);
+        b.extend_from_slice(&[7; 5]);
+        std::fs::write(&p, &b).unwrap();
+        let late = Window {
+            from_ns: Some(stamps[1900]),
+            to_ns: None,
+        };
+        // The writer holds it.
+        let holder = File::open(&p).unwrap();
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on our own open descriptor.
+        assert_eq!(unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX) }, 0);
+        assert!(crate::is_being_written(&File::open(&p).unwrap()));
+        let (got, st, notes, _) = run(std::slice::from_ref(&p), late, &|_| true);
+        assert_eq!(got.len(), 100, "past the last index entry to the end");
+        assert_eq!(got[0].0, stamps[1900]);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(st.files_live, 1);
+        drop(holder);
+        // Finished (nobody holds it): the torn tail is damage.
+        let (got, _, notes, _) = run(std::slice::from_ref(&p), late, &|_| true);
+        assert_eq!(got.len(), 100);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].kind, NoteKind::Damage);
+        // Our writer holds its files while it writes them.
+        let q = d.0.join("wt-x-q0-20251122T101010.000000000Z.pcap");
+        let sink = FileSink::with_block_size(&q, 4096).unwrap();
+        assert!(crate::is_being_written(&File::open(&q).unwrap()));
+        let w = PcapWriter::new(sink, 100);
+        w.close().unwrap();
+        assert!(!crate::is_being_written(&File::open(&q).unwrap()));
+    }
+
+    #[test]
+    fn another_link_type_is_an_error_not_a_silent_skip() {
+        let d = Dir::new("link");
+        let (files, _) = store(&d.0, Format::PcapNs, true);
+        let mut b = std::fs::read(&files[0]).unwrap();
+        b[20] = 105;
+        std::fs::write(&files[0], &b).unwrap();
+        let (got, st, notes, _) = run(&d.inputs(), Window::default(), &|_| true);
+        assert_eq!(got.len(), 2700 - 700);
+        assert_eq!(st.error_files, 1);
+        assert!(notes
+            .iter()
+            .any(|n| n.kind == NoteKind::Error && n.message.contains("link type 105")));
+    }
+}
