@@ -26,7 +26,7 @@ use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use wiretape::storage::{index, PcapReader, Record};
+use wiretape::storage::{index, Record};
 use wiretape_testbed::{SizeFn, Testbed, GEN_IF};
 
 /// 24 expressions: hosts, nets, ports, protocols, IPv6, VLAN, ARP, ICMP,
@@ -59,24 +59,6 @@ const EXPRESSIONS: &[&str] = &[
 ];
 
 /// A classic µs pcap written by hand: (frame, wire length, µs stamp).
-fn write_pcap(path: &Path, frames: &[(Vec<u8>, u32, u64)]) {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    b.extend_from_slice(&[0; 8]);
-    b.extend_from_slice(&65535u32.to_le_bytes());
-    b.extend_from_slice(&1u32.to_le_bytes());
-    for (f, wire, us) in frames {
-        b.extend_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
-        b.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&wire.to_le_bytes());
-        b.extend_from_slice(f);
-    }
-    std::fs::write(path, b).unwrap();
-}
-
 /// `n` mixed frames; `sendable`: only frames a veth carries whole.
 fn mixed(seed: u64, n: usize, sendable: bool) -> Vec<(Vec<u8>, u32)> {
     let mut rng = gen::Rng::new(seed);
@@ -96,16 +78,6 @@ fn mixed(seed: u64, n: usize, sendable: bool) -> Vec<(Vec<u8>, u32)> {
     out
 }
 
-fn read_all(path: &Path) -> Vec<Record> {
-    let mut r = PcapReader::open(path).unwrap_or_else(|e| panic!("{e}"));
-    let mut out = Vec::new();
-    let mut rec = Record::default();
-    while r.next_into(&mut rec).unwrap_or_else(|e| panic!("{e}")) {
-        out.push(rec.clone());
-    }
-    out
-}
-
 /// The independent reference: `mergecap` merges the files in time order
 /// into ns pcap.
 fn mergecap(files: &[PathBuf], out: &Path) {
@@ -115,24 +87,6 @@ fn mergecap(files: &[PathBuf], out: &Path) {
         .output()
         .expect("mergecap is installed (with tshark, scripts/setup.sh)");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-}
-
-/// What `tcpdump -r merged -w - EXPR` selects (ns stamps kept).
-fn tcpdump(merged: &Path, expr: &str, scratch: &Path) -> Vec<Record> {
-    let o = Command::new("tcpdump")
-        .args(["--time-stamp-precision=nano", "-r"])
-        .arg(merged)
-        .args(["-w", "-", expr])
-        .output()
-        .expect("tcpdump is installed");
-    assert!(
-        o.status.success(),
-        "tcpdump '{expr}': {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let p = scratch.join("tcpdump.pcap");
-    std::fs::write(&p, &o.stdout).unwrap();
-    read_all(&p)
 }
 
 /// A time window; `rfc`: written as RFC 3339 instead of Unix seconds.
@@ -278,7 +232,7 @@ fn compare_all(dir: &Path, scratch: &Path, exprs: &[&str]) -> (usize, usize) {
     let wins = windows(&all, dir);
     let (mut runs, mut frames) = (0, 0);
     for (k, expr) in exprs.iter().enumerate() {
-        let sel = tcpdump(&merged, expr, scratch);
+        let sel = tcpdump_select(&merged, expr, scratch);
         for (wi, w) in wins.iter().enumerate() {
             let want: Vec<Record> = sel
                 .iter()
@@ -334,7 +288,7 @@ fn file_store(t: &TempDir) -> PathBuf {
         ("tb", &b, ["--format", "pcapng"]),
     ] {
         let trace = t.path().join(format!("{name}.pcap"));
-        write_pcap(&trace, frames);
+        write_us_pcap(&trace, frames);
         let (code, _, e) = run_wiretape(
             None,
             &[
@@ -530,8 +484,8 @@ fn two_traces(t: &TempDir, n: usize) -> (PathBuf, PathBuf) {
         v.push((f, w, us));
     }
     let (pa, pb) = (t.path().join("qa.pcap"), t.path().join("qb.pcap"));
-    write_pcap(&pa, &a);
-    write_pcap(&pb, &b);
+    write_us_pcap(&pa, &a);
+    write_us_pcap(&pb, &b);
     (pa, pb)
 }
 

@@ -15,8 +15,8 @@ mod gen;
 
 use common::*;
 use std::path::Path;
-use std::process::Command;
-use wiretape::storage::{PcapReader, Record};
+
+use wiretape::storage::Record;
 use wiretape_testbed::{Testbed, GEN_IF};
 
 /// At least 30 expressions: host/net/port/portrange/proto/vlan, byte
@@ -66,25 +66,13 @@ const EXPRESSIONS: &[&str] = &[
 /// How many frames the trace has.
 const FRAMES: usize = 700;
 
-/// A classic µs pcap (little-endian, Ethernet) written by hand, so that
-/// records can be cut short (caplen < wire length).
 fn write_pcap(path: &Path, frames: &[(Vec<u8>, u32)]) {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    b.extend_from_slice(&[0; 8]);
-    b.extend_from_slice(&65535u32.to_le_bytes());
-    b.extend_from_slice(&1u32.to_le_bytes());
-    for (i, (f, wire)) in frames.iter().enumerate() {
-        let us = 1_700_000_000_000_000u64 + i as u64 * 50;
-        b.extend_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
-        b.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&wire.to_le_bytes());
-        b.extend_from_slice(f);
-    }
-    std::fs::write(path, b).unwrap();
+    let stamped: Vec<_> = frames
+        .iter()
+        .enumerate()
+        .map(|(i, (f, w))| (f.clone(), *w, 1_700_000_000_000_000u64 + i as u64 * 50))
+        .collect();
+    write_us_pcap(path, &stamped);
 }
 
 /// The mixed trace: generated frames; `sendable` keeps only frames a veth
@@ -101,32 +89,6 @@ fn trace(sendable: bool) -> Vec<(Vec<u8>, u32)> {
         out.push((f.data, f.wire_len));
     }
     out
-}
-
-fn read_all(path: &Path) -> Vec<Record> {
-    let mut r = PcapReader::open(path).unwrap_or_else(|e| panic!("{e}"));
-    let mut out = Vec::new();
-    let mut rec = Record::default();
-    while r.next_into(&mut rec).unwrap() {
-        out.push(rec.clone());
-    }
-    out
-}
-
-/// What tcpdump selects: `tcpdump -r trace -w - EXPR`, read back.
-fn tcpdump_select(trace: &Path, expr: &str, scratch: &Path) -> Vec<Record> {
-    let out = Command::new("tcpdump")
-        .args(["-r", trace.to_str().unwrap(), "-w", "-", expr])
-        .output()
-        .expect("tcpdump is installed (scripts/setup.sh installs it)");
-    assert!(
-        out.status.success(),
-        "tcpdump '{expr}': {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let p = scratch.join("tcpdump.pcap");
-    std::fs::write(&p, &out.stdout).unwrap();
-    read_all(&p)
 }
 
 /// Every record of the capture files in `dir`, in order (one queue).

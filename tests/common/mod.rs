@@ -338,3 +338,53 @@ pub fn xdp_attached(tb: &Testbed) -> bool {
 pub fn now_ns() -> u64 {
     wiretape::timestamp::realtime_ns()
 }
+
+/// A classic µs pcap (little-endian, Ethernet) written by hand, so that
+/// records can be cut short (caplen < wire length): (bytes, wire length, µs).
+pub fn write_us_pcap(path: &Path, frames: &[(Vec<u8>, u32, u64)]) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&65535u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    for (f, wire, us) in frames {
+        b.extend_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
+        b.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(&wire.to_le_bytes());
+        b.extend_from_slice(f);
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+/// Every record of a capture file, in order (panics with the reader's error).
+pub fn read_all(path: &Path) -> Vec<Record> {
+    let mut r = PcapReader::open(path).unwrap_or_else(|e| panic!("{e}"));
+    let mut out = Vec::new();
+    let mut rec = Record::default();
+    while r.next_into(&mut rec).unwrap_or_else(|e| panic!("{e}")) {
+        out.push(rec.clone());
+    }
+    out
+}
+
+/// The independent reference: what `tcpdump -r FILE -w - EXPR` selects
+/// (nanosecond stamps kept), read back.
+pub fn tcpdump_select(file: &Path, expr: &str, scratch: &Path) -> Vec<Record> {
+    let o = Command::new("tcpdump")
+        .args(["--time-stamp-precision=nano", "-r"])
+        .arg(file)
+        .args(["-w", "-", expr])
+        .output()
+        .expect("tcpdump is installed (scripts/setup.sh installs it)");
+    assert!(
+        o.status.success(),
+        "tcpdump '{expr}': {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let p = scratch.join("tcpdump.pcap");
+    std::fs::write(&p, &o.stdout).unwrap();
+    read_all(&p)
+}
