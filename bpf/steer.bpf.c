@@ -86,7 +86,12 @@ static __always_inline int steer(struct xdp_md *ctx, const int want_hw)
 		return XDP_PASS;
 	}
 
-	__u64 len = ctx->data_end - ctx->data;
+	// The frame's length through the helper, not `data_end - data`: the
+	// verifier allows subtracting two packet pointers only to a loader
+	// with CAP_PERFMON (allow_ptr_leaks), and wiretape must load with
+	// CAP_BPF + CAP_NET_ADMIN alone. The helper also counts the fragments
+	// of a multi-buffer frame.
+	__u64 len = bpf_xdp_get_buff_len(ctx);
 	__u64 tai = bpf_ktime_get_tai_ns();
 	__u64 hw = 0;
 	if (want_hw && bpf_ksym_exists(bpf_xdp_metadata_rx_timestamp)) {

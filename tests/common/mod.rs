@@ -70,7 +70,11 @@ pub struct Recorder {
 impl Recorder {
     /// Starts `wiretape record -i wt-cap ARGS` inside the test bed and waits for its start line.
     pub fn start(tb: &Testbed, args: &[&str]) -> Recorder {
-        let mut r = Self::spawn(tb, args);
+        Self::started(Self::spawn(tb, args))
+    }
+
+    /// Waits for the start line of a recorder just spawned.
+    pub fn started(mut r: Recorder) -> Recorder {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             match r.lines.recv_timeout(Duration::from_millis(100)) {
@@ -102,6 +106,12 @@ impl Recorder {
         let bin = bin();
         let mut c = tb.command(bin.to_str().unwrap());
         c.args(["record", "-i", CAP_IF]).args(args);
+        Self::spawn_command(c)
+    }
+
+    /// Spawns a command (a `wiretape record` however it is run), its stderr
+    /// read line by line.
+    pub fn spawn_command(mut c: Command) -> Recorder {
         let mut child = c
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -159,6 +169,26 @@ impl Recorder {
 
     pub fn stderr_text(&self) -> String {
         self.stderr.join("\n")
+    }
+
+    /// Collects stderr until a line containing `want` (up to `secs`);
+    /// true if it came.
+    pub fn wait_line(&mut self, want: &str, secs: u64) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            match self.lines.recv_timeout(Duration::from_millis(50)) {
+                Ok(l) => {
+                    let hit = l.contains(want);
+                    self.stderr.push(l);
+                    if hit {
+                        return true;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+            }
+        }
+        false
     }
 }
 

@@ -9,6 +9,7 @@
 
 use crate::bpf::{SteerProgram, XdpLink, XdpMode, MAX_QUEUES};
 use crate::engine::{cpu_in_turn, Engine, EngineCounters, EngineQueue, FrameStore, RxQueue};
+use crate::link::{LinkMonitor, LinkStatus};
 use crate::xsk::{self, FillRing, RxRing, Umem, XskConfig, XskFd};
 use crate::{sys, CaptureError, CaptureFilter, Desc, StartInfo};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,6 +68,9 @@ pub struct AfXdp {
     queues: Vec<EngineQueue<AfXdpRx, AfXdpFrames>>,
     detached: Arc<AtomicBool>,
     info: StartInfo,
+    /// Link events of the interface (None: netlink refused; then only the
+    /// sockets' error state tells).
+    monitor: Option<std::sync::Mutex<LinkMonitor>>,
 }
 
 impl AfXdp {
@@ -126,7 +130,13 @@ impl AfXdp {
             let (x, refused) =
                 xsk::open(ifindex, q, &xcfg).map_err(|e| socket_error(&ifname, q, e))?;
             if let Some(r) = refused {
-                zc_refused = Some(r.to_string());
+                // What the driver said, named: veth and lo refuse, as does
+                // any driver without AF_XDP zero-copy support.
+                let who = match sys::driver_name(&ifname) {
+                    Some(d) => format!("driver {d}"),
+                    None => format!("the driver of {ifname}"),
+                };
+                zc_refused = Some(format!("zero-copy refused by {who}: {r}"));
             }
             socks.push((q, x));
         }
@@ -194,6 +204,9 @@ impl AfXdp {
                 writer_cpu,
             });
         }
+        let monitor = LinkMonitor::new(&ifname, ifindex)
+            .ok()
+            .map(std::sync::Mutex::new);
         Ok(AfXdp {
             prog,
             link: Some(link),
@@ -201,6 +214,7 @@ impl AfXdp {
             queues: out,
             detached,
             info,
+            monitor,
         })
     }
 }
@@ -256,6 +270,28 @@ impl Engine for AfXdp {
             other: kernel.rx_dropped - fill_ring_empty,
             kernel,
         }
+    }
+
+    fn link_status(&self) -> LinkStatus {
+        let seen = match &self.monitor {
+            Some(m) => m.lock().unwrap_or_else(|e| e.into_inner()).poll(),
+            None => LinkStatus::Up,
+        };
+        if matches!(seen, LinkStatus::Gone(_)) {
+            return seen;
+        }
+        // The sockets' error state: the kernel sets ENETDOWN on each when
+        // it unbinds them from a device that went away (a driver reset
+        // that tears the queues down does the same).
+        for (q, fd) in &self.fds {
+            if let Some(e) = fd.take_error() {
+                return LinkStatus::Gone(format!(
+                    "the AF_XDP socket of {} queue {q} failed: {e}",
+                    self.info.ifname
+                ));
+            }
+        }
+        seen
     }
 
     fn stop(&mut self) {

@@ -154,12 +154,21 @@ impl SteerProgram {
                 p.set_flags(libbpf_sys::BPF_F_XDP_DEV_BOUND_ONLY);
             }
         }
+        crate::bpflog::install();
+        crate::bpflog::clear();
         let obj = open.load().map_err(|e| {
             let s = e.to_string();
             if s.contains("Operation not permitted") || s.contains("EPERM") {
-                CaptureError::Permission("loading the XDP program".into())
+                CaptureError::Permission("loading the XDP program (CAP_BPF)".into())
             } else {
-                CaptureError::Bpf(format!("loading the steering program: {s}"))
+                // libbpf's log (the verifier's last words) says why.
+                let why = crate::bpflog::reason(2);
+                let why = if why.is_empty() {
+                    why
+                } else {
+                    format!(" ({why})")
+                };
+                CaptureError::Bpf(format!("loading the steering program: {s}{why}"))
             }
         })?;
         Ok(SteerProgram {

@@ -99,6 +99,12 @@ pub trait Engine: Send {
     fn counters(&self, queue: u32) -> EngineCounters;
     /// Ends the input: no new frame arrives; queues drain, then end.
     fn stop(&mut self);
+    /// How the input's link is (the control loop asks a few times a
+    /// second): an engine that watches an interface says when it went down
+    /// or away; the default (a file, say) is always up.
+    fn link_status(&self) -> crate::LinkStatus {
+        crate::LinkStatus::Up
+    }
 }
 
 /// How an engine came up.

@@ -13,10 +13,13 @@
 //! - `xsk`: AF_XDP sockets, UMEM and rings: all of their `unsafe`.
 //! - `arena`: the file engine's frame memory: all of its `unsafe`.
 //! - `bpf`: the steering program (load, attach, counters; one FFI call).
+//! - `bpflog`: libbpf's log routed through wiretape's (kept, folded into
+//!   errors, printed with `-v`).
 //! - `xdpfilter`: the capture filter in the XDP program (a tail call into a
 //!   generated program; its docs say why), [`CaptureFilter`].
 //! - `tx`: the paced transmit loop of `replay` and `gen`.
 //! - `frames`: known test frames (sequence, flow, send time).
+//! - `link`: link events of the recorded interface (netlink): removed, down.
 //! - `sys`: small OS calls (interface, queues, affinity, capabilities).
 #![deny(unsafe_code)]
 
@@ -25,11 +28,14 @@ pub mod afxdp;
 mod arena;
 #[allow(unsafe_code)]
 pub mod bpf;
+pub mod bpflog;
 #[allow(unsafe_code)]
 mod desc;
 mod engine;
 pub mod file;
 pub mod frames;
+#[allow(unsafe_code)]
+pub mod link;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod tx;
@@ -42,6 +48,7 @@ pub use bpf::{QueueCounters, XdpMode};
 pub use desc::Desc;
 pub use engine::{Engine, EngineCounters, EngineQueue, FrameStore, RxQueue, StartInfo};
 pub use file::{FileConfig, FileEngine, RecordHead, RecordSource};
+pub use link::{LinkMonitor, LinkStatus};
 pub use xdpfilter::CaptureFilter;
 pub use xsk::{BindMode, XskStats};
 

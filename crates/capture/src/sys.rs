@@ -93,6 +93,19 @@ pub fn rx_queue_count(name: &str) -> io::Result<u32> {
     Ok(n as u32)
 }
 
+/// The interface's flags as netlink gives them (`IFF_UP` 0x1, ...), with
+/// `IFF_LOWER_UP` (0x10000) when it has carrier; None if it cannot be read.
+pub fn if_flags(name: &str) -> Option<u32> {
+    let base = format!("/sys/class/net/{name}");
+    let t = std::fs::read_to_string(format!("{base}/flags")).ok()?;
+    let flags = u32::from_str_radix(t.trim().trim_start_matches("0x"), 16).ok()?;
+    // `carrier` cannot be read while the link is administratively down.
+    let carrier = std::fs::read_to_string(format!("{base}/carrier"))
+        .map(|c| c.trim() == "1")
+        .unwrap_or(false);
+    Some(flags | if carrier { 0x10000 } else { 0 })
+}
+
 /// The interface's link type (`/sys/class/net/NAME/type`, an `ARPHRD_`
 /// value: 1 for Ethernet); None if it cannot be read.
 pub fn arphrd(name: &str) -> Option<u32> {
@@ -151,6 +164,91 @@ pub fn raise_memlock() {
     unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &r) };
 }
 
+/// The locked-memory limit (RLIMIT_MEMLOCK, soft) in bytes; None: unlimited.
+pub fn memlock_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) } != 0 {
+        return Some(0);
+    }
+    (r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
+
+/// A capability a recording needs and lacks, with what it is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingCap {
+    /// Its name, e.g. `CAP_NET_RAW`.
+    pub name: &'static str,
+    /// What wiretape needs it for.
+    pub why: String,
+}
+
+/// CAP_NET_ADMIN, CAP_NET_RAW, CAP_IPC_LOCK, CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF.
+const CAP_NET_ADMIN: u32 = 12;
+const CAP_NET_RAW: u32 = 13;
+const CAP_IPC_LOCK: u32 = 14;
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// The capabilities an AF_XDP recording needs that this process lacks
+/// (empty: it may record; root normally has all of them), checked against
+/// its effective set, so that a missing one is named before anything is
+/// opened. `locked_bytes`: the UMEM memory it will pin (CAP_IPC_LOCK is
+/// only needed when that is over the locked-memory limit, e.g. under
+/// systemd's `LimitMEMLOCK=infinity`); `perfmon`: the capture filter reads
+/// the frame length (the verifier allows that pointer subtraction only with
+/// CAP_PERFMON). What each is for, as found on Linux 6.18 as uid 65534:
+/// CAP_BPF loads the program and its maps, CAP_NET_ADMIN creates the XSKMAP
+/// and attaches XDP, CAP_NET_RAW opens AF_XDP sockets, CAP_IPC_LOCK pins
+/// the UMEM beyond RLIMIT_MEMLOCK.
+pub fn missing_capabilities(locked_bytes: u64, perfmon: bool) -> Vec<MissingCap> {
+    caps_missing_from(effective_caps(), memlock_limit(), locked_bytes, perfmon)
+}
+
+fn caps_missing_from(
+    caps: u64,
+    memlock: Option<u64>,
+    locked_bytes: u64,
+    perfmon: bool,
+) -> Vec<MissingCap> {
+    let has = |n: u32| caps & (1u64 << n) != 0;
+    let mut v = Vec::new();
+    let mut miss = |name, why: &str| {
+        v.push(MissingCap {
+            name,
+            why: why.to_string(),
+        })
+    };
+    if !has(CAP_NET_ADMIN) {
+        miss("CAP_NET_ADMIN", "to create the socket map and attach XDP");
+    }
+    if !(has(CAP_BPF) || has(CAP_SYS_ADMIN)) {
+        miss("CAP_BPF", "to load the XDP program and its maps");
+    }
+    if !has(CAP_NET_RAW) {
+        miss("CAP_NET_RAW", "to open AF_XDP sockets");
+    }
+    if !has(CAP_IPC_LOCK) && memlock.is_some_and(|l| l < locked_bytes) {
+        let why = format!(
+            "to pin {} MiB of UMEM: the locked-memory limit is {} KiB (or raise it: `ulimit -l`, LimitMEMLOCK=)",
+            locked_bytes >> 20,
+            memlock.unwrap_or(0) >> 10
+        );
+        miss("CAP_IPC_LOCK", &why);
+    }
+    if perfmon && !(has(CAP_PERFMON) || has(CAP_SYS_ADMIN)) {
+        miss(
+            "CAP_PERFMON",
+            "the capture filter reads the frame length (len, less, greater)",
+        );
+    }
+    v
+}
+
 /// Effective capabilities of this process (bit n = capability n).
 pub fn effective_caps() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -192,4 +290,62 @@ pub fn link_speed_bps(name: &str) -> Option<u64> {
     ethtool(name, &mut cmd).ok()?;
     let mbps = cmd.speed as u32 | (cmd.speed_hi as u32) << 16;
     (mbps != 0 && mbps != u32::MAX && mbps != 0xffff).then_some(mbps as u64 * 1_000_000)
+}
+
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+/// The driver of `name` (ethtool's `driver`: `veth`, `mlx5_core`...), when
+/// it says.
+pub fn driver_name(name: &str) -> Option<String> {
+    // SAFETY: plain data, zero is valid.
+    let mut d: EthtoolDrvinfo = unsafe { std::mem::zeroed() };
+    d.cmd = 0x3; // ETHTOOL_GDRVINFO
+    ethtool(name, &mut d).ok()?;
+    let end = d.driver.iter().position(|&b| b == 0).unwrap_or(32);
+    let s = String::from_utf8_lossy(&d.driver[..end]).into_owned();
+    (!s.is_empty()).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_each_missing_capability() {
+        let all = (1 << CAP_NET_ADMIN) | (1 << CAP_NET_RAW) | (1 << CAP_IPC_LOCK) | (1 << CAP_BPF);
+        assert!(caps_missing_from(all, Some(8 << 10), 64 << 20, false).is_empty());
+        for cap in [CAP_NET_ADMIN, CAP_NET_RAW, CAP_IPC_LOCK, CAP_BPF] {
+            let m = caps_missing_from(all & !(1 << cap), Some(8 << 10), 64 << 20, false);
+            assert_eq!(m.len(), 1, "{m:?}");
+            let want = match cap {
+                CAP_NET_ADMIN => "CAP_NET_ADMIN",
+                CAP_NET_RAW => "CAP_NET_RAW",
+                CAP_IPC_LOCK => "CAP_IPC_LOCK",
+                _ => "CAP_BPF",
+            };
+            assert_eq!(m[0].name, want);
+        }
+        // CAP_IPC_LOCK is not needed under a high enough limit.
+        let no_lock = all & !(1 << CAP_IPC_LOCK);
+        assert!(caps_missing_from(no_lock, None, 64 << 20, false).is_empty());
+        assert!(caps_missing_from(no_lock, Some(1 << 30), 64 << 20, false).is_empty());
+        // CAP_SYS_ADMIN stands in for CAP_BPF (kernels before 5.8).
+        let sys = (all & !(1 << CAP_BPF)) | (1 << CAP_SYS_ADMIN);
+        assert!(caps_missing_from(sys, None, 0, true).is_empty());
+        assert_eq!(caps_missing_from(all, None, 0, true)[0].name, "CAP_PERFMON");
+    }
 }

@@ -35,7 +35,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    crate::record::check_privileges()
+    crate::record::check_basic_privileges()
         .context("the demo creates a network namespace and attaches XDP")?;
     let (dir, temp) = match &a.dir {
         Some(d) => (d.clone(), false),

@@ -87,16 +87,51 @@ fn main() {
     match r {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            // One line: the error and its causes, joined.
-            let msg = e
-                .chain()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(": ");
-            eprintln!("wiretape: error: {}", msg.replace('\n', " "));
-            std::process::exit(1);
+            eprintln!("wiretape: error: {}", one_line(&e));
+            // Bad input found after parsing (a CPU not allowed...) is a
+            // usage error, as clap's are.
+            std::process::exit(if e.downcast_ref::<Usage>().is_some() {
+                2
+            } else {
+                1
+            });
         }
     }
+}
+
+/// A usage error found after parsing: exit code 2, like clap's.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// A usage error (exit 2) saying `msg`.
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    Usage(msg.into()).into()
+}
+
+/// One line: the error and those of its causes its text does not already
+/// hold (our errors name their source in their own text, and anyhow's chain
+/// lists the source again: it would be printed twice).
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for c in e.chain() {
+        let t = c.to_string();
+        if msg.contains(&t) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&t);
+    }
+    msg.replace('\n', " ")
 }
 
 /// Restores the default SIGPIPE action (Rust ignores it), so that
@@ -107,5 +142,27 @@ pub fn default_sigpipe() {
     // memory of ours; called once at start-up before any thread exists.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = std::io::Error::from_raw_os_error(2);
+        let e = wiretape::storage::StorageError::NotWritable {
+            path: "/proc/foo".into(),
+            source: io,
+        };
+        let line = one_line(&anyhow::Error::from(e));
+        assert_eq!(
+            line.matches("No such file or directory").count(),
+            1,
+            "{line}"
+        );
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(one_line(&e), "outer: inner");
     }
 }

@@ -20,6 +20,8 @@ wiretape record -i eth0 -w /data --rotate-size 1G --keep-bytes 500G --on-full ro
 wiretape record -i eth0 -w /data --format pcapng --rotate-time 60s --keep-age 7d --cpus 2,3 --writer-cpus 4,5\n\nA capture filter (tcpdump's language) goes after the options, or in a file with -F:\n  \
 wiretape record -i eth0 -w /data tcp port 443 and not host 10.0.0.1\n  \
 wiretape record -i eth0 -w /data -F filter.txt\n\n\
+Signals: SIGINT/SIGTERM stop cleanly; SIGHUP starts a new file on every queue (at its next frame) and \
+finishes the old ones; SIGUSR2 prints the summary so far and goes on.\n\n\
 Needs root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK (and CAP_PERFMON for filters using len, less or greater)."
 )]
 pub struct Args {
@@ -168,6 +170,15 @@ pub struct Args {
     /// that runs to the end of the line), instead of the trailing words.
     #[arg(short = 'F', value_name = "FILE", conflicts_with = "expression")]
     filter_file: Option<PathBuf>,
+    /// When the interface disappears (deleted, unplugged, a driver reset),
+    /// wait for it to come back and record on into new files (the gap is in
+    /// the summary) instead of stopping with exit 1.
+    #[arg(long)]
+    wait_iface: bool,
+    /// Show libbpf's own log lines (otherwise folded into the one-line
+    /// reason of an error).
+    #[arg(short = 'v', long)]
+    verbose: bool,
     /// Capture filter, as tcpdump takes it (man pcap-filter): only the
     /// frames it accepts are recorded; the others go on to the kernel's
     /// stack untouched and are counted in packets_filtered. Decided in the
@@ -306,8 +317,36 @@ pub fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
     Ok(v)
 }
 
-/// Fails early, with the fix, when the process lacks the rights to capture.
-pub fn check_privileges() -> Result<()> {
+/// Fails early, naming each missing capability and what it is for, when
+/// the process lacks the rights to capture (checked against its effective
+/// capabilities, also as root: a container may have dropped some).
+/// `locked_bytes`: the UMEM it will pin; `perfmon`: the filter reads the
+/// frame length.
+pub fn check_privileges(locked_bytes: u64, perfmon: bool) -> Result<()> {
+    let missing = sys::missing_capabilities(locked_bytes, perfmon);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let list = missing
+        .iter()
+        .map(|m| format!("{} ({})", m.name, m.why))
+        .collect::<Vec<_>>()
+        .join(", ");
+    bail!(
+        "missing {} {list}: run as root, or grant CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and \
+         CAP_IPC_LOCK (`setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep $(command -v wiretape)`, \
+         or AmbientCapabilities= in its systemd unit)",
+        if missing.len() == 1 {
+            "capability"
+        } else {
+            "capabilities"
+        }
+    );
+}
+
+/// The rights `demo`, `tsbench --live`, `replay` and `gen` check before
+/// they start: root, or at least CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF.
+pub fn check_basic_privileges() -> Result<()> {
     if sys::is_root() {
         return Ok(());
     }
@@ -323,16 +362,70 @@ pub fn check_privileges() -> Result<()> {
     Ok(())
 }
 
-fn cpu_list(s: &Option<String>, what: &str) -> Result<Option<Vec<usize>>> {
-    Ok(match s {
-        None => None,
-        Some(s) => Some(
-            parse_list(s, what)?
-                .into_iter()
-                .map(|c| c as usize)
-                .collect(),
-        ),
+/// The UMEM bytes a recording of `c` pins: frames x frame size per queue.
+pub fn locked_bytes(c: &CaptureConfig) -> u64 {
+    let queues = match &c.queues {
+        Some(q) => q.len() as u64,
+        None => sys::rx_queue_count(&c.ifname).unwrap_or(1).max(1) as u64,
+    };
+    queues * c.frames as u64 * c.frame_size as u64
+}
+
+/// Does `expr` need CAP_PERFMON in the XDP program (it reads the length)?
+/// False when it does not compile (the recording reports that itself).
+pub fn filter_needs_perfmon(expr: Option<&str>, snaplen: u32) -> bool {
+    expr.and_then(|e| {
+        wiretape::capture::CaptureFilter::compile(e, wiretape::filter::LINKTYPE_ETHERNET, snaplen)
+            .ok()
     })
+    .is_some_and(|f| f.needs_perfmon())
+}
+
+/// A CPU list flag, each CPU checked against the CPUs this process may run
+/// on (a usage error, exit 2, before anything is attached).
+fn cpu_list(s: &Option<String>, what: &str) -> Result<Option<Vec<usize>>> {
+    let Some(s) = s else { return Ok(None) };
+    let list: Vec<usize> = parse_list(s, what)
+        .map_err(|e| crate::usage(e.to_string()))?
+        .into_iter()
+        .map(|c| c as usize)
+        .collect();
+    check_cpus(&list, &sys::allowed_cpus(), what)?;
+    Ok(Some(list))
+}
+
+/// Every CPU of `list` must be in `allowed`.
+fn check_cpus(list: &[usize], allowed: &[usize], what: &str) -> Result<()> {
+    if let Some(bad) = list.iter().find(|c| !allowed.contains(c)) {
+        return Err(crate::usage(format!(
+            "{what}: CPU {bad} is not one this process may run on (allowed: {}); see `nproc`, `taskset -p $$` or the service's CPUAffinity=",
+            ranges(allowed)
+        )));
+    }
+    Ok(())
+}
+
+/// `0,1,2,5` -> `0-2,5`
+fn ranges(v: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i {
+            format!("{}-{}", v[i], v[j])
+        } else {
+            v[i].to_string()
+        });
+        i = j + 1;
+    }
+    if out.is_empty() {
+        "none".into()
+    } else {
+        out.join(",")
+    }
 }
 
 /// The capture side of the options (-i or -r).
@@ -374,7 +467,6 @@ fn input(a: &Args) -> Result<Input> {
 pub fn run(a: Args) -> Result<i32> {
     let input = input(&a)?;
     let filter = filter_expression(&a.expression, a.filter_file.as_deref())?;
-    let file = matches!(input, Input::File(_));
     let mut opts = match &input {
         Input::File(f) => RecordConfig::file(&f.path, &a.dir),
         Input::Interface(c) => RecordConfig::interface(&c.ifname, &a.dir),
@@ -388,6 +480,7 @@ pub fn run(a: Args) -> Result<i32> {
     opts.stage.idle_sleep = Duration::from_micros(a.poll_sleep_us);
     opts.duration = a.duration;
     opts.filter = filter;
+    opts.wait_iface = a.wait_iface;
     let st = &mut opts.storage;
     st.snaplen = a.snaplen;
     st.flush_interval = a.flush_interval;
@@ -428,14 +521,22 @@ pub fn run(a: Args) -> Result<i32> {
             );
         }
     }
-    if !file {
-        check_privileges()?;
+    if let Input::Interface(c) = &opts.input {
+        check_privileges(
+            locked_bytes(c),
+            filter_needs_perfmon(opts.filter.as_deref(), opts.storage.snaplen),
+        )?;
     }
+    wiretape::capture::bpflog::set_verbose(a.verbose);
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
+    // SIGHUP: rotate every file now; SIGUSR2: the summary so far, going on.
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, opts.controls.rotate.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGUSR2, opts.controls.status.clone())?;
+    let status = opts.controls.status.clone();
     let tty = std::io::stderr().is_terminal();
     let quiet = a.quiet;
     let mut why = String::new();
@@ -446,9 +547,18 @@ pub fn run(a: Args) -> Result<i32> {
             elapsed,
             snapshot,
             storage,
-        } if !quiet => report::progress(elapsed, &snapshot, &storage, tty),
+        } => {
+            if status.swap(false, std::sync::atomic::Ordering::AcqRel) {
+                if tty && !quiet {
+                    eprintln!();
+                }
+                eprint!("{}", report::status_text(elapsed, &snapshot, &storage));
+            }
+            if !quiet {
+                report::progress(elapsed, &snapshot, &storage, tty);
+            }
+        }
         Event::Finished(st) => fin = st,
-        Event::Progress { .. } => {}
         Event::Notice(n) => eprintln!("wiretape: {n}"),
         Event::Stopping(w) => {
             if tty && !quiet {
@@ -475,7 +585,7 @@ pub fn run(a: Args) -> Result<i32> {
     }
     let errors = rep.errors();
     if let Some(e) = errors.first() {
-        bail!("{e} (every frame before the error is in the files)");
+        bail!("{e} (every frame before it is in the files, which are finished)");
     }
     Ok(0)
 }

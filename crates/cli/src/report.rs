@@ -67,9 +67,10 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
     }
     let mode = match info.bind_mode {
         Some(BindMode::ZeroCopy) => "zero-copy".to_string(),
-        Some(BindMode::Copy) if info.zero_copy_refused.is_some() => {
-            "copy mode (driver refused zero-copy: expected on veth)".into()
-        }
+        Some(BindMode::Copy) => match &info.zero_copy_refused {
+            Some(r) => format!("copy mode ({r})"),
+            None => "copy mode".into(),
+        },
         _ => "copy mode".into(),
     };
     let native = match &info.native_refused {
@@ -161,11 +162,77 @@ pub fn progress(elapsed: Duration, s: &Snapshot, st: &StorageProgress, tty: bool
         st.p50_us as f64 / 1e3,
         st.p99_us as f64 / 1e3,
     );
+    let line = match &s.link {
+        Some(w) => format!("{line} | WARNING: {w}"),
+        None => line,
+    };
     if tty {
         eprint!("\r{line}\x1b[K");
     } else {
         eprintln!("{line}");
     }
+}
+
+/// The summary so far, while recording goes on (SIGUSR2): live counters per
+/// queue; drops are the kernel's so far (the writers' own are counted at
+/// the end).
+pub fn status_text(elapsed: Duration, s: &Snapshot, st: &StorageProgress) -> String {
+    let mut out = format!(
+        "wiretape: status after {:.1} s (recording goes on): {} frames seen, {} written ({}), {} filtered out, {} dropped by the kernel\n",
+        elapsed.as_secs_f64(),
+        thousands(s.seen()),
+        thousands(s.written()),
+        bytes_h(s.bytes()),
+        thousands(s.filtered()),
+        thousands(s.kernel_drops()),
+    );
+    out += "  queue        seen     written    filtered  ring_full fill_empty    other\n";
+    for q in &s.queues {
+        let fill_empty = q.kernel.rx_fill_ring_empty_descs.min(q.kernel.rx_dropped);
+        out += &format!(
+            "  {:>5} {:>11} {:>11} {:>11} {:>10} {:>10} {:>8}\n",
+            q.queue,
+            q.seen,
+            q.written,
+            q.filtered,
+            q.kernel.rx_ring_full,
+            fill_empty,
+            q.kernel.rx_dropped - fill_empty,
+        );
+    }
+    out += &format!(
+        "  writers: {} blocks waiting, {} in flight, latency p50/p99 {:.1}/{:.1} ms; retention deleted {} files ({})\n",
+        st.pending_blocks,
+        st.in_flight,
+        st.p50_us as f64 / 1e3,
+        st.p99_us as f64 / 1e3,
+        st.deleted_files,
+        bytes_h(st.deleted_bytes),
+    );
+    if let Some(w) = &s.link {
+        out += &format!("  WARNING: {w}\n");
+    }
+    out
+}
+
+fn gaps_json(r: &CaptureReport) -> Value {
+    Value::Array(
+        r.gaps
+            .iter()
+            .map(|g| {
+                json!({
+                    "interface": g.ifname,
+                    "from": wiretape::timestamp::format_rfc3339(g.from_ns),
+                    "to": wiretape::timestamp::format_rfc3339(g.to_ns),
+                    "from_ns": g.from_ns,
+                    "to_ns": g.to_ns,
+                    "seconds": g.to_ns.saturating_sub(g.from_ns) as f64 / 1e9,
+                    "came_back": g.came_back,
+                    "why": g.why,
+                })
+            })
+            .collect(),
+    )
 }
 
 fn drops_json(d: &Drops) -> Value {
@@ -265,6 +332,7 @@ pub fn summary_json(
             "deleted_files": st.deleted_files,
             "deleted_bytes": st.deleted_bytes,
         },
+        "interface_gaps": gaps_json(r),
         "notes": r.queues.iter().flat_map(|q| q.sink.notes.clone()).collect::<Vec<_>>(),
         "errors": r.errors(),
     })
@@ -318,6 +386,17 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
             "  retention: deleted {} of our files ({})\n",
             st.deleted_files,
             bytes_h(st.deleted_bytes)
+        );
+    }
+    for g in &r.gaps {
+        s += &format!(
+            "  interface {} was away {:.1} s, from {} to {}{}: nothing could be recorded then ({})\n",
+            g.ifname,
+            g.to_ns.saturating_sub(g.from_ns) as f64 / 1e9,
+            wiretape::timestamp::format_rfc3339(g.from_ns),
+            wiretape::timestamp::format_rfc3339(g.to_ns),
+            if g.came_back { ", then reattached" } else { " (the run ended before it came back)" },
+            g.why
         );
     }
     if r.identity_holds() {

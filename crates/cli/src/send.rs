@@ -1,6 +1,6 @@
 //! `wiretape replay` and `wiretape gen`: AF_XDP transmit, paced.
 
-use crate::record::check_privileges;
+use crate::record::check_basic_privileges;
 use crate::report::{bytes_h, thousands};
 use anyhow::{bail, Result};
 use std::path::PathBuf;
@@ -92,7 +92,7 @@ fn common(a: &TxArgs) -> Result<TxConfig> {
             a.iface
         );
     }
-    check_privileges()?;
+    check_basic_privileges()?;
     let mut c = TxConfig::new(&a.iface);
     c.queue = a.queue;
     c.batch = a.batch;

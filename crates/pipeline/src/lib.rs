@@ -26,9 +26,9 @@ pub mod replay;
 pub mod report;
 pub mod stage;
 
-pub use record::{record, Event, Input, RecordConfig};
+pub use record::{record, Controls, Event, Input, RecordConfig};
 pub use replay::{FileSource, ReplaySource};
-pub use report::{Drops, QueueReport, QueueSnapshot, RecordReport, Snapshot};
+pub use report::{Drops, Gap, QueueReport, QueueSnapshot, RecordReport, Snapshot};
 pub use stage::{FrameSink, Running, StageConfig, StopReason};
 
 /// Errors of a recording: the capture side's or the storage side's, typed.

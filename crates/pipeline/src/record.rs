@@ -2,13 +2,15 @@
 //! store of files, with progress events and exact accounting at the end.
 
 use crate::replay::FileSource;
-use crate::report::{RecordReport, Snapshot};
+use crate::report::{Gap, RecordReport, Snapshot};
 use crate::stage::{Running, StageConfig, StopReason};
 use crate::PipelineError;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wiretape_capture::{
-    AfXdp, CaptureConfig, CaptureFilter, Engine, FileConfig, FileEngine, RecordSource, StartInfo,
+    sys, AfXdp, CaptureConfig, CaptureFilter, Engine, FileConfig, FileEngine, LinkStatus,
+    RecordSource, StartInfo,
 };
 use wiretape_storage::{StorageConfig, StorageProgress, Store};
 use wiretape_timestamp::{realtime_ns, TsMode};
@@ -40,6 +42,24 @@ pub struct RecordConfig {
     /// `filtered`. Compiled by [`record`] for the input's link type and the
     /// snap length; it replaces any filter set in the input's config.
     pub filter: Option<String>,
+    /// When the interface goes away (deleted, unplugged), wait for it to
+    /// come back and record on into new files (the gap is in the report's
+    /// `gaps`), instead of stopping with an error.
+    pub wait_iface: bool,
+    /// Requests from outside while it runs (signals).
+    pub controls: Controls,
+}
+
+/// Requests to a running [`record`], set from any thread (a signal
+/// handler's flag): the control loop looks every 20 ms and clears them.
+#[derive(Clone, Debug, Default)]
+pub struct Controls {
+    /// Start a new file on every queue (at its next frame) and finish the
+    /// old ones (SIGHUP).
+    pub rotate: Arc<AtomicBool>,
+    /// Send a [`Event::Progress`] now (the caller clears it once it has
+    /// shown it: SIGUSR2's summary without stopping).
+    pub status: Arc<AtomicBool>,
 }
 
 impl RecordConfig {
@@ -52,6 +72,8 @@ impl RecordConfig {
             storage: StorageConfig::new(dir),
             duration: None,
             filter: None,
+            wait_iface: false,
+            controls: Controls::default(),
         }
     }
 
@@ -64,6 +86,8 @@ impl RecordConfig {
             storage: StorageConfig::new(dir),
             duration: None,
             filter: None,
+            wait_iface: false,
+            controls: Controls::default(),
         }
     }
 
@@ -137,10 +161,65 @@ pub fn record(
     for n in notices {
         on_event(Event::Notice(n));
     }
-    match &input {
+    let t0 = Instant::now();
+    let mut seg = Segment {
+        cfg,
+        store: &store,
+        stop,
+        t0,
+        deadline: cfg.duration.map(|d| t0 + d),
+        base: Vec::new(),
+        stage: cfg.stage.clone(),
+    };
+    let (mut report, why) = match &input {
         Input::Interface(c) => {
             let engine = AfXdp::open(c, cfg.ts)?;
-            run(engine, realtime_ns(), cfg, &store, stop, &mut on_event)
+            let (mut total, mut end) = seg.run(engine, realtime_ns(), &mut on_event)?;
+            // --wait-iface: the interface went away; wait for it, record on.
+            while let (End::Gone(gone), true) = (&end, cfg.wait_iface) {
+                let gone = gone.clone();
+                let from_ns = realtime_ns();
+                on_event(Event::Notice(format!(
+                    "{gone}: its files are finished; waiting for it to come back (--wait-iface)"
+                )));
+                let back = seg.wait_for_interface(c, &mut on_event);
+                let to_ns = realtime_ns();
+                total.gaps.push(Gap {
+                    ifname: c.ifname.clone(),
+                    from_ns,
+                    to_ns,
+                    came_back: back.is_ok(),
+                    why: gone,
+                });
+                let engine = match back {
+                    Ok(e) => e,
+                    Err(why) => {
+                        end = End::Stop(why);
+                        break;
+                    }
+                };
+                on_event(Event::Notice(format!(
+                    "interface {} is back after {:.1} s: recording again, into new files",
+                    c.ifname,
+                    to_ns.saturating_sub(from_ns) as f64 / 1e9
+                )));
+                seg.base = total.queues.iter().map(|q| q.as_snapshot()).collect();
+                if let Some(n) = cfg.stage.count {
+                    seg.stage.count = Some(n.saturating_sub(total.written()).max(1));
+                }
+                let (later, e) = seg.run(engine, realtime_ns(), &mut on_event)?;
+                total.absorb(later);
+                end = e;
+            }
+            match end {
+                End::Stop(why) => (total, why),
+                End::Gone(gone) => {
+                    total.input_error.get_or_insert(format!(
+                        "{gone}: recording stopped (--wait-iface waits for it to come back)"
+                    ));
+                    (total, "interface gone")
+                }
+            }
         }
         Input::File(f) => {
             let source = FileSource::open(&f.path)?;
@@ -148,83 +227,194 @@ pub fn record(
             // files are, so that names sort by time.
             let start = first_stamp(&f.path).unwrap_or_else(realtime_ns);
             let engine = FileEngine::open(f, source, cfg.ts)?;
-            run(engine, start, cfg, &store, stop, &mut on_event)
+            let (mut r, end) = seg.run(engine, start, &mut on_event)?;
+            match end {
+                End::Stop(why) => (r, why),
+                End::Gone(gone) => {
+                    r.input_error.get_or_insert(gone);
+                    (r, "input gone")
+                }
+            }
         }
-    }
+    };
+    report.duration = t0.elapsed();
+    on_event(Event::Stopping(why));
+    let (deleted_files, deleted_bytes) = store.retention().deleted();
+    on_event(Event::Finished(StorageProgress {
+        deleted_files,
+        deleted_bytes,
+        ..Default::default()
+    }));
+    Ok(report)
 }
 
 fn first_stamp(path: &std::path::Path) -> Option<u64> {
     FileSource::open(path).ok()?.next().map(|h| h.ts_ns)
 }
 
-fn run<E: Engine + InputError>(
-    engine: E,
-    start_ns: u64,
-    cfg: &RecordConfig,
-    store: &Store,
-    stop: &AtomicBool,
-    on_event: &mut dyn FnMut(Event<'_>),
-) -> Result<RecordReport, PipelineError> {
-    let ifname = engine.info().ifname.clone();
-    let run = Running::start(engine, &cfg.stage, |q| store.writer(&ifname, q, start_ns))?;
-    on_event(Event::Started(run.info()));
-    let t0 = Instant::now();
-    let mut next_progress = Duration::from_secs(1);
-    let mut next_retention = Duration::from_millis(250);
-    let retention = store.retention().clone();
-    let say_deleted = |on_event: &mut dyn FnMut(Event<'_>)| {
-        for l in retention.take_log() {
-            on_event(Event::Notice(l));
+/// How one engine's run ended.
+enum End {
+    /// Stopped, for this reason (the run is over).
+    Stop(&'static str),
+    /// The interface went away (the text says how).
+    Gone(String),
+}
+
+/// What the runs of one recording share (one run per engine: more than
+/// one when the interface went away and came back).
+struct Segment<'a> {
+    cfg: &'a RecordConfig,
+    store: &'a Store,
+    stop: &'a AtomicBool,
+    t0: Instant,
+    deadline: Option<Instant>,
+    /// What the earlier runs counted, per queue (added to live snapshots).
+    base: Vec<crate::report::QueueSnapshot>,
+    /// The stage settings of this run (the count left).
+    stage: crate::stage::StageConfig,
+}
+
+impl Segment<'_> {
+    fn run<E: Engine + InputError>(
+        &self,
+        engine: E,
+        start_ns: u64,
+        on_event: &mut dyn FnMut(Event<'_>),
+    ) -> Result<(RecordReport, End), PipelineError> {
+        let (cfg, store) = (self.cfg, self.store);
+        let ifname = engine.info().ifname.clone();
+        let run = Running::start(engine, &self.stage, |q| store.writer(&ifname, q, start_ns))?;
+        on_event(Event::Started(run.info()));
+        let t0 = self.t0;
+        let el0 = t0.elapsed();
+        let mut next_progress = Duration::from_secs(el0.as_secs() + 1);
+        let mut next_retention = el0 + Duration::from_millis(250);
+        let mut next_link = el0 + Duration::from_millis(100);
+        let mut link_warning: Option<String> = None;
+        let retention = store.retention().clone();
+        let say_deleted = |on_event: &mut dyn FnMut(Event<'_>)| {
+            for l in retention.take_log() {
+                on_event(Event::Notice(l));
+            }
+        };
+        let progress = |run: &Running<E>, link: &Option<String>| {
+            let mut snapshot = run.snapshot();
+            snapshot.add_base(&self.base);
+            snapshot.link = link.clone();
+            (t0.elapsed(), snapshot, store.progress())
+        };
+        let end = loop {
+            std::thread::sleep(Duration::from_millis(20));
+            if self.stop.load(Ordering::Relaxed) {
+                break End::Stop("signal");
+            }
+            match run.should_stop() {
+                Some(StopReason::CountReached) => break End::Stop("count reached"),
+                Some(StopReason::SinkFailed) => break End::Stop("output failed"),
+                Some(StopReason::InputEnded) => break End::Stop("end of input"),
+                Some(StopReason::ThreadDied) => {
+                    break End::Stop("internal error: a capture thread died")
+                }
+                None => {}
+            }
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                break End::Stop("duration reached");
+            }
+            let el = t0.elapsed();
+            if cfg.controls.rotate.swap(false, Ordering::AcqRel) {
+                store.rotate_all();
+                on_event(Event::Notice(
+                    "rotating: every queue starts a new file at its next frame; the old files are finished"
+                        .into(),
+                ));
+            }
+            if el >= next_link {
+                next_link = el + Duration::from_millis(100);
+                match run.link_status() {
+                    LinkStatus::Gone(why) => break End::Gone(why),
+                    LinkStatus::Down(w) => {
+                        if link_warning.as_ref() != Some(&w) {
+                            on_event(Event::Notice(format!(
+                                "warning: {w}: no frames can arrive until it is up"
+                            )));
+                            link_warning = Some(w);
+                        }
+                    }
+                    LinkStatus::Up => {
+                        if let Some(w) = link_warning.take() {
+                            on_event(Event::Notice(format!("link up again (was: {w})")));
+                        }
+                    }
+                }
+            }
+            if el >= next_retention {
+                next_retention += Duration::from_millis(250);
+                retention.enforce();
+                say_deleted(on_event);
+            }
+            let asked = cfg.controls.status.load(Ordering::Acquire);
+            if el >= next_progress || asked {
+                if el >= next_progress {
+                    next_progress += Duration::from_secs(1);
+                }
+                let (elapsed, snapshot, storage) = progress(&run, &link_warning);
+                on_event(Event::Progress {
+                    elapsed,
+                    snapshot,
+                    storage,
+                });
+            }
+        };
+        let info = run.info().clone();
+        let (engine, queues, duration) = run.stop();
+        // The files just closed count too.
+        retention.enforce();
+        say_deleted(on_event);
+        Ok((
+            RecordReport {
+                info,
+                queues,
+                duration,
+                input_error: engine.input_error(),
+                gaps: Vec::new(),
+            },
+            end,
+        ))
+    }
+
+    /// Waits until the interface is back and an engine opens on it again;
+    /// Err(why the run stops) on a signal or at the end of `-d`.
+    fn wait_for_interface(
+        &self,
+        c: &CaptureConfig,
+        on_event: &mut dyn FnMut(Event<'_>),
+    ) -> Result<AfXdp, &'static str> {
+        let mut said = String::new();
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err("signal");
+            }
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err("duration reached");
+            }
+            if sys::ifindex(&c.ifname).is_some() {
+                match AfXdp::open(c, self.cfg.ts) {
+                    Ok(e) => return Ok(e),
+                    Err(e) => {
+                        let e = e.to_string();
+                        if e != said {
+                            on_event(Event::Notice(format!(
+                                "interface {} is back but cannot be recorded yet ({e}): trying again",
+                                c.ifname
+                            )));
+                            said = e;
+                        }
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
         }
-    };
-    let why = loop {
-        std::thread::sleep(Duration::from_millis(20));
-        if stop.load(Ordering::Relaxed) {
-            break "signal";
-        }
-        match run.should_stop() {
-            Some(StopReason::CountReached) => break "count reached",
-            Some(StopReason::SinkFailed) => break "output failed",
-            Some(StopReason::InputEnded) => break "end of input",
-            Some(StopReason::ThreadDied) => break "internal error: a capture thread died",
-            None => {}
-        }
-        let el = t0.elapsed();
-        if cfg.duration.is_some_and(|d| el >= d) {
-            break "duration reached";
-        }
-        if el >= next_retention {
-            next_retention += Duration::from_millis(250);
-            retention.enforce();
-            say_deleted(on_event);
-        }
-        if el >= next_progress {
-            next_progress += Duration::from_secs(1);
-            on_event(Event::Progress {
-                elapsed: el,
-                snapshot: run.snapshot(),
-                storage: store.progress(),
-            });
-        }
-    };
-    on_event(Event::Stopping(why));
-    let info = run.info().clone();
-    let (engine, queues, duration) = run.stop();
-    // The files just closed count too.
-    retention.enforce();
-    say_deleted(on_event);
-    let (deleted_files, deleted_bytes) = retention.deleted();
-    on_event(Event::Finished(StorageProgress {
-        deleted_files,
-        deleted_bytes,
-        ..Default::default()
-    }));
-    Ok(RecordReport {
-        info,
-        queues,
-        duration,
-        input_error: engine.input_error(),
-    })
+    }
 }
 
 /// An engine's last word on its input.

@@ -35,9 +35,44 @@ pub struct QueueSnapshot {
 pub struct Snapshot {
     /// Per queue.
     pub queues: Vec<QueueSnapshot>,
+    /// A warning about the input's link (down, no carrier), while it lasts.
+    pub link: Option<String>,
+}
+
+impl QueueSnapshot {
+    fn add(&mut self, o: &QueueSnapshot) {
+        self.seen += o.seen;
+        self.seen_bytes += o.seen_bytes;
+        self.received += o.received;
+        self.filtered += o.filtered;
+        self.written += o.written;
+        self.bytes += o.bytes;
+        self.kernel = add_kernel(&self.kernel, &o.kernel);
+    }
+}
+
+fn add_kernel(a: &XskStats, b: &XskStats) -> XskStats {
+    XskStats {
+        rx_dropped: a.rx_dropped + b.rx_dropped,
+        rx_invalid_descs: a.rx_invalid_descs + b.rx_invalid_descs,
+        rx_ring_full: a.rx_ring_full + b.rx_ring_full,
+        rx_fill_ring_empty_descs: a.rx_fill_ring_empty_descs + b.rx_fill_ring_empty_descs,
+    }
 }
 
 impl Snapshot {
+    /// Adds what earlier segments of the run counted (after the interface
+    /// came back, the engine's counters start again from zero), so that
+    /// the numbers only grow over the whole run.
+    pub fn add_base(&mut self, base: &[QueueSnapshot]) {
+        for b in base {
+            match self.queues.iter_mut().find(|q| q.queue == b.queue) {
+                Some(q) => q.add(b),
+                None => self.queues.push(*b),
+            }
+        }
+    }
+
     /// Frames seen, all queues.
     pub fn seen(&self) -> u64 {
         self.queues.iter().map(|q| q.seen).sum()
@@ -150,6 +185,61 @@ impl QueueReport {
     }
 }
 
+impl QueueReport {
+    /// Adds a later segment of the same queue (`--wait-iface`: the run went
+    /// on on a new engine after the interface came back).
+    pub fn absorb(&mut self, o: QueueReport) {
+        self.seen += o.seen;
+        self.seen_bytes += o.seen_bytes;
+        self.received += o.received;
+        self.written += o.written;
+        self.filtered += o.filtered;
+        self.bytes_written += o.bytes_written;
+        self.truncated += o.truncated;
+        self.drops.add(&o.drops);
+        let (a, b) = (&mut self.stamps, &o.stamps);
+        a.frames += b.frames;
+        a.hw += b.hw;
+        a.xdp += b.xdp;
+        a.poll_fallback += b.poll_fallback;
+        a.hybrid_wdts_batches += b.hybrid_wdts_batches;
+        a.hybrid_kpt_batches += b.hybrid_kpt_batches;
+        self.hw_stamped += o.hw_stamped;
+        self.kernel = add_kernel(&self.kernel, &o.kernel);
+        self.sink.absorb(o.sink);
+    }
+
+    /// The live view of the final numbers.
+    pub fn as_snapshot(&self) -> QueueSnapshot {
+        QueueSnapshot {
+            queue: self.queue,
+            seen: self.seen,
+            seen_bytes: self.seen_bytes,
+            received: self.received,
+            filtered: self.filtered,
+            written: self.written,
+            bytes: self.bytes_written,
+            kernel: self.kernel,
+        }
+    }
+}
+
+/// A time the recorded interface was away (`--wait-iface`): nothing could
+/// arrive; the files before it are finished, new ones start after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gap {
+    /// The interface.
+    pub ifname: String,
+    /// When it was found gone (UTC ns).
+    pub from_ns: u64,
+    /// When recording resumed, or the run ended without it (UTC ns).
+    pub to_ns: u64,
+    /// Whether it came back (false: the run ended while waiting).
+    pub came_back: bool,
+    /// Why it was taken for gone.
+    pub why: String,
+}
+
 /// Final accounting of a run.
 #[derive(Clone, Debug)]
 pub struct RecordReport {
@@ -159,11 +249,32 @@ pub struct RecordReport {
     pub queues: Vec<QueueReport>,
     /// From start to stop.
     pub duration: Duration,
-    /// Why the input ended early (a file's read error), if it did.
+    /// Why the input ended early (a file's read error, the interface
+    /// gone), if it did.
     pub input_error: Option<String>,
+    /// Times the interface was away (`--wait-iface`), in order.
+    pub gaps: Vec<Gap>,
 }
 
 impl RecordReport {
+    /// Adds a later segment of the run (see [`QueueReport::absorb`]); the
+    /// later one's start info wins (it is how the engine runs now).
+    pub fn absorb(&mut self, later: RecordReport) {
+        for q in later.queues {
+            match self.queues.iter_mut().find(|m| m.queue == q.queue) {
+                Some(m) => m.absorb(q),
+                None => self.queues.push(q),
+            }
+        }
+        self.queues.sort_by_key(|q| q.queue);
+        self.info = later.info;
+        self.duration += later.duration;
+        if self.input_error.is_none() {
+            self.input_error = later.input_error;
+        }
+        self.gaps.extend(later.gaps);
+    }
+
     /// Frames seen, all queues.
     pub fn seen(&self) -> u64 {
         self.queues.iter().map(|q| q.seen).sum()

@@ -230,9 +230,15 @@ impl<E: Engine> Running<E> {
         self.engine.info()
     }
 
+    /// How the input's link is (see [`Engine::link_status`]).
+    pub fn link_status(&self) -> wiretape_capture::LinkStatus {
+        self.engine.link_status()
+    }
+
     /// Live counters (a few syscalls; meant for a once-a-second progress line).
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
+            link: None,
             queues: self
                 .queues
                 .iter()

@@ -163,6 +163,8 @@ pub struct Store {
     budget: Arc<AtomicI64>,
     retention: Arc<Retention>,
     gauges: Mutex<Vec<Arc<Gauge>>>,
+    /// Bumped by [`Store::rotate_all`]; each writer rotates when it changes.
+    rotate_epoch: Arc<AtomicU64>,
 }
 
 impl Store {
@@ -206,6 +208,7 @@ impl Store {
                 direct_ok,
                 retention,
                 gauges: Mutex::new(Vec::new()),
+                rotate_epoch: Arc::new(AtomicU64::new(0)),
             },
             notices,
         ))
@@ -214,6 +217,13 @@ impl Store {
     /// The configuration.
     pub fn config(&self) -> &StorageConfig {
         &self.cfg
+    }
+
+    /// Asks every writer to start a new file at its next frame and finish
+    /// the current one (SIGHUP); a writer sees it within about 100 ms. A
+    /// file with no frame yet is kept (no file is ever empty).
+    pub fn rotate_all(&self) {
+        self.rotate_epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The retention shared by this store's writers.
@@ -251,6 +261,9 @@ impl Store {
             error: None,
             closing: Vec::new(),
             next: None,
+            rotate_epoch: self.rotate_epoch.clone(),
+            seen_epoch: self.rotate_epoch.load(Ordering::Acquire),
+            rotate_requested: false,
         };
         let path = w.path_for(start_ns);
         w.writer = Some(w.open(&path, None)?);
@@ -312,6 +325,13 @@ pub struct WriterReport {
 }
 
 impl WriterReport {
+    /// Adds a later writer's report (of the same queue: a run that went on
+    /// after its interface came back).
+    pub fn absorb(&mut self, r: WriterReport) {
+        self.merge(r);
+        self.files.sort();
+    }
+
     /// Adds one file's report.
     fn merge(&mut self, r: WriterReport) {
         self.frames += r.frames;
@@ -364,6 +384,12 @@ pub struct RotatingWriter {
     closing: Vec<JoinHandle<WriterReport>>,
     /// The next file's engine, being prepared on a helper thread.
     next: Option<JoinHandle<std::io::Result<PreparedSink>>>,
+    /// The store's rotation requests ([`Store::rotate_all`]) and the last
+    /// one this writer took.
+    rotate_epoch: Arc<AtomicU64>,
+    seen_epoch: u64,
+    /// Rotate before the next frame (asked by [`Store::rotate_all`]).
+    rotate_requested: bool,
 }
 
 impl RotatingWriter {
@@ -439,8 +465,14 @@ impl RotatingWriter {
     }
 
     fn needs_rotation(&self, ts_ns: u64, len: usize) -> bool {
-        if !self.cfg.rotating() || self.current().stats().frames == 0 {
+        if self.current().stats().frames == 0 {
             return false; // never an empty file
+        }
+        if self.rotate_requested {
+            return true;
+        }
+        if !self.cfg.rotating() {
+            return false;
         }
         // The record as the file's format writes it (pcapng: 32 B + padding).
         let rec = || {
@@ -458,6 +490,7 @@ impl RotatingWriter {
     }
 
     fn rotate(&mut self, ts_ns: u64) -> Result<(), StorageError> {
+        self.rotate_requested = false;
         // Names sort by time: the new file's first frame, and never a name
         // at or before the current file's.
         let name_ns = ts_ns.max(self.name_ns + 1);
@@ -557,6 +590,12 @@ impl RotatingWriter {
     /// partly filled block after the flush interval on a quiet link.
     pub fn idle(&mut self) {
         let now = monotonic_ns();
+        let epoch = self.rotate_epoch.load(Ordering::Acquire);
+        if epoch != self.seen_epoch {
+            self.seen_epoch = epoch;
+            // A file without frames is already what a new one would be.
+            self.rotate_requested = self.current().stats().frames > 0;
+        }
         let mut i = 0;
         while i < self.closing.len() {
             if self.closing[i].is_finished() {

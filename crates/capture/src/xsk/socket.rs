@@ -60,6 +60,24 @@ impl XskFd {
         })
     }
 
+    /// The socket's pending error (`SO_ERROR`, cleared by reading it):
+    /// `ENETDOWN` once the kernel unbound it from a device that went away.
+    pub fn take_error(&self) -> Option<io::Error> {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `v`.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.raw(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        (rc == 0 && v != 0).then(|| io::Error::from_raw_os_error(v))
+    }
+
     /// Waits up to `timeout_ms` for received frames.
     pub fn wait_rx(&self, timeout_ms: i32) {
         poll(self.raw(), libc::POLLIN, timeout_ms);
