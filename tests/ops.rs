@@ -403,3 +403,85 @@ fn an_error_cause_is_printed_once() {
         "cause printed twice: {err}"
     );
 }
+
+#[test]
+fn sighup_rotates_every_file_and_sigusr2_prints_the_summary_so_far() {
+    require_root();
+    let tb = Testbed::create("lsig", 2).unwrap();
+    let out = TempDir::new("lsig");
+    let dir = out.path().join("cap");
+    let json = out.path().join("s.json");
+    let t0 = now_ns();
+    let mut rec = Recorder::start(
+        &tb,
+        &[
+            "-w",
+            dir.to_str().unwrap(),
+            "-q",
+            "--summary-json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let n = 1_000u64;
+    let mut bytes = 0;
+    for round in 0..3u64 {
+        // 8 flows: both queues carry frames in every round.
+        bytes += tb
+            .send(round * n..(round + 1) * n, SizeFn::Mixed, 8, Some(20_000))
+            .unwrap()
+            .bytes;
+        std::thread::sleep(Duration::from_millis(400));
+        if round < 2 {
+            rec.signal(libc::SIGHUP);
+            assert!(rec.wait_line("rotating", 5), "{}", rec.stderr_text());
+            // Writers look about every 100 ms.
+            std::thread::sleep(Duration::from_millis(400));
+        }
+    }
+    // A SIGHUP with no frame since the last one makes no empty file.
+    rec.signal(libc::SIGHUP);
+    assert!(rec.wait_line("rotating", 5));
+    std::thread::sleep(Duration::from_millis(300));
+    // SIGUSR2: the numbers so far, and it goes on.
+    rec.signal(libc::SIGUSR2);
+    assert!(
+        rec.wait_line("wiretape: status after", 5),
+        "{}",
+        rec.stderr_text()
+    );
+    assert!(rec.wait_line("writers:", 2));
+    let status = rec.stderr_text();
+    assert!(
+        status.contains(&format!("{} frames seen, {} written", thousands(3 * n), thousands(3 * n))),
+        "{status}"
+    );
+    assert!(rec.child.try_wait().unwrap().is_none(), "still recording");
+    rec.signal(libc::SIGINT);
+    let st = rec.wait(20);
+    let t1 = now_ns();
+    assert!(st.success(), "{}", rec.stderr_text());
+    let v = verify_dir(&dir, 3 * n, usize::MAX, t0, t1);
+    assert_eq!((v.frames, v.original_bytes), (3 * n, bytes));
+    // Three files per queue (two SIGHUPs with frames after each), none empty.
+    assert_eq!(v.per_file.len(), 6, "{:?}", v.per_file);
+    assert!(v.per_file.values().all(|&k| k > 0), "{:?}", v.per_file);
+    for f in v.per_file.keys() {
+        let (code, _, err) = run_wiretape(None, &["info", f.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let j = read_json(&json);
+    assert_identity(&j);
+    assert_eq!(j["files"].as_array().unwrap().len(), 6);
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
