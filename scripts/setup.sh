@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 # tshark: the tests check our files with an independent reader; ethtool: queue info;
 # libpcap-dev: crates/filter compiles filter expressions with libpcap; tcpdump: its
 # tests compare our disassembly with `tcpdump -d`.
-pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump)
+# python3 + pip: tests/metrics.rs parses /metrics with the Prometheus project's Python client;
+# systemd: tests/service.rs runs `systemd-analyze verify` on the unit (no running systemd needed).
+pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump python3 python3-pip systemd)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -20,6 +22,14 @@ if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
+  echo "setup: installing the prometheus_client Python package"
+  python3 -m pip install -q prometheus_client >/dev/null 2>&1 ||
+    python3 -m pip install -q --break-system-packages prometheus_client >/dev/null 2>&1 ||
+    { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-prometheus-client >/dev/null; } ||
+    { echo "setup: could not install the prometheus_client Python package (pip install prometheus_client)" >&2; exit 1; }
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -452,7 +452,11 @@ fn sighup_rotates_every_file_and_sigusr2_prints_the_summary_so_far() {
     assert!(rec.wait_line("writers:", 2));
     let status = rec.stderr_text();
     assert!(
-        status.contains(&format!("{} frames seen, {} written", thousands(3 * n), thousands(3 * n))),
+        status.contains(&format!(
+            "{} frames seen, {} written",
+            thousands(3 * n),
+            thousands(3 * n)
+        )),
         "{status}"
     );
     assert!(rec.child.try_wait().unwrap().is_none(), "still recording");
@@ -478,7 +482,7 @@ fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

@@ -8,6 +8,7 @@ mod demo;
 mod extract;
 mod filter;
 mod info;
+mod metrics;
 mod record;
 mod repair;
 mod report;

@@ -175,6 +175,16 @@ pub struct Args {
     /// the summary) instead of stopping with exit 1.
     #[arg(long)]
     wait_iface: bool,
+    /// Serve the recording's numbers for Prometheus at http://ADDR/metrics
+    /// (OpenMetrics text): per interface and queue frames seen, written,
+    /// filtered and dropped by reason, bytes, disk write latency, RAM
+    /// buffer, files open/rotated/deleted, free space, last error. ADDR:
+    /// 127.0.0.1:9750, [::1]:9750 or a bare port (on 127.0.0.1).
+    #[arg(long, value_name = "ADDR", value_parser = crate::metrics::parse_addr)]
+    metrics: Option<std::net::SocketAddr>,
+    /// Let --metrics listen on an address other machines can reach.
+    #[arg(long, requires = "metrics")]
+    metrics_allow_remote: bool,
     /// Show libbpf's own log lines (otherwise folded into the one-line
     /// reason of an error).
     #[arg(short = 'v', long)]
@@ -528,6 +538,19 @@ pub fn run(a: Args) -> Result<i32> {
         )?;
     }
     wiretape::capture::bpflog::set_verbose(a.verbose);
+    let metrics = match a.metrics {
+        Some(addr) => {
+            let m = crate::metrics::Metrics::serve(
+                addr,
+                a.metrics_allow_remote,
+                &opts.ifname(),
+                a.dir.clone(),
+            )?;
+            eprintln!("wiretape: metrics on http://{}/metrics", m.addr);
+            Some(m)
+        }
+        None => None,
+    };
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -542,12 +565,20 @@ pub fn run(a: Args) -> Result<i32> {
     let mut why = String::new();
     let mut fin = wiretape::StorageProgress::default();
     let rep = match wiretape::record(&opts, &stop, |ev| match ev {
-        Event::Started(info) => eprintln!("{}", report::start_line(info, &opts)),
+        Event::Started(info) => {
+            if let Some(m) = &metrics {
+                m.started(&info.ifname);
+            }
+            eprintln!("{}", report::start_line(info, &opts))
+        }
         Event::Progress {
             elapsed,
             snapshot,
             storage,
         } => {
+            if let Some(m) = &metrics {
+                m.update(&snapshot, &storage);
+            }
             if status.swap(false, std::sync::atomic::Ordering::AcqRel) {
                 if tty && !quiet {
                     eprintln!();
@@ -577,6 +608,9 @@ pub fn run(a: Args) -> Result<i32> {
         }
         Err(e) => return Err(e.into()),
     };
+    if let Some(m) = &metrics {
+        m.finish(&rep, &fin);
+    }
     eprint!("{}", report::summary_text(&rep, &why, &fin));
     if let Some(p) = &a.summary_json {
         let j = report::summary_json(&rep, &why, &opts, &fin);

@@ -282,13 +282,12 @@ fn live(a: &Args) -> Result<()> {
         let n = errs.len().max(1) as f64;
         let mean = errs.iter().sum::<f64>() / n;
         let std = (errs.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / n).sqrt();
-        let mut abs: Vec<f64> = errs.iter().map(|e| e.abs()).collect();
-        abs.sort_by(|x, y| x.partial_cmp(y).unwrap());
-        let p99 = abs
-            .get((abs.len() as f64 * 0.99) as usize)
-            .copied()
-            .unwrap_or(0.0);
-        let p50 = abs.get(abs.len() / 2).copied().unwrap_or(0.0);
+        let mut abs = wiretape::timestamp::hist::values();
+        for e in &errs {
+            abs.saturating_record(e.abs().round() as u64);
+        }
+        let p99 = wiretape::timestamp::hist::quantile(&abs, 0.99) as f64;
+        let p50 = wiretape::timestamp::hist::quantile(&abs, 0.5) as f64;
         let label = if mode == TsMode::Hw && rep.queues.iter().all(|q| q.stamps.hw == 0) {
             "hw(=xdp)".to_string()
         } else {

@@ -239,12 +239,8 @@ pub fn record(
     };
     report.duration = t0.elapsed();
     on_event(Event::Stopping(why));
-    let (deleted_files, deleted_bytes) = store.retention().deleted();
-    on_event(Event::Finished(StorageProgress {
-        deleted_files,
-        deleted_bytes,
-        ..Default::default()
-    }));
+    // The writers are closed: their gauges hold the final numbers.
+    on_event(Event::Finished(store.progress()));
     Ok(report)
 }
 
@@ -299,9 +295,30 @@ impl Segment<'_> {
         };
         let progress = |run: &Running<E>, link: &Option<String>| {
             let mut snapshot = run.snapshot();
+            let storage = store.progress();
+            // The writers' drops (this run's writers: earlier runs' are in
+            // the base).
+            for q in &mut snapshot.queues {
+                if let Some(w) = storage
+                    .queues
+                    .iter()
+                    .find(|w| w.ifname == ifname && w.queue == q.queue)
+                {
+                    q.drops.write_error = w.lost;
+                    q.drops.disk_full = w.disk_full;
+                }
+            }
+            for b in &self.base {
+                if let Some(q) = snapshot.queues.iter_mut().find(|q| q.queue == b.queue) {
+                    // The store sums every writer of the queue, earlier
+                    // runs' too: take those out before adding the base.
+                    q.drops.write_error = q.drops.write_error.saturating_sub(b.drops.write_error);
+                    q.drops.disk_full = q.drops.disk_full.saturating_sub(b.drops.disk_full);
+                }
+            }
             snapshot.add_base(&self.base);
             snapshot.link = link.clone();
-            (t0.elapsed(), snapshot, store.progress())
+            (t0.elapsed(), snapshot, storage)
         };
         let end = loop {
             std::thread::sleep(Duration::from_millis(20));

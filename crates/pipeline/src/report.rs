@@ -28,6 +28,9 @@ pub struct QueueSnapshot {
     pub bytes: u64,
     /// The kernel's socket statistics (AF_XDP).
     pub kernel: XskStats,
+    /// Frames not written so far, by reason (the writers' own reasons as
+    /// their last refresh, about once a second, says).
+    pub drops: Drops,
 }
 
 /// Live counters of a run.
@@ -48,6 +51,7 @@ impl QueueSnapshot {
         self.written += o.written;
         self.bytes += o.bytes;
         self.kernel = add_kernel(&self.kernel, &o.kernel);
+        self.drops.add(&o.drops);
     }
 }
 
@@ -220,6 +224,7 @@ impl QueueReport {
             written: self.written,
             bytes: self.bytes_written,
             kernel: self.kernel,
+            drops: self.drops,
         }
     }
 }

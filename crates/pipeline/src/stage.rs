@@ -115,6 +115,9 @@ struct QueueShared {
     received: AtomicU64,
     written: AtomicU64,
     bytes: AtomicU64,
+    /// Frames past the -c budget so far (live; the writer's own count is
+    /// the final one).
+    after_count: AtomicU64,
     ended: AtomicBool,
 }
 
@@ -253,6 +256,13 @@ impl<E: Engine> Running<E> {
                         written: r.shared.written.load(Ordering::Relaxed),
                         bytes: r.shared.bytes.load(Ordering::Relaxed),
                         kernel: c.kernel,
+                        drops: Drops {
+                            rx_ring_full: c.rx_ring_full,
+                            fill_ring_empty: c.fill_ring_empty,
+                            other: c.other,
+                            after_count: r.shared.after_count.load(Ordering::Relaxed),
+                            ..Drops::default()
+                        },
                     }
                 })
                 .collect(),
@@ -460,6 +470,9 @@ fn writer_loop<S: FrameSink, F: FrameStore>(
                     ctl.sink_failed.store(true, Ordering::Release);
                 }
                 after_count += n - take;
+                if take < n {
+                    shared.after_count.fetch_add(n - take, Ordering::Relaxed);
+                }
                 // The frames are copied: they go back to the engine.
                 frames.give_back(v.drain(..));
                 let _ = free.send(v);

@@ -42,8 +42,8 @@ pub use pcap::{FileHeader, Format, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
 pub use reader::{FileInfo, PcapReader, Record};
 pub use retention::{MinFree, Policy, Retention};
 pub use rotating::{
-    prepare_dir, repair_dir, Gauge, RotatingWriter, StorageConfig, StorageProgress, Store,
-    WriterReport, DEFAULT_SNAPLEN,
+    prepare_dir, repair_dir, Gauge, QueueStorage, RotatingWriter, StorageConfig, StorageProgress,
+    Store, WriterReport, DEFAULT_SNAPLEN,
 };
 pub use sink::{
     AnySink, Block, BlockSink, FileSink, IoMode, MakeRoom, PreparedSink, SinkStats, WriteSink,

@@ -67,6 +67,8 @@ pub struct Retention {
     closing: Mutex<HashSet<PathBuf>>,
     deleted_files: AtomicU64,
     deleted_bytes: AtomicU64,
+    /// Deleted (files, bytes) per interface and queue (from the names).
+    by_series: Mutex<std::collections::BTreeMap<(String, u32), (u64, u64)>>,
     /// Serialises deleting (the writer threads and the control loop).
     lock: Mutex<()>,
     log: Mutex<Vec<String>>,
@@ -84,6 +86,7 @@ impl Retention {
             closing: Mutex::new(HashSet::new()),
             deleted_files: AtomicU64::new(0),
             deleted_bytes: AtomicU64::new(0),
+            by_series: Mutex::new(Default::default()),
             lock: Mutex::new(()),
             log: Mutex::new(Vec::new()),
         }
@@ -108,6 +111,17 @@ impl Retention {
         )
     }
 
+    /// (interface, queue, files, bytes) deleted so far, per interface and
+    /// queue named in the files' names.
+    pub fn deleted_by_series(&self) -> Vec<(String, u32, u64, u64)> {
+        self.by_series
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|((i, q), (f, b))| (i.clone(), *q, *f, *b))
+            .collect()
+    }
+
     /// Lines about what was deleted since the last call.
     pub fn take_log(&self) -> Vec<String> {
         std::mem::take(&mut *self.log.lock().unwrap())
@@ -120,6 +134,17 @@ impl Retention {
         let _ = std::fs::remove_file(crate::naming::index_path(&f.path));
         self.deleted_files.fetch_add(1, Ordering::Relaxed);
         self.deleted_bytes.fetch_add(f.bytes, Ordering::Relaxed);
+        if let Some(n) = f
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| crate::naming::parse(n, &self.prefix))
+        {
+            let mut m = self.by_series.lock().unwrap();
+            let e = m.entry((n.ifname.to_string(), n.queue)).or_default();
+            e.0 += 1;
+            e.1 += f.bytes;
+        }
         self.log
             .lock()
             .unwrap()

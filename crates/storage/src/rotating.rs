@@ -12,7 +12,7 @@
 use crate::naming;
 use crate::pcap::Format;
 use crate::retention::{Policy, Retention};
-use crate::sink::{AnySink, IoMode, PreparedSink};
+use crate::sink::{AnySink, BlockSink, IoMode, PreparedSink};
 use crate::writer::PcapWriter;
 use crate::StorageError;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use wiretape_timestamp::hist::{self, Histogram};
 use wiretape_timestamp::monotonic_ns;
 
 /// Default snap length: whole frames (libpcap's maximum).
@@ -121,10 +122,29 @@ pub fn repair_dir(dir: &Path, prefix: &str) -> Vec<String> {
     out
 }
 
-/// A writer's live backpressure numbers, refreshed about once a second
+/// A writer's live numbers, refreshed about once a second and at its close
 /// (read by a progress line or a metrics endpoint).
 #[derive(Debug, Default)]
 pub struct Gauge {
+    /// Frames lost to a write error so far (live: frames of a failed block
+    /// are counted when the file closes).
+    pub lost: AtomicU64,
+    /// Frames lost to a full disk so far (likewise).
+    pub disk_full: AtomicU64,
+    /// Files opened (the first one and each rotation's).
+    pub files_opened: AtomicU64,
+    /// Files finished and closed.
+    pub files_closed: AtomicU64,
+    /// Rotations (a new file started, the old one finished).
+    pub rotations: AtomicU64,
+    /// Block writes issued.
+    pub block_writes: AtomicU64,
+    /// Bytes of filled blocks in RAM not yet on disk (waiting or in flight).
+    pub buffered_bytes: AtomicU64,
+    /// Every block write's latency so far, all files (µs).
+    pub latency: Mutex<Option<Histogram<u64>>>,
+    /// The writer's first error, when it failed.
+    pub error: Mutex<Option<String>>,
     /// Filled blocks waiting in RAM for a write slot.
     pub pending: AtomicU64,
     /// Writes submitted and not completed.
@@ -137,8 +157,44 @@ pub struct Gauge {
     pub waits: AtomicU64,
 }
 
+/// One queue's writers (every writer it had: a run that went on after its
+/// interface came back has more than one), live.
+#[derive(Clone, Debug, Default)]
+pub struct QueueStorage {
+    /// The interface.
+    pub ifname: String,
+    /// The queue.
+    pub queue: u32,
+    /// Filled blocks waiting in RAM for a write slot.
+    pub pending_blocks: u64,
+    /// Writes in flight.
+    pub in_flight: u64,
+    /// Bytes of filled blocks in RAM not yet on disk.
+    pub buffered_bytes: u64,
+    /// Block writes issued.
+    pub block_writes: u64,
+    /// Frames lost to a write error so far.
+    pub lost: u64,
+    /// Frames lost to a full disk so far.
+    pub disk_full: u64,
+    /// Files being written or finished right now.
+    pub files_open: u64,
+    /// Files opened in all.
+    pub files_opened: u64,
+    /// Rotations.
+    pub rotations: u64,
+    /// Every block write's latency (µs), if the engine measures it.
+    pub latency_us: Option<Histogram<u64>>,
+    /// The first error.
+    pub error: Option<String>,
+    /// Our files of this interface and queue deleted by retention (this run).
+    pub deleted_files: u64,
+    /// Their bytes.
+    pub deleted_bytes: u64,
+}
+
 /// The writers' backpressure, summed over queues, and what retention did.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct StorageProgress {
     /// Filled blocks waiting in RAM for the disk.
     pub pending_blocks: u64,
@@ -154,6 +210,13 @@ pub struct StorageProgress {
     pub deleted_files: u64,
     /// Their bytes.
     pub deleted_bytes: u64,
+    /// Per interface and queue (also the files of other interfaces and
+    /// queues retention deleted, with nothing else).
+    pub queues: Vec<QueueStorage>,
+    /// (free for unprivileged users, total) bytes of the output filesystem.
+    pub fs_space: Option<(u64, u64)>,
+    /// The RAM budget for blocks waiting for the disk (`--buffer-mib`).
+    pub buffer_limit_bytes: u64,
 }
 
 /// A recording's output directory, opened once.
@@ -162,7 +225,7 @@ pub struct Store {
     direct_ok: bool,
     budget: Arc<AtomicI64>,
     retention: Arc<Retention>,
-    gauges: Mutex<Vec<Arc<Gauge>>>,
+    gauges: Mutex<Vec<(String, u32, Arc<Gauge>)>>,
     /// Bumped by [`Store::rotate_all`]; each writer rotates when it changes.
     rotate_epoch: Arc<AtomicU64>,
 }
@@ -240,7 +303,10 @@ impl Store {
         start_ns: u64,
     ) -> Result<RotatingWriter, StorageError> {
         let gauge = Arc::new(Gauge::default());
-        self.gauges.lock().expect("gauges").push(gauge.clone());
+        self.gauges
+            .lock()
+            .expect("gauges")
+            .push((ifname.to_owned(), queue, gauge.clone()));
         let mut w = RotatingWriter {
             cfg: self.cfg.clone(),
             ifname: ifname.to_owned(),
@@ -271,17 +337,77 @@ impl Store {
         Ok(w)
     }
 
-    /// The writers' live numbers summed, and what retention deleted.
+    /// The writers' live numbers, summed and per queue, what retention
+    /// deleted and the output filesystem's free space (one statvfs).
     pub fn progress(&self) -> StorageProgress {
         let mut st = StorageProgress::default();
-        for g in self.gauges.lock().expect("gauges").iter() {
-            st.pending_blocks += g.pending.load(Ordering::Relaxed);
-            st.in_flight += g.in_flight.load(Ordering::Relaxed);
-            st.p50_us = st.p50_us.max(g.p50_us.load(Ordering::Relaxed));
-            st.p99_us = st.p99_us.max(g.p99_us.load(Ordering::Relaxed));
-            st.waits += g.waits.load(Ordering::Relaxed);
+        for (ifname, queue, g) in self.gauges.lock().expect("gauges").iter() {
+            let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            st.pending_blocks += load(&g.pending);
+            st.in_flight += load(&g.in_flight);
+            st.p50_us = st.p50_us.max(load(&g.p50_us));
+            st.p99_us = st.p99_us.max(load(&g.p99_us));
+            st.waits += load(&g.waits);
+            let i = match st
+                .queues
+                .iter()
+                .position(|q| q.ifname == *ifname && q.queue == *queue)
+            {
+                Some(i) => i,
+                None => {
+                    st.queues.push(QueueStorage {
+                        ifname: ifname.clone(),
+                        queue: *queue,
+                        ..Default::default()
+                    });
+                    st.queues.len() - 1
+                }
+            };
+            let q = &mut st.queues[i];
+            q.pending_blocks += load(&g.pending);
+            q.in_flight += load(&g.in_flight);
+            q.buffered_bytes += load(&g.buffered_bytes);
+            q.block_writes += load(&g.block_writes);
+            q.lost += load(&g.lost);
+            q.disk_full += load(&g.disk_full);
+            let (opened, closed) = (load(&g.files_opened), load(&g.files_closed));
+            q.files_opened += opened;
+            q.files_open += opened.saturating_sub(closed);
+            q.rotations += load(&g.rotations);
+            if let Some(h) = g.latency.lock().expect("gauge").as_ref() {
+                match &mut q.latency_us {
+                    Some(m) => {
+                        let _ = m.add(h);
+                    }
+                    None => q.latency_us = Some(h.clone()),
+                }
+            }
+            if q.error.is_none() {
+                q.error = g.error.lock().expect("gauge").clone();
+            }
+        }
+        for (ifname, queue, files, bytes) in self.retention.deleted_by_series() {
+            match st
+                .queues
+                .iter_mut()
+                .find(|q| q.ifname == ifname && q.queue == queue)
+            {
+                Some(q) => {
+                    q.deleted_files += files;
+                    q.deleted_bytes += bytes;
+                }
+                None => st.queues.push(QueueStorage {
+                    ifname,
+                    queue,
+                    deleted_files: files,
+                    deleted_bytes: bytes,
+                    ..Default::default()
+                }),
+            }
         }
         (st.deleted_files, st.deleted_bytes) = self.retention.deleted();
+        st.fs_space = crate::fs_space(&self.cfg.dir);
+        st.buffer_limit_bytes = self.cfg.buffer_bytes;
         st
     }
 }
@@ -312,10 +438,14 @@ pub struct WriterReport {
     pub block_writes: u64,
     /// Times the writer waited for a free block.
     pub block_waits: u64,
-    /// Write latency (submit to completion), µs: the highest p50 of the files.
+    /// Write latency (submit to completion), µs: the median of every block
+    /// write of every file (from `latency_us`).
     pub latency_p50_us: f64,
     /// As `latency_p50_us`, the 99th percentile.
     pub latency_p99_us: f64,
+    /// Every block write's latency, µs (None: the engine does not measure
+    /// it, as the buffered one).
+    pub latency_us: Option<Histogram<u64>>,
     /// Most bytes that waited in RAM for the disk.
     pub peak_buffered_bytes: u64,
     /// Writes issued again after room was made on a full disk.
@@ -347,8 +477,18 @@ impl WriterReport {
         self.engine = r.engine;
         self.block_writes += r.block_writes;
         self.block_waits += r.block_waits;
-        self.latency_p50_us = self.latency_p50_us.max(r.latency_p50_us);
-        self.latency_p99_us = self.latency_p99_us.max(r.latency_p99_us);
+        if let Some(h) = r.latency_us {
+            match &mut self.latency_us {
+                Some(m) => {
+                    let _ = m.add(&h);
+                }
+                None => self.latency_us = Some(h),
+            }
+        }
+        if let Some(h) = &self.latency_us {
+            self.latency_p50_us = hist::quantile(h, 0.5) as f64;
+            self.latency_p99_us = hist::quantile(h, 0.99) as f64;
+        }
         self.peak_buffered_bytes = self.peak_buffered_bytes.max(r.peak_buffered_bytes);
         self.full_retries += r.full_retries;
         self.notes.extend(r.notes);
@@ -426,6 +566,7 @@ impl RotatingWriter {
             ),
         };
         let mut sink = sink.inspect_err(|_| self.retention.closed(path))?;
+        self.gauge.files_opened.fetch_add(1, Ordering::Relaxed);
         if c.on_full_rotate {
             let r = self.retention.clone();
             sink.set_make_room(Some(Arc::new(move |p: &Path| r.make_room(p))));
@@ -511,12 +652,14 @@ impl RotatingWriter {
         // would otherwise pile up in the UMEM (measured: --rotate-size 64M
         // at 5 Gbit/s lost 37 % of the frames when closing inline, 0 % now).
         self.retention.closing(old.path());
+        self.gauge.rotations.fetch_add(1, Ordering::Relaxed);
         let ret = self.retention.clone();
+        let gauge = self.gauge.clone();
         let (tx, rx) = std::sync::mpsc::channel::<PcapWriter<AnySink>>();
         match std::thread::Builder::new()
             .name("wt-close".into())
             .spawn(move || match rx.recv() {
-                Ok(old) => close_file(old, &ret),
+                Ok(old) => close_file(old, &ret, &gauge),
                 Err(_) => WriterReport::default(),
             }) {
             Ok(h) => {
@@ -524,7 +667,9 @@ impl RotatingWriter {
                 self.closing.push(h);
             }
             // No thread to be had: finish it here rather than lose it.
-            Err(_) => self.done.merge(close_file(old, &self.retention)),
+            Err(_) => self
+                .done
+                .merge(close_file(old, &self.retention, &self.gauge)),
         }
         self.last_blocks = 0;
         self.last_flush_ns = monotonic_ns();
@@ -615,6 +760,38 @@ impl RotatingWriter {
             g.p99_us.store(s.latency_p99_us as u64, Ordering::Relaxed);
             g.waits
                 .store(self.done.block_waits + s.waits, Ordering::Relaxed);
+            let bs = self.cfg.block_size as u64;
+            g.buffered_bytes.store(
+                (s.pending as u64 + s.in_flight as u64) * bs,
+                Ordering::Relaxed,
+            );
+            g.block_writes
+                .store(self.done.block_writes + s.writes, Ordering::Relaxed);
+            let w = self.current();
+            let (lost, disk_full) =
+                if matches!(self.error.as_deref(), Some(StorageError::DiskFull { .. })) {
+                    (self.done.lost, self.done.disk_full + w.stats().lost)
+                } else {
+                    (self.done.lost + w.stats().lost, self.done.disk_full)
+                };
+            g.lost.store(lost, Ordering::Relaxed);
+            g.disk_full.store(disk_full, Ordering::Relaxed);
+            let mut lat = self.done.latency_us.clone();
+            if let Some(h) = w.sink().latency() {
+                match &mut lat {
+                    Some(m) => {
+                        let _ = m.add(h);
+                    }
+                    None => lat = Some(h.clone()),
+                }
+            }
+            *g.latency.lock().expect("gauge") = lat;
+            if let Some(e) = &self.error {
+                let mut ge = g.error.lock().expect("gauge");
+                if ge.is_none() {
+                    *ge = Some(e.to_string());
+                }
+            }
         }
         // While full blocks go out, data is never older than a block's fill
         // time: no flush. A flush waits for every queued write (to cut the
@@ -643,19 +820,31 @@ impl RotatingWriter {
             r.merge(join_close(h));
         }
         if let Some(w) = self.writer.take() {
-            r.merge(close_file(w, &self.retention));
+            r.merge(close_file(w, &self.retention, &self.gauge));
         }
         // Background closes finish in any order: list files by name (time).
         r.files.sort();
         if let Some(e) = self.error.take() {
             r.error = Some(e);
         }
+        // The last word for live readers too.
+        let g = &self.gauge;
+        for a in [&g.pending, &g.in_flight, &g.buffered_bytes] {
+            a.store(0, Ordering::Relaxed);
+        }
+        g.lost.store(r.lost, Ordering::Relaxed);
+        g.disk_full.store(r.disk_full, Ordering::Relaxed);
+        g.block_writes.store(r.block_writes, Ordering::Relaxed);
+        *g.latency.lock().expect("gauge") = r.latency_us.clone();
+        if let Some(e) = &r.error {
+            *g.error.lock().expect("gauge") = Some(e.to_string());
+        }
         r
     }
 }
 
 /// Closes a file (flush, wait, exact length, fsync, index): its report.
-fn close_file(w: PcapWriter<AnySink>, retention: &Retention) -> WriterReport {
+fn close_file(w: PcapWriter<AnySink>, retention: &Retention, gauge: &Gauge) -> WriterReport {
     let mut r = WriterReport::default();
     let path = w.path().to_owned();
     if let Some(e) = w.index_error() {
@@ -667,12 +856,17 @@ fn close_file(w: PcapWriter<AnySink>, retention: &Retention) -> WriterReport {
     } else {
         "buffered"
     };
-    let ws = w.sink_stats();
-    let (st, err) = match w.close() {
+    let (closed, sink) = w.close_keeping_sink();
+    // After the close: the last block's write counts too.
+    let ws = sink.stats();
+    let latency = sink.latency().cloned();
+    drop(sink);
+    let (st, err) = match closed {
         Ok(st) => (st, None),
         Err((st, e)) => (st, Some(e)),
     };
     retention.closed(&path);
+    gauge.files_closed.fetch_add(1, Ordering::Relaxed);
     r.frames = st.frames;
     r.bytes = st.bytes;
     if matches!(err, Some(StorageError::DiskFull { .. })) {
@@ -687,6 +881,7 @@ fn close_file(w: PcapWriter<AnySink>, retention: &Retention) -> WriterReport {
     r.block_waits = ws.waits;
     r.latency_p50_us = ws.latency_p50_us;
     r.latency_p99_us = ws.latency_p99_us;
+    r.latency_us = latency;
     r.peak_buffered_bytes = ws.peak_buffered_bytes;
     r.full_retries = ws.full_retries;
     r

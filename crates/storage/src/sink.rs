@@ -201,6 +201,10 @@ pub trait BlockSink: Send {
     fn stats(&self) -> SinkStats {
         SinkStats::default()
     }
+    /// The latency of every block write so far (µs), if it measures it.
+    fn latency(&self) -> Option<&wiretape_timestamp::hist::Histogram<u64>> {
+        None
+    }
 }
 
 /// What a write engine reports for backpressure.
@@ -527,10 +531,10 @@ impl AnySink {
         })
     }
 
-    /// Stats for a live display: latency over the last ~1000 writes.
+    /// Stats for a live display: latency of the latest writes.
     pub fn live_stats(&self) -> SinkStats {
         match self {
-            AnySink::Direct(s) => s.stats_over(1024),
+            AnySink::Direct(s) => s.live_stats(),
             AnySink::Buffered(s) => s.stats(),
         }
     }
@@ -578,5 +582,8 @@ impl BlockSink for AnySink {
     }
     fn stats(&self) -> SinkStats {
         both!(self, s => s.stats())
+    }
+    fn latency(&self) -> Option<&wiretape_timestamp::hist::Histogram<u64>> {
+        both!(self, s => s.latency())
     }
 }

@@ -31,11 +31,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use wiretape_timestamp::hist::{self, Histogram};
 
 /// How much to allocate ahead of the write position.
 const FALLOC_STEP: u64 = 64 << 20;
-/// Write latencies kept for the percentiles (the latest ones).
-const LAT_KEEP: usize = 1 << 16;
+/// The live latency (the progress line's p50/p99) covers about this long.
+const RECENT_NS: u64 = 1_000_000_000;
 /// user_data of fallocate entries (write entries carry their buffer index).
 const FALLOC_TAG: u64 = u64::MAX;
 
@@ -108,7 +109,12 @@ pub struct UringSink {
     failed: Option<(u64, std::io::Error)>,
     writes: u64,
     waits: u64,
-    lat_us: Vec<f32>,
+    /// Every completed write's latency (submit to completion), µs.
+    lat: Histogram<u64>,
+    /// The latest writes' (since `recent_from`, at most about 2 s): the
+    /// live figure.
+    recent: Histogram<u64>,
+    recent_from: Instant,
     /// The file is registered with the ring (IORING_REGISTER_FILES, slot 0).
     fixed_file: bool,
     /// Called on ENOSPC to free space (`--on-full rotate`); the failed write
@@ -162,7 +168,9 @@ impl UringEngine {
             failed: None,
             writes: 0,
             waits: 0,
-            lat_us: Vec::with_capacity(4096),
+            lat: hist::latency_us(),
+            recent: hist::latency_us(),
+            recent_from: Instant::now(),
             fixed_file,
             make_room: None,
             retries: 0,
@@ -428,13 +436,14 @@ impl UringSink {
                     self.failed = Some((w.off, err));
                 }
             } else {
-                // The latest LAT_KEEP latencies, in a ring.
-                let l = w.at.elapsed().as_secs_f32() * 1e6;
-                if self.lat_us.len() < LAT_KEEP {
-                    self.lat_us.push(l);
-                } else {
-                    self.lat_us[(self.writes as usize) % LAT_KEEP] = l;
+                // Once per block: a clock read and two histogram counts.
+                let us = w.at.elapsed().as_micros() as u64;
+                self.lat.saturating_record(us.max(1));
+                if self.recent_from.elapsed().as_nanos() as u64 >= 2 * RECENT_NS {
+                    self.recent.reset();
+                    self.recent_from = Instant::now();
                 }
+                self.recent.saturating_record(us.max(1));
             }
             let mut b = w.block;
             b.clear();
@@ -678,27 +687,26 @@ impl BlockSink for UringSink {
     }
 
     fn stats(&self) -> SinkStats {
-        self.stats_over(LAT_KEEP)
+        self.stats_of(&self.lat)
+    }
+
+    fn latency(&self) -> Option<&Histogram<u64>> {
+        Some(&self.lat)
     }
 }
 
 impl UringSink {
-    /// Stats with latency percentiles over (about) the last `n` writes.
-    pub fn stats_over(&self, n: usize) -> SinkStats {
-        let mut l: Vec<f32> = if self.lat_us.len() <= n {
-            self.lat_us.clone()
-        } else {
-            let end = (self.writes as usize) % self.lat_us.len().max(1);
-            (0..n)
-                .map(|k| self.lat_us[(end + self.lat_us.len() - 1 - k) % self.lat_us.len()])
-                .collect()
-        };
-        l.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        let q = |p: f64| {
-            l.get(((l.len() as f64 - 1.0) * p) as usize)
-                .copied()
-                .unwrap_or(0.0) as f64
-        };
+    /// Stats with the latency of the latest writes (about the last one to
+    /// two seconds; none when the disk has been idle since).
+    pub fn live_stats(&self) -> SinkStats {
+        if self.recent_from.elapsed().as_nanos() as u64 >= 2 * RECENT_NS {
+            return self.stats_of(&hist::latency_us());
+        }
+        self.stats_of(&self.recent)
+    }
+
+    fn stats_of(&self, lat: &Histogram<u64>) -> SinkStats {
+        let q = |p: f64| hist::quantile(lat, p) as f64;
         SinkStats {
             writes: self.writes,
             in_flight: self.n_in_flight,

@@ -21,6 +21,7 @@
 #![deny(unsafe_code)]
 
 pub mod clock;
+pub mod hist;
 pub mod mode;
 mod parse;
 pub mod sim;

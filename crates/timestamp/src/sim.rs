@@ -261,12 +261,11 @@ pub fn evaluate(
     let n = errs.len().max(1) as f64;
     let mean = errs.iter().sum::<f64>() / n;
     let std = (errs.iter().map(|e| (e - mean) * (e - mean)).sum::<f64>() / n).sqrt();
-    let mut abs: Vec<f64> = errs.iter().map(|e| e.abs()).collect();
-    abs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let p99_abs = abs
-        .get((abs.len() as f64 * 0.99) as usize)
-        .copied()
-        .unwrap_or(0.0);
+    let mut abs = crate::hist::values();
+    for e in &errs {
+        abs.saturating_record(e.abs().round() as u64);
+    }
+    let p99_abs = crate::hist::quantile(&abs, 0.99) as f64;
     Accuracy {
         pattern,
         mode,

@@ -1,0 +1,279 @@
+//! `record --metrics`: scraped over HTTP and parsed by the Prometheus
+//! project's own Python client (`prometheus_client`: its OpenMetrics parser
+//! and its Prometheus text parser must both take it), while frames go
+//! through a real veth pair; the final scrape must equal the summary JSON.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use wiretape_testbed::{SizeFn, Testbed, CAP_IF};
+
+/// Fetches URL (inside the test bed's namespace) with urllib and parses it
+/// with both of prometheus_client's parsers; prints the samples as JSON.
+const SCRAPE: &str = r#"
+import json, sys, urllib.request
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+from prometheus_client.parser import text_string_to_metric_families as prom
+r = urllib.request.urlopen(sys.argv[1], timeout=5)
+text = r.read().decode()
+out = {"content_type": r.headers.get("Content-Type"), "samples": {}, "types": {}}
+for f in om(text):
+    out["types"][f.name] = f.type
+    for s in f.samples:
+        out["samples"].setdefault(s.name, []).append([s.labels, s.value])
+names = {s.name for f in prom(text) for s in f.samples}
+if names != set(out["samples"]):
+    sys.exit("the Prometheus text parser read other samples: %r" % (names ^ set(out["samples"])))
+print(json.dumps(out))
+"#;
+
+fn scrape(tb: &Testbed, url: &str) -> Value {
+    let o = tb
+        .command("python3")
+        .args(["-c", SCRAPE, url])
+        .output()
+        .expect("python3");
+    assert!(
+        o.status.success(),
+        "scrape {url}: {} (scripts/setup.sh installs the prometheus_client package)",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The value of sample `name` with labels `want` (all of them must match).
+fn sample(m: &Value, name: &str, want: &[(&str, &str)]) -> f64 {
+    let list = m["samples"][name]
+        .as_array()
+        .unwrap_or_else(|| panic!("no sample {name}"));
+    let hits: Vec<f64> = list
+        .iter()
+        .filter(|s| want.iter().all(|(k, v)| s[0][*k] == *v))
+        .map(|s| s[1].as_f64().unwrap())
+        .collect();
+    assert_eq!(hits.len(), 1, "{name} {want:?}: {list:?}");
+    hits[0]
+}
+
+fn url_from(rec: &Recorder) -> String {
+    rec.stderr
+        .iter()
+        .find_map(|l| l.strip_prefix("wiretape: metrics on "))
+        .expect("the metrics address is printed")
+        .to_string()
+}
+
+#[test]
+fn final_scrape_equals_the_summary_and_both_parsers_read_it() {
+    require_root();
+    let tb = Testbed::create("metr", 2).unwrap();
+    let out = TempDir::new("metr");
+    let dir = out.path().join("cap");
+    let json = out.path().join("s.json");
+    let mut rec = Recorder::start(
+        &tb,
+        &[
+            "-w",
+            dir.to_str().unwrap(),
+            "--metrics",
+            "127.0.0.1:0",
+            "--rotate-size",
+            "512K",
+            "--keep-files",
+            "4",
+            "-q",
+            "--summary-json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let url = url_from(&rec);
+    let first = scrape(&tb, &url);
+    assert!(
+        first["content_type"]
+            .as_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text"),
+        "{first}"
+    );
+    assert_eq!(first["types"]["wiretape_frames_seen"], "counter");
+    assert_eq!(
+        first["types"]["wiretape_disk_write_latency_seconds"],
+        "histogram"
+    );
+    let n = 30_000u64;
+    let sent = tb.send(0..n, SizeFn::Mixed, 16, Some(60_000)).unwrap();
+    // Live: the numbers catch up within a few progress ticks.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let last = loop {
+        std::thread::sleep(Duration::from_millis(1200));
+        let m = scrape(&tb, &url);
+        let written: f64 = (0..2)
+            .map(|q| {
+                sample(
+                    &m,
+                    "wiretape_frames_written_total",
+                    &[("queue", &q.to_string())],
+                )
+            })
+            .sum();
+        if written as u64 == n {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "live numbers stuck: {m}");
+    };
+    rec.signal(libc::SIGINT);
+    assert!(rec.wait(20).success(), "{}", rec.stderr_text());
+    let j = read_json(&json);
+    assert_identity(&j);
+    assert_eq!(j["packets_written"].as_u64(), Some(n));
+    assert_eq!(j["bytes_written"].as_u64(), Some(sent.bytes));
+    let mut deleted = 0.0;
+    for q in j["per_queue"].as_array().unwrap() {
+        let qn = q["queue"].as_u64().unwrap().to_string();
+        let l = [("interface", CAP_IF), ("queue", qn.as_str())];
+        let v = |name: &str| sample(&last, name, &l) as u64;
+        assert_eq!(
+            Some(v("wiretape_frames_seen_total")),
+            q["packets_seen"].as_u64()
+        );
+        assert_eq!(
+            Some(v("wiretape_frames_written_total")),
+            q["packets_written"].as_u64()
+        );
+        assert_eq!(
+            Some(v("wiretape_frames_filtered_total")),
+            q["packets_filtered"].as_u64()
+        );
+        assert_eq!(
+            Some(v("wiretape_written_bytes_total")),
+            q["bytes_written"].as_u64()
+        );
+        assert_eq!(
+            Some(v("wiretape_seen_bytes_total")),
+            q["bytes_seen"].as_u64()
+        );
+        for reason in [
+            "rx_ring_full",
+            "fill_ring_empty",
+            "other",
+            "after_count",
+            "write_error",
+            "disk_full",
+        ] {
+            let mut lr = l.to_vec();
+            lr.push(("reason", reason));
+            assert_eq!(
+                Some(sample(&last, "wiretape_frames_dropped_total", &lr) as u64),
+                q["drops"][reason].as_u64(),
+                "queue {qn} {reason}"
+            );
+        }
+        // Rotation by size: every file but the last was rotated out.
+        let files = q["files"].as_array().unwrap().len() as u64;
+        assert!(files >= 2, "{q}");
+        assert_eq!(v("wiretape_files_rotated_total"), files - 1, "queue {qn}");
+        assert_eq!(v("wiretape_files_opened_total"), files, "queue {qn}");
+        // The write-latency histogram: cumulative buckets ending at the count.
+        let count = v("wiretape_disk_write_latency_seconds_count");
+        assert!(count > 0, "writes measured on queue {qn}");
+        let buckets: Vec<(f64, f64)> = last["samples"]
+            ["wiretape_disk_write_latency_seconds_bucket"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s[0]["queue"] == qn.as_str())
+            .map(|s| {
+                let le = s[0]["le"].as_str().unwrap();
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().unwrap()
+                };
+                (le, s[1].as_f64().unwrap())
+            })
+            .collect();
+        assert!(buckets
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        assert_eq!(buckets.last().unwrap().1 as u64, count);
+        deleted += sample(&last, "wiretape_files_deleted_total", &l);
+    }
+    // Retention deleted at most what the summary says (deletions at the
+    // very end, of the files just closed, come after the last scrape).
+    let deleted_total = j["retention"]["deleted_files"].as_u64().unwrap();
+    assert!(
+        deleted as u64 <= deleted_total && deleted_total > 0,
+        "{j:#}"
+    );
+    assert!(sample(&last, "wiretape_output_free_bytes", &[]) > 0.0);
+    assert_eq!(sample(&last, "wiretape_recording", &[]), 1.0);
+    assert_eq!(
+        sample(&last, "wiretape_link_up", &[("interface", CAP_IF)]),
+        1.0
+    );
+}
+
+#[test]
+fn listens_on_loopback_unless_told_and_answers_404_elsewhere() {
+    require_root();
+    let tb = Testbed::create("metl", 1).unwrap();
+    let out = TempDir::new("metl");
+    let d = out.path().join("cap");
+    let (code, _, err) = run_wiretape(
+        Some(&tb),
+        &[
+            "record",
+            "-i",
+            CAP_IF,
+            "-w",
+            d.to_str().unwrap(),
+            "--metrics",
+            "0.0.0.0:0",
+            "-d",
+            "1",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--metrics-allow-remote"), "{err}");
+    assert!(!xdp_attached(&tb));
+    let (code, _, err) = run_wiretape(
+        Some(&tb),
+        &[
+            "record",
+            "-i",
+            CAP_IF,
+            "-w",
+            d.to_str().unwrap(),
+            "--metrics",
+            "nowhere",
+            "-d",
+            "1",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    // Allowed remote; another path is a 404.
+    let rec = Recorder::start(
+        &tb,
+        &[
+            "-w",
+            d.to_str().unwrap(),
+            "--metrics",
+            "0.0.0.0:0",
+            "--metrics-allow-remote",
+            "-q",
+        ],
+    );
+    let url = url_from(&rec).replace("/metrics", "/other");
+    let o = tb
+        .command("python3")
+        .args([
+            "-c",
+            "import sys, urllib.request, urllib.error\ntry:\n urllib.request.urlopen(sys.argv[1], timeout=5)\nexcept urllib.error.HTTPError as e:\n print(e.code)",
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "404");
+}
