@@ -4,6 +4,8 @@
 
 #![recursion_limit = "256"]
 
+mod check;
+mod config;
 mod demo;
 mod extract;
 mod filter;
@@ -13,6 +15,7 @@ mod record;
 mod repair;
 mod report;
 mod send;
+mod service;
 mod tsbench;
 
 use clap::{Parser, Subcommand};
@@ -68,7 +71,19 @@ enum Cmd {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    // `record --config FILE`: the file's flags join the command line's.
+    let args = match config::expand::<Cli>(std::env::args_os().collect()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("wiretape: error: {}", one_line(&e));
+            std::process::exit(if e.downcast_ref::<Usage>().is_some() {
+                2
+            } else {
+                1
+            });
+        }
+    };
+    let cli = Cli::parse_from(args);
     if matches!(cli.cmd, Cmd::Info(_) | Cmd::Extract(_)) {
         // `info | head`, `extract -w - | head` end quietly. Not for record: a closed log pipe
         // must never kill a recording (its files would not be finished).

@@ -168,13 +168,30 @@ pub struct Args {
     quiet: bool,
     /// Read the capture filter expression from FILE (`#` starts a comment
     /// that runs to the end of the line), instead of the trailing words.
-    #[arg(short = 'F', value_name = "FILE", conflicts_with = "expression")]
+    #[arg(
+        short = 'F',
+        long = "filter-file",
+        value_name = "FILE",
+        conflicts_with = "expression"
+    )]
     filter_file: Option<PathBuf>,
     /// When the interface disappears (deleted, unplugged, a driver reset),
     /// wait for it to come back and record on into new files (the gap is in
     /// the summary) instead of stopping with exit 1.
     #[arg(long)]
     wait_iface: bool,
+    /// Read flags from FILE (TOML; keys are the long flag names, e.g.
+    /// `write = "/data"`, `rotate-size = "1G"`, `queues = [0, 1]`,
+    /// `wait-iface = true`, `filter = "tcp port 443"`); flags on the command
+    /// line override it. What the systemd unit reads (/etc/wiretape/IFACE.conf).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Validate everything (interface, queues, CPUs, rights, the XDP program
+    /// and filter loaded but not attached, directory, O_DIRECT, free space)
+    /// and exit: 0 and one line if all is well, else the first problem
+    /// (exit 1, or 2 for bad usage). Attaches nothing, writes no capture.
+    #[arg(long)]
+    check: bool,
     /// Serve the recording's numbers for Prometheus at http://ADDR/metrics
     /// (OpenMetrics text): per interface and queue frames seen, written,
     /// filtered and dropped by reason, bytes, disk write latency, RAM
@@ -514,6 +531,10 @@ pub fn run(a: Args) -> Result<i32> {
     };
     st.on_full_rotate = a.on_full == "rotate";
 
+    if a.check {
+        return crate::check::run(&opts, a.metrics);
+    }
+
     // Cheap checks first, so that bad input fails before anything is attached.
     wiretape::storage::prepare_dir(&a.dir)?;
     if let Some(iface) = &a.iface {
@@ -564,10 +585,22 @@ pub fn run(a: Args) -> Result<i32> {
     let quiet = a.quiet;
     let mut why = String::new();
     let mut fin = wiretape::StorageProgress::default();
+    let mut ready = false;
     let rep = match wiretape::record(&opts, &stop, |ev| match ev {
         Event::Started(info) => {
             if let Some(m) = &metrics {
                 m.started(&info.ifname);
+            }
+            let what = format!(
+                "recording {} queues {:?} -> {}",
+                info.ifname,
+                info.queues,
+                opts.storage.dir.display()
+            );
+            if std::mem::replace(&mut ready, true) {
+                crate::service::status(&format!("{what} (again)"));
+            } else {
+                crate::service::ready(&what);
             }
             eprintln!("{}", report::start_line(info, &opts))
         }
@@ -579,6 +612,17 @@ pub fn run(a: Args) -> Result<i32> {
             if let Some(m) = &metrics {
                 m.update(&snapshot, &storage);
             }
+            crate::service::alive(&format!(
+                "{} frames seen, {} written, {} dropped by the kernel{}",
+                snapshot.seen(),
+                snapshot.written(),
+                snapshot.kernel_drops(),
+                snapshot
+                    .link
+                    .as_ref()
+                    .map(|w| format!("; {w}"))
+                    .unwrap_or_default()
+            ));
             if status.swap(false, std::sync::atomic::Ordering::AcqRel) {
                 if tty && !quiet {
                     eprintln!();
@@ -592,6 +636,7 @@ pub fn run(a: Args) -> Result<i32> {
         Event::Finished(st) => fin = st,
         Event::Notice(n) => eprintln!("wiretape: {n}"),
         Event::Stopping(w) => {
+            crate::service::stopping(w);
             if tty && !quiet {
                 eprintln!();
             }

@@ -182,6 +182,7 @@ pub fn record(
                 on_event(Event::Notice(format!(
                     "{gone}: its files are finished; waiting for it to come back (--wait-iface)"
                 )));
+                seg.base = total.queues.iter().map(|q| q.as_snapshot()).collect();
                 let back = seg.wait_for_interface(c, &mut on_event);
                 let to_ns = realtime_ns();
                 total.gaps.push(Gap {
@@ -203,7 +204,6 @@ pub fn record(
                     c.ifname,
                     to_ns.saturating_sub(from_ns) as f64 / 1e9
                 )));
-                seg.base = total.queues.iter().map(|q| q.as_snapshot()).collect();
                 if let Some(n) = cfg.stage.count {
                     seg.stage.count = Some(n.saturating_sub(total.written()).max(1));
                 }
@@ -407,9 +407,27 @@ impl Segment<'_> {
         on_event: &mut dyn FnMut(Event<'_>),
     ) -> Result<AfXdp, &'static str> {
         let mut said = String::new();
+        let mut next_progress = Instant::now();
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return Err("signal");
+            }
+            // The numbers so far, once a second (a progress line, a metrics
+            // endpoint and a watchdog keep hearing from the run).
+            let asked = self.cfg.controls.status.load(Ordering::Acquire);
+            if Instant::now() >= next_progress || asked {
+                next_progress = Instant::now() + Duration::from_secs(1);
+                let mut snapshot = Snapshot::default();
+                snapshot.add_base(&self.base);
+                snapshot.link = Some(format!(
+                    "interface {} is gone: waiting for it (--wait-iface)",
+                    c.ifname
+                ));
+                on_event(Event::Progress {
+                    elapsed: self.t0.elapsed(),
+                    snapshot,
+                    storage: self.store.progress(),
+                });
             }
             if self.deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err("duration reached");
