@@ -664,7 +664,7 @@ pub fn run(a: Args) -> Result<i32> {
     }
     let errors = rep.errors();
     if let Some(e) = errors.first() {
-        bail!("{e} (every frame before it is in the files, which are finished)");
+        bail!("{e} (the files hold every frame the summary counts as written)");
     }
     Ok(0)
 }

@@ -76,6 +76,27 @@ struct InFlight {
     off: u64,
     len: u32,
     at: Instant,
+    /// Fault injection: this write was not issued and completes with EIO.
+    fault: bool,
+}
+
+/// Fault injection for tests of a failing disk (`WIRETAPE_FAULT_WRITE_EIO=N`,
+/// read once): from the Nth block write of the process on, the engine
+/// issues a no-op instead of the write and reports EIO for it, as a disk
+/// that fails does. Everything after (the writer's failure, cutting the
+/// file back to its last complete record, the accounting, the stop) is the
+/// real code. Unset: no cost but one relaxed load per block write.
+fn inject_eio() -> bool {
+    static AT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let Some(at) = *AT.get_or_init(|| {
+        std::env::var("WIRETAPE_FAULT_WRITE_EIO")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    }) else {
+        return false;
+    };
+    WRITES.fetch_add(1, Ordering::Relaxed) + 1 >= at
 }
 
 /// One file written with O_DIRECT through io_uring.
@@ -366,11 +387,18 @@ impl UringSink {
             (false, false) => opcode::Write::new(fd, ptr, len).offset(off).build(),
         }
         .user_data(idx as u64);
+        let fault = inject_eio();
+        let entry = if fault {
+            opcode::Nop::new().build().user_data(idx as u64)
+        } else {
+            entry
+        };
         self.in_flight[idx as usize] = Some(InFlight {
             block,
             off,
             len,
             at: Instant::now(),
+            fault,
         });
         self.n_in_flight += 1;
         // SAFETY: the entry points into the buffer now owned by
@@ -413,6 +441,7 @@ impl UringSink {
                 continue;
             };
             self.n_in_flight -= 1;
+            let res = if w.fault { -libc::EIO } else { res };
             if res < 0 || res as u32 != w.len {
                 let err = if res < 0 {
                     std::io::Error::from_raw_os_error(-res)

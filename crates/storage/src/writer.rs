@@ -223,7 +223,11 @@ impl<S: BlockSink> PcapWriter<S> {
     }
 
     fn fail(&mut self, e: StorageError) -> StorageError {
-        self.failed = Some(e.to_string());
+        // The cause alone: failure() names the file again.
+        self.failed = Some(match &e {
+            StorageError::Write { source, .. } => source.to_string(),
+            other => other.to_string(),
+        });
         self.failed_full = matches!(e, StorageError::DiskFull { .. });
         e
     }
