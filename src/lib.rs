@@ -50,8 +50,8 @@ pub use wiretape_storage as storage;
 pub use wiretape_timestamp as timestamp;
 
 pub use pipeline::{
-    record, Drops, Event, Input, PipelineError, QueueReport, RecordConfig, RecordReport,
-    ReplaySource, Snapshot, StageConfig, StopReason,
+    record, Controls, Drops, Event, Gap, Input, PipelineError, QueueReport, RecordConfig,
+    RecordReport, ReplaySource, Snapshot, StageConfig, StopReason,
 };
 pub use storage::{MinFree, Policy, StorageConfig, StorageProgress, DEFAULT_SNAPLEN};
 
