@@ -70,20 +70,23 @@ fn watchdog() -> Instant {
 }
 
 /// Times one case (the watchdog aborts the process if it hangs).
-struct Case(usize);
+/// Its scratch directory is removed when it ends, whatever happened.
+struct Case(usize, PathBuf);
 
 impl Case {
-    fn start(slot: usize) -> Case {
+    fn start(slot: usize, dir: &Path) -> Case {
         let t = watchdog().elapsed().as_millis() as u64 + 1;
         RUNNING[slot].store(t, Ordering::Relaxed);
         CASES_RUN.fetch_add(1, Ordering::Relaxed);
-        Case(slot)
+        std::fs::create_dir_all(dir).unwrap();
+        Case(slot, dir.to_owned())
     }
 }
 
 impl Drop for Case {
     fn drop(&mut self) {
         RUNNING[self.0].store(0, Ordering::Relaxed);
+        let _ = std::fs::remove_dir_all(&self.1);
     }
 }
 
@@ -110,7 +113,6 @@ fn scratch(tag: &str) -> (PathBuf, usize) {
     }
     let d = base.join(format!("wt-fuzz-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
     (d, slot)
 }
 
@@ -421,9 +423,6 @@ fn lay_out(
     for m in idx_muts {
         mutate(&mut idx, m, &entries, false);
     }
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let _ = std::fs::remove_file(e.path());
-    }
     let f = dir.join(our_name(base.kind));
     let i = index::path_for(&f);
     std::fs::write(&f, &b).unwrap();
@@ -466,7 +465,7 @@ proptest! {
     #[test]
     fn info_and_index_reader_never_panic(base in base(), fm in muts(), im in muts()) {
         let (dir, slot) = scratch_once("info");
-        let _c = Case::start(slot);
+        let _c = Case::start(slot, &dir);
         let (f, i) = lay_out(&dir, &base, &fm, &im);
         if let Ok(info) = FileInfo::scan(&f) {
             // A clean scan agrees with a record-by-record read.
@@ -483,7 +482,7 @@ proptest! {
     #[test]
     fn repair_leaves_a_readable_file_or_says_why(base in base(), fm in muts()) {
         let (dir, slot) = scratch_once("repair");
-        let _c = Case::start(slot);
+        let _c = Case::start(slot, &dir);
         let (f, _) = lay_out(&dir, &base, &fm, &[]);
         if let Ok(r) = repair::repair(&f) {
             prop_assert_eq!(std::fs::metadata(&f).unwrap().len(), r.len_after);
@@ -502,7 +501,7 @@ proptest! {
     fn replay_source_never_panics(base in base(), fm in muts()) {
         use wiretape::capture::tx::Source;
         let (dir, slot) = scratch_once("replay");
-        let _c = Case::start(slot);
+        let _c = Case::start(slot, &dir);
         let (f, _) = lay_out(&dir, &base, &fm, &[]);
         let (n, _) = read_records(&f);
         if let Ok(mut s) = wiretape::pipeline::ReplaySource::open(&f, 1) {
@@ -524,7 +523,7 @@ proptest! {
                                    from in 0u64..200_000_000, span in 0u64..200_000_000,
                                    open_from: bool, open_to: bool) {
         let (dir, slot) = scratch_once("extract");
-        let _c = Case::start(slot);
+        let _c = Case::start(slot, &dir);
         let (f, _) = lay_out(&dir, &base, &fm, &im);
         let window = Window {
             from_ns: (!open_from).then_some(T0 + from),
@@ -548,7 +547,7 @@ proptest! {
     #[test]
     fn index_rebuild_agrees_with_the_reader(base in base(), fm in muts(), block in 64u64..4096) {
         let (dir, slot) = scratch_once("idx");
-        let _c = Case::start(slot);
+        let _c = Case::start(slot, &dir);
         let (f, i) = lay_out(&dir, &base, &fm, &[]);
         if index::rebuild(&f, block).is_ok() {
             let es = index::read(&i).unwrap();
@@ -578,9 +577,10 @@ fn scratch_once(tag: &'static str) -> (PathBuf, usize) {
 #[test]
 fn unmutated_files_read_back_whole() {
     let mut runner = proptest::test_runner::TestRunner::new(config());
-    let (dir, _) = scratch("whole");
+    let (dir, slot) = scratch("whole");
     runner
         .run(&base(), |base| {
+            let _c = Case::start(slot, &dir);
             let (f, i) = lay_out(&dir, &base, &[], &[]);
             let n = base.recs.len() as u64;
             let info = FileInfo::scan(&f).unwrap();
