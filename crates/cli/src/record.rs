@@ -149,9 +149,14 @@ pub struct Args {
     /// io_uring), in turn (e.g. 1 or 2-3). Default: not pinned.
     #[arg(long, value_name = "LIST")]
     writer_cpus: Option<String>,
-    /// Do not write the .idx sidecar (per block: first/last time, offset, count).
+    /// Do not write the .idx sidecar (per block: first/last time, offset,
+    /// count, and the flow keys: hosts, ports, protocols, VLANs).
     #[arg(long)]
     no_index: bool,
+    /// Index blocks by time only, without their flow keys (filtered
+    /// `extract` then reads every block of the window).
+    #[arg(long)]
+    no_flow_index: bool,
     /// RAM in MiB for blocks waiting for the disk, all queues together: a
     /// burst faster than the disk queues here instead of being dropped
     /// (allocated only under pressure). Default: a quarter of RAM, or of the
@@ -403,6 +408,7 @@ pub fn run(a: Args) -> Result<i32> {
     st.format =
         wiretape::storage::Format::from_flags(&a.format, &a.tsprec).map_err(anyhow::Error::msg)?;
     st.index = !a.no_index;
+    st.flow_index = !a.no_flow_index;
     st.retention = wiretape::Policy {
         keep_files: a.keep_files.map(|n| n as usize),
         keep_bytes: a.keep_bytes,
