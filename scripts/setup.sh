@@ -22,6 +22,12 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Python test clients: DuckDB reads `wiretape index --parquet` tables (tests/index.rs).
+if ! python3 -c 'import duckdb' >/dev/null 2>&1; then
+  echo "setup: installing the duckdb Python package (test client)"
+  python3 -m pip install -q --root-user-action=ignore duckdb
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   # shellcheck disable=SC1091
   [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"

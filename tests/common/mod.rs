@@ -189,6 +189,18 @@ pub fn read_json(p: &Path) -> Value {
         .expect("valid json")
 }
 
+/// The independent reference for merging: `mergecap` (Wireshark) merges
+/// `files` in time order into ns pcap at `out`.
+pub fn mergecap(files: &[PathBuf], out: &Path) {
+    let o = Command::new("mergecap")
+        .args(["-F", "nsecpcap", "-w"])
+        .arg(out)
+        .args(files)
+        .output()
+        .expect("mergecap is installed (with tshark, scripts/setup.sh)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// Capture files (pcap and pcapng) in a directory, sorted.
 pub fn pcaps(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(dir)

@@ -78,8 +78,10 @@ fn stale(capture: &Path, force: bool) -> Option<&'static str> {
         Ok(_) => return Some("old format, no flow sets"),
         Err(_) => return Some("unreadable"),
     }
-    if index::read(&ip).is_err() {
-        return Some("unreadable");
+    match index::read(&ip) {
+        Err(_) => return Some("unreadable"),
+        Ok(es) if es.iter().any(|e| e.flows.is_none()) => return Some("no flow sets"),
+        Ok(_) => {}
     }
     match (cm.modified(), im.modified()) {
         (Ok(c), Ok(i)) if i < c => Some("older than its capture"),
