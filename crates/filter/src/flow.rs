@@ -196,34 +196,126 @@ impl FrameKeys {
             .iter()
             .for_each(|&p| f(Key::Port(p)));
     }
+}
+
+/// Values of one kind a block's set lists before that kind is "any".
+pub const MAX_PER_KIND: usize = 1024;
+/// Slots of the direct-mapped tables that remember addresses seen.
+const TABLE: usize = 4096;
+
+/// A direct-mapped table of values seen in this block, exact (a hit is
+/// a value already listed), with a list of the values in the order first
+/// seen (a value evicted by a collision may be listed twice: duplicates go
+/// at [`FlowCollector::finish`]).
+struct Seen<T> {
+    slots: Box<[Option<T>]>,
+    list: Vec<T>,
+    any: bool,
+}
+
+impl<T: Copy + PartialEq + Ord> Seen<T> {
+    fn new() -> Self {
+        Seen {
+            slots: vec![None; TABLE].into_boxed_slice(),
+            list: Vec::with_capacity(4 * MAX_PER_KIND),
+            any: false,
+        }
+    }
 
     #[inline(always)]
-    fn slot(&self) -> usize {
-        let mut h = (self.v4[0] as u64) << 32 | self.v4[1] as u64;
-        h ^= (self.port[0] as u64) << 16 | self.port[1] as u64;
-        h ^= (self.v6[0] ^ self.v6[1]) as u64;
-        h ^= (self.eth[self.n_eth.saturating_sub(1) as usize] as u64) << 40;
-        h ^= (self.proto as u64) << 48 ^ (self.vlan[0] as u64) << 20;
-        (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize
+    fn add(&mut self, v: T, h: u64) {
+        let i = (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % TABLE;
+        if self.slots[i] == Some(v) || self.any {
+            return;
+        }
+        self.slots[i] = Some(v);
+        if self.list.len() < 4 * MAX_PER_KIND {
+            self.list.push(v);
+        } else {
+            self.any = true;
+        }
+    }
+
+    /// The sorted values (or "any"); starts over.
+    fn take(&mut self, out: &mut Vec<T>, any: &mut bool, hash: impl Fn(T) -> u64) {
+        for &v in &self.list {
+            let i = (hash(v).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % TABLE;
+            self.slots[i] = None;
+        }
+        *any = self.any;
+        if !self.any {
+            out.extend_from_slice(&self.list);
+        }
+        self.list.clear();
+        self.any = false;
     }
 }
 
-/// Frame tuples a block may list before its set is "any" for every kind.
-pub const MAX_TUPLES: usize = 4096;
-/// Values of one kind a block's set lists before that kind is "any".
-pub const MAX_PER_KIND: usize = 1024;
-const CACHE: usize = 256;
+/// A bitmap of 16-bit (or smaller) values seen, with their list: exact.
+struct Bits {
+    words: Box<[u64]>,
+    list: Vec<u16>,
+}
+
+impl Bits {
+    fn new(values: usize) -> Self {
+        Bits {
+            words: vec![0; values.div_ceil(64)].into_boxed_slice(),
+            list: Vec::with_capacity(MAX_PER_KIND + 1),
+        }
+    }
+
+    #[inline(always)]
+    fn add(&mut self, v: u16) {
+        let (w, b) = (v as usize / 64, 1u64 << (v % 64));
+        if self.words[w] & b == 0 {
+            self.words[w] |= b;
+            // Past the cap the kind is "any": the list stops growing.
+            if self.list.len() <= MAX_PER_KIND {
+                self.list.push(v);
+            }
+        }
+    }
+
+    fn take(&mut self, any: &mut bool) -> Vec<u16> {
+        for &v in &self.list {
+            self.words[v as usize / 64] = 0;
+        }
+        // (Values past the cap set bits without being listed.)
+        if self.list.len() > MAX_PER_KIND {
+            self.words.fill(0);
+        }
+        let v = std::mem::take(&mut self.list);
+        self.list.reserve(MAX_PER_KIND + 1);
+        *any = v.len() > MAX_PER_KIND;
+        if *any {
+            Vec::new()
+        } else {
+            v
+        }
+    }
+}
 
 /// Gathers the keys of one block's frames. Per frame: the frame's keys are
-/// read ([`FrameKeys::of`]); a frame like the previous one, or like one in a
-/// small direct-mapped cache, costs nothing more; a new one is appended to a
-/// list allocated once. Sorting and de-duplicating happen once per block
+/// read ([`FrameKeys::of`]); a frame like the previous one costs nothing
+/// more; otherwise each key is looked up in its kind's exact "seen" table
+/// (bitmaps for EtherTypes' low bits, VLANs, protocols and ports;
+/// direct-mapped tables for addresses) and listed if new. Nothing is
+/// allocated per frame; sorting happens once per block
 /// ([`FlowCollector::finish`]).
 pub struct FlowCollector {
     last: FrameKeys,
-    cache: Box<[FrameKeys]>,
-    list: Vec<FrameKeys>,
-    overflow: bool,
+    fresh: bool,
+    /// Plain IPv4 frames' keys packed ([`fast_sig`]): the last one, and a
+    /// direct-mapped table of those seen in this block (0: empty).
+    last_sig: u128,
+    sigs: Box<[u128]>,
+    eth: Vec<u16>,
+    vlans: Bits,
+    protos: Bits,
+    ports: Bits,
+    ip4: Seen<u32>,
+    ip6: Seen<u128>,
 }
 
 impl Default for FlowCollector {
@@ -235,65 +327,117 @@ impl Default for FlowCollector {
 impl std::fmt::Debug for FlowCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FlowCollector")
-            .field("tuples", &self.list.len())
-            .field("overflow", &self.overflow)
+            .field("ip4", &self.ip4.list.len())
+            .field("ports", &self.ports.list.len())
             .finish()
     }
 }
 
 impl FlowCollector {
-    /// An empty collector (allocates its list and cache now, once).
+    /// An empty collector (allocates its tables now, once).
     pub fn new() -> Self {
         FlowCollector {
             last: FrameKeys::default(),
-            cache: vec![FrameKeys::default(); CACHE].into_boxed_slice(),
-            list: Vec::with_capacity(MAX_TUPLES),
-            overflow: false,
+            fresh: true,
+            last_sig: 0,
+            sigs: vec![0; SIGS].into_boxed_slice(),
+            eth: Vec::with_capacity(16),
+            vlans: Bits::new(4096),
+            protos: Bits::new(256),
+            ports: Bits::new(65536),
+            ip4: Seen::new(),
+            ip6: Seen::new(),
         }
     }
 
     /// Adds one frame (its stored bytes).
     #[inline]
     pub fn add(&mut self, frame: &[u8]) {
+        if let Some(sig) = fast_sig(frame) {
+            // The common case: its keys are all in `sig`; one seen in this
+            // block already adds nothing.
+            if sig == self.last_sig {
+                return;
+            }
+            self.last_sig = sig;
+            let h = ((sig as u64) ^ (sig >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let i = (h >> 53) as usize % SIGS;
+            if self.sigs[i] == sig {
+                return;
+            }
+            self.sigs[i] = sig;
+        }
         let k = FrameKeys::of(frame);
-        if k == self.last && !self.list.is_empty() {
+        if k == self.last && !self.fresh {
             return;
         }
+        self.fresh = false;
         self.last = k;
-        let s = k.slot();
-        if self.cache[s] == k && !self.list.is_empty() {
-            return;
+        for &e in &k.eth[..k.n_eth as usize] {
+            if !self.eth.contains(&e) {
+                self.eth.push(e);
+            }
         }
-        self.cache[s] = k;
-        if self.list.len() < MAX_TUPLES {
-            self.list.push(k);
-        } else {
-            self.overflow = true;
+        for &v in &k.vlan[..k.n_vlan as usize] {
+            self.vlans.add(v);
+        }
+        if k.has_proto {
+            self.protos.add(k.proto as u16);
+        }
+        for &a in &k.v4[..k.n_v4 as usize] {
+            self.ip4.add(a, a as u64);
+        }
+        for &a in &k.v6[..k.n_v6 as usize] {
+            self.ip6.add(a, (a ^ a >> 64) as u64);
+        }
+        for &p in &k.port[..k.n_port as usize] {
+            self.ports.add(p);
         }
     }
 
     /// Whether no frame was added since the last [`FlowCollector::finish`].
     pub fn is_empty(&self) -> bool {
-        self.list.is_empty() && !self.overflow
+        self.fresh
     }
 
     /// The block's set; the collector starts over for the next block.
     pub fn finish(&mut self) -> FlowSet {
         let mut s = FlowSet::default();
-        if self.overflow {
-            s.any = [true; KINDS];
-        } else {
-            for t in &self.list {
-                t.for_each(|k| s.push(k));
-            }
-            s.normalize();
-        }
-        self.list.clear();
-        self.overflow = false;
+        let [a0, a1, a2, a3, a4, a5] = &mut s.any;
+        s.ether_types = std::mem::take(&mut self.eth);
+        self.eth.reserve(16);
+        *a0 = s.ether_types.len() > MAX_PER_KIND;
+        s.vlans = self.vlans.take(a1);
+        s.protos = self.protos.take(a2).into_iter().map(|p| p as u8).collect();
+        self.ip4.take(&mut s.ip4, a3, |a| a as u64);
+        self.ip6.take(&mut s.ip6, a4, |a| (a ^ a >> 64) as u64);
+        s.ports = self.ports.take(a5);
+        s.normalize();
         self.last = FrameKeys::default();
-        self.cache.fill(FrameKeys::default());
+        self.fresh = true;
+        self.last_sig = 0;
+        self.sigs.fill(0);
         s
     }
+}
+
+/// Slots of the table of packed IPv4 keys (32 KiB).
+const SIGS: usize = 2048;
+
+/// The keys of an untagged IPv4 frame long enough to hold them all, packed
+/// into one value (never 0): protocol, addresses, and the 4 bytes at the
+/// transport header (ports). Two frames with the same value have the same
+/// keys ([`FrameKeys::of`]). None for any other frame.
+#[inline(always)]
+fn fast_sig(f: &[u8]) -> Option<u128> {
+    let h: &[u8; 38] = f.get(..38)?.try_into().ok()?;
+    if h[12] != 0x08 || h[13] != 0x00 {
+        return None;
+    }
+    let t = 14 + 4 * (h[14] & 0xf) as usize;
+    let ports = u32::from_be_bytes(f.get(t..t + 4)?.try_into().ok()?);
+    let addrs = u64::from_be_bytes(h[26..34].try_into().ok()?);
+    Some(1 << 127 | (h[23] as u128) << 96 | (addrs as u128) << 32 | ports as u128)
 }
 
 const KINDS: usize = 6;
