@@ -2,17 +2,17 @@
 //! part of the flow index on the recording path: 64 B and 1514 B IPv4
 //! frames, one flow and 2,000 flows with skewed (1/rank) weights, blocks of
 //! one 1 MiB block's worth of frames (then `finish`, as the writer does).
-#![allow(missing_docs, unused_crate_dependencies)]
+#![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
-use wiretape_filter::flow::FlowCollector;
+use wiretape::filter::flow::FlowCollector;
 
 fn frame(flow: u32, size: usize) -> Vec<u8> {
     let mut f = vec![0u8; size];
     f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
     f[14] = 0x45;
-    f[23] = if flow % 3 == 0 { 6 } else { 17 };
+    f[23] = if flow.is_multiple_of(3) { 6 } else { 17 };
     f[26..30].copy_from_slice(&[10, 1, (flow / 256) as u8, flow as u8]);
     f[30..34].copy_from_slice(&[10, 2, 0, (flow % 50) as u8]);
     f[34..36].copy_from_slice(&(1024 + (flow * 7919) % 60000).to_be_bytes()[2..]);
