@@ -11,6 +11,9 @@ echo "== cargo clippy"
 cargo clippy --release --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --release --workspace --locked
+echo "== netmap engine (cargo feature netmap: synthetic rings, no module needed)"
+cargo clippy --release -p wiretape-capture -p wiretape-pipeline -p wiretape-cli -p wiretape --all-targets --locked --features netmap -- -D warnings
+cargo test --release -p wiretape-capture -p wiretape-pipeline --locked --features netmap
 echo "== wiretape demo"
 ./target/release/wiretape demo
 left=$(ip netns list | grep -c '^wt-' || true)

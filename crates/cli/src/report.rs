@@ -65,6 +65,18 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
             ts_text(info),
         );
     }
+    if info.engine == "netmap" {
+        return format!(
+            "wiretape: recording {} queues {:?} [{}]: netmap, {} slots x {} B per ring, snaplen {snaplen}{}, {} -> {dir}",
+            info.ifname,
+            info.queues,
+            cpus.join(" "),
+            info.frames,
+            info.frame_size,
+            filter("user space"),
+            ts_text(info),
+        );
+    }
     let mode = match info.bind_mode {
         Some(BindMode::ZeroCopy) => "zero-copy".to_string(),
         Some(BindMode::Copy) if info.zero_copy_refused.is_some() => {
@@ -334,6 +346,12 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
                 q.seen as i128 - (q.written + q.filtered + q.drops.total()) as i128
             );
         }
+    }
+    if r.info.engine == "netmap" {
+        s += &format!(
+            "  netmap: frames the NIC dropped while a ring was full are not seen by wiretape: see `ethtool -S {}` (rx_missed_errors)\n",
+            r.info.ifname
+        );
     }
     // The closing lines scripts written for tcpdump already parse.
     let d = r.drops();

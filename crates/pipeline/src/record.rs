@@ -8,7 +8,8 @@ use crate::PipelineError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use wiretape_capture::{
-    AfXdp, CaptureConfig, CaptureFilter, Engine, FileConfig, FileEngine, RecordSource, StartInfo,
+    AfXdp, CaptureConfig, CaptureError, CaptureFilter, Engine, FileConfig, FileEngine,
+    NetmapConfig, RecordSource, StartInfo,
 };
 use wiretape_storage::{StorageConfig, StorageProgress, Store};
 use wiretape_timestamp::{realtime_ns, TsMode};
@@ -20,6 +21,9 @@ pub enum Input {
     Interface(CaptureConfig),
     /// A capture file, through the file engine (no privileges needed).
     File(FileConfig),
+    /// An interface, through the netmap engine (cargo feature `netmap`;
+    /// without it, [`record`] says how to build it).
+    Netmap(NetmapConfig),
 }
 
 /// Everything a recording needs, nested by concern.
@@ -67,11 +71,25 @@ impl RecordConfig {
         }
     }
 
+    /// The defaults: record interface `ifname` into `dir` through netmap,
+    /// stamped `hybrid` (netmap stamps ring syncs; see the capture crate).
+    pub fn netmap(ifname: &str, dir: impl Into<std::path::PathBuf>) -> Self {
+        RecordConfig {
+            input: Input::Netmap(NetmapConfig::new(ifname)),
+            ts: TsMode::Hybrid,
+            stage: StageConfig::default(),
+            storage: StorageConfig::new(dir),
+            duration: None,
+            filter: None,
+        }
+    }
+
     /// The interface (or, for a file, the name its files carry).
     pub fn ifname(&self) -> String {
         match &self.input {
             Input::Interface(c) => c.ifname.clone(),
             Input::File(f) => f.name(),
+            Input::Netmap(c) => c.ifname.clone(),
         }
     }
 }
@@ -117,7 +135,17 @@ pub fn record(
             )?)),
         }
     };
+    if matches!(cfg.input, Input::Netmap(_)) && !wiretape_capture::netmap::BUILT {
+        return Err(CaptureError::NetmapNotBuilt.into());
+    }
     let input = match &cfg.input {
+        Input::Netmap(c) => {
+            let mut c = c.clone();
+            if cfg.filter.is_some() {
+                c.filter = compile(wiretape_filter::LINKTYPE_ETHERNET)?;
+            }
+            Input::Netmap(c)
+        }
         Input::Interface(c) => {
             let mut c = c.clone();
             if cfg.filter.is_some() {
@@ -150,6 +178,13 @@ pub fn record(
             let engine = FileEngine::open(f, source, cfg.ts)?;
             run(engine, start, cfg, &store, stop, &mut on_event)
         }
+        #[cfg(feature = "netmap")]
+        Input::Netmap(c) => {
+            let engine = wiretape_capture::netmap::Netmap::open(c, cfg.ts)?;
+            run(engine, realtime_ns(), cfg, &store, stop, &mut on_event)
+        }
+        #[cfg(not(feature = "netmap"))]
+        Input::Netmap(_) => Err(CaptureError::NetmapNotBuilt.into()),
     }
 }
 
@@ -239,6 +274,13 @@ impl InputError for AfXdp {
 }
 
 impl InputError for FileEngine {
+    fn input_error(&self) -> Option<String> {
+        self.error()
+    }
+}
+
+#[cfg(feature = "netmap")]
+impl<P: wiretape_capture::netmap::RxSync> InputError for wiretape_capture::netmap::Netmap<P> {
     fn input_error(&self) -> Option<String> {
         self.error()
     }
