@@ -144,6 +144,10 @@ pub struct StartInfo {
     pub frames: u32,
     /// Bytes per frame buffer.
     pub frame_size: u32,
+    /// A run over several interfaces ([`crate::MultiEngine`]): each
+    /// interface's own info, in order (their queues follow each other in
+    /// the run's queue list); empty for one interface.
+    pub interfaces: Vec<StartInfo>,
 }
 
 /// CPU of item `i` of a list given in turn (`--cpus`), else of `fallback` in turn.

@@ -10,6 +10,8 @@
 //! - `engine`: the seam ([`Engine`], [`RxQueue`], [`FrameStore`], [`StartInfo`]).
 //! - `afxdp`: the AF_XDP engine ([`AfXdp`]): XDP steering + one socket per queue.
 //! - `file`: the file engine ([`FileEngine`]): a capture file as one queue, no root.
+//! - `multi`: several engines as one ([`MultiEngine`]): a run over several
+//!   interfaces, queues numbered run-wide.
 //! - `netmap`: the netmap engine (cargo feature `netmap`; [`NetmapConfig`]
 //!   in every build): one `/dev/netmap` descriptor per RX ring, the ring
 //!   walked in place; all of its `unsafe` in `netmap/ring.rs` and
@@ -34,6 +36,7 @@ mod desc;
 mod engine;
 pub mod file;
 pub mod frames;
+mod multi;
 pub mod netmap;
 #[allow(unsafe_code)]
 pub mod sys;
@@ -47,6 +50,7 @@ pub use bpf::{QueueCounters, XdpMode};
 pub use desc::Desc;
 pub use engine::{Engine, EngineCounters, EngineQueue, FrameStore, RxQueue, StartInfo};
 pub use file::{FileConfig, FileEngine, RecordHead, RecordSource};
+pub use multi::MultiEngine;
 pub use netmap::NetmapConfig;
 pub use xdpfilter::CaptureFilter;
 pub use xsk::{BindMode, XskStats};

@@ -17,20 +17,27 @@ flushed, XDP program detached, summary printed. Files: DIR/<prefix>-<iface>-q<qu
 (pcap with nanosecond timestamps; .pcapng with --format pcapng), each with a .idx sidecar. Torn tails \
 left by a crash in DIR are trimmed at start.\n\nExamples:\n  wiretape record -i eth0 -w /data -c 1000000\n  \
 wiretape record -i eth0 -w /data --rotate-size 1G --keep-bytes 500G --on-full rotate\n  \
-wiretape record -i eth0 -w /data --format pcapng --rotate-time 60s --keep-age 7d --cpus 2,3 --writer-cpus 4,5\n\nA capture filter (tcpdump's language) goes after the options, or in a file with -F:\n  \
+wiretape record -i eth0 -w /data --format pcapng --rotate-time 60s --keep-age 7d --cpus 2,3 --writer-cpus 4,5\n  \
+wiretape record -i eth0 -i eth1 -w /data --cpus 2-5   # both directions of a tap: files per interface and queue\n  \
+wiretape record --engine netmap -i eth0 -w /data      # netmap rings (build with --features netmap)\n\nA capture filter (tcpdump's language) goes after the options, or in a file with -F:\n  \
 wiretape record -i eth0 -w /data tcp port 443 and not host 10.0.0.1\n  \
 wiretape record -i eth0 -w /data -F filter.txt\n\n\
 Needs root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK (and CAP_PERFMON for filters using len, less or greater)."
 )]
 pub struct Args {
-    /// Interface to record (e.g. eth0).
+    /// Interface to record (e.g. eth0). Repeat it to record several in one
+    /// run (-i eth0 -i eth1): an XDP program on each, a poll and a writer
+    /// thread per (interface, queue), files named by interface and queue,
+    /// --cpus/--writer-cpus covering all their queues in order, -c counting
+    /// frames of all of them together; all are checked before any is attached.
     #[arg(
         short = 'i',
         long = "interface",
         value_name = "IFACE",
-        required_unless_present = "read"
+        required_unless_present = "read",
+        action = clap::ArgAction::Append
     )]
-    iface: Option<String>,
+    iface: Vec<String>,
     /// Instead of an interface, feed a capture file (pcap ns/us or pcapng)
     /// through the same pipeline as one RX queue: no privileges needed.
     /// Frames keep the file's timestamps unless --ts asks for kpt, batch,
@@ -358,8 +365,15 @@ fn input(a: &Args) -> Result<Input> {
         f.writer_cpu = cpu_list(&a.writer_cpus, "--writer-cpus")?.and_then(|c| c.first().copied());
         return Ok(Input::File(f));
     }
-    let iface = a.iface.clone().expect("clap requires -i without -r");
+    let iface = a
+        .iface
+        .first()
+        .cloned()
+        .expect("clap requires -i without -r");
     if a.engine == "netmap" {
+        if a.iface.len() > 1 {
+            bail!("several interfaces in one run need --engine afxdp: with netmap, run one wiretape per interface");
+        }
         for (given, flag) in [
             (a.xdp_mode.is_some(), "--xdp-mode"),
             (a.zero_copy.is_some(), "--zero-copy"),
@@ -408,6 +422,19 @@ fn input(a: &Args) -> Result<Input> {
     if let Some(n) = a.frame_size {
         c.frame_size = n;
     }
+    if a.iface.len() > 1 {
+        // The same settings on each; the CPU lists cover all queues.
+        return Ok(Input::Interfaces(
+            a.iface
+                .iter()
+                .map(|name| {
+                    let mut c = c.clone();
+                    c.ifname = name.clone();
+                    c
+                })
+                .collect(),
+        ));
+    }
     Ok(Input::Interface(c))
 }
 
@@ -423,6 +450,10 @@ pub fn run(a: Args) -> Result<i32> {
         Input::File(f) => RecordConfig::file(&f.path, &a.dir),
         Input::Interface(c) => RecordConfig::interface(&c.ifname, &a.dir),
         Input::Netmap(c) => RecordConfig::netmap(&c.ifname, &a.dir),
+        Input::Interfaces(_) => {
+            let names: Vec<&str> = a.iface.iter().map(String::as_str).collect();
+            RecordConfig::interfaces(&names, &a.dir)
+        }
     };
     opts.input = input;
     if let Some(ts) = &a.ts {
@@ -459,7 +490,7 @@ pub fn run(a: Args) -> Result<i32> {
 
     // Cheap checks first, so that bad input fails before anything is attached.
     wiretape::storage::prepare_dir(&a.dir)?;
-    if let Some(iface) = &a.iface {
+    for iface in &a.iface {
         if sys::ifindex(iface).is_none() {
             bail!(
                 "no such interface '{iface}' in this network namespace (list interfaces with `ip link`)"

@@ -256,6 +256,7 @@ impl<P: RxSync> Netmap<P> {
             hw_refused: None,
             frames: ports[0].info.slots,
             frame_size: ports[0].info.buf_size,
+            interfaces: Vec::new(),
         };
         let mut queues = Vec::new();
         let mut shared = Vec::new();
