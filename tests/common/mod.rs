@@ -71,6 +71,12 @@ impl Recorder {
     /// Starts `wiretape record -i wt-cap ARGS` inside the test bed and waits for its start line.
     pub fn start(tb: &Testbed, args: &[&str]) -> Recorder {
         let mut r = Self::spawn(tb, args);
+        r.wait_start();
+        r
+    }
+
+    fn wait_start(&mut self) {
+        let r = self;
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             match r.lines.recv_timeout(Duration::from_millis(100)) {
@@ -78,7 +84,7 @@ impl Recorder {
                     let started = l.starts_with("wiretape: recording");
                     r.stderr.push(l);
                     if started {
-                        return r;
+                        return;
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -99,9 +105,24 @@ impl Recorder {
     }
 
     pub fn spawn(tb: &Testbed, args: &[&str]) -> Recorder {
+        let mut all = vec!["-i", CAP_IF];
+        all.extend_from_slice(args);
+        Self::spawn_raw(tb, &all)
+    }
+
+    /// Starts `wiretape record ARGS` (interfaces included in ARGS) and waits
+    /// for its start line.
+    pub fn start_raw(tb: &Testbed, args: &[&str]) -> Recorder {
+        let mut r = Self::spawn_raw(tb, args);
+        r.wait_start();
+        r
+    }
+
+    /// Starts `wiretape record ARGS` (interfaces included in ARGS).
+    pub fn spawn_raw(tb: &Testbed, args: &[&str]) -> Recorder {
         let bin = bin();
         let mut c = tb.command(bin.to_str().unwrap());
-        c.args(["record", "-i", CAP_IF]).args(args);
+        c.arg("record").args(args);
         let mut child = c
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
