@@ -32,6 +32,12 @@ if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
     { echo "setup: could not install the prometheus_client Python package (pip install prometheus_client)" >&2; exit 1; }
 fi
 
+# Python test clients: DuckDB reads `wiretape index --parquet` tables (tests/index.rs).
+if ! python3 -c 'import duckdb' >/dev/null 2>&1; then
+  echo "setup: installing the duckdb Python package (test client)"
+  python3 -m pip install -q --root-user-action=ignore duckdb
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   # shellcheck disable=SC1091
   [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"

@@ -11,7 +11,10 @@ echo "== cargo clippy"
 cargo clippy --release --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --release --workspace --locked
+echo "== netmap engine (cargo feature netmap: synthetic rings, no module needed)"
+cargo clippy --release -p wiretape-capture -p wiretape-pipeline -p wiretape-cli -p wiretape --all-targets --locked --features netmap -- -D warnings
+cargo test --release -p wiretape-capture -p wiretape-pipeline --locked --features netmap
 echo "== wiretape demo"
-./target/release/wiretape demo
+"${CARGO_TARGET_DIR:-target}/release/wiretape" demo
 left=$(ip netns list | grep -c '^wt-' || true)
 if [ "$left" != 0 ]; then echo "test: $left wt-* network namespaces left behind" >&2; exit 1; fi

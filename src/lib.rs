@@ -11,7 +11,8 @@
 //! testbed (netns, veth, sender): only for the demo, tests and benches
 //! ```
 //!
-//! - [`capture`]: engines behind one seam (AF_XDP, a capture file), transmit.
+//! - [`capture`]: engines behind one seam (AF_XDP, netmap with the cargo
+//!   feature `netmap`, a capture file), transmit.
 //! - [`storage`]: formats, blocks, io_uring O_DIRECT and buffered engines,
 //!   the rotating writer, naming, retention, repair, the `.idx` index, the
 //!   query planner and k-way merge of `extract`.

@@ -212,3 +212,57 @@ fn info_reports_and_rejects_corrupt_files() {
     let (code, _, err) = run_wiretape(None, &["info", junk.to_str().unwrap()]);
     one_line_error(code, &err, "not a pcap file");
 }
+
+/// `--engine netmap`: a build without the feature says how to build it; a
+/// build with it, on this machine without the module, says the module is
+/// not loaded; both before anything is attached or written, and an
+/// interface that does not exist is named first. No root needed.
+#[test]
+fn netmap_engine_errors_name_the_fix() {
+    let out = TempDir::new("enm");
+    let dir = out.path().join("out");
+    let d = dir.to_str().unwrap();
+    let (code, _, err) = run_wiretape(None, &["record", "--engine", "netmap", "-i", "lo", "-w", d]);
+    if wiretape::capture::netmap::BUILT {
+        if std::path::Path::new("/dev/netmap").exists() {
+            return; // a machine with the module: nothing to check here
+        }
+        one_line_error(code, &err, "the netmap kernel module is not loaded");
+        let (code, _, err) = run_wiretape(
+            None,
+            &["record", "--engine", "netmap", "-i", "nosuch0", "-w", d],
+        );
+        one_line_error(code, &err, "no such interface 'nosuch0'");
+        let (code, _, err) = run_wiretape(
+            None,
+            &[
+                "record", "--engine", "netmap", "-i", "lo", "-w", d, "--ts", "hw",
+            ],
+        );
+        one_line_error(code, &err, "--ts hw needs the XDP program");
+    } else {
+        one_line_error(
+            code,
+            &err,
+            "rebuild it with `cargo build --release --features netmap`",
+        );
+        assert!(!dir.exists(), "nothing written before the error");
+    }
+    // AF_XDP-only flags are refused with netmap, and the reverse.
+    let (code, _, err) = run_wiretape(
+        None,
+        &[
+            "record", "--engine", "netmap", "-i", "lo", "-w", d, "--frames", "4096",
+        ],
+    );
+    if wiretape::capture::netmap::BUILT {
+        one_line_error(code, &err, "--frames applies to --engine afxdp only");
+    } else {
+        one_line_error(code, &err, "built without netmap support");
+    }
+    let (code, _, err) = run_wiretape(
+        None,
+        &["record", "-i", "lo", "-w", d, "--netmap-slots", "1024"],
+    );
+    one_line_error(code, &err, "--netmap-slots applies to --engine netmap only");
+}

@@ -78,17 +78,6 @@ fn mixed(seed: u64, n: usize, sendable: bool) -> Vec<(Vec<u8>, u32)> {
     out
 }
 
-/// The independent reference: `mergecap` merges the files in time order
-/// into ns pcap.
-fn mergecap(files: &[PathBuf], out: &Path) {
-    let o = Command::new("mergecap")
-        .args(["-F", "nsecpcap", "-w", out.to_str().unwrap()])
-        .args(files)
-        .output()
-        .expect("mergecap is installed (with tshark, scripts/setup.sh)");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-}
-
 /// A time window; `rfc`: written as RFC 3339 instead of Unix seconds.
 #[derive(Clone, Debug)]
 struct Win {

@@ -70,11 +70,19 @@ pub struct Recorder {
 impl Recorder {
     /// Starts `wiretape record -i wt-cap ARGS` inside the test bed and waits for its start line.
     pub fn start(tb: &Testbed, args: &[&str]) -> Recorder {
-        Self::started(Self::spawn(tb, args))
+        let mut r = Self::spawn(tb, args);
+        r.wait_start();
+        r
     }
 
     /// Waits for the start line of a recorder just spawned.
     pub fn started(mut r: Recorder) -> Recorder {
+        r.wait_start();
+        r
+    }
+
+    fn wait_start(&mut self) {
+        let r = self;
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             match r.lines.recv_timeout(Duration::from_millis(100)) {
@@ -82,7 +90,7 @@ impl Recorder {
                     let started = l.starts_with("wiretape: recording");
                     r.stderr.push(l);
                     if started {
-                        return r;
+                        return;
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -103,9 +111,24 @@ impl Recorder {
     }
 
     pub fn spawn(tb: &Testbed, args: &[&str]) -> Recorder {
+        let mut all = vec!["-i", CAP_IF];
+        all.extend_from_slice(args);
+        Self::spawn_raw(tb, &all)
+    }
+
+    /// Starts `wiretape record ARGS` (interfaces included in ARGS) and waits
+    /// for its start line.
+    pub fn start_raw(tb: &Testbed, args: &[&str]) -> Recorder {
+        let mut r = Self::spawn_raw(tb, args);
+        r.wait_start();
+        r
+    }
+
+    /// Starts `wiretape record ARGS` (interfaces included in ARGS).
+    pub fn spawn_raw(tb: &Testbed, args: &[&str]) -> Recorder {
         let bin = bin();
         let mut c = tb.command(bin.to_str().unwrap());
-        c.args(["record", "-i", CAP_IF]).args(args);
+        c.arg("record").args(args);
         Self::spawn_command(c)
     }
 
@@ -217,6 +240,18 @@ pub fn run_wiretape(tb: Option<&Testbed>, args: &[&str]) -> (i32, String, String
 pub fn read_json(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).expect("summary json written"))
         .expect("valid json")
+}
+
+/// The independent reference for merging: `mergecap` (Wireshark) merges
+/// `files` in time order into ns pcap at `out`.
+pub fn mergecap(files: &[PathBuf], out: &Path) {
+    let o = Command::new("mergecap")
+        .args(["-F", "nsecpcap", "-w"])
+        .arg(out)
+        .args(files)
+        .output()
+        .expect("mergecap is installed (with tshark, scripts/setup.sh)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// Capture files (pcap and pcapng) in a directory, sorted.

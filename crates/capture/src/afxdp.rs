@@ -74,10 +74,14 @@ pub struct AfXdp {
 }
 
 impl AfXdp {
-    /// Checks the settings, opens a socket per queue, loads and attaches the
-    /// program (refusing one already attached) and registers the sockets.
-    /// Nothing stays attached when it fails.
-    pub fn open(cfg: &CaptureConfig, ts_mode: TsMode) -> Result<AfXdp, CaptureError> {
+    /// Checks the settings against the interface without touching it: it
+    /// exists, has the queues asked for, has no XDP program attached, and
+    /// suits the filter. Returns its index and the queues to record. [`open`]
+    /// does this first; a run over several interfaces checks them all
+    /// before it opens any, so one bad interface attaches nothing anywhere.
+    ///
+    /// [`open`]: AfXdp::open
+    pub fn check(cfg: &CaptureConfig) -> Result<(u32, Vec<u32>), CaptureError> {
         if !cfg.frames.is_power_of_two() || cfg.frames < 64 {
             return Err(CaptureError::Config(format!(
                 "--frames {} must be a power of two >= 64",
@@ -118,6 +122,15 @@ impl AfXdp {
             }
         }
         crate::bpf::refuse_attached(ifindex, &ifname)?;
+        Ok((ifindex, queues))
+    }
+
+    /// Checks the settings ([`AfXdp::check`]), opens a socket per queue,
+    /// loads and attaches the program (refusing one already attached) and
+    /// registers the sockets. Nothing stays attached when it fails.
+    pub fn open(cfg: &CaptureConfig, ts_mode: TsMode) -> Result<AfXdp, CaptureError> {
+        let (ifindex, queues) = Self::check(cfg)?;
+        let ifname = cfg.ifname.clone();
         sys::raise_memlock();
         let xcfg = XskConfig {
             frames: cfg.frames,
@@ -169,6 +182,7 @@ impl AfXdp {
             hw_refused,
             frames: cfg.frames,
             frame_size: cfg.frame_size,
+            interfaces: Vec::new(),
         };
         let mut fds = Vec::new();
         let mut out = Vec::new();

@@ -1,7 +1,6 @@
 //! The engine seam: what every capture engine gives the pipeline.
 //!
-//! An engine (AF_XDP now, a capture file for tests and benches, netmap
-//! later) is opened by its own constructor, which checks everything and
+//! An engine (AF_XDP, netmap, a capture file for tests and benches) is opened by its own constructor, which checks everything and
 //! attaches what it must. It then hands out its RX queues, each split in the
 //! two halves the pipeline runs on two threads:
 //! - [`RxQueue`]: takes batches of received frames as [`Desc`] tokens (the
@@ -20,7 +19,7 @@ use crate::xsk::{BindMode, XskStats};
 use crate::Desc;
 use std::path::PathBuf;
 use std::time::Duration;
-use wiretape_timestamp::{AutoClock, Stamper, TsMode};
+use wiretape_timestamp::{AutoClock, StampStats, Stamper, TsMode};
 
 /// The receive half of one queue (owned by the pipeline's poll thread).
 pub trait RxQueue: Send + 'static {
@@ -32,6 +31,11 @@ pub trait RxQueue: Send + 'static {
     /// queue is drained, or its source ended. Called after `take` found
     /// nothing; it may wait a little to be sure.
     fn ended(&mut self) -> bool;
+    /// Where the stamps came from, for an engine that stamps its frames
+    /// itself ([`EngineQueue::stamper`] None); None otherwise.
+    fn stamp_stats(&self) -> Option<StampStats> {
+        None
+    }
 }
 
 /// The frame half of one queue (owned by the pipeline's writer thread).
@@ -110,7 +114,7 @@ pub trait Engine: Send {
 /// How an engine came up.
 #[derive(Clone, Debug)]
 pub struct StartInfo {
-    /// "afxdp" or "file".
+    /// "afxdp", "netmap" or "file".
     pub engine: &'static str,
     /// The interface (for a file: its name, made safe for file names).
     pub ifname: String,
@@ -146,6 +150,10 @@ pub struct StartInfo {
     pub frames: u32,
     /// Bytes per frame buffer.
     pub frame_size: u32,
+    /// A run over several interfaces ([`crate::MultiEngine`]): each
+    /// interface's own info, in order (their queues follow each other in
+    /// the run's queue list); empty for one interface.
+    pub interfaces: Vec<StartInfo>,
 }
 
 /// CPU of item `i` of a list given in turn (`--cpus`), else of `fallback` in turn.

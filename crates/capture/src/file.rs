@@ -166,6 +166,7 @@ impl FileEngine {
             hw_refused: None,
             frames: (filler.capacity() / 2048) as u32,
             frame_size: 2048,
+            interfaces: Vec::new(),
         };
         let rx = FileRx {
             source: Box::new(source),

@@ -10,6 +10,12 @@
 //! - `engine`: the seam ([`Engine`], [`RxQueue`], [`FrameStore`], [`StartInfo`]).
 //! - `afxdp`: the AF_XDP engine ([`AfXdp`]): XDP steering + one socket per queue.
 //! - `file`: the file engine ([`FileEngine`]): a capture file as one queue, no root.
+//! - `multi`: several engines as one ([`MultiEngine`]): a run over several
+//!   interfaces, queues numbered run-wide.
+//! - `netmap`: the netmap engine (cargo feature `netmap`; [`NetmapConfig`]
+//!   in every build): one `/dev/netmap` descriptor per RX ring, the ring
+//!   walked in place; all of its `unsafe` in `netmap/ring.rs` and
+//!   `netmap/sys.rs`.
 //! - `xsk`: AF_XDP sockets, UMEM and rings: all of their `unsafe`.
 //! - `arena`: the file engine's frame memory: all of its `unsafe`.
 //! - `bpf`: the steering program (load, attach, counters; one FFI call).
@@ -36,6 +42,8 @@ pub mod file;
 pub mod frames;
 #[allow(unsafe_code)]
 pub mod link;
+mod multi;
+pub mod netmap;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod tx;
@@ -49,6 +57,8 @@ pub use desc::Desc;
 pub use engine::{Engine, EngineCounters, EngineQueue, FrameStore, RxQueue, StartInfo};
 pub use file::{FileConfig, FileEngine, RecordHead, RecordSource};
 pub use link::{LinkMonitor, LinkStatus};
+pub use multi::MultiEngine;
+pub use netmap::NetmapConfig;
 pub use xdpfilter::CaptureFilter;
 pub use xsk::{BindMode, XskStats};
 
@@ -145,6 +155,33 @@ pub enum CaptureError {
     /// A setting is out of range.
     #[error("invalid setting: {0}")]
     Config(String),
+    /// `--engine netmap` in a build without the `netmap` feature.
+    #[error("--engine netmap: this wiretape was built without netmap support: rebuild it with `cargo build --release --features netmap` (or record with --engine afxdp)")]
+    NetmapNotBuilt,
+    /// The netmap kernel module is not loaded.
+    #[error("/dev/netmap does not exist: the netmap kernel module is not loaded (build it from https://github.com/luigirizzo/netmap and load it with `insmod netmap.ko`), or record with --engine afxdp")]
+    NetmapMissing,
+    /// netmap refused to bind a ring.
+    #[error("cannot put {ifname} RX ring {queue} in netmap mode: {source}{hint}")]
+    NetmapRegister {
+        /// The interface.
+        ifname: String,
+        /// The ring.
+        queue: u32,
+        /// The kernel's answer.
+        #[source]
+        source: std::io::Error,
+        /// What to do about it.
+        hint: &'static str,
+    },
+    /// The region netmap mapped does not hold the ring where it said.
+    #[error("the netmap region of {ifname} is not laid out as netmap API 14 lays it out ({what}): is the netmap module of another version?")]
+    NetmapLayout {
+        /// The interface.
+        ifname: String,
+        /// What did not fit.
+        what: String,
+    },
     /// A thread could not be started.
     #[error("cannot start a thread: {0}")]
     Thread(#[source] std::io::Error),

@@ -131,7 +131,7 @@ impl LinkMonitor {
                             // Deleted, or moved to another namespace (also a
                             // DELLINK here): either way it is gone.
                             LinkStatus::Gone(format!(
-                                "interface {} was removed (deleted, unplugged or moved to another network namespace)",
+                                "interface {} disappeared during the recording (deleted, unplugged or moved to another network namespace)",
                                 self.ifname
                             ))
                         } else {
@@ -158,7 +158,10 @@ impl LinkMonitor {
     /// The state as the system reports it now (index by name, flags).
     fn status_now(&self) -> LinkStatus {
         if crate::sys::ifindex(&self.ifname) != Some(self.ifindex) {
-            return LinkStatus::Gone(format!("interface {} was removed", self.ifname));
+            return LinkStatus::Gone(format!(
+                "interface {} disappeared during the recording",
+                self.ifname
+            ));
         }
         match crate::sys::if_flags(&self.ifname) {
             Some(f) => self.status_of_flags(f),

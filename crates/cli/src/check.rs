@@ -17,57 +17,38 @@ use wiretape::{Input, RecordConfig};
 /// Runs the checks (see the module docs).
 pub fn run(opts: &RecordConfig, metrics: Option<SocketAddr>) -> Result<i32> {
     let mut ok: Vec<String> = Vec::new();
+    let ethernet_filter = || match &opts.filter {
+        Some(e) => {
+            CaptureFilter::compile(e, wiretape::filter::LINKTYPE_ETHERNET, opts.storage.snaplen)
+                .map(Some)
+        }
+        None => Ok(None),
+    };
     match &opts.input {
-        Input::Interface(c) => {
-            let ifname = &c.ifname;
-            let Some(ifindex) = sys::ifindex(ifname) else {
-                bail!(
-                    "no such interface '{ifname}' in this network namespace (list interfaces with `ip link`)"
-                );
+        Input::Interface(_) | Input::Interfaces(_) => {
+            let list: Vec<&wiretape::capture::CaptureConfig> = match &opts.input {
+                Input::Interface(c) => vec![c],
+                Input::Interfaces(l) => l.iter().collect(),
+                _ => unreachable!("matched above"),
             };
-            let count = sys::rx_queue_count(ifname).unwrap_or(1).max(1);
-            if let Some(q) = c
-                .queues
-                .as_ref()
-                .and_then(|l| l.iter().find(|&&q| q >= count))
-            {
-                bail!(wiretape::capture::CaptureError::NoSuchQueue {
-                    ifname: ifname.clone(),
-                    queue: *q,
-                    count,
-                    last: count - 1,
-                });
-            }
-            let queues = c.queues.as_ref().map(|l| l.len() as u32).unwrap_or(count);
-            let driver = sys::driver_name(ifname).unwrap_or_else(|| "?".into());
-            ok.push(format!(
-                "interface {ifname} (driver {driver}, {count} RX queues; recording {queues})"
-            ));
-            let filter = match &opts.filter {
-                Some(e) => match CaptureFilter::compile(
-                    e,
-                    wiretape::filter::LINKTYPE_ETHERNET,
-                    opts.storage.snaplen,
-                ) {
-                    Ok(f) => Some(f),
-                    // As a recording: a syntax error is a usage error.
-                    Err(e) => {
-                        eprintln!("wiretape: error: {e}");
-                        return Ok(crate::filter::exit_code(&e));
-                    }
-                },
-                None => None,
-            };
-            if filter.is_some() {
-                if let Some(arphrd) = sys::arphrd(ifname).filter(|&t| t != 1) {
-                    bail!(wiretape::capture::CaptureError::FilterLinkType {
-                        ifname: ifname.clone(),
-                        arphrd,
-                    });
+            for (i, c) in list.iter().enumerate() {
+                if list[..i].iter().any(|o| o.ifname == c.ifname) {
+                    bail!("interface {} is given twice: give each -i once", c.ifname);
                 }
             }
+            let filter = match ethernet_filter() {
+                Ok(f) => f,
+                // As a recording: a syntax error is a usage error.
+                Err(e) => {
+                    eprintln!("wiretape: error: {e}");
+                    return Ok(crate::filter::exit_code(&e));
+                }
+            };
+            for c in &list {
+                check_interface(c, filter.as_ref(), &mut ok)?;
+            }
             crate::record::check_privileges(
-                crate::record::locked_bytes(c),
+                list.iter().map(|c| crate::record::locked_bytes(c)).sum(),
                 filter.as_ref().is_some_and(|f| f.needs_perfmon()),
             )?;
             ok.push(if sys::is_root() {
@@ -75,7 +56,10 @@ pub fn run(opts: &RecordConfig, metrics: Option<SocketAddr>) -> Result<i32> {
             } else {
                 "rights (capabilities)".into()
             });
-            wiretape::capture::bpf::refuse_attached(ifindex, ifname)?;
+            for c in &list {
+                let ifindex = sys::ifindex(&c.ifname).unwrap_or(0);
+                wiretape::capture::bpf::refuse_attached(ifindex, &c.ifname)?;
+            }
             // Loaded, never attached: the verifier checks the program and
             // the filter as a recording would load them.
             let mut prog = wiretape::capture::bpf::SteerProgram::load()?;
@@ -86,12 +70,34 @@ pub fn run(opts: &RecordConfig, metrics: Option<SocketAddr>) -> Result<i32> {
                 ok.push("XDP program (loaded, not attached)".into());
             }
             drop(prog);
-            if let Some(cpus) = &c.cpus {
+            if let Some(cpus) = &list[0].cpus {
                 ok.push(format!("poll CPUs {cpus:?}"));
             }
-            if let Some(cpus) = &c.writer_cpus {
+            if let Some(cpus) = &list[0].writer_cpus {
                 ok.push(format!("writer CPUs {cpus:?}"));
             }
+        }
+        Input::Netmap(c) => {
+            if sys::ifindex(&c.ifname).is_none() {
+                bail!(
+                    "no such interface '{}' in this network namespace (list interfaces with `ip link`)",
+                    c.ifname
+                );
+            }
+            if let Err(e) = ethernet_filter() {
+                eprintln!("wiretape: error: {e}");
+                return Ok(crate::filter::exit_code(&e));
+            }
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/netmap")
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot open /dev/netmap ({e}): is the netmap module loaded, and may this user open it?"
+                    )
+                })?;
+            ok.push(format!("interface {} (netmap)", c.ifname));
         }
         Input::File(f) => {
             let src = wiretape::pipeline::FileSource::open(&f.path)?;
@@ -110,6 +116,47 @@ pub fn run(opts: &RecordConfig, metrics: Option<SocketAddr>) -> Result<i32> {
     }
     println!("wiretape: check passed: {}", ok.join(", "));
     Ok(0)
+}
+
+/// One AF_XDP interface: it exists, has the queues, can take the filter.
+fn check_interface(
+    c: &wiretape::capture::CaptureConfig,
+    filter: Option<&CaptureFilter>,
+    ok: &mut Vec<String>,
+) -> Result<()> {
+    let ifname = &c.ifname;
+    if sys::ifindex(ifname).is_none() {
+        bail!(
+            "no such interface '{ifname}' in this network namespace (list interfaces with `ip link`)"
+        );
+    }
+    let count = sys::rx_queue_count(ifname).unwrap_or(1).max(1);
+    if let Some(q) = c
+        .queues
+        .as_ref()
+        .and_then(|l| l.iter().find(|&&q| q >= count))
+    {
+        bail!(wiretape::capture::CaptureError::NoSuchQueue {
+            ifname: ifname.clone(),
+            queue: *q,
+            count,
+            last: count - 1,
+        });
+    }
+    let queues = c.queues.as_ref().map(|l| l.len() as u32).unwrap_or(count);
+    let driver = sys::driver_name(ifname).unwrap_or_else(|| "?".into());
+    ok.push(format!(
+        "interface {ifname} (driver {driver}, {count} RX queues; recording {queues})"
+    ));
+    if filter.is_some() {
+        if let Some(arphrd) = sys::arphrd(ifname).filter(|&t| t != 1) {
+            bail!(wiretape::capture::CaptureError::FilterLinkType {
+                ifname: ifname.clone(),
+                arphrd,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The output directory: writable (or its nearest existing ancestor, where
@@ -144,12 +191,15 @@ fn check_dir(opts: &RecordConfig) -> Result<String> {
         _ if direct => "O_DIRECT",
         _ => "buffered writes (no O_DIRECT there)",
     };
-    let queues = match &opts.input {
-        Input::Interface(c) => c
-            .queues
-            .as_ref()
+    let of = |ifname: &str, q: &Option<Vec<u32>>| {
+        q.as_ref()
             .map(|l| l.len() as u64)
-            .unwrap_or_else(|| sys::rx_queue_count(&c.ifname).unwrap_or(1).max(1) as u64),
+            .unwrap_or_else(|| sys::rx_queue_count(ifname).unwrap_or(1).max(1) as u64)
+    };
+    let queues = match &opts.input {
+        Input::Interface(c) => of(&c.ifname, &c.queues),
+        Input::Interfaces(l) => l.iter().map(|c| of(&c.ifname, &c.queues)).sum(),
+        Input::Netmap(c) => of(&c.ifname, &c.queues),
         Input::File(_) => 1,
     };
     let need = queues * st.block_size as u64 * st.buffers as u64;

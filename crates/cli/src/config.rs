@@ -128,7 +128,12 @@ fn from_text(
             _ if switch => return Err(bad(format!("'{key}' is a switch: give true or false"))),
             toml::Value::Array(list) => {
                 let parts = list.iter().map(text).collect::<Result<Vec<_>>>()?;
-                flags.push(format!("--{long}={}", parts.join(",")));
+                if matches!(*arg.get_action(), ArgAction::Append) {
+                    // A flag given once per value (`interface = ["a", "b"]`).
+                    flags.extend(parts.iter().map(|p| format!("--{long}={p}")));
+                } else {
+                    flags.push(format!("--{long}={}", parts.join(",")));
+                }
             }
             v => flags.push(format!("--{long}={}", text(v)?)),
         }
@@ -159,6 +164,9 @@ mod tests {
             quiet = false
             filter = "tcp port 443"
         "#;
+        let (flags, _) =
+            from_text("interface = [\"a\", \"b\"]", "t", &record(), &|_| false).unwrap();
+        assert_eq!(flags, ["--interface=a", "--interface=b"]);
         let (flags, words) = from_text(text, "t", &record(), &|id| id == "keep_files").unwrap();
         assert_eq!(
             flags,

@@ -8,8 +8,10 @@ use anyhow::{anyhow, bail, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use wiretape::filter::flow::Needs;
 use wiretape::filter::LINKTYPE_ETHERNET;
 use wiretape::storage::extract::{self, Merge, NoteKind, Stats, Window};
+use wiretape::storage::index::Entry;
 use wiretape::storage::pcap::MAX_SNAPLEN;
 use wiretape::storage::{Format, PcapWriter, WriteSink};
 use wiretape::timestamp::{format_rfc3339, parse_time, realtime_ns};
@@ -53,8 +55,8 @@ pub struct Args {
         short = 'w',
         long = "write",
         value_name = "OUT|-",
-        required_unless_present = "count_only",
-        conflicts_with = "count_only"
+        required_unless_present_any = ["count_only", "plan"],
+        conflicts_with_all = ["count_only", "plan"]
     )]
     out: Option<PathBuf>,
     /// Output format: pcap (ns stamps unless --tsprec us) or pcapng.
@@ -84,6 +86,16 @@ pub struct Args {
     /// No summary line on stderr.
     #[arg(short = 'q', long)]
     quiet: bool,
+    /// Do not use the indexes' flow sets to skip blocks the filter cannot
+    /// match (read every block of the window; for comparisons).
+    #[arg(long)]
+    no_flow_index: bool,
+    /// Print the plan as JSON and read nothing: the index blocks that the
+    /// window and the flow index select (file, offset, first_ns, last_ns,
+    /// frames), and the files to be read whole. The blocks a fleet-wide
+    /// SQL query over `wiretape index --parquet` tables finds.
+    #[arg(long, conflicts_with = "count_only")]
+    plan: bool,
 }
 
 /// Does `w` name an input rather than start the filter?
@@ -156,7 +168,48 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }
     // Every input must exist before anything is written.
-    let plan = extract::plan(&inputs, window, a.prefix.as_deref()).map_err(|e| anyhow!("{e}"))?;
+    // The keys (hosts, ports, protocols...) the filter needs: blocks whose
+    // flow set lacks them are not read.
+    let needs = match (&prog, a.no_flow_index) {
+        (Some(p), false) => Needs::of(p.insns()),
+        _ => None,
+    };
+    let mut by_flow = 0u64;
+    let mut chosen = Vec::new();
+    let mut check = |p: &Path, e: &Entry| {
+        let keep = needs.as_ref().is_none_or(|n| e.may_match(n));
+        by_flow += u64::from(!keep);
+        if keep && a.plan {
+            chosen.push(serde_json::json!({
+                "file": std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned()).display().to_string(),
+                "offset": e.offset,
+                "first_ns": e.first_ns,
+                "last_ns": e.last_ns,
+                "frames": e.count,
+            }));
+        }
+        keep
+    };
+    let plan = extract::plan_with(&inputs, window, a.prefix.as_deref(), &mut check)
+        .map_err(|e| anyhow!("{e}"))?;
+    if a.plan {
+        let whole: Vec<String> = plan
+            .files
+            .iter()
+            .filter(|f| f.skip.is_none() && f.entries.is_empty())
+            .map(|f| f.path.display().to_string())
+            .collect();
+        let j = serde_json::json!({
+            "blocks": chosen,
+            "blocks_skipped_by_flow_index": by_flow,
+            "filter_narrows": needs.is_some(),
+            "files_read_whole": whole,
+            "from_ns": window.from_ns,
+            "to_ns": window.to_ns,
+        });
+        println!("{}", serde_json::to_string(&j)?);
+        return Ok(0);
+    }
     let to_stdout = a.out.as_deref() == Some(Path::new("-"));
     let mut writer = match (&a.out, a.count_only) {
         (Some(out), false) => Some(open_output(out, to_stdout, format, &plan)?),
@@ -205,7 +258,9 @@ pub fn run(a: Args) -> Result<i32> {
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     if a.json {
-        let j = summary_json(&stats, &notes, secs, &window, expr.as_deref(), &a, format);
+        let mut j = summary_json(&stats, &notes, secs, &window, expr.as_deref(), &a, format);
+        j["blocks_skipped_by_flow_index"] = by_flow.into();
+        j["filter_narrows"] = needs.is_some().into();
         let text = serde_json::to_string(&j)?;
         if to_stdout {
             eprintln!("{text}");
@@ -218,7 +273,8 @@ pub fn run(a: Args) -> Result<i32> {
     if !a.quiet && !a.json && !a.count_only {
         eprintln!(
             "wiretape: extracted {} frames ({} bytes) to {}: {} of {} files read ({} skipped by name \
-             or index, {} read whole without index), {} of {} indexed blocks read, {} read in {:.3} s",
+             or index, {} read whole without index), {} of {} indexed blocks read ({} skipped by the \
+             flow index), {} read in {:.3} s",
             thousands(stats.frames),
             thousands(stats.bytes),
             if to_stdout { "stdout" } else { &out_name },
@@ -228,6 +284,7 @@ pub fn run(a: Args) -> Result<i32> {
             stats.files_without_index,
             stats.blocks_read,
             stats.blocks_read + stats.blocks_skipped,
+            by_flow,
             bytes_h(stats.bytes_read),
             secs
         );

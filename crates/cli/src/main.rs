@@ -9,6 +9,7 @@ mod config;
 mod demo;
 mod extract;
 mod filter;
+mod index;
 mod info;
 mod metrics;
 mod record;
@@ -54,6 +55,10 @@ enum Cmd {
     /// Frames of a time window (and a filter) from directories and files of
     /// captures, merged in timestamp order into one pcap/pcapng file or stdout.
     Extract(extract::Args),
+    /// (Re)build missing or outdated .idx sidecars (block times and flow
+    /// keys) with a progress bar; --parquet exports the block index as a
+    /// Parquet table for fleet-wide SQL (DuckDB, Trino, Spark, ClickHouse).
+    Index(index::Args),
     /// Trim torn tails (after a crash or a full disk) off capture files.
     Repair(repair::Args),
     /// Send a capture file (pcap or pcapng) on an interface: at its own pace,
@@ -97,6 +102,7 @@ fn main() {
         Cmd::Filter(a) => filter::run(a),
         Cmd::Repair(a) => repair::run(a),
         Cmd::Extract(a) => extract::run(a),
+        Cmd::Index(a) => index::run(a),
         Cmd::Replay(a) => send::replay(a),
         Cmd::Gen(a) => send::gen(a),
     };

@@ -63,6 +63,18 @@ struct State {
     error_since: Vec<(String, u32, f64)>,
     starts: u64,
     recording: bool,
+    /// Run-wide queue number -> (interface, its own queue number): with
+    /// several interfaces the run numbers their queues in turn.
+    labels: Vec<(u32, String, u32)>,
+}
+
+impl State {
+    fn labels_of(&self, q: u32) -> Vec<(&'static str, String)> {
+        match self.labels.iter().find(|(g, _, _)| *g == q) {
+            Some((_, i, own)) => q_labels(i, *own),
+            None => q_labels(&self.ifname, q),
+        }
+    }
 }
 
 /// The shared state, encoded on each scrape.
@@ -133,9 +145,22 @@ impl Metrics {
     }
 
     /// The engine is up (again, after the interface came back).
-    pub fn started(&self, ifname: &str) {
+    pub fn started(&self, info: &wiretape::capture::StartInfo) {
         let mut st = self.shared.state.lock().unwrap();
-        st.ifname = ifname.to_string();
+        st.ifname = info.ifname.clone();
+        st.labels = if info.interfaces.is_empty() {
+            info.queues
+                .iter()
+                .map(|&q| (q, info.ifname.clone(), q))
+                .collect()
+        } else {
+            info.interfaces
+                .iter()
+                .flat_map(|i| i.queues.iter().map(|&q| (i.ifname.clone(), q)))
+                .enumerate()
+                .map(|(g, (i, q))| (g as u32, i, q))
+                .collect()
+        };
         st.starts += 1;
         st.recording = true;
     }
@@ -151,8 +176,22 @@ impl Metrics {
     /// The final numbers: exactly the summary's.
     pub fn finish(&self, r: &CaptureReport, storage: &StorageProgress) {
         let mut st = self.shared.state.lock().unwrap();
+        // The report numbers queues on their own interface, in the run's
+        // order: back to the run-wide numbers the labels are kept by.
+        let globals: Vec<u32> = st.labels.iter().map(|(g, _, _)| *g).collect();
         st.snapshot = Snapshot {
-            queues: r.queues.iter().map(|q| q.as_snapshot()).collect(),
+            queues: r
+                .queues
+                .iter()
+                .enumerate()
+                .map(|(i, q)| {
+                    let mut s = q.as_snapshot();
+                    if let Some(&g) = globals.get(i) {
+                        s.queue = g;
+                    }
+                    s
+                })
+                .collect(),
             link: None,
         };
         st.storage = storage.clone();
@@ -267,7 +306,7 @@ impl Collector for Shared {
         let qs = &st.snapshot.queues;
         let counter = |f: &dyn Fn(&wiretape::pipeline::QueueSnapshot) -> u64| {
             qs.iter()
-                .map(|q| (q_labels(ifname, q.queue), ConstCounter::new(f(q))))
+                .map(|q| (st.labels_of(q.queue), ConstCounter::new(f(q))))
                 .collect::<Vec<_>>()
         };
         family(
@@ -308,7 +347,7 @@ impl Collector for Shared {
                     ("write_error", d.write_error),
                     ("disk_full", d.disk_full),
                 ] {
-                    let mut labels = q_labels(ifname, q.queue);
+                    let mut labels = st.labels_of(q.queue);
                     labels.push(("reason", reason.to_string()));
                     ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
                 }

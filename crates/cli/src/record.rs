@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-use wiretape::capture::{sys, CaptureConfig, FileConfig, XdpMode};
+use wiretape::capture::{sys, CaptureConfig, FileConfig, NetmapConfig, XdpMode};
 use wiretape::{Event, Input, RecordConfig};
 
 #[derive(clap::Args)]
@@ -17,7 +17,9 @@ flushed, XDP program detached, summary printed. Files: DIR/<prefix>-<iface>-q<qu
 (pcap with nanosecond timestamps; .pcapng with --format pcapng), each with a .idx sidecar. Torn tails \
 left by a crash in DIR are trimmed at start.\n\nExamples:\n  wiretape record -i eth0 -w /data -c 1000000\n  \
 wiretape record -i eth0 -w /data --rotate-size 1G --keep-bytes 500G --on-full rotate\n  \
-wiretape record -i eth0 -w /data --format pcapng --rotate-time 60s --keep-age 7d --cpus 2,3 --writer-cpus 4,5\n\nA capture filter (tcpdump's language) goes after the options, or in a file with -F:\n  \
+wiretape record -i eth0 -w /data --format pcapng --rotate-time 60s --keep-age 7d --cpus 2,3 --writer-cpus 4,5\n  \
+wiretape record -i eth0 -i eth1 -w /data --cpus 2-5   # both directions of a tap: files per interface and queue\n  \
+wiretape record --engine netmap -i eth0 -w /data      # netmap rings (build with --features netmap)\n\nA capture filter (tcpdump's language) goes after the options, or in a file with -F:\n  \
 wiretape record -i eth0 -w /data tcp port 443 and not host 10.0.0.1\n  \
 wiretape record -i eth0 -w /data -F filter.txt\n\n\
 Signals: SIGINT/SIGTERM stop cleanly; SIGHUP starts a new file on every queue (at its next frame) and \
@@ -25,19 +27,24 @@ finishes the old ones; SIGUSR2 prints the summary so far and goes on.\n\n\
 Needs root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK (and CAP_PERFMON for filters using len, less or greater)."
 )]
 pub struct Args {
-    /// Interface to record (e.g. eth0).
+    /// Interface to record (e.g. eth0). Repeat it to record several in one
+    /// run (-i eth0 -i eth1): an XDP program on each, a poll and a writer
+    /// thread per (interface, queue), files named by interface and queue,
+    /// --cpus/--writer-cpus covering all their queues in order, -c counting
+    /// frames of all of them together; all are checked before any is attached.
     #[arg(
         short = 'i',
         long = "interface",
         value_name = "IFACE",
-        required_unless_present = "read"
+        required_unless_present = "read",
+        action = clap::ArgAction::Append
     )]
-    iface: Option<String>,
+    iface: Vec<String>,
     /// Instead of an interface, feed a capture file (pcap ns/us or pcapng)
     /// through the same pipeline as one RX queue: no privileges needed.
     /// Frames keep the file's timestamps unless --ts asks for kpt, batch,
     /// udts, wdts or hybrid. Files are named after the file's stem.
-    #[arg(short = 'r', long = "read", value_name = "FILE", conflicts_with_all = ["iface", "queues", "cpus", "xdp_mode", "zero_copy", "frames", "frame_size"])]
+    #[arg(short = 'r', long = "read", value_name = "FILE", conflicts_with_all = ["iface", "queues", "cpus", "xdp_mode", "zero_copy", "frames", "frame_size", "engine", "netmap_slots"])]
     read: Option<PathBuf>,
     /// With -r: how fast the file is fed: max (default), original (its own
     /// gaps; 2x twice as fast), a frame rate (100000) or a bit rate (5gbit).
@@ -67,7 +74,9 @@ pub struct Args {
     /// time per frame in the XDP program), kpt (per frame at the poll thread, TSC),
     /// batch, udts, wdts (a batch's gap spread uniformly / by size), hybrid
     /// (wdts when the queue is saturated, kpt otherwise), off. See `wiretape tsbench`.
-    /// Default hw (with -r: the file's own stamps).
+    /// Default hw (with -r: the file's own stamps; with --engine netmap:
+    /// hybrid over ring->ts, the time netmap stamps each ring sync with;
+    /// hw and xdp need the XDP program and are refused there).
     #[arg(long = "ts", value_name = "MODE",
           value_parser = ["hw", "xdp", "kpt", "batch", "udts", "wdts", "hybrid", "off"])]
     ts: Option<String>,
@@ -89,15 +98,27 @@ pub struct Args {
     /// counted in drops.other.
     #[arg(long, value_name = "BYTES")]
     frame_size: Option<u32>,
+    /// Capture engine: afxdp (an XDP program steers each RX queue into an
+    /// AF_XDP socket) or netmap (each RX ring bound through /dev/netmap and
+    /// read in place: needs the netmap kernel module and a wiretape built
+    /// with `--features netmap`; stamps default to hybrid).
+    #[arg(long, value_name = "ENGINE", default_value = "afxdp", value_parser = ["afxdp", "netmap"])]
+    engine: String,
+    /// With --engine netmap: slots per RX ring to ask netmap for (64-16384;
+    /// the driver may round it). The ring holds every frame not yet copied
+    /// by the writer. Default: the driver's ring size (`ethtool -g`).
+    #[arg(long, value_name = "N")]
+    netmap_slots: Option<u32>,
     /// Most frames a poll thread takes from the ring at once.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     batch: usize,
     /// Microseconds a poll thread sleeps when its ring runs dry, so frames
     /// are handled in batches and threads wake rarely (after ~10 ms of
     /// silence it blocks instead). Lower it for kpt/hybrid stamps at low load;
-    /// xdp and hw stamps do not depend on it.
-    #[arg(long, value_name = "US", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    poll_sleep_us: u64,
+    /// xdp and hw stamps do not depend on it. Default 1000 (netmap: 50, as
+    /// its rings of a few thousand slots fill sooner than a UMEM).
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    poll_sleep_us: Option<u64>,
     /// Write a partly filled block after this many seconds, so a quiet link lands on disk.
     #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = parse_secs)]
     flush_interval: Duration,
@@ -151,9 +172,14 @@ pub struct Args {
     /// io_uring), in turn (e.g. 1 or 2-3). Default: not pinned.
     #[arg(long, value_name = "LIST")]
     writer_cpus: Option<String>,
-    /// Do not write the .idx sidecar (per block: first/last time, offset, count).
+    /// Do not write the .idx sidecar (per block: first/last time, offset,
+    /// count, and the flow keys: hosts, ports, protocols, VLANs).
     #[arg(long)]
     no_index: bool,
+    /// Index blocks by time only, without their flow keys (filtered
+    /// `extract` then reads every block of the window).
+    #[arg(long)]
+    no_flow_index: bool,
     /// RAM in MiB for blocks waiting for the disk, all queues together: a
     /// burst faster than the disk queues here instead of being dropped
     /// (allocated only under pressure). Default: a quarter of RAM, or of the
@@ -464,7 +490,40 @@ fn input(a: &Args) -> Result<Input> {
         f.writer_cpu = cpu_list(&a.writer_cpus, "--writer-cpus")?.and_then(|c| c.first().copied());
         return Ok(Input::File(f));
     }
-    let iface = a.iface.clone().expect("clap requires -i without -r");
+    let iface = a
+        .iface
+        .first()
+        .cloned()
+        .expect("clap requires -i without -r");
+    if a.engine == "netmap" {
+        if a.iface.len() > 1 {
+            bail!("several interfaces in one run need --engine afxdp: with netmap, run one wiretape per interface");
+        }
+        for (given, flag) in [
+            (a.xdp_mode.is_some(), "--xdp-mode"),
+            (a.zero_copy.is_some(), "--zero-copy"),
+            (a.frames.is_some(), "--frames"),
+            (a.frame_size.is_some(), "--frame-size"),
+        ] {
+            if given {
+                bail!(
+                    "{flag} applies to --engine afxdp only (netmap's ring size is --netmap-slots)"
+                );
+            }
+        }
+        let mut c = NetmapConfig::new(&iface);
+        c.queues = match a.queues.as_deref().map(str::trim) {
+            None | Some("all") => None,
+            Some(s) => Some(parse_list(s, "--queues")?),
+        };
+        c.cpus = cpu_list(&a.cpus, "--cpus")?;
+        c.writer_cpus = cpu_list(&a.writer_cpus, "--writer-cpus")?;
+        c.slots = a.netmap_slots;
+        return Ok(Input::Netmap(c));
+    }
+    if a.netmap_slots.is_some() {
+        bail!("--netmap-slots applies to --engine netmap only (AF_XDP's is --frames)");
+    }
     let mut c = CaptureConfig::new(&iface);
     c.queues = match a.queues.as_deref().map(str::trim) {
         None | Some("all") => None,
@@ -488,15 +547,37 @@ fn input(a: &Args) -> Result<Input> {
     if let Some(n) = a.frame_size {
         c.frame_size = n;
     }
+    if a.iface.len() > 1 {
+        // The same settings on each; the CPU lists cover all queues.
+        return Ok(Input::Interfaces(
+            a.iface
+                .iter()
+                .map(|name| {
+                    let mut c = c.clone();
+                    c.ifname = name.clone();
+                    c
+                })
+                .collect(),
+        ));
+    }
     Ok(Input::Interface(c))
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    if a.engine == "netmap" && !wiretape::capture::netmap::BUILT {
+        return Err(wiretape::capture::CaptureError::NetmapNotBuilt.into());
+    }
     let input = input(&a)?;
     let filter = filter_expression(&a.expression, a.filter_file.as_deref())?;
+    let netmap = matches!(input, Input::Netmap(_));
     let mut opts = match &input {
         Input::File(f) => RecordConfig::file(&f.path, &a.dir),
         Input::Interface(c) => RecordConfig::interface(&c.ifname, &a.dir),
+        Input::Netmap(c) => RecordConfig::netmap(&c.ifname, &a.dir),
+        Input::Interfaces(_) => {
+            let names: Vec<&str> = a.iface.iter().map(String::as_str).collect();
+            RecordConfig::interfaces(&names, &a.dir)
+        }
     };
     opts.input = input;
     if let Some(ts) = &a.ts {
@@ -504,7 +585,8 @@ pub fn run(a: Args) -> Result<i32> {
     }
     opts.stage.count = a.count;
     opts.stage.batch = a.batch;
-    opts.stage.idle_sleep = Duration::from_micros(a.poll_sleep_us);
+    let sleep_us = a.poll_sleep_us.unwrap_or(if netmap { 50 } else { 1000 });
+    opts.stage.idle_sleep = Duration::from_micros(sleep_us);
     opts.duration = a.duration;
     opts.filter = filter;
     opts.wait_iface = a.wait_iface;
@@ -523,6 +605,7 @@ pub fn run(a: Args) -> Result<i32> {
     st.format =
         wiretape::storage::Format::from_flags(&a.format, &a.tsprec).map_err(anyhow::Error::msg)?;
     st.index = !a.no_index;
+    st.flow_index = !a.no_flow_index;
     st.retention = wiretape::Policy {
         keep_files: a.keep_files.map(|n| n as usize),
         keep_bytes: a.keep_bytes,
@@ -537,7 +620,7 @@ pub fn run(a: Args) -> Result<i32> {
 
     // Cheap checks first, so that bad input fails before anything is attached.
     wiretape::storage::prepare_dir(&a.dir)?;
-    if let Some(iface) = &a.iface {
+    for iface in &a.iface {
         if sys::ifindex(iface).is_none() {
             bail!(
                 "no such interface '{iface}' in this network namespace (list interfaces with `ip link`)"
@@ -552,11 +635,13 @@ pub fn run(a: Args) -> Result<i32> {
             );
         }
     }
-    if let Input::Interface(c) = &opts.input {
-        check_privileges(
-            locked_bytes(c),
-            filter_needs_perfmon(opts.filter.as_deref(), opts.storage.snaplen),
-        )?;
+    // netmap needs no capabilities, only /dev/netmap (root's by default:
+    // opening it says so).
+    let perfmon = filter_needs_perfmon(opts.filter.as_deref(), opts.storage.snaplen);
+    match &opts.input {
+        Input::Interface(c) => check_privileges(locked_bytes(c), perfmon)?,
+        Input::Interfaces(list) => check_privileges(list.iter().map(locked_bytes).sum(), perfmon)?,
+        _ => {}
     }
     wiretape::capture::bpflog::set_verbose(a.verbose);
     let metrics = match a.metrics {
@@ -589,7 +674,7 @@ pub fn run(a: Args) -> Result<i32> {
     let rep = match wiretape::record(&opts, &stop, |ev| match ev {
         Event::Started(info) => {
             if let Some(m) = &metrics {
-                m.started(&info.ifname);
+                m.started(info);
             }
             let what = format!(
                 "recording {} queues {:?} -> {}",

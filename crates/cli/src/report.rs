@@ -36,6 +36,15 @@ pub fn bytes_h(n: u64) -> String {
 }
 
 pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
+    if !info.interfaces.is_empty() {
+        // Several interfaces: one line each.
+        return info
+            .interfaces
+            .iter()
+            .map(|i| start_line(i, opts))
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
     let cpus: Vec<String> = info
         .queues
         .iter()
@@ -58,6 +67,18 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
             "wiretape: recording {} (file engine, as {}) [{}]: ring of {} x {} B, snaplen {snaplen}{}, {} -> {dir}",
             src.display(),
             info.ifname,
+            cpus.join(" "),
+            info.frames,
+            info.frame_size,
+            filter("user space"),
+            ts_text(info),
+        );
+    }
+    if info.engine == "netmap" {
+        return format!(
+            "wiretape: recording {} queues {:?} [{}]: netmap, {} slots x {} B per ring, snaplen {snaplen}{}, {} -> {dir}",
+            info.ifname,
+            info.queues,
             cpus.join(" "),
             info.frames,
             info.frame_size,
@@ -291,37 +312,8 @@ pub fn summary_json(
         "bytes_seen": r.queues.iter().map(|q| q.seen_bytes).sum::<u64>(),
         "drops": drops_json(&r.drops()),
         "identity_holds": r.identity_holds(),
-        "per_queue": r.queues.iter().enumerate().map(|(i, q)| json!({
-            "queue": q.queue,
-            "packets_seen": q.seen,
-            "packets_written": q.written,
-            "packets_filtered": q.filtered,
-            "bytes_written": q.bytes_written,
-            "bytes_seen": q.seen_bytes,
-            "received": q.received,
-            "truncated": q.truncated,
-            "timestamps": stamps_json(&q.stamps, q.hw_stamped),
-            "drops": drops_json(&q.drops),
-            "identity_holds": q.identity_holds(),
-            "files": q.sink.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
-            "file_bytes": q.sink.file_bytes,
-            "writer": {
-                "engine": q.sink.engine,
-                "block_writes": q.sink.block_writes,
-                "waits_for_free_block": q.sink.block_waits,
-                "latency_p50_us": q.sink.latency_p50_us,
-                "latency_p99_us": q.sink.latency_p99_us,
-                "peak_buffered_bytes": q.sink.peak_buffered_bytes,
-                "disk_full_retries": q.sink.full_retries,
-                "cpu": r.info.writer_cpus.get(i).copied().flatten(),
-            },
-            "kernel": {
-                "rx_dropped": q.kernel.rx_dropped,
-                "rx_ring_full": q.kernel.rx_ring_full,
-                "rx_fill_ring_empty_descs": q.kernel.rx_fill_ring_empty_descs,
-                "rx_invalid_descs": q.kernel.rx_invalid_descs,
-            },
-        })).collect::<Vec<_>>(),
+        "per_queue": r.queues.iter().enumerate().map(|(i, q)| queue_json(r, i, q)).collect::<Vec<_>>(),
+        "interfaces": interfaces_json(r),
         "files": files,
         "format": match opts.storage.format {
             Format::PcapNs => "pcap-ns",
@@ -338,6 +330,94 @@ pub fn summary_json(
     })
 }
 
+/// The interface queue `i` of the run belongs to.
+fn interface_of(r: &CaptureReport, i: usize) -> &str {
+    let mut at = 0;
+    for (info, qs) in r.interfaces() {
+        at += qs.len();
+        if i < at {
+            return &info.ifname;
+        }
+    }
+    &r.info.ifname
+}
+
+/// One queue's accounting (queue `i` of the run).
+fn queue_json(r: &CaptureReport, i: usize, q: &wiretape::QueueReport) -> Value {
+    let ifname = interface_of(r, i);
+    json!({
+        "queue": q.queue,
+        "interface": ifname,
+        "packets_seen": q.seen,
+        "packets_written": q.written,
+        "packets_filtered": q.filtered,
+        "bytes_written": q.bytes_written,
+        "bytes_seen": q.seen_bytes,
+        "received": q.received,
+        "truncated": q.truncated,
+        "timestamps": stamps_json(&q.stamps, q.hw_stamped),
+        "drops": drops_json(&q.drops),
+        "identity_holds": q.identity_holds(),
+        "files": q.sink.files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+        "file_bytes": q.sink.file_bytes,
+        "writer": {
+            "engine": q.sink.engine,
+            "block_writes": q.sink.block_writes,
+            "waits_for_free_block": q.sink.block_waits,
+            "latency_p50_us": q.sink.latency_p50_us,
+            "latency_p99_us": q.sink.latency_p99_us,
+            "peak_buffered_bytes": q.sink.peak_buffered_bytes,
+            "disk_full_retries": q.sink.full_retries,
+            "cpu": r.info.writer_cpus.get(i).copied().flatten(),
+        },
+        "kernel": {
+            "rx_dropped": q.kernel.rx_dropped,
+            "rx_ring_full": q.kernel.rx_ring_full,
+            "rx_fill_ring_empty_descs": q.kernel.rx_fill_ring_empty_descs,
+            "rx_invalid_descs": q.kernel.rx_invalid_descs,
+        },
+    })
+}
+
+/// Each interface with its identity, its totals and its queues.
+fn interfaces_json(r: &CaptureReport) -> Value {
+    let mut at = 0;
+    let mut out = Vec::new();
+    for (info, qs) in r.interfaces() {
+        let mut d = Drops::default();
+        for q in qs {
+            d.rx_ring_full += q.drops.rx_ring_full;
+            d.fill_ring_empty += q.drops.fill_ring_empty;
+            d.other += q.drops.other;
+            d.after_count += q.drops.after_count;
+            d.write_error += q.drops.write_error;
+            d.disk_full += q.drops.disk_full;
+        }
+        let sum = |f: fn(&wiretape::QueueReport) -> u64| qs.iter().map(f).sum::<u64>();
+        out.push(json!({
+            "interface": info.ifname,
+            "ifindex": info.ifindex,
+            "engine": info.engine,
+            "queues": info.queues,
+            "xdp_mode": xdp_mode(info),
+            "bind_mode": match info.bind_mode { Some(BindMode::ZeroCopy) => "zero-copy", Some(BindMode::Copy) => "copy", None => "none" },
+            "native_refused": info.native_refused,
+            "cpus": info.cpus,
+            "packets_seen": sum(|q| q.seen),
+            "packets_written": sum(|q| q.written),
+            "packets_filtered": sum(|q| q.filtered),
+            "bytes_written": sum(|q| q.bytes_written),
+            "bytes_seen": sum(|q| q.seen_bytes),
+            "drops": drops_json(&d),
+            "identity_holds": qs.iter().all(|q| q.identity_holds()),
+            "per_queue": qs.iter().enumerate().map(|(k, q)| queue_json(r, at + k, q)).collect::<Vec<_>>(),
+            "files": qs.iter().flat_map(|q| q.sink.files.iter().map(|f| f.display().to_string())).collect::<Vec<_>>(),
+        }));
+        at += qs.len();
+    }
+    Value::Array(out)
+}
+
 pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> String {
     let mut s = format!(
         "wiretape: stopped ({why}) after {:.2} s: {} frames seen, {} written ({}), {} filtered out, {} dropped\n",
@@ -349,36 +429,67 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
         thousands(r.drops().total())
     );
     s += "  queue        seen     written    filtered  ring_full fill_empty    other after_count write_err disk_full  file\n";
-    for q in &r.queues {
-        let d = &q.drops;
-        s += &format!(
-            "  {:>5} {:>11} {:>11} {:>11} {:>10} {:>10} {:>8} {:>11} {:>9} {:>9}  {}\n",
-            q.queue,
-            q.seen,
-            q.written,
-            q.filtered,
-            d.rx_ring_full,
-            d.fill_ring_empty,
-            d.other,
-            d.after_count,
-            d.write_error,
-            d.disk_full,
-            q.sink
-                .files
-                .iter()
-                .map(|f| f.display().to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
+    let several = !r.info.interfaces.is_empty();
+    for (info, qs) in r.interfaces() {
+        if several {
+            let (seen, written): (u64, u64) = (
+                qs.iter().map(|q| q.seen).sum(),
+                qs.iter().map(|q| q.written).sum(),
+            );
+            let dropped: u64 = qs.iter().map(|q| q.drops.total()).sum();
+            s += &format!(
+                "  interface {}: {} seen, {} written, {} dropped{}\n",
+                info.ifname,
+                thousands(seen),
+                thousands(written),
+                thousands(dropped),
+                if qs.iter().all(|q| q.identity_holds()) {
+                    " (identity holds)"
+                } else {
+                    ""
+                }
+            );
+        }
+        for q in qs {
+            let d = &q.drops;
+            s += &format!(
+                "  {:>5} {:>11} {:>11} {:>11} {:>10} {:>10} {:>8} {:>11} {:>9} {:>9}  {}\n",
+                q.queue,
+                q.seen,
+                q.written,
+                q.filtered,
+                d.rx_ring_full,
+                d.fill_ring_empty,
+                d.other,
+                d.after_count,
+                d.write_error,
+                d.disk_full,
+                q.sink
+                    .files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
     }
-    for q in r
+    // "eth1 queue 0" when the run has several interfaces.
+    let label = |i: usize, q: &wiretape::QueueReport| {
+        if several {
+            format!("{} queue {}", interface_of(r, i), q.queue)
+        } else {
+            format!("queue {}", q.queue)
+        }
+    };
+    for (i, q) in r
         .queues
         .iter()
-        .filter(|q| q.sink.block_writes > 0 && q.sink.engine == "direct")
+        .enumerate()
+        .filter(|(_, q)| q.sink.block_writes > 0 && q.sink.engine == "direct")
     {
         s += &format!(
-            "  queue {} writer: O_DIRECT, {} block writes, latency p50 {:.0} us p99 {:.0} us, peak RAM buffer {}, waited for a free block {} times\n",
-            q.queue, q.sink.block_writes, q.sink.latency_p50_us, q.sink.latency_p99_us, bytes_h(q.sink.peak_buffered_bytes), q.sink.block_waits
+            "  {} writer: O_DIRECT, {} block writes, latency p50 {:.0} us p99 {:.0} us, peak RAM buffer {}, waited for a free block {} times\n",
+            label(i, q), q.sink.block_writes, q.sink.latency_p50_us, q.sink.latency_p99_us, bytes_h(q.sink.peak_buffered_bytes), q.sink.block_waits
         );
     }
     if st.deleted_files > 0 {
@@ -402,10 +513,15 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
     if r.identity_holds() {
         s += "  accounting: seen = written + filtered + drops, on every queue (identity holds)\n";
     } else {
-        for q in r.queues.iter().filter(|q| !q.identity_holds()) {
+        for (i, q) in r
+            .queues
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| !q.identity_holds())
+        {
             s += &format!(
-                "  WARNING: queue {}: seen {} != written {} + filtered {} + drops {} (unaccounted {}): the identity does not hold; please report this\n",
-                q.queue,
+                "  WARNING: {}: seen {} != written {} + filtered {} + drops {} (unaccounted {}): the identity does not hold; please report this\n",
+                label(i, q),
                 q.seen,
                 q.written,
                 q.filtered,
@@ -413,6 +529,12 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
                 q.seen as i128 - (q.written + q.filtered + q.drops.total()) as i128
             );
         }
+    }
+    if r.info.engine == "netmap" {
+        s += &format!(
+            "  netmap: frames the NIC dropped while a ring was full are not seen by wiretape: see `ethtool -S {}` (rx_missed_errors)\n",
+            r.info.ifname
+        );
     }
     // The closing lines scripts written for tcpdump already parse.
     let d = r.drops();

@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod ebpf;
+pub mod flow;
 mod insn;
 pub mod kernel;
 mod pcap;

@@ -2,7 +2,8 @@
 //!
 //! A frame's path, top to bottom:
 //! 1. an engine of `wiretape-capture` ([`wiretape_capture::AfXdp`],
-//!    [`wiretape_capture::FileEngine`]) hands out its RX queues;
+//!    [`wiretape_capture::FileEngine`], netmap with the cargo feature
+//!    `netmap`) hands out its RX queues;
 //! 2. per queue, the [`stage`]'s poll thread takes batches and stamps them
 //!    (`wiretape-timestamp`), its writer thread copies each frame once into
 //!    the blocks of a [`wiretape_storage::RotatingWriter`] and gives the

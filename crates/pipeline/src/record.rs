@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wiretape_capture::{
-    sys, AfXdp, CaptureConfig, CaptureFilter, Engine, FileConfig, FileEngine, LinkStatus,
-    RecordSource, StartInfo,
+    sys, AfXdp, CaptureConfig, CaptureError, CaptureFilter, Engine, FileConfig, FileEngine,
+    LinkStatus, MultiEngine, NetmapConfig, RecordSource, StartInfo,
 };
 use wiretape_storage::{StorageConfig, StorageProgress, Store};
 use wiretape_timestamp::{realtime_ns, TsMode};
@@ -22,6 +22,15 @@ pub enum Input {
     Interface(CaptureConfig),
     /// A capture file, through the file engine (no privileges needed).
     File(FileConfig),
+    /// An interface, through the netmap engine (cargo feature `netmap`;
+    /// without it, [`record`] says how to build it).
+    Netmap(NetmapConfig),
+    /// Several interfaces in one run, each through its own AF_XDP engine
+    /// (its own XDP program): pollers and writers per (interface, queue),
+    /// files named by interface and queue, one `-c` budget for all. All are
+    /// checked before any is attached. `cpus` and `writer_cpus` of the first
+    /// config cover all queues of all interfaces, in order.
+    Interfaces(Vec<CaptureConfig>),
 }
 
 /// Everything a recording needs, nested by concern.
@@ -91,11 +100,40 @@ impl RecordConfig {
         }
     }
 
-    /// The interface (or, for a file, the name its files carry).
+    /// The defaults: record interface `ifname` into `dir` through netmap,
+    /// stamped `hybrid` (netmap stamps ring syncs; see the capture crate).
+    pub fn netmap(ifname: &str, dir: impl Into<std::path::PathBuf>) -> Self {
+        RecordConfig {
+            input: Input::Netmap(NetmapConfig::new(ifname)),
+            ts: TsMode::Hybrid,
+            stage: StageConfig::default(),
+            storage: StorageConfig::new(dir),
+            duration: None,
+            filter: None,
+            wait_iface: false,
+            controls: Controls::default(),
+        }
+    }
+
+    /// The defaults: record interfaces `ifnames` into `dir` in one run.
+    pub fn interfaces(ifnames: &[&str], dir: impl Into<std::path::PathBuf>) -> Self {
+        let mut c = RecordConfig::interface(ifnames.first().copied().unwrap_or(""), dir);
+        c.input = Input::Interfaces(ifnames.iter().map(|&n| CaptureConfig::new(n)).collect());
+        c
+    }
+
+    /// The interface (or, for a file, the name its files carry; for several
+    /// interfaces, their names joined by commas).
     pub fn ifname(&self) -> String {
         match &self.input {
             Input::Interface(c) => c.ifname.clone(),
             Input::File(f) => f.name(),
+            Input::Netmap(c) => c.ifname.clone(),
+            Input::Interfaces(l) => l
+                .iter()
+                .map(|c| c.ifname.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
         }
     }
 }
@@ -141,13 +179,40 @@ pub fn record(
             )?)),
         }
     };
+    if matches!(cfg.input, Input::Netmap(_)) && !wiretape_capture::netmap::BUILT {
+        return Err(CaptureError::NetmapNotBuilt.into());
+    }
     let input = match &cfg.input {
+        Input::Netmap(c) => {
+            let mut c = c.clone();
+            if cfg.filter.is_some() {
+                c.filter = compile(wiretape_filter::LINKTYPE_ETHERNET)?;
+            }
+            Input::Netmap(c)
+        }
         Input::Interface(c) => {
             let mut c = c.clone();
             if cfg.filter.is_some() {
                 c.filter = compile(wiretape_filter::LINKTYPE_ETHERNET)?;
             }
             Input::Interface(c)
+        }
+        Input::Interfaces(list) => {
+            let filter = match cfg.filter {
+                Some(_) => compile(wiretape_filter::LINKTYPE_ETHERNET)?,
+                None => None,
+            };
+            let list = list
+                .iter()
+                .map(|c| {
+                    let mut c = c.clone();
+                    if filter.is_some() {
+                        c.filter = filter.clone();
+                    }
+                    c
+                })
+                .collect();
+            Input::Interfaces(check_interfaces(list)?)
         }
         Input::File(f) => {
             let mut f = f.clone();
@@ -227,21 +292,104 @@ pub fn record(
             // files are, so that names sort by time.
             let start = first_stamp(&f.path).unwrap_or_else(realtime_ns);
             let engine = FileEngine::open(f, source, cfg.ts)?;
-            let (mut r, end) = seg.run(engine, start, &mut on_event)?;
-            match end {
-                End::Stop(why) => (r, why),
-                End::Gone(gone) => {
-                    r.input_error.get_or_insert(gone);
-                    (r, "input gone")
-                }
-            }
+            let (r, end) = seg.run(engine, start, &mut on_event)?;
+            ended(r, end)
         }
+        Input::Interfaces(list) => {
+            // Checked above, all of them; now attached one after the other.
+            // Should one fail, those already open are dropped: detached.
+            let engines = list
+                .iter()
+                .map(|c| AfXdp::open(c, cfg.ts))
+                .collect::<Result<Vec<_>, _>>()?;
+            let (r, end) = seg.run(MultiEngine::new(engines), realtime_ns(), &mut on_event)?;
+            ended(r, end)
+        }
+        #[cfg(feature = "netmap")]
+        Input::Netmap(c) => {
+            let engine = wiretape_capture::netmap::Netmap::open(c, cfg.ts)?;
+            let (r, end) = seg.run(engine, realtime_ns(), &mut on_event)?;
+            ended(r, end)
+        }
+        #[cfg(not(feature = "netmap"))]
+        Input::Netmap(_) => return Err(CaptureError::NetmapNotBuilt.into()),
     };
     report.duration = t0.elapsed();
     on_event(Event::Stopping(why));
     // The writers are closed: their gauges hold the final numbers.
     on_event(Event::Finished(store.progress()));
     Ok(report)
+}
+
+/// Checks every interface of a multi-interface run before any is attached
+/// (it exists, has the queues, has no XDP program, is named once), and
+/// spreads `--cpus`/`--writer-cpus` over all their queues in order: each
+/// interface's lists start where the previous interface's queues ended.
+fn check_interfaces(list: Vec<CaptureConfig>) -> Result<Vec<CaptureConfig>, PipelineError> {
+    if list.is_empty() {
+        return Err(CaptureError::Config("no interface to record".into()).into());
+    }
+    for (i, c) in list.iter().enumerate() {
+        if list[..i].iter().any(|o| o.ifname == c.ifname) {
+            return Err(CaptureError::Config(format!(
+                "interface {} is given twice: give each -i once",
+                c.ifname
+            ))
+            .into());
+        }
+    }
+    let cpus = list[0].cpus.clone().unwrap_or_else(sys::allowed_cpus);
+    let writer_cpus = list[0].writer_cpus.clone();
+    let rotate = |v: &[usize], by: usize| -> Vec<usize> {
+        let mut v = v.to_vec();
+        if !v.is_empty() {
+            let k = by % v.len();
+            v.rotate_left(k);
+        }
+        v
+    };
+    let mut offset = 0;
+    let mut out = Vec::new();
+    for mut c in list {
+        let (_, queues) = AfXdp::check(&c)?;
+        c.cpus = Some(rotate(&cpus, offset));
+        c.writer_cpus = writer_cpus.as_deref().map(|w| rotate(w, offset));
+        offset += queues.len();
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// An interface of the run that is gone (removed, or renamed, since the
+/// start): a failure that stops the whole run.
+fn interface_gone(info: &StartInfo) -> Option<String> {
+    if info.source.is_some() {
+        return None;
+    }
+    let list = if info.interfaces.is_empty() {
+        std::slice::from_ref(info)
+    } else {
+        &info.interfaces[..]
+    };
+    list.iter()
+        .find(|i| i.ifindex != 0 && sys::ifindex(&i.ifname) != Some(i.ifindex))
+        .map(|i| {
+            format!(
+                "interface {} (ifindex {}) disappeared during the recording",
+                i.ifname, i.ifindex
+            )
+        })
+}
+
+/// A run that ends with its input, and why (no waiting for an interface).
+fn ended(mut r: RecordReport, end: End) -> (RecordReport, &'static str) {
+    match end {
+        End::Stop(why) => (r, why),
+        End::Gone(gone) => {
+            r.input_error.get_or_insert(gone);
+            (r, "interface gone")
+        }
+    }
 }
 
 fn first_stamp(path: &std::path::Path) -> Option<u64> {
@@ -278,8 +426,27 @@ impl Segment<'_> {
         on_event: &mut dyn FnMut(Event<'_>),
     ) -> Result<(RecordReport, End), PipelineError> {
         let (cfg, store) = (self.cfg, self.store);
-        let ifname = engine.info().ifname.clone();
-        let run = Running::start(engine, &self.stage, |q| store.writer(&ifname, q, start_ns))?;
+        // Each queue's file name: its interface and its own queue number.
+        let names: Vec<(u32, String, u32)> = engine
+            .info()
+            .queues
+            .iter()
+            .map(|&q| {
+                let (name, own) = engine.file_queue(q);
+                (q, name, own)
+            })
+            .collect();
+        let name_of = |q: u32| {
+            names
+                .iter()
+                .find(|(g, _, _)| *g == q)
+                .map(|(_, n, own)| (n.clone(), *own))
+                .expect("a queue the engine listed")
+        };
+        let run = Running::start(engine, &self.stage, |q| {
+            let (name, own) = name_of(q);
+            store.writer(&name, own, start_ns)
+        })?;
         on_event(Event::Started(run.info()));
         let t0 = self.t0;
         let el0 = t0.elapsed();
@@ -299,10 +466,11 @@ impl Segment<'_> {
             // The writers' drops (this run's writers: earlier runs' are in
             // the base).
             for q in &mut snapshot.queues {
+                let (name, own) = name_of(q.queue);
                 if let Some(w) = storage
                     .queues
                     .iter()
-                    .find(|w| w.ifname == ifname && w.queue == q.queue)
+                    .find(|w| w.ifname == name && w.queue == own)
                 {
                     q.drops.write_error = w.lost;
                     q.drops.disk_full = w.disk_full;
@@ -347,6 +515,11 @@ impl Segment<'_> {
             }
             if el >= next_link {
                 next_link = el + Duration::from_millis(100);
+                // The interfaces' link events and sockets, and (for
+                // several) whether each still has its index.
+                if let Some(g) = interface_gone(run.info()) {
+                    break End::Gone(g);
+                }
                 match run.link_status() {
                     LinkStatus::Gone(why) => break End::Gone(why),
                     LinkStatus::Down(w) => {
@@ -383,7 +556,11 @@ impl Segment<'_> {
             }
         };
         let info = run.info().clone();
-        let (engine, queues, duration) = run.stop();
+        let (engine, mut queues, duration) = run.stop();
+        // Reports carry each queue's own number on its interface.
+        for r in &mut queues {
+            r.queue = name_of(r.queue).1;
+        }
         // The files just closed count too.
         retention.enforce();
         say_deleted(on_event);
@@ -452,9 +629,23 @@ impl Segment<'_> {
     }
 }
 
-/// An engine's last word on its input.
-trait InputError {
+/// An engine's last word on its input, and how its queues' files are named.
+trait InputError: Engine {
     fn input_error(&self) -> Option<String>;
+    /// The interface name and queue number that name queue `queue`'s files.
+    fn file_queue(&self, queue: u32) -> (String, u32) {
+        (self.info().ifname.clone(), queue)
+    }
+}
+
+impl InputError for MultiEngine<AfXdp> {
+    fn input_error(&self) -> Option<String> {
+        None
+    }
+    fn file_queue(&self, queue: u32) -> (String, u32) {
+        let (e, own) = self.locate(queue).expect("a queue of the run");
+        (e.info().ifname.clone(), own)
+    }
 }
 
 impl InputError for AfXdp {
@@ -464,6 +655,13 @@ impl InputError for AfXdp {
 }
 
 impl InputError for FileEngine {
+    fn input_error(&self) -> Option<String> {
+        self.error()
+    }
+}
+
+#[cfg(feature = "netmap")]
+impl<P: wiretape_capture::netmap::RxSync> InputError for wiretape_capture::netmap::Netmap<P> {
     fn input_error(&self) -> Option<String> {
         self.error()
     }

@@ -308,6 +308,26 @@ impl RecordReport {
     pub fn identity_holds(&self) -> bool {
         self.queues.iter().all(|q| q.identity_holds())
     }
+
+    /// Each interface of the run with its queues (one entry for a run over
+    /// one interface or a file): the queues of a multi-interface run follow
+    /// each other in [`RecordReport::queues`], interface after interface.
+    pub fn interfaces(&self) -> Vec<(&StartInfo, &[QueueReport])> {
+        if self.info.interfaces.is_empty() {
+            return vec![(&self.info, &self.queues[..])];
+        }
+        let mut at = 0;
+        self.info
+            .interfaces
+            .iter()
+            .map(|i| {
+                let end = (at + i.queues.len()).min(self.queues.len());
+                let part = &self.queues[at..end];
+                at = end;
+                (i, part)
+            })
+            .collect()
+    }
     /// Every error, one line each.
     pub fn errors(&self) -> Vec<String> {
         self.input_error

@@ -436,7 +436,11 @@ fn poll_loop<R: RxQueue>(
             break; // writer gone (it panicked); nothing more to do
         }
     }
-    stamper.map(|s| s.stats).unwrap_or_default()
+    // An engine that stamps its frames itself (netmap) keeps the counts.
+    stamper
+        .map(|s| s.stats)
+        .or_else(|| rx.stamp_stats())
+        .unwrap_or_default()
 }
 
 fn writer_loop<S: FrameSink, F: FrameStore>(

@@ -1,31 +1,41 @@
 //! The sidecar index (`<capture>.idx`): one entry per block of records the
 //! writer handed to the disk, so that a reader finds a time range without
 //! scanning the file (`wiretape info` reads it; [`crate::extract`] picks blocks
-//! by it).
+//! by it), and, per block, the flow keys it holds (hosts, ports, protocols,
+//! VLANs, EtherTypes: [`FlowSet`]) so that a filter skips the blocks that
+//! cannot match.
 //!
-//! Layout, little-endian: a 16-byte header (`WTIDX\x01\0\0`, entry size u32
-//! = 32, reserved u32), then entries of 32 bytes: offset of the first record
+//! Layout, little-endian: a 16-byte header (`WTIDX\x02\0\0`, fixed entry
+//! size u32 = 32, reserved u32), then per block: offset of the first record
 //! that starts in the block (u64), first and last timestamp (UTC ns, u64
-//! each), frame count (u64). Entries are appended as blocks go out; the
-//! index is not made durable before the data, so after a crash it may
-//! describe more or fewer records than the file holds: [`rebuild`] (run by
-//! `repair` and after a write error) makes it exact again from the file.
+//! each), frame count (u64), then the length of its flow set (u32; 0: none)
+//! and the set ([`FlowSet::encode`]). Version 1 files (`WTIDX\x01`, entries of
+//! the 32 fixed bytes alone) are still read: their blocks have no flow set,
+//! and `wiretape index` rewrites them. Entries are appended as blocks go
+//! out; the index is not made durable before the data, so after a crash it
+//! may describe more or fewer records than the file holds: [`rebuild`] (run
+//! by `repair`, `wiretape index` and after a write error) makes it exact
+//! again from the file.
 
 use crate::walk::Walker;
 use crate::StorageError;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
+pub use wiretape_filter::flow::{FlowCollector, FlowSet};
 
-/// The first 8 bytes of an index file: `WTIDX`, format version 1, two zeros.
-pub const MAGIC: &[u8; 8] = b"WTIDX\x01\0\0";
+/// The first 8 bytes of an index file: `WTIDX`, format version 2, two zeros.
+pub const MAGIC: &[u8; 8] = b"WTIDX\x02\0\0";
+/// The first 8 bytes of a version 1 index (no flow sets), still read.
+pub const MAGIC_V1: &[u8; 8] = b"WTIDX\x01\0\0";
 /// Bytes of the file header (magic, entry size, reserved) before the entries.
 pub const HEADER_LEN: usize = 16;
-/// Bytes of one entry: four little-endian u64s, as [`Entry`] lists them.
+/// Bytes of the fixed part of one entry: four little-endian u64s, as
+/// [`Entry`] lists them (version 1 entries are these alone).
 pub const ENTRY_LEN: usize = 32;
 
 /// One block of records.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Entry {
     /// File offset of the first record that starts in the block.
     pub offset: u64,
@@ -35,10 +45,13 @@ pub struct Entry {
     pub last_ns: u64,
     /// Records that start in the block.
     pub count: u64,
+    /// The flow keys of the block's frames (`None`: not known, e.g. a
+    /// version 1 index: the block may hold anything).
+    pub flows: Option<FlowSet>,
 }
 
 impl Entry {
-    fn encode(&self) -> [u8; ENTRY_LEN] {
+    fn encode_fixed(&self) -> [u8; ENTRY_LEN] {
         let mut b = [0u8; ENTRY_LEN];
         b[0..8].copy_from_slice(&self.offset.to_le_bytes());
         b[8..16].copy_from_slice(&self.first_ns.to_le_bytes());
@@ -46,14 +59,34 @@ impl Entry {
         b[24..32].copy_from_slice(&self.count.to_le_bytes());
         b
     }
-    fn decode(b: &[u8]) -> Self {
+
+    /// Appends the version 2 encoding of the entry to `out`.
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.encode_fixed());
+        let at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        if let Some(f) = &self.flows {
+            f.encode(out);
+        }
+        let n = (out.len() - at - 4) as u32;
+        out[at..at + 4].copy_from_slice(&n.to_le_bytes());
+    }
+
+    fn decode_fixed(b: &[u8]) -> Self {
         let r = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
         Entry {
             offset: r(0),
             first_ns: r(8),
             last_ns: r(16),
             count: r(24),
+            flows: None,
         }
+    }
+
+    /// Whether a block with this entry may hold a frame that `needs` asks
+    /// for (always, without a flow set).
+    pub fn may_match(&self, needs: &wiretape_filter::flow::Needs) -> bool {
+        self.flows.as_ref().is_none_or(|f| needs.may_match(f))
     }
 }
 
@@ -72,6 +105,8 @@ pub struct IndexWriter {
     path: PathBuf,
     cur: Entry,
     unit: u64,
+    flows: Option<FlowCollector>,
+    buf: Vec<u8>,
     /// Entries written to the index so far (the block being collected is not
     /// one yet; none more after a write error).
     pub entries: u64,
@@ -92,20 +127,33 @@ impl IndexWriter {
             path,
             cur: Entry::default(),
             unit: unit.max(1),
+            flows: Some(FlowCollector::new()),
+            buf: Vec::with_capacity(4096),
             entries: 0,
             error: None,
         })
     }
 
-    /// A record at stream offset `offset`, stamped `ts_ns`, joined the block.
+    /// Without flow sets (blocks then may hold anything; `wiretape index`
+    /// adds them later).
+    pub fn without_flows(mut self) -> Self {
+        self.flows = None;
+        self
+    }
+
+    /// A record at stream offset `offset`, stamped `ts_ns`, holding `frame`
+    /// (its stored bytes), joined the block.
     #[inline(always)]
-    pub fn record(&mut self, offset: u64, ts_ns: u64) {
+    pub fn record(&mut self, offset: u64, ts_ns: u64, frame: &[u8]) {
         if self.cur.count == 0 {
             self.cur.offset = offset;
             self.cur.first_ns = ts_ns;
         }
         self.cur.last_ns = ts_ns;
         self.cur.count += 1;
+        if let Some(f) = &mut self.flows {
+            f.add(frame);
+        }
     }
 
     /// The block went to the disk: append its entry.
@@ -117,8 +165,11 @@ impl IndexWriter {
         // Once per block, not per frame.
         e.first_ns -= e.first_ns % self.unit;
         e.last_ns -= e.last_ns % self.unit;
+        e.flows = self.flows.as_mut().map(FlowCollector::finish);
+        self.buf.clear();
+        e.encode(&mut self.buf);
         if let Some(f) = &mut self.file {
-            if let Err(err) = f.write_all(&e.encode()) {
+            if let Err(err) = f.write_all(&self.buf) {
                 self.error = Some(format!("index {}: {err}", self.path.display()));
                 self.file = None;
             } else {
@@ -154,22 +205,95 @@ pub fn read(index: &Path) -> Result<Vec<Entry>, StorageError> {
         .map_err(rd)?
         .read_to_end(&mut b)
         .map_err(rd)?;
-    if b.len() < HEADER_LEN || &b[..8] != MAGIC {
+    parse(index, &b).map(|(es, _)| es)
+}
+
+/// The format version of the index at `index` (1 or 2), read from its magic.
+pub fn version(index: &Path) -> Result<u8, StorageError> {
+    let mut h = [0u8; 8];
+    File::open(index)
+        .and_then(|mut f| f.read_exact(&mut h))
+        .map_err(|source| StorageError::Read {
+            path: index.to_owned(),
+            source,
+        })?;
+    match &h {
+        m if m == MAGIC => Ok(2),
+        m if m == MAGIC_V1 => Ok(1),
+        _ => Err(bad_magic(index)),
+    }
+}
+
+fn bad_magic(index: &Path) -> StorageError {
+    StorageError::Corrupt {
+        path: index.to_owned(),
+        offset: 0,
+        why: "not a wiretape index (bad magic); `wiretape index` rebuilds it".into(),
+    }
+}
+
+/// Parses index bytes: the entries and the format version. A torn last
+/// entry is ignored; a flow set that does not decode is an error (naming
+/// its offset), as is a bad header.
+pub fn parse(index: &Path, b: &[u8]) -> Result<(Vec<Entry>, u8), StorageError> {
+    if b.len() < HEADER_LEN {
+        return Err(bad_magic(index));
+    }
+    let v2 = match &b[..8] {
+        m if m == MAGIC => true,
+        m if m == MAGIC_V1 => false,
+        _ => return Err(bad_magic(index)),
+    };
+    let fixed = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
+    if fixed != ENTRY_LEN {
         return Err(StorageError::Corrupt {
             path: index.to_owned(),
-            offset: 0,
-            why: "not a wiretape index (bad magic); `wiretape repair` rebuilds it".into(),
+            offset: 8,
+            why: format!("entry size {fixed}, expected {ENTRY_LEN}; `wiretape index` rebuilds it"),
         });
     }
-    Ok(b[HEADER_LEN..]
-        .chunks_exact(ENTRY_LEN)
-        .map(Entry::decode)
-        .collect())
+    let mut out = Vec::new();
+    let mut at = HEADER_LEN;
+    while at + ENTRY_LEN <= b.len() {
+        let mut e = Entry::decode_fixed(&b[at..at + ENTRY_LEN]);
+        let mut next = at + ENTRY_LEN;
+        if v2 {
+            let Some(n) = b.get(next..next + 4) else {
+                break;
+            };
+            let n = u32::from_le_bytes(n.try_into().unwrap()) as usize;
+            next += 4;
+            let Some(raw) = b.get(next..next.saturating_add(n)) else {
+                break;
+            };
+            if n > 0 {
+                e.flows = Some(FlowSet::decode(raw).ok_or_else(|| StorageError::Corrupt {
+                    path: index.to_owned(),
+                    offset: next as u64,
+                    why: "a flow set that does not decode; `wiretape index` rebuilds it".into(),
+                })?);
+            }
+            next += n;
+        }
+        out.push(e);
+        at = next;
+    }
+    Ok((out, if v2 { 2 } else { 1 }))
 }
 
 /// Rewrites the index of `capture` from the file itself, one entry per
 /// `block` bytes of records. Returns the number of entries.
 pub fn rebuild(capture: &Path, block: u64) -> Result<u64, StorageError> {
+    rebuild_with(capture, block, &mut |_| {})
+}
+
+/// [`rebuild`], calling `progress` with the file offset reached (per
+/// record: keep it cheap).
+pub fn rebuild_with(
+    capture: &Path,
+    block: u64,
+    progress: &mut dyn FnMut(u64),
+) -> Result<u64, StorageError> {
     let path = path_for(capture);
     let tmp = {
         let mut p = path.as_os_str().to_owned();
@@ -184,11 +308,14 @@ pub fn rebuild(capture: &Path, block: u64) -> Result<u64, StorageError> {
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let mut walk = Walker::new(BufReader::with_capacity(1 << 20, f));
     let mut cur = Entry::default();
+    let mut flows = FlowCollector::new();
+    let mut data = Vec::new();
     let mut entries = 0;
     let block = block.max(1);
-    while let Some(m) = walk.next() {
+    while let Some(m) = walk.next_into(&mut data) {
         if cur.count > 0 && m.offset / block != cur.offset / block {
-            out.extend_from_slice(&cur.encode());
+            cur.flows = Some(flows.finish());
+            cur.encode(&mut out);
             entries += 1;
             cur = Entry::default();
         }
@@ -198,12 +325,15 @@ pub fn rebuild(capture: &Path, block: u64) -> Result<u64, StorageError> {
         }
         cur.last_ns = m.ts_ns;
         cur.count += 1;
+        flows.add(&data);
+        progress(m.offset);
     }
     if let Some(e) = walk.stop().and_then(|s| s.error(capture, len)) {
         return Err(e);
     }
     if cur.count > 0 {
-        out.extend_from_slice(&cur.encode());
+        cur.flows = Some(flows.finish());
+        cur.encode(&mut out);
         entries += 1;
     }
     std::fs::write(&tmp, &out).map_err(|e| StorageError::from_write(&tmp, e))?;

@@ -207,6 +207,17 @@ pub(crate) fn create_new(
     Ok(f)
 }
 
+/// The writer is done with `file` (complete and synced): drop its lock now.
+/// Closing the descriptor would too, but a ring that registered the file
+/// (io_uring fixed files) releases its reference only when the kernel
+/// tears the ring down, asynchronously, possibly after the process exited:
+/// a reader would take a finished file for one being written.
+pub(crate) fn unlock(file: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor the caller keeps open; no memory involved.
+    let _ = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+}
+
 /// Whether a writer (wiretape's, while it has the file open) holds the
 /// file: it is being written, and its end may be a write in flight. Tested
 /// with a non-blocking shared `flock`, released at once.

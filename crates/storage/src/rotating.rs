@@ -54,6 +54,9 @@ pub struct StorageConfig {
     pub format: Format,
     /// Write a `.idx` sidecar per file.
     pub index: bool,
+    /// With the index, the flow keys of each block (hosts, ports,
+    /// protocols, VLANs), so that filtered extraction skips blocks.
+    pub flow_index: bool,
     /// Which of our files to keep (`--keep-*`, `--min-free`).
     pub retention: Policy,
     /// On a full disk: delete our oldest files and go on (else stop).
@@ -76,6 +79,7 @@ impl StorageConfig {
             rotate_time: None,
             format: Format::PcapNs,
             index: true,
+            flow_index: true,
             retention: Policy::default(),
             on_full_rotate: false,
         }
@@ -596,7 +600,11 @@ impl RotatingWriter {
             sink.set_make_room(Some(Arc::new(move |p: &Path| r.make_room(p))));
         }
         let w = PcapWriter::with_format(sink, c.snaplen, c.format, &self.ifname);
-        Ok(if c.index { w.with_index(path) } else { w })
+        Ok(match (c.index, c.flow_index) {
+            (true, true) => w.with_index(path),
+            (true, false) => w.with_index_no_flows(path),
+            (false, _) => w,
+        })
     }
 
     fn current(&self) -> &PcapWriter<AnySink> {

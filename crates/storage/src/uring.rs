@@ -695,6 +695,7 @@ impl BlockSink for UringSink {
         if let Some(f) = self.file.take() {
             f.sync_data()
                 .map_err(|e| StorageError::from_write(&self.path, e))?;
+            crate::unlock(&f);
         }
         Ok(())
     }

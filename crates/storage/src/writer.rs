@@ -92,7 +92,16 @@ impl<S: BlockSink> PcapWriter<S> {
     /// Also writes the sidecar index `<path>.idx` (see [`crate::index`]).
     /// If it cannot be created the capture goes on without it
     /// ([`PcapWriter::index_error`] says why).
-    pub fn with_index(mut self, capture_path: &Path) -> Self {
+    pub fn with_index(self, capture_path: &Path) -> Self {
+        self.index_with(capture_path, true)
+    }
+
+    /// [`PcapWriter::with_index`] without the blocks' flow sets (time only).
+    pub fn with_index_no_flows(self, capture_path: &Path) -> Self {
+        self.index_with(capture_path, false)
+    }
+
+    fn index_with(mut self, capture_path: &Path, flows: bool) -> Self {
         // The index holds stamps as the file does (µs files: whole µs).
         let unit = if self.block.format() == Format::PcapUs {
             1000
@@ -100,7 +109,8 @@ impl<S: BlockSink> PcapWriter<S> {
             1
         };
         match IndexWriter::create(capture_path, unit) {
-            Ok(i) => self.index = Some(i),
+            Ok(i) if flows => self.index = Some(i),
+            Ok(i) => self.index = Some(i.without_flows()),
             Err(e) => self.index_error = Some(e.to_string()),
         }
         self
@@ -158,7 +168,7 @@ impl<S: BlockSink> PcapWriter<S> {
             }
         }
         if let Some(i) = &mut self.index {
-            i.record(self.stream_len, ts_ns);
+            i.record(self.stream_len, ts_ns, data);
         }
         self.stats.frames += 1;
         self.stats.bytes += cap as u64;

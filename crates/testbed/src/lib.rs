@@ -83,6 +83,35 @@ impl Testbed {
         Ok(tb)
     }
 
+    /// Adds another veth pair `gen` <-> `cap` of `queues` queues per end to
+    /// the namespace, both up, with the given MAC addresses' last byte:
+    /// several capture interfaces in one namespace (multi-interface runs).
+    pub fn add_pair(&self, gen: &str, cap: &str, queues: u32, mac_byte: u8) -> io::Result<()> {
+        let q = queues.max(1).to_string();
+        self.ip(&[
+            "link",
+            "add",
+            gen,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            cap,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+        ])?;
+        let mac = |k: u8| format!("02:77:74:00:{mac_byte:02x}:{k:02x}");
+        self.ip(&["link", "set", gen, "address", &mac(1), "up"])?;
+        self.ip(&["link", "set", cap, "address", &mac(2), "up"])?;
+        Ok(())
+    }
+
     /// The namespace's name.
     pub fn netns(&self) -> &str {
         &self.ns
@@ -124,10 +153,24 @@ impl Testbed {
         flows: u16,
         pps: Option<u64>,
     ) -> io::Result<SendReport> {
+        self.send_from(GEN_IF, seqs, size, flows, pps)
+    }
+
+    /// [`Testbed::send`] from generator end `gen` (a pair made by
+    /// [`Testbed::add_pair`]).
+    pub fn send_from(
+        &self,
+        gen: &str,
+        seqs: std::ops::Range<u64>,
+        size: SizeFn,
+        flows: u16,
+        pps: Option<u64>,
+    ) -> io::Result<SendReport> {
         let ns = self.ns.clone();
+        let gen = gen.to_owned();
         std::thread::spawn(move || -> io::Result<SendReport> {
             sys::enter_netns(&ns)?;
-            let s = sys::PacketSender::open(GEN_IF)?;
+            let s = sys::PacketSender::open(&gen)?;
             let start = Instant::now();
             let mut frame = Vec::with_capacity(2048);
             let mut sent = 0u64;
