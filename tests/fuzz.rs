@@ -131,6 +131,9 @@ struct Base {
     recs: Vec<(u16, u16, u32)>,
     /// Records per index entry.
     per_entry: usize,
+    /// The index in format 2 (with flow sets, written by `index::rebuild`
+    /// from the file), else format 1 (written here).
+    v2: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -187,11 +190,13 @@ fn base() -> impl Strategy<Value = Base> {
         kind(),
         prop::collection::vec((0u16..300, 0u16..100, 0u32..5_000_000), 0..40),
         1usize..8,
+        any::<bool>(),
     )
-        .prop_map(|(kind, recs, per_entry)| Base {
+        .prop_map(|(kind, recs, per_entry, v2)| Base {
             kind,
             recs,
             per_entry,
+            v2,
         })
 }
 
@@ -344,7 +349,7 @@ fn build(base: &Base) -> (Vec<u8>, Vec<u8>, Vec<usize>) {
     }
     let mut ts = T0;
     let mut offsets = Vec::new();
-    let mut idx = index::MAGIC.to_vec();
+    let mut idx = index::MAGIC_V1.to_vec();
     idx.extend(32u32.to_le_bytes());
     idx.extend(0u32.to_le_bytes());
     let mut entry: Option<(u64, u64, u64, u64)> = None;
@@ -353,7 +358,13 @@ fn build(base: &Base) -> (Vec<u8>, Vec<u8>, Vec<usize>) {
         let t = ts / unit * unit;
         let off = b.len() as u64;
         offsets.push(b.len());
-        let data: Vec<u8> = (0..len).map(|i| (i as u8) ^ (k as u8)).collect();
+        // Real Ethernet/IPv4/UDP frames where long enough (the flow sets of
+        // a format-2 index then hold something), else arbitrary bytes.
+        let data: Vec<u8> = if len as usize >= wiretape::capture::frames::MIN_LEN {
+            wiretape::capture::frames::build(k as u64, len as usize, (k % 5) as u16)
+        } else {
+            (0..len).map(|i| (i as u8) ^ (k as u8)).collect()
+        };
         // No frame is 0 bytes long on the wire (the walker takes a 0/0
         // record header for zero padding, not a record).
         let wire = (len as u32 + extra as u32).max(1);
@@ -414,6 +425,14 @@ fn lay_out(
     idx_muts: &[Mutation],
 ) -> (PathBuf, PathBuf) {
     let (mut b, mut idx, recs) = build(base);
+    let f = dir.join(our_name(base.kind));
+    let i = index::path_for(&f);
+    if base.v2 {
+        // Format 2 as the writer makes it: rebuilt from the intact file.
+        std::fs::write(&f, &b).unwrap();
+        index::rebuild(&f, 512).unwrap();
+        idx = std::fs::read(&i).unwrap();
+    }
     let be = matches!(base.kind, Kind::NsBe);
     for m in file_muts {
         mutate(&mut b, m, &recs, be);
@@ -423,8 +442,6 @@ fn lay_out(
     for m in idx_muts {
         mutate(&mut idx, m, &entries, false);
     }
-    let f = dir.join(our_name(base.kind));
-    let i = index::path_for(&f);
     std::fs::write(&f, &b).unwrap();
     std::fs::write(&i, &idx).unwrap();
     (f, i)
