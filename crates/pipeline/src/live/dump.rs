@@ -124,7 +124,15 @@ impl Hub {
                     trigger: req.trigger.clone(),
                     ..Default::default()
                 };
-                if let Err(e) = run_dump(&hub, &target, asked_mono, filter.as_ref(), &mut r) {
+                let from_given = req.from_ns.is_some();
+                if let Err(e) = run_dump(
+                    &hub,
+                    &target,
+                    asked_mono,
+                    from_given,
+                    filter.as_ref(),
+                    &mut r,
+                ) {
                     r.error = Some(e.to_string());
                 }
                 r.seconds = t0.elapsed().as_secs_f64();
@@ -177,6 +185,7 @@ fn run_dump(
     hub: &Hub,
     target: &DumpTarget,
     asked_mono: u64,
+    from_given: bool,
     filter: Option<&wiretape_filter::Program>,
     r: &mut DumpReport,
 ) -> Result<(), StorageError> {
@@ -202,7 +211,8 @@ fn run_dump(
             }
             chunks.push_back((c.clone(), end));
         }
-        if ring.evicted_chunks > 0 && ring.evicted_last_ts >= from {
+        // "Everything in the ring" (no --from) is never short.
+        if from_given && ring.evicted_chunks > 0 && ring.evicted_last_ts >= from {
             r.window_overwritten = true;
         }
         drop(ring);
