@@ -148,6 +148,26 @@ impl Recorder {
         }
     }
 
+    /// Waits (up to `secs`) for a stderr line containing `pat`; returns it.
+    pub fn wait_for_line(&mut self, pat: &str, secs: u64) -> String {
+        if let Some(l) = self.stderr.iter().find(|l| l.contains(pat)) {
+            return l.clone();
+        }
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if let Ok(l) = self.lines.recv_timeout(Duration::from_millis(50)) {
+                self.stderr.push(l.clone());
+                if l.contains(pat) {
+                    return l;
+                }
+            }
+        }
+        panic!(
+            "no line with '{pat}' within {secs} s:\n{}",
+            self.stderr.join("\n")
+        );
+    }
+
     pub fn signal(&self, sig: i32) {
         let st = Command::new("kill")
             .arg(format!("-{sig}"))

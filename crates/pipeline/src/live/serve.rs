@@ -205,7 +205,8 @@ impl Server {
                                     since: Instant::now(),
                                     dead: None,
                                 };
-                                c.pump();
+                                // Deliveries resume before the client has
+                                // its header: every frame from here on.
                                 if clients.is_empty() {
                                     merger = Some(
                                         Merger::new(cfg.reorder).expect_queues(&sub.queues()),
@@ -213,6 +214,7 @@ impl Server {
                                     skipped_at_pause = sub.report().skipped;
                                     sub.set_paused(false);
                                 }
+                                c.pump();
                                 log(format!("serve: client {addr} connected"));
                                 clients.push(c);
                             }
