@@ -83,7 +83,9 @@ fn two_subscribers_and_a_pcap_over_ip_client_while_recording() {
         .unwrap()
         .port();
     let mut cfg = RecordConfig::interface(CAP_IF, &dir);
-    cfg.live.serve = Some(ServeConfig::new(([127, 0, 0, 1], port).into()));
+    let mut sc = ServeConfig::new(([127, 0, 0, 1], port).into());
+    sc.client_buffer = 512 << 10;
+    cfg.live.serve = Some(sc);
     let mut rec = Recording::new(cfg);
     let mut all = rec.subscribe(SubscribeOptions::lossless().name("all"));
     let mut stalled = rec.subscribe(
@@ -127,7 +129,7 @@ fn two_subscribers_and_a_pcap_over_ip_client_while_recording() {
     });
     let t0 = now_ns();
     rec.start().unwrap();
-    let (n1, n2) = (4000u64, 6000u64);
+    let (n1, n2) = (4000u64, 10_000u64);
     let s1 = tb.send(0..n1, SizeFn::Mixed, 16, Some(40_000)).unwrap();
     std::thread::sleep(Duration::from_millis(500));
 
@@ -148,6 +150,12 @@ fn two_subscribers_and_a_pcap_over_ip_client_while_recording() {
     let mut stdin = td.stdin.take().unwrap();
     stdin.write_all(&hdr).unwrap();
     let pump = std::thread::spawn(move || std::io::copy(&mut sock, &mut stdin));
+    // A second client that reads its header and then nothing (its receive
+    // buffer made tiny): cut off once 512 KiB wait for it, never slowing
+    // the recorder or the first client.
+    let mut stuck = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    set_rcvbuf(&stuck, 4096);
+    stuck.read_exact(&mut [0u8; 24]).unwrap();
 
     let s2 = tb
         .send(n1..n1 + n2, SizeFn::Mixed, 16, Some(40_000))
@@ -223,9 +231,15 @@ fn two_subscribers_and_a_pcap_over_ip_client_while_recording() {
     }
     let serve = report.live.serve.as_ref().unwrap();
     assert_eq!(
-        (serve.clients, serve.cut_off, serve.frames_sent),
-        (1, 0, n2)
+        (serve.clients, serve.cut_off, serve.refused),
+        (2, 1, 0),
+        "{serve:?}"
     );
+    assert!(
+        serve.frames_sent > n2 && serve.frames_sent < 2 * n2,
+        "{serve:?}"
+    );
+    drop(stuck);
     let names: Vec<&str> = report
         .live
         .subscribers
@@ -233,6 +247,72 @@ fn two_subscribers_and_a_pcap_over_ip_client_while_recording() {
         .map(|s| s.name.as_str())
         .collect();
     assert_eq!(names, ["all", "stalled", "serve"]);
+}
+
+fn set_rcvbuf(s: &std::net::TcpStream, bytes: i32) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt on a socket we own, with a valid int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&bytes as *const i32).cast(),
+            std::mem::size_of::<i32>() as u32,
+        )
+    };
+    assert_eq!(rc, 0);
+}
+
+#[test]
+fn a_slow_lossless_subscriber_costs_counted_drops_never_silent_ones() {
+    require_root();
+    let tb = Testbed::create("slow", 1).unwrap();
+    let out = TempDir::new("slow");
+    let dir = out.path().join("cap");
+    wiretape_testbed::sys::enter_netns(tb.netns()).unwrap();
+    let mut cfg = RecordConfig::interface(CAP_IF, &dir);
+    if let wiretape::Input::Interface(c) = &mut cfg.input {
+        c.frames = 2048; // a small UMEM: little slack
+    }
+    let mut rec = Recording::new(cfg);
+    let sub = rec.subscribe(SubscribeOptions::lossless().buffer_bytes(256 << 10));
+    let t = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        for b in sub {
+            std::thread::sleep(Duration::from_millis(20)); // slow
+            got.extend(b.frames().map(|f| seq(f.data)));
+        }
+        got
+    });
+    let t0 = now_ns();
+    rec.start().unwrap();
+    let n = 20_000;
+    let sent = tb.send(0..n, SizeFn::Fixed(1000), 4, None).unwrap();
+    assert_eq!(sent.sent, n);
+    std::thread::sleep(Duration::from_millis(500));
+    let report = rec.stop().unwrap();
+    let got = t.join().unwrap();
+    let d = report.drops();
+    assert!(report.identity_holds(), "every frame accounted for");
+    assert_eq!(report.seen(), n, "the XDP program saw every frame");
+    assert!(
+        d.fill_ring_empty > 0,
+        "the wait cost frames, and they are counted: {d:?}"
+    );
+    assert_eq!(report.written() + d.total(), n);
+    let s = &report.live.subscribers[0];
+    assert!(s.waits > 0, "{s:?}");
+    assert_eq!((s.delivered, s.skipped), (report.written(), 0));
+    // It saw exactly what the file holds.
+    let v = verify_dir(&dir, n, usize::MAX, t0, now_ns());
+    assert_eq!(v.frames, report.written());
+    let in_file: Vec<u64> = pcaps(&dir)
+        .iter()
+        .flat_map(|f| read_all(f))
+        .map(|r| seq(&r.data))
+        .collect();
+    assert_eq!(got, in_file);
 }
 
 /// tcpdump capturing on the generator end: the independent record of what

@@ -16,7 +16,7 @@ use wiretape_timestamp::monotonic_ns;
 /// How long, once the run is stopping, the writer still waits for a
 /// lossless subscriber that takes nothing before it gives up on it (the
 /// rest is counted as skipped): a consumer that reads only after stop()
-/// must not hang the run.
+/// must not hang the run. One that takes batches is waited for.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// The run's live side (one per run, shared by all its threads).
@@ -440,13 +440,20 @@ impl SubShared {
             let t0 = Instant::now();
             self.waits.fetch_add(1, Ordering::Relaxed);
             self.waiters.fetch_add(1, Ordering::SeqCst);
-            let mut since_stop: Option<Instant> = None;
+            // Once stopping: since when it took nothing (a slow consumer
+            // that makes progress is waited for; a stuck one is not).
+            let mut idle_since: Option<(Instant, u64)> = None;
             while self.over(bytes) && !self.closed.load(Ordering::Relaxed) {
                 if stopping.load(Ordering::Relaxed) {
-                    let s = *since_stop.get_or_insert_with(Instant::now);
-                    if s.elapsed() >= STOP_GRACE {
-                        self.demoted.store(true, Ordering::Relaxed);
-                        break;
+                    let took = self.received.load(Ordering::Relaxed);
+                    match idle_since {
+                        Some((_, t)) if t != took => idle_since = Some((Instant::now(), took)),
+                        Some((s, _)) if s.elapsed() >= STOP_GRACE => {
+                            self.demoted.store(true, Ordering::Relaxed);
+                            break;
+                        }
+                        Some(_) => {}
+                        None => idle_since = Some((Instant::now(), took)),
                     }
                 }
                 mb = self
