@@ -150,6 +150,23 @@ impl<E: Engine> Running<E> {
         Self::start_live(engine, cfg, make_sink, None)
     }
 
+    /// As [`Running::start`], each writer also feeding `live`'s consumers
+    /// (frames cut to `snaplen`); call [`crate::live::Live::finish`] after
+    /// [`Running::stop`].
+    pub fn start_with_live<S, F>(
+        engine: E,
+        cfg: &StageConfig,
+        make_sink: F,
+        live: &crate::live::Live,
+        snaplen: u32,
+    ) -> Result<Self, PipelineError>
+    where
+        S: FrameSink,
+        F: FnMut(u32) -> Result<S, StorageError>,
+    {
+        Self::start_live(engine, cfg, make_sink, Some((&live.hub, snaplen)))
+    }
+
     /// As [`Running::start`]; with `live` (the hub and the snap length),
     /// each writer also feeds the live consumers (see [`crate::live`]).
     pub(crate) fn start_live<S, F>(

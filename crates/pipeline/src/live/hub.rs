@@ -847,7 +847,8 @@ impl Batch {
     }
 
     /// Frames this subscriber missed (lossy, over its buffer) just before
-    /// this batch.
+    /// this batch. Frames missed after its last batch are in
+    /// [`Subscriber::report`]'s `skipped` (the total).
     pub fn missed_before(&self) -> u64 {
         self.d.missed
     }

@@ -65,6 +65,40 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The live side for code that runs the stage itself
+/// ([`crate::Running::start_with_live`], with its own sinks); a
+/// [`crate::Recording`] makes its own. One run per `Live`.
+pub struct Live {
+    pub(crate) hub: Arc<Hub>,
+}
+
+impl Live {
+    /// The live side of one run.
+    pub fn new(cfg: LiveConfig) -> Live {
+        Live { hub: Hub::new(cfg) }
+    }
+
+    /// A subscriber (before the run starts: every frame of it).
+    pub fn subscribe(&self, opts: impl Into<SubscribeOptions>) -> Subscriber {
+        self.hub.subscribe(opts.into())
+    }
+
+    /// After [`crate::Running::stop`]: subscribers get what is queued, then
+    /// the end.
+    pub fn finish(&self) {
+        self.hub.finish();
+    }
+
+    /// Subscribers' counters and the ring.
+    pub fn report(&self) -> LiveReport {
+        LiveReport {
+            subscribers: self.hub.subscriber_reports(),
+            ring: self.hub.ring_report(),
+            ..Default::default()
+        }
+    }
+}
+
 /// What a subscriber may cost the recorder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
