@@ -15,7 +15,7 @@
 //! - [`storage`]: formats, blocks, io_uring O_DIRECT and buffered engines,
 //!   the rotating writer, naming, retention, repair, the `.idx` index, the
 //!   query planner and k-way merge of `extract`.
-//! - [`pipeline`]: the per-queue stage, [`record`], the accounting.
+//! - [`pipeline`]: the per-queue stage, [`record()`], the accounting.
 //! - [`timestamp`]: clocks and stamping modes.
 //! - [`filter`]: tcpdump expressions (libpcap), the classic BPF evaluator,
 //!   the classic-to-eBPF translation the XDP capture filter runs.

@@ -7,7 +7,7 @@
 //!    (`wiretape-timestamp`), its writer thread copies each frame once into
 //!    the blocks of a [`wiretape_storage::RotatingWriter`] and gives the
 //!    frames back to the engine, within the `-c COUNT` budget;
-//! 3. [`record`] runs it all (nested [`RecordConfig`]: input, timestamps,
+//! 3. [`record()`] runs it all (nested [`RecordConfig`]: input, timestamps,
 //!    stage, storage), applies retention, reports progress, and at the end
 //!    accounts for every frame ([`RecordReport`]: `seen = written +
 //!    filtered + drops`).

@@ -214,7 +214,10 @@ impl LiveSetup {
 }
 
 /// Where a queue's frames go: its files, or nowhere but the live consumers
-/// ([`LiveConfig::write_files`] false: `--ring-only`).
+/// ([`LiveConfig::write_files`] false: `--ring-only`). One per queue, made
+/// once: the size difference does not matter; a Box would cost a pointer
+/// chase per frame.
+#[allow(clippy::large_enum_variant)]
 enum Output {
     Files(RotatingWriter),
     Nothing(WriterReport, usize),

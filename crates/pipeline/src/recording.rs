@@ -1,5 +1,5 @@
 //! [`Recording`]: a recording as a handle another tool holds: start it
-//! with the same [`RecordConfig`] as [`crate::record`] (with or without
+//! with the same [`RecordConfig`] as [`crate::record()`] (with or without
 //! files), subscribe to its frames, dump its ring, stop it.
 
 use crate::live::{DumpReport, DumpRequest, Hub, LiveError, SubscribeOptions, Subscriber};

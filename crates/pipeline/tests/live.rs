@@ -236,7 +236,7 @@ fn dumps_hold_exactly_the_window_and_ring_only_writes_nothing_else() {
                 .map(|i| (T0 + i * gap, frame(i).len() as u32, frame(i)))
                 .collect();
             let file = r.file.clone().expect("a dump file");
-            let got = read(&[file.clone()]);
+            let got = read(std::slice::from_ref(&file));
             assert_eq!(got.len(), want.len(), "{from}..{to} {filter:?}");
             assert!(got == want, "the dump holds exactly the window's frames");
             assert_eq!(r.frames, want.len() as u64);

@@ -278,7 +278,7 @@ impl Default for LiveConfig {
 }
 
 impl LiveConfig {
-    /// Whether anything live is asked for ([`crate::record`] then sets up
+    /// Whether anything live is asked for ([`crate::record()`] then sets up
     /// the hub; a [`crate::Recording`] always does).
     pub fn enabled(&self) -> bool {
         self.ring_bytes > 0

@@ -179,7 +179,10 @@ impl Server {
                 loop {
                     let stopping = stp.load(Ordering::Relaxed);
                     // New clients.
-                    while !stopping {
+                    loop {
+                        if stopping {
+                            break;
+                        }
                         match listener.accept() {
                             Ok((s, addr)) => {
                                 let mut r = st.report.lock().expect("serve");
