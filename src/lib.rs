@@ -96,10 +96,10 @@ pub use wiretape_storage as storage;
 pub use wiretape_timestamp as timestamp;
 
 pub use pipeline::{
-    record, Batch, Drops, DumpReport, DumpRequest, Event, Frame, Input, LiveConfig, LiveError,
-    LiveReport, Merger, PipelineError, QueueReport, RecordConfig, RecordReport, Recording,
-    ReplaySource, ServeConfig, Snapshot, StageConfig, StopReason, SubscribeOptions, Subscriber,
-    SubscriberReport,
+    record, record_live, Batch, Drops, DumpReport, DumpRequest, Event, Frame, Input, LiveConfig,
+    LiveError, LiveReport, Merger, PipelineError, QueueReport, RecordConfig, RecordReport,
+    Recording, ReplaySource, ServeConfig, Snapshot, StageConfig, StopReason, SubscribeOptions,
+    Subscriber, SubscriberReport,
 };
 pub use storage::{MinFree, Policy, StorageConfig, StorageProgress, DEFAULT_SNAPLEN};
 

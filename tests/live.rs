@@ -504,6 +504,8 @@ fn serve_streams_to_nc_and_tcpdump_reads_it() {
             dir.to_str().unwrap(),
             "--serve",
             "127.0.0.1:57012",
+            "--serve-max-clients",
+            "2",
             "--summary-json",
             json.to_str().unwrap(),
             "-q",
@@ -526,6 +528,24 @@ fn serve_streams_to_nc_and_tcpdump_reads_it() {
         .spawn()
         .unwrap();
     rec.wait_for_line("serve: client", 10);
+    // A second client, tshark; a third one is over --serve-max-clients.
+    let tshark = tb
+        .command("sh")
+        .arg("-c")
+        .arg("nc -d 127.0.0.1 57012 | tshark -r - -T fields -e frame.len")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    rec.wait_for_lines("serve: client", 2, 10);
+    let third = tb
+        .command("nc")
+        .args(["-d", "127.0.0.1", "57012"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    rec.wait_for_line("serve: refused", 10);
     tb.send(n1..n1 + n2, SizeFn::Mixed, 16, Some(40_000))
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -536,6 +556,20 @@ fn serve_streams_to_nc_and_tcpdump_reads_it() {
         o.status.success(),
         "nc | tcpdump: {}",
         String::from_utf8_lossy(&o.stderr)
+    );
+    let ts = tshark.wait_with_output().unwrap();
+    assert!(
+        ts.status.success(),
+        "nc | tshark: {}",
+        String::from_utf8_lossy(&ts.stderr)
+    );
+    let lens: Vec<u64> = String::from_utf8_lossy(&ts.stdout)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert!(
+        third.wait_with_output().unwrap().stdout.is_empty(),
+        "refused: nothing sent"
     );
 
     let v = verify_dir(&dir, n1 + n2, usize::MAX, t0, now_ns());
@@ -551,10 +585,18 @@ fn serve_streams_to_nc_and_tcpdump_reads_it() {
         &(n1..n1 + n2).collect(),
         &reference,
     );
+    // tshark read the same frames: count and bytes.
+    let phase2: u64 = (n1..n1 + n2).map(|s| reference[&s].orig_len as u64).sum();
+    assert_eq!(
+        (lens.len() as u64, lens.iter().sum::<u64>()),
+        (n2, phase2),
+        "tshark -r -"
+    );
     let j = read_json(&json);
     assert_identity(&j);
-    assert_eq!(j["serve"]["clients"].as_u64(), Some(1));
-    assert_eq!(j["serve"]["frames_sent"].as_u64(), Some(n2));
+    assert_eq!(j["serve"]["clients"].as_u64(), Some(2));
+    assert_eq!(j["serve"]["refused"].as_u64(), Some(1));
+    assert_eq!(j["serve"]["frames_sent"].as_u64(), Some(2 * n2));
     assert_eq!(j["subscribers"][0]["name"], "serve");
     assert_eq!(j["subscribers"][0]["delivered"].as_u64(), Some(n2));
 

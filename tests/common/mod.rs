@@ -150,22 +150,26 @@ impl Recorder {
 
     /// Waits (up to `secs`) for a stderr line containing `pat`; returns it.
     pub fn wait_for_line(&mut self, pat: &str, secs: u64) -> String {
-        if let Some(l) = self.stderr.iter().find(|l| l.contains(pat)) {
-            return l.clone();
-        }
+        self.wait_for_lines(pat, 1, secs)
+    }
+
+    /// Waits (up to `secs`) until `n` stderr lines contain `pat`; returns the last.
+    pub fn wait_for_lines(&mut self, pat: &str, n: usize, secs: u64) -> String {
         let deadline = Instant::now() + Duration::from_secs(secs);
-        while Instant::now() < deadline {
+        loop {
+            let found: Vec<&String> = self.stderr.iter().filter(|l| l.contains(pat)).collect();
+            if found.len() >= n {
+                return found[n - 1].clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not {n} lines with '{pat}' within {secs} s:\n{}",
+                self.stderr.join("\n")
+            );
             if let Ok(l) = self.lines.recv_timeout(Duration::from_millis(50)) {
-                self.stderr.push(l.clone());
-                if l.contains(pat) {
-                    return l;
-                }
+                self.stderr.push(l);
             }
         }
-        panic!(
-            "no line with '{pat}' within {secs} s:\n{}",
-            self.stderr.join("\n")
-        );
     }
 
     pub fn signal(&self, sig: i32) {

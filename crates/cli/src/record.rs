@@ -204,6 +204,11 @@ pub struct Args {
     /// Allow --serve on a non-loopback address (every frame goes to whoever connects).
     #[arg(long, requires = "serve")]
     serve_allow_remote: bool,
+    /// Benchmarks only: N in-process lossless subscribers, each reading
+    /// every frame (stamp, length, first byte), to measure what they cost
+    /// the recorder; their counters are in the summary's subscribers[].
+    #[arg(long, value_name = "N", hide = true, default_value_t = 0)]
+    bench_subscribers: usize,
     /// Read the capture filter expression from FILE (`#` starts a comment
     /// that runs to the end of the line), instead of the trailing words.
     #[arg(short = 'F', value_name = "FILE", conflicts_with = "expression")]
@@ -536,7 +541,23 @@ pub fn run(a: Args) -> Result<i32> {
     let quiet = a.quiet;
     let mut why = String::new();
     let mut fin = wiretape::StorageProgress::default();
-    let rep = match wiretape::record(&opts, &stop, |ev| match ev {
+    let live = wiretape::live::Live::new(opts.live.clone());
+    let readers: Vec<_> = (0..a.bench_subscribers)
+        .map(|i| {
+            let sub = live
+                .subscribe(wiretape::SubscribeOptions::lossless().name(format!("bench-{}", i + 1)));
+            std::thread::spawn(move || {
+                let mut acc = 0u64;
+                for b in sub {
+                    for f in b.frames() {
+                        acc = acc.wrapping_add(f.ts_ns ^ f.orig_len as u64 ^ f.data[0] as u64);
+                    }
+                }
+                std::hint::black_box(acc);
+            })
+        })
+        .collect();
+    let rep = match wiretape::record_live(&opts, &live, &stop, |ev| match ev {
         Event::Started(info) => eprintln!("{}", report::start_line(info, &opts)),
         Event::Progress {
             elapsed,
@@ -563,6 +584,9 @@ pub fn run(a: Args) -> Result<i32> {
         }
         Err(e) => return Err(e.into()),
     };
+    for r in readers {
+        let _ = r.join();
+    }
     eprint!("{}", report::summary_text(&rep, &why, &fin));
     if let Some(p) = &a.summary_json {
         let j = report::summary_json(&rep, &why, &opts, &fin);

@@ -35,7 +35,7 @@ pub use live::{
     Batch, DumpReport, DumpRequest, Frame, LiveConfig, LiveError, LiveReport, Merger, Policy,
     ServeConfig, SubscribeOptions, Subscriber, SubscriberReport,
 };
-pub use record::{record, Event, Input, RecordConfig};
+pub use record::{record, record_live, Event, Input, RecordConfig};
 pub use recording::Recording;
 pub use replay::{FileSource, ReplaySource};
 pub use report::{Drops, QueueReport, QueueSnapshot, RecordReport, Snapshot};

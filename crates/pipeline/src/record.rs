@@ -119,9 +119,35 @@ pub fn record(
     record_with(cfg, hub, stop, on_event)
 }
 
+/// [`record`] on the caller's thread with a caller-made live side: what
+/// was subscribed on `live` before gets every frame of the run (and its end
+/// when the run stops). One run per [`live::Live`].
+pub fn record_live(
+    cfg: &RecordConfig,
+    live: &live::Live,
+    stop: &AtomicBool,
+    on_event: impl FnMut(Event<'_>),
+) -> Result<RecordReport, PipelineError> {
+    record_with(cfg, Some(live.hub.clone()), stop, on_event)
+}
+
 /// [`record`] with the live side's hub made by the caller (a
 /// [`crate::Recording`] subscribes to it before the run starts).
 pub(crate) fn record_with(
+    cfg: &RecordConfig,
+    hub: Option<Arc<Hub>>,
+    stop: &AtomicBool,
+    on_event: impl FnMut(Event<'_>),
+) -> Result<RecordReport, PipelineError> {
+    let r = record_inner(cfg, hub.clone(), stop, on_event);
+    if let (Err(_), Some(h)) = (&r, &hub) {
+        // Subscribers of a run that failed (before it started) get the end.
+        h.finish();
+    }
+    r
+}
+
+fn record_inner(
     cfg: &RecordConfig,
     hub: Option<Arc<Hub>>,
     stop: &AtomicBool,
