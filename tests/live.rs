@@ -412,6 +412,16 @@ fn ring_only_dumps_hold_exactly_the_window_asked_for() {
     );
     assert_eq!(code, 0, "ctl dump with a filter: {stderr}");
     let filtered: Value = serde_json::from_str(&stdout).unwrap();
+    // Usage errors come back as such (exit 2), and change nothing.
+    for bad in [
+        &["dump", "--last", "1s", "tcp", "port"][..],
+        &["dump", "--from", "-1s", "--to", "-2s"][..],
+        &["dump", "--from", "yesterday"][..],
+    ] {
+        let args: Vec<&str> = ["ctl", "-w", d].iter().chain(bad).copied().collect();
+        let (code, _, err) = run_wiretape(Some(&tb), &args);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+    }
     rec.signal(2);
     assert!(rec.wait(20).success(), "{}", rec.stderr_text());
     stop_tcpdump(td);
@@ -616,4 +626,35 @@ fn serve_streams_to_nc_and_tcpdump_reads_it() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--serve-allow-remote"), "{err}");
     assert!(!xdp_attached(&tb));
+}
+
+#[test]
+fn live_flags_and_ctl_fail_clearly() {
+    let tmp = TempDir::new("ctlerr");
+    let d = tmp.path().to_str().unwrap();
+    let (code, _, err) = run_wiretape(None, &["ctl", "-w", d, "status"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("cannot reach the recorder"), "{err}");
+    let o = Command::new(bin())
+        .args(["ctl", "status"])
+        .current_dir(tmp.path())
+        .env_remove("WIRETAPE_CONTROL")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give -w DIR"));
+    let (code, _, err) = run_wiretape(None, &["ctl", "-w", d, "dump", "--from", "nonsense"]);
+    assert_eq!(code, 2, "{err}");
+    for (args, says) in [
+        (&["--ring", "1M"][..], "too small"),
+        (&["--ring-only"][..], "--ring"),
+        (&["--serve", "0.0.0.0:57099"][..], "--serve-allow-remote"),
+        (&["--serve-max-clients", "3"][..], "--serve"),
+    ] {
+        let mut a = vec!["record", "-r", "/nonexistent.pcap", "-w", d];
+        a.extend_from_slice(args);
+        let (code, _, err) = run_wiretape(None, &a);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }
