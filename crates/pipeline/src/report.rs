@@ -161,6 +161,8 @@ pub struct RecordReport {
     pub duration: Duration,
     /// Why the input ended early (a file's read error), if it did.
     pub input_error: Option<String>,
+    /// Live consumers: subscribers, the ring, PCAP-over-IP, dumps.
+    pub live: crate::live::LiveReport,
 }
 
 impl RecordReport {
