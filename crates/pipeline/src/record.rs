@@ -296,7 +296,15 @@ fn record_inner(
         #[cfg(feature = "netmap")]
         Input::Netmap(c) => {
             let engine = wiretape_capture::netmap::Netmap::open(c, cfg.ts)?;
-            run(engine, realtime_ns(), cfg, &store, stop, live, &mut on_event)
+            run(
+                engine,
+                realtime_ns(),
+                cfg,
+                &store,
+                stop,
+                live,
+                &mut on_event,
+            )
         }
         #[cfg(not(feature = "netmap"))]
         Input::Netmap(_) => Err(CaptureError::NetmapNotBuilt.into()),
