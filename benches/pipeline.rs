@@ -8,13 +8,21 @@
 //! also prints frames per CPU-second of the whole process (both threads:
 //! "per core"), from getrusage.
 //!
-//! `cargo bench --bench pipeline`
+//! `subscribers/{0,1,4}`: the `null` case with 0, 1 and 4 lossless
+//! in-process subscribers (each on its own thread, reading every frame's
+//! stamp, length and first byte). Printed per case, median [min..max] over
+//! the runs: wall M frames/s, CPU ns per frame of the whole process
+//! (subscribers included), and of the writer thread alone (its schedstat:
+//! the recorder's own cost of feeding them).
+//!
+//! `cargo bench --bench pipeline` (`-- subscribers` for those alone)
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wiretape::capture::{FileConfig, FileEngine};
+use wiretape::live::{Live, LiveConfig, SubscribeOptions};
 use wiretape::pipeline::{FileSource, FrameSink, Running, StageConfig, StopReason};
 use wiretape::storage::{
     BlockBuilder, FileSink, PcapWriter, StorageConfig, StorageError, Store, WriterReport,
@@ -158,5 +166,142 @@ fn bench(c: &mut Criterion) {
     let _ = std::fs::remove_dir_all(&shm);
 }
 
-criterion_group!(benches, bench);
+/// The schedstat file of this process's thread named `name`.
+fn thread_schedstat(name: &str) -> Option<PathBuf> {
+    // Threads come and go while we look: skip what cannot be read.
+    for e in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let p = e.path();
+        if std::fs::read_to_string(p.join("comm")).is_ok_and(|c| c.trim() == name) {
+            return Some(p.join("schedstat"));
+        }
+    }
+    None
+}
+
+/// CPU time (ns) in a schedstat file; None once the thread is gone.
+fn cpu_ns(schedstat: &Path) -> Option<u64> {
+    let s = std::fs::read_to_string(schedstat).ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// One run with `subs` lossless subscribers: (wall, process CPU s, writer CPU ns).
+fn run_subscribed(input: &Path, n: u64, subs: usize) -> (Duration, f64, u64) {
+    let engine = FileEngine::open(
+        &FileConfig::new(input),
+        FileSource::open(input).unwrap(),
+        TsMode::Off,
+    )
+    .unwrap();
+    let live = Live::new(LiveConfig::default());
+    let readers: Vec<_> = (0..subs)
+        .map(|_| {
+            let sub = live.subscribe(SubscribeOptions::lossless());
+            std::thread::spawn(move || {
+                let (mut k, mut acc) = (0u64, 0u64);
+                for b in sub {
+                    for f in b.frames() {
+                        acc = acc.wrapping_add(f.ts_ns ^ f.orig_len as u64 ^ f.data[0] as u64);
+                        k += 1;
+                    }
+                }
+                std::hint::black_box(acc);
+                k
+            })
+        })
+        .collect();
+    let (c0, t) = (cpu_s(), Instant::now());
+    let run = Running::start_with_live(
+        engine,
+        &StageConfig::default(),
+        |_| {
+            Ok(NullBlocks {
+                block: BlockBuilder::new(1 << 20, true),
+                frames: 0,
+                bytes: 0,
+            })
+        },
+        &live,
+        65535,
+    )
+    .unwrap();
+    // The writer's CPU, read every ms while it runs (it may exit before
+    // stop(): the last reading misses at most its last ms).
+    let (mut stat, mut writer, mut k) = (None, 0u64, 0u32);
+    loop {
+        k += 1;
+        if k % 5 == 0 {
+            if stat.is_none() {
+                stat = thread_schedstat("wt-write-q0");
+            }
+            if let Some(ns) = stat.as_deref().and_then(cpu_ns) {
+                writer = ns;
+            }
+        }
+        match run.should_stop() {
+            Some(StopReason::InputEnded) => break,
+            Some(other) => panic!("stopped: {other:?}"),
+            None => std::thread::sleep(Duration::from_micros(200)),
+        }
+    }
+    if let Some(ns) = stat.as_deref().and_then(cpu_ns) {
+        writer = ns;
+    }
+    let (_, q, _) = run.stop();
+    live.finish();
+    for r in readers {
+        assert_eq!(r.join().unwrap(), n, "each subscriber saw every frame");
+    }
+    let el = t.elapsed();
+    assert_eq!(q[0].written, n);
+    (el, cpu_s() - c0, writer)
+}
+
+fn med(v: &mut [f64]) -> String {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    format!("{:.2} [{:.2}..{:.2}]", v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn bench_subscribers(c: &mut Criterion) {
+    let shm = Path::new("/dev/shm").join(format!("wt-bench-subs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&shm);
+    std::fs::create_dir_all(&shm).unwrap();
+    let mut g = c.benchmark_group("subscribers");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(8));
+    for (size, n) in [(1514usize, 300_000u64), (64, 2_000_000)] {
+        let input = trace(&shm, size, n);
+        g.throughput(Throughput::Elements(n));
+        for subs in [0usize, 1, 4] {
+            let (mut wall, mut cpu, mut wr) = (Vec::new(), Vec::new(), Vec::new());
+            g.bench_with_input(
+                BenchmarkId::new(format!("{subs}"), size),
+                &subs,
+                |b, &subs| {
+                    b.iter_custom(|iters| {
+                        let mut t = Duration::ZERO;
+                        for _ in 0..iters {
+                            let (el, c, w) = run_subscribed(&input, n, subs);
+                            wall.push(n as f64 / el.as_secs_f64() / 1e6);
+                            cpu.push(c * 1e9 / n as f64);
+                            wr.push(w as f64 / n as f64);
+                            t += el;
+                        }
+                        t
+                    })
+                },
+            );
+            eprintln!(
+                "subscribers/{subs}/{size}: {} M frames/s, CPU {} ns/frame (process), writer thread {} ns/frame, {} runs",
+                med(&mut wall),
+                med(&mut cpu),
+                med(&mut wr),
+                wall.len()
+            );
+        }
+    }
+    g.finish();
+    let _ = std::fs::remove_dir_all(&shm);
+}
+
+criterion_group!(benches, bench, bench_subscribers);
 criterion_main!(benches);

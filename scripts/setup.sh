@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 # linux-libc-dev: linux/bpf.h; iproute2: namespaces and veth for demo and tests;
 # tshark: the tests check our files with an independent reader; ethtool: queue info;
 # libpcap-dev: crates/filter compiles filter expressions with libpcap; tcpdump: its
-# tests compare our disassembly with `tcpdump -d`.
+# tests compare our disassembly with `tcpdump -d`; netcat-openbsd: `nc`, the PCAP-over-IP
+# client of the --serve test (`nc 127.0.0.1 PORT | tcpdump -r -`).
 # python3 + pip: tests/metrics.rs parses /metrics with the Prometheus project's Python client;
 # systemd: tests/service.rs runs `systemd-analyze verify` on the unit (no running systemd needed).
-pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump python3 python3-pip systemd)
+pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip systemd)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -181,6 +181,30 @@ impl Recorder {
         }
     }
 
+    /// Waits (up to `secs`) for a stderr line containing `pat`; returns it.
+    pub fn wait_for_line(&mut self, pat: &str, secs: u64) -> String {
+        self.wait_for_lines(pat, 1, secs)
+    }
+
+    /// Waits (up to `secs`) until `n` stderr lines contain `pat`; returns the last.
+    pub fn wait_for_lines(&mut self, pat: &str, n: usize, secs: u64) -> String {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let found: Vec<&String> = self.stderr.iter().filter(|l| l.contains(pat)).collect();
+            if found.len() >= n {
+                return found[n - 1].clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not {n} lines with '{pat}' within {secs} s:\n{}",
+                self.stderr.join("\n")
+            );
+            if let Ok(l) = self.lines.recv_timeout(Duration::from_millis(50)) {
+                self.stderr.push(l);
+            }
+        }
+    }
+
     pub fn signal(&self, sig: i32) {
         let st = Command::new("kill")
             .arg(format!("-{sig}"))

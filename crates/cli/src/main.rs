@@ -6,6 +6,7 @@
 
 mod check;
 mod config;
+mod ctl;
 mod demo;
 mod extract;
 mod filter;
@@ -33,6 +34,8 @@ wiretape record -i eth0 -w /data -c 1000000 --summary-json sum.json\n  \
 wiretape record -i eth0 -w /data tcp port 443   # only what the filter accepts (tcpdump's language)\n  \
 wiretape info /data/*.pcap                     # what a file holds; exits 1 if it is corrupt\n  \
 wiretape extract /data --from -5m -w - tcp port 53 | tshark -r -   # a window of the store, merged\n  \
+wiretape record -i eth0 -w /data --ring 4G --serve 127.0.0.1:57012  # time travel, PCAP-over-IP\n  \
+wiretape ctl -w /data dump --last 30s           # the last 30 s of the ring into /data\n  \
 wiretape replay /data/x.pcap -i eth1 --speed max  # send it again\n  \
 wiretape gen -i eth1 --size 64 --count 1000000   # numbered, timed test frames"
 )]
@@ -47,6 +50,9 @@ struct Cli {
 enum Cmd {
     /// Record an interface to pcap files, one per RX queue.
     Record(record::Args),
+    /// Talk to a running recorder: `status` (live counters as JSON) and
+    /// `dump` (a window of its time-travel ring into a capture file).
+    Ctl(ctl::Args),
     /// Show what capture files hold: packets, bytes, time span, resolution, link type.
     Info(info::Args),
     /// Self-contained demonstration: veth pair in a private network namespace,
@@ -89,7 +95,7 @@ fn main() {
         }
     };
     let cli = Cli::parse_from(args);
-    if matches!(cli.cmd, Cmd::Info(_) | Cmd::Extract(_)) {
+    if matches!(cli.cmd, Cmd::Info(_) | Cmd::Extract(_) | Cmd::Ctl(_)) {
         // `info | head`, `extract -w - | head` end quietly. Not for record: a closed log pipe
         // must never kill a recording (its files would not be finished).
         default_sigpipe();
@@ -97,6 +103,7 @@ fn main() {
     let r = match cli.cmd {
         Cmd::Record(a) => record::run(a),
         Cmd::Info(a) => info::run(a),
+        Cmd::Ctl(a) => ctl::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Tsbench(a) => tsbench::run(a),
         Cmd::Filter(a) => filter::run(a),

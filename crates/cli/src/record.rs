@@ -24,6 +24,11 @@ wiretape record -i eth0 -w /data tcp port 443 and not host 10.0.0.1\n  \
 wiretape record -i eth0 -w /data -F filter.txt\n\n\
 Signals: SIGINT/SIGTERM stop cleanly; SIGHUP starts a new file on every queue (at its next frame) and \
 finishes the old ones; SIGUSR2 prints the summary so far and goes on.\n\n\
+Live (see also `wiretape ctl --help`):\n  \
+wiretape record -i eth0 -w /data --ring 4G --ring-only   # keep the last 4 GiB in RAM; write only dumps\n  \
+wiretape ctl -w /data dump --last 30s tcp port 443      # a window of the ring into DIR, named by its first frame\n  \
+kill -USR1 $(pidof wiretape)                             # dump the ring (or --dump-window of it)\n  \
+wiretape record -i eth0 -w /data --serve 127.0.0.1:57012 # PCAP-over-IP: nc 127.0.0.1 57012 | tcpdump -r -\n\n\
 Needs root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK (and CAP_PERFMON for filters using len, less or greater)."
 )]
 pub struct Args {
@@ -192,6 +197,46 @@ pub struct Args {
     /// No progress line.
     #[arg(short = 'q', long)]
     quiet: bool,
+    /// Time-travel buffer: keep the most recent SIZE of frames in RAM (e.g.
+    /// 4G; all queues together, preallocated at start, huge pages where the
+    /// kernel gives them). `wiretape ctl dump` and SIGUSR1 write a window
+    /// of it into DIR, as a capture file named by its first frame's time.
+    #[arg(long, value_name = "SIZE", value_parser = parse_ring)]
+    ring: Option<u64>,
+    /// With --ring: write no capture files; only dumps reach the disk (record
+    /// only what an alarm asks for). packets_written then counts frames
+    /// kept in the ring.
+    #[arg(long, requires = "ring")]
+    ring_only: bool,
+    /// What SIGUSR1 dumps: the last DURATION of the ring (e.g. 30s; default:
+    /// all of it).
+    #[arg(long, value_name = "DURATION", requires = "ring", value_parser = parse_duration)]
+    dump_window: Option<Duration>,
+    /// Unix socket for `wiretape ctl` (status, dump), mode 0600. Default:
+    /// DIR/.wiretape-control.sock (skipped, with a notice, when another
+    /// wiretape records into DIR).
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+    /// PCAP-over-IP: serve the frames on ADDR (e.g. 127.0.0.1:57012). Each
+    /// TCP client gets a pcap header (ns stamps), then every frame from its
+    /// connect onward, in time order across queues: `nc 127.0.0.1 57012 |
+    /// tcpdump -r -`. A client that reads slower than the stream is cut off
+    /// (logged, counted); it never slows the recorder. Loopback only unless
+    /// --serve-allow-remote.
+    #[arg(long, value_name = "ADDR")]
+    serve: Option<std::net::SocketAddr>,
+    /// Most PCAP-over-IP clients at once (more are refused, counted).
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "serve",
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    serve_max_clients: u64,
+    /// Allow --serve on a non-loopback address (every frame goes to whoever connects).
+    #[arg(long, requires = "serve")]
+    serve_allow_remote: bool,
+    /// Benchmarks only: N in-process lossless subscribers, each reading
+    /// every frame (stamp, length, first byte), to measure what they cost
+    /// the recorder; their counters are in the summary's subscribers[].
+    #[arg(long, value_name = "N", hide = true, default_value_t = 0)]
+    bench_subscribers: usize,
     /// Read the capture filter expression from FILE (`#` starts a comment
     /// that runs to the end of the line), instead of the trailing words.
     #[arg(
@@ -274,6 +319,15 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
         return Err(format!(
             "'{s}' is too small: files rotate at 64K at the least"
         ));
+    }
+    Ok(bytes)
+}
+
+/// A ring size: [`parse_bytes`], at least 4M.
+fn parse_ring(s: &str) -> std::result::Result<u64, String> {
+    let bytes = parse_bytes(s)?;
+    if bytes < 4 << 20 {
+        return Err(format!("'{s}' is too small: the ring holds at least 4M"));
     }
     Ok(bytes)
 }
@@ -368,6 +422,28 @@ pub fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
         bail!("invalid {what} '{s}': give at least one number");
     }
     Ok(v)
+}
+
+/// The default control socket, DIR/.wiretape-control.sock, unless another
+/// wiretape listens there or the path is too long for a socket (then none,
+/// with a notice).
+fn default_control(dir: &std::path::Path) -> Option<PathBuf> {
+    let p = dir.join(crate::ctl::SOCKET_NAME);
+    if p.as_os_str().len() >= 108 {
+        eprintln!(
+            "wiretape: no control socket: {} is too long for a Unix socket (give --control PATH)",
+            p.display()
+        );
+        return None;
+    }
+    if std::os::unix::net::UnixStream::connect(&p).is_ok() {
+        eprintln!(
+            "wiretape: no control socket: another wiretape listens on {} (give --control PATH)",
+            p.display()
+        );
+        return None;
+    }
+    Some(p)
 }
 
 /// Fails early, naming each missing capability and what it is for, when
@@ -613,6 +689,25 @@ pub fn run(a: Args) -> Result<i32> {
         min_free: a.min_free,
     };
     st.on_full_rotate = a.on_full == "rotate";
+    let trigger = Arc::new(AtomicBool::new(false));
+    let lv = &mut opts.live;
+    lv.ring_bytes = a.ring.unwrap_or(0);
+    lv.write_files = !a.ring_only;
+    lv.trigger_window = a.dump_window;
+    lv.trigger = Some(trigger.clone());
+    if let Some(addr) = a.serve {
+        if !addr.ip().is_loopback() && !a.serve_allow_remote {
+            eprintln!(
+                "wiretape: error: --serve {addr}: not a loopback address, so anyone who can reach it \
+                 receives every frame recorded; use 127.0.0.1:PORT, or add --serve-allow-remote"
+            );
+            return Ok(2);
+        }
+        let mut sc = wiretape::ServeConfig::new(addr);
+        sc.max_clients = a.serve_max_clients as usize;
+        sc.allow_remote = a.serve_allow_remote;
+        lv.serve = Some(sc);
+    }
 
     if a.check {
         return crate::check::run(&opts, a.metrics);
@@ -657,6 +752,10 @@ pub fn run(a: Args) -> Result<i32> {
         }
         None => None,
     };
+    opts.live.control = match &a.control {
+        Some(p) => Some(p.clone()),
+        None => default_control(&a.dir),
+    };
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -666,12 +765,30 @@ pub fn run(a: Args) -> Result<i32> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, opts.controls.rotate.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGUSR2, opts.controls.status.clone())?;
     let status = opts.controls.status.clone();
+    // SIGUSR1 dumps the ring (without one it says so instead of killing the run).
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, trigger)?;
     let tty = std::io::stderr().is_terminal();
     let quiet = a.quiet;
     let mut why = String::new();
     let mut fin = wiretape::StorageProgress::default();
     let mut ready = false;
-    let rep = match wiretape::record(&opts, &stop, |ev| match ev {
+    let live = wiretape::live::Live::new(opts.live.clone());
+    let readers: Vec<_> = (0..a.bench_subscribers)
+        .map(|i| {
+            let sub = live
+                .subscribe(wiretape::SubscribeOptions::lossless().name(format!("bench-{}", i + 1)));
+            std::thread::spawn(move || {
+                let mut acc = 0u64;
+                for b in sub {
+                    for f in b.frames() {
+                        acc = acc.wrapping_add(f.ts_ns ^ f.orig_len as u64 ^ f.data[0] as u64);
+                    }
+                }
+                std::hint::black_box(acc);
+            })
+        })
+        .collect();
+    let rep = match wiretape::record_live(&opts, &live, &stop, |ev| match ev {
         Event::Started(info) => {
             if let Some(m) = &metrics {
                 m.started(info);
@@ -740,6 +857,9 @@ pub fn run(a: Args) -> Result<i32> {
     };
     if let Some(m) = &metrics {
         m.finish(&rep, &fin);
+    }
+    for r in readers {
+        let _ = r.join();
     }
     eprint!("{}", report::summary_text(&rep, &why, &fin));
     if let Some(p) = &a.summary_json {

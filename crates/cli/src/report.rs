@@ -327,6 +327,12 @@ pub fn summary_json(
         "interface_gaps": gaps_json(r),
         "notes": r.queues.iter().flat_map(|q| q.sink.notes.clone()).collect::<Vec<_>>(),
         "errors": r.errors(),
+        "write_files": opts.live.write_files,
+        "subscribers": serde_json::to_value(&r.live.subscribers).unwrap_or_default(),
+        "ring": serde_json::to_value(&r.live.ring).unwrap_or_default(),
+        "serve": serde_json::to_value(&r.live.serve).unwrap_or_default(),
+        "dumps": serde_json::to_value(&r.live.dumps).unwrap_or_default(),
+        "control": r.live.control.as_ref().map(|p| p.display().to_string()),
     })
 }
 
@@ -490,6 +496,61 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
         s += &format!(
             "  {} writer: O_DIRECT, {} block writes, latency p50 {:.0} us p99 {:.0} us, peak RAM buffer {}, waited for a free block {} times\n",
             label(i, q), q.sink.block_writes, q.sink.latency_p50_us, q.sink.latency_p99_us, bytes_h(q.sink.peak_buffered_bytes), q.sink.block_waits
+        );
+    }
+    if let Some(g) = &r.live.ring {
+        s += &format!(
+            "  ring: {} in RAM ({} x {} per queue, huge pages: {}), {} frames held ({} overwritten){}\n",
+            bytes_h(g.bytes),
+            g.chunks_per_queue,
+            bytes_h(g.chunk_bytes as u64),
+            g.huge_pages,
+            thousands(g.held_frames),
+            thousands(g.overwritten_frames),
+            if r.live.dumps.is_empty() {
+                String::new()
+            } else {
+                format!(", {} dumps", r.live.dumps.len())
+            }
+        );
+    }
+    for d in &r.live.dumps {
+        s += &match (&d.error, &d.file) {
+            (Some(e), _) => format!("  dump ({}): failed: {e}\n", d.trigger),
+            (None, Some(f)) => format!(
+                "  dump ({}): {} frames -> {}\n",
+                d.trigger,
+                thousands(d.frames),
+                f.display()
+            ),
+            (None, None) => format!("  dump ({}): no frame in the window\n", d.trigger),
+        };
+    }
+    for sub in &r.live.subscribers {
+        s += &format!(
+            "  subscriber {} ({}): {} frames delivered, {} skipped{}\n",
+            sub.name,
+            sub.policy,
+            thousands(sub.delivered),
+            thousands(sub.skipped),
+            if sub.waits > 0 {
+                format!(
+                    ", the writers waited {} times ({:.1} ms)",
+                    sub.waits, sub.wait_ms
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    if let Some(v) = &r.live.serve {
+        s += &format!(
+            "  serve {}: {} clients ({} cut off, {} refused), {} frames sent\n",
+            v.addr,
+            v.clients,
+            v.cut_off,
+            v.refused,
+            thousands(v.frames_sent)
         );
     }
     if st.deleted_files > 0 {

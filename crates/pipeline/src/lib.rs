@@ -8,7 +8,7 @@
 //!    (`wiretape-timestamp`), its writer thread copies each frame once into
 //!    the blocks of a [`wiretape_storage::RotatingWriter`] and gives the
 //!    frames back to the engine, within the `-c COUNT` budget;
-//! 3. [`record`] runs it all (nested [`RecordConfig`]: input, timestamps,
+//! 3. [`record()`] runs it all (nested [`RecordConfig`]: input, timestamps,
 //!    stage, storage), applies retention, reports progress, and at the end
 //!    accounts for every frame ([`RecordReport`]: `seen = written +
 //!    filtered + drops`).
@@ -19,15 +19,25 @@
 //! with the classic evaluator; rejected frames are counted in `filtered`.
 //!
 //! [`replay`] holds the capture-file sources (for `replay` and for the file
-//! engine). Live consumers and the time-travel buffer will live here too.
+//! engine). [`live`] holds the live consumers: subscribers (lossless or
+//! lossy) reading the writers' chunks in place, the time-travel ring and
+//! its dumps, PCAP-over-IP and the control socket; [`Recording`] is the
+//! handle other tools embed (start, subscribe, dump, stop).
 #![deny(unsafe_code)]
 
+pub mod live;
 pub mod record;
+mod recording;
 pub mod replay;
 pub mod report;
 pub mod stage;
 
-pub use record::{record, Controls, Event, Input, RecordConfig};
+pub use live::{
+    Batch, DumpReport, DumpRequest, Frame, LiveConfig, LiveError, LiveReport, Merger, Policy,
+    ServeConfig, SubscribeOptions, Subscriber, SubscriberReport,
+};
+pub use record::{record, record_live, Controls, Event, Input, RecordConfig};
+pub use recording::Recording;
 pub use replay::{FileSource, ReplaySource};
 pub use report::{Drops, Gap, QueueReport, QueueSnapshot, RecordReport, Snapshot};
 pub use stage::{FrameSink, Running, StageConfig, StopReason};
@@ -44,4 +54,7 @@ pub enum PipelineError {
     /// The capture filter expression is not valid (libpcap's message).
     #[error(transparent)]
     Filter(#[from] wiretape_filter::FilterError),
+    /// The live side (ring memory, `--serve`, the control socket).
+    #[error(transparent)]
+    Live(#[from] live::LiveError),
 }

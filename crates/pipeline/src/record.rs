@@ -1,9 +1,10 @@
 //! [`record`]: a whole recording, from an engine through the stage into a
 //! store of files, with progress events and exact accounting at the end.
 
+use crate::live::{self, Hub, LiveConfig, LiveReport};
 use crate::replay::FileSource;
 use crate::report::{Gap, RecordReport, Snapshot};
-use crate::stage::{Running, StageConfig, StopReason};
+use crate::stage::{FrameSink, Running, StageConfig, StopReason};
 use crate::PipelineError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,7 +13,9 @@ use wiretape_capture::{
     sys, AfXdp, CaptureConfig, CaptureError, CaptureFilter, Engine, FileConfig, FileEngine,
     LinkStatus, MultiEngine, NetmapConfig, RecordSource, StartInfo,
 };
-use wiretape_storage::{StorageConfig, StorageProgress, Store};
+use wiretape_storage::{
+    RotatingWriter, StorageConfig, StorageError, StorageProgress, Store, WriterReport,
+};
 use wiretape_timestamp::{realtime_ns, TsMode};
 
 /// Where frames come from.
@@ -51,9 +54,13 @@ pub struct RecordConfig {
     /// `filtered`. Compiled by [`record`] for the input's link type and the
     /// snap length; it replaces any filter set in the input's config.
     pub filter: Option<String>,
+    /// Live consumers: the time-travel ring, PCAP-over-IP, the control
+    /// socket, recording without files (see [`crate::live`]).
+    pub live: LiveConfig,
     /// When the interface goes away (deleted, unplugged), wait for it to
     /// come back and record on into new files (the gap is in the report's
-    /// `gaps`), instead of stopping with an error.
+    /// `gaps`), instead of stopping with an error. One AF_XDP interface
+    /// only; the live side (subscribers, ring, server) ends at the first gap.
     pub wait_iface: bool,
     /// Requests from outside while it runs (signals).
     pub controls: Controls,
@@ -81,6 +88,7 @@ impl RecordConfig {
             storage: StorageConfig::new(dir),
             duration: None,
             filter: None,
+            live: LiveConfig::default(),
             wait_iface: false,
             controls: Controls::default(),
         }
@@ -95,6 +103,7 @@ impl RecordConfig {
             storage: StorageConfig::new(dir),
             duration: None,
             filter: None,
+            live: LiveConfig::default(),
             wait_iface: false,
             controls: Controls::default(),
         }
@@ -110,6 +119,7 @@ impl RecordConfig {
             storage: StorageConfig::new(dir),
             duration: None,
             filter: None,
+            live: LiveConfig::default(),
             wait_iface: false,
             controls: Controls::default(),
         }
@@ -165,6 +175,44 @@ pub enum Event<'a> {
 /// accounting. Bad settings fail before anything is attached.
 pub fn record(
     cfg: &RecordConfig,
+    stop: &AtomicBool,
+    on_event: impl FnMut(Event<'_>),
+) -> Result<RecordReport, PipelineError> {
+    let hub = cfg.live.enabled().then(|| Hub::new(cfg.live.clone()));
+    record_with(cfg, hub, stop, on_event)
+}
+
+/// [`record`] on the caller's thread with a caller-made live side: what
+/// was subscribed on `live` before gets every frame of the run (and its end
+/// when the run stops). One run per [`live::Live`].
+pub fn record_live(
+    cfg: &RecordConfig,
+    live: &live::Live,
+    stop: &AtomicBool,
+    on_event: impl FnMut(Event<'_>),
+) -> Result<RecordReport, PipelineError> {
+    record_with(cfg, Some(live.hub.clone()), stop, on_event)
+}
+
+/// [`record`] with the live side's hub made by the caller (a
+/// [`crate::Recording`] subscribes to it before the run starts).
+pub(crate) fn record_with(
+    cfg: &RecordConfig,
+    hub: Option<Arc<Hub>>,
+    stop: &AtomicBool,
+    on_event: impl FnMut(Event<'_>),
+) -> Result<RecordReport, PipelineError> {
+    let r = record_inner(cfg, hub.clone(), stop, on_event);
+    if let (Err(_), Some(h)) = (&r, &hub) {
+        // Subscribers of a run that failed (before it started) get the end.
+        h.finish();
+    }
+    r
+}
+
+fn record_inner(
+    cfg: &RecordConfig,
+    hub: Option<Arc<Hub>>,
     stop: &AtomicBool,
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<RecordReport, PipelineError> {
@@ -226,6 +274,12 @@ pub fn record(
     for n in notices {
         on_event(Event::Notice(n));
     }
+    // The live side's sockets are bound before anything is attached: a
+    // port in use or a bad path fails first.
+    let live = match hub {
+        Some(hub) => Some(LiveSetup::bind(hub, &cfg.live)?),
+        None => None,
+    };
     let t0 = Instant::now();
     let mut seg = Segment {
         cfg,
@@ -239,7 +293,7 @@ pub fn record(
     let (mut report, why) = match &input {
         Input::Interface(c) => {
             let engine = AfXdp::open(c, cfg.ts)?;
-            let (mut total, mut end) = seg.run(engine, realtime_ns(), &mut on_event)?;
+            let (mut total, mut end) = seg.run(engine, realtime_ns(), live, &mut on_event)?;
             // --wait-iface: the interface went away; wait for it, record on.
             while let (End::Gone(gone), true) = (&end, cfg.wait_iface) {
                 let gone = gone.clone();
@@ -272,7 +326,8 @@ pub fn record(
                 if let Some(n) = cfg.stage.count {
                     seg.stage.count = Some(n.saturating_sub(total.written()).max(1));
                 }
-                let (later, e) = seg.run(engine, realtime_ns(), &mut on_event)?;
+                // The live side ended with the first run.
+                let (later, e) = seg.run(engine, realtime_ns(), None, &mut on_event)?;
                 total.absorb(later);
                 end = e;
             }
@@ -292,7 +347,7 @@ pub fn record(
             // files are, so that names sort by time.
             let start = first_stamp(&f.path).unwrap_or_else(realtime_ns);
             let engine = FileEngine::open(f, source, cfg.ts)?;
-            let (r, end) = seg.run(engine, start, &mut on_event)?;
+            let (r, end) = seg.run(engine, start, live, &mut on_event)?;
             ended(r, end)
         }
         Input::Interfaces(list) => {
@@ -302,13 +357,18 @@ pub fn record(
                 .iter()
                 .map(|c| AfXdp::open(c, cfg.ts))
                 .collect::<Result<Vec<_>, _>>()?;
-            let (r, end) = seg.run(MultiEngine::new(engines), realtime_ns(), &mut on_event)?;
+            let (r, end) = seg.run(
+                MultiEngine::new(engines),
+                realtime_ns(),
+                live,
+                &mut on_event,
+            )?;
             ended(r, end)
         }
         #[cfg(feature = "netmap")]
         Input::Netmap(c) => {
             let engine = wiretape_capture::netmap::Netmap::open(c, cfg.ts)?;
-            let (r, end) = seg.run(engine, realtime_ns(), &mut on_event)?;
+            let (r, end) = seg.run(engine, realtime_ns(), live, &mut on_event)?;
             ended(r, end)
         }
         #[cfg(not(feature = "netmap"))]
@@ -319,6 +379,78 @@ pub fn record(
     // The writers are closed: their gauges hold the final numbers.
     on_event(Event::Finished(store.progress()));
     Ok(report)
+}
+
+/// A run that ends with its input, and why (no waiting for an interface).
+fn ended(mut r: RecordReport, end: End) -> (RecordReport, &'static str) {
+    match end {
+        End::Stop(why) => (r, why),
+        End::Gone(gone) => {
+            r.input_error.get_or_insert(gone);
+            (r, "interface gone")
+        }
+    }
+}
+
+/// The live side of a run: the hub and its sockets, bound early.
+struct LiveSetup {
+    hub: Arc<Hub>,
+    serve: Option<std::net::TcpListener>,
+    control: Option<(std::path::PathBuf, std::os::unix::net::UnixListener)>,
+}
+
+impl LiveSetup {
+    fn bind(hub: Arc<Hub>, cfg: &LiveConfig) -> Result<LiveSetup, PipelineError> {
+        let serve = match &cfg.serve {
+            Some(s) => Some(live::serve::bind(s)?),
+            None => None,
+        };
+        let control = match &cfg.control {
+            Some(p) => Some((p.clone(), live::control::bind(p)?)),
+            None => None,
+        };
+        Ok(LiveSetup {
+            hub,
+            serve,
+            control,
+        })
+    }
+}
+
+/// Where a queue's frames go: its files, or nowhere but the live consumers
+/// ([`LiveConfig::write_files`] false: `--ring-only`). One per queue, made
+/// once: the size difference does not matter; a Box would cost a pointer
+/// chase per frame.
+#[allow(clippy::large_enum_variant)]
+enum Output {
+    Files(RotatingWriter),
+    Nothing(WriterReport, usize),
+}
+
+impl FrameSink for Output {
+    #[inline]
+    fn write(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32) -> Result<(), Arc<StorageError>> {
+        match self {
+            Output::Files(w) => w.write(ts_ns, frame, wire_len),
+            Output::Nothing(r, snaplen) => {
+                r.frames += 1;
+                r.bytes += frame.len().min(*snaplen) as u64;
+                r.truncated += u64::from(frame.len() > *snaplen);
+                Ok(())
+            }
+        }
+    }
+    fn idle(&mut self) {
+        if let Output::Files(w) = self {
+            w.idle()
+        }
+    }
+    fn close(self) -> WriterReport {
+        match self {
+            Output::Files(w) => w.close(),
+            Output::Nothing(r, _) => r,
+        }
+    }
 }
 
 /// Checks every interface of a multi-interface run before any is attached
@@ -381,17 +513,6 @@ fn interface_gone(info: &StartInfo) -> Option<String> {
         })
 }
 
-/// A run that ends with its input, and why (no waiting for an interface).
-fn ended(mut r: RecordReport, end: End) -> (RecordReport, &'static str) {
-    match end {
-        End::Stop(why) => (r, why),
-        End::Gone(gone) => {
-            r.input_error.get_or_insert(gone);
-            (r, "interface gone")
-        }
-    }
-}
-
 fn first_stamp(path: &std::path::Path) -> Option<u64> {
     FileSource::open(path).ok()?.next().map(|h| h.ts_ns)
 }
@@ -415,7 +536,7 @@ struct Segment<'a> {
     /// What the earlier runs counted, per queue (added to live snapshots).
     base: Vec<crate::report::QueueSnapshot>,
     /// The stage settings of this run (the count left).
-    stage: crate::stage::StageConfig,
+    stage: StageConfig,
 }
 
 impl Segment<'_> {
@@ -423,6 +544,7 @@ impl Segment<'_> {
         &self,
         engine: E,
         start_ns: u64,
+        live: Option<LiveSetup>,
         on_event: &mut dyn FnMut(Event<'_>),
     ) -> Result<(RecordReport, End), PipelineError> {
         let (cfg, store) = (self.cfg, self.store);
@@ -443,10 +565,30 @@ impl Segment<'_> {
                 .map(|(_, n, own)| (n.clone(), *own))
                 .expect("a queue the engine listed")
         };
-        let run = Running::start(engine, &self.stage, |q| {
-            let (name, own) = name_of(q);
-            store.writer(&name, own, start_ns)
-        })?;
+        let ifname = engine.info().ifname.clone();
+        let files = cfg.live.write_files;
+        let snaplen = cfg.storage.snaplen;
+        let run = Running::start_live(
+            engine,
+            &self.stage,
+            |q| {
+                if files {
+                    let (name, own) = name_of(q);
+                    store.writer(&name, own, start_ns).map(Output::Files)
+                } else {
+                    let r = WriterReport {
+                        engine: "none",
+                        ..Default::default()
+                    };
+                    Ok(Output::Nothing(r, snaplen as usize))
+                }
+            },
+            live.as_ref().map(|l| (&l.hub, snaplen)),
+        )?;
+        let mut live = match live {
+            Some(l) => Some(LiveRun::start(l, cfg, &ifname)?),
+            None => None,
+        };
         on_event(Event::Started(run.info()));
         let t0 = self.t0;
         let el0 = t0.elapsed();
@@ -515,8 +657,8 @@ impl Segment<'_> {
             }
             if el >= next_link {
                 next_link = el + Duration::from_millis(100);
-                // The interfaces' link events and sockets, and (for
-                // several) whether each still has its index.
+                // Whether each interface still has its index, its link
+                // events and its sockets' error state.
                 if let Some(g) = interface_gone(run.info()) {
                     break End::Gone(g);
                 }
@@ -542,6 +684,9 @@ impl Segment<'_> {
                 retention.enforce();
                 say_deleted(on_event);
             }
+            if let Some(l) = &mut live {
+                l.tick(&run, el, store, on_event);
+            }
             let asked = cfg.controls.status.load(Ordering::Acquire);
             if el >= next_progress || asked {
                 if el >= next_progress {
@@ -556,11 +701,15 @@ impl Segment<'_> {
             }
         };
         let info = run.info().clone();
+        if let Some(l) = &live {
+            l.hub.stopping.store(true, Ordering::Relaxed);
+        }
         let (engine, mut queues, duration) = run.stop();
         // Reports carry each queue's own number on its interface.
         for r in &mut queues {
             r.queue = name_of(r.queue).1;
         }
+        let live = live.map(|l| l.finish(on_event)).unwrap_or_default();
         // The files just closed count too.
         retention.enforce();
         say_deleted(on_event);
@@ -571,6 +720,7 @@ impl Segment<'_> {
                 duration,
                 input_error: engine.input_error(),
                 gaps: Vec::new(),
+                live,
             },
             end,
         ))
@@ -625,6 +775,116 @@ impl Segment<'_> {
                 }
             }
             std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// The live side while the run goes: the servers, triggers, status.
+struct LiveRun {
+    hub: Arc<Hub>,
+    server: Option<live::serve::Server>,
+    control: Option<live::control::ControlServer>,
+    control_path: Option<std::path::PathBuf>,
+    status: Option<std::sync::mpsc::Receiver<live::control::StatusRequest>>,
+}
+
+impl LiveRun {
+    fn start(l: LiveSetup, cfg: &RecordConfig, ifname: &str) -> Result<LiveRun, PipelineError> {
+        let hub = l.hub;
+        hub.set_target(live::DumpTarget {
+            dir: cfg.storage.dir.clone(),
+            prefix: cfg.storage.prefix.clone(),
+            ifname: ifname.to_owned(),
+            format: cfg.storage.format,
+            snaplen: cfg.storage.snaplen,
+        });
+        let thread_err = |e| PipelineError::Capture(wiretape_capture::CaptureError::Thread(e));
+        let server = match (l.serve, &cfg.live.serve) {
+            (Some(listener), Some(sc)) => {
+                let h = hub.clone();
+                Some(
+                    live::serve::Server::start(&hub, listener, sc.clone(), move |m| h.notice(m))
+                        .map_err(thread_err)?,
+                )
+            }
+            _ => None,
+        };
+        let (mut control, mut control_path, mut status) = (None, None, None);
+        if let Some((path, listener)) = l.control {
+            let (tx, rx) = std::sync::mpsc::channel();
+            control = Some(
+                live::control::ControlServer::start(path.clone(), listener, hub.clone(), tx)
+                    .map_err(thread_err)?,
+            );
+            control_path = Some(path);
+            status = Some(rx);
+        }
+        Ok(LiveRun {
+            hub,
+            server,
+            control,
+            control_path,
+            status,
+        })
+    }
+
+    /// Every 20 ms: a trigger, status requests, notices.
+    fn tick<E: Engine>(
+        &mut self,
+        run: &Running<E>,
+        elapsed: Duration,
+        store: &Store,
+        on_event: &mut dyn FnMut(Event<'_>),
+    ) {
+        if let Some(t) = &self.hub.cfg.trigger {
+            if t.swap(false, Ordering::AcqRel) {
+                let req = live::DumpRequest {
+                    trigger: "SIGUSR1".into(),
+                    ..match self.hub.cfg.trigger_window {
+                        Some(w) => live::DumpRequest::last(w),
+                        None => live::DumpRequest::default(),
+                    }
+                };
+                match self.hub.dump(req) {
+                    Ok(_) => on_event(Event::Notice("SIGUSR1: dumping the ring".into())),
+                    Err(e) => on_event(Event::Notice(format!("SIGUSR1: no dump: {e}"))),
+                }
+            }
+        }
+        if let Some(rx) = &self.status {
+            while let Ok(reply) = rx.try_recv() {
+                let serve = self.server.as_ref().map(|s| s.live());
+                let _ = reply.send(live::status_json(
+                    &self.hub,
+                    &run.info().ifname,
+                    elapsed,
+                    &run.snapshot(),
+                    &store.progress(),
+                    serve,
+                ));
+            }
+        }
+        for n in self.hub.take_notices() {
+            on_event(Event::Notice(n));
+        }
+    }
+
+    /// After the writers stopped: subscribers get their end, clients what
+    /// they are owed, dumps are finished.
+    fn finish(self, on_event: &mut dyn FnMut(Event<'_>)) -> LiveReport {
+        self.hub.finish();
+        let serve = self.server.map(|s| s.finish());
+        drop(self.control);
+        let dumps = self.hub.wait_dumps();
+        for n in self.hub.take_notices() {
+            on_event(Event::Notice(n));
+        }
+        LiveReport {
+            subscribers: self.hub.subscriber_reports(),
+            ring: self.hub.ring_report(),
+            serve,
+            dumps,
+            control: self.control_path,
         }
     }
 }

@@ -259,6 +259,8 @@ pub struct RecordReport {
     pub input_error: Option<String>,
     /// Times the interface was away (`--wait-iface`), in order.
     pub gaps: Vec<Gap>,
+    /// Live consumers: subscribers, the ring, PCAP-over-IP, dumps.
+    pub live: crate::live::LiveReport,
 }
 
 impl RecordReport {

@@ -4,6 +4,7 @@
 //! counts. [`Running::stop`] ends the input, drains every queue and accounts
 //! for every frame the engine saw.
 
+use crate::live::{Hub, LiveWriter};
 use crate::report::{Drops, QueueReport, QueueSnapshot, Snapshot};
 use crate::PipelineError;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -144,10 +145,38 @@ pub struct Running<E: Engine> {
 impl<E: Engine> Running<E> {
     /// Starts a poll and a writer thread per queue of `engine`;
     /// `make_sink(queue)` gives each queue its sink.
-    pub fn start<S, F>(
+    pub fn start<S, F>(engine: E, cfg: &StageConfig, make_sink: F) -> Result<Self, PipelineError>
+    where
+        S: FrameSink,
+        F: FnMut(u32) -> Result<S, StorageError>,
+    {
+        Self::start_live(engine, cfg, make_sink, None)
+    }
+
+    /// As [`Running::start`], each writer also feeding `live`'s consumers
+    /// (frames cut to `snaplen`); call [`crate::live::Live::finish`] after
+    /// [`Running::stop`].
+    pub fn start_with_live<S, F>(
+        engine: E,
+        cfg: &StageConfig,
+        make_sink: F,
+        live: &crate::live::Live,
+        snaplen: u32,
+    ) -> Result<Self, PipelineError>
+    where
+        S: FrameSink,
+        F: FnMut(u32) -> Result<S, StorageError>,
+    {
+        Self::start_live(engine, cfg, make_sink, Some((&live.hub, snaplen)))
+    }
+
+    /// As [`Running::start`]; with `live` (the hub and the snap length),
+    /// each writer also feeds the live consumers (see [`crate::live`]).
+    pub(crate) fn start_live<S, F>(
         mut engine: E,
         cfg: &StageConfig,
         mut make_sink: F,
+        live: Option<(&Arc<Hub>, u32)>,
     ) -> Result<Self, PipelineError>
     where
         S: FrameSink,
@@ -160,6 +189,11 @@ impl<E: Engine> Running<E> {
             sink_failed: AtomicBool::new(false),
         });
         let parts = engine.take_queues();
+        let ids: Vec<u32> = parts.iter().map(|p| p.queue).collect();
+        let mut lives: Vec<Option<LiveWriter>> = match live {
+            Some((hub, snaplen)) => hub.attach(&ids, snaplen)?.into_iter().map(Some).collect(),
+            None => ids.iter().map(|_| None).collect(),
+        };
         let mut sinks = Vec::with_capacity(parts.len());
         for p in &parts {
             match make_sink(p.queue) {
@@ -181,7 +215,7 @@ impl<E: Engine> Running<E> {
             ctl: ctl.clone(),
             started: Instant::now(),
         };
-        for (p, sink) in parts.into_iter().zip(sinks) {
+        for ((p, sink), live) in parts.into_iter().zip(sinks).zip(lives.drain(..)) {
             let q = p.queue;
             let shared = Arc::new(QueueShared::default());
             // Unbounded, allocated as used: what is in flight is bounded by
@@ -209,7 +243,7 @@ impl<E: Engine> Running<E> {
                     .name(format!("wt-write-q{q}"))
                     .spawn(move || {
                         pin("writer", wcpu);
-                        writer_loop(sink, frames, rx, free_tx, &shared, &ctl)
+                        writer_loop(sink, frames, rx, free_tx, &shared, &ctl, live)
                     })
                     .map_err(|e| {
                         PipelineError::Capture(wiretape_capture::CaptureError::Thread(e))
@@ -450,6 +484,7 @@ fn writer_loop<S: FrameSink, F: FrameStore>(
     free: Sender<Vec<Desc>>,
     shared: &QueueShared,
     ctl: &Control,
+    mut live: Option<LiveWriter>,
 ) -> (WriterReport, u64) {
     const IDLE_NS: u64 = 100_000_000;
     let mut after_count = 0u64;
@@ -457,6 +492,9 @@ fn writer_loop<S: FrameSink, F: FrameStore>(
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(mut v) => {
+                // When the batch was taken: a dump waits for the writers to
+                // pass the moment it was asked for.
+                let took = if live.is_some() { monotonic_ns() } else { 0 };
                 let n = v.len() as u64;
                 let take = if ctl.limited { ctl.reserve(n) } else { n };
                 let (mut ok, mut bytes, mut failed) = (0u64, 0u64, false);
@@ -469,6 +507,9 @@ fn writer_loop<S: FrameSink, F: FrameStore>(
                         }
                         Err(_) => failed = true,
                     }
+                    if let Some(l) = &mut live {
+                        l.push(d.ts, f, wire);
+                    }
                 }
                 if failed {
                     ctl.sink_failed.store(true, Ordering::Release);
@@ -480,6 +521,11 @@ fn writer_loop<S: FrameSink, F: FrameStore>(
                 // The frames are copied: they go back to the engine.
                 frames.give_back(v.drain(..));
                 let _ = free.send(v);
+                // Then the live consumers get the batch (a lossless one may
+                // make the writer wait here, the engine's frames returned).
+                if let Some(l) = &mut live {
+                    l.publish(took);
+                }
                 shared.written.fetch_add(ok, Ordering::Relaxed);
                 shared.bytes.fetch_add(bytes, Ordering::Relaxed);
                 let now = monotonic_ns();
@@ -491,9 +537,13 @@ fn writer_loop<S: FrameSink, F: FrameStore>(
             Err(RecvTimeoutError::Timeout) => {
                 sink.idle();
                 next_idle = monotonic_ns() + IDLE_NS;
+                if let Some(l) = &mut live {
+                    l.idle(next_idle - IDLE_NS);
+                }
             }
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
+    drop(live); // publishes the rest and marks the queue ended
     (sink.close(), after_count)
 }

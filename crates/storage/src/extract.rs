@@ -484,7 +484,9 @@ pub struct Stats {
 /// one O_DIRECT refuses, is read through the page cache.
 struct RampReader {
     file: File,
-    direct: Option<File>,
+    direct: Option<std::sync::Arc<File>>,
+    /// For a long sequential O_DIRECT read: the next chunk, read meanwhile.
+    ahead: Option<ReadAhead>,
     buf: AlignedBuf,
     /// Unread bytes: `buf[pos..len]`.
     pos: usize,
@@ -499,7 +501,8 @@ impl RampReader {
     fn new(file: File, direct: Option<File>) -> Self {
         RampReader {
             file,
-            direct,
+            direct: direct.map(std::sync::Arc::new),
+            ahead: None,
             buf: AlignedBuf::new(READ_BUFFER + ALIGN),
             pos: 0,
             len: 0,
@@ -514,20 +517,44 @@ impl RampReader {
         use std::os::unix::fs::FileExt;
         let want = self.next_fill;
         self.next_fill = (want * 2).min(READ_BUFFER);
-        if let Some(d) = &self.direct {
+        if let Some(d) = self.direct.clone() {
             let start = cur / ALIGN as u64 * ALIGN as u64;
             let skip = (cur - start) as usize;
             let n = (skip + want).div_ceil(ALIGN) * ALIGN;
-            match d.read_at(&mut self.buf.as_mut_slice()[..n], start) {
+            let r = match self.ahead.as_mut().and_then(|a| a.take(start)) {
+                // Read meanwhile: swap it in, keep ours as the spare.
+                Some((b, r)) => {
+                    let old = std::mem::replace(&mut self.buf, b);
+                    if let Some(a) = self.ahead.as_mut() {
+                        a.spare = Some(old);
+                    }
+                    r
+                }
+                None => d.read_at(&mut self.buf.as_mut_slice()[..n], start),
+            };
+            match r {
                 Ok(got) => {
                     self.at = start;
                     self.len = got;
                     self.pos = skip.min(got);
                     self.read += (got - self.pos) as u64;
+                    // Reading on at full size, and not at the end: ask for
+                    // the next chunk now.
+                    if want == READ_BUFFER && got >= n {
+                        if self.ahead.is_none() {
+                            self.ahead = ReadAhead::start(d).ok();
+                        }
+                        if let Some(a) = self.ahead.as_mut() {
+                            a.ask(start + got as u64, READ_BUFFER);
+                        }
+                    }
                     return Ok(());
                 }
                 // The filesystem does not take it after all: the page cache.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.direct = None,
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    self.direct = None;
+                    self.ahead = None;
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -539,6 +566,68 @@ impl RampReader {
         self.len = got;
         self.read += got as u64;
         Ok(())
+    }
+}
+
+/// A thread that reads the next chunk of a sequential O_DIRECT read while
+/// the current one is parsed, so that the disk and the CPU work at once (per
+/// chunk of [`READ_BUFFER`]; nothing per frame). The buffers go back and
+/// forth through channels: one is read into while the other is parsed.
+struct ReadAhead {
+    tx: std::sync::mpsc::Sender<(AlignedBuf, u64, usize)>,
+    rx: std::sync::mpsc::Receiver<(AlignedBuf, u64, std::io::Result<usize>)>,
+    /// File offset of the chunk being read, if one is.
+    pending: Option<u64>,
+    spare: Option<AlignedBuf>,
+}
+
+impl ReadAhead {
+    fn start(file: std::sync::Arc<File>) -> std::io::Result<ReadAhead> {
+        use std::os::unix::fs::FileExt;
+        let (tx, work) = std::sync::mpsc::channel::<(AlignedBuf, u64, usize)>();
+        let (done, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("wt-readahead".into())
+            .spawn(move || {
+                // Ends when the reader drops its sender.
+                while let Ok((mut b, at, n)) = work.recv() {
+                    let r = file.read_at(&mut b.as_mut_slice()[..n], at);
+                    if done.send((b, at, r)).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        Ok(ReadAhead {
+            tx,
+            rx,
+            pending: None,
+            spare: Some(AlignedBuf::new(READ_BUFFER + ALIGN)),
+        })
+    }
+
+    /// Starts reading `n` bytes at `at` (if no read is pending).
+    fn ask(&mut self, at: u64, n: usize) {
+        if self.pending.is_some() {
+            return;
+        }
+        if let Some(b) = self.spare.take() {
+            if self.tx.send((b, at, n)).is_ok() {
+                self.pending = Some(at);
+            }
+        }
+    }
+
+    /// The chunk read at `at`, if that is the one asked for; another one is
+    /// waited for and put aside (its buffer becomes the spare).
+    fn take(&mut self, at: u64) -> Option<(AlignedBuf, std::io::Result<usize>)> {
+        self.pending.take()?;
+        let (b, got_at, r) = self.rx.recv().ok()?;
+        if got_at == at {
+            Some((b, r))
+        } else {
+            self.spare = Some(b);
+            None
+        }
     }
 }
 

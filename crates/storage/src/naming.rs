@@ -19,6 +19,24 @@ pub fn file_name(prefix: &str, ifname: &str, queue: u32, start_ns: u64, format: 
     )
 }
 
+/// The file name of a dump of the time-travel ring of `ifname` (all queues
+/// merged) whose first frame is stamped `first_ns` (UTC):
+/// `<prefix>-<iface>-dump-<YYYYMMDDTHHMMSS.nnnnnnnnnZ>.<ext>`; `n` > 1 adds
+/// `-<n>` (a second dump with the same first frame). Not a queue's series:
+/// [`parse`] refuses it, so retention never deletes a dump.
+pub fn dump_name(prefix: &str, ifname: &str, first_ns: u64, n: u32, format: Format) -> String {
+    let extra = if n > 1 {
+        format!("-{n}")
+    } else {
+        String::new()
+    };
+    format!(
+        "{prefix}-{ifname}-dump-{}{extra}.{}",
+        wiretape_timestamp::format_compact(first_ns),
+        format.extension()
+    )
+}
+
 /// The parts of one of our file names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Name<'a> {
@@ -203,6 +221,27 @@ pub fn list(dir: &Path, prefix: &str) -> Vec<OurFile> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dump_names_are_not_a_queue_series() {
+        let n = dump_name(
+            "wiretape",
+            "eth0",
+            1_763_806_210_123_456_789,
+            1,
+            Format::PcapNs,
+        );
+        assert_eq!(n, "wiretape-eth0-dump-20251122T101010.123456789Z.pcap");
+        assert!(parse(&n, "wiretape").is_none() && parse_any(&n).is_none());
+        let n2 = dump_name(
+            "wiretape",
+            "eth0",
+            1_763_806_210_123_456_789,
+            2,
+            Format::PcapNg,
+        );
+        assert!(n2.ends_with("Z-2.pcapng"), "{n2}");
+    }
 
     #[test]
     fn made_names_parse_back() {

@@ -1,0 +1,182 @@
+//! `wiretape ctl`: talk to a running `wiretape record` over its control
+//! socket (status; dump a window of the time-travel ring).
+
+use anyhow::{bail, Result};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The control socket's name in the output directory (record's default).
+pub const SOCKET_NAME: &str = ".wiretape-control.sock";
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "The recorder is found by its control socket: --control PATH (as given to record), or \
+-w DIR (record's output directory: DIR/.wiretape-control.sock), or $WIRETAPE_CONTROL, or \
+./.wiretape-control.sock.\n\nExamples:\n  wiretape ctl -w /data status\n  \
+wiretape ctl -w /data dump --last 30s\n  \
+wiretape ctl -w /data dump --from 2026-11-22T14:02:00Z --to 2026-11-22T14:03:00Z host 10.0.0.1\n  \
+wiretape ctl --control /run/wt.sock dump --from -5m tcp port 443\n\n\
+Exit codes: 0 done (also a dump of an empty window: nothing written), 1 no recorder / no ring / \
+the dump failed, 2 a usage error (a bad TIME, a filter libpcap refuses, --to not after --from)."
+)]
+pub struct Args {
+    /// The recorder's output directory (its socket is DIR/.wiretape-control.sock).
+    #[arg(short = 'w', long = "write", value_name = "DIR", global = true)]
+    dir: Option<PathBuf>,
+    /// The control socket (`record --control PATH`).
+    #[arg(long, value_name = "PATH", global = true)]
+    control: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Subcommand)]
+enum Cmd {
+    /// The live counters as JSON: per queue seen/written/dropped, the ring,
+    /// subscribers, PCAP-over-IP clients.
+    Status,
+    /// Write the frames of a window of the ring (and a filter) into a capture
+    /// file in the recorder's output directory, named by its first frame's
+    /// time, merged across queues in time order; prints its report as JSON.
+    Dump(DumpArgs),
+}
+
+#[derive(clap::Args)]
+struct DumpArgs {
+    /// From (inclusive): RFC 3339, Unix seconds, or back from now (-90s, -5m).
+    /// Default: the oldest frame in the ring.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    from: Option<String>,
+    /// To (exclusive). Default: now.
+    #[arg(
+        long,
+        value_name = "TIME",
+        allow_hyphen_values = true,
+        conflicts_with = "last"
+    )]
+    to: Option<String>,
+    /// The last DURATION up to now (e.g. 30s, 5m): --from now-DURATION --to now.
+    #[arg(long, value_name = "DURATION", conflicts_with = "from")]
+    last: Option<String>,
+    /// Read the filter expression from FILE (`#` starts a comment).
+    #[arg(short = 'F', value_name = "FILE", conflicts_with = "expression")]
+    filter_file: Option<PathBuf>,
+    /// Only frames this tcpdump expression accepts (man pcap-filter).
+    #[arg(value_name = "FILTER EXPRESSION")]
+    expression: Vec<String>,
+}
+
+fn socket(a: &Args) -> Result<PathBuf> {
+    if let Some(p) = &a.control {
+        return Ok(p.clone());
+    }
+    if let Some(d) = &a.dir {
+        return Ok(d.join(SOCKET_NAME));
+    }
+    if let Some(p) = std::env::var_os("WIRETAPE_CONTROL") {
+        return Ok(p.into());
+    }
+    let p = Path::new(".").join(SOCKET_NAME);
+    if p.exists() {
+        return Ok(p);
+    }
+    bail!("which recorder? give -w DIR (its output directory) or --control PATH")
+}
+
+fn usage(msg: impl std::fmt::Display) -> Result<i32> {
+    eprintln!("wiretape: error: {msg}");
+    Ok(2)
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let path = socket(&a)?;
+    let now = wiretape::timestamp::realtime_ns();
+    let (req, timeout) = match &a.cmd {
+        Cmd::Status => (json!({ "cmd": "status" }), Duration::from_secs(10)),
+        Cmd::Dump(d) => {
+            let t = |s: &str| wiretape::timestamp::parse_time(s, now);
+            let (from, to) = match (&d.last, &d.from, &d.to) {
+                (Some(l), _, _) => match parse_span(l) {
+                    Ok(span) => (Some(now.saturating_sub(span)), Some(now)),
+                    Err(e) => return usage(format!("--last {e}")),
+                },
+                (None, f, t2) => {
+                    let from = match f.as_deref().map(t).transpose() {
+                        Ok(v) => v,
+                        Err(e) => return usage(format!("--from {e}")),
+                    };
+                    let to = match t2.as_deref().map(t).transpose() {
+                        Ok(v) => v,
+                        Err(e) => return usage(format!("--to {e}")),
+                    };
+                    (from, to)
+                }
+            };
+            let filter = crate::record::filter_expression(&d.expression, d.filter_file.as_deref())?;
+            (
+                json!({ "cmd": "dump", "from_ns": from, "to_ns": to, "filter": filter }),
+                // A large window of a large ring is written at disk speed.
+                Duration::from_secs(3600),
+            )
+        }
+    };
+    let reply = match wiretape::live::control::request(&path, &req, timeout) {
+        Ok(r) => r,
+        Err(e) => bail!(
+            "cannot reach the recorder at {}: {e} (is `wiretape record` running with this -w DIR or --control PATH?)",
+            path.display()
+        ),
+    };
+    if let Some(e) = reply["error"].as_str() {
+        if reply["usage"] == Value::Bool(true) {
+            return usage(e);
+        }
+        bail!("{e}");
+    }
+    println!("{}", serde_json::to_string_pretty(&reply)?);
+    if let Cmd::Dump(_) = a.cmd {
+        match reply["file"].as_str() {
+            Some(f) => eprintln!(
+                "wiretape: dumped {} frames ({} bytes) to {f}{}",
+                reply["frames"],
+                reply["bytes"],
+                if reply["window_overwritten"] == Value::Bool(true) {
+                    " (the ring no longer held the start of the window)"
+                } else {
+                    ""
+                }
+            ),
+            None => eprintln!("wiretape: no frame in the window: nothing written"),
+        }
+    }
+    Ok(0)
+}
+
+/// `30s`, `5m`, `1.5h`, `2d`, `90` (seconds) to ns.
+fn parse_span(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim().trim_start_matches('-');
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1e9),
+        Some((i, 'm')) => (&t[..i], 60e9),
+        Some((i, 'h')) => (&t[..i], 3600e9),
+        Some((i, 'd')) => (&t[..i], 86400e9),
+        _ => (t, 1e9),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok((v * mul) as u64),
+        _ => Err(format!("'{s}' is not a duration: use e.g. 30s, 5m, 1h")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn spans() {
+        assert_eq!(parse_span("30s"), Ok(30_000_000_000));
+        assert_eq!(parse_span("1.5m"), Ok(90_000_000_000));
+        assert_eq!(parse_span("2"), Ok(2_000_000_000));
+        assert!(parse_span("x").is_err() && parse_span("0s").is_err());
+    }
+}
