@@ -359,7 +359,8 @@ pub struct GenSource {
     flows: u16,
     seq: u64,
     len: usize,
-    templates: std::collections::HashMap<usize, Vec<u8>>,
+    /// One frame per size (IMIX has three): found by a short scan, not a hash.
+    templates: Vec<(usize, Vec<u8>)>,
 }
 
 /// Frame sizes of `gen` (bytes without the FCS).
@@ -425,11 +426,14 @@ impl Source for GenSource {
 
     fn fill(&mut self, dst: &mut [u8], send_ns: u64) {
         let len = self.len;
-        let t = self
-            .templates
-            .entry(len)
-            .or_insert_with(|| crate::frames::build(0, len, 0));
-        dst.copy_from_slice(t);
+        let i = match self.templates.iter().position(|(l, _)| *l == len) {
+            Some(i) => i,
+            None => {
+                self.templates.push((len, crate::frames::build(0, len, 0)));
+                self.templates.len() - 1
+            }
+        };
+        dst.copy_from_slice(&self.templates[i].1);
         let flow = (self.seq % self.flows as u64) as u16;
         crate::frames::patch(dst, self.seq, flow, send_ns);
         self.seq += 1;

@@ -252,6 +252,14 @@ impl<T: Entry> Ring<T, Prod> {
         self.local
     }
 
+    /// Entries published and not yet taken by the consumer.
+    #[inline(always)]
+    pub(super) fn unconsumed(&self) -> u32 {
+        self.producer()
+            .load(Ordering::Relaxed)
+            .wrapping_sub(self.consumer().load(Ordering::Acquire))
+    }
+
     /// Makes every entry produced so far visible to the consumer.
     #[inline(always)]
     pub(super) fn publish(&mut self) {
@@ -457,6 +465,10 @@ mod tests {
         }
         // The producer's view of the room agrees: full.
         assert_eq!(ring.produce(|| Some(desc(0, 0))), 0);
+        assert_eq!(ring.unconsumed(), 8);
+        k.consumer()
+            .store(NEAR_MAX.wrapping_add(5), Ordering::Release);
+        assert_eq!(ring.unconsumed(), 3);
     }
 
     #[test]

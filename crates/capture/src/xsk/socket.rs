@@ -128,6 +128,21 @@ pub(super) fn set_ring_size(raw: RawFd, opt: libc::c_int, entries: u32) -> io::R
     unsafe { setopt(raw, opt, &entries) }
 }
 
+/// `XDP_MAX_TX_SKB_BUDGET` (Linux 6.17+; not yet in the libc crate): how
+/// many TX descriptors one sendto hands to the driver in copy mode (the
+/// kernel's default is 32; allowed 32..=TX ring size).
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+
+/// Lets one sendto send up to `budget` frames in copy mode instead of the
+/// kernel's 32 (fewer kicks per frame, and what is posted leaves at once).
+/// Fails on kernels before 6.17 (ENOPROTOOPT) and outside 32..=TX ring size
+/// (EACCES); callers treat that as "keep the default".
+pub(super) fn set_tx_budget(raw: RawFd, budget: u32) -> io::Result<()> {
+    // SAFETY: the budget is a u32 (the kernel checks optlen) and gives the
+    // kernel no access to our memory.
+    unsafe { setopt(raw, XDP_MAX_TX_SKB_BUDGET, &budget) }
+}
+
 /// Where the kernel put each ring in the socket's mmap space.
 pub(super) fn offsets(raw: RawFd) -> io::Result<libc::xdp_mmap_offsets> {
     // SAFETY: plain data, zero is valid.

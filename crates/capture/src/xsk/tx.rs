@@ -72,6 +72,12 @@ impl Tx {
             BindMode::Copy
         };
         socket::bind(raw, ifindex, queue, mode)?;
+        // Copy mode sends at most 32 frames per kick by default, so a
+        // larger batch left the rest posted until a later kick and the
+        // frames in flight grew to the whole UMEM (every frame cold in the
+        // cache when written and when the kernel copies it). One kick may
+        // send the whole ring where the kernel allows it (6.17+).
+        let _ = socket::set_tx_budget(raw, frames);
         Ok(Tx {
             fd,
             umem,
@@ -135,6 +141,12 @@ impl Tx {
     /// Publishes posted frames and wakes the kernel to send them. Returns
     /// Err only for errors other than "busy, try again" (EAGAIN, EBUSY,
     /// ENOBUFS: the device queue was full; the frames stay posted).
+    ///
+    /// In copy mode a kick sends at most the socket's TX budget (32 frames
+    /// on kernels before 6.17, the whole ring after [`Tx::open`] raised it)
+    /// and says EAGAIN when more is left: it is kicked again while the
+    /// kernel keeps taking descriptors, so what is posted leaves now rather
+    /// than piling up in the ring (a frame that waits goes cold in the cache).
     pub fn flush(&mut self) -> io::Result<()> {
         if self.tx.produced() != self.tx_published {
             self.tx.publish();
@@ -146,14 +158,26 @@ impl Tx {
         if !self.tx.needs_wakeup() && self.mode == BindMode::ZeroCopy {
             return Ok(());
         }
-        if let Err(e) = socket::wake_tx(self.fd.as_raw_fd()) {
-            match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS)
-                | Some(libc::EINTR) => {}
-                _ => return Err(e),
+        let mut left = self.tx.unconsumed();
+        loop {
+            match socket::wake_tx(self.fd.as_raw_fd()) {
+                Ok(()) => return Ok(()),
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS)
+                    | Some(libc::EINTR) => {}
+                    _ => return Err(e),
+                },
             }
+            if self.mode == BindMode::ZeroCopy {
+                return Ok(());
+            }
+            // Busy: again only while the kernel took something last time.
+            let now = self.tx.unconsumed();
+            if now == 0 || now >= left {
+                return Ok(());
+            }
+            left = now;
         }
-        Ok(())
     }
 
     /// Takes completed frames back; returns how many were sent since the last call.
