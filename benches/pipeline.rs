@@ -1,19 +1,21 @@
 //! The pipeline end to end, no NIC: a capture file in tmpfs is fed by the
-//! file engine through the per-queue stage (poll thread, writer thread, one
-//! copy into pcap blocks) into
+//! file engine through the per-queue stage (one thread per queue: take,
+//! stamp, one copy into pcap blocks) into
 //! - `null`: blocks that are discarded when full (the pipeline's own cost);
 //! - `tmpfs`: the real rotating writer and files in /dev/shm.
 //!
 //! Criterion reports wall-clock frames per second; after each case the bench
-//! also prints frames per CPU-second of the whole process (both threads:
+//! also prints frames per CPU-second of the whole process (all threads:
 //! "per core"), from getrusage.
 //!
 //! `subscribers/{0,1,4}`: the `null` case with 0, 1 and 4 lossless
 //! in-process subscribers (each on its own thread, reading every frame's
 //! stamp, length and first byte). Printed per case, median [min..max] over
 //! the runs: wall M frames/s, CPU ns per frame of the whole process
-//! (subscribers included), and of the writer thread alone (its schedstat:
-//! the recorder's own cost of feeding them).
+//! (subscribers included), and of the queue's thread alone (its schedstat:
+//! the recorder's own cost of feeding them; since the stage runs a queue on
+//! one thread this includes the file engine's reading, the writer thread
+//! alone did not).
 //!
 //! `cargo bench --bench pipeline` (`-- subscribers` for those alone)
 
@@ -231,7 +233,9 @@ fn run_subscribed(input: &Path, n: u64, subs: usize) -> (Duration, f64, u64) {
         k += 1;
         if k % 5 == 0 {
             if stat.is_none() {
-                stat = thread_schedstat("wt-write-q0");
+                // The queue's one thread (take, stamp and copy), or its
+                // writer thread where the stage runs two.
+                stat = thread_schedstat("wt-queue-q0").or_else(|| thread_schedstat("wt-write-q0"));
             }
             if let Some(ns) = stat.as_deref().and_then(cpu_ns) {
                 writer = ns;

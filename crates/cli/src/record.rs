@@ -174,7 +174,9 @@ pub struct Args {
     #[arg(long, value_name = "ACTION", default_value = "stop", value_parser = ["stop", "rotate"])]
     on_full: String,
     /// CPUs for the writer threads (one per queue, each with its own
-    /// io_uring), in turn (e.g. 1 or 2-3). Default: not pinned.
+    /// io_uring), in turn (e.g. 1 or 2-3). Default: none: one thread per
+    /// queue takes and copies its frames, on its --cpus CPU; a queue given a
+    /// writer CPU other than its poll CPU copies on a thread of its own.
     #[arg(long, value_name = "LIST")]
     writer_cpus: Option<String>,
     /// Do not write the .idx sidecar (per block: first/last time, offset,

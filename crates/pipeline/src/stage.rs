@@ -1,8 +1,14 @@
-//! The per-queue stage: a poll thread takes batches from the engine's
-//! receive half and stamps them; a writer thread copies each frame once into
-//! its sink (blocks of a file), gives the frames back to the engine and
-//! counts. [`Running::stop`] ends the input, drains every queue and accounts
-//! for every frame the engine saw.
+//! The per-queue stage: take batches from the engine's receive half, stamp
+//! them, copy each frame once into the queue's sink (blocks of a file), give
+//! the frames back to the engine and count. [`Running::stop`] ends the
+//! input, drains every queue and accounts for every frame the engine saw.
+//!
+//! By default one thread per queue does all of it (take -> stamp -> copy ->
+//! give back): no hand-off of descriptors, no wake-up per batch, each frame
+//! touched on one core; only the disk I/O runs elsewhere (io_uring). With a
+//! writer CPU of its own (`--writer-cpus`, a different CPU than the poll
+//! thread's), a queue runs as two threads instead: a poll thread that takes
+//! and stamps, and a writer thread that copies, joined by a channel.
 
 use crate::live::{Hub, LiveWriter};
 use crate::report::{Drops, QueueReport, QueueSnapshot, Snapshot};
@@ -129,7 +135,9 @@ struct QueueRun {
     stamps: StampStats,
     /// The poll thread ended in a panic (its message is on stderr).
     poll_panicked: bool,
-    writer: Option<JoinHandle<(WriterReport, u64)>>,
+    /// The writer thread, or the queue's one thread (which also returns its
+    /// stamp counts).
+    writer: Option<JoinHandle<(WriterReport, u64, Option<StampStats>)>>,
 }
 
 /// A running pipeline over an engine.
@@ -218,6 +226,31 @@ impl<E: Engine> Running<E> {
         for ((p, sink), live) in parts.into_iter().zip(sinks).zip(lives.drain(..)) {
             let q = p.queue;
             let shared = Arc::new(QueueShared::default());
+            if p.writer_cpu.is_none() || p.writer_cpu == p.cpu {
+                // One thread for the queue.
+                let (sh, ctl, cpu) = (shared.clone(), ctl.clone(), p.cpu);
+                let (rxq, frames, stamper) = (p.rx, p.frames, p.stamper);
+                let (batch, idle) = (cfg.batch.max(1), cfg.idle_sleep);
+                let one = std::thread::Builder::new()
+                    .name(format!("wt-queue-q{q}"))
+                    .spawn(move || {
+                        pin("queue", cpu);
+                        let w = Writer::new(sink, frames, live);
+                        queue_loop(rxq, w, &sh, &ctl, stamper, batch, idle)
+                    })
+                    .map_err(|e| {
+                        PipelineError::Capture(wiretape_capture::CaptureError::Thread(e))
+                    })?;
+                run.queues.push(QueueRun {
+                    queue: q,
+                    shared,
+                    poll: None,
+                    stamps: StampStats::default(),
+                    poll_panicked: false,
+                    writer: Some(one),
+                });
+                continue;
+            }
             // Unbounded, allocated as used: what is in flight is bounded by
             // the engine's frames (each batch holds at least one), so a
             // send never blocks.
@@ -243,7 +276,8 @@ impl<E: Engine> Running<E> {
                     .name(format!("wt-write-q{q}"))
                     .spawn(move || {
                         pin("writer", wcpu);
-                        writer_loop(sink, frames, rx, free_tx, &shared, &ctl, live)
+                        let w = Writer::new(sink, frames, live);
+                        writer_loop(w, rx, free_tx, &shared, &ctl)
                     })
                     .map_err(|e| {
                         PipelineError::Capture(wiretape_capture::CaptureError::Thread(e))
@@ -353,21 +387,25 @@ impl<E: Engine> Running<E> {
         let duration = started.elapsed();
         let mut reports = Vec::new();
         for r in &mut queues {
-            let (sink, after_count) =
-                r.writer
-                    .take()
-                    .and_then(|h| h.join().ok())
-                    .unwrap_or_else(|| {
-                        (
-                            WriterReport {
-                                error: Some(Arc::new(StorageError::Internal(
-                                    "the writer thread panicked",
-                                ))),
-                                ..Default::default()
-                            },
-                            0,
-                        )
-                    });
+            let (sink, after_count, stamps) = r
+                .writer
+                .take()
+                .and_then(|h| h.join().ok())
+                .unwrap_or_else(|| {
+                    (
+                        WriterReport {
+                            error: Some(Arc::new(StorageError::Internal(
+                                "the writer thread panicked",
+                            ))),
+                            ..Default::default()
+                        },
+                        0,
+                        None,
+                    )
+                });
+            if let Some(s) = stamps {
+                r.stamps = s;
+            }
             let mut sink = sink;
             if r.poll_panicked && sink.error.is_none() {
                 sink.error = Some(Arc::new(StorageError::Internal(
@@ -477,73 +515,173 @@ fn poll_loop<R: RxQueue>(
         .unwrap_or_default()
 }
 
+/// The writing half of a queue: its sink, the engine's frames, the live
+/// consumers; copies batches, gives the frames back, counts.
+struct Writer<S, F> {
+    sink: S,
+    frames: F,
+    live: Option<LiveWriter>,
+    after_count: u64,
+    next_idle: u64,
+}
+
+/// How often a writer's sink (and live side) hear from it when idle.
+const IDLE_NS: u64 = 100_000_000;
+
+impl<S: FrameSink, F: FrameStore> Writer<S, F> {
+    fn new(sink: S, frames: F, live: Option<LiveWriter>) -> Self {
+        Writer {
+            sink,
+            frames,
+            live,
+            after_count: 0,
+            next_idle: monotonic_ns() + IDLE_NS,
+        }
+    }
+
+    /// Copies the frames of `v` into the sink (as far as the -c budget
+    /// allows), gives them all back to the engine (`v` is left empty) and
+    /// feeds the live consumers.
+    #[inline]
+    fn batch(&mut self, v: &mut Vec<Desc>, shared: &QueueShared, ctl: &Control) {
+        // When the batch was taken: a dump waits for the writers to
+        // pass the moment it was asked for.
+        let took = if self.live.is_some() {
+            monotonic_ns()
+        } else {
+            0
+        };
+        let n = v.len() as u64;
+        let take = if ctl.limited { ctl.reserve(n) } else { n };
+        let (mut ok, mut bytes, mut failed) = (0u64, 0u64, false);
+        for d in v.iter().take(take as usize) {
+            let (f, wire) = self.frames.frame(d);
+            match self.sink.write(d.ts, f, wire) {
+                Ok(()) => {
+                    ok += 1;
+                    bytes += f.len() as u64;
+                }
+                Err(_) => failed = true,
+            }
+            if let Some(l) = &mut self.live {
+                l.push(d.ts, f, wire);
+            }
+        }
+        if failed {
+            ctl.sink_failed.store(true, Ordering::Release);
+        }
+        self.after_count += n - take;
+        if take < n {
+            shared.after_count.fetch_add(n - take, Ordering::Relaxed);
+        }
+        // The frames are copied: they go back to the engine.
+        self.frames.give_back(v.drain(..));
+        // Then the live consumers get the batch (a lossless one may
+        // make the writer wait here, the engine's frames returned).
+        if let Some(l) = &mut self.live {
+            l.publish(took);
+        }
+        shared.written.fetch_add(ok, Ordering::Relaxed);
+        shared.bytes.fetch_add(bytes, Ordering::Relaxed);
+        let now = monotonic_ns();
+        if now >= self.next_idle {
+            self.sink.idle();
+            self.next_idle = now + IDLE_NS;
+        }
+    }
+
+    /// No frames for a while: the sink's housekeeping (a quiet link's
+    /// flush), and the live side learns the writer has passed `now`.
+    fn quiet(&mut self, now: u64) {
+        self.sink.idle();
+        self.next_idle = now + IDLE_NS;
+        if let Some(l) = &mut self.live {
+            l.idle(now);
+        }
+    }
+
+    /// Publishes what the live side holds, closes the sink.
+    fn close(self) -> (WriterReport, u64) {
+        drop(self.live); // publishes the rest and marks the queue ended
+        (self.sink.close(), self.after_count)
+    }
+}
+
 fn writer_loop<S: FrameSink, F: FrameStore>(
-    mut sink: S,
-    mut frames: F,
+    mut w: Writer<S, F>,
     rx: Receiver<Vec<Desc>>,
     free: Sender<Vec<Desc>>,
     shared: &QueueShared,
     ctl: &Control,
-    mut live: Option<LiveWriter>,
-) -> (WriterReport, u64) {
-    const IDLE_NS: u64 = 100_000_000;
-    let mut after_count = 0u64;
-    let mut next_idle = monotonic_ns() + IDLE_NS;
+) -> (WriterReport, u64, Option<StampStats>) {
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(mut v) => {
-                // When the batch was taken: a dump waits for the writers to
-                // pass the moment it was asked for.
-                let took = if live.is_some() { monotonic_ns() } else { 0 };
-                let n = v.len() as u64;
-                let take = if ctl.limited { ctl.reserve(n) } else { n };
-                let (mut ok, mut bytes, mut failed) = (0u64, 0u64, false);
-                for d in v.iter().take(take as usize) {
-                    let (f, wire) = frames.frame(d);
-                    match sink.write(d.ts, f, wire) {
-                        Ok(()) => {
-                            ok += 1;
-                            bytes += f.len() as u64;
-                        }
-                        Err(_) => failed = true,
-                    }
-                    if let Some(l) = &mut live {
-                        l.push(d.ts, f, wire);
-                    }
-                }
-                if failed {
-                    ctl.sink_failed.store(true, Ordering::Release);
-                }
-                after_count += n - take;
-                if take < n {
-                    shared.after_count.fetch_add(n - take, Ordering::Relaxed);
-                }
-                // The frames are copied: they go back to the engine.
-                frames.give_back(v.drain(..));
+                w.batch(&mut v, shared, ctl);
                 let _ = free.send(v);
-                // Then the live consumers get the batch (a lossless one may
-                // make the writer wait here, the engine's frames returned).
-                if let Some(l) = &mut live {
-                    l.publish(took);
-                }
-                shared.written.fetch_add(ok, Ordering::Relaxed);
-                shared.bytes.fetch_add(bytes, Ordering::Relaxed);
-                let now = monotonic_ns();
-                if now >= next_idle {
-                    sink.idle();
-                    next_idle = now + IDLE_NS;
-                }
             }
-            Err(RecvTimeoutError::Timeout) => {
-                sink.idle();
-                next_idle = monotonic_ns() + IDLE_NS;
-                if let Some(l) = &mut live {
-                    l.idle(next_idle - IDLE_NS);
-                }
-            }
+            Err(RecvTimeoutError::Timeout) => w.quiet(monotonic_ns()),
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
-    drop(live); // publishes the rest and marks the queue ended
-    (sink.close(), after_count)
+    let (report, after_count) = w.close();
+    (report, after_count, None)
+}
+
+/// A queue on one thread: take a batch, stamp it, copy it, give it back;
+/// when the receive half runs dry, sleep `idle_sleep` (so frames come in
+/// batches), and after about 10 ms of that, block in the engine's wait.
+fn queue_loop<R: RxQueue, S: FrameSink, F: FrameStore>(
+    mut rx: R,
+    mut w: Writer<S, F>,
+    shared: &QueueShared,
+    ctl: &Control,
+    mut stamper: Option<Stamper<AutoClock>>,
+    batch: usize,
+    idle_sleep: Duration,
+) -> (WriterReport, u64, Option<StampStats>) {
+    let sleeps_before_block = (10_000 / idle_sleep.as_micros().max(1)) as u32;
+    let mut idle_rounds = 0u32;
+    let mut v: Vec<Desc> = Vec::with_capacity(batch);
+    // When frames last came (for the sink's and the live side's idle calls).
+    let mut last_frames = monotonic_ns();
+    loop {
+        let n = rx.take(batch, &mut v);
+        if n == 0 {
+            if rx.ended() {
+                shared.ended.store(true, Ordering::Release);
+                break;
+            }
+            let now = monotonic_ns();
+            if now >= w.next_idle && now >= last_frames + IDLE_NS {
+                w.quiet(now);
+            }
+            if idle_rounds < sleeps_before_block {
+                idle_rounds += 1;
+                std::thread::sleep(idle_sleep);
+            } else {
+                // Quiet link: the engine wakes us when frames arrive; the
+                // timeout bounds how late we notice a stop, and the idle
+                // calls above keep their pace.
+                rx.wait(Duration::from_millis(50));
+            }
+            continue;
+        }
+        // Saturated: frames were waiting (we came back without sleeping
+        // because the last take left frames, or this take filled the batch).
+        let saturated = idle_rounds == 0 || n == batch;
+        idle_rounds = 0;
+        if let Some(s) = &mut stamper {
+            s.stamp(&mut v, saturated);
+        }
+        shared.received.fetch_add(n as u64, Ordering::Relaxed);
+        w.batch(&mut v, shared, ctl);
+        last_frames = monotonic_ns();
+    }
+    let stamps = stamper
+        .map(|s| s.stats)
+        .or_else(|| rx.stamp_stats())
+        .unwrap_or_default();
+    let (report, after_count) = w.close();
+    (report, after_count, Some(stamps))
 }
