@@ -19,7 +19,9 @@
 # (e.g. benches/gen/udp64-10ports.trafgen: ten UDP source ports), run from a
 # private copy of the rig in target/rig.
 # Tools: none (generator alone), wiretape, tcpdump, netsniff-ng, dumpcap,
-# stenotype; and wiretape with a capture filter in its XDP program:
+# stenotype; wiretape-before: the wiretape binary named by the BEFORE
+# environment variable (an older build, for before/after in the same run);
+# and wiretape with a capture filter in its XDP program:
 # wiretape-fall ('udp': keeps every frame), wiretape-f10 ('udp src port
 # 40000': keeps 10 % of the -g benches/gen/udp64-10ports.trafgen frames; its
 # "loss" column is then the 90 % it filtered, by design).
@@ -33,7 +35,7 @@ while getopts "r:n:N:s:m:o:b:g:h" o; do
   case $o in
     r) RUNS=$OPTARG ;; n) N64=$OPTARG ;; N) N1514=$OPTARG ;; s) SIZES=$OPTARG ;;
     m) MEM=$OPTARG ;; o) OUT=$OPTARG ;; b) RATE=$OPTARG ;; g) GEN64=$(realpath "$OPTARG") ;;
-    *) sed -n '2,31p' "$0"; exit 2 ;;
+    *) sed -n '2,29p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND-1))
@@ -52,7 +54,7 @@ command -v capinfos >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install
 /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib >/dev/null
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 cargo build --release -q -p wiretape-cli
-W=$ROOT/target/release/wiretape
+W=${CARGO_TARGET_DIR:-$ROOT/target}/release/wiretape
 
 # The memory cgroup (v2 or v1), removed at the end.
 bytes=$(/usr/bin/python3 -c "import sys;s='$MEM'.upper().rstrip('B');m={'K':1<<10,'M':1<<20,'G':1<<30}.get(s[-1:],1);print(int(float(s.rstrip('KMG'))*m))")
@@ -63,6 +65,14 @@ else
   CGDIR=/sys/fs/cgroup/memory/$CG; mkdir "$CGDIR"; echo "$bytes" > "$CGDIR/memory.limit_in_bytes"
 fi
 cleanup() { for p in $(cat "$CGDIR/cgroup.procs" 2>/dev/null); do kill "$p" 2>/dev/null || true; done; sleep 0.2; rmdir "$CGDIR" 2>/dev/null || true; }
+# Each trial starts from an empty cgroup: the page cache a buffered writer
+# left behind would otherwise be reclaimed by (and charged to) whichever tool
+# runs next, so a tool's figures would depend on the one before it.
+drain() {
+  sync
+  if [ -f "$CGDIR/memory.reclaim" ]; then echo "$bytes" > "$CGDIR/memory.reclaim" 2>/dev/null || true
+  else echo 0 > "$CGDIR/memory.force_empty" 2>/dev/null || true; fi
+}
 trap cleanup EXIT
 
 mkdir -p "$OUT"
@@ -71,6 +81,8 @@ rm -f "$CSV"; echo "size,tool,run,written_capinfos,counter" > "$COUNTS"
 spec() { # the rig's tool argument
   case $1 in
     wiretape) echo "cmd:wiretape=$W record -i {IF} -w {DIR} -q" ;;
+    wiretape-before) [ -x "${BEFORE:-}" ] || { echo "compare.sh: wiretape-before needs BEFORE=/path/to/wiretape" >&2; exit 2; }
+                     echo "cmd:wiretape-before=$BEFORE record -i {IF} -w {DIR} -q" ;;
     wiretape-fall) echo "cmd:wiretape-fall=$W record -i {IF} -w {DIR} -q udp" ;;
     wiretape-f10) echo "cmd:wiretape-f10=$W record -i {IF} -w {DIR} -q udp src port 40000" ;;
     *) echo "$1" ;;
@@ -94,6 +106,7 @@ for run in $(seq 1 "$RUNS"); do
   for size in "${SZ[@]}"; do
     for tool in "${TOOLS[@]}"; do
       rm -rf "$RIG/tmp/cap-$tool-$size-1"
+      drain
       "$ROOT/benches/incgroup.sh" "$CG" env CMD_READY=sleep CMD_WARM=3 \
         "$RIG/peers.sh" -r 1 -s "$size" -n "$N64" -N "$N1514" ${RATE:+-b "$RATE"} -k -o "$CSV" "$(spec "$tool")" \
         | grep -E "^  $tool " | sed "s/run1 /run$run /" || true
