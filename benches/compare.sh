@@ -25,6 +25,11 @@
 # wiretape-fall ('udp': keeps every frame), wiretape-f10 ('udp src port
 # 40000': keeps 10 % of the -g benches/gen/udp64-10ports.trafgen frames; its
 # "loss" column is then the 90 % it filtered, by design).
+# The live side (what consumers cost the recorder): wiretape-sub1 and
+# wiretape-sub4 (1 or 4 in-process lossless subscribers, each reading every
+# frame: the hidden --bench-subscribers N), wiretape-serve (--serve with one
+# PCAP-over-IP client, benches/serve-client.sh: nc on the same CPU, the bytes
+# it received in DIR/serve-*.bytes).
 # Defaults: 3 runs, 10M x 64 B and 2M x 1514 B, tools none wiretape tcpdump
 # netsniff-ng dumpcap stenotype. Takes ~5 min per run.
 set -euo pipefail
@@ -35,7 +40,7 @@ while getopts "r:n:N:s:m:o:b:g:h" o; do
   case $o in
     r) RUNS=$OPTARG ;; n) N64=$OPTARG ;; N) N1514=$OPTARG ;; s) SIZES=$OPTARG ;;
     m) MEM=$OPTARG ;; o) OUT=$OPTARG ;; b) RATE=$OPTARG ;; g) GEN64=$(realpath "$OPTARG") ;;
-    *) sed -n '2,29p' "$0"; exit 2 ;;
+    *) sed -n '2,34p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND-1))
@@ -83,6 +88,9 @@ spec() { # the rig's tool argument
     wiretape) echo "cmd:wiretape=$W record -i {IF} -w {DIR} -q" ;;
     wiretape-before) [ -x "${BEFORE:-}" ] || { echo "compare.sh: wiretape-before needs BEFORE=/path/to/wiretape" >&2; exit 2; }
                      echo "cmd:wiretape-before=$BEFORE record -i {IF} -w {DIR} -q" ;;
+    wiretape-sub1) echo "cmd:wiretape-sub1=$W record -i {IF} -w {DIR} -q --bench-subscribers 1" ;;
+    wiretape-sub4) echo "cmd:wiretape-sub4=$W record -i {IF} -w {DIR} -q --bench-subscribers 4" ;;
+    wiretape-serve) echo "cmd:wiretape-serve=$ROOT/benches/serve-client.sh $OUT/serve-\$(date +%s%N).bytes 57012 $W record -i {IF} -w {DIR} -q --serve 127.0.0.1:57012" ;;
     wiretape-fall) echo "cmd:wiretape-fall=$W record -i {IF} -w {DIR} -q udp" ;;
     wiretape-f10) echo "cmd:wiretape-f10=$W record -i {IF} -w {DIR} -q udp src port 40000" ;;
     *) echo "$1" ;;
