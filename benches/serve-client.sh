@@ -15,6 +15,6 @@ ip link set lo up
     ss -ltnH "sport = :$port" | grep -q . && break
     sleep 0.05
   done
-  /usr/bin/time -f '%U %S' -o "$out.cpu" sh -c "nc -d 127.0.0.1 $port | wc -c > '$out'"
+  /usr/bin/time -f '%U %S' -o "$out.cpu" bash -c "cat </dev/tcp/127.0.0.1/$port | wc -c > '$out'"
 ) </dev/null >/dev/null 2>&1 &
 exec "$@"
