@@ -30,6 +30,8 @@
 # frame: the hidden --bench-subscribers N), wiretape-serve (--serve with one
 # PCAP-over-IP client, benches/serve-client.sh: nc on the same CPU, the bytes
 # it received in DIR/serve-*.bytes).
+# Any other rig tool spec works too, e.g. 'cmd:NAME=/path/to/wiretape record
+# -i {IF} -w {DIR} -q' (an older build under its own NAME).
 # Defaults: 3 runs, 10M x 64 B and 2M x 1514 B, tools none wiretape tcpdump
 # netsniff-ng dumpcap stenotype. Takes ~5 min per run.
 set -euo pipefail
@@ -40,7 +42,7 @@ while getopts "r:n:N:s:m:o:b:g:h" o; do
   case $o in
     r) RUNS=$OPTARG ;; n) N64=$OPTARG ;; N) N1514=$OPTARG ;; s) SIZES=$OPTARG ;;
     m) MEM=$OPTARG ;; o) OUT=$OPTARG ;; b) RATE=$OPTARG ;; g) GEN64=$(realpath "$OPTARG") ;;
-    *) sed -n '2,34p' "$0"; exit 2 ;;
+    *) sed -n '2,36p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND-1))
@@ -112,11 +114,12 @@ echo "compare.sh: runs=$RUNS sizes=$SIZES n64=$N64 n1514=$N1514 rate=${RATE:-max
 IFS=, read -r -a SZ <<<"$SIZES"
 for run in $(seq 1 "$RUNS"); do
   for size in "${SZ[@]}"; do
-    for tool in "${TOOLS[@]}"; do
+    for spec_arg in "${TOOLS[@]}"; do
+      tool=$spec_arg; case $tool in cmd:*) tool=${tool#cmd:}; tool=${tool%%=*} ;; esac
       rm -rf "$RIG/tmp/cap-$tool-$size-1"
       drain
       "$ROOT/benches/incgroup.sh" "$CG" env CMD_READY=sleep CMD_WARM=3 \
-        "$RIG/peers.sh" -r 1 -s "$size" -n "$N64" -N "$N1514" ${RATE:+-b "$RATE"} -k -o "$CSV" "$(spec "$tool")" \
+        "$RIG/peers.sh" -r 1 -s "$size" -n "$N64" -N "$N1514" ${RATE:+-b "$RATE"} -k -o "$CSV" "$(spec "$spec_arg")" \
         | grep -E "^  $tool " | sed "s/run1 /run$run /" || true
       if [ "$tool" != none ]; then
         k="$RIG/tmp/cap-$tool-$size-1"
