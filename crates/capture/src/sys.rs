@@ -146,6 +146,31 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
         .map(|_| ())
 }
 
+/// Lowers the calling thread's priority by `by` nice steps (Linux nice is
+/// per thread), so that on a shared CPU the capture threads win: for
+/// consumer threads that may fall behind but must never make the recorder
+/// drop (PCAP-over-IP, dumps). Returns the new nice value.
+pub fn lower_thread_priority(by: i32) -> io::Result<i32> {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
+    // getpriority returns the nice value, which may be -1: errno tells.
+    // SAFETY: errno is this thread's; setting it to 0 first is the documented
+    // way to tell a -1 result from an error.
+    unsafe { *libc::__errno_location() = 0 };
+    // SAFETY: PRIO_PROCESS with a thread id addresses that thread only.
+    let cur = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
+    if cur == -1 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(0) {
+            return Err(e);
+        }
+    }
+    let new = (cur + by).min(19);
+    // SAFETY: as above; raising the nice value needs no privilege.
+    cvt(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, new) })?;
+    Ok(new)
+}
+
 /// True when the effective user is root.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -347,5 +372,27 @@ mod tests {
         let sys = (all & !(1 << CAP_BPF)) | (1 << CAP_SYS_ADMIN);
         assert!(caps_missing_from(sys, None, 0, true).is_empty());
         assert_eq!(caps_missing_from(all, None, 0, true)[0].name, "CAP_PERFMON");
+    }
+
+    #[test]
+    fn lowers_only_the_calling_threads_priority() {
+        let nice_of = |tid: libc::id_t| {
+            // SAFETY: reads a thread's nice value; no memory involved.
+            unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) }
+        };
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::syscall(libc::SYS_gettid) } as libc::id_t;
+        let before = nice_of(me);
+        let (got, tid) = std::thread::spawn(|| {
+            let got = lower_thread_priority(3).unwrap();
+            // SAFETY: as above.
+            (got, unsafe { libc::syscall(libc::SYS_gettid) }
+                as libc::id_t)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(got, (before + 3).min(19));
+        let _ = tid; // gone now; the caller's own value must not have moved:
+        assert_eq!(nice_of(me), before);
     }
 }

@@ -116,6 +116,8 @@ impl Hub {
         let h = std::thread::Builder::new()
             .name("wt-dump".into())
             .spawn(move || {
+                // Never at the capture threads' expense on a shared CPU.
+                let _ = wiretape_capture::sys::lower_thread_priority(10);
                 let t0 = Instant::now();
                 let mut r = DumpReport {
                     from_ns,

@@ -172,6 +172,10 @@ impl Server {
         let thread = std::thread::Builder::new()
             .name("wt-serve".into())
             .spawn(move || {
+                // On a CPU shared with a capture thread, the capture thread
+                // wins: a client that then falls behind skips (counted) or
+                // is cut off, the files lose nothing.
+                let _ = wiretape_capture::sys::lower_thread_priority(10);
                 let mut merger: Option<Merger> = None;
                 let mut clients: Vec<Client> = Vec::new();
                 let mut skipped_at_pause = 0u64;
