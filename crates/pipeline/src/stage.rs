@@ -554,13 +554,7 @@ impl<S: FrameSink, F: FrameStore> Writer<S, F> {
         let n = v.len() as u64;
         let take = if ctl.limited { ctl.reserve(n) } else { n };
         let (mut ok, mut bytes, mut failed) = (0u64, 0u64, false);
-        let copied = &v[..take as usize];
-        for (i, d) in copied.iter().enumerate() {
-            // The frame after next starts loading while this one is copied
-            // (the kernel wrote it on another CPU: it is not in this cache).
-            if let Some(ahead) = copied.get(i + 2) {
-                wiretape_storage::prefetch::prefetch(self.frames.frame(ahead).0);
-            }
+        for d in v.iter().take(take as usize) {
             let (f, wire) = self.frames.frame(d);
             match self.sink.write(d.ts, f, wire) {
                 Ok(()) => {

@@ -28,7 +28,6 @@ pub mod index;
 pub mod naming;
 pub mod pcap;
 pub mod pcapng;
-pub mod prefetch;
 pub mod reader;
 pub mod repair;
 pub mod retention;
