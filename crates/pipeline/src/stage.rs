@@ -229,14 +229,13 @@ impl<E: Engine> Running<E> {
             if p.writer_cpu.is_none() || p.writer_cpu == p.cpu {
                 // One thread for the queue.
                 let (sh, ctl, cpu) = (shared.clone(), ctl.clone(), p.cpu);
-                let (rxq, frames, stamper) = (p.rx, p.frames, p.stamper);
-                let (batch, idle) = (cfg.batch.max(1), cfg.idle_sleep);
+                let t = Taker::new(p.rx, p.stamper, cfg.batch, cfg.idle_sleep);
+                let frames = p.frames;
                 let one = std::thread::Builder::new()
                     .name(format!("wt-queue-q{q}"))
                     .spawn(move || {
                         pin("queue", cpu);
-                        let w = Writer::new(sink, frames, live);
-                        queue_loop(rxq, w, &sh, &ctl, stamper, batch, idle)
+                        queue_loop(t, Writer::new(sink, frames, live), &sh, &ctl)
                     })
                     .map_err(|e| {
                         PipelineError::Capture(wiretape_capture::CaptureError::Thread(e))
@@ -257,13 +256,13 @@ impl<E: Engine> Running<E> {
             let (tx, rx) = mpsc::channel::<Vec<Desc>>();
             let (free_tx, free_rx) = mpsc::channel::<Vec<Desc>>();
             let poll = {
-                let (shared, rxq, stamper, cpu) = (shared.clone(), p.rx, p.stamper, p.cpu);
-                let (batch, idle) = (cfg.batch.max(1), cfg.idle_sleep);
+                let (shared, cpu) = (shared.clone(), p.cpu);
+                let t = Taker::new(p.rx, p.stamper, cfg.batch, cfg.idle_sleep);
                 std::thread::Builder::new()
                     .name(format!("wt-poll-q{q}"))
                     .spawn(move || {
                         pin("poll", cpu);
-                        poll_loop(rxq, tx, free_rx, &shared, stamper, batch, idle)
+                        poll_loop(t, tx, free_rx, &shared)
                     })
                     .map_err(|e| {
                         PipelineError::Capture(wiretape_capture::CaptureError::Thread(e))
@@ -462,57 +461,110 @@ fn pin(what: &str, cpu: Option<usize>) {
     }
 }
 
+/// The taking half of a queue: takes batches from the engine's receive
+/// half and stamps them, and paces the thread when there is nothing to take.
+struct Taker<R> {
+    rx: R,
+    stamper: Option<Stamper<AutoClock>>,
+    batch: usize,
+    idle_sleep: Duration,
+    /// Sleeps of `idle_sleep` before blocking in the engine: about 10 ms.
+    sleeps_before_block: u32,
+    idle_rounds: u32,
+}
+
+/// What [`Taker::take`] found.
+enum Took {
+    /// A stamped batch (counted in `received`).
+    Frames,
+    /// Nothing now: the caller does its idle work, then [`Taker::pause`].
+    Empty,
+    /// The engine's input ended and is drained.
+    Ended,
+}
+
+impl<R: RxQueue> Taker<R> {
+    fn new(rx: R, stamper: Option<Stamper<AutoClock>>, batch: usize, idle_sleep: Duration) -> Self {
+        Taker {
+            rx,
+            stamper,
+            batch: batch.max(1),
+            idle_sleep,
+            sleeps_before_block: (10_000 / idle_sleep.as_micros().max(1)) as u32,
+            idle_rounds: 0,
+        }
+    }
+
+    /// Takes a batch into `v` (empty on entry) and stamps it.
+    #[inline]
+    fn take(&mut self, v: &mut Vec<Desc>, shared: &QueueShared) -> Took {
+        let n = self.rx.take(self.batch, v);
+        if n == 0 {
+            if self.rx.ended() {
+                shared.ended.store(true, Ordering::Release);
+                return Took::Ended;
+            }
+            return Took::Empty;
+        }
+        // Saturated: frames were waiting (we came back without sleeping
+        // because the last take left frames, or this take filled the batch).
+        let saturated = self.idle_rounds == 0 || n == self.batch;
+        self.idle_rounds = 0;
+        if let Some(s) = &mut self.stamper {
+            s.stamp(v, saturated);
+        }
+        shared.received.fetch_add(n as u64, Ordering::Relaxed);
+        Took::Frames
+    }
+
+    /// Nothing to take: sleep `idle_sleep` (so frames come in batches), and
+    /// after about 10 ms of that, block in the engine's wait (it wakes us
+    /// when frames arrive; the timeout bounds how late we notice a stop).
+    fn pause(&mut self) {
+        if self.idle_rounds < self.sleeps_before_block {
+            self.idle_rounds += 1;
+            std::thread::sleep(self.idle_sleep);
+        } else {
+            self.rx.wait(Duration::from_millis(50));
+        }
+    }
+
+    /// The stamp counts (an engine that stamps its frames itself, netmap,
+    /// keeps its own).
+    fn stamps(self) -> StampStats {
+        self.stamper
+            .map(|s| s.stats)
+            .or_else(|| self.rx.stamp_stats())
+            .unwrap_or_default()
+    }
+}
+
 fn poll_loop<R: RxQueue>(
-    mut rx: R,
+    mut t: Taker<R>,
     tx: Sender<Vec<Desc>>,
     free: Receiver<Vec<Desc>>,
     shared: &QueueShared,
-    mut stamper: Option<Stamper<AutoClock>>,
-    batch: usize,
-    idle_sleep: Duration,
 ) -> StampStats {
-    // Sleeps of idle_sleep before blocking: about 10 ms.
-    let sleeps_before_block = (10_000 / idle_sleep.as_micros().max(1)) as u32;
-    let mut idle_rounds = 0u32;
     let mut spare: Option<Vec<Desc>> = None;
     loop {
         let mut v = spare
             .take()
             .or_else(|| free.try_recv().ok())
-            .unwrap_or_else(|| Vec::with_capacity(batch));
-        let n = rx.take(batch, &mut v);
-        if n == 0 {
-            spare = Some(v);
-            if rx.ended() {
-                shared.ended.store(true, Ordering::Release);
-                break;
-            } else if idle_rounds < sleeps_before_block {
-                idle_rounds += 1;
-                std::thread::sleep(idle_sleep);
-            } else {
-                // Quiet link: the engine wakes us when frames arrive; the
-                // timeout only bounds how late we notice a stop.
-                rx.wait(Duration::from_millis(50));
+            .unwrap_or_else(|| Vec::with_capacity(t.batch));
+        match t.take(&mut v, shared) {
+            Took::Frames => {
+                if tx.send(v).is_err() {
+                    break; // writer gone (it panicked); nothing more to do
+                }
             }
-            continue;
-        }
-        // Saturated: frames were waiting (we came back without sleeping
-        // because the last take left frames, or this take filled the batch).
-        let saturated = idle_rounds == 0 || n == batch;
-        idle_rounds = 0;
-        if let Some(s) = &mut stamper {
-            s.stamp(&mut v, saturated);
-        }
-        shared.received.fetch_add(n as u64, Ordering::Relaxed);
-        if tx.send(v).is_err() {
-            break; // writer gone (it panicked); nothing more to do
+            Took::Empty => {
+                spare = Some(v);
+                t.pause();
+            }
+            Took::Ended => break,
         }
     }
-    // An engine that stamps its frames itself (netmap) keeps the counts.
-    stamper
-        .map(|s| s.stats)
-        .or_else(|| rx.stamp_stats())
-        .unwrap_or_default()
+    t.stamps()
 }
 
 /// The writing half of a queue: its sink, the engine's frames, the live
@@ -542,8 +594,9 @@ impl<S: FrameSink, F: FrameStore> Writer<S, F> {
     /// Copies the frames of `v` into the sink (as far as the -c budget
     /// allows), gives them all back to the engine (`v` is left empty) and
     /// feeds the live consumers.
+    /// Returns the time it finished (its one clock read, for the caller).
     #[inline]
-    fn batch(&mut self, v: &mut Vec<Desc>, shared: &QueueShared, ctl: &Control) {
+    fn batch(&mut self, v: &mut Vec<Desc>, shared: &QueueShared, ctl: &Control) -> u64 {
         // When the batch was taken: a dump waits for the writers to
         // pass the moment it was asked for.
         let took = if self.live.is_some() {
@@ -588,6 +641,7 @@ impl<S: FrameSink, F: FrameStore> Writer<S, F> {
             self.sink.idle();
             self.next_idle = now + IDLE_NS;
         }
+        now
     }
 
     /// No frames for a while: the sink's housekeeping (a quiet link's
@@ -631,57 +685,29 @@ fn writer_loop<S: FrameSink, F: FrameStore>(
 /// A queue on one thread: take a batch, stamp it, copy it, give it back;
 /// when the receive half runs dry, sleep `idle_sleep` (so frames come in
 /// batches), and after about 10 ms of that, block in the engine's wait.
+/// A queue on one thread: take a batch, stamp it, copy it, give it back.
 fn queue_loop<R: RxQueue, S: FrameSink, F: FrameStore>(
-    mut rx: R,
+    mut t: Taker<R>,
     mut w: Writer<S, F>,
     shared: &QueueShared,
     ctl: &Control,
-    mut stamper: Option<Stamper<AutoClock>>,
-    batch: usize,
-    idle_sleep: Duration,
 ) -> (WriterReport, u64, Option<StampStats>) {
-    let sleeps_before_block = (10_000 / idle_sleep.as_micros().max(1)) as u32;
-    let mut idle_rounds = 0u32;
-    let mut v: Vec<Desc> = Vec::with_capacity(batch);
+    let mut v: Vec<Desc> = Vec::with_capacity(t.batch);
     // When frames last came (for the sink's and the live side's idle calls).
     let mut last_frames = monotonic_ns();
     loop {
-        let n = rx.take(batch, &mut v);
-        if n == 0 {
-            if rx.ended() {
-                shared.ended.store(true, Ordering::Release);
-                break;
+        match t.take(&mut v, shared) {
+            Took::Frames => last_frames = w.batch(&mut v, shared, ctl),
+            Took::Empty => {
+                let now = monotonic_ns();
+                if now >= w.next_idle && now >= last_frames + IDLE_NS {
+                    w.quiet(now);
+                }
+                t.pause();
             }
-            let now = monotonic_ns();
-            if now >= w.next_idle && now >= last_frames + IDLE_NS {
-                w.quiet(now);
-            }
-            if idle_rounds < sleeps_before_block {
-                idle_rounds += 1;
-                std::thread::sleep(idle_sleep);
-            } else {
-                // Quiet link: the engine wakes us when frames arrive; the
-                // timeout bounds how late we notice a stop, and the idle
-                // calls above keep their pace.
-                rx.wait(Duration::from_millis(50));
-            }
-            continue;
+            Took::Ended => break,
         }
-        // Saturated: frames were waiting (we came back without sleeping
-        // because the last take left frames, or this take filled the batch).
-        let saturated = idle_rounds == 0 || n == batch;
-        idle_rounds = 0;
-        if let Some(s) = &mut stamper {
-            s.stamp(&mut v, saturated);
-        }
-        shared.received.fetch_add(n as u64, Ordering::Relaxed);
-        w.batch(&mut v, shared, ctl);
-        last_frames = monotonic_ns();
     }
-    let stamps = stamper
-        .map(|s| s.stats)
-        .or_else(|| rx.stamp_stats())
-        .unwrap_or_default();
     let (report, after_count) = w.close();
-    (report, after_count, Some(stamps))
+    (report, after_count, Some(t.stamps()))
 }
