@@ -218,6 +218,26 @@ pub(crate) fn unlock(file: &std::fs::File) {
     let _ = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
 }
 
+/// The offset of the first hole in `file` (of `len` bytes) if it lies
+/// before the end. A file written with [`uring::Growth::Extend`] is
+/// allocated ahead and written in parallel, so after a crash a write that
+/// never completed is a hole (an unwritten extent, read as zeros) that can
+/// sit before writes that did: everything from the first hole on is a
+/// write in flight at the crash, not data. Clean cached pages are dropped
+/// first, since the kernel counts a cached page over a hole as data.
+/// None where the filesystem cannot tell (it then reports no hole).
+pub(crate) fn first_hole(file: &std::fs::File, len: u64) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: advice and a seek on a descriptor the caller keeps open; no
+    // memory involved (the seek moves this descriptor's offset only).
+    let at = unsafe {
+        libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED);
+        libc::lseek(fd, 0, libc::SEEK_HOLE)
+    };
+    (at >= 0 && (at as u64) < len).then_some(at as u64)
+}
+
 /// Whether a writer (wiretape's, while it has the file open) holds the
 /// file: it is being written, and its end may be a write in flight. Tested
 /// with a non-blocking shared `flock`, released at once.

@@ -152,6 +152,14 @@ pub fn repair(path: &Path) -> Result<Repaired, StorageError> {
             good_end: 0,
         });
     }
+    // Writes still in flight at a crash leave holes (see first_hole): the
+    // records end at the first one at the latest.
+    let hole = File::open(path)
+        .ok()
+        .and_then(|f| crate::first_hole(&f, len_before));
+    if let Some(h) = hole {
+        truncate(path, h)?;
+    }
     let (end, records, _) = scan_from(path, 0)?;
     if end < len_before {
         truncate(path, end)?;
@@ -206,6 +214,35 @@ mod tests {
         // an intact file is untouched
         let r = repair(&p).unwrap();
         assert_eq!(r.trimmed(), 0);
+    }
+
+    /// A crash while writes run in parallel (Growth::Extend) can leave a
+    /// write that never completed (a hole) before ones that did: the file
+    /// is cut at the hole, then to the last complete record before it.
+    #[test]
+    fn cuts_at_a_hole_left_by_a_write_in_flight() {
+        use std::io::{Seek, SeekFrom, Write};
+        let (p, full) = file_with(400, "hole");
+        assert!(full.len() > 5 * 4096, "{}", full.len());
+        let (a, b) = (2 * 4096, 3 * 4096);
+        let mut f = std::fs::File::create(&p).unwrap();
+        f.write_all(&full[..a]).unwrap();
+        f.seek(SeekFrom::Start(b as u64)).unwrap();
+        f.write_all(&full[b..]).unwrap();
+        drop(f);
+        let r = repair(&p).unwrap();
+        // The records wholly before the hole, and nothing after it.
+        let (mut end, mut n) = (24usize, 0u64);
+        while end + 16 <= a {
+            let caplen = u32::from_le_bytes(full[end + 8..end + 12].try_into().unwrap()) as usize;
+            if end + 16 + caplen > a {
+                break;
+            }
+            end += 16 + caplen;
+            n += 1;
+        }
+        assert_eq!((r.records, r.len_after), (n, end as u64));
+        assert_eq!(std::fs::read(&p).unwrap(), full[..end]);
     }
 
     #[test]

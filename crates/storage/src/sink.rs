@@ -496,7 +496,7 @@ impl AnySink {
                     path,
                     block_size,
                     nbufs,
-                    crate::uring::Growth::KeepSize,
+                    crate::uring::Growth::Extend,
                     budget,
                 )?,
             ))),
@@ -525,7 +525,7 @@ impl AnySink {
                 PreparedSink::Direct(Box::new(crate::uring::UringSink::prepare(
                     block_size,
                     nbufs,
-                    crate::uring::Growth::KeepSize,
+                    crate::uring::Growth::Extend,
                     budget,
                 )?))
             }

@@ -21,7 +21,7 @@
 //! (from `Block::new`, another sink's) is copied into blocks of ours; its
 //! slot is never trusted.
 
-use crate::aligned::{AlignedBuf, ALIGN};
+use crate::aligned::{AlignedBuf, Slab, ALIGN};
 use crate::sink::{Block, BlockSink, Lease, SinkStats};
 use crate::StorageError;
 use io_uring::{opcode, types, IoUring};
@@ -48,27 +48,35 @@ static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
 /// the io_uring sink mints blocks that name its buffers.
 pub(crate) struct Mint(());
 
-fn leased(owner: u64, slot: usize, size: usize) -> Block {
+fn leased(owner: u64, slot: usize, buf: AlignedBuf) -> Block {
     let lease = Lease {
         owner,
         slot: slot as u16,
     };
-    Block::leased(AlignedBuf::new(size), lease, &Mint(()))
+    Block::leased(buf, lease, &Mint(()))
 }
 
 /// How the file grows ahead of the writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Growth {
     /// Allocate ahead but keep the size (FALLOC_FL_KEEP_SIZE): the file is
-    /// always exactly its data (the default). Every write extends the file;
-    /// measured on this project's ext4/virtio disk (examples/diskbench.rs),
-    /// this was as fast as `Extend` (420-460 MB/s both, 16 ms p50 latency at
-    /// 7 writes in flight): the disk, not the extending, was the limit.
+    /// always exactly its data. Every write extends the file, and on ext4
+    /// and XFS an extending direct write cannot be issued without blocking
+    /// (it needs the inode lock exclusively), so io_uring hands each one to
+    /// an io-wq worker thread: 12% of the capture CPU at 300 kpps x 1514 B
+    /// (`perf`, issue 15). Measured on this project's ext4/virtio disk
+    /// (examples/diskbench.rs) it is as fast as `Extend` (420-460 MB/s both):
+    /// the disk is the limit there, the workers' CPU is the cost.
     KeepSize,
-    /// Allocate ahead and set the size (fallocate mode 0): writes land below
-    /// the end of the file and run in parallel; the file is cut to its exact
-    /// length at every flush and at close, and until then ends in zeros
-    /// (which readers and `repair` treat as the end).
+    /// Keep the file's size a step (64 MiB) ahead of the writes (fallocate
+    /// mode 0, asynchronous): writes land below the end of the file, so
+    /// they are overwrites of allocated blocks that io_uring issues inline,
+    /// without io-wq workers, and run in parallel. The file is cut to its
+    /// exact length at every flush and at close; until then, and after a
+    /// crash, it ends in zeros, which this project's readers and `repair`
+    /// treat as the end (the recorder trims them when it starts again). A
+    /// filesystem without fallocate, or a failed one (a nearly full disk),
+    /// falls back to `KeepSize` for the rest of the file. The default.
     Extend,
 }
 
@@ -151,8 +159,12 @@ pub struct UringSink {
     last_push: Instant,
     streaming: bool,
     n_in_flight: u32,
-    /// Buffers 0..n_registered are registered with the ring (WriteFixed).
+    /// Blocks 0..n_registered are registered with the ring (WriteFixed).
     n_registered: usize,
+    /// ... as one buffer, index 0 (a slab), not one index per block.
+    one_buffer: bool,
+    /// ... and merged writes of them go out as WRITEV_FIXED.
+    writev_fixed: bool,
     /// Filled blocks waiting for a write slot (the RAM buffer).
     pending: VecDeque<(Block, u32, u64)>,
     /// Most writes in flight at once.
@@ -165,7 +177,11 @@ pub struct UringSink {
     fallocs: u32,
     /// File offset of the next aligned write.
     off: u64,
+    /// KeepSize: allocated up to here. Extend: the file's size is at least
+    /// this (a completed fallocate, or a cut).
     allocated: u64,
+    /// Extend: the size the fallocate in flight sets.
+    ahead: u64,
     growth: Growth,
     /// The first failure: (offset of the failed write, error).
     failed: Option<(u64, std::io::Error)>,
@@ -193,6 +209,8 @@ pub struct UringEngine {
     owner: u64,
     free: Vec<Block>,
     n_registered: usize,
+    one_buffer: bool,
+    writev_fixed: bool,
     block_size: usize,
     nbufs: usize,
     growth: Growth,
@@ -222,6 +240,8 @@ impl UringEngine {
             streaming: false,
             n_in_flight: 0,
             n_registered: self.n_registered,
+            one_buffer: self.one_buffer,
+            writev_fixed: self.writev_fixed,
             pending: VecDeque::new(),
             qd: nbufs as u32,
             budget: self.budget,
@@ -230,6 +250,7 @@ impl UringEngine {
             fallocs: 0,
             off: 0,
             allocated: 0,
+            ahead: 0,
             growth: self.growth,
             failed: None,
             writes: 0,
@@ -259,7 +280,7 @@ impl UringSink {
         block_size: usize,
         nbufs: usize,
     ) -> Result<Self, StorageError> {
-        Self::with_growth(path, block_size, nbufs, Growth::KeepSize)
+        Self::with_growth(path, block_size, nbufs, Growth::Extend)
     }
 
     /// As [`UringSink::create`], choosing how the file grows.
@@ -306,23 +327,53 @@ impl UringSink {
         let nbufs = nbufs.clamp(2, 64);
         let ring = IoUring::new(nbufs as u32 * 2)?;
         let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
-        let free: Vec<Block> = (0..nbufs).map(|i| leased(owner, i, block_size)).collect();
-        let iov: Vec<libc::iovec> = free
-            .iter()
-            .map(|b| libc::iovec {
-                iov_base: b.as_ptr() as *mut _,
-                iov_len: b.capacity(),
-            })
+        // The blocks back to back in one slab on huge pages, registered as
+        // one buffer (index 0) that every write of them names, merged
+        // writes too (IORING_OP_WRITEV_FIXED, Linux 6.15): the kernel then
+        // pins no pages per write. Else separate buffers, one index each.
+        let (bufs, slab) = match Slab::carve(nbufs, block_size) {
+            Ok((bufs, base, len)) => (bufs, Some((base, len))),
+            Err(_) => (
+                (0..nbufs).map(|_| AlignedBuf::new(block_size)).collect(),
+                None,
+            ),
+        };
+        let free: Vec<Block> = bufs
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| leased(owner, i, b))
             .collect();
-        // SAFETY: every iovec points to a live buffer owned by this engine
-        // (then by the sink made from it); the buffers are only freed after
-        // the ring (see Drop), and never while a write from one is in flight.
+        let iov: Vec<libc::iovec> = match slab {
+            Some((base, len)) => vec![libc::iovec {
+                iov_base: base as *mut _,
+                iov_len: len,
+            }],
+            None => free
+                .iter()
+                .map(|b| libc::iovec {
+                    iov_base: b.as_ptr() as *mut _,
+                    iov_len: b.capacity(),
+                })
+                .collect(),
+        };
+        // SAFETY: every iovec points to live memory owned by this engine's
+        // blocks (then the sink's): their buffers, or the slab they are
+        // carved from, which lives as long as any of them. They are only
+        // freed after the ring (see Drop), never while a write from one is
+        // in flight.
         let registered = unsafe { ring.submitter().register_buffers(&iov) }.is_ok();
+        let one_buffer = registered && slab.is_some();
+        let mut probe = io_uring::Probe::new();
+        let writev_fixed = one_buffer
+            && ring.submitter().register_probe(&mut probe).is_ok()
+            && probe.is_supported(opcode::WritevFixed::CODE);
         Ok(UringEngine {
             ring,
             owner,
             free,
             n_registered: if registered { nbufs } else { 0 },
+            one_buffer,
+            writev_fixed,
             block_size,
             nbufs,
             growth,
@@ -398,47 +449,57 @@ impl UringSink {
         Ok(())
     }
 
+    /// The registered buffer index a write from block `slot` names, if the
+    /// block is registered.
+    fn buf_index(&self, slot: u16) -> Option<u16> {
+        ((slot as usize) < self.n_registered).then_some(if self.one_buffer { 0 } else { slot })
+    }
+
+    /// Queues an fallocate of `[from, from+len)` (`mode`: 0 sets the size,
+    /// or FALLOC_FL_KEEP_SIZE), completed in `reap_wait`.
+    fn fallocate(&mut self, from: u64, len: u64, mode: i32) {
+        let e = if self.fixed_file {
+            opcode::Fallocate::new(types::Fixed(0), len)
+                .offset(from)
+                .mode(mode)
+                .build()
+        } else {
+            opcode::Fallocate::new(types::Fd(self.fd()), len)
+                .offset(from)
+                .mode(mode)
+                .build()
+        }
+        .user_data(FALLOC_TAG);
+        // SAFETY: the entry references no memory, only our fd.
+        if unsafe { self.ring.submission().push(&e) }.is_ok() {
+            self.fallocs += 1;
+        }
+    }
+
     /// Issues one write of `parts` (blocks of ours at consecutive offsets).
     fn issue(&mut self, parts: Vec<(Block, u32, u64)>) -> Result<(), StorageError> {
         let off = parts[0].2;
         let len: u64 = parts.iter().map(|p| p.1 as u64).sum();
-        if off + len > self.allocated {
-            // Allocate ahead; with Growth::Extend also set the size, so that
-            // writes land below the end of the file and run in parallel.
-            // Filesystems without fallocate simply allocate on write.
-            let fd = self.fd();
-            let from = self.allocated.max(off);
-            match self.growth {
-                Growth::KeepSize => {
-                    // Asynchronously: on ext4 fallocate waits for all direct
-                    // I/O in flight, which must never stall the writer thread.
-                    let e = if self.fixed_file {
-                        opcode::Fallocate::new(types::Fixed(0), FALLOC_STEP)
-                            .offset(from)
-                            .mode(libc::FALLOC_FL_KEEP_SIZE)
-                            .build()
-                    } else {
-                        opcode::Fallocate::new(types::Fd(fd), FALLOC_STEP)
-                            .offset(from)
-                            .mode(libc::FALLOC_FL_KEEP_SIZE)
-                            .build()
-                    }
-                    .user_data(FALLOC_TAG);
-                    // SAFETY: the entry references no memory, only our fd.
-                    if unsafe { self.ring.submission().push(&e) }.is_ok() {
-                        self.fallocs += 1;
-                    }
-                }
-                Growth::Extend => {
-                    // SAFETY: fallocate on our own open fd; no memory is involved.
-                    let rc = unsafe { libc::fallocate(fd, 0, from as i64, FALLOC_STEP as i64) };
-                    if rc != 0 {
-                        // No room to grow ahead (or no fallocate): write extending.
-                        self.growth = Growth::KeepSize;
-                    }
-                }
+        match self.growth {
+            Growth::KeepSize if off + len > self.allocated => {
+                // Allocate ahead, asynchronously: on ext4 fallocate waits
+                // for all direct I/O in flight, which must never stall the
+                // writer thread. Filesystems without fallocate simply
+                // allocate on write.
+                let from = self.allocated.max(off);
+                self.fallocate(from, FALLOC_STEP, libc::FALLOC_FL_KEEP_SIZE);
+                self.allocated = (from + FALLOC_STEP).max(off + len);
             }
-            self.allocated = (from + FALLOC_STEP).max(off + len);
+            Growth::Extend if self.fallocs == 0 && off + len + FALLOC_STEP / 2 > self.allocated => {
+                // Within half a step of the end: ask for the next step (the
+                // same asynchronous fallocate, which sets the size). Writes
+                // beyond the size until it completes extend the file
+                // themselves (correct, only through io-wq).
+                self.ahead = off + len + FALLOC_STEP;
+                let from = self.allocated;
+                self.fallocate(from, self.ahead - from, 0);
+            }
+            _ => {}
         }
         // Only our own blocks get here (submit/flush/finish copy others), so
         // each slot is ours and, the block being in our hands, not in
@@ -454,17 +515,15 @@ impl UringSink {
         let fd = types::Fd(self.fd());
         let (entry, iov) = if let [(block, len, _)] = parts.as_slice() {
             let (ptr, len) = (block.as_ptr(), *len);
-            let e = match ((idx as usize) < self.n_registered, self.fixed_file) {
-                (true, true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, idx)
+            let e = match (self.buf_index(idx), self.fixed_file) {
+                (Some(i), true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, i)
                     .offset(off)
                     .build(),
-                (true, false) => opcode::WriteFixed::new(fd, ptr, len, idx)
+                (Some(i), false) => opcode::WriteFixed::new(fd, ptr, len, i).offset(off).build(),
+                (None, true) => opcode::Write::new(types::Fixed(0), ptr, len)
                     .offset(off)
                     .build(),
-                (false, true) => opcode::Write::new(types::Fixed(0), ptr, len)
-                    .offset(off)
-                    .build(),
-                (false, false) => opcode::Write::new(fd, ptr, len).offset(off).build(),
+                (None, false) => opcode::Write::new(fd, ptr, len).offset(off).build(),
             };
             (e, Box::default())
         } else {
@@ -476,12 +535,21 @@ impl UringSink {
                 })
                 .collect();
             let n = iov.len() as u32;
-            let e = if self.fixed_file {
-                opcode::Writev::new(types::Fixed(0), iov.as_ptr(), n)
+            let fixed = self.writev_fixed
+                && parts
+                    .iter()
+                    .all(|(b, _, _)| self.buf_index(b.lease().expect("checked").slot) == Some(0));
+            let e = match (fixed, self.fixed_file) {
+                (true, true) => opcode::WritevFixed::new(types::Fixed(0), iov.as_ptr(), n, 0)
                     .offset(off)
-                    .build()
-            } else {
-                opcode::Writev::new(fd, iov.as_ptr(), n).offset(off).build()
+                    .build(),
+                (true, false) => opcode::WritevFixed::new(fd, iov.as_ptr(), n, 0)
+                    .offset(off)
+                    .build(),
+                (false, true) => opcode::Writev::new(types::Fixed(0), iov.as_ptr(), n)
+                    .offset(off)
+                    .build(),
+                (false, false) => opcode::Writev::new(fd, iov.as_ptr(), n).offset(off).build(),
             };
             self.merged += 1;
             (e, iov)
@@ -538,7 +606,17 @@ impl UringSink {
             .collect();
         for (idx, res) in done {
             if idx == FALLOC_TAG {
-                self.fallocs -= 1; // best effort: failure only means allocation on write
+                // Best effort: a failure only means allocation on write.
+                self.fallocs -= 1;
+                if self.growth == Growth::Extend {
+                    if res >= 0 {
+                        self.allocated = self.allocated.max(self.ahead);
+                    } else {
+                        // No fallocate here, or no room for a step ahead:
+                        // extending writes for the rest of this file.
+                        self.growth = Growth::KeepSize;
+                    }
+                }
                 continue;
             }
             let Some(w) = self.in_flight.get_mut(idx as usize).and_then(Option::take) else {
@@ -617,7 +695,7 @@ impl UringSink {
                         self.in_flight.push(None);
                         self.busy.push(false);
                         self.extra += 1;
-                        return Ok(leased(self.owner, idx, self.block_size));
+                        return Ok(leased(self.owner, idx, AlignedBuf::new(self.block_size)));
                     }
                 }
                 b.fetch_add(self.block_size as i64, Ordering::AcqRel);
@@ -1140,9 +1218,50 @@ mod tests {
         }
         let merged = s.merged;
         let writes = s.stats().writes;
+        // The blocks are one registered slab buffer (merged writes then go
+        // out as WRITEV_FIXED where the kernel has it: Linux 6.15).
+        assert!(s.one_buffer, "blocks not registered as one buffer");
+        eprintln!("writev_fixed: {}", s.writev_fixed);
         s.finish(b).unwrap();
         assert!(merged > 0, "no write was merged ({writes} block writes)");
         assert_eq!(std::fs::read(&p).unwrap(), expect);
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// Growth::Extend keeps the file's size a step ahead of the writes (so
+    /// they are overwrites, issued without io-wq workers), and a flush or
+    /// the close cuts it to exactly the stream.
+    #[test]
+    fn extends_ahead_and_is_exact_after_flush_and_close() {
+        let d = tmpdir("extend");
+        let p = d.join("e.bin");
+        let bs = 65536;
+        let mut s = UringSink::create(&p, bs, 4).unwrap();
+        assert_eq!(s.growth, Growth::Extend);
+        let mut expect = Vec::new();
+        let mut b = s.first_block();
+        for i in 0..40u32 {
+            let n = bs - b.len();
+            fill(&mut b, &pattern(i as u8, n));
+            expect.extend_from_slice(&pattern(i as u8, n));
+            b = s.submit(b).unwrap();
+        }
+        s.wait_all().unwrap();
+        let len = std::fs::metadata(&p).unwrap().len();
+        assert!(
+            len >= expect.len() as u64 + FALLOC_STEP / 2,
+            "size {len} not ahead of the {} bytes written",
+            expect.len()
+        );
+        assert_eq!(s.growth, Growth::Extend, "fell back to KeepSize");
+        fill(&mut b, &pattern(99, 1000));
+        expect.extend_from_slice(&pattern(99, 1000));
+        b = s.flush(b).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), expect, "exact after a flush");
+        fill(&mut b, &pattern(98, 3000));
+        expect.extend_from_slice(&pattern(98, 3000));
+        s.finish(b).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), expect, "exact after the close");
         std::fs::remove_dir_all(d).unwrap();
     }
 
