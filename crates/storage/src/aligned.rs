@@ -102,7 +102,10 @@ impl Slab {
         n: usize,
         size: usize,
     ) -> std::io::Result<(Vec<AlignedBuf>, *const u8, usize)> {
-        assert!(size > 0 && size.is_multiple_of(ALIGN), "slab part size {size}");
+        assert!(
+            size > 0 && size.is_multiple_of(ALIGN),
+            "slab part size {size}"
+        );
         let len = n.checked_mul(size).expect("slab size overflows");
         let over = len + HUGE;
         // SAFETY: a fresh anonymous private mapping (not MAP_FIXED): no
