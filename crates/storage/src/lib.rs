@@ -181,6 +181,20 @@ pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
     Some((s.f_bavail * f, s.f_blocks * f))
 }
 
+/// Bytes free for unprivileged users on the filesystem holding `file`.
+pub(crate) fn free_bytes(file: &std::fs::File) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: libc::statvfs is a plain C struct of integers, for which all
+    // zero bytes are a valid value.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a descriptor the caller keeps open, and a live, writable
+    // statvfs: the call only writes into it.
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut s) } != 0 {
+        return None;
+    }
+    Some(s.f_bavail * s.f_frsize)
+}
+
 /// Creates `path` for writing, never over an existing file (wiretape never
 /// overwrites a capture), with extra open(2) `flags` (e.g. O_DIRECT).
 pub(crate) fn create_new(

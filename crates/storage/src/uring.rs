@@ -36,6 +36,8 @@ use wiretape_timestamp::hist::{self, Histogram};
 
 /// How much to allocate ahead of the write position.
 const FALLOC_STEP: u64 = 64 << 20;
+/// Space is allocated ahead only while the disk has this much free.
+const EXTEND_MIN_FREE: u64 = 16 * FALLOC_STEP;
 /// The live latency (the progress line's p50/p99) covers about this long.
 const RECENT_NS: u64 = 1_000_000_000;
 /// user_data of fallocate entries (write entries carry their buffer index).
@@ -75,8 +77,9 @@ pub enum Growth {
     /// exact length at every flush and at close; until then, and after a
     /// crash, it ends in zeros, which this project's readers and `repair`
     /// treat as the end (the recorder trims them when it starts again). A
-    /// filesystem without fallocate, or a failed one (a nearly full disk),
-    /// falls back to `KeepSize` for the rest of the file. The default.
+    /// filesystem without fallocate, a failed one, or a disk with less than
+    /// 1 GiB free falls back to `KeepSize` for the rest of the file. The
+    /// default.
     Extend,
 }
 
@@ -449,6 +452,25 @@ impl UringSink {
         Ok(())
     }
 
+    /// Drops the ring's reference to the file now (nothing is in flight):
+    /// the kernel tears a ring down asynchronously, after we drop it, and
+    /// until then a registered file stays open, so the space of a file
+    /// deleted meanwhile (retention on a full disk) would not come back.
+    fn release_file(&mut self) {
+        if self.fixed_file {
+            let _ = self.ring.submitter().unregister_files();
+            self.fixed_file = false;
+        }
+    }
+
+    /// Whether the disk has room for allocating ahead.
+    fn room_ahead(&self) -> bool {
+        self.file
+            .as_ref()
+            .and_then(crate::free_bytes)
+            .is_some_and(|free| free >= EXTEND_MIN_FREE)
+    }
+
     /// The registered buffer index a write from block `slot` names, if the
     /// block is registered.
     fn buf_index(&self, slot: u16) -> Option<u16> {
@@ -480,26 +502,40 @@ impl UringSink {
     fn issue(&mut self, parts: Vec<(Block, u32, u64)>) -> Result<(), StorageError> {
         let off = parts[0].2;
         let len: u64 = parts.iter().map(|p| p.1 as u64).sum();
-        match self.growth {
-            Growth::KeepSize if off + len > self.allocated => {
-                // Allocate ahead, asynchronously: on ext4 fallocate waits
-                // for all direct I/O in flight, which must never stall the
-                // writer thread. Filesystems without fallocate simply
-                // allocate on write.
-                let from = self.allocated.max(off);
-                self.fallocate(from, FALLOC_STEP, libc::FALLOC_FL_KEEP_SIZE);
-                self.allocated = (from + FALLOC_STEP).max(off + len);
+        let near_end = match self.growth {
+            Growth::KeepSize => off + len > self.allocated,
+            Growth::Extend => self.fallocs == 0 && off + len + FALLOC_STEP / 2 > self.allocated,
+        };
+        // Not on a nearly full disk: a step would take space that writes
+        // (this file's, the other queues' files') need, for as long as the
+        // fallocate runs, or for good (on ext4 a failed fallocate keeps
+        // what it got). Once per step: a statfs per 64 MiB.
+        if near_end && !self.room_ahead() {
+            // Plain extending writes for the rest of this file.
+            self.growth = Growth::KeepSize;
+            self.allocated = u64::MAX;
+        } else if near_end {
+            match self.growth {
+                Growth::KeepSize => {
+                    // Allocate ahead, asynchronously: on ext4 fallocate waits
+                    // for all direct I/O in flight, which must never stall
+                    // the writer thread. Filesystems without fallocate
+                    // simply allocate on write.
+                    let from = self.allocated.max(off);
+                    self.fallocate(from, FALLOC_STEP, libc::FALLOC_FL_KEEP_SIZE);
+                    self.allocated = (from + FALLOC_STEP).max(off + len);
+                }
+                Growth::Extend => {
+                    // Within half a step of the end: ask for the next step
+                    // (the same asynchronous fallocate, which sets the
+                    // size). Writes beyond the size until it completes
+                    // extend the file themselves (correct, only through
+                    // io-wq).
+                    self.ahead = off + len + FALLOC_STEP;
+                    let from = self.allocated;
+                    self.fallocate(from, self.ahead - from, 0);
+                }
             }
-            Growth::Extend if self.fallocs == 0 && off + len + FALLOC_STEP / 2 > self.allocated => {
-                // Within half a step of the end: ask for the next step (the
-                // same asynchronous fallocate, which sets the size). Writes
-                // beyond the size until it completes extend the file
-                // themselves (correct, only through io-wq).
-                self.ahead = off + len + FALLOC_STEP;
-                let from = self.allocated;
-                self.fallocate(from, self.ahead - from, 0);
-            }
-            _ => {}
         }
         // Only our own blocks get here (submit/flush/finish copy others), so
         // each slot is ours and, the block being in our hands, not in
@@ -890,6 +926,7 @@ impl BlockSink for UringSink {
             f.sync_data()
                 .map_err(|e| StorageError::from_write(&self.path, e))?;
             crate::unlock(&f);
+            self.release_file();
         }
         Ok(())
     }
@@ -949,6 +986,7 @@ impl Drop for UringSink {
     fn drop(&mut self) {
         // Buffers must outlive every write that points into them.
         let _ = self.wait_all();
+        self.release_file();
         if let Some(b) = &self.budget {
             b.fetch_add((self.extra * self.block_size) as i64, Ordering::AcqRel);
         }
