@@ -7,7 +7,8 @@
 # Each trial is one rig trial (rig/peers.sh: trafgen sends a fixed count from
 # netns pbgen on CPU 0, the tool records pb-cap in netns pbcap on CPU 1, same
 # disk for every tool), run inside a memory cgroup of MEM (default 2G) so the
-# page cache cannot hide a slow writer. Trials are interleaved (run 1 of every
+# page cache cannot hide a slow writer. Trials are interleaved, the tools' order
+# rotating from run to run (run 1 of every
 # tool and size, then run 2, ...). Frames written are counted with capinfos
 # (Wireshark), not with wiretape's reader (stenotype's own block format: the
 # rig's pcapcount). Output: DIR/compare.md (median [min..max] per size and
@@ -112,9 +113,15 @@ count() { # dir tool -> frames written, by capinfos
 }
 echo "compare.sh: runs=$RUNS sizes=$SIZES n64=$N64 n1514=$N1514 rate=${RATE:-max} memory.max=$MEM gen64=${GEN64:-rig} tools=${TOOLS[*]}"
 IFS=, read -r -a SZ <<<"$SIZES"
+NT=${#TOOLS[@]}
 for run in $(seq 1 "$RUNS"); do
   for size in "${SZ[@]}"; do
-    for spec_arg in "${TOOLS[@]}"; do
+    # The order rotates from run to run (run 2 starts with the second tool):
+    # a tool's start-up is cheaper right after a trial that freed memory
+    # (on this VM, memory a trial gave back is faster to take again than
+    # memory the host reclaimed), so no tool may always run first.
+    for k in $(seq 0 $((NT - 1))); do
+      spec_arg=${TOOLS[$(( (k + run - 1) % NT ))]}
       tool=$spec_arg; case $tool in cmd:*) tool=${tool#cmd:}; tool=${tool%%=*} ;; esac
       rm -rf "$RIG/tmp/cap-$tool-$size-1"
       drain

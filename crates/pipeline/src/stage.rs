@@ -607,6 +607,8 @@ impl<S: FrameSink, F: FrameStore> Writer<S, F> {
         let n = v.len() as u64;
         let take = if ctl.limited { ctl.reserve(n) } else { n };
         let (mut ok, mut bytes, mut failed) = (0u64, 0u64, false);
+        // Whether the live side keeps frames changes only between batches.
+        let mut live = self.live.as_mut().filter(|l| l.is_active());
         for d in v.iter().take(take as usize) {
             let (f, wire) = self.frames.frame(d);
             match self.sink.write(d.ts, f, wire) {
@@ -616,7 +618,7 @@ impl<S: FrameSink, F: FrameStore> Writer<S, F> {
                 }
                 Err(_) => failed = true,
             }
-            if let Some(l) = &mut self.live {
+            if let Some(l) = live.as_deref_mut() {
                 l.push(d.ts, f, wire);
             }
         }

@@ -1,7 +1,8 @@
 //! Page-aligned byte buffers (what O_DIRECT wants), in one small unsafe
 //! module: each on its own heap allocation, or carved from a [`Slab`], one
-//! mapping on transparent huge pages that a sink's blocks share (fewer TLB
-//! misses while frames are copied in, one registered buffer for io_uring).
+//! mapping that a sink's blocks share (one registered buffer for io_uring;
+//! reserved huge pages where there are: fewer TLB misses while frames are
+//! copied in).
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
@@ -77,11 +78,12 @@ impl Drop for AlignedBuf {
 
 /// A huge page (x86-64, arm64 with 4 KiB base pages).
 const HUGE: usize = 2 << 20;
-/// madvise(2) advice (Linux 5.14; older kernels refuse it with EINVAL).
-const MADV_POPULATE_WRITE: libc::c_int = 23;
 
-/// One anonymous mapping, 2 MiB aligned, advised for transparent huge pages
-/// and populated, that [`Slab::carve`] cuts into buffers once.
+/// One anonymous mapping, populated, that [`Slab::carve`] cuts into
+/// buffers once: on reserved huge pages (`vm.nr_hugepages`) when its size is
+/// a whole number of them and the kernel has enough, else on plain pages
+/// (transparent huge pages are not asked for: see the UMEM's `Mmap::anon`
+/// in the capture crate for why).
 pub(crate) struct Slab {
     ptr: NonNull<u8>,
     len: usize,
@@ -107,44 +109,34 @@ impl Slab {
             "slab part size {size}"
         );
         let len = n.checked_mul(size).expect("slab size overflows");
-        let over = len + HUGE;
-        // SAFETY: a fresh anonymous private mapping (not MAP_FIXED): no
-        // existing memory is affected.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                over,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
+        let base = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+        let huge = len.is_multiple_of(HUGE);
+        let mut raw = libc::MAP_FAILED;
+        for flags in [base | libc::MAP_HUGETLB, base] {
+            if flags & libc::MAP_HUGETLB != 0 && !huge {
+                continue;
+            }
+            // SAFETY: a fresh anonymous private mapping (not MAP_FIXED): no
+            // existing memory is affected.
+            raw = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    flags,
+                    -1,
+                    0,
+                )
+            };
+            if raw != libc::MAP_FAILED {
+                break;
+            }
+        }
         if raw == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        let start = raw as usize;
-        let aligned = start.next_multiple_of(HUGE);
-        let (head, tail) = (aligned - start, start + over - aligned - len);
-        // SAFETY: [start, start+over) is the mapping just made, referred to
-        // by nothing yet; the head and tail unmapped here lie inside it and
-        // outside [aligned, aligned+len), which is kept. MADV_HUGEPAGE and
-        // MADV_POPULATE_WRITE change how the kept pages are backed, not
-        // their contents (zero).
-        unsafe {
-            if head > 0 {
-                libc::munmap(start as *mut libc::c_void, head);
-            }
-            if tail > 0 {
-                libc::munmap((aligned + len) as *mut libc::c_void, tail);
-            }
-            libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
-            // Best effort: where refused (a kernel before 5.14), pages are
-            // faulted in on first use instead.
-            libc::madvise(aligned as *mut libc::c_void, len, MADV_POPULATE_WRITE);
-        }
         let slab = Arc::new(Slab {
-            ptr: NonNull::new(aligned as *mut u8).expect("mmap returned null"),
+            ptr: NonNull::new(raw.cast()).expect("mmap returned null"),
             len,
         });
         let bufs = (0..n)
@@ -155,7 +147,7 @@ impl Slab {
                 slab: Some(slab.clone()),
             })
             .collect();
-        Ok((bufs, aligned as *const u8, len))
+        Ok((bufs, raw as *const u8, len))
     }
 }
 
@@ -184,7 +176,7 @@ mod tests {
     fn slab_parts_are_disjoint_zeroed_and_outlive_each_other() {
         let (mut bufs, base, len) = Slab::carve(3, 2 * ALIGN).unwrap();
         assert_eq!(len, 6 * ALIGN);
-        assert_eq!(base as usize % HUGE, 0);
+        assert_eq!(base as usize % ALIGN, 0);
         for (i, b) in bufs.iter_mut().enumerate() {
             assert_eq!(b.len(), 2 * ALIGN);
             assert_eq!(

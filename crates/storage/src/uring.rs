@@ -330,10 +330,11 @@ impl UringSink {
         let nbufs = nbufs.clamp(2, 64);
         let ring = IoUring::new(nbufs as u32 * 2)?;
         let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
-        // The blocks back to back in one slab on huge pages, registered as
-        // one buffer (index 0) that every write of them names, merged
-        // writes too (IORING_OP_WRITEV_FIXED, Linux 6.15): the kernel then
-        // pins no pages per write. Else separate buffers, one index each.
+        // The blocks back to back in one slab (on reserved huge pages where
+        // there are), registered as one buffer (index 0) that every write of
+        // them names, merged writes too (IORING_OP_WRITEV_FIXED, Linux
+        // 6.15): the kernel then pins no pages per write. Else separate
+        // buffers, one index each.
         let (bufs, slab) = match Slab::carve(nbufs, block_size) {
             Ok((bufs, base, len)) => (bufs, Some((base, len))),
             Err(_) => (

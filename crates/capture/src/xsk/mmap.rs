@@ -7,11 +7,6 @@ use std::io;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
 
-/// A huge page (x86-64, arm64 with 4 KiB base pages).
-const HUGE: usize = 2 << 20;
-/// madvise(2) advice (Linux 5.14; older kernels refuse it with EINVAL).
-const MADV_POPULATE_WRITE: libc::c_int = 23;
-
 /// `mmap(NULL, len, PROT_READ|PROT_WRITE, flags, -1, 0)`.
 ///
 /// # Safety
@@ -51,75 +46,25 @@ unsafe impl Sync for Mmap {}
 impl Mmap {
     /// Fresh private anonymous memory (a UMEM; a synthetic ring in tests),
     /// populated up front: huge pages where the kernel has them reserved
-    /// (hugetlbfs), else transparent huge pages where the kernel gives them
-    /// to regions that ask (`madvise` mode, the common default), else plain
-    /// pages. Huge pages matter twice: populating 64 MiB of 4 KiB pages is
-    /// 16384 faults at start-up (most of an idle recording's CPU, measured),
-    /// and reading frames spread over that many pages misses the TLB on
-    /// almost every frame.
+    /// (`vm.nr_hugepages`), plain pages otherwise.
+    ///
+    /// Huge pages cut the capture thread's CPU per frame (measured on the
+    /// rig during traffic: -13% at 1514 B, -20% at 64 B: frames spread over
+    /// 16384 small pages per 64 MiB miss the TLB on almost every read).
+    /// Transparent huge pages (MADV_HUGEPAGE) were measured too and are not
+    /// used: on a VM that hands free memory back to its host (virtio free
+    /// page reporting), every fresh 2 MiB page is faulted in from the host,
+    /// which made an idle 4-queue start-up cost 0.8-0.9 s of CPU instead of
+    /// 0.25 s. Reserved pages are paid for once, when they are reserved.
     pub(super) fn anon(len: usize) -> io::Result<Self> {
-        let base = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
-        let p = unsafe { map_anon(len, base | libc::MAP_HUGETLB | libc::MAP_POPULATE) };
-        if let Ok(ptr) = p {
-            return Ok(Mmap { ptr, len });
-        }
-        if len >= HUGE {
-            if let Ok(m) = Self::anon_thp(len) {
-                return Ok(m);
+        let base = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+        for flags in [base | libc::MAP_HUGETLB, base] {
+            // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+            if let Ok(ptr) = unsafe { map_anon(len, flags) } {
+                return Ok(Mmap { ptr, len });
             }
         }
-        // SAFETY: as above.
-        let ptr = unsafe { map_anon(len, base | libc::MAP_POPULATE)? };
-        Ok(Mmap { ptr, len })
-    }
-
-    /// `len` bytes on a 2 MiB boundary, advised for transparent huge pages,
-    /// then populated (so the kernel allocates 2 MiB folios where it can).
-    fn anon_thp(len: usize) -> io::Result<Self> {
-        let over = len + HUGE;
-        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
-        let raw = unsafe { map_anon(over, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS)? };
-        let start = raw.as_ptr() as usize;
-        let aligned = start.next_multiple_of(HUGE);
-        let head = aligned - start;
-        let tail = over - head - len;
-        // SAFETY: [start, start+over) is the mapping just made and nothing
-        // refers to it yet; the head and tail cut here lie inside it and
-        // outside [aligned, aligned+len), which is what we keep.
-        unsafe {
-            if head > 0 {
-                libc::munmap(start as *mut libc::c_void, head);
-            }
-            if tail > 0 {
-                libc::munmap((aligned + len) as *mut libc::c_void, tail);
-            }
-        }
-        let m = Mmap {
-            ptr: NonNull::new(aligned as *mut u8).expect("mmap returned null"),
-            len,
-        };
-        // SAFETY: advice on our own fresh mapping; MADV_HUGEPAGE changes how
-        // its pages are allocated, not their contents (all zero).
-        unsafe { libc::madvise(m.ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE) };
-        // SAFETY: as above; MADV_POPULATE_WRITE (Linux 5.14) faults every
-        // page in writable, as MAP_POPULATE would have, contents unchanged.
-        let rc = unsafe { libc::madvise(m.ptr.as_ptr().cast(), len, MADV_POPULATE_WRITE) };
-        if rc != 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINVAL) {
-                // ENOMEM and the like: dropping `m` unmaps it.
-                return Err(e);
-            }
-            // An older kernel: touch each page instead (writing a zero over
-            // a zero page changes nothing but makes it ours).
-            for off in (0..len).step_by(4096) {
-                // SAFETY: off < len, inside the mapping, which nothing else
-                // refers to yet.
-                unsafe { m.ptr.as_ptr().add(off).write_volatile(0) };
-            }
-        }
-        Ok(m)
+        Err(io::Error::last_os_error())
     }
 
     /// Maps `len` bytes of the ring socket `fd` has at page offset `pgoff`

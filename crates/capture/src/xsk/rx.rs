@@ -51,6 +51,24 @@ impl RxRing {
                 std::ptr::write_unaligned(m.add(1), 0);
                 v
             };
+            // The frame's first lines are not the metadata's: ask for them
+            // now, so that its copy into a block, later in this batch, finds
+            // them in this core's cache (the kernel wrote them on another
+            // CPU). At 64 B that load was a third of the capture CPU (perf).
+            #[cfg(target_arch = "x86_64")]
+            {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                let p = base.wrapping_add(addr as usize) as *const i8;
+                // SAFETY: a prefetch is a hint: it never faults and changes
+                // no memory; [addr, end) lies inside the UMEM (checked
+                // above). SSE is part of x86_64.
+                unsafe {
+                    _mm_prefetch::<_MM_HINT_T0>(p);
+                    if d.len > 64 {
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
+                    }
+                }
+            }
             // SAFETY: `owner` is this UMEM's id; [addr, addr+len) was checked
             // to lie inside it, and the kernel handed the frame to us.
             out.push(unsafe { Desc::new(owner, addr, d.len, tai, hw) });

@@ -550,6 +550,13 @@ pub(crate) struct LiveWriter {
 }
 
 impl LiveWriter {
+    /// Whether frames are kept at all (a ring, or a subscriber): changes
+    /// only when a batch is published, so a writer asks once per batch.
+    #[inline]
+    pub(crate) fn is_active(&self) -> bool {
+        self.active
+    }
+
     /// Appends one frame (cut to the snap length) to the open chunk.
     #[inline]
     pub(crate) fn push(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32) {
