@@ -183,6 +183,7 @@ impl AfXdp {
             frames: cfg.frames,
             frame_size: cfg.frame_size,
             interfaces: Vec::new(),
+            mapped_file: None,
         };
         let mut fds = Vec::new();
         let mut out = Vec::new();

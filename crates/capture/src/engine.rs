@@ -154,6 +154,11 @@ pub struct StartInfo {
     /// interface's own info, in order (their queues follow each other in
     /// the run's queue list); empty for one interface.
     pub interfaces: Vec<StartInfo>,
+    /// The file engine reads its file in place: the bytes mapped (its
+    /// `frames` are then only the ring that takes over should the walk
+    /// meet a record it does not take); None: every other engine, and a
+    /// file read into the ring.
+    pub mapped_file: Option<u64>,
 }
 
 /// CPU of item `i` of a list given in turn (`--cpus`), else of `fallback` in turn.

@@ -17,7 +17,9 @@
 //!   walked in place; all of its `unsafe` in `netmap/ring.rs` and
 //!   `netmap/sys.rs`.
 //! - `xsk`: AF_XDP sockets, UMEM and rings: all of their `unsafe`.
-//! - `arena`: the file engine's frame memory: all of its `unsafe`.
+//! - `arena`: the file engine's frame ring: all of its `unsafe`.
+//! - `mapped`: a capture file mapped read-only, which the file engine reads
+//!   plain pcap in place from: all of that `unsafe`.
 //! - `bpf`: the steering program (load, attach, counters; one FFI call).
 //! - `bpflog`: libbpf's log routed through wiretape's (kept, folded into
 //!   errors, printed with `-v`).
@@ -42,6 +44,8 @@ pub mod file;
 pub mod frames;
 #[allow(unsafe_code)]
 pub mod link;
+#[allow(unsafe_code)]
+mod mapped;
 mod multi;
 pub mod netmap;
 #[allow(unsafe_code)]
@@ -55,7 +59,7 @@ pub use afxdp::{AfXdp, CaptureConfig};
 pub use bpf::{QueueCounters, XdpMode};
 pub use desc::Desc;
 pub use engine::{Engine, EngineCounters, EngineQueue, FrameStore, RxQueue, StartInfo};
-pub use file::{FileConfig, FileEngine, RecordHead, RecordSource};
+pub use file::{FileConfig, FileEngine, PcapInPlace, RecordHead, RecordSource};
 pub use link::{LinkMonitor, LinkStatus};
 pub use multi::MultiEngine;
 pub use netmap::NetmapConfig;

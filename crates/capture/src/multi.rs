@@ -53,6 +53,7 @@ impl<E: Engine> MultiEngine<E> {
             frames: first.frames,
             frame_size: first.frame_size,
             interfaces: infos,
+            mapped_file: None,
         };
         MultiEngine { engines, map, info }
     }

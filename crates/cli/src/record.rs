@@ -48,7 +48,8 @@ pub struct Args {
     /// Instead of an interface, feed a capture file (pcap ns/us or pcapng)
     /// through the same pipeline as one RX queue: no privileges needed.
     /// Frames keep the file's timestamps unless --ts asks for kpt, batch,
-    /// udts, wdts or hybrid. Files are named after the file's stem.
+    /// udts, wdts or hybrid. Files are named after the file's stem. A plain
+    /// pcap file is read in place (mapped; do not truncate it meanwhile).
     #[arg(short = 'r', long = "read", value_name = "FILE", conflicts_with_all = ["iface", "queues", "cpus", "xdp_mode", "zero_copy", "frames", "frame_size", "engine", "netmap_slots"])]
     read: Option<PathBuf>,
     /// With -r: how fast the file is fed: max (default), original (its own

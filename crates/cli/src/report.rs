@@ -63,13 +63,15 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
         None => String::new(),
     };
     if let Some(src) = &info.source {
+        let memory = match info.mapped_file {
+            Some(bytes) => format!("read in place ({:.1} MB mapped)", bytes as f64 / 1e6),
+            None => format!("ring of {} x {} B", info.frames, info.frame_size),
+        };
         return format!(
-            "wiretape: recording {} (file engine, as {}) [{}]: ring of {} x {} B, snaplen {snaplen}{}, {} -> {dir}",
+            "wiretape: recording {} (file engine, as {}) [{}]: {memory}, snaplen {snaplen}{}, {} -> {dir}",
             src.display(),
             info.ifname,
             cpus.join(" "),
-            info.frames,
-            info.frame_size,
             filter("user space"),
             ts_text(info),
         );

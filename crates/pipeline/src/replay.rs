@@ -6,8 +6,8 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use wiretape_capture::tx::Source;
-use wiretape_capture::{RecordHead, RecordSource};
-use wiretape_storage::{PcapReader, Record, StorageError};
+use wiretape_capture::{PcapInPlace, RecordHead, RecordSource};
+use wiretape_storage::{Format, PcapReader, Record, StorageError};
 
 /// Frames of a capture file, `loops` times over.
 pub struct ReplaySource {
@@ -141,5 +141,27 @@ impl RecordSource for FileSource {
 
     fn error(&self) -> Option<String> {
         self.error.as_ref().map(|e| e.to_string())
+    }
+
+    /// Plain pcap (ns or µs, either byte order) is read in place; pcapng
+    /// through `next`/`fill`.
+    fn pcap_in_place(&mut self) -> Option<PcapInPlace> {
+        if self.reader.format() == Format::PcapNg {
+            return None;
+        }
+        // The file already opened (and its header checked), not its path
+        // again: the same file even if the path was renamed over since.
+        let file = self.reader.get_ref().get_ref().try_clone().ok()?;
+        let h = self.reader.header();
+        Some(PcapInPlace {
+            file,
+            offset: self.reader.offset(),
+            nanos: h.nanos,
+            big_endian: h.big_endian,
+        })
+    }
+
+    fn resume_at(&mut self, offset: u64) {
+        self.reader.seek_to(offset);
     }
 }

@@ -5,7 +5,7 @@ use crate::pcap::{FileHeader, Format};
 use crate::walk::{End, Walker};
 use crate::StorageError;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
 
 /// One record as read.
@@ -86,6 +86,11 @@ impl<R: Read> PcapReader<R> {
         self.walk.offset()
     }
 
+    /// The stream read from.
+    pub fn get_ref(&self) -> &R {
+        self.walk.get_ref()
+    }
+
     /// Reads the next record into `rec`; Ok(false) at a clean end of file.
     pub fn next_into(&mut self, rec: &mut Record) -> Result<bool, StorageError> {
         if let Some(m) = self.walk.next_into(&mut rec.data) {
@@ -100,6 +105,16 @@ impl<R: Read> PcapReader<R> {
             }
             _ => Ok(false),
         }
+    }
+}
+
+impl<R: Read + Seek> PcapReader<R> {
+    /// Goes on from file offset `offset`, where the caller knows a record
+    /// (pcapng: a block) starts, skipping what lies before it (see
+    /// [`Walker::seek_to`]); nothing happens at or before the offset
+    /// already reached.
+    pub fn seek_to(&mut self, offset: u64) {
+        self.walk.seek_to(offset);
     }
 }
 

@@ -257,6 +257,7 @@ impl<P: RxSync> Netmap<P> {
             frames: ports[0].info.slots,
             frame_size: ports[0].info.buf_size,
             interfaces: Vec::new(),
+            mapped_file: None,
         };
         let mut queues = Vec::new();
         let mut shared = Vec::new();
