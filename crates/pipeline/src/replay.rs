@@ -152,6 +152,12 @@ impl RecordSource for FileSource {
         // The file already opened (and its header checked), not its path
         // again: the same file even if the path was renamed over since.
         let file = self.reader.get_ref().get_ref().try_clone().ok()?;
+        // A file wiretape is still writing is cut to its exact length at
+        // every flush (it grows ahead of the writes): a mapping would fault
+        // (SIGBUS) past such a cut. It is read through the ring instead.
+        if wiretape_storage::is_being_written(&file) {
+            return None;
+        }
         let h = self.reader.header();
         Some(PcapInPlace {
             file,

@@ -418,3 +418,35 @@ fn frames_of_ng(p: &Path) -> u64 {
     let (_, q, _) = run.stop();
     q[0].written
 }
+
+/// A file wiretape is still writing (it holds the file's lock) is cut at
+/// every flush, so it is read through the ring, never mapped: a mapping
+/// would fault past such a cut. The frames are the same.
+#[test]
+fn a_file_being_written_is_read_through_the_ring() {
+    use std::os::fd::AsRawFd;
+    let d = Dir::new("busy");
+    let recs = records(500, true);
+    let p = d.0.join("busy.pcap");
+    std::fs::write(&p, pcap_bytes(&recs, true, false)).unwrap();
+    let writer = std::fs::File::open(&p).unwrap();
+    // SAFETY: flock on a descriptor this test keeps open; no memory involved.
+    assert_eq!(
+        unsafe { libc::flock(writer.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+        0
+    );
+    let engine = FileEngine::open(
+        &FileConfig::new(&p),
+        FileSource::open(&p).unwrap(),
+        TsMode::Off,
+    )
+    .unwrap();
+    assert_eq!(wiretape_capture::Engine::info(&engine).mapped_file, None);
+    drop(engine);
+    let o = frames_of(&p, false, None, Speed::Max);
+    assert!(o.frames == want(&recs, true));
+    // Once the writer is done, the same file is read in place.
+    drop(writer);
+    let o = frames_of(&p, true, None, Speed::Max);
+    assert!(o.frames == want(&recs, true));
+}
