@@ -431,10 +431,8 @@ fn a_file_being_written_is_read_through_the_ring() {
     std::fs::write(&p, pcap_bytes(&recs, true, false)).unwrap();
     let writer = std::fs::File::open(&p).unwrap();
     // SAFETY: flock on a descriptor this test keeps open; no memory involved.
-    assert_eq!(
-        unsafe { libc::flock(writer.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
-        0
-    );
+    let rc = unsafe { libc::flock(writer.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(rc, 0);
     let engine = FileEngine::open(
         &FileConfig::new(&p),
         FileSource::open(&p).unwrap(),
