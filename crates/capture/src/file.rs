@@ -422,54 +422,20 @@ impl FileRx {
             self.walk_ended(end);
             return;
         }
-        let (frac_max, scale) = if ip.nanos {
-            (1_000_000_000, 1)
-        } else {
-            (1_000_000, 1000)
-        };
-        let be = ip.big_endian;
-        let word = |h: &[u8], o: usize| {
-            let v = u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-            if be {
-                v.swap_bytes()
-            } else {
-                v
-            }
-        };
+        let (be, nanos) = (ip.big_endian, ip.nanos);
         let mut end = None;
         let mut off = ip.off;
         let stop_at = off + TAKE_BYTES;
         // A filter rejecting a long run of records: come back up now and
         // then, so a stop is noticed.
         while t.n < max && t.skipped < 16 * max as u64 && off < stop_at {
-            let Some(h) = bytes.get(off..off + RECORD_HEADER) else {
-                // Less than a record header left: the end, or a header cut
-                // short (the source says so).
-                end = Some(if off == bytes.len() {
-                    WalkEnd::Clean
-                } else {
-                    WalkEnd::HandOver
-                });
-                break;
+            let (at, next, caplen, orig, ts) = match next_record(map, off, be, nanos) {
+                Ok(r) => r,
+                Err(e) => {
+                    end = Some(e);
+                    break;
+                }
             };
-            let (sec, frac, caplen, orig) = (word(h, 0), word(h, 4), word(h, 8), word(h, 12));
-            // The storage reader's (and libpcap's) test of a record header;
-            // what fails it is the source's to judge (corrupt, or zeros).
-            if caplen > MAX_CAPLEN || orig == 0 || frac >= frac_max {
-                end = Some(WalkEnd::HandOver);
-                break;
-            }
-            let at = off + RECORD_HEADER;
-            let next = at + caplen as usize;
-            if next > bytes.len() {
-                // Cut short by the file's end.
-                end = Some(WalkEnd::HandOver);
-                break;
-            }
-            // The header a few records on, were they all of this size (the
-            // walk is a chain of dependent loads: each from L1, not L2).
-            map.prefetch_l1(next + (next - off) * 8);
-            let ts = sec as u64 * 1_000_000_000 + frac as u64 * scale;
             if self.paced {
                 let due = match ip.due.take() {
                     Some(d) => d,
@@ -587,6 +553,57 @@ impl FileRx {
     }
 }
 
+/// One step of a walk in place: the record whose header starts at `off`, as
+/// (start of its bytes, end of its bytes, caplen, wire length, stamp ns), or
+/// how the walk ends there: Clean at the file's very end; HandOver at a
+/// header cut short, a header no record has (the storage reader's, and
+/// libpcap's, test; what it is, corrupt or zeros, is the source's to judge),
+/// or a record cut short by the file's end. Inlined into each walk, where
+/// `be` and `nanos` are known.
+#[inline(always)]
+fn next_record(
+    map: &MappedFile,
+    off: usize,
+    be: bool,
+    nanos: bool,
+) -> Result<(usize, usize, u32, u32, u64), WalkEnd> {
+    let bytes = map.bytes();
+    let Some(h) = bytes.get(off..off + RECORD_HEADER) else {
+        return Err(if off == bytes.len() {
+            WalkEnd::Clean
+        } else {
+            WalkEnd::HandOver
+        });
+    };
+    let word = |o: usize| {
+        let v = [h[o], h[o + 1], h[o + 2], h[o + 3]];
+        if be {
+            u32::from_be_bytes(v)
+        } else {
+            u32::from_le_bytes(v)
+        }
+    };
+    let (sec, frac, caplen, orig) = (word(0), word(4), word(8), word(12));
+    let (frac_max, scale) = if nanos {
+        (1_000_000_000, 1)
+    } else {
+        (1_000_000, 1000)
+    };
+    if caplen > MAX_CAPLEN || orig == 0 || frac >= frac_max {
+        return Err(WalkEnd::HandOver);
+    }
+    let at = off + RECORD_HEADER;
+    let next = at + caplen as usize;
+    if next > bytes.len() {
+        return Err(WalkEnd::HandOver);
+    }
+    // The header a few records on, were they all of this size (the walk is
+    // a chain of dependent loads: each from L1, not L2).
+    map.prefetch_l1(next + (next - off) * 8);
+    let ts = sec as u64 * 1_000_000_000 + frac as u64 * scale;
+    Ok((at, next, caplen, orig, ts))
+}
+
 /// [`FileRx::take_in_place`] as fast as possible and with no filter: whole
 /// records from file offset `off`, up to `max` frames or [`TAKE_BYTES`];
 /// returns where it stopped, and how, if the walk ended. `BE`: big-endian
@@ -599,47 +616,18 @@ fn walk_plain<const BE: bool, const NANOS: bool>(
     out: &mut Vec<Desc>,
     t: &mut Tally,
 ) -> (usize, Option<WalkEnd>) {
-    let bytes = map.bytes();
-    let (frac_max, scale) = if NANOS {
-        (1_000_000_000, 1)
-    } else {
-        (1_000_000, 1000)
-    };
-    let word = |h: &[u8; RECORD_HEADER], o: usize| {
-        let v = [h[o], h[o + 1], h[o + 2], h[o + 3]];
-        if BE {
-            u32::from_be_bytes(v)
-        } else {
-            u32::from_le_bytes(v)
-        }
-    };
     let stop_at = off + TAKE_BYTES;
     let (mut n, mut fed) = (0usize, 0u64);
     out.reserve(max);
     let mut end = None;
     while n < max && off < stop_at {
-        let Some(h) = bytes.get(off..off + RECORD_HEADER) else {
-            end = Some(if off == bytes.len() {
-                WalkEnd::Clean
-            } else {
-                WalkEnd::HandOver
-            });
-            break;
+        let (at, next, caplen, _, ts) = match next_record(map, off, BE, NANOS) {
+            Ok(r) => r,
+            Err(e) => {
+                end = Some(e);
+                break;
+            }
         };
-        let h: &[u8; RECORD_HEADER] = h.try_into().expect("16 bytes");
-        let (sec, frac, caplen, orig) = (word(h, 0), word(h, 4), word(h, 8), word(h, 12));
-        if caplen > MAX_CAPLEN || orig == 0 || frac >= frac_max {
-            end = Some(WalkEnd::HandOver);
-            break;
-        }
-        let at = off + RECORD_HEADER;
-        let next = at + caplen as usize;
-        if next > bytes.len() {
-            end = Some(WalkEnd::HandOver);
-            break;
-        }
-        map.prefetch_l1(next + (next - off) * 8);
-        let ts = sec as u64 * 1_000_000_000 + frac as u64 * scale;
         out.push(map.desc(at, caplen, ts));
         n += 1;
         fed += caplen as u64;
