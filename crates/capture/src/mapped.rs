@@ -120,12 +120,7 @@ impl MappedFile {
     #[inline(always)]
     pub(crate) fn prefetch_l2(&self, at: usize) {
         #[cfg(target_arch = "x86_64")]
-        if at < self.len {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-            // SAFETY: a prefetch is a hint: it neither faults nor changes
-            // memory (and the address lies inside the mapping anyway).
-            unsafe { _mm_prefetch::<_MM_HINT_T1>(self.ptr.as_ptr().add(at).cast()) };
-        }
+        self.prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(at);
         #[cfg(not(target_arch = "x86_64"))]
         let _ = at;
     }
@@ -134,13 +129,19 @@ impl MappedFile {
     #[inline(always)]
     pub(crate) fn prefetch_l1(&self, at: usize) {
         #[cfg(target_arch = "x86_64")]
-        if at < self.len {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            // SAFETY: as in prefetch_l2.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(self.ptr.as_ptr().add(at).cast()) };
-        }
+        self.prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at);
         #[cfg(not(target_arch = "x86_64"))]
         let _ = at;
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn prefetch<const HINT: i32>(&self, at: usize) {
+        if at < self.len {
+            // SAFETY: a prefetch is a hint: it neither faults nor changes
+            // memory (and the address lies inside the mapping anyway).
+            unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(self.ptr.as_ptr().add(at).cast()) };
+        }
     }
 
     /// Whether `d` names bytes of this mapping.

@@ -8,7 +8,7 @@
 
 #![allow(unused_crate_dependencies)] // a test crate uses only some of them
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wiretape_capture::tx::Speed;
@@ -17,22 +17,8 @@ use wiretape_pipeline::{FileSource, FrameSink, Running, StageConfig, StopReason}
 use wiretape_storage::{FileSink, Format, PcapWriter, StorageError, WriterReport};
 use wiretape_timestamp::TsMode;
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("wt-inplace-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::Dir;
 
 /// One frame as the stage hands it to its sink.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,27 +29,6 @@ struct Frame {
 }
 
 /// A sink that keeps every frame.
-struct Keep(Vec<Frame>);
-
-impl FrameSink for Keep {
-    fn write(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32) -> Result<(), Arc<StorageError>> {
-        self.0.push(Frame {
-            ts: ts_ns,
-            data: frame.to_vec(),
-            wire: wire_len,
-        });
-        Ok(())
-    }
-    fn idle(&mut self) {}
-    fn close(self) -> WriterReport {
-        WriterReport {
-            frames: self.0.len() as u64,
-            bytes: self.0.iter().map(|f| f.data.len() as u64).sum(),
-            ..Default::default()
-        }
-    }
-}
-
 /// What one run gave.
 #[derive(Debug, PartialEq, Eq)]
 struct Outcome {
@@ -249,7 +214,7 @@ fn same_both_ways(path: &Path, recs: &[Rec], nanos: bool, first: usize, what: &s
 
 #[test]
 fn whole_files_of_either_byte_order_and_resolution() {
-    let d = Dir::new("whole");
+    let d = Dir::new("inplace-whole");
     for nanos in [true, false] {
         for be in [false, true] {
             let recs = records(3000, nanos);
@@ -270,7 +235,7 @@ fn whole_files_of_either_byte_order_and_resolution() {
 
 #[test]
 fn a_file_cut_short_anywhere_ends_at_its_last_whole_record_with_the_same_error() {
-    let d = Dir::new("cut");
+    let d = Dir::new("inplace-cut");
     let recs = records(400, true);
     let full = pcap_bytes(&recs, true, false);
     // Where each record ends in the file.
@@ -303,7 +268,7 @@ fn a_file_cut_short_anywhere_ends_at_its_last_whole_record_with_the_same_error()
 
 #[test]
 fn a_corrupt_header_or_a_tail_of_zeros_stops_where_the_reader_stops() {
-    let d = Dir::new("bad");
+    let d = Dir::new("inplace-bad");
     let recs = records(300, true);
     let full = pcap_bytes(&recs, true, false);
     let mut ends = vec![24usize];
@@ -342,7 +307,7 @@ fn a_corrupt_header_or_a_tail_of_zeros_stops_where_the_reader_stops() {
 
 #[test]
 fn a_filter_and_pacing_see_the_same_records_either_way() {
-    let d = Dir::new("filter");
+    let d = Dir::new("inplace-filter");
     let recs = records(3000, true);
     let p = d.0.join("f.pcap");
     std::fs::write(&p, pcap_bytes(&recs, true, false)).unwrap();
@@ -382,7 +347,7 @@ fn want_all(recs: &[Rec]) -> Vec<Frame> {
 
 #[test]
 fn pcapng_is_not_read_in_place() {
-    let d = Dir::new("ng");
+    let d = Dir::new("inplace-ng");
     let p = d.0.join("t.pcapng");
     let mut w = PcapWriter::with_format(FileSink::create(&p).unwrap(), 65535, Format::PcapNg, "x");
     for i in 0..100u64 {
@@ -409,7 +374,7 @@ fn frames_of_ng(p: &Path) -> u64 {
     )
     .unwrap();
     let run = Running::start(engine, &StageConfig::default(), |_| {
-        Ok::<_, StorageError>(Keep(Vec::new()))
+        Ok::<_, StorageError>(Shared(Default::default()))
     })
     .unwrap();
     while run.should_stop().is_none() {
@@ -425,7 +390,7 @@ fn frames_of_ng(p: &Path) -> u64 {
 #[test]
 fn a_file_being_written_is_read_through_the_ring() {
     use std::os::fd::AsRawFd;
-    let d = Dir::new("busy");
+    let d = Dir::new("inplace-busy");
     let recs = records(500, true);
     let p = d.0.join("busy.pcap");
     std::fs::write(&p, pcap_bytes(&recs, true, false)).unwrap();

@@ -11,22 +11,8 @@ use wiretape_pipeline::live::Recv;
 use wiretape_pipeline::{DumpRequest, Input, RecordConfig, Recording, SubscribeOptions};
 use wiretape_storage::{FileSink, PcapReader, PcapWriter, Record};
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("wt-live-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::Dir;
 
 fn frame(i: u64) -> Vec<u8> {
     let len = 60 + (i as usize * 131) % 1455;
@@ -68,7 +54,7 @@ fn paced(cfg: &mut RecordConfig, speed: Speed) {
 
 #[test]
 fn lossless_sees_exactly_the_files_and_a_stalled_lossy_one_counts_what_it_missed() {
-    let d = Dir::new("subs");
+    let d = Dir::new("live-subs");
     let n = 60_000;
     let input = trace(&d.0, n, 1000);
     let mut cfg = RecordConfig::file(&input, d.0.join("out"));
@@ -157,7 +143,7 @@ fn lossless_sees_exactly_the_files_and_a_stalled_lossy_one_counts_what_it_missed
 
 #[test]
 fn a_slow_lossless_subscriber_makes_the_writer_wait_and_nothing_is_lost() {
-    let d = Dir::new("slow");
+    let d = Dir::new("live-slow");
     let n = 20_000;
     let input = trace(&d.0, n, 1000);
     let mut cfg = RecordConfig::file(&input, d.0.join("out"));
@@ -186,7 +172,7 @@ fn a_slow_lossless_subscriber_makes_the_writer_wait_and_nothing_is_lost() {
 
 #[test]
 fn dumps_hold_exactly_the_window_and_ring_only_writes_nothing_else() {
-    let d = Dir::new("dump");
+    let d = Dir::new("live-dump");
     // 3 s of packet time played at its own pace: dumps happen while it runs.
     let n = 15_000;
     let gap = 200_000;
@@ -262,7 +248,7 @@ fn dumps_hold_exactly_the_window_and_ring_only_writes_nothing_else() {
 
 #[test]
 fn a_lossless_subscriber_that_reads_nothing_cannot_hang_the_stop() {
-    let d = Dir::new("stuck");
+    let d = Dir::new("live-stuck");
     let n = 50_000;
     let input = trace(&d.0, n, 1000);
     let mut cfg = RecordConfig::file(&input, d.0.join("out"));

@@ -6,7 +6,6 @@
 #![allow(unused_crate_dependencies)] // a test crate uses only some of them
 #![cfg(feature = "netmap")]
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use wiretape_capture::netmap::{synthetic, Netmap, SyntheticSpec};
@@ -15,22 +14,8 @@ use wiretape_pipeline::{Running, StageConfig, StopReason};
 use wiretape_storage::{Format, PcapReader, Record, StorageConfig, Store};
 use wiretape_timestamp::TsMode;
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("wt-netmap-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::Dir;
 
 /// Frame `seq` of ring `ring`: 60 to 1514 bytes, numbered, patterned.
 fn frame(ring: u32, seq: u64) -> Vec<u8> {
@@ -89,7 +74,7 @@ fn tshark(f: &std::path::Path) -> (u64, u64) {
 fn synthetic_rings_through_the_stage_into_pcap_files() {
     const RINGS: u32 = 2;
     const FRAMES: u64 = 60_000;
-    let d = Dir::new("stage");
+    let d = Dir::new("netmap-stage");
     let (ports, kernels) = synthetic(&SyntheticSpec {
         name: "nm0".into(),
         rings: RINGS,
@@ -192,7 +177,7 @@ fn synthetic_rings_through_the_stage_into_pcap_files() {
 
 #[test]
 fn a_count_budget_stops_a_netmap_run_exactly() {
-    let d = Dir::new("count");
+    let d = Dir::new("netmap-count");
     let (ports, mut kernels) = synthetic(&SyntheticSpec {
         name: "nm1".into(),
         rings: 1,

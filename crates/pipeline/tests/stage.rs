@@ -16,27 +16,8 @@ use wiretape_storage::{
 };
 use wiretape_timestamp::TsMode;
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let d = std::env::temp_dir().join(format!(
-            "wt-stage-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::Dir;
 
 fn frame(i: u64) -> Vec<u8> {
     let len = 60 + (i as usize * 131) % 1455;
@@ -69,7 +50,7 @@ fn read_all(files: &[PathBuf]) -> Vec<(u64, Vec<u8>)> {
 
 #[test]
 fn record_from_a_file_writes_every_frame_in_order() {
-    let d = Dir::new("all");
+    let d = Dir::new("stage-all");
     let input = trace(&d.0, 20_000);
     let out = d.0.join("out");
     let mut cfg = RecordConfig::file(&input, &out);
@@ -110,7 +91,7 @@ fn record_from_a_file_writes_every_frame_in_order() {
 
 #[test]
 fn count_budget_is_exact_and_the_rest_is_after_count() {
-    let d = Dir::new("count");
+    let d = Dir::new("stage-count");
     let input = trace(&d.0, 5000);
     let mut cfg = RecordConfig::file(&input, d.0.join("out"));
     cfg.stage.count = Some(1234);
@@ -151,7 +132,7 @@ impl FrameSink for Failing {
 
 #[test]
 fn a_failing_sink_stops_the_run_and_every_frame_is_accounted_for() {
-    let d = Dir::new("fail");
+    let d = Dir::new("stage-fail");
     let input = trace(&d.0, 10_000);
     let engine = FileEngine::open(
         &FileConfig::new(&input),
@@ -186,7 +167,7 @@ fn a_failing_sink_stops_the_run_and_every_frame_is_accounted_for() {
 
 #[test]
 fn stamping_a_file_as_it_is_fed_replaces_its_stamps() {
-    let d = Dir::new("kpt");
+    let d = Dir::new("stage-kpt");
     let input = trace(&d.0, 3000);
     let mut cfg = RecordConfig::file(&input, d.0.join("out"));
     cfg.ts = TsMode::Kpt;
@@ -213,7 +194,7 @@ fn stamping_a_file_as_it_is_fed_replaces_its_stamps() {
 #[test]
 fn formats_round_trip_through_the_stage() {
     for fmt in [Format::PcapNs, Format::PcapUs, Format::PcapNg] {
-        let d = Dir::new("fmt");
+        let d = Dir::new("stage-fmt");
         let input = trace(&d.0, 4000);
         let mut cfg = RecordConfig::file(&input, d.0.join("out"));
         cfg.storage.format = fmt;

@@ -110,12 +110,14 @@ impl Slab {
         );
         let len = n.checked_mul(size).expect("slab size overflows");
         let base = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
-        let huge = len.is_multiple_of(HUGE);
+        // Huge pages only for a whole number of them.
+        let tries: &[libc::c_int] = if len.is_multiple_of(HUGE) {
+            &[base | libc::MAP_HUGETLB, base]
+        } else {
+            &[base]
+        };
         let mut raw = libc::MAP_FAILED;
-        for flags in [base | libc::MAP_HUGETLB, base] {
-            if flags & libc::MAP_HUGETLB != 0 && !huge {
-                continue;
-            }
+        for &flags in tries {
             // SAFETY: a fresh anonymous private mapping (not MAP_FIXED): no
             // existing memory is affected.
             raw = unsafe {
