@@ -79,9 +79,10 @@ impl Drop for AlignedBuf {
 /// A huge page (x86-64, arm64 with 4 KiB base pages).
 const HUGE: usize = 2 << 20;
 
-/// One anonymous mapping, populated, that [`Slab::carve`] cuts into
-/// buffers once: on reserved huge pages (`vm.nr_hugepages`) when its size is
-/// a whole number of them and the kernel has enough, else on plain pages
+/// One anonymous mapping that [`Slab::carve`] cuts into buffers once: on
+/// reserved huge pages (`vm.nr_hugepages`, populated at once) when its size
+/// is a whole number of them and the kernel has enough, else on plain pages,
+/// populated at once or, if the caller asks, as they are first written
 /// (transparent huge pages are not asked for: see the UMEM's `Mmap::anon`
 /// in the capture crate for why).
 pub(crate) struct Slab {
@@ -98,26 +99,30 @@ unsafe impl Sync for Slab {}
 impl Slab {
     /// `n` zeroed buffers of `size` bytes (a multiple of [`ALIGN`]), back to
     /// back in one mapping (the first at its start), and the mapping's
-    /// address range. Err when the mapping cannot be made: then use
-    /// [`AlignedBuf::new`].
-    pub(crate) fn carve(
-        n: usize,
-        size: usize,
-    ) -> std::io::Result<(Vec<AlignedBuf>, *const u8, usize)> {
+    /// address range. `populate`: fault every page in now; else plain pages
+    /// come as they are first written (huge pages are always populated).
+    /// Err when the mapping cannot be made: then use [`AlignedBuf::new`].
+    pub(crate) fn carve(n: usize, size: usize, populate: bool) -> std::io::Result<Carved> {
         assert!(
             size > 0 && size.is_multiple_of(ALIGN),
             "slab part size {size}"
         );
         let len = n.checked_mul(size).expect("slab size overflows");
-        let base = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+        let base = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        let plain = if populate {
+            base | libc::MAP_POPULATE
+        } else {
+            base
+        };
         // Huge pages only for a whole number of them.
         let tries: &[libc::c_int] = if len.is_multiple_of(HUGE) {
-            &[base | libc::MAP_HUGETLB, base]
+            &[base | libc::MAP_POPULATE | libc::MAP_HUGETLB, plain]
         } else {
-            &[base]
+            &[plain]
         };
-        let mut raw = libc::MAP_FAILED;
+        let (mut raw, mut flags_used) = (libc::MAP_FAILED, 0);
         for &flags in tries {
+            flags_used = flags;
             // SAFETY: a fresh anonymous private mapping (not MAP_FIXED): no
             // existing memory is affected.
             raw = unsafe {
@@ -149,8 +154,24 @@ impl Slab {
                 slab: Some(slab.clone()),
             })
             .collect();
-        Ok((bufs, raw as *const u8, len))
+        Ok(Carved {
+            bufs,
+            base: raw as *const u8,
+            len,
+            populated: flags_used & libc::MAP_POPULATE != 0,
+        })
     }
+}
+
+/// What [`Slab::carve`] made.
+pub(crate) struct Carved {
+    /// The buffers, in address order.
+    pub(crate) bufs: Vec<AlignedBuf>,
+    /// The mapping's start and length.
+    pub(crate) base: *const u8,
+    pub(crate) len: usize,
+    /// Every page is in (else they come as the buffers are first written).
+    pub(crate) populated: bool,
 }
 
 impl Drop for Slab {
@@ -176,8 +197,18 @@ mod tests {
 
     #[test]
     fn slab_parts_are_disjoint_zeroed_and_outlive_each_other() {
-        let (mut bufs, base, len) = Slab::carve(3, 2 * ALIGN).unwrap();
+        for populate in [true, false] {
+            slab_parts(populate);
+        }
+    }
+
+    fn slab_parts(populate: bool) {
+        let c = Slab::carve(3, 2 * ALIGN, populate).unwrap();
+        let (mut bufs, base, len) = (c.bufs, c.base, c.len);
+        assert_eq!(c.populated, populate);
         assert_eq!(len, 6 * ALIGN);
+        // Lazy: no page is in until a buffer is written.
+        assert_eq!(resident(base, len), if populate { 6 } else { 0 });
         assert_eq!(base as usize % ALIGN, 0);
         for (i, b) in bufs.iter_mut().enumerate() {
             assert_eq!(b.len(), 2 * ALIGN);
@@ -188,9 +219,20 @@ mod tests {
             assert!(b.as_slice().iter().all(|&x| x == 0));
             b.as_mut_slice().fill(i as u8 + 1);
         }
+        assert_eq!(resident(base, len), 6);
         let last = bufs.pop().unwrap();
         drop(bufs);
         // The slab lives on with its last part.
         assert!(last.as_slice().iter().all(|&x| x == 3));
+    }
+
+    /// Pages of [base, base+len) in memory (mincore).
+    fn resident(base: *const u8, len: usize) -> usize {
+        let mut v = vec![0u8; len.div_ceil(ALIGN)];
+        // SAFETY: [base, base+len) is a live mapping (the slab, held by the
+        // caller's buffers); v has one byte per page of it.
+        let r = unsafe { libc::mincore(base as *mut _, len, v.as_mut_ptr()) };
+        assert_eq!(r, 0, "mincore: {}", std::io::Error::last_os_error());
+        v.iter().filter(|&&b| b & 1 != 0).count()
     }
 }

@@ -168,6 +168,10 @@ pub struct UringSink {
     one_buffer: bool,
     /// ... and merged writes of them go out as WRITEV_FIXED.
     writev_fixed: bool,
+    /// The slab, when it is to be registered once the sink is busy.
+    register_later: Option<LateSlab>,
+    /// Blocks issued (a merged write counts each).
+    blocks_written: u64,
     /// Filled blocks waiting for a write slot (the RAM buffer).
     pending: VecDeque<(Block, u32, u64)>,
     /// Most writes in flight at once.
@@ -214,11 +218,28 @@ pub struct UringEngine {
     n_registered: usize,
     one_buffer: bool,
     writev_fixed: bool,
+    register_later: Option<LateSlab>,
     block_size: usize,
     nbufs: usize,
     growth: Growth,
     budget: Option<Arc<AtomicI64>>,
 }
+
+/// A slab of blocks not registered yet (see [`UringSink::prepare`]'s lazy
+/// twin, `build`).
+#[derive(Clone, Copy)]
+struct LateSlab {
+    base: usize,
+    len: usize,
+    /// The blocks carved from it (slots 0..blocks).
+    blocks: usize,
+    /// Merged writes may then go out as WRITEV_FIXED (probed).
+    writev_fixed: bool,
+}
+
+/// A lazy slab is registered once the sink has written this many times its
+/// blocks' worth.
+const REGISTER_AFTER: u64 = 2;
 
 impl UringEngine {
     /// Creates `path` (never overwrites) and returns the sink writing it.
@@ -245,6 +266,8 @@ impl UringEngine {
             n_registered: self.n_registered,
             one_buffer: self.one_buffer,
             writev_fixed: self.writev_fixed,
+            register_later: self.register_later,
+            blocks_written: 0,
             pending: VecDeque::new(),
             qd: nbufs as u32,
             budget: self.budget,
@@ -307,7 +330,7 @@ impl UringSink {
         budget: Option<Arc<AtomicI64>>,
     ) -> Result<Self, StorageError> {
         let path = path.into();
-        let engine = Self::prepare(block_size, nbufs, growth, budget).map_err(|source| {
+        let engine = Self::build(block_size, nbufs, growth, budget, false).map_err(|source| {
             StorageError::Create {
                 path: path.clone(),
                 source,
@@ -326,6 +349,26 @@ impl UringSink {
         growth: Growth,
         budget: Option<Arc<AtomicI64>>,
     ) -> std::io::Result<UringEngine> {
+        Self::build(block_size, nbufs, growth, budget, true)
+    }
+
+    /// As [`UringSink::prepare`]; `eager`: fault the blocks in and register
+    /// them now. Else (a file that may never see a frame: a recording's
+    /// first file per queue, opened at start for every RX queue, busy or
+    /// not) their pages come as they are first written, and the blocks are
+    /// registered only once the sink has written [`REGISTER_AFTER`] times
+    /// its blocks' worth (then every block was used: pinning them faults
+    /// nothing in). An idle queue's file then costs one page, not its
+    /// blocks (16 MiB by default); on the rig, three of four queues never
+    /// see a frame, and populating their blocks was a quarter of the
+    /// recorder's start-up CPU.
+    fn build(
+        block_size: usize,
+        nbufs: usize,
+        growth: Growth,
+        budget: Option<Arc<AtomicI64>>,
+        eager: bool,
+    ) -> std::io::Result<UringEngine> {
         let block_size = block_size.max(ALIGN).div_ceil(ALIGN) * ALIGN;
         let nbufs = nbufs.clamp(2, 64);
         let ring = IoUring::new(nbufs as u32 * 2)?;
@@ -335,11 +378,12 @@ impl UringSink {
         // them names, merged writes too (IORING_OP_WRITEV_FIXED, Linux
         // 6.15): the kernel then pins no pages per write. Else separate
         // buffers, one index each.
-        let (bufs, slab) = match Slab::carve(nbufs, block_size) {
-            Ok((bufs, base, len)) => (bufs, Some((base, len))),
+        let (bufs, slab, populated) = match Slab::carve(nbufs, block_size, eager) {
+            Ok(c) => (c.bufs, Some((c.base, c.len)), c.populated),
             Err(_) => (
                 (0..nbufs).map(|_| AlignedBuf::new(block_size)).collect(),
                 None,
+                true,
             ),
         };
         let free: Vec<Block> = bufs
@@ -360,24 +404,34 @@ impl UringSink {
                 })
                 .collect(),
         };
+        let mut probe = io_uring::Probe::new();
+        let writev_fixed_ok = slab.is_some()
+            && ring.submitter().register_probe(&mut probe).is_ok()
+            && probe.is_supported(opcode::WritevFixed::CODE);
+        // Registering pins the pages, faulting in any that are not: a lazy
+        // slab is registered later (UringSink::register_late).
+        let later = (!populated).then(|| iov[0]);
         // SAFETY: every iovec points to live memory owned by this engine's
         // blocks (then the sink's): their buffers, or the slab they are
         // carved from, which lives as long as any of them. They are only
         // freed after the ring (see Drop), never while a write from one is
         // in flight.
-        let registered = unsafe { ring.submitter().register_buffers(&iov) }.is_ok();
+        let registered =
+            later.is_none() && unsafe { ring.submitter().register_buffers(&iov) }.is_ok();
         let one_buffer = registered && slab.is_some();
-        let mut probe = io_uring::Probe::new();
-        let writev_fixed = one_buffer
-            && ring.submitter().register_probe(&mut probe).is_ok()
-            && probe.is_supported(opcode::WritevFixed::CODE);
         Ok(UringEngine {
             ring,
             owner,
             free,
             n_registered: if registered { nbufs } else { 0 },
             one_buffer,
-            writev_fixed,
+            writev_fixed: one_buffer && writev_fixed_ok,
+            register_later: later.map(|v| LateSlab {
+                base: v.iov_base as usize,
+                len: v.iov_len,
+                blocks: nbufs,
+                writev_fixed: writev_fixed_ok,
+            }),
             block_size,
             nbufs,
             growth,
@@ -464,6 +518,29 @@ impl UringSink {
         }
     }
 
+    /// Registers a lazy slab (see `build`): from now on its blocks are
+    /// written as fixed buffers. Writes in flight from it, issued as plain
+    /// ones, are unaffected. Should the kernel refuse (e.g. the memlock
+    /// limit), the blocks stay plain: slower per write, never wrong.
+    fn register_late(&mut self) {
+        let Some(late) = self.register_later.take() else {
+            return;
+        };
+        let iov = [libc::iovec {
+            iov_base: late.base as *mut libc::c_void,
+            iov_len: late.len,
+        }];
+        // SAFETY: [base, base+len) is the slab our blocks are carved from:
+        // every block (free, being filled, in flight) holds it alive, and
+        // the blocks outlive the ring (see Drop), so it outlives the
+        // registration; only our own blocks' writes name the buffer.
+        if unsafe { self.ring.submitter().register_buffers(&iov) }.is_ok() {
+            self.n_registered = late.blocks;
+            self.one_buffer = true;
+            self.writev_fixed = late.writev_fixed;
+        }
+    }
+
     /// Whether the disk has room for allocating ahead.
     fn room_ahead(&self) -> bool {
         self.file
@@ -546,6 +623,12 @@ impl UringSink {
             match block.lease() {
                 Some(l) if l.owner == self.owner && !self.busy[l.slot as usize] => {}
                 _ => panic!("UringSink::issue: not a free block of this sink"),
+            }
+        }
+        self.blocks_written += parts.len() as u64;
+        if let Some(late) = self.register_later {
+            if self.blocks_written > REGISTER_AFTER * late.blocks as u64 {
+                self.register_late();
             }
         }
         let idx = parts[0].0.lease().expect("checked").slot;
@@ -1263,6 +1346,44 @@ mod tests {
         eprintln!("writev_fixed: {}", s.writev_fixed);
         s.finish(b).unwrap();
         assert!(merged > 0, "no write was merged ({writes} block writes)");
+        assert_eq!(std::fs::read(&p).unwrap(), expect);
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// A sink's first file has its blocks registered only once it is busy
+    /// (until then its pages come as written: an idle queue's file costs
+    /// a page, not its blocks); a prepared engine (rotation) registers at
+    /// once. The stream is exact across the switch.
+    #[test]
+    fn a_first_file_registers_its_blocks_once_busy() {
+        let d = tmpdir("late");
+        let p = d.join("l.bin");
+        let (bs, nb) = (65536, 4);
+        let e = UringSink::prepare(bs, nb, Growth::Extend, None).unwrap();
+        assert_eq!(e.n_registered, nb, "a prepared engine registers at once");
+        assert!(e.register_later.is_none());
+        let mut s = UringSink::create(&p, bs, nb).unwrap();
+        assert_eq!(s.n_registered, 0, "registered before any write");
+        assert!(s.register_later.is_some());
+        let mut expect = Vec::new();
+        let mut b = s.first_block();
+        let mut registered_at = None;
+        for i in 0..40u32 {
+            let n = bs - b.len() - (i as usize * 311) % 4000;
+            fill(&mut b, &pattern(i as u8, n));
+            expect.extend_from_slice(&pattern(i as u8, n));
+            b = s.submit(b).unwrap();
+            if registered_at.is_none() && s.n_registered > 0 {
+                registered_at = Some(s.blocks_written);
+            }
+        }
+        let at = registered_at.expect("never registered");
+        assert!(
+            at > REGISTER_AFTER * nb as u64 && at <= REGISTER_AFTER * nb as u64 + MERGE as u64,
+            "registered after {at} blocks"
+        );
+        assert!(s.one_buffer && s.register_later.is_none());
+        s.finish(b).unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), expect);
         std::fs::remove_dir_all(d).unwrap();
     }
