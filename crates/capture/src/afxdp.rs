@@ -10,7 +10,7 @@
 use crate::bpf::{SteerProgram, XdpLink, XdpMode, MAX_QUEUES};
 use crate::engine::{cpu_in_turn, Engine, EngineCounters, EngineQueue, FrameStore, RxQueue};
 use crate::link::{LinkMonitor, LinkStatus};
-use crate::xsk::{self, FillRing, RxRing, Umem, XskConfig, XskFd};
+use crate::xsk::{self, BusyPoll, FillRing, RxRing, Umem, XskConfig, XskFd};
 use crate::{sys, CaptureError, CaptureFilter, Desc, StartInfo};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,6 +41,11 @@ pub struct CaptureConfig {
     /// The capture filter, decided in the XDP program (compiled for
     /// Ethernet); None: every frame.
     pub filter: Option<CaptureFilter>,
+    /// Busy polling (`--busy-poll`): each socket gets the busy-poll options
+    /// and the poll thread runs the driver's NAPI itself, one recvfrom per
+    /// round (see [`BusyPoll`]); None: the driver's interrupts and softirq
+    /// do (the default).
+    pub busy_poll: Option<BusyPoll>,
 }
 
 impl CaptureConfig {
@@ -56,6 +61,7 @@ impl CaptureConfig {
             frames: 32768,
             frame_size: 2048,
             filter: None,
+            busy_poll: None,
         }
     }
 }
@@ -121,6 +127,14 @@ impl AfXdp {
                 Some(arphrd) => return Err(CaptureError::FilterLinkType { ifname, arphrd }),
             }
         }
+        if let Some(bp) = cfg.busy_poll {
+            if bp.usecs == 0 || bp.budget == 0 {
+                return Err(CaptureError::Config(format!(
+                    "--busy-poll {} with budget {}: both must be at least 1",
+                    bp.usecs, bp.budget
+                )));
+            }
+        }
         crate::bpf::refuse_attached(ifindex, &ifname)?;
         Ok((ifindex, queues))
     }
@@ -150,6 +164,16 @@ impl AfXdp {
                     None => format!("the driver of {ifname}"),
                 };
                 zc_refused = Some(format!("zero-copy refused by {who}: {r}"));
+            }
+            if let Some(bp) = cfg.busy_poll {
+                // Before the program is attached: a refusal attaches nothing.
+                x.fd.set_busy_poll(bp)
+                    .map_err(|(option, source)| CaptureError::BusyPoll {
+                        ifname: ifname.clone(),
+                        queue: q,
+                        option,
+                        source,
+                    })?;
             }
             socks.push((q, x));
         }
@@ -184,6 +208,7 @@ impl AfXdp {
             frame_size: cfg.frame_size,
             interfaces: Vec::new(),
             mapped_file: None,
+            busy_poll: cfg.busy_poll,
         };
         let mut fds = Vec::new();
         let mut out = Vec::new();
@@ -212,6 +237,7 @@ impl AfXdp {
                     fd,
                     detached: detached.clone(),
                     empty_looks: 0,
+                    busy_poll: cfg.busy_poll,
                 },
                 frames: AfXdpFrames { umem, fill },
                 stamper: Some(stamper),
@@ -231,6 +257,17 @@ impl AfXdp {
             info,
             monitor,
         })
+    }
+}
+
+impl AfXdp {
+    /// The AF_XDP socket of `queue` (its statistics, options, NAPI id);
+    /// None for a queue not recorded.
+    pub fn socket(&self, queue: u32) -> Option<&XskFd> {
+        self.fds
+            .iter()
+            .find(|(q, _)| *q == queue)
+            .map(|(_, fd)| &**fd)
     }
 }
 
@@ -331,11 +368,17 @@ pub struct AfXdpRx {
     fd: Arc<XskFd>,
     detached: Arc<AtomicBool>,
     empty_looks: u32,
+    busy_poll: Option<BusyPoll>,
 }
 
 impl RxQueue for AfXdpRx {
     #[inline]
     fn take(&mut self, max: usize, out: &mut Vec<Desc>) -> usize {
+        if self.busy_poll.is_some() {
+            // Run the driver's NAPI here (up to the budget), then take what
+            // it put in the ring: one syscall per round, not per frame.
+            self.fd.busy_poll();
+        }
         let n = self.ring.take(max, out);
         if n > 0 {
             self.empty_looks = 0;
@@ -346,6 +389,11 @@ impl RxQueue for AfXdpRx {
     fn wait(&mut self, timeout: Duration) {
         self.fd
             .wait_rx(timeout.as_millis().min(i32::MAX as u128) as i32);
+    }
+
+    fn busy_poll(&self) -> Option<Duration> {
+        self.busy_poll
+            .map(|bp| Duration::from_micros(bp.usecs as u64))
     }
 
     fn ended(&mut self) -> bool {

@@ -36,6 +36,12 @@ pub trait RxQueue: Send + 'static {
     fn stamp_stats(&self) -> Option<StampStats> {
         None
     }
+    /// Some(spin) when `take` busy polls the driver (AF_XDP `--busy-poll`):
+    /// the poll thread then keeps taking a dry ring for `spin` before it
+    /// falls back to its sleeps. None (the default): no busy polling.
+    fn busy_poll(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// The frame half of one queue (owned by the pipeline's writer thread).
@@ -159,6 +165,8 @@ pub struct StartInfo {
     /// meet a record it does not take); None: every other engine, and a
     /// file read into the ring.
     pub mapped_file: Option<u64>,
+    /// Busy polling of the AF_XDP sockets (`--busy-poll`); None: off.
+    pub busy_poll: Option<crate::BusyPoll>,
 }
 
 /// CPU of item `i` of a list given in turn (`--cpus`), else of `fallback` in turn.

@@ -248,6 +248,7 @@ impl FileEngine {
             frame_size: 2048,
             interfaces: Vec::new(),
             mapped_file: in_place.as_ref().map(|ip| ip.map.len() as u64),
+            busy_poll: None,
         };
         let frames = FileFrames {
             reader,

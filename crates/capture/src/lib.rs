@@ -64,7 +64,7 @@ pub use link::{LinkMonitor, LinkStatus};
 pub use multi::MultiEngine;
 pub use netmap::NetmapConfig;
 pub use xdpfilter::CaptureFilter;
-pub use xsk::{BindMode, XskStats};
+pub use xsk::{BindMode, BusyPoll, XskStats};
 
 /// Errors of the capture layer. Each message names the thing and the fix.
 #[derive(Debug, thiserror::Error)]
@@ -155,6 +155,19 @@ pub enum CaptureError {
         ifname: String,
         /// Its `/sys/class/net/IF/type`.
         arphrd: u32,
+    },
+    /// The kernel refused a busy-poll socket option (`--busy-poll`).
+    #[error("--busy-poll: the kernel refused {option} on the AF_XDP socket of {ifname} queue {queue}: {source} (it needs CAP_NET_ADMIN and a kernel with CONFIG_NET_RX_BUSY_POLL, 5.11 or later; or record without --busy-poll)")]
+    BusyPoll {
+        /// The interface.
+        ifname: String,
+        /// The queue.
+        queue: u32,
+        /// The socket option refused (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET).
+        option: &'static str,
+        /// The kernel's answer.
+        #[source]
+        source: std::io::Error,
     },
     /// A setting is out of range.
     #[error("invalid setting: {0}")]

@@ -52,6 +52,7 @@ impl<E: Engine> MultiEngine<E> {
             hw_refused: infos.iter().find_map(|i| i.hw_refused.clone()),
             frames: first.frames,
             frame_size: first.frame_size,
+            busy_poll: first.busy_poll,
             interfaces: infos,
             mapped_file: None,
         };

@@ -116,6 +116,22 @@ pub fn arphrd(name: &str) -> Option<u32> {
         .ok()
 }
 
+/// The interface's `napi_defer_hard_irqs` and `gro_flush_timeout` (ns)
+/// from `/sys/class/net/NAME/`: with both non-zero, a NAPI that a busy
+/// poller gave back stays armed on a timer instead of re-enabling the
+/// device's interrupts (Documentation/networking/napi.rst). None if either
+/// cannot be read.
+pub fn napi_defer(name: &str) -> Option<(u64, u64)> {
+    let read = |f: &str| -> Option<u64> {
+        std::fs::read_to_string(format!("/sys/class/net/{name}/{f}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some((read("napi_defer_hard_irqs")?, read("gro_flush_timeout")?))
+}
+
 /// CPUs this thread may run on.
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.

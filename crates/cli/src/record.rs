@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-use wiretape::capture::{sys, CaptureConfig, FileConfig, NetmapConfig, XdpMode};
+use wiretape::capture::{sys, BusyPoll, CaptureConfig, FileConfig, NetmapConfig, XdpMode};
 use wiretape::{Event, Input, RecordConfig};
 
 #[derive(clap::Args)]
@@ -125,6 +125,21 @@ pub struct Args {
     /// its rings of a few thousand slots fill sooner than a UMEM).
     #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     poll_sleep_us: Option<u64>,
+    /// Busy polling (AF_XDP; off by default): each socket gets
+    /// SO_PREFER_BUSY_POLL, SO_BUSY_POLL=US and SO_BUSY_POLL_BUDGET=--batch
+    /// (at most 65535), and each poll thread runs the driver's NAPI poll
+    /// itself, one recvfrom per round: the driver's receive work (on veth:
+    /// the XDP program and the copy into the UMEM) moves from the
+    /// softirq onto the poll thread's CPU. A dry ring is polled again at
+    /// once for US microseconds, then the thread sleeps (--poll-sleep-us) as
+    /// without busy polling. Costs CPU: under load the poll thread keeps its
+    /// CPU busy. For full effect set napi_defer_hard_irqs and
+    /// gro_flush_timeout in /sys/class/net/IFACE/ (e.g. 2 and 200000), so the
+    /// interrupts stay off while we poll; wiretape does not change them.
+    /// Needs CAP_NET_ADMIN. Try 50. No effect on veth (Linux 6.13+ gives
+    /// its AF_XDP sockets no NAPI id to poll); for NICs whose driver does.
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    busy_poll: Option<u32>,
     /// Write a partly filled block after this many seconds, so a quiet link lands on disk.
     #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = parse_secs)]
     flush_interval: Duration,
@@ -563,6 +578,9 @@ fn ranges(v: &[usize]) -> String {
 /// The capture side of the options (-i or -r).
 fn input(a: &Args) -> Result<Input> {
     if let Some(path) = &a.read {
+        if a.busy_poll.is_some() {
+            bail!("--busy-poll applies to interfaces (-i, --engine afxdp) only: a capture file (-r) has no driver to poll");
+        }
         let mut f = FileConfig::new(path);
         f.speed = a.speed.parse().map_err(anyhow::Error::msg)?;
         f.cpu = cpu_list(&a.cpus, "--cpus")?.and_then(|c| c.first().copied());
@@ -577,6 +595,9 @@ fn input(a: &Args) -> Result<Input> {
     if a.engine == "netmap" {
         if a.iface.len() > 1 {
             bail!("several interfaces in one run need --engine afxdp: with netmap, run one wiretape per interface");
+        }
+        if a.busy_poll.is_some() {
+            bail!("--busy-poll applies to --engine afxdp only: it sets AF_XDP socket options (netmap's poll thread already polls its rings)");
         }
         for (given, flag) in [
             (a.xdp_mode.is_some(), "--xdp-mode"),
@@ -626,6 +647,10 @@ fn input(a: &Args) -> Result<Input> {
     if let Some(n) = a.frame_size {
         c.frame_size = n;
     }
+    c.busy_poll = a.busy_poll.map(|usecs| BusyPoll {
+        usecs,
+        budget: a.batch.clamp(1, u16::MAX as usize) as u16,
+    });
     if a.iface.len() > 1 {
         // The same settings on each; the CPU lists cover all queues.
         return Ok(Input::Interfaces(
@@ -740,6 +765,21 @@ pub fn run(a: Args) -> Result<i32> {
         Input::Interface(c) => check_privileges(locked_bytes(c), perfmon)?,
         Input::Interfaces(list) => check_privileges(list.iter().map(locked_bytes).sum(), perfmon)?,
         _ => {}
+    }
+    if let Some(us) = a.busy_poll {
+        for iface in &a.iface {
+            if let Some((defer, timeout)) = sys::napi_defer(iface) {
+                if defer == 0 || timeout == 0 {
+                    eprintln!(
+                        "wiretape: notice: --busy-poll {us}: {iface} has napi_defer_hard_irqs {defer} and \
+                         gro_flush_timeout {timeout}, so between polls its interrupts (on veth: the \
+                         sender's softirq) take the receive work back; for full effect (as root): \
+                         echo 2 > /sys/class/net/{iface}/napi_defer_hard_irqs; \
+                         echo 200000 > /sys/class/net/{iface}/gro_flush_timeout"
+                    );
+                }
+            }
+        }
     }
     wiretape::capture::bpflog::set_verbose(a.verbose);
     let metrics = match a.metrics {

@@ -100,8 +100,12 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
         Some(r) => format!(" (native refused: {r})"),
         None => String::new(),
     };
+    let busy = match info.busy_poll {
+        Some(bp) => format!(", busy poll {} us, budget {}", bp.usecs, bp.budget),
+        None => String::new(),
+    };
     format!(
-        "wiretape: recording {} queues {:?} [{}]: {} XDP{native}, AF_XDP {mode}, UMEM {} x {} B per queue, snaplen {snaplen}{}, {} -> {dir}",
+        "wiretape: recording {} queues {:?} [{}]: {} XDP{native}, AF_XDP {mode}{busy}, UMEM {} x {} B per queue, snaplen {snaplen}{}, {} -> {dir}",
         info.ifname,
         info.queues,
         cpus.join(" "),

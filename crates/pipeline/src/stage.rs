@@ -471,6 +471,12 @@ struct Taker<R> {
     /// Sleeps of `idle_sleep` before blocking in the engine: about 10 ms.
     sleeps_before_block: u32,
     idle_rounds: u32,
+    /// Busy polling (the engine's [`RxQueue::busy_poll`]): how long, in ns,
+    /// a dry ring is taken again at once (each take runs the driver's NAPI)
+    /// before the sleeps start; 0: off.
+    spin_ns: u64,
+    /// When the ring was first found dry in this spell (0: it was not).
+    dry_since: u64,
 }
 
 /// What [`Taker::take`] found.
@@ -485,6 +491,7 @@ enum Took {
 
 impl<R: RxQueue> Taker<R> {
     fn new(rx: R, stamper: Option<Stamper<AutoClock>>, batch: usize, idle_sleep: Duration) -> Self {
+        let spin_ns = rx.busy_poll().map_or(0, |d| d.as_nanos() as u64);
         Taker {
             rx,
             stamper,
@@ -492,6 +499,8 @@ impl<R: RxQueue> Taker<R> {
             idle_sleep,
             sleeps_before_block: (10_000 / idle_sleep.as_micros().max(1)) as u32,
             idle_rounds: 0,
+            spin_ns,
+            dry_since: 0,
         }
     }
 
@@ -506,10 +515,12 @@ impl<R: RxQueue> Taker<R> {
             }
             return Took::Empty;
         }
-        // Saturated: frames were waiting (we came back without sleeping
-        // because the last take left frames, or this take filled the batch).
-        let saturated = self.idle_rounds == 0 || n == self.batch;
+        // Saturated: frames were waiting (we came back without sleeping or
+        // spinning because the last take left frames, or this take filled
+        // the batch).
+        let saturated = (self.idle_rounds == 0 && self.dry_since == 0) || n == self.batch;
         self.idle_rounds = 0;
+        self.dry_since = 0;
         if let Some(s) = &mut self.stamper {
             s.stamp(v, saturated);
         }
@@ -517,10 +528,24 @@ impl<R: RxQueue> Taker<R> {
         Took::Frames
     }
 
-    /// Nothing to take: sleep `idle_sleep` (so frames come in batches), and
-    /// after about 10 ms of that, block in the engine's wait (it wakes us
-    /// when frames arrive; the timeout bounds how late we notice a stop).
+    /// Nothing to take. Busy polling: for the first `spin_ns` of a dry
+    /// spell, return at once (the next take runs the driver's NAPI again).
+    /// Then (and always without busy polling) sleep `idle_sleep` (so frames
+    /// come in batches), and after about 10 ms of that, block in the
+    /// engine's wait (it wakes us when frames arrive; the timeout bounds
+    /// how late we notice a stop).
     fn pause(&mut self) {
+        if self.spin_ns > 0 && self.idle_rounds == 0 {
+            // One clock read per dry round (not per frame).
+            let now = monotonic_ns();
+            if self.dry_since == 0 {
+                self.dry_since = now;
+            }
+            if now - self.dry_since < self.spin_ns {
+                std::hint::spin_loop();
+                return;
+            }
+        }
         if self.idle_rounds < self.sleeps_before_block {
             self.idle_rounds += 1;
             std::thread::sleep(self.idle_sleep);

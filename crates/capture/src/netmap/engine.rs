@@ -258,6 +258,7 @@ impl<P: RxSync> Netmap<P> {
             frame_size: ports[0].info.buf_size,
             interfaces: Vec::new(),
             mapped_file: None,
+            busy_poll: None,
         };
         let mut queues = Vec::new();
         let mut shared = Vec::new();

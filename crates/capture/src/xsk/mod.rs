@@ -34,7 +34,7 @@ mod umem;
 
 pub use crate::desc::Desc;
 pub use rx::{FillRing, RxRing};
-pub use socket::{BindMode, XskFd, XskStats};
+pub use socket::{BindMode, BusyPoll, BusyPollOptions, XskFd, XskStats};
 pub use tx::{Tx, TxStats};
 pub use umem::Umem;
 

@@ -82,6 +82,122 @@ impl XskFd {
     pub fn wait_rx(&self, timeout_ms: i32) {
         poll(self.raw(), libc::POLLIN, timeout_ms);
     }
+
+    /// Asks the kernel to busy poll this socket's NAPI from our recvfrom
+    /// calls: `SO_PREFER_BUSY_POLL` 1, `SO_BUSY_POLL` `bp.usecs`,
+    /// `SO_BUSY_POLL_BUDGET` `bp.budget`, in that order. The error names the
+    /// option the kernel refused (raising them needs CAP_NET_ADMIN).
+    pub fn set_busy_poll(&self, bp: BusyPoll) -> Result<(), (&'static str, io::Error)> {
+        let raw = self.raw();
+        for (name, opt, v) in [
+            ("SO_PREFER_BUSY_POLL", SO_PREFER_BUSY_POLL, 1),
+            ("SO_BUSY_POLL", SO_BUSY_POLL, bp.usecs as libc::c_int),
+            (
+                "SO_BUSY_POLL_BUDGET",
+                SO_BUSY_POLL_BUDGET,
+                bp.budget as libc::c_int,
+            ),
+        ] {
+            set_sol_socket(raw, opt, v).map_err(|e| (name, e))?;
+        }
+        Ok(())
+    }
+
+    /// The busy-poll options as the kernel holds them (getsockopt): what
+    /// [`XskFd::set_busy_poll`] set, or off by default. The kernel reports
+    /// no `SO_BUSY_POLL_BUDGET` (it has no getsockopt for it: ENOPROTOOPT);
+    /// a kernel that does is read too.
+    pub fn busy_poll_options(&self) -> io::Result<BusyPollOptions> {
+        let raw = self.raw();
+        Ok(BusyPollOptions {
+            prefer: get_sol_socket(raw, SO_PREFER_BUSY_POLL)? != 0,
+            usecs: get_sol_socket(raw, SO_BUSY_POLL)? as u32,
+            budget: get_sol_socket(raw, SO_BUSY_POLL_BUDGET)
+                .ok()
+                .map(|b| b as u32),
+        })
+    }
+
+    /// The id of the NAPI context that delivered the socket's frames
+    /// (`SO_INCOMING_NAPI_ID`): 0 until a frame came through a driver
+    /// whose receive queue has one. Busy polling runs that NAPI; with 0 it
+    /// has nothing to run.
+    pub fn napi_id(&self) -> io::Result<u32> {
+        get_sol_socket(self.raw(), SO_INCOMING_NAPI_ID).map(|v| v as u32)
+    }
+
+    /// One busy-poll round: a zero-length non-blocking recvfrom, which,
+    /// with the busy-poll options set and the socket's NAPI known, runs the
+    /// driver's NAPI poll (up to the budget) in the caller's context. Once
+    /// per poll round, never per frame. Errors are harmless (none reported).
+    #[inline]
+    pub fn busy_poll(&self) {
+        wake_rx(self.raw());
+    }
+}
+
+/// Busy polling of a socket (`--busy-poll`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusyPoll {
+    /// `SO_BUSY_POLL`: microseconds. AF_XDP only busy polls on non-blocking
+    /// calls (one NAPI poll per recvfrom), so for the kernel it only has to
+    /// be non-zero; the poll thread uses it as how long it keeps polling a
+    /// dry ring before it falls back to sleeping.
+    pub usecs: u32,
+    /// `SO_BUSY_POLL_BUDGET`: most frames one NAPI poll brings in (1..=65535).
+    pub budget: u16,
+}
+
+/// The busy-poll socket options read back ([`XskFd::busy_poll_options`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusyPollOptions {
+    /// `SO_PREFER_BUSY_POLL`.
+    pub prefer: bool,
+    /// `SO_BUSY_POLL`, microseconds.
+    pub usecs: u32,
+    /// `SO_BUSY_POLL_BUDGET`, where the kernel reports it (Linux 6.18
+    /// does not).
+    pub budget: Option<u32>,
+}
+
+// The asm-generic numbers (x86_64, aarch64, riscv64, ...), from
+// include/uapi/asm-generic/socket.h.
+const SO_BUSY_POLL: libc::c_int = 46;
+const SO_INCOMING_NAPI_ID: libc::c_int = 56;
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+
+/// setsockopt(SOL_SOCKET, opt) with an int.
+fn set_sol_socket(raw: RawFd, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live c_int and its exact size; these
+    // options only read the int.
+    cvt(unsafe {
+        libc::setsockopt(
+            raw,
+            libc::SOL_SOCKET,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+/// getsockopt(SOL_SOCKET, opt) of an int.
+fn get_sol_socket(raw: RawFd, opt: libc::c_int) -> io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `v`.
+    cvt(unsafe {
+        libc::getsockopt(
+            raw,
+            libc::SOL_SOCKET,
+            opt,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(v)
 }
 
 /// A fresh AF_XDP socket with a UMEM of `frames` x `frame_size` registered.
