@@ -128,9 +128,9 @@ pub struct Args {
     /// Busy polling (AF_XDP; off by default): each socket gets
     /// SO_PREFER_BUSY_POLL, SO_BUSY_POLL=US and SO_BUSY_POLL_BUDGET=--batch
     /// (at most 65535), and each poll thread runs the driver's NAPI poll
-    /// itself, one recvfrom per round: the driver's receive work (on veth:
-    /// the XDP program and the copy into the UMEM) moves from the
-    /// softirq onto the poll thread's CPU. A dry ring is polled again at
+    /// itself, one recvfrom per round: the driver's receive work (the XDP
+    /// program, the copy into the UMEM) moves from the softirq onto the
+    /// poll thread's CPU. A dry ring is polled again at
     /// once for US microseconds, then the thread sleeps (--poll-sleep-us) as
     /// without busy polling. Costs CPU: under load the poll thread keeps its
     /// CPU busy. For full effect set napi_defer_hard_irqs and
