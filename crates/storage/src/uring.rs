@@ -237,6 +237,18 @@ struct LateSlab {
     writev_fixed: bool,
 }
 
+/// Registers `iov` with `ring` as its fixed buffers; false if the kernel
+/// refuses (the blocks are then written as plain buffers).
+///
+/// # Safety
+/// Every iovec must point to memory that outlives the registration (the
+/// ring): an engine's (then its sink's) own blocks, or the slab they are
+/// carved from, which lives as long as any of them.
+unsafe fn register(ring: &IoUring, iov: &[libc::iovec]) -> bool {
+    // SAFETY: the caller's promise above.
+    unsafe { ring.submitter().register_buffers(iov) }.is_ok()
+}
+
 /// A lazy slab is registered once the sink has written this many times its
 /// blocks' worth.
 const REGISTER_AFTER: u64 = 2;
@@ -411,13 +423,10 @@ impl UringSink {
         // Registering pins the pages, faulting in any that are not: a lazy
         // slab is registered later (UringSink::register_late).
         let later = (!populated).then(|| iov[0]);
-        // SAFETY: every iovec points to live memory owned by this engine's
-        // blocks (then the sink's): their buffers, or the slab they are
-        // carved from, which lives as long as any of them. They are only
-        // freed after the ring (see Drop), never while a write from one is
-        // in flight.
-        let registered =
-            later.is_none() && unsafe { ring.submitter().register_buffers(&iov) }.is_ok();
+        // SAFETY: the iovecs are this engine's blocks (or their slab); they
+        // are freed only after the ring (see Drop), never while a write
+        // from one is in flight.
+        let registered = later.is_none() && unsafe { register(&ring, &iov) };
         let one_buffer = registered && slab.is_some();
         Ok(UringEngine {
             ring,
@@ -530,11 +539,10 @@ impl UringSink {
             iov_base: late.base as *mut libc::c_void,
             iov_len: late.len,
         }];
-        // SAFETY: [base, base+len) is the slab our blocks are carved from:
-        // every block (free, being filled, in flight) holds it alive, and
-        // the blocks outlive the ring (see Drop), so it outlives the
-        // registration; only our own blocks' writes name the buffer.
-        if unsafe { self.ring.submitter().register_buffers(&iov) }.is_ok() {
+        // SAFETY: the slab our blocks are carved from: every block (free,
+        // being filled, in flight) holds it alive, and the blocks outlive
+        // the ring (see Drop).
+        if unsafe { register(&self.ring, &iov) } {
             self.n_registered = late.blocks;
             self.one_buffer = true;
             self.writev_fixed = late.writev_fixed;
