@@ -4,10 +4,12 @@
 //! downward:
 //!
 //! ```text
-//! cli ─▶ wiretape (this facade) ─▶ pipeline ─┬─▶ capture ─┬─▶ timestamp
-//!                                             │            └─▶ filter
-//!                                             ├─▶ filter
-//!                                             └─▶ storage
+//! cli ─▶ wiretape (this facade) ─┬─▶ query ─┬─▶ storage ─┬─▶ timestamp   (the give-back side)
+//!                                │          └─▶ filter   └─▶ filter
+//!                                └─▶ pipeline ─┬─▶ capture ─┬─▶ timestamp
+//!                                              │            └─▶ filter
+//!                                              ├─▶ filter
+//!                                              └─▶ storage
 //! testbed (netns, veth, sender): only for the demo, tests and benches
 //! ```
 //!
@@ -15,7 +17,10 @@
 //!   feature `netmap`, a capture file), transmit.
 //! - [`storage`]: formats, blocks, io_uring O_DIRECT and buffered engines,
 //!   the rotating writer, naming, retention, repair, the `.idx` index, the
-//!   query planner and k-way merge of `extract`.
+//!   readers.
+//! - [`query`]: the give-back side (no capture engine, no privileges): the
+//!   extraction planner and k-way merge, the index rebuild and the fleet's
+//!   Parquet table, the HTTPS sensor API and its client.
 //! - [`pipeline`]: the per-queue stage, [`record()`], the accounting.
 //! - [`timestamp`]: clocks and stamping modes.
 //! - [`filter`]: tcpdump expressions (libpcap), the classic BPF evaluator,
@@ -93,6 +98,7 @@ pub use wiretape_pipeline as pipeline;
 /// Live consumers: subscribers, [`live::Policy`], the ring, PCAP-over-IP
 /// (the pipeline's `live` module).
 pub use wiretape_pipeline::live;
+pub use wiretape_query as query;
 pub use wiretape_storage as storage;
 pub use wiretape_timestamp as timestamp;
 

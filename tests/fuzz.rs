@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use wiretape::storage::extract::{self, Merge, Window};
+use wiretape::query::extract::{self, Merge, Window};
 use wiretape::storage::{index, repair, FileInfo, PcapReader, Record};
 
 const T0: u64 = 1_795_000_000_000_000_000;

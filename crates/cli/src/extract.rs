@@ -1,19 +1,15 @@
 //! `wiretape extract`: the frames of a time window (and a filter) from a
 //! store of captures, merged in time order into one file or stdout. The
-//! planning and merging are the storage crate's (`storage::extract`); this
-//! is the command line around them.
+//! planning, merging and the JSON are the query crate's (`query::job`);
+//! this is the command line around them.
 
 use crate::report::{bytes_h, thousands};
 use anyhow::{anyhow, bail, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
-use wiretape::filter::flow::Needs;
-use wiretape::filter::LINKTYPE_ETHERNET;
-use wiretape::storage::extract::{self, Merge, NoteKind, Stats, Window};
-use wiretape::storage::index::Entry;
-use wiretape::storage::pcap::MAX_SNAPLEN;
-use wiretape::storage::{Format, PcapWriter, WriteSink};
+use wiretape::query::job::{self, Job, Request};
+use wiretape::query::{Plan, QueryError, Window};
+use wiretape::storage::Format;
 use wiretape::timestamp::{format_rfc3339, parse_time, realtime_ns};
 
 #[derive(clap::Args)]
@@ -128,7 +124,6 @@ fn usage(msg: impl std::fmt::Display) -> Result<i32> {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let started = Instant::now();
     let format = match Format::from_flags(&a.format, &a.tsprec) {
         Ok(f) => f,
         Err(e) => return usage(e),
@@ -137,16 +132,6 @@ pub fn run(a: Args) -> Result<i32> {
     let expr = match crate::record::filter_expression(&filter_words, a.filter_file.as_deref()) {
         Ok(e) => e,
         Err(e) => return usage(e),
-    };
-    let prog = match &expr {
-        Some(e) => match wiretape::filter::compile(e, LINKTYPE_ETHERNET, MAX_SNAPLEN) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                eprintln!("wiretape: error: {e}");
-                return Ok(crate::filter::exit_code(&e));
-            }
-        },
-        None => None,
     };
     let now = realtime_ns();
     let time = |s: &Option<String>, what: &str| -> std::result::Result<Option<u64>, String> {
@@ -167,100 +152,63 @@ pub fn run(a: Args) -> Result<i32> {
             ));
         }
     }
-    // Every input must exist before anything is written.
-    // The keys (hosts, ports, protocols...) the filter needs: blocks whose
-    // flow set lacks them are not read.
-    let needs = match (&prog, a.no_flow_index) {
-        (Some(p), false) => Needs::of(p.insns()),
-        _ => None,
+    let req = Request {
+        inputs,
+        window,
+        filter: expr,
+        prefix: a.prefix.clone(),
+        flow_index: !a.no_flow_index,
+        list_blocks: a.plan,
     };
-    let mut by_flow = 0u64;
-    let mut chosen = Vec::new();
-    let mut check = |p: &Path, e: &Entry| {
-        let keep = needs.as_ref().is_none_or(|n| e.may_match(n));
-        by_flow += u64::from(!keep);
-        if keep && a.plan {
-            chosen.push(serde_json::json!({
-                "file": std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned()).display().to_string(),
-                "offset": e.offset,
-                "first_ns": e.first_ns,
-                "last_ns": e.last_ns,
-                "frames": e.count,
-            }));
+    // The filter is compiled before anything is read or written.
+    let job = match Job::plan(&req) {
+        Ok(j) => j,
+        Err(e @ QueryError::Filter(_)) => {
+            eprintln!("wiretape: error: {e}");
+            return Ok(e.exit_code());
         }
-        keep
+        Err(e) => return Err(anyhow!("{e}")),
     };
-    let plan = extract::plan_with(&inputs, window, a.prefix.as_deref(), &mut check)
-        .map_err(|e| anyhow!("{e}"))?;
     if a.plan {
-        let whole: Vec<String> = plan
-            .files
-            .iter()
-            .filter(|f| f.skip.is_none() && f.entries.is_empty())
-            .map(|f| f.path.display().to_string())
-            .collect();
-        let j = serde_json::json!({
-            "blocks": chosen,
-            "blocks_skipped_by_flow_index": by_flow,
-            "filter_narrows": needs.is_some(),
-            "files_read_whole": whole,
-            "from_ns": window.from_ns,
-            "to_ns": window.to_ns,
-        });
-        println!("{}", serde_json::to_string(&j)?);
+        println!("{}", serde_json::to_string(&job.plan_json())?);
         return Ok(0);
     }
     let to_stdout = a.out.as_deref() == Some(Path::new("-"));
     let mut writer = match (&a.out, a.count_only) {
-        (Some(out), false) => Some(open_output(out, to_stdout, format, &plan)?),
+        (Some(out), false) => Some(open_output(out, to_stdout, format, &job.plan)?),
         _ => None,
     };
-    let mut merge = Merge::new(plan, LINKTYPE_ETHERNET, |data: &[u8], wire: u32| {
-        prog.as_ref().is_none_or(|p| p.matches(data, wire))
-    });
-    let mut notes = Vec::new();
-    let mut say = |n: extract::Note| {
-        let at = n.offset.map(|o| format!(" (byte {o})")).unwrap_or_default();
-        let what = match n.kind {
-            NoteKind::NoIndex => "note",
-            NoteKind::OutOfOrder => "warning",
-            NoteKind::Damage => "damaged",
-            NoteKind::Error => "error",
-        };
-        eprintln!("wiretape: {what}: {}{at}: {}", n.path.display(), n.message);
-        notes.push(n);
-    };
-    while let Some(f) = merge.next() {
-        if let Some(w) = writer.as_mut() {
-            w.write_wire(f.ts_ns, f.data, f.orig_len)
-                .map_err(|e| anyhow!("{e}"))?;
-        }
-        if !merge.notes().is_empty() {
-            merge.take_notes().into_iter().for_each(&mut say);
-        }
-    }
-    merge.take_notes().into_iter().for_each(&mut say);
-    let stats = merge.finish();
+    let (filter, narrows, by_flow) = (job.filter.clone(), job.filter_narrows, job.skipped_by_flow);
+    let outcome = job.run(
+        |f| match writer.as_mut() {
+            Some(w) => w.write_wire(f.ts_ns, f.data, f.orig_len),
+            None => Ok(()),
+        },
+        |n| eprintln!("wiretape: {}", job::note_line(n)),
+    );
+    let outcome = outcome.map_err(|e| anyhow!("{e}"))?;
     if let Some(mut w) = writer {
         w.flush().map_err(|e| anyhow!("{e}"))?;
         w.close().map_err(|(_, e)| anyhow!("{e}"))?;
     }
-    let secs = started.elapsed().as_secs_f64();
-    let damaged = stats.damaged_files > 0;
-    let code = if stats.error_files > 0 || (damaged && !a.ignore_corrupt) {
-        1
-    } else {
-        0
-    };
+    let stats = &outcome.stats;
+    let code = outcome.exit_code(a.ignore_corrupt);
     let out_name = a
         .out
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     if a.json {
-        let mut j = summary_json(&stats, &notes, secs, &window, expr.as_deref(), &a, format);
-        j["blocks_skipped_by_flow_index"] = by_flow.into();
-        j["filter_narrows"] = needs.is_some().into();
+        let output = (!a.count_only).then_some(out_name.as_str());
+        let j = job::summary_json(
+            filter.as_deref(),
+            narrows,
+            by_flow,
+            &window,
+            &outcome,
+            output,
+            format,
+        );
         let text = serde_json::to_string(&j)?;
         if to_stdout {
             eprintln!("{text}");
@@ -286,10 +234,10 @@ pub fn run(a: Args) -> Result<i32> {
             stats.blocks_read + stats.blocks_skipped,
             by_flow,
             bytes_h(stats.bytes_read),
-            secs
+            outcome.seconds
         );
     }
-    if damaged {
+    if stats.damaged_files > 0 {
         eprintln!(
             "wiretape: {} damaged file(s): every valid frame before (and, with an index, after) the \
              damage was extracted{}",
@@ -304,16 +252,9 @@ pub fn run(a: Args) -> Result<i32> {
     Ok(code)
 }
 
-type Output = PcapWriter<WriteSink<Box<dyn Write + Send>>>;
-
 /// The output: stdout, or OUT created (or overwritten; never one of the
 /// inputs).
-fn open_output(
-    out: &Path,
-    to_stdout: bool,
-    format: Format,
-    plan: &extract::Plan,
-) -> Result<Output> {
+fn open_output(out: &Path, to_stdout: bool, format: Format, plan: &Plan) -> Result<job::Output> {
     let (w, name): (Box<dyn Write + Send>, PathBuf) = if to_stdout {
         (Box::new(std::io::stdout()), "<stdout>".into())
     } else {
@@ -340,70 +281,7 @@ fn open_output(
             .map_err(|e| anyhow!("cannot create {}: {e}", out.display()))?;
         (Box::new(f), out.to_owned())
     };
-    let sink = WriteSink::new(w, name, 1 << 20);
-    Ok(PcapWriter::with_format(
-        sink,
-        MAX_SNAPLEN,
-        format,
-        "wiretape-extract",
-    ))
-}
-
-fn summary_json(
-    st: &Stats,
-    notes: &[extract::Note],
-    secs: f64,
-    w: &Window,
-    filter: Option<&str>,
-    a: &Args,
-    format: Format,
-) -> serde_json::Value {
-    let list = |k: NoteKind| -> Vec<serde_json::Value> {
-        notes
-            .iter()
-            .filter(|n| n.kind == k)
-            .map(|n| {
-                serde_json::json!({
-                    "file": n.path.display().to_string(),
-                    "offset": n.offset,
-                    "error": n.message,
-                })
-            })
-            .collect()
-    };
-    let without: Vec<String> = notes
-        .iter()
-        .filter(|n| n.kind == NoteKind::NoIndex)
-        .map(|n| n.path.display().to_string())
-        .collect();
-    serde_json::json!({
-        "frames": st.frames,
-        "bytes": st.bytes,
-        "wire_bytes": st.wire_bytes,
-        "files": st.files,
-        "files_read": st.files_read,
-        "files_skipped": st.files_skipped,
-        "files_scanned_without_index": st.files_without_index,
-        "files_without_index": without,
-        "files_being_written": st.files_live,
-        "blocks_read": st.blocks_read,
-        "blocks_skipped": st.blocks_skipped,
-        "bytes_read": st.bytes_read,
-        "records_read": st.records_read,
-        "out_of_order": st.out_of_order,
-        "seconds": secs,
-        "from_ns": w.from_ns,
-        "to_ns": w.to_ns,
-        "filter": filter,
-        "output": if a.count_only { None } else { a.out.as_ref().map(|p| p.display().to_string()) },
-        "format": match format {
-            Format::PcapNs => "pcap-ns",
-            Format::PcapUs => "pcap-us",
-            Format::PcapNg => "pcapng",
-        },
-        "corrupt": list(NoteKind::Damage),
-        "errors": list(NoteKind::Error),
-    })
+    Ok(job::output(w, name, format, 1 << 20))
 }
 
 #[cfg(test)]

@@ -10,30 +10,39 @@
 //! [`AnySink`] chooses. [`repair`] trims torn tails.
 //!
 //! Reading: one record walker ([`walk`]) under the [`PcapReader`],
-//! [`repair`] and the index rebuild ([`index`]); [`extract`] plans a time
-//! query over directories and files (names, series, `.idx` blocks) and
-//! merges their records in timestamp order (`wiretape extract`). It takes
-//! the frame filter as a plain predicate (`FnMut(&[u8], u32) -> bool`), so
-//! this crate stays free of libpcap: the command compiles the expression
-//! with `wiretape-filter` and passes `Program::matches`. A writer holds an
-//! advisory lock on each file while it writes it ([`is_being_written`]), so
-//! readers tell writes in flight from damage.
+//! [`repair`] and the index rebuild ([`index`]); [`ramp`] reads a file for
+//! a query (small reads after a seek, growing; O_DIRECT; read-ahead). What
+//! answers questions about a store (the extraction planner and merge, the
+//! fleet index, the API) is the `wiretape-query` crate's, above this one.
+//! A writer holds an advisory lock on each file while it writes it
+//! ([`is_being_written`]), so readers tell writes in flight from damage.
 //!
 //! Usable on its own, e.g. by other capture tools.
 
+#![deny(unsafe_code)]
+
+// `unsafe` only in these modules, each block with its invariant beside it:
+// page-aligned buffers and slabs (mmap), the io_uring engine (registered
+// buffers and files), and the system calls on descriptors (statvfs, flock,
+// lseek).
+#[allow(unsafe_code)]
 mod aligned;
+#[allow(unsafe_code)]
+mod sys;
+#[allow(unsafe_code)]
+pub mod uring;
+
 pub mod block;
-pub mod extract;
 pub mod index;
 pub mod naming;
 pub mod pcap;
 pub mod pcapng;
+pub mod ramp;
 pub mod reader;
 pub mod repair;
 pub mod retention;
 pub mod rotating;
 pub mod sink;
-pub mod uring;
 pub mod walk;
 pub mod writer;
 
@@ -48,6 +57,8 @@ pub use rotating::{
 pub use sink::{
     AnySink, Block, BlockSink, FileSink, IoMode, MakeRoom, PreparedSink, SinkStats, WriteSink,
 };
+pub(crate) use sys::{create_new, first_hole, free_bytes, unlock};
+pub use sys::{fs_space, is_being_written};
 pub use writer::{PcapWriter, WriterStats};
 
 use std::path::PathBuf;
@@ -163,107 +174,4 @@ impl StorageError {
             }
         }
     }
-}
-
-/// (free for unprivileged users, total) bytes of the filesystem holding `dir`.
-pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: libc::statvfs is a plain C struct of integers, for which all
-    // zero bytes are a valid value.
-    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid NUL-terminated path that outlives the call, and
-    // `s` is a live, writable statvfs: the call only writes into it.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
-        return None;
-    }
-    let f = s.f_frsize;
-    Some((s.f_bavail * f, s.f_blocks * f))
-}
-
-/// Bytes free for unprivileged users on the filesystem holding `file`.
-pub(crate) fn free_bytes(file: &std::fs::File) -> Option<u64> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: libc::statvfs is a plain C struct of integers, for which all
-    // zero bytes are a valid value.
-    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a descriptor the caller keeps open, and a live, writable
-    // statvfs: the call only writes into it.
-    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut s) } != 0 {
-        return None;
-    }
-    Some(s.f_bavail * s.f_frsize)
-}
-
-/// Creates `path` for writing, never over an existing file (wiretape never
-/// overwrites a capture), with extra open(2) `flags` (e.g. O_DIRECT).
-pub(crate) fn create_new(
-    path: &std::path::Path,
-    flags: i32,
-) -> Result<std::fs::File, StorageError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(flags | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|source| StorageError::Create {
-            path: path.to_owned(),
-            source,
-        })?;
-    // While it is open, the file is being written: readers (extract) see the
-    // lock and take a torn or zero tail for writes in flight, not damage.
-    // Advisory, released when the descriptor closes (also on a crash);
-    // where a filesystem has no locks, readers simply cannot tell.
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a descriptor we own and keep open; no memory involved.
-    let _ = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    Ok(f)
-}
-
-/// The writer is done with `file` (complete and synced): drop its lock now.
-/// Closing the descriptor would too, but a ring that registered the file
-/// (io_uring fixed files) releases its reference only when the kernel
-/// tears the ring down, asynchronously, possibly after the process exited:
-/// a reader would take a finished file for one being written.
-pub(crate) fn unlock(file: &std::fs::File) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a descriptor the caller keeps open; no memory involved.
-    let _ = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
-}
-
-/// The offset of the first hole in `file` (of `len` bytes) if it lies
-/// before the end. A file written with [`uring::Growth::Extend`] is
-/// allocated ahead and written in parallel, so after a crash a write that
-/// never completed is a hole (an unwritten extent, read as zeros) that can
-/// sit before writes that did: everything from the first hole on is a
-/// write in flight at the crash, not data. Clean cached pages are dropped
-/// first, since the kernel counts a cached page over a hole as data.
-/// None where the filesystem cannot tell (it then reports no hole).
-pub(crate) fn first_hole(file: &std::fs::File, len: u64) -> Option<u64> {
-    use std::os::fd::AsRawFd;
-    let fd = file.as_raw_fd();
-    // SAFETY: advice and a seek on a descriptor the caller keeps open; no
-    // memory involved (the seek moves this descriptor's offset only).
-    let at = unsafe {
-        libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED);
-        libc::lseek(fd, 0, libc::SEEK_HOLE)
-    };
-    (at >= 0 && (at as u64) < len).then_some(at as u64)
-}
-
-/// Whether a writer (wiretape's, while it has the file open) holds the
-/// file: it is being written, and its end may be a write in flight. Tested
-/// with a non-blocking shared `flock`, released at once.
-pub fn is_being_written(file: &std::fs::File) -> bool {
-    use std::os::fd::AsRawFd;
-    let fd = file.as_raw_fd();
-    // SAFETY: flock on a descriptor the caller keeps open; no memory involved.
-    let rc = unsafe { libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) };
-    if rc == 0 {
-        // SAFETY: as above; releases the lock just taken.
-        unsafe { libc::flock(fd, libc::LOCK_UN) };
-        return false;
-    }
-    std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }

@@ -52,33 +52,25 @@
 //!
 //! # Damage and files being written
 //!
-//! A file held open by a writer ([`crate::is_being_written`]) ends where
+//! A file held open by a writer ([`storage::is_being_written`]) ends where
 //! its writes in flight end: a torn record or zero pages there are not
 //! damage; reading stops quietly. In a finished file, a torn tail or a
 //! corrupt record is damage ([`NoteKind::Damage`]): what comes before it is
 //! extracted and, when the file has an index, reading resumes at the next
 //! indexed block after it. Every skip is a [`Note`]; none is silent.
 
-use crate::aligned::{AlignedBuf, ALIGN};
-use crate::index::{self, Entry};
-use crate::naming;
-use crate::walk::{End, Walker};
-use crate::StorageError;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use wiretape_storage as storage;
+use wiretape_storage::index::{self, Entry};
+use wiretape_storage::naming;
+use wiretape_storage::ramp::RampReader;
+use wiretape_storage::walk::{End, Walker};
+use wiretape_storage::StorageError;
 
-/// Bytes a stream reads at most at once (its buffer's size).
-pub const READ_BUFFER: usize = 1 << 20;
-/// Bytes of a stream's first read after a seek; each further read doubles
-/// it up to [`READ_BUFFER`] (a narrow window reads little).
-const FIRST_READ: usize = 64 << 10;
-/// Bytes of the first read of a file: its header (and, read whole, the
-/// first records).
-const HEAD_READ: usize = 4 << 10;
+pub use wiretape_storage::ramp::READ_BUFFER;
 
 /// A time window: `from_ns` inclusive, `to_ns` exclusive (UTC ns); either
 /// may be open.
@@ -475,195 +467,6 @@ pub struct Stats {
     pub error_files: u64,
 }
 
-/// A file read through a buffer that starts small after every seek and
-/// doubles up to [`READ_BUFFER`]; counts the bytes it reads. A finished
-/// file is read with O_DIRECT where the filesystem takes it (aligned reads
-/// into a page-aligned buffer): a scan of a store larger than RAM then runs
-/// at the disk's speed without the page cache's cost (filling, copying and
-/// evicting pages was most of a cold scan's CPU); a file being written, or
-/// one O_DIRECT refuses, is read through the page cache.
-struct RampReader {
-    file: File,
-    direct: Option<std::sync::Arc<File>>,
-    /// For a long sequential O_DIRECT read: the next chunk, read meanwhile.
-    ahead: Option<ReadAhead>,
-    buf: AlignedBuf,
-    /// Unread bytes: `buf[pos..len]`.
-    pos: usize,
-    len: usize,
-    next_fill: usize,
-    /// File offset of `buf[0]`.
-    at: u64,
-    read: u64,
-}
-
-impl RampReader {
-    fn new(file: File, direct: Option<File>) -> Self {
-        RampReader {
-            file,
-            direct: direct.map(std::sync::Arc::new),
-            ahead: None,
-            buf: AlignedBuf::new(READ_BUFFER + ALIGN),
-            pos: 0,
-            len: 0,
-            next_fill: HEAD_READ,
-            at: 0,
-            read: 0,
-        }
-    }
-
-    /// Refills the buffer with the bytes from file offset `cur` on.
-    fn fill(&mut self, cur: u64) -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        let want = self.next_fill;
-        self.next_fill = (want * 2).min(READ_BUFFER);
-        if let Some(d) = self.direct.clone() {
-            let start = cur / ALIGN as u64 * ALIGN as u64;
-            let skip = (cur - start) as usize;
-            let n = (skip + want).div_ceil(ALIGN) * ALIGN;
-            let r = match self.ahead.as_mut().and_then(|a| a.take(start)) {
-                // Read meanwhile: swap it in, keep ours as the spare.
-                Some((b, r)) => {
-                    let old = std::mem::replace(&mut self.buf, b);
-                    if let Some(a) = self.ahead.as_mut() {
-                        a.spare = Some(old);
-                    }
-                    r
-                }
-                None => d.read_at(&mut self.buf.as_mut_slice()[..n], start),
-            };
-            match r {
-                Ok(got) => {
-                    self.at = start;
-                    self.len = got;
-                    self.pos = skip.min(got);
-                    self.read += (got - self.pos) as u64;
-                    // Reading on at full size, and not at the end: ask for
-                    // the next chunk now.
-                    if want == READ_BUFFER && got >= n {
-                        if self.ahead.is_none() {
-                            self.ahead = ReadAhead::start(d).ok();
-                        }
-                        if let Some(a) = self.ahead.as_mut() {
-                            a.ask(start + got as u64, READ_BUFFER);
-                        }
-                    }
-                    return Ok(());
-                }
-                // The filesystem does not take it after all: the page cache.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                    self.direct = None;
-                    self.ahead = None;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        let got = self
-            .file
-            .read_at(&mut self.buf.as_mut_slice()[..want], cur)?;
-        self.at = cur;
-        self.pos = 0;
-        self.len = got;
-        self.read += got as u64;
-        Ok(())
-    }
-}
-
-/// A thread that reads the next chunk of a sequential O_DIRECT read while
-/// the current one is parsed, so that the disk and the CPU work at once (per
-/// chunk of [`READ_BUFFER`]; nothing per frame). The buffers go back and
-/// forth through channels: one is read into while the other is parsed.
-struct ReadAhead {
-    tx: std::sync::mpsc::Sender<(AlignedBuf, u64, usize)>,
-    rx: std::sync::mpsc::Receiver<(AlignedBuf, u64, std::io::Result<usize>)>,
-    /// File offset of the chunk being read, if one is.
-    pending: Option<u64>,
-    spare: Option<AlignedBuf>,
-}
-
-impl ReadAhead {
-    fn start(file: std::sync::Arc<File>) -> std::io::Result<ReadAhead> {
-        use std::os::unix::fs::FileExt;
-        let (tx, work) = std::sync::mpsc::channel::<(AlignedBuf, u64, usize)>();
-        let (done, rx) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("wt-readahead".into())
-            .spawn(move || {
-                // Ends when the reader drops its sender.
-                while let Ok((mut b, at, n)) = work.recv() {
-                    let r = file.read_at(&mut b.as_mut_slice()[..n], at);
-                    if done.send((b, at, r)).is_err() {
-                        break;
-                    }
-                }
-            })?;
-        Ok(ReadAhead {
-            tx,
-            rx,
-            pending: None,
-            spare: Some(AlignedBuf::new(READ_BUFFER + ALIGN)),
-        })
-    }
-
-    /// Starts reading `n` bytes at `at` (if no read is pending).
-    fn ask(&mut self, at: u64, n: usize) {
-        if self.pending.is_some() {
-            return;
-        }
-        if let Some(b) = self.spare.take() {
-            if self.tx.send((b, at, n)).is_ok() {
-                self.pending = Some(at);
-            }
-        }
-    }
-
-    /// The chunk read at `at`, if that is the one asked for; another one is
-    /// waited for and put aside (its buffer becomes the spare).
-    fn take(&mut self, at: u64) -> Option<(AlignedBuf, std::io::Result<usize>)> {
-        self.pending.take()?;
-        let (b, got_at, r) = self.rx.recv().ok()?;
-        if got_at == at {
-            Some((b, r))
-        } else {
-            self.spare = Some(b);
-            None
-        }
-    }
-}
-
-impl Read for RampReader {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        if self.pos == self.len {
-            self.fill(self.at + self.len as u64)?;
-            if self.pos == self.len {
-                return Ok(0);
-            }
-        }
-        let k = out.len().min(self.len - self.pos);
-        out[..k].copy_from_slice(&self.buf.as_slice()[self.pos..self.pos + k]);
-        self.pos += k;
-        Ok(k)
-    }
-}
-
-impl Seek for RampReader {
-    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
-        let SeekFrom::Start(to) = to else {
-            return Err(std::io::Error::other("only absolute seeks"));
-        };
-        // Within the buffer: no system call.
-        if to >= self.at && to <= self.at + self.len as u64 {
-            self.pos = (to - self.at) as usize;
-            return Ok(to);
-        }
-        self.at = to;
-        self.pos = 0;
-        self.len = 0;
-        self.next_fill = FIRST_READ;
-        Ok(to)
-    }
-}
-
 /// One open file of the merge.
 struct Stream {
     walk: Walker<RampReader>,
@@ -822,25 +625,14 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
 
     fn open(&mut self, i: usize) {
         let path = &self.files[i].path;
-        let file = match File::open(path) {
-            Ok(f) => f,
+        let (reader, live) = match RampReader::open(path) {
+            Ok(r) => r,
             Err(e) => {
                 let m = format!("cannot read it: {e}");
                 return self.note(i, None, NoteKind::Error, m);
             }
         };
-        let live = crate::is_being_written(&file);
-        let direct = if live {
-            None
-        } else {
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC)
-                .open(path)
-                .ok()
-        };
-        let mut walk = Walker::new(RampReader::new(file, direct));
+        let mut walk = Walker::new(reader);
         self.stats.files_read += 1;
         self.stats.files_live += u64::from(live);
         if walk.stop().is_none() && walk.header().linktype != self.linktype {
@@ -849,7 +641,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
                 walk.header().linktype,
                 self.linktype
             );
-            self.stats.bytes_read += walk.get_ref().read;
+            self.stats.bytes_read += walk.get_ref().bytes_read();
             return self.note(i, None, NoteKind::Error, m);
         }
         let first = self.files[i].spans[0].start;
@@ -949,7 +741,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
             return false;
         };
         let at = stop.offset;
-        let live = s.live || crate::is_being_written(&s.walk.get_ref().file);
+        let live = s.live || storage::is_being_written(s.walk.get_ref().file());
         let what = match &stop.end {
             End::Clean => return false,
             End::Io(e) => {
@@ -970,7 +762,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
                 let len = s
                     .walk
                     .get_ref()
-                    .file
+                    .file()
                     .metadata()
                     .map(|m| m.len())
                     .unwrap_or(0);
@@ -1018,7 +810,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
     }
 
     fn close(&mut self, i: usize, s: Stream) {
-        self.stats.bytes_read += s.walk.get_ref().read;
+        self.stats.bytes_read += s.walk.get_ref().bytes_read();
         if s.out_of_order > 0 {
             let how = if self.files[i].ordered {
                 "; the time cut assumed time order, so frames may be missing"
@@ -1057,8 +849,9 @@ mod tests {
     //! file read whole, cut to the window and the predicate, sorted by
     //! (stamp, file order), stably.
     use super::*;
-    use crate::walk::Walker;
-    use crate::{FileSink, Format, PcapWriter};
+    use std::fs::File;
+    use wiretape_storage::walk::Walker;
+    use wiretape_storage::{FileSink, Format, PcapWriter};
 
     struct Dir(PathBuf);
     impl Dir {
@@ -1478,8 +1271,10 @@ mod tests {
         let holder = File::open(&p).unwrap();
         use std::os::fd::AsRawFd;
         // SAFETY: flock on our own open descriptor.
-        assert_eq!(unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX) }, 0);
-        assert!(crate::is_being_written(&File::open(&p).unwrap()));
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(rc, 0);
+        assert!(storage::is_being_written(&File::open(&p).unwrap()));
         let (got, st, notes, _) = run(std::slice::from_ref(&p), late, &|_| true);
         assert_eq!(got.len(), 100, "past the last index entry to the end");
         assert_eq!(got[0].0, stamps[1900]);
@@ -1494,10 +1289,10 @@ mod tests {
         // Our writer holds its files while it writes them.
         let q = d.0.join("wt-x-q0-20251122T101010.000000000Z.pcap");
         let sink = FileSink::with_block_size(&q, 4096).unwrap();
-        assert!(crate::is_being_written(&File::open(&q).unwrap()));
+        assert!(storage::is_being_written(&File::open(&q).unwrap()));
         let w = PcapWriter::new(sink, 100);
         w.close().unwrap();
-        assert!(!crate::is_being_written(&File::open(&q).unwrap()));
+        assert!(!storage::is_being_written(&File::open(&q).unwrap()));
     }
 
     #[test]

@@ -1,0 +1,325 @@
+//! One query over local stores, as `wiretape extract` and the API's
+//! `/v1/extract`, `/v1/count` and `/v1/plan` run it: a [`Request`] (inputs,
+//! window, filter) becomes a [`Job`] (the filter compiled by libpcap, the
+//! flow index asked which blocks can match, the [`Plan`]); running it
+//! merges the frames in time order into a callback and ends in an
+//! [`Outcome`] (counts, notes). The JSON the command prints is built here
+//! too ([`Job::plan_json`], [`summary_json`]), so the API answers exactly
+//! what the command prints.
+
+use crate::extract::{self, Frame, Merge, Note, NoteKind, Plan, Stats, Window};
+use crate::QueryError;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use wiretape_filter::flow::Needs;
+use wiretape_filter::{Program, LINKTYPE_ETHERNET};
+use wiretape_storage::index::Entry;
+use wiretape_storage::pcap::MAX_SNAPLEN;
+use wiretape_storage::{Format, PcapWriter, WriteSink};
+
+/// What to extract.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// Directories and capture files.
+    pub inputs: Vec<PathBuf>,
+    /// The time window.
+    pub window: Window,
+    /// A filter expression (tcpdump's language), if any.
+    pub filter: Option<String>,
+    /// In directories, only files of this prefix (default: any of ours).
+    pub prefix: Option<String>,
+    /// Skip blocks whose flow sets rule the filter out (default true).
+    pub flow_index: bool,
+    /// Keep the list of planned blocks (for [`Job::plan_json`]).
+    pub list_blocks: bool,
+}
+
+impl Request {
+    /// Everything of `inputs`, no filter, the flow index on.
+    pub fn new(inputs: Vec<PathBuf>) -> Self {
+        Request {
+            inputs,
+            window: Window::default(),
+            filter: None,
+            prefix: None,
+            flow_index: true,
+            list_blocks: false,
+        }
+    }
+}
+
+/// One block the plan reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedBlock {
+    /// The file (canonical path).
+    pub file: PathBuf,
+    /// Its index entry.
+    pub offset: u64,
+    /// First stamp in it.
+    pub first_ns: u64,
+    /// Last stamp in it.
+    pub last_ns: u64,
+    /// Frames in it.
+    pub frames: u64,
+}
+
+/// A planned query, ready to run.
+pub struct Job {
+    /// The files and blocks to read.
+    pub plan: Plan,
+    /// The expression, normalized (None: every frame).
+    pub filter: Option<String>,
+    prog: Option<Program>,
+    /// Whether the flow index narrowed the plan (the filter needs keys).
+    pub filter_narrows: bool,
+    /// Index blocks in the window that the flow index ruled out.
+    pub skipped_by_flow: u64,
+    /// The blocks read (with [`Request::list_blocks`]).
+    pub blocks: Vec<PlannedBlock>,
+    started: Instant,
+}
+
+/// What a finished job did.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The merge's counts.
+    pub stats: Stats,
+    /// Every note (no index, damage, errors, out of order), in order.
+    pub notes: Vec<Note>,
+    /// Seconds from planning to the end.
+    pub seconds: f64,
+}
+
+impl Outcome {
+    /// 1 when a file could not be read, or was damaged (unless
+    /// `ignore_corrupt`); else 0.
+    pub fn exit_code(&self, ignore_corrupt: bool) -> i32 {
+        let s = &self.stats;
+        i32::from(s.error_files > 0 || (s.damaged_files > 0 && !ignore_corrupt))
+    }
+}
+
+/// The expression's words joined by single spaces (None when empty).
+pub fn normalize_filter(expr: &str) -> Option<String> {
+    let e = expr.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!e.is_empty()).then_some(e)
+}
+
+impl Job {
+    /// Compiles the filter (libpcap, for Ethernet) and plans the query.
+    /// Err: a filter libpcap refuses ([`QueryError::Filter`]), an input that
+    /// does not exist or a directory that cannot be listed.
+    pub fn plan(req: &Request) -> Result<Job, QueryError> {
+        let filter = req.filter.as_deref().and_then(normalize_filter);
+        let prog = match &filter {
+            Some(e) => Some(wiretape_filter::compile(e, LINKTYPE_ETHERNET, MAX_SNAPLEN)?),
+            None => None,
+        };
+        Self::plan_with(req, filter, prog)
+    }
+
+    /// As [`Job::plan`] with the filter already compiled (`prog` of `filter`).
+    pub fn plan_with(
+        req: &Request,
+        filter: Option<String>,
+        prog: Option<Program>,
+    ) -> Result<Job, QueryError> {
+        // The keys (hosts, ports, protocols...) the filter needs: blocks
+        // whose flow set lacks them are not read.
+        let needs = match (&prog, req.flow_index) {
+            (Some(p), true) => Needs::of(p.insns()),
+            _ => None,
+        };
+        let started = Instant::now();
+        let mut skipped_by_flow = 0u64;
+        let mut blocks = Vec::new();
+        let mut check = |p: &Path, e: &Entry| {
+            let keep = needs.as_ref().is_none_or(|n| e.may_match(n));
+            skipped_by_flow += u64::from(!keep);
+            if keep && req.list_blocks {
+                blocks.push(PlannedBlock {
+                    file: std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned()),
+                    offset: e.offset,
+                    first_ns: e.first_ns,
+                    last_ns: e.last_ns,
+                    frames: e.count,
+                });
+            }
+            keep
+        };
+        let plan = extract::plan_with(&req.inputs, req.window, req.prefix.as_deref(), &mut check)?;
+        Ok(Job {
+            plan,
+            filter,
+            prog,
+            filter_narrows: needs.is_some(),
+            skipped_by_flow,
+            blocks,
+            started,
+        })
+    }
+
+    /// The JSON of `wiretape extract --plan`: the blocks the window and the
+    /// flow index select and the files read whole.
+    pub fn plan_json(&self) -> serde_json::Value {
+        let whole: Vec<String> = self
+            .plan
+            .files
+            .iter()
+            .filter(|f| f.skip.is_none() && f.entries.is_empty())
+            .map(|f| f.path.display().to_string())
+            .collect();
+        let blocks: Vec<serde_json::Value> = self
+            .blocks
+            .iter()
+            .map(|b| {
+                serde_json::json!({
+                    "file": b.file.display().to_string(),
+                    "offset": b.offset,
+                    "first_ns": b.first_ns,
+                    "last_ns": b.last_ns,
+                    "frames": b.frames,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "blocks": blocks,
+            "blocks_skipped_by_flow_index": self.skipped_by_flow,
+            "filter_narrows": self.filter_narrows,
+            "files_read_whole": whole,
+            "from_ns": self.plan.window.from_ns,
+            "to_ns": self.plan.window.to_ns,
+        })
+    }
+
+    /// Runs the merge: every frame in the window that the filter keeps goes
+    /// to `each` in time order (an error from it ends the run and is
+    /// returned); every note to `note` as it happens.
+    pub fn run<E>(
+        self,
+        mut each: impl FnMut(&Frame<'_>) -> Result<(), E>,
+        mut note: impl FnMut(&Note),
+    ) -> Result<Outcome, E> {
+        let started = self.started;
+        let prog = self.prog;
+        let mut merge = Merge::new(self.plan, LINKTYPE_ETHERNET, |data: &[u8], wire: u32| {
+            prog.as_ref().is_none_or(|p| p.matches(data, wire))
+        });
+        let mut notes = Vec::new();
+        while let Some(f) = merge.next() {
+            each(&f)?;
+            if !merge.notes().is_empty() {
+                for n in merge.take_notes() {
+                    note(&n);
+                    notes.push(n);
+                }
+            }
+        }
+        for n in merge.take_notes() {
+            note(&n);
+            notes.push(n);
+        }
+        Ok(Outcome {
+            stats: merge.finish(),
+            notes,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// A note as the command prints it on stderr (without the `wiretape: `).
+pub fn note_line(n: &Note) -> String {
+    let at = n.offset.map(|o| format!(" (byte {o})")).unwrap_or_default();
+    let what = match n.kind {
+        NoteKind::NoIndex => "note",
+        NoteKind::OutOfOrder => "warning",
+        NoteKind::Damage => "damaged",
+        NoteKind::Error => "error",
+    };
+    format!("{what}: {}{at}: {}", n.path.display(), n.message)
+}
+
+/// The format's name in the JSON (`pcap-ns`, `pcap-us`, `pcapng`).
+pub fn format_name(format: Format) -> &'static str {
+    match format {
+        Format::PcapNs => "pcap-ns",
+        Format::PcapUs => "pcap-us",
+        Format::PcapNg => "pcapng",
+    }
+}
+
+/// The JSON of `wiretape extract --json` (and `--count-only --json`):
+/// `output` is the output's name, None for a count.
+pub fn summary_json(
+    job_filter: Option<&str>,
+    filter_narrows: bool,
+    skipped_by_flow: u64,
+    window: &Window,
+    out: &Outcome,
+    output: Option<&str>,
+    format: Format,
+) -> serde_json::Value {
+    let st = &out.stats;
+    let list = |k: NoteKind| -> Vec<serde_json::Value> {
+        out.notes
+            .iter()
+            .filter(|n| n.kind == k)
+            .map(|n| {
+                serde_json::json!({
+                    "file": n.path.display().to_string(),
+                    "offset": n.offset,
+                    "error": n.message,
+                })
+            })
+            .collect()
+    };
+    let without: Vec<String> = out
+        .notes
+        .iter()
+        .filter(|n| n.kind == NoteKind::NoIndex)
+        .map(|n| n.path.display().to_string())
+        .collect();
+    serde_json::json!({
+        "frames": st.frames,
+        "bytes": st.bytes,
+        "wire_bytes": st.wire_bytes,
+        "files": st.files,
+        "files_read": st.files_read,
+        "files_skipped": st.files_skipped,
+        "files_scanned_without_index": st.files_without_index,
+        "files_without_index": without,
+        "files_being_written": st.files_live,
+        "blocks_read": st.blocks_read,
+        "blocks_skipped": st.blocks_skipped,
+        "bytes_read": st.bytes_read,
+        "records_read": st.records_read,
+        "out_of_order": st.out_of_order,
+        "seconds": out.seconds,
+        "from_ns": window.from_ns,
+        "to_ns": window.to_ns,
+        "filter": job_filter,
+        "output": output,
+        "format": format_name(format),
+        "corrupt": list(NoteKind::Damage),
+        "errors": list(NoteKind::Error),
+        "blocks_skipped_by_flow_index": skipped_by_flow,
+        "filter_narrows": filter_narrows,
+    })
+}
+
+/// A capture writer into any byte stream (a file, stdout, an HTTP body),
+/// as `extract` writes: snap length 262144, the given format, buffered in
+/// `buffer` bytes.
+pub type Output = PcapWriter<WriteSink<Box<dyn Write + Send>>>;
+
+/// An [`Output`] over `w`, named `name` in errors.
+pub fn output(
+    w: Box<dyn Write + Send>,
+    name: impl Into<PathBuf>,
+    format: Format,
+    buffer: usize,
+) -> Output {
+    let sink = WriteSink::new(w, name, buffer);
+    PcapWriter::with_format(sink, MAX_SNAPLEN, format, "wiretape-extract")
+}

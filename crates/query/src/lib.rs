@@ -1,0 +1,75 @@
+//! wiretape's give-back side: everything that answers questions about a
+//! store of captures, and needs no capture engine and no privileges.
+//!
+//! ```text
+//! cli ─▶ wiretape (facade) ─┬─▶ query ─┬─▶ storage ─▶ timestamp, filter   (the give-back side)
+//!                           │          ├─▶ filter
+//!                           │          └─▶ timestamp
+//!                           └─▶ pipeline ─┬─▶ capture ─▶ timestamp, filter
+//!                                         └─▶ storage
+//! ```
+//!
+//! - [`extract`]: the planner (which files and which `.idx` blocks can hold
+//!   frames of a window) and the k-way merge of their records in time order.
+//! - [`job`]: one query as the command and the API run it: the filter
+//!   compiled, the flow index asked, the plan, the merge, and the JSON that
+//!   `extract --json`, `--count-only --json` and `--plan` print.
+//! - [`fleet`]: the index rebuild over a store and the block index as a
+//!   Parquet table (`wiretape index`, `/v1/index.parquet`).
+//!
+//! It reads the files `wiretape record` writes, including those being
+//! written (up to what has been flushed); it never writes into a store
+//! except the `.idx` sidecars the rebuild makes.
+
+#![deny(unsafe_code)]
+
+pub mod extract;
+pub mod fleet;
+pub mod job;
+
+pub use extract::{Frame, Merge, Note, NoteKind, Plan, Stats, Window};
+pub use job::{Job, Outcome, Request};
+
+use std::path::PathBuf;
+
+/// Errors of the give-back side.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The filter expression does not compile (libpcap's message), or its
+    /// program cannot run.
+    #[error(transparent)]
+    Filter(#[from] wiretape_filter::FilterError),
+    /// A store could not be read or listed (an input missing, a directory
+    /// that cannot be listed, a file that cannot be read).
+    #[error(transparent)]
+    Storage(#[from] wiretape_storage::StorageError),
+    /// The Parquet table could not be built or written.
+    #[error("{path}: cannot write the Parquet table: {why}")]
+    Parquet {
+        /// The table being written.
+        path: PathBuf,
+        /// What failed.
+        why: String,
+    },
+    /// Writing an answer failed (the output file, or a client that went away).
+    #[error("cannot write {what}: {source}")]
+    Output {
+        /// What was being written.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl QueryError {
+    /// The exit code a command gives for this error: 2 for a filter
+    /// libpcap refuses (usage), 1 for the rest.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            QueryError::Filter(wiretape_filter::FilterError::Program { .. }) => 1,
+            QueryError::Filter(_) => 2,
+            _ => 1,
+        }
+    }
+}
