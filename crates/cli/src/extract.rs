@@ -7,8 +7,11 @@ use crate::report::{bytes_h, thousands};
 use anyhow::{anyhow, bail, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use wiretape::query::job::{self, Job, Request};
-use wiretape::query::{Plan, QueryError, Window};
+use wiretape::filter::LINKTYPE_ETHERNET;
+use wiretape::query::job::{self, Job, Outcome, Request};
+use wiretape::query::remote::{self, Client, Remote, RemoteSource, Source, Sources};
+use wiretape::query::{Note, QueryError, Stats, Window};
+use wiretape::storage::pcap::MAX_SNAPLEN;
 use wiretape::storage::Format;
 use wiretape::timestamp::{format_rfc3339, parse_time, realtime_ns};
 
@@ -92,11 +95,14 @@ pub struct Args {
     /// SQL query over `wiretape index --parquet` tables finds.
     #[arg(long, conflicts_with = "count_only")]
     plan: bool,
+    #[command(flatten)]
+    tls: crate::api::ClientTls,
 }
 
 /// Does `w` name an input rather than start the filter?
 fn is_input(w: &str) -> bool {
-    Path::new(w).exists()
+    remote::is_url(w)
+        || Path::new(w).exists()
         || w.starts_with('/')
         || w.starts_with('.')
         || w.ends_with(".pcap")
@@ -105,22 +111,39 @@ fn is_input(w: &str) -> bool {
 
 /// The inputs (the first word, and every following one that [`is_input`])
 /// and the filter words (the rest).
-fn split_words(words: &[String]) -> (Vec<PathBuf>, Vec<String>) {
+fn split_words(words: &[String]) -> (Vec<String>, Vec<String>) {
     let k = words
         .iter()
         .skip(1)
         .position(|w| !is_input(w))
         .map_or(words.len(), |k| k + 1);
-    (
-        words[..k].iter().map(PathBuf::from).collect(),
-        words[k..].to_vec(),
-    )
+    (words[..k].to_vec(), words[k..].to_vec())
 }
 
 /// A usage error: one line, exit 2.
-fn usage(msg: impl std::fmt::Display) -> Result<i32> {
+pub fn usage(msg: impl std::fmt::Display) -> Result<i32> {
     eprintln!("wiretape: error: {msg}");
     Ok(2)
+}
+
+/// The inputs in order: runs of local paths (one merge each) and sensors.
+enum Input {
+    Local(Vec<PathBuf>),
+    Remote(Remote),
+}
+
+fn group_inputs(words: &[String]) -> std::result::Result<Vec<Input>, String> {
+    let mut out: Vec<Input> = Vec::new();
+    for w in words {
+        if remote::is_url(w) {
+            out.push(Input::Remote(Remote::parse(w)?));
+        } else if let Some(Input::Local(v)) = out.last_mut() {
+            v.push(PathBuf::from(w));
+        } else {
+            out.push(Input::Local(vec![PathBuf::from(w)]));
+        }
+    }
+    Ok(out)
 }
 
 pub fn run(a: Args) -> Result<i32> {
@@ -128,10 +151,21 @@ pub fn run(a: Args) -> Result<i32> {
         Ok(f) => f,
         Err(e) => return usage(e),
     };
-    let (inputs, filter_words) = split_words(&a.words);
+    let (words, filter_words) = split_words(&a.words);
     let expr = match crate::record::filter_expression(&filter_words, a.filter_file.as_deref()) {
         Ok(e) => e,
         Err(e) => return usage(e),
+    };
+    // The filter is compiled before anything is read, written or asked.
+    let prog = match &expr {
+        Some(e) => match wiretape::filter::compile(e, LINKTYPE_ETHERNET, MAX_SNAPLEN) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("wiretape: error: {e}");
+                return Ok(QueryError::from(e).exit_code());
+            }
+        },
+        None => None,
     };
     let now = realtime_ns();
     let time = |s: &Option<String>, what: &str| -> std::result::Result<Option<u64>, String> {
@@ -152,77 +186,191 @@ pub fn run(a: Args) -> Result<i32> {
             ));
         }
     }
-    let req = Request {
-        inputs,
-        window,
-        filter: expr,
-        prefix: a.prefix.clone(),
-        flow_index: !a.no_flow_index,
-        list_blocks: a.plan,
+    let inputs = match group_inputs(&words) {
+        Ok(i) => i,
+        Err(e) => return usage(e),
     };
-    // The filter is compiled before anything is read or written.
-    let job = match Job::plan(&req) {
-        Ok(j) => j,
-        Err(e @ QueryError::Filter(_)) => {
-            eprintln!("wiretape: error: {e}");
-            return Ok(e.exit_code());
+    let remotes: Vec<&Remote> = inputs
+        .iter()
+        .filter_map(|i| match i {
+            Input::Remote(r) => Some(r),
+            Input::Local(_) => None,
+        })
+        .collect();
+    let client = match a.tls.client(&remotes) {
+        Ok(c) => c,
+        Err(e) => return usage(e),
+    };
+    // Every local input must exist before anything is written.
+    let mut jobs = Vec::new();
+    for i in &inputs {
+        if let Input::Local(paths) = i {
+            let req = Request {
+                inputs: paths.clone(),
+                window,
+                filter: expr.clone(),
+                prefix: a.prefix.clone(),
+                flow_index: !a.no_flow_index,
+                list_blocks: a.plan,
+            };
+            let job =
+                Job::plan_with(&req, expr.clone(), prog.clone()).map_err(|e| anyhow!("{e}"))?;
+            jobs.push(job);
         }
-        Err(e) => return Err(anyhow!("{e}")),
-    };
+    }
+    let query = remote::query_string(&window, expr.as_deref(), !a.plan && !a.count_only);
     if a.plan {
-        println!("{}", serde_json::to_string(&job.plan_json())?);
-        return Ok(0);
+        return plan(&jobs, client.as_ref(), &remotes, &query);
+    }
+    if a.count_only {
+        return count(&a, jobs, client.as_ref(), &remotes, &query, &window, format);
     }
     let to_stdout = a.out.as_deref() == Some(Path::new("-"));
-    let mut writer = match (&a.out, a.count_only) {
-        (Some(out), false) => Some(open_output(out, to_stdout, format, &job.plan)?),
-        _ => None,
-    };
-    let (filter, narrows, by_flow) = (job.filter.clone(), job.filter_narrows, job.skipped_by_flow);
-    let outcome = job.run(
-        |f| match writer.as_mut() {
-            Some(w) => w.write_wire(f.ts_ns, f.data, f.orig_len),
-            None => Ok(()),
-        },
-        |n| eprintln!("wiretape: {}", job::note_line(n)),
-    );
-    let outcome = outcome.map_err(|e| anyhow!("{e}"))?;
-    if let Some(mut w) = writer {
-        w.flush().map_err(|e| anyhow!("{e}"))?;
-        w.close().map_err(|(_, e)| anyhow!("{e}"))?;
-    }
-    let stats = &outcome.stats;
-    let code = outcome.exit_code(a.ignore_corrupt);
-    let out_name = a
+    let out = a
         .out
         .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
+        .expect("clap: -w unless --count-only or --plan");
+    let files: Vec<&Path> = jobs
+        .iter()
+        .flat_map(|j| j.plan.files.iter().map(|f| f.path.as_path()))
+        .collect();
+    // Every sensor is asked now, at once; their answers stream meanwhile.
+    let mut streams: Vec<Option<remote::RemoteStream>> = remotes
+        .iter()
+        .map(|r| {
+            client
+                .as_ref()
+                .map(|c| c.stream(r, &format!("/v1/extract?{query}")))
+        })
+        .collect();
+    let mut writer = open_output(out, to_stdout, format, &files)?;
+    let (narrows, by_flow) = (
+        jobs.iter().any(|j| j.filter_narrows),
+        jobs.iter().map(|j| j.skipped_by_flow).sum::<u64>(),
+    );
+    let started = std::time::Instant::now();
+    let jobs_len = jobs.len();
+    let mut jobs = jobs.into_iter();
+    let mut next_stream = streams.iter_mut();
+    let sources: Vec<Source> = inputs
+        .iter()
+        .map(|i| match i {
+            Input::Local(_) => {
+                let (m, _) = jobs.next().expect("a job per local input").into_merge();
+                Source::Local(Box::new(m))
+            }
+            Input::Remote(r) => {
+                let s = next_stream
+                    .next()
+                    .and_then(Option::take)
+                    .expect("a stream per sensor");
+                Source::Remote(Box::new(RemoteSource::new(r.clone(), s)))
+            }
+        })
+        .collect();
+    let mut merge = Sources::new(sources);
+    let mut notes = Vec::new();
+    let say = |n: Note, notes: &mut Vec<Note>| {
+        eprintln!("wiretape: {}", job::note_line(&n));
+        notes.push(n);
+    };
+    let mut wrote = Ok(());
+    while let Some(f) = merge.next() {
+        let i = f.source;
+        if let Err(e) = writer.write_wire(f.ts_ns, f.data, f.orig_len) {
+            wrote = Err(e);
+            break;
+        }
+        if let Source::Local(m) = &mut merge.sources_mut()[i] {
+            if !m.notes().is_empty() {
+                for n in m.take_notes() {
+                    say(n, &mut notes);
+                }
+            }
+        }
+    }
+    wrote.map_err(|e| anyhow!("{e}"))?;
+    writer.flush().map_err(|e| anyhow!("{e}"))?;
+    writer.close().map_err(|(_, e)| anyhow!("{e}"))?;
+    let mut stats = Stats::default();
+    let mut sensors = Vec::new();
+    let mut failed = 0;
+    for s in merge.into_sources() {
+        match s {
+            Source::Local(mut m) => {
+                for n in m.take_notes() {
+                    say(n, &mut notes);
+                }
+                stats += m.finish();
+            }
+            Source::Remote(r) => {
+                if let Some(f) = r.failure() {
+                    failed += 1;
+                    eprintln!("wiretape: error: sensor {}: {f}", r.remote.url);
+                }
+                sensors.push(serde_json::json!({
+                    "url": r.remote.url,
+                    "frames": r.frames,
+                    "bytes": r.bytes,
+                    "wire_bytes": r.wire_bytes,
+                    "error": r.failure(),
+                    "summary": r.summary(),
+                }));
+                stats.frames += r.frames;
+                stats.bytes += r.bytes;
+                stats.wire_bytes += r.wire_bytes;
+            }
+        }
+    }
+    let outcome = Outcome {
+        stats,
+        notes,
+        seconds: started.elapsed().as_secs_f64(),
+        stopped: false,
+    };
+    let code = outcome
+        .exit_code(a.ignore_corrupt)
+        .max(i32::from(failed > 0));
+    let out_name = out.display().to_string();
     if a.json {
-        let output = (!a.count_only).then_some(out_name.as_str());
-        let j = job::summary_json(
-            filter.as_deref(),
+        let mut j = job::summary_json(
+            expr.as_deref(),
             narrows,
             by_flow,
             &window,
             &outcome,
-            output,
+            Some(&out_name),
             format,
         );
+        if !remotes.is_empty() {
+            j["sensors"] = sensors.into();
+        }
         let text = serde_json::to_string(&j)?;
         if to_stdout {
             eprintln!("{text}");
         } else {
             println!("{text}");
         }
-    } else if a.count_only {
-        println!("{} frames, {} bytes", stats.frames, stats.bytes);
     }
-    if !a.quiet && !a.json && !a.count_only {
+    if !a.quiet && !a.json && jobs_len == 0 {
+        eprintln!(
+            "wiretape: extracted {} frames ({} bytes) to {} from {} sensor(s) in {:.3} s",
+            thousands(stats.frames),
+            thousands(stats.bytes),
+            if to_stdout { "stdout" } else { &out_name },
+            remotes.len(),
+            outcome.seconds
+        );
+    } else if !a.quiet && !a.json {
+        let from_sensors = if remotes.is_empty() {
+            String::new()
+        } else {
+            format!(", and {} sensor(s)", remotes.len())
+        };
         eprintln!(
             "wiretape: extracted {} frames ({} bytes) to {}: {} of {} files read ({} skipped by name \
              or index, {} read whole without index), {} of {} indexed blocks read ({} skipped by the \
-             flow index), {} read in {:.3} s",
+             flow index), {} read in {:.3} s{from_sensors}",
             thousands(stats.frames),
             thousands(stats.bytes),
             if to_stdout { "stdout" } else { &out_name },
@@ -237,24 +385,159 @@ pub fn run(a: Args) -> Result<i32> {
             outcome.seconds
         );
     }
+    damaged_line(&stats, a.ignore_corrupt);
+    Ok(code)
+}
+
+fn damaged_line(stats: &Stats, ignore_corrupt: bool) {
     if stats.damaged_files > 0 {
         eprintln!(
             "wiretape: {} damaged file(s): every valid frame before (and, with an index, after) the \
              damage was extracted{}",
             stats.damaged_files,
-            if a.ignore_corrupt {
+            if ignore_corrupt {
                 " (--ignore-corrupt: exit 0)"
             } else {
                 "; --ignore-corrupt exits 0 on this"
             }
         );
     }
+}
+
+/// `--plan`: the local plan, and each sensor's beside it.
+fn plan(jobs: &[Job], client: Option<&Client>, remotes: &[&Remote], query: &str) -> Result<i32> {
+    let mut j = match jobs {
+        [one] => one.plan_json(),
+        _ => {
+            let mut all = serde_json::json!({
+                "blocks": [], "blocks_skipped_by_flow_index": 0, "filter_narrows": false,
+                "files_read_whole": [], "from_ns": null, "to_ns": null,
+            });
+            for job in jobs {
+                let p = job.plan_json();
+                for k in ["blocks", "files_read_whole"] {
+                    if let (Some(a), Some(b)) = (all[k].as_array_mut(), p[k].as_array()) {
+                        a.extend(b.iter().cloned());
+                    }
+                }
+                all["blocks_skipped_by_flow_index"] =
+                    (all["blocks_skipped_by_flow_index"].as_u64().unwrap_or(0)
+                        + p["blocks_skipped_by_flow_index"].as_u64().unwrap_or(0))
+                    .into();
+                all["filter_narrows"] = p["filter_narrows"].clone();
+                all["from_ns"] = p["from_ns"].clone();
+                all["to_ns"] = p["to_ns"].clone();
+            }
+            all
+        }
+    };
+    let mut code = 0;
+    if let Some(c) = client {
+        let mut sensors = Vec::new();
+        for r in remotes {
+            match c.get_json(r, &format!("/v1/plan?{query}")) {
+                Ok(p) => sensors.push(serde_json::json!({ "url": r.url, "plan": p })),
+                Err(e) => {
+                    code = 1;
+                    eprintln!("wiretape: error: sensor {}: {e}", r.url);
+                    sensors.push(serde_json::json!({ "url": r.url, "error": e.0 }));
+                }
+            }
+        }
+        j["sensors"] = sensors.into();
+    }
+    println!("{}", serde_json::to_string(&j)?);
     Ok(code)
+}
+
+/// `--count-only`: the local count and every sensor's `/v1/count`, summed.
+fn count(
+    a: &Args,
+    jobs: Vec<Job>,
+    client: Option<&Client>,
+    remotes: &[&Remote],
+    query: &str,
+    window: &Window,
+    format: Format,
+) -> Result<i32> {
+    let mut stats = Stats::default();
+    let mut notes = Vec::new();
+    let (narrows, by_flow) = (
+        jobs.iter().any(|j| j.filter_narrows),
+        jobs.iter().map(|j| j.skipped_by_flow).sum::<u64>(),
+    );
+    let filter =
+        crate::record::filter_expression(&split_words(&a.words).1, a.filter_file.as_deref())
+            .ok()
+            .flatten();
+    let started = std::time::Instant::now();
+    for job in jobs {
+        let o = job
+            .run(
+                |_| Ok::<(), std::convert::Infallible>(()),
+                |n| eprintln!("wiretape: {}", job::note_line(n)),
+            )
+            .unwrap_or_else(|never| match never {});
+        stats += o.stats;
+        notes.extend(o.notes);
+    }
+    let mut sensors = Vec::new();
+    let mut failed = 0;
+    if let Some(c) = client {
+        for r in remotes {
+            match c.get_json(r, &format!("/v1/count?{query}")) {
+                Ok(v) => {
+                    let n = |k: &str| v[k].as_u64().unwrap_or(0);
+                    stats.frames += n("frames");
+                    stats.bytes += n("bytes");
+                    stats.wire_bytes += n("wire_bytes");
+                    sensors.push(serde_json::json!({ "url": r.url, "count": v }));
+                }
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("wiretape: error: sensor {}: {e}", r.url);
+                    sensors.push(serde_json::json!({ "url": r.url, "error": e.0 }));
+                }
+            }
+        }
+    }
+    let outcome = Outcome {
+        stats,
+        notes,
+        seconds: started.elapsed().as_secs_f64(),
+        stopped: false,
+    };
+    if a.json {
+        let mut j = job::summary_json(
+            filter.as_deref(),
+            narrows,
+            by_flow,
+            window,
+            &outcome,
+            None,
+            format,
+        );
+        if !remotes.is_empty() {
+            j["sensors"] = sensors.into();
+        }
+        println!("{}", serde_json::to_string(&j)?);
+    } else {
+        println!("{} frames, {} bytes", stats.frames, stats.bytes);
+    }
+    damaged_line(&stats, a.ignore_corrupt);
+    Ok(outcome
+        .exit_code(a.ignore_corrupt)
+        .max(i32::from(failed > 0)))
 }
 
 /// The output: stdout, or OUT created (or overwritten; never one of the
 /// inputs).
-fn open_output(out: &Path, to_stdout: bool, format: Format, plan: &Plan) -> Result<job::Output> {
+fn open_output(
+    out: &Path,
+    to_stdout: bool,
+    format: Format,
+    inputs: &[&Path],
+) -> Result<job::Output> {
     let (w, name): (Box<dyn Write + Send>, PathBuf) = if to_stdout {
         (Box::new(std::io::stdout()), "<stdout>".into())
     } else {
@@ -269,11 +552,11 @@ fn open_output(out: &Path, to_stdout: bool, format: Format, plan: &Plan) -> Resu
             let same = |p: &Path| {
                 std::fs::metadata(p).is_ok_and(|i| (i.dev(), i.ino()) == (m.dev(), m.ino()))
             };
-            if let Some(f) = plan.files.iter().find(|f| same(&f.path)) {
+            if let Some(f) = inputs.iter().find(|f| same(f)) {
                 bail!(
                     "-w {} is one of the inputs ({}): give another output file",
                     out.display(),
-                    f.path.display()
+                    f.display()
                 );
             }
         }

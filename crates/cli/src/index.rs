@@ -9,6 +9,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use wiretape::query::fleet::{self, Outcome};
+use wiretape::query::remote::{self, Remote};
 use wiretape::query::Window;
 
 #[derive(clap::Args)]
@@ -31,9 +32,10 @@ wiretape index --force /data/wiretape-eth0-q0-20261122T140200.000000000Z.pcap\n 
 wiretape index --parquet /shared/idx/$(hostname).parquet /data"
 )]
 pub struct Args {
-    /// Directories and capture files.
-    #[arg(value_name = "DIR|FILE", required = true)]
-    inputs: Vec<PathBuf>,
+    /// Directories and capture files; with --parquet also sensors
+    /// (https://HOST:PORT: their fresh /v1/index.parquet joins the table).
+    #[arg(value_name = "DIR|FILE|URL", required = true)]
+    inputs: Vec<String>,
     /// Rebuild every index, up to date or not.
     #[arg(long)]
     force: bool,
@@ -52,6 +54,8 @@ pub struct Args {
     /// No progress and no summary on stderr.
     #[arg(short = 'q', long)]
     quiet: bool,
+    #[command(flatten)]
+    tls: crate::api::ClientTls,
 }
 
 /// A progress bar on stderr: redrawn at most 5 times a second on a
@@ -116,7 +120,29 @@ impl Bar {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let files = fleet::captures(&a.inputs, a.prefix.as_deref()).map_err(|e| anyhow!("{e}"))?;
+    let mut local = Vec::new();
+    let mut remotes = Vec::new();
+    for i in &a.inputs {
+        if remote::is_url(i) {
+            match Remote::parse(i) {
+                Ok(r) => remotes.push(r),
+                Err(e) => return crate::extract::usage(e),
+            }
+        } else {
+            local.push(PathBuf::from(i));
+        }
+    }
+    if !remotes.is_empty() && a.parquet.is_none() {
+        return crate::extract::usage(format!(
+            "{}: a sensor's indexes are its own to rebuild: give --parquet OUT to gather its table",
+            remotes[0].url
+        ));
+    }
+    let client = match a.tls.client(&remotes.iter().collect::<Vec<_>>()) {
+        Ok(c) => c,
+        Err(e) => return crate::extract::usage(e),
+    };
+    let files = fleet::captures(&local, a.prefix.as_deref()).map_err(|e| anyhow!("{e}"))?;
     if let Some(out) = &a.parquet {
         if out.is_dir() {
             bail!(
@@ -175,19 +201,38 @@ pub fn run(a: Args) -> Result<i32> {
     if bar.tty && !bar.quiet {
         eprintln!();
     }
-    let failed = r.count(Outcome::Failed);
+    let mut failed = r.count(Outcome::Failed);
     let mut rows = 0;
     if let Some(out) = &a.parquet {
         let node = a.node.clone().unwrap_or_else(fleet::hostname);
-        let table = fleet::block_table(&node, &files, &Window::default(), &mut |f, e| {
-            eprintln!(
-                "wiretape: index: {}: no usable index ({e}): not in the table",
-                f.display()
-            )
-        })
-        .map_err(|e| anyhow!("{e}"))?;
-        rows = table.num_rows();
-        fleet::write_table_file(out, &[table]).map_err(|e| anyhow!("{e}"))?;
+        let mut tables = Vec::new();
+        if !local.is_empty() {
+            let table = fleet::block_table(&node, &files, &Window::default(), &mut |f, e| {
+                eprintln!(
+                    "wiretape: index: {}: no usable index ({e}): not in the table",
+                    f.display()
+                )
+            })
+            .map_err(|e| anyhow!("{e}"))?;
+            tables.push(table);
+        }
+        if let Some(c) = &client {
+            for r in &remotes {
+                let got = c
+                    .get_bytes(r, "/v1/index.parquet")
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| fleet::read_table(b, &r.url).map_err(|e| e.to_string()));
+                match got {
+                    Ok(t) => tables.extend(t),
+                    Err(e) => {
+                        failed += 1;
+                        eprintln!("wiretape: error: sensor {}: {e}: not in the table", r.url);
+                    }
+                }
+            }
+        }
+        rows = tables.iter().map(|t| t.num_rows()).sum();
+        fleet::write_table_file(out, &tables).map_err(|e| anyhow!("{e}"))?;
     }
     let secs = started.elapsed().as_secs_f64();
     if a.json {

@@ -4,6 +4,7 @@
 
 #![recursion_limit = "256"]
 
+mod api;
 mod check;
 mod config;
 mod ctl;
@@ -34,6 +35,8 @@ wiretape record -i eth0 -w /data -c 1000000 --summary-json sum.json\n  \
 wiretape record -i eth0 -w /data tcp port 443   # only what the filter accepts (tcpdump's language)\n  \
 wiretape info /data/*.pcap                     # what a file holds; exits 1 if it is corrupt\n  \
 wiretape extract /data --from -5m -w - tcp port 53 | tshark -r -   # a window of the store, merged\n  \
+wiretape api -w /data --listen 0.0.0.0:8443 --tls-cert .. --tls-key .. --client-ca ..  # the store over HTTPS\n  \
+wiretape extract https://s1:8443 https://s2:8443 --from -1h -w case.pcap host 10.1.2.3  # many sensors, merged\n  \
 wiretape record -i eth0 -w /data --ring 4G --serve 127.0.0.1:57012  # time travel, PCAP-over-IP\n  \
 wiretape ctl -w /data dump --last 30s           # the last 30 s of the ring into /data\n  \
 wiretape replay /data/x.pcap -i eth1 --speed max  # send it again\n  \
@@ -65,6 +68,13 @@ enum Cmd {
     /// keys) with a progress bar; --parquet exports the block index as a
     /// Parquet table for fleet-wide SQL (DuckDB, Trino, Spark, ClickHouse).
     Index(index::Args),
+    /// Serve this sensor's stores over HTTPS with mutual TLS: extract, count,
+    /// plan, status and the Parquet block index for SOC tools, analysts and
+    /// `wiretape extract https://...`.
+    Api(api::ApiArgs),
+    /// Make the certificates `api` and its clients use: `init` (a CA and the
+    /// server's), `client` (one per client).
+    Certs(api::CertsArgs),
     /// Trim torn tails (after a crash or a full disk) off capture files.
     Repair(repair::Args),
     /// Send a capture file (pcap or pcapng) on an interface: at its own pace,
@@ -110,6 +120,8 @@ fn main() {
         Cmd::Repair(a) => repair::run(a),
         Cmd::Extract(a) => extract::run(a),
         Cmd::Index(a) => index::run(a),
+        Cmd::Api(a) => api::api(a),
+        Cmd::Certs(a) => api::certs(a),
         Cmd::Replay(a) => send::replay(a),
         Cmd::Gen(a) => send::gen(a),
     };

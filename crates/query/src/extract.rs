@@ -63,6 +63,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use wiretape_storage as storage;
 use wiretape_storage::index::{self, Entry};
 use wiretape_storage::naming;
@@ -467,6 +469,27 @@ pub struct Stats {
     pub error_files: u64,
 }
 
+impl std::ops::AddAssign for Stats {
+    /// The counts of two merges together (several inputs merged apart).
+    fn add_assign(&mut self, o: Stats) {
+        self.frames += o.frames;
+        self.bytes += o.bytes;
+        self.wire_bytes += o.wire_bytes;
+        self.files += o.files;
+        self.files_read += o.files_read;
+        self.files_skipped += o.files_skipped;
+        self.files_without_index += o.files_without_index;
+        self.files_live += o.files_live;
+        self.blocks_read += o.blocks_read;
+        self.blocks_skipped += o.blocks_skipped;
+        self.bytes_read += o.bytes_read;
+        self.records_read += o.records_read;
+        self.out_of_order += o.out_of_order;
+        self.damaged_files += o.damaged_files;
+        self.error_files += o.error_files;
+    }
+}
+
 /// One open file of the merge.
 struct Stream {
     walk: Walker<RampReader>,
@@ -500,6 +523,9 @@ pub struct Merge<P: FnMut(&[u8], u32) -> bool> {
     stats: Stats,
     notes: Vec<Note>,
     noted: Vec<bool>,
+    /// Set by whoever wants the merge to end early (a client gone).
+    stop: Option<Arc<AtomicBool>>,
+    stopped: bool,
 }
 
 impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
@@ -553,7 +579,48 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
             stats,
             notes,
             noted: vec![false; n],
+            stop: None,
+            stopped: false,
         }
+    }
+
+    /// Ends the merge early once `flag` is set: it is checked every 1024
+    /// records walked (and before each file is opened), so a query whose
+    /// client went away stops reading within a block or so, whether or not
+    /// frames match. [`Merge::next`] then returns None.
+    pub fn stop_on(&mut self, flag: Arc<AtomicBool>) {
+        self.stop = Some(flag);
+    }
+
+    /// Whether the merge ended because the stop flag was set.
+    pub fn stopped_early(&self) -> bool {
+        self.stopped
+    }
+
+    fn should_stop(&mut self) -> bool {
+        if !self.stopped
+            && self
+                .stop
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::Relaxed))
+        {
+            self.stopped = true;
+        }
+        self.stopped
+    }
+
+    /// The frame [`Merge::next`] handed out last, again (until the next
+    /// call): for merging this merge with other sources.
+    pub fn current(&self) -> Option<Frame<'_>> {
+        let i = self.current?;
+        let s = self.streams[i].as_ref()?;
+        Some(Frame {
+            ts_ns: s.ts_ns,
+            orig_len: s.orig_len,
+            data: &s.data,
+            file: i,
+            offset: s.offset,
+        })
     }
 
     /// The files of the plan.
@@ -581,6 +648,9 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
     pub fn next(&mut self) -> Option<Frame<'_>> {
         if let Some(i) = self.current.take() {
             self.advance(i);
+        }
+        if self.should_stop() {
+            return None;
         }
         // Open every file whose frames could come before the earliest at hand.
         while let Some(&(lower, i)) = self.pending.last() {
@@ -686,8 +756,11 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
                 }
                 return false;
             };
-            let f = &self.files[i];
             self.stats.records_read += 1;
+            if self.stats.records_read.is_multiple_of(1024) && self.should_stop() {
+                return false;
+            }
+            let f = &self.files[i];
             if m.ts_ns < s.prev_ts {
                 s.out_of_order += 1;
             }

@@ -11,12 +11,17 @@ use crate::extract::{self, Frame, Merge, Note, NoteKind, Plan, Stats, Window};
 use crate::QueryError;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Instant;
 use wiretape_filter::flow::Needs;
 use wiretape_filter::{Program, LINKTYPE_ETHERNET};
 use wiretape_storage::index::Entry;
 use wiretape_storage::pcap::MAX_SNAPLEN;
 use wiretape_storage::{Format, PcapWriter, WriteSink};
+
+/// The frame predicate of a job's merge: the compiled filter, or every frame.
+pub type Pred = Box<dyn FnMut(&[u8], u32) -> bool + Send>;
 
 /// What to extract.
 #[derive(Clone, Debug)]
@@ -78,6 +83,7 @@ pub struct Job {
     /// The blocks read (with [`Request::list_blocks`]).
     pub blocks: Vec<PlannedBlock>,
     started: Instant,
+    stop: Option<Arc<AtomicBool>>,
 }
 
 /// What a finished job did.
@@ -89,6 +95,8 @@ pub struct Outcome {
     pub notes: Vec<Note>,
     /// Seconds from planning to the end.
     pub seconds: f64,
+    /// Ended early by the stop flag ([`Job::stop_on`]): not every frame.
+    pub stopped: bool,
 }
 
 impl Outcome {
@@ -157,7 +165,28 @@ impl Job {
             skipped_by_flow,
             blocks,
             started,
+            stop: None,
         })
+    }
+
+    /// Ends the run early once `flag` is set (see [`Merge::stop_on`]): the
+    /// outcome then says [`Outcome::stopped`].
+    pub fn stop_on(&mut self, flag: Arc<AtomicBool>) {
+        self.stop = Some(flag);
+    }
+
+    /// The merge of the plan, pull-style (for merging with other sources):
+    /// frames the window and the filter keep.
+    pub fn into_merge(self) -> (Merge<Pred>, Instant) {
+        let prog = self.prog;
+        let pred: Pred = Box::new(move |data: &[u8], wire: u32| {
+            prog.as_ref().is_none_or(|p| p.matches(data, wire))
+        });
+        let mut merge = Merge::new(self.plan, LINKTYPE_ETHERNET, pred);
+        if let Some(f) = self.stop {
+            merge.stop_on(f);
+        }
+        (merge, self.started)
     }
 
     /// The JSON of `wiretape extract --plan`: the blocks the window and the
@@ -201,11 +230,7 @@ impl Job {
         mut each: impl FnMut(&Frame<'_>) -> Result<(), E>,
         mut note: impl FnMut(&Note),
     ) -> Result<Outcome, E> {
-        let started = self.started;
-        let prog = self.prog;
-        let mut merge = Merge::new(self.plan, LINKTYPE_ETHERNET, |data: &[u8], wire: u32| {
-            prog.as_ref().is_none_or(|p| p.matches(data, wire))
-        });
+        let (mut merge, started) = self.into_merge();
         let mut notes = Vec::new();
         while let Some(f) = merge.next() {
             each(&f)?;
@@ -224,6 +249,7 @@ impl Job {
             stats: merge.finish(),
             notes,
             seconds: started.elapsed().as_secs_f64(),
+            stopped: merge.stopped_early(),
         })
     }
 }

@@ -16,6 +16,9 @@
 //!   `extract --json`, `--count-only --json` and `--plan` print.
 //! - [`fleet`]: the index rebuild over a store and the block index as a
 //!   Parquet table (`wiretape index`, `/v1/index.parquet`).
+//! - [`status`]: what a store holds, from its names and indexes.
+//! - [`api`]: `wiretape api`, the stores of a sensor over HTTPS with mutual
+//!   TLS ([`tls`]: configurations, client names, `wiretape certs`).
 //!
 //! It reads the files `wiretape record` writes, including those being
 //! written (up to what has been flushed); it never writes into a store
@@ -23,9 +26,13 @@
 
 #![deny(unsafe_code)]
 
+pub mod api;
 pub mod extract;
 pub mod fleet;
 pub mod job;
+pub mod remote;
+pub mod status;
+pub mod tls;
 
 pub use extract::{Frame, Merge, Note, NoteKind, Plan, Stats, Window};
 pub use job::{Job, Outcome, Request};
@@ -73,3 +80,4 @@ impl QueryError {
         }
     }
 }
+use rustls_pki_types as _;

@@ -1,0 +1,266 @@
+//! `wiretape api` (the stores of this sensor over HTTPS with mutual TLS)
+//! and `wiretape certs` (the CA, server and client certificates it uses).
+//! The server, the TLS and the certificates are the query crate's
+//! (`query::api`, `query::tls`); this is the command line around them.
+
+use anyhow::Result;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use wiretape::query::api::{ApiConfig, Server, TlsFiles};
+use wiretape::query::remote::{Client, Remote};
+use wiretape::query::tls::{self, Validity};
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Serves the stores read-only: the same files `wiretape extract` reads, \
+including those a running `wiretape record` is writing (fresh within its flush interval). It is \
+its own process, at a lower CPU priority than the recorder (nice +10): run it beside `record` or on \
+a copy of the store.\n\n\
+Loopback (127.0.0.0/8, ::1) may be served as plain HTTP; any other address (0.0.0.0 and [::] \
+included) needs all of --tls-cert, --tls-key and --client-ca: every client must then present a \
+certificate of that CA, within its validity; --allow-client NAME narrows that to certificates \
+whose CN or a SAN DNS name is NAME.\n\n\
+Endpoints (GET; TIME as extract takes it: RFC 3339, Unix seconds, -5m):\n  \
+/v1/extract?from=&to=&filter=&format=pcap|pcapng&tsprec=ns|us   what `wiretape extract` writes, streamed\n  \
+/v1/extract?src=&dst=&sport=&dport=&proto=          the 5-tuple form (Security Onion's stenoquery)\n  \
+/v1/count?...   the JSON of `extract --count-only --json`\n  \
+/v1/plan?...    the JSON of `extract --plan`\n  \
+/v1/status      first_ns, last_ns, files, bytes, frames, free_bytes, recording, version, node\n  \
+/v1/index.parquet?from=&to=   the block index as the Parquet table of `wiretape index --parquet`\n\n\
+Examples:\n  \
+wiretape certs init /etc/wiretape/tls --server-name sensor1.example --server-name 10.0.0.5\n  \
+wiretape certs client /etc/wiretape/tls analyst1\n  \
+wiretape api -w /data --listen 0.0.0.0:8443 --tls-cert /etc/wiretape/tls/server.pem \\\n      \
+--tls-key /etc/wiretape/tls/server.key --client-ca /etc/wiretape/tls/ca.pem --allow-client analyst1\n  \
+wiretape api -w /data --listen 127.0.0.1:8080      # local tools only, plain HTTP\n  \
+curl -s 'http://127.0.0.1:8080/v1/extract?from=-5m&filter=tcp+port+443' | tshark -r -"
+)]
+pub struct ApiArgs {
+    /// A store to serve (a directory wiretape records into, or a capture
+    /// file); repeatable.
+    #[arg(short = 'w', long = "write", value_name = "DIR", required = true)]
+    stores: Vec<PathBuf>,
+    /// Address and port to listen on (port 0: one is chosen and printed).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: SocketAddr,
+    /// The server's certificate chain (PEM).
+    #[arg(long, value_name = "PEM")]
+    tls_cert: Option<PathBuf>,
+    /// The server's private key (PEM).
+    #[arg(long, value_name = "PEM")]
+    tls_key: Option<PathBuf>,
+    /// Clients must present a certificate of this CA (PEM).
+    #[arg(long, value_name = "PEM")]
+    client_ca: Option<PathBuf>,
+    /// Admit only client certificates whose CN (or a SAN DNS name) is NAME;
+    /// repeatable (default: any certificate of --client-ca).
+    #[arg(long, value_name = "NAME")]
+    allow_client: Vec<String>,
+    /// Queries (extract, count, plan, index) running at once; the next gets
+    /// 503 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    max_queries: usize,
+    /// Connections open at once; more are closed at once.
+    #[arg(long, value_name = "N", default_value_t = 2048)]
+    max_connections: usize,
+    /// In directories, only files of this prefix (default: any of ours).
+    #[arg(long, value_name = "P")]
+    prefix: Option<String>,
+    /// The node name in /v1/status and /v1/index.parquet (default: the host name).
+    #[arg(long, value_name = "NAME")]
+    node: Option<String>,
+    /// No line per query on stderr.
+    #[arg(short = 'q', long)]
+    quiet: bool,
+}
+
+pub fn api(a: ApiArgs) -> Result<i32> {
+    let tls = match (&a.tls_cert, &a.tls_key, &a.client_ca) {
+        (None, None, None) => None,
+        (Some(cert), Some(key), Some(ca)) => Some(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: ca.clone(),
+        }),
+        (Some(_), Some(_), None) => {
+            eprintln!(
+                "wiretape: error: --tls-cert and --tls-key without --client-ca would admit anyone: add \
+                 --client-ca PEM (the CA whose client certificates are admitted; `wiretape certs init` makes one)"
+            );
+            return Ok(2);
+        }
+        _ => {
+            eprintln!(
+                "wiretape: error: mutual TLS needs all three of --tls-cert, --tls-key and --client-ca"
+            );
+            return Ok(2);
+        }
+    };
+    let mut cfg = ApiConfig::new(a.stores, a.listen);
+    cfg.tls = tls;
+    cfg.allow_clients = a.allow_client;
+    cfg.max_queries = a.max_queries;
+    cfg.max_connections = a.max_connections;
+    cfg.prefix = a.prefix;
+    if let Some(n) = a.node {
+        cfg.node = n;
+    }
+    cfg.quiet = a.quiet;
+    let stores = cfg.stores.len();
+    let server = match Server::bind(cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("wiretape: error: {e}");
+            return Ok(e.exit_code());
+        }
+    };
+    // The recorder comes first: every thread of this process (the
+    // runtime's, the queries') runs 10 nice steps lower.
+    let _ = wiretape::capture::sys::lower_thread_priority(10);
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    eprintln!(
+        "wiretape: api: serving {stores} store(s) on {}{}",
+        server.url(),
+        if server.url().starts_with("https") {
+            " (mutual TLS)"
+        } else {
+            " (plain HTTP, loopback only)"
+        }
+    );
+    server.run(&stop).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(0)
+}
+
+#[derive(clap::Args)]
+pub struct CertsArgs {
+    #[command(subcommand)]
+    cmd: CertsCmd,
+}
+
+#[derive(clap::Subcommand)]
+enum CertsCmd {
+    /// A new CA (self-signed) and a server certificate and key signed by it,
+    /// whose SANs are the --server-name names (DNS names, and IP addresses
+    /// where a name is one): DIR/ca.pem, ca.key, server.pem, server.key.
+    Init {
+        /// Directory to write into (created).
+        dir: PathBuf,
+        /// A name clients reach the server by (DNS name or IP address);
+        /// repeatable.
+        #[arg(long, value_name = "NAME", required = true)]
+        server_name: Vec<String>,
+        /// Days the certificates are valid.
+        #[arg(long, value_name = "N", default_value_t = 825)]
+        days: u32,
+        /// Overwrite existing files.
+        #[arg(long)]
+        force: bool,
+    },
+    /// A client certificate and key of CN NAME signed by DIR's CA:
+    /// DIR/client-NAME.pem and client-NAME.key.
+    Client {
+        /// The directory of `certs init`.
+        dir: PathBuf,
+        /// The client's name (its certificate's CN; what --allow-client admits).
+        name: String,
+        /// Days the certificate is valid.
+        #[arg(long, value_name = "N", default_value_t = 825)]
+        days: u32,
+        /// Overwrite existing files.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+pub fn certs(a: CertsArgs) -> Result<i32> {
+    let (written, hint) = match a.cmd {
+        CertsCmd::Init {
+            dir,
+            server_name,
+            days,
+            force,
+        } => {
+            let w = tls::init(&dir, &server_name, Validity::days(days), force);
+            let d = dir.display();
+            let hint = format!(
+                "serve:   wiretape api -w DIR --listen 0.0.0.0:8443 --tls-cert {d}/server.pem --tls-key {d}/server.key --client-ca {d}/ca.pem\n\
+                 clients: wiretape certs client {d} NAME"
+            );
+            (w, hint)
+        }
+        CertsCmd::Client {
+            dir,
+            name,
+            days,
+            force,
+        } => {
+            let w = tls::issue_client(&dir, &name, Validity::days(days), force);
+            let d = dir.display();
+            let hint = format!(
+                "use:     wiretape extract https://HOST:8443 --cert {d}/client-{name}.pem --key {d}/client-{name}.key --ca {d}/ca.pem -w case.pcap ...\n\
+                 curl:    curl --cacert {d}/ca.pem --cert {d}/client-{name}.pem --key {d}/client-{name}.key https://HOST:8443/v1/status"
+            );
+            (w, hint)
+        }
+    };
+    match written {
+        Ok(w) => {
+            for f in &w.files {
+                println!("wrote {}", f.display());
+            }
+            println!("{hint}");
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("wiretape: error: {e}");
+            Ok(1)
+        }
+    }
+}
+
+/// The TLS flags of a client of sensors (`extract`, `index`, `timeline`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ClientTls {
+    /// This client's certificate (PEM), for https:// sensors.
+    #[arg(long, value_name = "PEM", env = "WIRETAPE_CERT")]
+    cert: Option<PathBuf>,
+    /// This client's private key (PEM), for https:// sensors.
+    #[arg(long, value_name = "PEM", env = "WIRETAPE_KEY")]
+    key: Option<PathBuf>,
+    /// The CA the sensors' certificates chain to (PEM).
+    #[arg(long, value_name = "PEM", env = "WIRETAPE_CA")]
+    ca: Option<PathBuf>,
+}
+
+impl ClientTls {
+    /// The client of `remotes` (None without any): mutual TLS from
+    /// --cert/--key/--ca for https://. Err: a usage problem, in words.
+    pub fn client(&self, remotes: &[&Remote]) -> std::result::Result<Option<Client>, String> {
+        if remotes.is_empty() {
+            return Ok(None);
+        }
+        let tls = match (&self.cert, &self.key, &self.ca) {
+            (Some(c), Some(k), Some(ca)) => {
+                Some(tls::client_config(c, k, ca).map_err(|e| e.to_string())?)
+            }
+            (None, None, None) => {
+                if let Some(r) = remotes.iter().find(|r| r.tls) {
+                    return Err(format!(
+                        "{}: https:// sensors need this client's certificate: give --cert PEM --key PEM \
+                         --ca PEM (or WIRETAPE_CERT, WIRETAPE_KEY, WIRETAPE_CA; `wiretape certs client DIR \
+                         NAME` makes them)",
+                        r.url
+                    ));
+                }
+                None
+            }
+            _ => return Err("give all three of --cert, --key and --ca".into()),
+        };
+        Client::new(tls).map(Some).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,812 @@
+//! `wiretape api`: the stores of a sensor answered over HTTP(S).
+//!
+//! - Loopback addresses may be served as plain HTTP; any other address only
+//!   with mutual TLS ([`crate::tls::server_config`]): every client presents
+//!   a certificate that chains to the client CA and is within its validity;
+//!   `allow_clients` narrows that to certificates carrying one of the names
+//!   (CN or SAN DNS). A refused client gets a failed handshake (no or a bad
+//!   certificate) or 403 (a name not admitted), never a byte of capture.
+//! - Endpoints (GET): `/v1/extract`, `/v1/count`, `/v1/plan`,
+//!   `/v1/status`, `/v1/index.parquet`; bad requests 400 with
+//!   `{"error": "..."}` naming the parameter, unknown paths 404, other
+//!   methods 405, oversized request heads 431 (hyper's limit).
+//! - Each query runs on a blocking thread over the same [`Job`] as `wiretape
+//!   extract`; at most `max_queries` at once (the next gets 503 with
+//!   `Retry-After`). An extraction streams: the writer hands 256 KiB chunks
+//!   to a channel of 8, so a slow client holds the query back (at most
+//!   ~2.3 MiB read ahead of what it has taken); a client that goes away
+//!   drops the channel, and the merge stops within 1024 records.
+//! - An extraction that meets a damaged or unreadable file still sends
+//!   every frame `extract` would; a client that asked for trailers (`TE:
+//!   trailers`, as wiretape's own client does) gets the summary and the
+//!   error in the trailers `wiretape-summary` and `wiretape-error`, any
+//!   other client an answer cut short (the chunked encoding ends
+//!   abnormally), never one passed off as whole.
+//! - Connections: at most `max_connections` at once (more are closed at
+//!   once); a TLS handshake must finish within 10 s; a connection waits at
+//!   most 30 s for a request head.
+//! - It is its own process: it reads the files `record` writes (fresh
+//!   within the flush interval) and never touches the recorder.
+
+mod body;
+pub mod params;
+
+use crate::job::{self, Job, Request};
+use crate::tls::{self, TlsError};
+use crate::QueryError;
+use body::{ApiBody, ChannelWriter, StopOnDrop};
+use hyper::body::Frame;
+use hyper::header::{HeaderMap, HeaderValue};
+use hyper::{Method, Response, StatusCode};
+use params::BadRequest;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use wiretape_timestamp::realtime_ns;
+
+/// The TLS files of a server.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// Its certificate chain (`--tls-cert`).
+    pub cert: PathBuf,
+    /// Its key (`--tls-key`).
+    pub key: PathBuf,
+    /// The CA client certificates must chain to (`--client-ca`).
+    pub client_ca: PathBuf,
+}
+
+/// A server's configuration (`wiretape api`).
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// The stores served (directories or files), read-only.
+    pub stores: Vec<PathBuf>,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Mutual TLS; required unless `listen` is a loopback address.
+    pub tls: Option<TlsFiles>,
+    /// Only certificates carrying one of these names (CN or SAN DNS); empty:
+    /// any certificate of the client CA.
+    pub allow_clients: Vec<String>,
+    /// Queries running at once (default 4).
+    pub max_queries: usize,
+    /// Connections open at once (default 2048).
+    pub max_connections: usize,
+    /// In directories, only files of this prefix.
+    pub prefix: Option<String>,
+    /// The node name in `/v1/status` and `/v1/index.parquet`.
+    pub node: String,
+    /// No line per query on stderr.
+    pub quiet: bool,
+    /// How long a TLS handshake may take.
+    pub handshake_timeout: Duration,
+    /// How long a connection may wait for a request head.
+    pub idle_timeout: Duration,
+}
+
+impl ApiConfig {
+    /// Serving `stores` on `listen`, plain (loopback only until TLS is set),
+    /// with the defaults.
+    pub fn new(stores: Vec<PathBuf>, listen: SocketAddr) -> Self {
+        ApiConfig {
+            stores,
+            listen,
+            tls: None,
+            allow_clients: Vec::new(),
+            max_queries: 4,
+            max_connections: 2048,
+            prefix: None,
+            node: crate::fleet::hostname(),
+            quiet: false,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why a server could not start or went down.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Bad usage: what to change.
+    #[error("{0}")]
+    Usage(String),
+    /// A certificate, key or CA file is unusable.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The address cannot be listened on.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server's runtime failed.
+    #[error("api server: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl ApiError {
+    /// 2 for usage and certificate problems, 1 for the rest.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ApiError::Usage(_) | ApiError::Tls(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Whether `ip` is a loopback address (127.0.0.0/8, ::1, or an IPv4-mapped
+/// loopback).
+pub fn is_loopback(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(a) => a.is_loopback(),
+        std::net::IpAddr::V6(a) => {
+            a.is_loopback() || a.to_ipv4_mapped().is_some_and(|m| m.is_loopback())
+        }
+    }
+}
+
+/// Checks a configuration without listening: TLS where the address needs
+/// it, the files usable, the stores there. Returns the TLS configuration.
+pub fn check(cfg: &ApiConfig) -> Result<Option<Arc<rustls::ServerConfig>>, ApiError> {
+    if cfg.stores.is_empty() {
+        return Err(ApiError::Usage(
+            "give the stores to serve: -w DIR (repeatable)".into(),
+        ));
+    }
+    for s in &cfg.stores {
+        if let Err(e) = std::fs::metadata(s) {
+            return Err(ApiError::Usage(format!(
+                "-w {}: {e}: give a directory wiretape records into (or a capture file)",
+                s.display()
+            )));
+        }
+    }
+    if cfg.max_queries == 0 || cfg.max_connections == 0 {
+        return Err(ApiError::Usage(
+            "--max-queries and --max-connections must be at least 1".into(),
+        ));
+    }
+    let loopback = is_loopback(cfg.listen.ip());
+    match &cfg.tls {
+        None if !loopback => Err(ApiError::Usage(format!(
+            "--listen {}: not a loopback address, so clients must be authenticated: add --tls-cert PEM \
+             --tls-key PEM --client-ca PEM (make them with `wiretape certs init DIR --server-name NAME`), \
+             or listen on 127.0.0.1",
+            cfg.listen
+        ))),
+        None if !cfg.allow_clients.is_empty() => Err(ApiError::Usage(
+            "--allow-client needs mutual TLS: add --tls-cert, --tls-key and --client-ca".into(),
+        )),
+        None => Ok(None),
+        Some(t) => Ok(Some(Arc::new(tls::server_config(
+            &t.cert,
+            &t.key,
+            &t.client_ca,
+        )?))),
+    }
+}
+
+struct State {
+    cfg: ApiConfig,
+    queries: Arc<Semaphore>,
+    conns: AtomicUsize,
+    refused_conns: AtomicUsize,
+}
+
+/// A server bound to its address, ready to [`Server::run`].
+pub struct Server {
+    listener: std::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    state: Arc<State>,
+    addr: SocketAddr,
+}
+
+/// The client of a connection.
+#[derive(Clone)]
+struct Client {
+    /// Its certificate's first name, or its address on plain HTTP.
+    name: Arc<str>,
+    /// Whether its name is admitted.
+    allowed: bool,
+    names: Arc<[String]>,
+}
+
+impl Server {
+    /// Checks the configuration ([`check`]) and binds the address: a usage
+    /// or certificate problem is an error before anything listens.
+    pub fn bind(cfg: ApiConfig) -> Result<Server, ApiError> {
+        let tls = check(&cfg)?;
+        let listener =
+            std::net::TcpListener::bind(cfg.listen).map_err(|source| ApiError::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        listener.set_nonblocking(true).map_err(ApiError::Runtime)?;
+        let addr = listener.local_addr().map_err(ApiError::Runtime)?;
+        let state = Arc::new(State {
+            queries: Arc::new(Semaphore::new(cfg.max_queries)),
+            conns: AtomicUsize::new(0),
+            refused_conns: AtomicUsize::new(0),
+            cfg,
+        });
+        Ok(Server {
+            listener,
+            tls,
+            state,
+            addr,
+        })
+    }
+
+    /// The address listened on (the port chosen when 0 was given).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server's URL (`https://` with TLS, else `http://`).
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// Serves until `stop` is set (checked every 100 ms); queries running
+    /// then are ended.
+    pub fn run(self, stop: &AtomicBool) -> Result<(), ApiError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(self.state.cfg.max_queries + 4)
+            .thread_name("wt-api")
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(ApiError::Runtime)?;
+        let Server {
+            listener,
+            tls,
+            state,
+            ..
+        } = self;
+        rt.block_on(async move {
+            let listener =
+                tokio::net::TcpListener::from_std(listener).map_err(ApiError::Runtime)?;
+            let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+            while !stop.load(Ordering::Relaxed) {
+                let r = match tokio::time::timeout(Duration::from_millis(100), listener.accept())
+                    .await
+                {
+                    Err(_) => continue,
+                    Ok(r) => r,
+                };
+                let Ok((tcp, peer)) = r else {
+                    // EMFILE and the like: wait a little, go on.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                if state.conns.load(Ordering::Relaxed) >= state.cfg.max_connections {
+                    state.refused_conns.fetch_add(1, Ordering::Relaxed);
+                    drop(tcp);
+                    continue;
+                }
+                state.conns.fetch_add(1, Ordering::Relaxed);
+                let _ = tcp.set_nodelay(true);
+                tokio::spawn(connection(state.clone(), acceptor.clone(), tcp, peer));
+            }
+            Ok::<(), ApiError>(())
+        })?;
+        rt.shutdown_timeout(Duration::from_secs(2));
+        Ok(())
+    }
+}
+
+/// Counts a connection while it lives.
+struct ConnGuard(Arc<State>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.0.conns.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn connection(
+    state: Arc<State>,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+) {
+    let _guard = ConnGuard(state.clone());
+    match acceptor {
+        None => {
+            let client = Client {
+                name: peer.to_string().into(),
+                allowed: true,
+                names: Arc::new([]),
+            };
+            serve(state, hyper_util::rt::TokioIo::new(tcp), client).await;
+        }
+        Some(acc) => {
+            let hs = tokio::time::timeout(state.cfg.handshake_timeout, acc.accept(tcp)).await;
+            let stream = match hs {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    if !state.cfg.quiet {
+                        eprintln!("wiretape: api: {peer}: TLS handshake refused: {e}");
+                    }
+                    return;
+                }
+                Err(_) => return,
+            };
+            let names: Vec<String> = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map(|c| tls::cert_names(c))
+                .unwrap_or_default();
+            let allow = &state.cfg.allow_clients;
+            let allowed = allow.is_empty() || names.iter().any(|n| allow.contains(n));
+            let client = Client {
+                name: names
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| format!("{peer} (unnamed certificate)"))
+                    .into(),
+                allowed,
+                names: names.into(),
+            };
+            serve(state, hyper_util::rt::TokioIo::new(stream), client).await;
+        }
+    }
+}
+
+async fn serve<I>(state: Arc<State>, io: I, client: Client)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let idle = state.cfg.idle_timeout;
+    let svc = hyper::service::service_fn(move |req| {
+        let st = state.clone();
+        let cl = client.clone();
+        async move { Ok::<_, std::convert::Infallible>(handle(st, cl, req).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Some(idle))
+        .max_buf_size(16 << 10)
+        .keep_alive(true)
+        .serve_connection(io, svc);
+    let _ = conn.await;
+}
+
+/// `v` as one line of JSON in ASCII only (what a header value may hold):
+/// every other character escaped as `\uXXXX`.
+pub fn ascii_json(v: &serde_json::Value) -> String {
+    let mut out = String::new();
+    for c in v.to_string().chars() {
+        if c.is_ascii() && !c.is_ascii_control() {
+            out.push(c);
+        } else {
+            let mut buf = [0u16; 2];
+            for u in c.encode_utf16(&mut buf) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+    out
+}
+
+/// A JSON answer.
+fn json(status: StatusCode, v: &serde_json::Value) -> Response<ApiBody> {
+    let mut r = Response::new(ApiBody::full(serde_json::to_vec(v).unwrap_or_default()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// An error answer: `{"error": msg}`.
+fn error(status: StatusCode, msg: impl Into<String>) -> Response<ApiBody> {
+    json(status, &serde_json::json!({ "error": msg.into() }))
+}
+
+fn log(st: &State, client: &str, what: &str, result: &str) {
+    if !st.cfg.quiet {
+        eprintln!("wiretape: api: {client} {what} -> {result}");
+    }
+}
+
+/// The endpoints and the parameters they take.
+const ENDPOINTS: &[(&str, &[&str])] = &[
+    ("/v1/extract", params::QUERY),
+    ("/v1/count", params::QUERY),
+    ("/v1/plan", params::QUERY),
+    ("/v1/status", &[]),
+    ("/v1/index.parquet", params::WINDOW),
+];
+
+async fn handle(
+    st: Arc<State>,
+    client: Client,
+    req: hyper::Request<hyper::body::Incoming>,
+) -> Response<ApiBody> {
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().map(str::to_string);
+    let what = format!("{} {}", req.method(), req.uri());
+    if !client.allowed {
+        let m = format!(
+            "client certificate {} is not admitted here (--allow-client)",
+            if client.names.is_empty() {
+                "without a name".to_string()
+            } else {
+                format!("of {}", client.names.join(", "))
+            }
+        );
+        log(&st, &client.name, &what, "403 not admitted");
+        return error(StatusCode::FORBIDDEN, m);
+    }
+    let Some(&(_, allowed)) = ENDPOINTS.iter().find(|(p, _)| *p == path) else {
+        log(&st, &client.name, &what, "404");
+        return error(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no such endpoint {path}: try {}",
+                ENDPOINTS.iter().map(|e| e.0).collect::<Vec<_>>().join(", ")
+            ),
+        );
+    };
+    if req.method() != Method::GET {
+        log(&st, &client.name, &what, "405");
+        let mut r = error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{path} answers GET only, not {}", req.method()),
+        );
+        r.headers_mut()
+            .insert(hyper::header::ALLOW, HeaderValue::from_static("GET"));
+        return r;
+    }
+    let p = match params::parse(query.as_deref(), allowed, &path) {
+        Ok(p) => p,
+        Err(BadRequest(m)) => {
+            log(&st, &client.name, &what, &format!("400 {m}"));
+            return error(StatusCode::BAD_REQUEST, m);
+        }
+    };
+    let wants_trailers = req.headers().get_all(hyper::header::TE).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|s| s.to_ascii_lowercase().contains("trailers"))
+    });
+    let now = realtime_ns();
+    let prefix = st.cfg.prefix.clone();
+    let built = || -> Result<(Request, wiretape_storage::Format), BadRequest> {
+        let r = params::request(&p, &st.cfg.stores, prefix.as_deref(), now)?;
+        Ok((r, params::format(&p)?))
+    };
+    if path == "/v1/status" {
+        return status(st, client, what).await;
+    }
+    if path == "/v1/index.parquet" {
+        let w = match params::window(&p, now) {
+            Ok(w) => w,
+            Err(BadRequest(m)) => {
+                log(&st, &client.name, &what, &format!("400 {m}"));
+                return error(StatusCode::BAD_REQUEST, m);
+            }
+        };
+        return parquet(st, client, what, w).await;
+    }
+    let (request, format) = match built() {
+        Ok(x) => x,
+        Err(BadRequest(m)) => {
+            log(&st, &client.name, &what, &format!("400 {m}"));
+            return error(StatusCode::BAD_REQUEST, m);
+        }
+    };
+    let Ok(permit) = st.queries.clone().try_acquire_owned() else {
+        log(&st, &client.name, &what, "503 busy");
+        let mut r = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{} queries are running (--max-queries): try again in a second",
+                st.cfg.max_queries
+            ),
+        );
+        r.headers_mut()
+            .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return r;
+    };
+    match path.as_str() {
+        "/v1/extract" => extract(st, client, what, request, format, wants_trailers, permit).await,
+        _ => {
+            let plan_only = path == "/v1/plan";
+            count_or_plan(st, client, what, request, format, plan_only, permit).await
+        }
+    }
+}
+
+/// A planning failure as an answer: 400 for a filter libpcap refuses, 500
+/// for a store that cannot be read.
+fn plan_error(st: &State, client: &str, what: &str, e: &QueryError) -> Response<ApiBody> {
+    let (code, m) = match e {
+        QueryError::Filter(f) => (StatusCode::BAD_REQUEST, format!("parameter 'filter': {f}")),
+        other => (StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+    };
+    log(st, client, what, &format!("{} {m}", code.as_u16()));
+    error(code, m)
+}
+
+async fn count_or_plan(
+    st: Arc<State>,
+    client: Client,
+    what: String,
+    mut request: Request,
+    format: wiretape_storage::Format,
+    plan_only: bool,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Response<ApiBody> {
+    request.list_blocks = plan_only;
+    let stop = StopOnDrop::new();
+    let flag = stop.flag();
+    let r = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let mut job = Job::plan(&request)?;
+        if plan_only {
+            return Ok(job.plan_json());
+        }
+        job.stop_on(flag);
+        let (f, n, s, w) = (
+            job.filter.clone(),
+            job.filter_narrows,
+            job.skipped_by_flow,
+            request.window,
+        );
+        let out = job.run(|_| Ok::<(), QueryError>(()), |_| {})?;
+        Ok::<_, QueryError>(job::summary_json(
+            f.as_deref(),
+            n,
+            s,
+            &w,
+            &out,
+            None,
+            format,
+        ))
+    })
+    .await;
+    drop(stop);
+    match r {
+        Ok(Ok(v)) => {
+            let frames = v.get("frames").and_then(|f| f.as_u64());
+            let res = match frames {
+                Some(n) => format!("200, {n} frames"),
+                None => "200".into(),
+            };
+            log(&st, &client.name, &what, &res);
+            json(StatusCode::OK, &v)
+        }
+        Ok(Err(e)) => plan_error(&st, &client.name, &what, &e),
+        Err(e) => {
+            log(&st, &client.name, &what, &format!("500 {e}"));
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the query failed: {e}"),
+            )
+        }
+    }
+}
+
+/// Chunks of an extraction in flight between the merge and the client.
+const CHUNKS: usize = 8;
+/// Bytes of one chunk.
+const CHUNK: usize = 256 << 10;
+
+#[allow(clippy::too_many_arguments)]
+async fn extract(
+    st: Arc<State>,
+    client: Client,
+    what: String,
+    request: Request,
+    format: wiretape_storage::Format,
+    trailers: bool,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Response<ApiBody> {
+    let stop = StopOnDrop::new();
+    let flag = stop.flag();
+    let (planned_tx, planned_rx) = oneshot::channel::<Result<(), QueryError>>();
+    let (tx, rx) = mpsc::channel::<Result<Frame<bytes::Bytes>, body::BodyError>>(CHUNKS);
+    let st2 = st.clone();
+    let name = client.name.clone();
+    let what2 = what.clone();
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let started = Instant::now();
+        let mut job = match Job::plan(&request) {
+            Ok(j) => j,
+            Err(e) => {
+                let _ = planned_tx.send(Err(e));
+                return;
+            }
+        };
+        job.stop_on(flag.clone());
+        let _ = planned_tx.send(Ok(()));
+        let (f, n, s) = (job.filter.clone(), job.filter_narrows, job.skipped_by_flow);
+        let writer = ChannelWriter::new(tx.clone(), flag.clone());
+        let mut out = job::output(Box::new(writer), "the client", format, CHUNK);
+        let run = job.run(|fr| out.write_wire(fr.ts_ns, fr.data, fr.orig_len), |_| {});
+        let closed = out
+            .flush()
+            .and_then(|_| out.close().map(|_| ()).map_err(|(_, e)| e));
+        let secs = started.elapsed().as_secs_f64();
+        let gone = flag.load(Ordering::Relaxed);
+        let (outcome, failure) = match (run, closed) {
+            (Ok(o), Ok(())) if !gone && !o.stopped => {
+                let bad = o
+                    .notes
+                    .iter()
+                    .filter(|n| matches!(n.kind, crate::NoteKind::Damage | crate::NoteKind::Error))
+                    .map(job::note_line)
+                    .collect::<Vec<_>>();
+                let failure = (!bad.is_empty()).then(|| bad.join("; "));
+                (Some(o), failure)
+            }
+            (Ok(o), Ok(())) => (Some(o), None),
+            (Ok(o), Err(e)) => (Some(o), Some(e.to_string())),
+            (Err(e), _) => (None, Some(e.to_string())),
+        };
+        if gone {
+            let frames = outcome.as_ref().map_or(0, |o| o.stats.frames);
+            log(
+                &st2,
+                &name,
+                &what2,
+                &format!("200 cut: the client went away ({frames} frames sent, {secs:.3} s)"),
+            );
+            return;
+        }
+        let summary = outcome
+            .as_ref()
+            .map(|o| job::summary_json(f.as_deref(), n, s, &request.window, o, Some("-"), format));
+        let res = match &outcome {
+            Some(o) => format!(
+                "200, {} frames, {} bytes, {secs:.3} s{}",
+                o.stats.frames,
+                o.stats.bytes,
+                failure
+                    .as_ref()
+                    .map(|f| format!(", with errors: {f}"))
+                    .unwrap_or_default()
+            ),
+            None => format!(
+                "200 failed after {secs:.3} s: {}",
+                failure.clone().unwrap_or_default()
+            ),
+        };
+        log(&st2, &name, &what2, &res);
+        if trailers {
+            let mut h = HeaderMap::new();
+            if let Some(s) = &summary {
+                if let Ok(v) = HeaderValue::from_str(&ascii_json(s)) {
+                    h.insert("wiretape-summary", v);
+                }
+            }
+            if let Some(f) = &failure {
+                let clean: String = f
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .collect();
+                if let Ok(v) = HeaderValue::from_str(&clean) {
+                    h.insert("wiretape-error", v);
+                }
+            }
+            let _ = tx.blocking_send(Ok(Frame::trailers(h)));
+        } else if let Some(f) = failure {
+            // Cut the answer short: never an incomplete one passed off as whole.
+            let _ = tx.blocking_send(Err(f.into()));
+        }
+    });
+    match planned_rx.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return plan_error(&st, &client.name, &what, &e),
+        Err(_) => {
+            log(
+                &st,
+                &client.name,
+                &what,
+                "500 the query ended before it was planned",
+            );
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the query ended before it was planned",
+            );
+        }
+    }
+    let mut r = Response::new(ApiBody::stream(rx, stop));
+    let ctype = match format {
+        wiretape_storage::Format::PcapNg => "application/x-pcapng",
+        _ => "application/vnd.tcpdump.pcap",
+    };
+    r.headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+    if trailers {
+        r.headers_mut().insert(
+            hyper::header::TRAILER,
+            HeaderValue::from_static("wiretape-summary, wiretape-error"),
+        );
+    }
+    r
+}
+
+async fn status(st: Arc<State>, client: Client, what: String) -> Response<ApiBody> {
+    let st2 = st.clone();
+    let r = tokio::task::spawn_blocking(move || status_json(&st2.cfg)).await;
+    match r {
+        Ok(v) => {
+            log(&st, &client.name, &what, "200");
+            json(StatusCode::OK, &v)
+        }
+        Err(e) => {
+            log(&st, &client.name, &what, &format!("500 {e}"));
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    }
+}
+
+/// The JSON of `/v1/status` (see [`crate::status`]).
+pub fn status_json(cfg: &ApiConfig) -> serde_json::Value {
+    let s = crate::status::of(&cfg.stores, cfg.prefix.as_deref());
+    let mut v = s.to_json();
+    v["node"] = cfg.node.clone().into();
+    v["version"] = env!("CARGO_PKG_VERSION").into();
+    v
+}
+
+async fn parquet(
+    st: Arc<State>,
+    client: Client,
+    what: String,
+    window: crate::Window,
+) -> Response<ApiBody> {
+    let Ok(permit) = st.queries.clone().try_acquire_owned() else {
+        log(&st, &client.name, &what, "503 busy");
+        let mut r = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many queries are running (--max-queries): try again in a second",
+        );
+        r.headers_mut()
+            .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return r;
+    };
+    let st2 = st.clone();
+    let r = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let files = crate::fleet::captures(&st2.cfg.stores, st2.cfg.prefix.as_deref())?;
+        let table = crate::fleet::block_table(&st2.cfg.node, &files, &window, &mut |_, _| {})?;
+        let mut buf = Vec::new();
+        crate::fleet::write_table(
+            &mut buf,
+            std::slice::from_ref(&table),
+            std::path::Path::new("index.parquet"),
+        )?;
+        Ok::<_, QueryError>((buf, table.num_rows()))
+    })
+    .await;
+    match r {
+        Ok(Ok((buf, rows))) => {
+            log(&st, &client.name, &what, &format!("200, {rows} blocks"));
+            let mut r = Response::new(ApiBody::full(buf));
+            r.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/vnd.apache.parquet"),
+            );
+            r
+        }
+        Ok(Err(e)) => plan_error(&st, &client.name, &what, &e),
+        Err(e) => {
+            log(&st, &client.name, &what, &format!("500 {e}"));
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    }
+}
