@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 # client of the --serve test (`nc 127.0.0.1 PORT | tcpdump -r -`).
 # python3 + pip: tests/metrics.rs parses /metrics with the Prometheus project's Python client;
 # systemd: tests/service.rs runs `systemd-analyze verify` on the unit (no running systemd needed).
-pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip systemd)
+# curl: tests/api.rs asks `wiretape api` with curl (and Python's ssl) as real clients.
+pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip systemd curl)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

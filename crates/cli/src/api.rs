@@ -65,6 +65,13 @@ pub struct ApiArgs {
     /// Connections open at once; more are closed at once.
     #[arg(long, value_name = "N", default_value_t = 2048)]
     max_connections: usize,
+    /// Seconds a client may take to finish its TLS handshake (idle
+    /// connections are closed after that).
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    handshake_timeout: u64,
+    /// Seconds a connection may wait for a request head (keep-alive).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    idle_timeout: u64,
     /// In directories, only files of this prefix (default: any of ours).
     #[arg(long, value_name = "P")]
     prefix: Option<String>,
@@ -103,6 +110,8 @@ pub fn api(a: ApiArgs) -> Result<i32> {
     cfg.allow_clients = a.allow_client;
     cfg.max_queries = a.max_queries;
     cfg.max_connections = a.max_connections;
+    cfg.handshake_timeout = std::time::Duration::from_secs(a.handshake_timeout.max(1));
+    cfg.idle_timeout = std::time::Duration::from_secs(a.idle_timeout.max(1));
     cfg.prefix = a.prefix;
     if let Some(n) = a.node {
         cfg.node = n;

@@ -203,6 +203,18 @@ pub struct Validity {
 }
 
 impl Validity {
+    /// From `not_before` to `not_after`, Unix seconds (e.g. a certificate
+    /// already expired, for tests of refusal).
+    pub fn between(not_before: i64, not_after: i64) -> Validity {
+        let t = |s: i64| {
+            time::OffsetDateTime::from_unix_timestamp(s).unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+        };
+        Validity {
+            not_before: t(not_before),
+            not_after: t(not_after),
+        }
+    }
+
     /// From a minute ago (clocks differ a little) for `days` days.
     pub fn days(days: u32) -> Validity {
         let now = time::OffsetDateTime::now_utc();

@@ -1,0 +1,974 @@
+//! `wiretape api` and its clients, with real parts: three servers (rustls,
+//! mutual TLS) over three stores recorded by the file engine, asked by
+//! `wiretape extract https://...`, curl, Python's ssl, tshark and DuckDB.
+//!
+//! * remote extract over the three sensors = local extract over the three
+//!   stores, byte for byte, for many filters and windows (edges on frames,
+//!   1 ns beside, open ends, empty), in pcap and pcapng; curl on each sensor
+//!   = local extract of its store; `/v1/count`, `/v1/plan`, `/v1/status`
+//!   against the local commands; the 5-tuple form against its translation;
+//!   `curl | tshark -r -` reads every frame; DuckDB reads
+//!   `/v1/index.parquet` and `index --parquet` over the sensors;
+//! * refusals: no client certificate, another CA's, an expired one, a name
+//!   not in `--allow-client`; every 400; 404, 405, 431; 503 with
+//!   `--max-queries`; a sensor that is down (the others' frames written,
+//!   exit 1);
+//! * bounds: a client killed mid-download stops the server's reads (its
+//!   /proc/PID/io); 200 idle connections while a query is answered;
+//! * root: a non-loopback listen without TLS (an address of a veth in a
+//!   private namespace) exits 2 within a second, listening on nothing.
+
+mod common;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../crates/filter/tests/common/frames.rs"]
+mod gen;
+
+use common::*;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `wiretape api`, killed on drop.
+struct Api {
+    proc: Recorder,
+    url: String,
+}
+
+impl Api {
+    fn start(args: &[&str]) -> Api {
+        let mut c = Command::new(bin());
+        c.arg("api").args(args);
+        let mut proc = Recorder::spawn_command(c);
+        let line = proc.wait_for_line("wiretape: api: serving", 10);
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http"))
+            .expect("the start line names the URL")
+            .to_string();
+        Api { proc, url }
+    }
+
+    fn pid(&self) -> u32 {
+        self.proc.child.id()
+    }
+}
+
+/// Mixed frames of the filter crate's generator, each a whole frame.
+fn mixed(seed: u64, n: usize) -> Vec<(Vec<u8>, u32)> {
+    let mut rng = gen::Rng::new(seed);
+    let mut out = Vec::new();
+    while out.len() < n {
+        let f = gen::frame(&mut rng);
+        if f.data.is_empty() {
+            continue;
+        }
+        out.push((f.data, f.wire_len));
+    }
+    out
+}
+
+const T0_US: u64 = 1_700_000_000_000_000;
+
+/// Three stores recorded by the file engine from three traces whose µs
+/// stamps interleave (and collide: every 5th stamp of each is shared), each
+/// rotated at 128 KiB in 64 KiB blocks; the third as pcapng.
+fn stores(t: &TempDir) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for k in 0..3u64 {
+        let dir = t.path().join(format!("store{k}"));
+        let frames: Vec<_> = mixed(0xa91_0000 + k, 1200)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (f, w))| {
+                let i = i as u64;
+                let us = if i.is_multiple_of(5) {
+                    T0_US + i * 30
+                } else {
+                    T0_US + i * 30 + k * 7 + 1
+                };
+                (f, w, us)
+            })
+            .collect();
+        let trace = t.path().join(format!("t{k}.pcap"));
+        write_us_pcap(&trace, &frames);
+        let mut args = vec![
+            "record",
+            "-r",
+            trace.to_str().unwrap(),
+            "-w",
+            dir.to_str().unwrap(),
+            "--rotate-size",
+            "128K",
+            "--block-kib",
+            "64",
+            "-q",
+        ];
+        if k == 2 {
+            args.extend(["--format", "pcapng"]);
+        }
+        let (code, _, e) = run_wiretape(None, &args);
+        assert_eq!(code, 0, "{e}");
+        assert!(pcaps(&dir).len() >= 3, "rotation made several files");
+        out.push(dir);
+    }
+    out
+}
+
+/// `wiretape certs init` (server names 127.0.0.1, localhost) and clients
+/// alice and bob.
+fn certs(dir: &Path) {
+    let d = dir.to_str().unwrap();
+    let (code, o, e) = run_wiretape(
+        None,
+        &[
+            "certs",
+            "init",
+            d,
+            "--server-name",
+            "127.0.0.1",
+            "--server-name",
+            "localhost",
+        ],
+    );
+    assert_eq!(code, 0, "{e}");
+    assert!(o.contains("wrote") && o.contains("wiretape api"), "{o}");
+    for name in ["alice", "bob"] {
+        let (code, _, e) = run_wiretape(None, &["certs", "client", d, name]);
+        assert_eq!(code, 0, "{e}");
+    }
+    // Never over an existing file without --force.
+    let (code, _, e) = run_wiretape(None, &["certs", "client", d, "alice"]);
+    assert_eq!(code, 1);
+    assert!(e.contains("--force"), "{e}");
+}
+
+fn tls_server_args(certs: &Path) -> Vec<String> {
+    let c = |f: &str| certs.join(f).to_str().unwrap().to_string();
+    vec![
+        "--tls-cert".into(),
+        c("server.pem"),
+        "--tls-key".into(),
+        c("server.key"),
+        "--client-ca".into(),
+        c("ca.pem"),
+    ]
+}
+
+fn client_args(certs: &Path, name: &str) -> Vec<String> {
+    let c = |f: String| certs.join(f).to_str().unwrap().to_string();
+    vec![
+        "--cert".into(),
+        c(format!("client-{name}.pem")),
+        "--key".into(),
+        c(format!("client-{name}.key")),
+        "--ca".into(),
+        c("ca.pem".into()),
+    ]
+}
+
+/// curl with alice's certificate: (HTTP status, body).
+fn curl(certs: &Path, url: &str, extra: &[&str]) -> (u32, Vec<u8>) {
+    let c = |f: &str| certs.join(f).to_str().unwrap().to_string();
+    let o = Command::new("curl")
+        .args(["-s", "-g", "-o", "-", "-w", "\n%{http_code}", "--cacert"])
+        .arg(c("ca.pem"))
+        .arg("--cert")
+        .arg(c("client-alice.pem"))
+        .arg("--key")
+        .arg(c("client-alice.key"))
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("curl is installed (scripts/setup.sh)");
+    let mut out = o.stdout;
+    let nl = out
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .expect("curl's status line");
+    let code = String::from_utf8_lossy(&out[nl + 1..])
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    out.truncate(nl);
+    (code, out)
+}
+
+fn json(b: &[u8]) -> Value {
+    serde_json::from_slice(b).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(b)))
+}
+
+fn win_args(from: Option<u64>, to: Option<u64>) -> Vec<String> {
+    let t = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+    let mut v = Vec::new();
+    if let Some(f) = from {
+        v.extend(["--from".to_string(), t(f)]);
+    }
+    if let Some(to) = to {
+        v.extend(["--to".to_string(), t(to)]);
+    }
+    v
+}
+
+fn query(from: Option<u64>, to: Option<u64>, filter: &str) -> String {
+    let t = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+    let mut q = Vec::new();
+    if let Some(f) = from {
+        q.push(format!("from={}", t(f)));
+    }
+    if let Some(to) = to {
+        q.push(format!("to={}", t(to)));
+    }
+    if !filter.is_empty() {
+        q.push(format!("filter={}", filter.replace(' ', "+")));
+    }
+    q.join("&")
+}
+
+/// `wiretape extract ARGS -w OUT`: (exit code, the file's bytes, stderr).
+fn extract_to(args: &[String], out: &Path) -> (i32, Vec<u8>, String) {
+    let mut a: Vec<&str> = vec!["extract"];
+    a.extend(args.iter().map(String::as_str));
+    a.extend(["-w", out.to_str().unwrap(), "-q"]);
+    let (code, _, e) = run_wiretape(None, &a);
+    (code, std::fs::read(out).unwrap_or_default(), e)
+}
+
+#[test]
+fn three_sensors_answer_exactly_as_local_extract() {
+    let t = TempDir::new("api3");
+    let st = stores(&t);
+    let cd = t.path().join("tls");
+    certs(&cd);
+    let sargs = tls_server_args(&cd);
+    let apis: Vec<Api> = st
+        .iter()
+        .enumerate()
+        .map(|(k, d)| {
+            let mut a = vec![
+                "-w".to_string(),
+                d.to_str().unwrap().to_string(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--node".into(),
+                format!("sensor{k}"),
+            ];
+            a.extend(sargs.iter().cloned());
+            Api::start(&a.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .collect();
+    for a in &apis {
+        assert!(a.url.starts_with("https://127.0.0.1:"), "{}", a.url);
+    }
+    let cargs = client_args(&cd, "alice");
+    // Stamps of the stores' frames, for windows on and beside frames.
+    let mut all: Vec<u64> = st
+        .iter()
+        .flat_map(|d| {
+            pcaps(d)
+                .into_iter()
+                .flat_map(|f| read_all(&f).into_iter().map(|r| r.ts_ns))
+        })
+        .collect();
+    all.sort();
+    let n = all.len();
+    let wins: Vec<(&str, Option<u64>, Option<u64>)> = vec![
+        ("everything", None, None),
+        ("edges on frames", Some(all[n / 3]), Some(all[2 * n / 3])),
+        ("1 ns beside", Some(all[n / 5] + 1), Some(all[n / 2] - 1)),
+        ("only from", Some(all[3 * n / 4]), None),
+        ("only to", None, Some(all[n / 4])),
+        ("empty, before everything", None, Some(all[0])),
+    ];
+    let exprs = [
+        "",
+        "tcp",
+        "udp and not port 53",
+        "host 10.0.0.1",
+        "ip6",
+        "vlan",
+        "icmp or arp",
+        "greater 500",
+    ];
+    let scratch = t.path().join("s");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let (mut runs, mut frames) = (0, 0usize);
+    for (k, expr) in exprs.iter().enumerate() {
+        for (wi, (what, from, to)) in wins.iter().enumerate() {
+            let fmt = if (k + wi) % 2 == 0 { "pcap" } else { "pcapng" };
+            let mut common: Vec<String> = win_args(*from, *to);
+            common.extend(["--format".into(), fmt.into()]);
+            let fw: Vec<String> = expr.split_whitespace().map(String::from).collect();
+            let mut local: Vec<String> = st.iter().map(|d| d.to_str().unwrap().into()).collect();
+            local.extend(common.iter().cloned());
+            local.extend(fw.iter().cloned());
+            let (lc, lbytes, le) = extract_to(&local, &scratch.join(format!("l.{fmt}")));
+            assert_eq!(lc, 0, "{le}");
+            let mut remote: Vec<String> = apis.iter().map(|a| a.url.clone()).collect();
+            remote.extend(cargs.iter().cloned());
+            remote.extend(common.iter().cloned());
+            remote.extend(fw.iter().cloned());
+            let (rc, rbytes, re) = extract_to(&remote, &scratch.join(format!("r.{fmt}")));
+            assert_eq!(rc, 0, "'{expr}' {what}: {re}");
+            assert!(
+                lbytes == rbytes,
+                "'{expr}', {what} ({fmt}): remote extract ({} bytes) differs from local ({} bytes)",
+                rbytes.len(),
+                lbytes.len()
+            );
+            let got = read_all(&scratch.join(format!("r.{fmt}"))).len();
+            frames += got;
+            runs += 1;
+        }
+    }
+    assert!(frames > 3000, "the comparisons carried frames: {frames}");
+    eprintln!("{runs} remote extractions over 3 sensors equal to local ones, {frames} frames");
+
+    // A mix: sensor 0, the local store 1, sensor 2 = the three local stores.
+    let mut mix = vec![
+        apis[0].url.clone(),
+        st[1].to_str().unwrap().into(),
+        apis[2].url.clone(),
+    ];
+    mix.extend(cargs.iter().cloned());
+    mix.push("tcp".into());
+    let (c, mb, e) = extract_to(&mix, &scratch.join("m.pcap"));
+    assert_eq!(c, 0, "{e}");
+    let mut local: Vec<String> = st.iter().map(|d| d.to_str().unwrap().into()).collect();
+    local.push("tcp".into());
+    let (_, lb, _) = extract_to(&local, &scratch.join("ml.pcap"));
+    assert!(mb == lb, "local and remote inputs mixed = local extract");
+
+    // curl on each sensor = local extract of its store (every byte from
+    // the 25th on: the file header is the writer's), pcap and pcapng.
+    for (k, a) in apis.iter().enumerate() {
+        for (fmt, q) in [
+            ("pcap", "filter=udp"),
+            ("pcapng", "format=pcapng&filter=udp"),
+        ] {
+            let (code, body) = curl(&cd, &format!("{}/v1/extract?{q}", a.url), &[]);
+            assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+            let args = vec![
+                st[k].to_str().unwrap().to_string(),
+                "--format".into(),
+                fmt.into(),
+                "udp".into(),
+            ];
+            let (_, lb, _) = extract_to(&args, &scratch.join(format!("c.{fmt}")));
+            if fmt == "pcap" {
+                assert_eq!(body[24..], lb[24..], "curl sensor {k} = local extract");
+            } else {
+                let p = scratch.join("curl.pcapng");
+                std::fs::write(&p, &body).unwrap();
+                let (a, b) = (read_all(&p), read_all(&scratch.join("c.pcapng")));
+                assert_eq!(a.len(), b.len());
+                assert!(a
+                    .iter()
+                    .zip(&b)
+                    .all(|(x, y)| x.ts_ns == y.ts_ns && x.data == y.data));
+            }
+        }
+        // Status against the store itself.
+        let (code, body) = curl(&cd, &format!("{}/v1/status", a.url), &[]);
+        assert_eq!(code, 200);
+        let s = json(&body);
+        let recs: Vec<u64> = pcaps(&st[k])
+            .iter()
+            .flat_map(|f| read_all(f).into_iter().map(|r| r.ts_ns))
+            .collect();
+        assert_eq!(s["frames"], recs.len() as u64);
+        assert_eq!(s["first_ns"], *recs.iter().min().unwrap());
+        assert_eq!(s["last_ns"], *recs.iter().max().unwrap());
+        assert_eq!(s["files"], pcaps(&st[k]).len() as u64);
+        let bytes: u64 = pcaps(&st[k])
+            .iter()
+            .map(|f| std::fs::metadata(f).unwrap().len())
+            .sum();
+        assert_eq!(s["bytes"], bytes);
+        assert_eq!(s["node"], format!("sensor{k}"));
+        assert_eq!(s["recording"], false);
+        assert!(s["free_bytes"].as_u64().unwrap() > 0);
+        assert!(s["version"].is_string());
+    }
+
+    // /v1/count and /v1/plan = the local commands' JSON (but the seconds).
+    let (from, to) = (Some(all[n / 4]), Some(all[3 * n / 4]));
+    for expr in ["", "udp port 53", "host 10.0.0.1"] {
+        let q = query(from, to, expr);
+        let mut la = vec![st[1].to_str().unwrap().to_string()];
+        la.extend(win_args(from, to));
+        let mut cnt = la.clone();
+        cnt.extend(["--count-only".into(), "--json".into()]);
+        cnt.extend(expr.split_whitespace().map(String::from));
+        cnt.insert(0, "extract".into());
+        let (_, lo, _) = run_wiretape(None, &cnt.iter().map(String::as_str).collect::<Vec<_>>());
+        let mut lj = json(lo.trim().as_bytes());
+        let (code, body) = curl(&cd, &format!("{}/v1/count?{q}", apis[1].url), &[]);
+        assert_eq!(code, 200);
+        let mut rj = json(&body);
+        lj["seconds"] = 0.into();
+        rj["seconds"] = 0.into();
+        assert_eq!(lj, rj, "/v1/count '{expr}'");
+        let mut pl = la.clone();
+        pl.push("--plan".into());
+        pl.extend(expr.split_whitespace().map(String::from));
+        pl.insert(0, "extract".into());
+        let (_, po, _) = run_wiretape(None, &pl.iter().map(String::as_str).collect::<Vec<_>>());
+        let (code, body) = curl(&cd, &format!("{}/v1/plan?{q}", apis[1].url), &[]);
+        assert_eq!(code, 200);
+        assert_eq!(json(po.trim().as_bytes()), json(&body), "/v1/plan '{expr}'");
+        // Summed over sensors by the client.
+        let mut rc = vec!["extract".to_string()];
+        rc.extend(apis.iter().map(|a| a.url.clone()));
+        rc.extend(cargs.iter().cloned());
+        rc.extend(win_args(from, to));
+        rc.extend(["--count-only".into(), "--json".into()]);
+        rc.extend(expr.split_whitespace().map(String::from));
+        let (code, ro, re) = run_wiretape(None, &rc.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(code, 0, "{re}");
+        let rj = json(ro.trim().as_bytes());
+        let mut lc = vec!["extract".to_string()];
+        lc.extend(st.iter().map(|d| d.to_str().unwrap().to_string()));
+        lc.extend(win_args(from, to));
+        lc.extend(["--count-only".into(), "--json".into()]);
+        lc.extend(expr.split_whitespace().map(String::from));
+        let (_, lo, _) = run_wiretape(None, &lc.iter().map(String::as_str).collect::<Vec<_>>());
+        let lj = json(lo.trim().as_bytes());
+        assert_eq!(rj["frames"], lj["frames"], "count over sensors '{expr}'");
+        assert_eq!(rj["bytes"], lj["bytes"]);
+        assert_eq!(rj["sensors"].as_array().unwrap().len(), 3);
+    }
+
+    // The 5-tuple form against its translation.
+    let tuples = [
+        (
+            "src=10.0.0.1&dport=53&proto=udp",
+            "host 10.0.0.1 and port 53 and udp",
+        ),
+        (
+            "src=10.0.0.1&dst=10.0.0.2",
+            "host 10.0.0.1 and host 10.0.0.2",
+        ),
+        ("proto=tcp&sport=80", "port 80 and tcp"),
+        ("proto=6", "(ip proto 6 or ip6 proto 6)"),
+        ("proto=icmp&filter=ip", "icmp and (ip)"),
+    ];
+    for (q, expr) in tuples {
+        let (code, body) = curl(&cd, &format!("{}/v1/extract?{q}", apis[0].url), &[]);
+        assert_eq!(code, 200, "{q}: {}", String::from_utf8_lossy(&body));
+        let mut args = vec![st[0].to_str().unwrap().to_string()];
+        args.extend(expr.split_whitespace().map(String::from));
+        let (_, lb, _) = extract_to(&args, &scratch.join("tu.pcap"));
+        assert_eq!(body[24..], lb[24..], "{q} = extract {expr}");
+    }
+
+    // curl | tshark -r - reads every frame.
+    let (code, body) = curl(&cd, &format!("{}/v1/extract", apis[0].url), &[]);
+    assert_eq!(code, 200);
+    let mut ts = Command::new("tshark")
+        .args(["-r", "-", "-T", "fields", "-e", "frame.number"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tshark");
+    let mut stdin = ts.stdin.take().unwrap();
+    let b = body.clone();
+    let w = std::thread::spawn(move || stdin.write_all(&b));
+    let out = ts.wait_with_output().unwrap();
+    w.join().unwrap().unwrap();
+    let counted = String::from_utf8_lossy(&out.stdout).lines().count();
+    let p = scratch.join("all0.pcap");
+    std::fs::write(&p, &body).unwrap();
+    assert_eq!(counted, read_all(&p).len(), "tshark reads every frame");
+    assert_eq!(counted, 1200);
+
+    // DuckDB reads /v1/index.parquet, and index --parquet over the sensors.
+    let (code, body) = curl(&cd, &format!("{}/v1/index.parquet", apis[2].url), &[]);
+    assert_eq!(code, 200);
+    let pq = scratch.join("s2.parquet");
+    std::fs::write(&pq, &body).unwrap();
+    let duck = |sql: &str| -> String {
+        let o = Command::new("python3")
+            .args([
+                "-c",
+                &format!("import duckdb; print(duckdb.sql(\"{sql}\").fetchall())"),
+            ])
+            .output()
+            .expect("python3 with duckdb (scripts/setup.sh)");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let got = duck(&format!(
+        "select count(*)::BIGINT, sum(frames)::BIGINT, min(node), max(node) from '{}'",
+        pq.display()
+    ));
+    let blocks: usize = pcaps(&st[2])
+        .iter()
+        .map(|f| {
+            wiretape::storage::index::read(&wiretape::storage::index::path_for(f))
+                .unwrap()
+                .len()
+        })
+        .sum();
+    assert_eq!(got, format!("[({blocks}, 1200, 'sensor2', 'sensor2')]"));
+    let fleet = scratch.join("fleet.parquet");
+    let mut ia = vec![
+        "index".to_string(),
+        "-q".into(),
+        "--parquet".into(),
+        fleet.to_str().unwrap().into(),
+    ];
+    ia.extend(apis.iter().map(|a| a.url.clone()));
+    ia.extend(cargs.iter().cloned());
+    let (code, _, e) = run_wiretape(None, &ia.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{e}");
+    let got = duck(&format!(
+        "select node, sum(frames)::BIGINT from '{}' group by node order by node",
+        fleet.display()
+    ));
+    assert_eq!(
+        got,
+        "[('sensor0', 1200), ('sensor1', 1200), ('sensor2', 1200)]"
+    );
+
+    // A sensor down: named, the others' frames written, exit 1.
+    let down = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = l.local_addr().unwrap();
+        drop(l);
+        format!("https://{a}")
+    };
+    let mut args = vec![apis[0].url.clone(), down.clone(), apis[1].url.clone()];
+    args.extend(cargs.iter().cloned());
+    let (code, got, e) = extract_to(&args, &scratch.join("down.pcap"));
+    assert_eq!(code, 1, "{e}");
+    assert!(e.contains(&down) && e.contains("cannot connect"), "{e}");
+    let (_, want, _) = extract_to(
+        &[
+            st[0].to_str().unwrap().into(),
+            st[1].to_str().unwrap().into(),
+        ],
+        &scratch.join("down-l.pcap"),
+    );
+    assert!(got == want, "the other sensors' frames are all written");
+    drop(apis);
+}
+
+/// One TLS handshake and GET with Python's ssl: Ok(status) or Err(what failed).
+fn python_get(url: &str, ca: &Path, cert: Option<(&Path, &Path)>) -> Result<u32, String> {
+    let load = match cert {
+        Some((c, k)) => format!("ctx.load_cert_chain('{}', '{}')", c.display(), k.display()),
+        None => String::new(),
+    };
+    let hostport = url.trim_start_matches("https://");
+    let (host, port) = hostport.rsplit_once(':').unwrap();
+    let script = format!(
+        "import ssl, http.client, sys\n\
+ctx = ssl.create_default_context(cafile='{}')\n\
+{load}\n\
+try:\n    c = http.client.HTTPSConnection('{host}', {port}, context=ctx, timeout=10)\n    c.request('GET', '/v1/status')\n    print(c.getresponse().status)\n\
+except Exception as e:\n    print('ERR', type(e).__name__, e)\n",
+        ca.display()
+    );
+    let o = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    s.parse().map_err(|_| s)
+}
+
+#[test]
+fn refusals_bad_requests_and_bounds() {
+    let t = TempDir::new("apir");
+    let st = stores(&t);
+    let cd = t.path().join("tls");
+    certs(&cd);
+    // Another CA, and an expired client of ours.
+    let other = t.path().join("other");
+    let (code, _, e) = run_wiretape(
+        None,
+        &[
+            "certs",
+            "init",
+            other.to_str().unwrap(),
+            "--server-name",
+            "127.0.0.1",
+        ],
+    );
+    assert_eq!(code, 0, "{e}");
+    run_wiretape(
+        None,
+        &["certs", "client", other.to_str().unwrap(), "mallory"],
+    );
+    let now = (now_ns() / 1_000_000_000) as i64;
+    wiretape::query::tls::issue_client(
+        &cd,
+        "expired",
+        wiretape::query::tls::Validity::between(now - 10 * 86400, now - 86400),
+        false,
+    )
+    .unwrap();
+    let mut a: Vec<String> = vec![
+        "-w".into(),
+        st[0].to_str().unwrap().into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--allow-client".into(),
+        "alice".into(),
+        "--allow-client".into(),
+        "expired".into(),
+    ];
+    a.extend(tls_server_args(&cd));
+    let api = Api::start(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let ca = cd.join("ca.pem");
+    let pair = |dir: &Path, n: &str| {
+        (
+            dir.join(format!("client-{n}.pem")),
+            dir.join(format!("client-{n}.key")),
+        )
+    };
+    let (ac, ak) = pair(&cd, "alice");
+    assert_eq!(python_get(&api.url, &ca, Some((&ac, &ak))), Ok(200));
+    // No certificate, another CA's, an expired one: no answer at all.
+    for (what, cert) in [
+        ("no certificate", None),
+        ("another CA's", Some(pair(&other, "mallory"))),
+        ("expired", Some(pair(&cd, "expired"))),
+    ] {
+        let r = python_get(
+            &api.url,
+            &ca,
+            cert.as_ref().map(|(c, k)| (c.as_path(), k.as_path())),
+        );
+        assert!(r.is_err(), "{what}: {r:?}");
+    }
+    // A name not admitted: 403, never a byte of capture.
+    let (bc, bk) = pair(&cd, "bob");
+    assert_eq!(python_get(&api.url, &ca, Some((&bc, &bk))), Ok(403));
+    let (code, o, e) = run_wiretape(
+        None,
+        &[
+            "extract",
+            &api.url,
+            "--cert",
+            bc.to_str().unwrap(),
+            "--key",
+            bk.to_str().unwrap(),
+            "--ca",
+            ca.to_str().unwrap(),
+            "-w",
+            t.path().join("bob.pcap").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 1, "{o}");
+    assert!(e.contains("403") && e.contains("not admitted"), "{e}");
+    let got = std::fs::metadata(t.path().join("bob.pcap")).unwrap().len();
+    assert_eq!(got, 24, "a pcap header and no frame");
+
+    // Every 400 names the parameter; 404, 405; 431 for a huge head.
+    for (q, word) in [
+        ("filter=port+99999", "illegal port number"),
+        ("from=2&to=1", "'to'"),
+        ("from=yesterday", "'from'"),
+        ("frmo=1", "unknown parameter 'frmo'"),
+        ("format=pcapx", "'format'"),
+        ("tsprec=ms", "'tsprec'"),
+        ("src=10.0.0.300", "'src'"),
+        ("dport=70000", "'dport'"),
+        ("proto=tcpx", "'proto'"),
+    ] {
+        let (code, body) = curl(&cd, &format!("{}/v1/extract?{q}", api.url), &[]);
+        assert_eq!(code, 400, "{q}");
+        let j = json(&body);
+        assert!(j["error"].as_str().unwrap().contains(word), "{q}: {j}");
+    }
+    let (code, body) = curl(&cd, &format!("{}/v1/nope", api.url), &[]);
+    assert_eq!(code, 404);
+    assert!(json(&body)["error"].is_string());
+    let (code, body) = curl(&cd, &format!("{}/v1/extract", api.url), &["-X", "POST"]);
+    assert_eq!(code, 405);
+    assert!(json(&body)["error"].is_string());
+    let big = format!("X-Big: {}", "a".repeat(64 << 10));
+    let (code, _) = curl(&cd, &format!("{}/v1/status", api.url), &["-H", &big]);
+    assert!(code == 431 || code == 414, "oversized head: {code}");
+    let (code, _) = curl(&cd, &format!("{}/v1/status", api.url), &[]);
+    assert_eq!(code, 200, "and the server goes on serving");
+
+    // Without --client-ca, or non-loopback without TLS: exit 2, at once.
+    let c = |f: &str| cd.join(f).to_str().unwrap().to_string();
+    let t0 = Instant::now();
+    let (code, _, e) = run_wiretape(
+        None,
+        &[
+            "api",
+            "-w",
+            st[0].to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &c("server.pem"),
+            "--tls-key",
+            &c("server.key"),
+        ],
+    );
+    assert_eq!(code, 2, "{e}");
+    assert!(e.contains("--client-ca") && e.lines().count() == 1, "{e}");
+    let (code, _, e) = run_wiretape(
+        None,
+        &[
+            "api",
+            "-w",
+            st[0].to_str().unwrap(),
+            "--listen",
+            "0.0.0.0:0",
+        ],
+    );
+    assert_eq!(code, 2, "{e}");
+    assert!(e.contains("--tls-cert") && e.contains("--client-ca"), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(2));
+}
+
+/// A TLS client that asks for the whole store and reads nothing more.
+struct Held(std::process::Child);
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn hold_query(url: &str, cd: &Path) -> Held {
+    let hostport = url.trim_start_matches("https://");
+    let (host, port) = hostport.rsplit_once(':').unwrap();
+    let script = format!(
+        "import ssl, socket, time\n\
+ctx = ssl.create_default_context(cafile='{ca}')\n\
+ctx.load_cert_chain('{c}', '{k}')\n\
+s = ctx.wrap_socket(socket.create_connection(('{host}', {port})), server_hostname='{host}')\n\
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)\n\
+s.sendall(b'GET /v1/extract HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n\
+s.recv(100)\n\
+time.sleep(60)\n",
+        ca = cd.join("ca.pem").display(),
+        c = cd.join("client-alice.pem").display(),
+        k = cd.join("client-alice.key").display(),
+    );
+    Held(
+        Command::new("python3")
+            .args(["-c", &script])
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Bytes a process has read (`rchar` of /proc/PID/io: every read and
+/// pread, O_DIRECT ones included).
+fn rchar(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A store of ~96 MiB: 64,000 frames of 1,500 bytes.
+fn big_store(t: &TempDir) -> PathBuf {
+    let dir = t.path().join("big");
+    let trace = t.path().join("big.pcap");
+    let frames: Vec<_> = (0..64_000u64)
+        .map(|i| {
+            let mut f = vec![(i % 251) as u8; 1500];
+            f[..8].copy_from_slice(&i.to_be_bytes());
+            f[12] = 0x08;
+            f[13] = 0x00;
+            (f, 1500u32, T0_US + i * 10)
+        })
+        .collect();
+    write_us_pcap(&trace, &frames);
+    let (code, _, e) = run_wiretape(
+        None,
+        &[
+            "record",
+            "-r",
+            trace.to_str().unwrap(),
+            "-w",
+            dir.to_str().unwrap(),
+            "--rotate-size",
+            "16M",
+            "-q",
+        ],
+    );
+    assert_eq!(code, 0, "{e}");
+    std::fs::remove_file(&trace).unwrap();
+    dir
+}
+
+#[test]
+fn a_gone_client_stops_its_query_and_idle_connections_cost_little() {
+    let t = TempDir::new("apib");
+    let dir = big_store(&t);
+    let size: u64 = pcaps(&dir)
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    let cd = t.path().join("tls");
+    certs(&cd);
+    let mut a: Vec<String> = vec![
+        "-w".into(),
+        dir.to_str().unwrap().into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--max-queries".into(),
+        "1".into(),
+        "--handshake-timeout".into(),
+        "2".into(),
+    ];
+    a.extend(tls_server_args(&cd));
+    let api = Api::start(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let pid = api.pid();
+    let c = |f: &str| cd.join(f).to_str().unwrap().to_string();
+    // A slow download (1 MB/s), killed after a second and a half.
+    let before = rchar(pid);
+    let mut dl = Command::new("curl")
+        .args(["-s", "--limit-rate", "1M", "-o", "/dev/null", "--cacert"])
+        .arg(c("ca.pem"))
+        .args([
+            "--cert",
+            &c("client-alice.pem"),
+            "--key",
+            &c("client-alice.key"),
+        ])
+        .arg(format!("{}/v1/extract", api.url))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let during = rchar(pid) - before;
+    dl.kill().unwrap();
+    dl.wait().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let after_kill = rchar(pid) - before;
+    std::thread::sleep(Duration::from_secs(2));
+    let later = rchar(pid) - before;
+    eprintln!(
+        "store {size} B: read {during} B during the slow download, {after_kill} B 2 s after the client was killed, {later} B 2 s later"
+    );
+    assert!(during > 0, "the query read");
+    assert_eq!(later, after_kill, "no more reads once the client is gone");
+    // The query ended (its --max-queries 1 slot is free) and says why.
+    let mut api = api;
+    api.proc.wait_for_line("the client went away", 5);
+    let (code, _) = curl(&cd, &format!("{}/v1/count", api.url), &[]);
+    assert_eq!(code, 200, "the killed client's query gave its slot back");
+    assert!(
+        after_kill < size / 3,
+        "back-pressure: read {after_kill} of {size} B"
+    );
+
+    // 200 idle connections (TCP, no handshake) while a query is answered.
+    let hostport = api.url.trim_start_matches("https://").to_string();
+    let idle: Vec<std::net::TcpStream> = (0..200)
+        .map(|_| std::net::TcpStream::connect(&hostport).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let rss_kb = |pid: u32| -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .unwrap()
+            .trim()
+            .trim_end_matches(" kB")
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let rss = rss_kb(pid);
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "-",
+            "--cacert",
+            &c("ca.pem"),
+            "--cert",
+            &c("client-alice.pem"),
+        ])
+        .args(["--key", &c("client-alice.key")])
+        .arg(format!("{}/v1/count?filter=ether+proto+0x0800", api.url))
+        .output()
+        .unwrap();
+    let j = json(&out.stdout);
+    assert_eq!(j["frames"], 64_000, "{j}");
+    eprintln!("RSS with 200 idle connections: {rss} kB");
+    assert!(
+        rss < 200_000,
+        "200 idle connections cost little memory: {rss} kB"
+    );
+    // The idle ones are closed by the handshake timeout (2 s here).
+    std::thread::sleep(Duration::from_secs(3));
+    let mut closed = 0;
+    for mut s in idle {
+        s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut b = [0u8; 1];
+        match s.read(&mut b) {
+            Ok(0) => closed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => closed += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(closed, 200, "idle connections time out their TLS handshake");
+
+    // --max-queries 1: a query held by a client that does not read (the
+    // channel fills, the query waits), then the next gets 503.
+    let held = hold_query(&api.url, &cd);
+    std::thread::sleep(Duration::from_millis(500));
+    let (code, body) = curl(&cd, &format!("{}/v1/count", api.url), &["-D", "-"]);
+    assert_eq!(code, 503, "{}", String::from_utf8_lossy(&body));
+    let text = String::from_utf8_lossy(&body).to_ascii_lowercase();
+    assert!(text.contains("retry-after: 1"), "{text}");
+    drop(held);
+    std::thread::sleep(Duration::from_millis(500));
+    let (code, _) = curl(&cd, &format!("{}/v1/count", api.url), &[]);
+    assert_eq!(code, 200, "the held query ended when its client went away");
+}
+
+#[test]
+fn a_non_loopback_address_without_tls_is_refused_before_listening() {
+    require_root();
+    let tb = wiretape_testbed::Testbed::create("apil", 1).unwrap();
+    tb.ip(&[
+        "addr",
+        "add",
+        "10.199.0.1/24",
+        "dev",
+        wiretape_testbed::CAP_IF,
+    ])
+    .unwrap();
+    let t = TempDir::new("apil");
+    std::fs::create_dir_all(t.path().join("s")).unwrap();
+    let start = Instant::now();
+    let (code, _, e) = run_wiretape(
+        Some(&tb),
+        &[
+            "api",
+            "-w",
+            t.path().join("s").to_str().unwrap(),
+            "--listen",
+            "10.199.0.1:8443",
+        ],
+    );
+    assert_eq!(code, 2, "{e}");
+    assert!(start.elapsed() < Duration::from_secs(1));
+    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    assert!(
+        e.contains("10.199.0.1:8443") && e.contains("--tls-cert"),
+        "{e}"
+    );
+    // Nothing listens there.
+    let ss = tb.exec(&["ss", "-ltn"]).unwrap();
+    assert!(!ss.contains("10.199.0.1:8443"), "{ss}");
+}
