@@ -2,8 +2,10 @@
 # Extraction speed on a large store, against tcpdump and tshark over the
 # same files, and the disk's sequential read speed (fio), same run:
 #
-#   benches/extract.sh [-g GB] [-r REPEATS] [-d DIR] [-t TSHARK_FILES] [-k]
+#   benches/extract.sh [-g GB] [-r REPEATS] [-d DIR] [-t TSHARK_FILES] [-k] [-S]
 #
+# -S: only write (and index) the store into DIR, keep it, and exit (other
+# benches use it: benches/api.sh). DIR defaults to target/extract-store.
 # The store (written once into DIR, kept with -k): GB of 1514 B frames in
 # 1 GiB files of wiretape's naming, two queues interleaved, one hour of
 # packet time, 20,000 hosts with skewed (1/rank) weights, service and
@@ -19,9 +21,9 @@
 # [min..max] of REPEATS; ratios; fio io_uring O_DIRECT QD16 read GB/s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-GB=20; R=3; DIR=/work/wt-extract-store; TSF=2; KEEP=0
-while getopts "g:r:d:t:k" o; do case $o in
-  g) GB=$OPTARG;; r) R=$OPTARG;; d) DIR=$OPTARG;; t) TSF=$OPTARG;; k) KEEP=1;;
+GB=20; R=3; DIR=$PWD/target/extract-store; TSF=2; KEEP=0; ONLY_STORE=0
+while getopts "g:r:d:t:kS" o; do case $o in
+  g) GB=$OPTARG;; r) R=$OPTARG;; d) DIR=$OPTARG;; t) TSF=$OPTARG;; k) KEEP=1;; S) ONLY_STORE=1; KEEP=1;;
   *) sed -n 2,20p "$0"; exit 2;; esac; done
 [ "$(id -u)" = 0 ] || { echo "extract.sh: run as root (it drops the page cache between runs)" >&2; exit 1; }
 BIN=$PWD/target/release/wiretape
@@ -78,6 +80,7 @@ PY
   /usr/bin/time -f "%e %U %S" -o "$DIR/index.time" "$BIN" index "$DIR" -q --json > "$DIR/index.json"
   touch "$DIR/.complete-$GB"
 fi
+[ "$ONLY_STORE" = 1 ] && { echo "$DIR"; exit 0; }
 mapfile -t FILES < <(ls "$DIR"/*.pcap | sort)
 BYTES=$(du -cb "${FILES[@]}" | tail -1 | cut -f1)
 HOST=10.0.0.100
