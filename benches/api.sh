@@ -8,8 +8,9 @@
 # `wiretape api` serves it on 127.0.0.1 with mutual TLS (certificates from
 # `wiretape certs`), and:
 #   whole:  the whole store to /dev/null, `wiretape extract DIR` against
-#           `wiretape extract https://127.0.0.1:PORT` (cold page cache each
-#           run): wall s, GB/s, CPU s per GB of the client and of the server;
+#           `wiretape extract https://127.0.0.1:PORT` and, for what TLS
+#           costs, `http://` to a plain loopback server (cold page cache
+#           each run): wall s, GB/s, CPU s per GB of client and server;
 #   ttfb:   time to the first byte on stdout of a 10 s window in the middle
 #           (`extract --from T --to T+10s -w -`, no filter), local and
 #           remote, cold cache each run;
@@ -31,8 +32,8 @@ BIN=$PWD/target/release/wiretape
 benches/extract.sh -g "$GB" -d "$DIR" -S >/dev/null
 T0=1763820000
 WORK=$(mktemp -d)
-API_PID=""
-cleanup() { [ -n "$API_PID" ] && kill "$API_PID" 2>/dev/null; rm -rf "$WORK"; }
+API_PID=""; PLAIN_PID=""
+cleanup() { for p in $API_PID $PLAIN_PID; do kill "$p" 2>/dev/null; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 "$BIN" certs init "$WORK/tls" --server-name 127.0.0.1 >/dev/null
 "$BIN" certs client "$WORK/tls" bench >/dev/null
@@ -43,6 +44,11 @@ start_api() {
   API_PID=$!
   for _ in $(seq 50); do grep -q serving "$WORK/api.err" 2>/dev/null && break; sleep 0.1; done
   URL=$(grep -o 'https://[^ ]*' "$WORK/api.err")
+  # The same without TLS (loopback may be plain): what TLS costs.
+  "$BIN" api -w "$DIR" --listen 127.0.0.1:0 -q 2>"$WORK/plain.err" &
+  PLAIN_PID=$!
+  for _ in $(seq 50); do grep -q serving "$WORK/plain.err" 2>/dev/null && break; sleep 0.1; done
+  PLAIN=$(grep -o 'http://[^ ]*' "$WORK/plain.err")
 }
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, ticks
 TCK=$(getconf CLK_TCK)
@@ -62,6 +68,12 @@ for ((i = 0; i < R; i++)); do
   c1=$(cpu_of "$API_PID")
   read -r e u s < "$WORK/t"
   echo "whole-remote $e $(python3 -c "print($u+$s)") $(python3 -c "print(($c1-$c0)/$TCK)")" >> "$rows"
+  cold
+  c0=$(cpu_of "$PLAIN_PID")
+  /usr/bin/time -f "%e %U %S" -o "$WORK/t" "$BIN" extract "$PLAIN" -q -w /dev/null
+  c1=$(cpu_of "$PLAIN_PID")
+  read -r e u s < "$WORK/t"
+  echo "whole-remote-plain $e $(python3 -c "print($u+$s)") $(python3 -c "print(($c1-$c0)/$TCK)")" >> "$rows"
   for which in local remote; do
     cold
     src=$DIR; [ "$which" = remote ] && src=$URL
@@ -79,7 +91,7 @@ PY
   done
 done
 # RSS with idle connections (a fresh server).
-kill "$API_PID"; wait "$API_PID" 2>/dev/null || true
+kill "$API_PID" "$PLAIN_PID"; wait "$API_PID" "$PLAIN_PID" 2>/dev/null || true
 start_api
 rss() { awk '/VmRSS/{print $2}' "/proc/$API_PID/status"; }
 echo "rss-0 $(rss)" >> "$WORK/rss"
@@ -114,13 +126,15 @@ print(f"# The sensor API against local extract ({B:.1f} GB store, loopback, mutu
 print()
 print("| whole store to /dev/null | wall s | GB/s | client CPU s/GB | server CPU s/GB | total CPU s/GB |")
 print("|---|---|---|---|---|---|")
-for k in ("whole-local", "whole-remote"):
+for k in ("whole-local", "whole-remote", "whole-remote-plain"):
     v = rows[k]
-    print(f"| {k[6:]} | {m([x[0] for x in v])} | {m([B/x[0] for x in v])} | {m([x[1]/B for x in v])} | "
+    name = {"whole-local": "local", "whole-remote": "remote (mutual TLS)", "whole-remote-plain": "remote (plain HTTP)"}[k]
+    print(f"| {name} | {m([x[0] for x in v])} | {m([B/x[0] for x in v])} | {m([x[1]/B for x in v])} | "
           f"{m([x[2]/B for x in v])} | {m([(x[1]+x[2])/B for x in v])} |")
 lw = st.median(x[0] for x in rows["whole-local"]); rw = st.median(x[0] for x in rows["whole-remote"])
 print()
-print(f"remote throughput = {100*lw/rw:.0f}% of local (medians)")
+pw = st.median(x[0] for x in rows["whole-remote-plain"])
+print(f"remote throughput = {100*lw/rw:.0f}% of local over mutual TLS, {100*lw/pw:.0f}% over plain HTTP (medians)")
 print()
 print("| 10 s window, time to first byte | ms |")
 print("|---|---|")

@@ -26,6 +26,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use wiretape_storage::walk::Walker;
 
+/// Bytes of the chunks a sensor's stream hands to the merge.
+const CHUNK: usize = 256 << 10;
 /// How long connecting and the TLS handshake may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a sensor may take to answer a request's head (it plans first).
@@ -326,29 +328,71 @@ impl Client {
                 }
             };
             let mut body = resp.into_body();
+            // Data frames come as TLS records arrive (16 KiB or less): what
+            // is ready at once goes over the channel as one chunk (up to
+            // CHUNK), so the merge's thread wakes once per chunk, not per
+            // record.
+            let mut acc = bytes::BytesMut::new();
             loop {
-                match body.frame().await {
-                    None => break,
-                    Some(Ok(f)) => {
-                        let m = match f.into_data() {
-                            Ok(d) => Msg::Data(d),
-                            Err(f) => match f.into_trailers() {
-                                Ok(t) => Msg::Trailers(t),
-                                Err(_) => continue,
-                            },
-                        };
-                        if tx.send(m).await.is_err() {
-                            // The merge is gone (it ended early): drop the
-                            // connection, the sensor stops.
+                let first = body.frame().await;
+                let mut pending = match first {
+                    None => None,
+                    Some(f) => Some(f),
+                };
+                let mut ended = pending.is_none();
+                while let Some(f) = pending.take() {
+                    match f {
+                        Ok(f) => match f.into_data() {
+                            Ok(d) => acc.extend_from_slice(&d),
+                            Err(f) => {
+                                if let Ok(t) = f.into_trailers() {
+                                    if !acc.is_empty() {
+                                        let d = acc.split().freeze();
+                                        if tx.send(Msg::Data(d)).await.is_err() {
+                                            return;
+                                        }
+                                    }
+                                    if tx.send(Msg::Trailers(t)).await.is_err() {
+                                        return;
+                                    }
+                                }
+                            }
+                        },
+                        Err(e) => {
+                            if !acc.is_empty() {
+                                let _ = tx.send(Msg::Data(acc.split().freeze())).await;
+                            }
+                            let _ = tx
+                                .send(Msg::Failed(format!("the stream was cut short: {e}")))
+                                .await;
                             return;
                         }
                     }
-                    Some(Err(e)) => {
-                        let _ = tx
-                            .send(Msg::Failed(format!("the stream was cut short: {e}")))
-                            .await;
-                        return;
+                    if acc.len() >= CHUNK {
+                        break;
                     }
+                    // Another frame already here? Take it without waiting.
+                    let b = &mut body;
+                    match std::future::poll_fn(|cx| {
+                        std::task::Poll::Ready(hyper::body::Body::poll_frame(
+                            std::pin::Pin::new(&mut *b),
+                            cx,
+                        ))
+                    })
+                    .await
+                    {
+                        std::task::Poll::Ready(Some(f)) => pending = Some(f),
+                        std::task::Poll::Ready(None) => ended = true,
+                        std::task::Poll::Pending => {}
+                    }
+                }
+                if !acc.is_empty() && tx.send(Msg::Data(acc.split().freeze())).await.is_err() {
+                    // The merge is gone (it ended early): drop the
+                    // connection, the sensor stops.
+                    return;
+                }
+                if ended {
+                    return;
                 }
             }
         });

@@ -4,11 +4,13 @@
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use tokio::sync::mpsc;
+use wiretape_storage::{Block, BlockSink, StorageError};
 
 /// An error that ends a streamed answer abnormally.
 pub(crate) type BodyError = Box<dyn std::error::Error + Send + Sync>;
@@ -101,43 +103,109 @@ impl Body for ApiBody {
     }
 }
 
-/// The writer a query's capture goes through: each write (a chunk of the
-/// output's buffer) is sent to the body; when the body is gone (the client
-/// left), the write fails and the stop flag is set.
-pub(crate) struct ChannelWriter {
+/// The sink a query's capture goes through: each filled block becomes a
+/// chunk of the body as it is (no copy: the body's bytes are the block,
+/// which comes back to the sink's pool when the connection has sent it);
+/// when the body is gone (the client left), the submit fails and the stop
+/// flag is set.
+pub(crate) struct ChannelSink {
     tx: mpsc::Sender<Result<Frame<Bytes>, BodyError>>,
     stop: Arc<AtomicBool>,
+    pool: Arc<Mutex<Vec<Block>>>,
+    size: usize,
+    bytes: u64,
+    name: PathBuf,
 }
 
-impl ChannelWriter {
+/// A block lent to the body; back to the pool when the body drops it.
+struct Lent {
+    block: Option<Block>,
+    pool: Arc<Mutex<Vec<Block>>>,
+}
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        self.block.as_ref().map_or(&[], |b| b.data())
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if let (Some(mut b), Ok(mut pool)) = (self.block.take(), self.pool.lock()) {
+            b.clear();
+            pool.push(b);
+        }
+    }
+}
+
+impl ChannelSink {
     pub(crate) fn new(
         tx: mpsc::Sender<Result<Frame<Bytes>, BodyError>>,
         stop: Arc<AtomicBool>,
+        size: usize,
     ) -> Self {
-        ChannelWriter { tx, stop }
+        ChannelSink {
+            tx,
+            stop,
+            pool: Arc::new(Mutex::new(Vec::new())),
+            size,
+            bytes: 0,
+            name: PathBuf::from("the client"),
+        }
+    }
+
+    fn fresh(&mut self) -> Block {
+        let b = self.pool.lock().ok().and_then(|mut p| p.pop());
+        b.unwrap_or_else(|| Block::new(self.size))
     }
 }
 
-impl std::io::Write for ChannelWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
+impl BlockSink for ChannelSink {
+    fn submit(&mut self, block: Block) -> Result<Block, StorageError> {
+        if block.is_empty() {
+            return Ok(block);
         }
+        let n = block.len() as u64;
+        let lent = Lent {
+            block: Some(block),
+            pool: self.pool.clone(),
+        };
         if self
             .tx
-            .blocking_send(Ok(Frame::data(Bytes::copy_from_slice(buf))))
+            .blocking_send(Ok(Frame::data(Bytes::from_owner(lent))))
             .is_err()
         {
             self.stop.store(true, Ordering::Relaxed);
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::BrokenPipe,
-                "the client went away",
-            ));
+            return Err(StorageError::Write {
+                path: self.name.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away"),
+            });
         }
-        Ok(buf.len())
+        self.bytes += n;
+        Ok(self.fresh())
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+    fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+        self.submit(block)
+    }
+
+    fn finish(&mut self, block: Block) -> Result<(), StorageError> {
+        self.submit(block).map(|_| ())
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn path(&self) -> &Path {
+        &self.name
+    }
+
+    fn block_size(&self) -> usize {
+        self.size
+    }
+
+    fn first_block(&mut self) -> Block {
+        self.fresh()
     }
 }

@@ -34,7 +34,7 @@ pub mod params;
 use crate::job::{self, Job, Request};
 use crate::tls::{self, TlsError};
 use crate::QueryError;
-use body::{ApiBody, ChannelWriter, StopOnDrop};
+use body::{ApiBody, ChannelSink, StopOnDrop};
 use hyper::body::Frame;
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Response, StatusCode};
@@ -633,8 +633,13 @@ async fn extract(
         job.stop_on(flag.clone());
         let _ = planned_tx.send(Ok(()));
         let (f, n, s) = (job.filter.clone(), job.filter_narrows, job.skipped_by_flow);
-        let writer = ChannelWriter::new(tx.clone(), flag.clone());
-        let mut out = job::output(Box::new(writer), "the client", format, CHUNK);
+        let sink = ChannelSink::new(tx.clone(), flag.clone(), CHUNK);
+        let mut out = wiretape_storage::PcapWriter::with_format(
+            sink,
+            wiretape_storage::pcap::MAX_SNAPLEN,
+            format,
+            "wiretape-extract",
+        );
         let run = job.run(|fr| out.write_wire(fr.ts_ns, fr.data, fr.orig_len), |_| {});
         let closed = out
             .flush()
