@@ -334,11 +334,7 @@ impl Client {
             // record.
             let mut acc = bytes::BytesMut::new();
             loop {
-                let first = body.frame().await;
-                let mut pending = match first {
-                    None => None,
-                    Some(f) => Some(f),
-                };
+                let mut pending = body.frame().await;
                 let mut ended = pending.is_none();
                 while let Some(f) = pending.take() {
                     match f {
