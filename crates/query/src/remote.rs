@@ -115,6 +115,8 @@ impl Remote {
 pub struct RemoteStream {
     rx: mpsc::Receiver<Msg>,
     buf: Bytes,
+    /// The rest of the batch `buf` came from, in reverse order.
+    queued: Vec<Bytes>,
     ended: bool,
     failure: Option<String>,
     trailers: Option<HeaderMap>,
@@ -122,7 +124,8 @@ pub struct RemoteStream {
 }
 
 enum Msg {
-    Data(Bytes),
+    /// Data frames as they arrived (no copy), handed over together.
+    Data(Vec<Bytes>),
     Trailers(HeaderMap),
     Failed(String),
 }
@@ -150,13 +153,18 @@ impl RemoteStream {
 impl Read for RemoteStream {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         while self.buf.is_empty() {
+            if let Some(b) = self.queued.pop() {
+                self.buf = b;
+                continue;
+            }
             if self.ended {
                 return Ok(0);
             }
             match self.rx.blocking_recv() {
-                Some(Msg::Data(b)) => {
-                    self.received += b.len() as u64;
-                    self.buf = b;
+                Some(Msg::Data(mut v)) => {
+                    self.received += v.iter().map(|b| b.len() as u64).sum::<u64>();
+                    v.reverse();
+                    self.queued = v;
                 }
                 Some(Msg::Trailers(h)) => {
                     if let Some(e) = h.get("wiretape-error") {
@@ -332,18 +340,23 @@ impl Client {
             // is ready at once goes over the channel as one chunk (up to
             // CHUNK), so the merge's thread wakes once per chunk, not per
             // record.
-            let mut acc = bytes::BytesMut::new();
+            let mut acc: Vec<Bytes> = Vec::new();
+            let mut acc_len = 0usize;
             loop {
                 let mut pending = body.frame().await;
                 let mut ended = pending.is_none();
                 while let Some(f) = pending.take() {
                     match f {
                         Ok(f) => match f.into_data() {
-                            Ok(d) => acc.extend_from_slice(&d),
+                            Ok(d) => {
+                                acc_len += d.len();
+                                acc.push(d);
+                            }
                             Err(f) => {
                                 if let Ok(t) = f.into_trailers() {
                                     if !acc.is_empty() {
-                                        let d = acc.split().freeze();
+                                        acc_len = 0;
+                                        let d = std::mem::take(&mut acc);
                                         if tx.send(Msg::Data(d)).await.is_err() {
                                             return;
                                         }
@@ -356,7 +369,7 @@ impl Client {
                         },
                         Err(e) => {
                             if !acc.is_empty() {
-                                let _ = tx.send(Msg::Data(acc.split().freeze())).await;
+                                let _ = tx.send(Msg::Data(std::mem::take(&mut acc))).await;
                             }
                             let _ = tx
                                 .send(Msg::Failed(format!("the stream was cut short: {e}")))
@@ -364,7 +377,7 @@ impl Client {
                             return;
                         }
                     }
-                    if acc.len() >= CHUNK {
+                    if acc_len >= CHUNK {
                         break;
                     }
                     // Another frame already here? Take it without waiting.
@@ -382,7 +395,8 @@ impl Client {
                         std::task::Poll::Pending => {}
                     }
                 }
-                if !acc.is_empty() && tx.send(Msg::Data(acc.split().freeze())).await.is_err() {
+                acc_len = 0;
+                if !acc.is_empty() && tx.send(Msg::Data(std::mem::take(&mut acc))).await.is_err() {
                     // The merge is gone (it ended early): drop the
                     // connection, the sensor stops.
                     return;
@@ -395,6 +409,7 @@ impl Client {
         RemoteStream {
             rx,
             buf: Bytes::new(),
+            queued: Vec::new(),
             ended: false,
             failure: None,
             trailers: None,
