@@ -972,3 +972,59 @@ fn a_non_loopback_address_without_tls_is_refused_before_listening() {
     let ss = tb.exec(&["ss", "-ltn"]).unwrap();
     assert!(!ss.contains("10.199.0.1:8443"), "{ss}");
 }
+
+#[test]
+fn a_store_being_recorded_is_served_fresh() {
+    // `record -r` paced at 2,000 frames/s for ~4 s: while it writes, the
+    // API sees the recorder and frames it flushed (1 s flush interval).
+    let t = TempDir::new("apiw");
+    let dir = t.path().join("live");
+    let trace = t.path().join("live.pcap");
+    let frames: Vec<_> = mixed(0x11fe, 8000)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (f, w))| (f, w, T0_US + i as u64 * 500))
+        .collect();
+    write_us_pcap(&trace, &frames);
+    let mut c = Command::new(bin());
+    c.args([
+        "record",
+        "-r",
+        trace.to_str().unwrap(),
+        "-w",
+        dir.to_str().unwrap(),
+    ]);
+    c.args([
+        "--speed",
+        "2000",
+        "--summary-json",
+        t.path().join("s.json").to_str().unwrap(),
+    ]);
+    let mut rec = Recorder::spawn_command(c);
+    rec.wait_for_line("wiretape: recording", 10);
+    let api = Api::start(&["-w", dir.to_str().unwrap(), "--listen", "127.0.0.1:0", "-q"]);
+    std::thread::sleep(Duration::from_millis(2500));
+    let get = |path: &str| -> Value {
+        let o = Command::new("curl")
+            .args(["-s", &format!("{}{path}", api.url)])
+            .output()
+            .unwrap();
+        json(&o.stdout)
+    };
+    let s = get("/v1/status");
+    assert_eq!(s["recording"], true, "{s}");
+    assert!(s["files_being_written"].as_u64().unwrap() >= 1, "{s}");
+    let mid = get("/v1/count");
+    let n = mid["frames"].as_u64().unwrap();
+    assert!(
+        n > 1000 && n < 8000,
+        "flushed frames served while recording: {n}"
+    );
+    assert!(mid["files_being_written"].as_u64().unwrap() >= 1, "{mid}");
+    assert!(rec.wait(30).success(), "{}", rec.stderr_text());
+    let done = get("/v1/count");
+    assert_eq!(done["frames"], 8000, "{done}");
+    let s = get("/v1/status");
+    assert_eq!(s["recording"], false);
+    assert_eq!(s["frames"], 8000);
+}
