@@ -93,23 +93,11 @@ fn stores(t: &TempDir) -> Vec<PathBuf> {
             .collect();
         let trace = t.path().join(format!("t{k}.pcap"));
         write_us_pcap(&trace, &frames);
-        let mut args = vec![
-            "record",
-            "-r",
-            trace.to_str().unwrap(),
-            "-w",
-            dir.to_str().unwrap(),
-            "--rotate-size",
-            "128K",
-            "--block-kib",
-            "64",
-            "-q",
-        ];
+        let mut extra = vec!["--rotate-size", "128K", "--block-kib", "64"];
         if k == 2 {
-            args.extend(["--format", "pcapng"]);
+            extra.extend(["--format", "pcapng"]);
         }
-        let (code, _, e) = run_wiretape(None, &args);
-        assert_eq!(code, 0, "{e}");
+        record_file(&trace, &dir, &extra);
         assert!(pcaps(&dir).len() >= 3, "rotation made several files");
         out.push(dir);
     }
@@ -790,20 +778,7 @@ fn big_store(t: &TempDir) -> PathBuf {
         })
         .collect();
     write_us_pcap(&trace, &frames);
-    let (code, _, e) = run_wiretape(
-        None,
-        &[
-            "record",
-            "-r",
-            trace.to_str().unwrap(),
-            "-w",
-            dir.to_str().unwrap(),
-            "--rotate-size",
-            "16M",
-            "-q",
-        ],
-    );
-    assert_eq!(code, 0, "{e}");
+    record_file(&trace, &dir, &["--rotate-size", "16M"]);
     std::fs::remove_file(&trace).unwrap();
     dir
 }

@@ -477,3 +477,19 @@ pub fn tcpdump_select(file: &Path, expr: &str, scratch: &Path) -> Vec<Record> {
     std::fs::write(&p, &o.stdout).unwrap();
     read_all(&p)
 }
+
+/// `wiretape record -r TRACE -w DIR -q EXTRA...` (the file engine, no
+/// privileges), which must succeed.
+pub fn record_file(trace: &Path, dir: &Path, extra: &[&str]) {
+    let mut a = vec![
+        "record",
+        "-r",
+        trace.to_str().unwrap(),
+        "-w",
+        dir.to_str().unwrap(),
+        "-q",
+    ];
+    a.extend_from_slice(extra);
+    let (code, _, e) = run_wiretape(None, &a);
+    assert_eq!(code, 0, "record -r {}: {e}", trace.display());
+}

@@ -668,13 +668,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
         self.stats.frames += 1;
         self.stats.bytes += s.data.len() as u64;
         self.stats.wire_bytes += u64::from(s.orig_len);
-        Some(Frame {
-            ts_ns: s.ts_ns,
-            orig_len: s.orig_len,
-            data: &s.data,
-            file: i,
-            offset: s.offset,
-        })
+        self.current()
     }
 
     fn note(&mut self, i: usize, offset: Option<u64>, kind: NoteKind, message: String) {
