@@ -119,7 +119,7 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
     // nothing else names them yet.
     unsafe { fill.give_addrs((0..n as usize).map(|i| i as u64 * cfg.frame_size as u64)) };
 
-    socket::bind(raw, ifindex, queue, mode)?;
+    bind_when_free(raw, ifindex, queue, mode)?;
     Ok(Xsk {
         fd,
         umem,
@@ -127,4 +127,29 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
         fill,
         mode,
     })
+}
+
+/// Binds, waiting up to a second while the queue is busy: the kernel lets
+/// go of a closed socket's queue in deferred work, so a recorder started
+/// right after another one stopped (a restart, a rotation script) would be
+/// refused for a few milliseconds. A queue held by a live socket stays
+/// busy and is reported after the wait.
+pub(super) fn bind_when_free(
+    raw: std::os::fd::RawFd,
+    ifindex: u32,
+    queue: u32,
+    mode: BindMode,
+) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match socket::bind(raw, ifindex, queue, mode) {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            r => return r,
+        }
+    }
 }

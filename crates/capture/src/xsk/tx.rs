@@ -71,7 +71,7 @@ impl Tx {
         } else {
             BindMode::Copy
         };
-        socket::bind(raw, ifindex, queue, mode)?;
+        super::bind_when_free(raw, ifindex, queue, mode)?;
         // Copy mode sends at most 32 frames per kick by default, so a
         // larger batch left the rest posted until a later kick and the
         // frames in flight grew to the whole UMEM (every frame cold in the
