@@ -19,6 +19,7 @@ mod repair;
 mod report;
 mod send;
 mod service;
+mod timeline;
 mod tsbench;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +38,7 @@ wiretape info /data/*.pcap                     # what a file holds; exits 1 if i
 wiretape extract /data --from -5m -w - tcp port 53 | tshark -r -   # a window of the store, merged\n  \
 wiretape api -w /data --listen 0.0.0.0:8443 --tls-cert .. --tls-key .. --client-ca ..  # the store over HTTPS\n  \
 wiretape extract https://s1:8443 https://s2:8443 --from -1h -w case.pcap host 10.1.2.3  # many sensors, merged\n  \
+wiretape timeline /data --from -1h -o last-hour.svg  # where the traffic is, where the gaps are\n  \
 wiretape record -i eth0 -w /data --ring 4G --serve 127.0.0.1:57012  # time travel, PCAP-over-IP\n  \
 wiretape ctl -w /data dump --last 30s           # the last 30 s of the ring into /data\n  \
 wiretape replay /data/x.pcap -i eth1 --speed max  # send it again\n  \
@@ -68,6 +70,9 @@ enum Cmd {
     /// keys) with a progress bar; --parquet exports the block index as a
     /// Parquet table for fleet-wide SQL (DuckDB, Trino, Spark, ClickHouse).
     Index(index::Args),
+    /// Frames and bytes per time bin of stores (and sensors) from their
+    /// .idx sidecars: a table, --json, or a picture (-o x.svg, -o x.png).
+    Timeline(timeline::Args),
     /// Serve this sensor's stores over HTTPS with mutual TLS: extract, count,
     /// plan, status and the Parquet block index for SOC tools, analysts and
     /// `wiretape extract https://...`.
@@ -120,6 +125,7 @@ fn main() {
         Cmd::Repair(a) => repair::run(a),
         Cmd::Extract(a) => extract::run(a),
         Cmd::Index(a) => index::run(a),
+        Cmd::Timeline(a) => timeline::run(a),
         Cmd::Api(a) => api::api(a),
         Cmd::Certs(a) => api::certs(a),
         Cmd::Replay(a) => send::replay(a),

@@ -17,6 +17,8 @@
 //! - [`fleet`]: the index rebuild over a store and the block index as a
 //!   Parquet table (`wiretape index`, `/v1/index.parquet`).
 //! - [`status`]: what a store holds, from its names and indexes.
+//! - [`timeline`]: frames and bytes per time bin from the indexes
+//!   (`wiretape timeline`, `/v1/timeline`, the console's picture).
 //! - [`api`]: `wiretape api`, the stores of a sensor over HTTPS with mutual
 //!   TLS ([`tls`]: configurations, client names, `wiretape certs`).
 //!
@@ -27,11 +29,13 @@
 #![deny(unsafe_code)]
 
 pub mod api;
+pub mod chart;
 pub mod extract;
 pub mod fleet;
 pub mod job;
 pub mod remote;
 pub mod status;
+pub mod timeline;
 pub mod tls;
 
 pub use extract::{Frame, Merge, Note, NoteKind, Plan, Stats, Window};
@@ -58,6 +62,9 @@ pub enum QueryError {
         /// What failed.
         why: String,
     },
+    /// A timeline that cannot be drawn (too many bins).
+    #[error("timeline: {0}")]
+    Timeline(String),
     /// Writing an answer failed (the output file, or a client that went away).
     #[error("cannot write {what}: {source}")]
     Output {

@@ -7,7 +7,10 @@
 //!   (CN or SAN DNS). A refused client gets a failed handshake (no or a bad
 //!   certificate) or 403 (a name not admitted), never a byte of capture.
 //! - Endpoints (GET): `/v1/extract`, `/v1/count`, `/v1/plan`,
-//!   `/v1/status`, `/v1/index.parquet`; bad requests 400 with
+//!   `/v1/status`, `/v1/index.parquet`, `/v1/timeline` (the JSON of
+//!   `wiretape timeline --json`), `/v1/files`; the console at `/` (one page,
+//!   its script and style embedded in the binary, served with a
+//!   `Content-Security-Policy` of `default-src 'self'`); bad requests 400 with
 //!   `{"error": "..."}` naming the parameter, unknown paths 404, other
 //!   methods 405, oversized request heads 431 (hyper's limit).
 //! - Each query runs on a blocking thread over the same [`Job`] as `wiretape
@@ -29,6 +32,7 @@
 //!   within the flush interval) and never touches the recorder.
 
 mod body;
+mod console;
 pub mod params;
 
 use crate::job::{self, Job, Request};
@@ -427,6 +431,8 @@ const ENDPOINTS: &[(&str, &[&str])] = &[
     ("/v1/plan", params::QUERY),
     ("/v1/status", &[]),
     ("/v1/index.parquet", params::WINDOW),
+    ("/v1/timeline", params::TIMELINE),
+    ("/v1/files", &[]),
 ];
 
 async fn handle(
@@ -448,6 +454,17 @@ async fn handle(
         );
         log(&st, &client.name, &what, "403 not admitted");
         return error(StatusCode::FORBIDDEN, m);
+    }
+    if let Some(asset) = console::asset(&path) {
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            log(&st, &client.name, &what, "405");
+            return error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("{path} answers GET only, not {}", req.method()),
+            );
+        }
+        log(&st, &client.name, &what, "200");
+        return console::answer(asset);
     }
     let Some(&(_, allowed)) = ENDPOINTS.iter().find(|(p, _)| *p == path) else {
         log(&st, &client.name, &what, "404");
@@ -488,6 +505,19 @@ async fn handle(
     };
     if path == "/v1/status" {
         return status(st, client, what).await;
+    }
+    if path == "/v1/files" {
+        return files(st, client, what).await;
+    }
+    if path == "/v1/timeline" {
+        let r = match params::timeline(&p, &st.cfg.stores, prefix.as_deref(), now) {
+            Ok(r) => r,
+            Err(BadRequest(m)) => {
+                log(&st, &client.name, &what, &format!("400 {m}"));
+                return error(StatusCode::BAD_REQUEST, m);
+            }
+        };
+        return timeline(st, client, what, r).await;
     }
     if path == "/v1/index.parquet" {
         let w = match params::window(&p, now) {
@@ -766,6 +796,78 @@ pub fn status_json(cfg: &ApiConfig) -> serde_json::Value {
     v["node"] = cfg.node.clone().into();
     v["version"] = env!("CARGO_PKG_VERSION").into();
     v
+}
+
+/// The JSON of `/v1/files`: the store's capture files, oldest first.
+pub fn files_json(cfg: &ApiConfig) -> serde_json::Value {
+    let s = crate::status::of(&cfg.stores, cfg.prefix.as_deref());
+    let fmt = |t: Option<u64>| t.map(wiretape_timestamp::format_rfc3339);
+    let files: Vec<serde_json::Value> = s
+        .files
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "name": f.path.file_name().map(|n| n.to_string_lossy().into_owned()),
+                "path": f.path.display().to_string(),
+                "bytes": f.bytes,
+                "frames": f.frames,
+                "first_ns": f.first_ns,
+                "last_ns": f.last_ns,
+                "first_time": fmt(f.first_ns),
+                "last_time": fmt(f.last_ns),
+                "being_written": f.being_written,
+            })
+        })
+        .collect();
+    serde_json::json!({ "files": files })
+}
+
+async fn files(st: Arc<State>, client: Client, what: String) -> Response<ApiBody> {
+    let st2 = st.clone();
+    match tokio::task::spawn_blocking(move || files_json(&st2.cfg)).await {
+        Ok(v) => {
+            log(&st, &client.name, &what, "200");
+            json(StatusCode::OK, &v)
+        }
+        Err(e) => {
+            log(&st, &client.name, &what, &format!("500 {e}"));
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    }
+}
+
+async fn timeline(
+    st: Arc<State>,
+    client: Client,
+    what: String,
+    req: crate::timeline::Request,
+) -> Response<ApiBody> {
+    let r = tokio::task::spawn_blocking(move || crate::timeline::build(&req)).await;
+    match r {
+        Ok(Ok(t)) => {
+            log(
+                &st,
+                &client.name,
+                &what,
+                &format!("200, {} frames in {} bins", t.totals().frames, t.len()),
+            );
+            json(StatusCode::OK, &t.to_json())
+        }
+        Ok(Err(QueryError::Filter(f))) => {
+            let m = format!("parameter 'filter_index': {f}");
+            log(&st, &client.name, &what, &format!("400 {m}"));
+            error(StatusCode::BAD_REQUEST, m)
+        }
+        Ok(Err(QueryError::Timeline(m))) => {
+            log(&st, &client.name, &what, &format!("400 {m}"));
+            error(StatusCode::BAD_REQUEST, m)
+        }
+        Ok(Err(e)) => plan_error(&st, &client.name, &what, &e),
+        Err(e) => {
+            log(&st, &client.name, &what, &format!("500 {e}"));
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    }
 }
 
 async fn parquet(

@@ -20,6 +20,9 @@ pub const QUERY: &[&str] = &[
 /// The parameters of `/v1/index.parquet`.
 pub const WINDOW: &[&str] = &["from", "to"];
 
+/// The parameters of `/v1/timeline`.
+pub const TIMELINE: &[&str] = &["from", "to", "by", "filter_index", "width", "bin_ns"];
+
 /// The decoded query string: each parameter at most once, each one known.
 pub fn parse(
     query: Option<&str>,
@@ -155,6 +158,48 @@ pub fn request(
     r.window = window(p, now_ns)?;
     r.filter = filter(p)?;
     r.prefix = prefix.map(str::to_string);
+    Ok(r)
+}
+
+/// The timeline request of `/v1/timeline`'s parameters over `stores`:
+/// the window, `by` (none, iface, queue), `filter_index`, `width` (pixels,
+/// 200 to 8000: it chooses the bins) or `bin_ns` (the bins given).
+pub fn timeline(
+    p: &HashMap<String, String>,
+    stores: &[PathBuf],
+    prefix: Option<&str>,
+    now_ns: u64,
+) -> Result<crate::timeline::Request, BadRequest> {
+    use crate::timeline::{By, Request};
+    let mut r = Request::new(stores.to_vec());
+    r.window = window(p, now_ns)?;
+    r.prefix = prefix.map(str::to_string);
+    if let Some(b) = p.get("by") {
+        r.by = By::parse(b).ok_or_else(|| {
+            BadRequest(format!("parameter 'by': '{b}' is not none, iface or queue"))
+        })?;
+    }
+    r.filter_index = p
+        .get("filter_index")
+        .and_then(|f| crate::job::normalize_filter(f));
+    if let Some(w) = p.get("width") {
+        r.width = w
+            .parse()
+            .ok()
+            .filter(|w| (200..=8000).contains(w))
+            .ok_or_else(|| {
+                BadRequest(format!(
+                    "parameter 'width': '{w}' is not a number of pixels from 200 to 8000"
+                ))
+            })?;
+    }
+    if let Some(b) = p.get("bin_ns") {
+        r.bin_ns = Some(b.parse().ok().filter(|&b: &u64| b > 0).ok_or_else(|| {
+            BadRequest(format!(
+                "parameter 'bin_ns': '{b}' is not a positive number of nanoseconds"
+            ))
+        })?);
+    }
     Ok(r)
 }
 

@@ -1,0 +1,305 @@
+//! `wiretape timeline`: frames and bytes per time bin of a store, from its
+//! `.idx` sidecars (`query::timeline`), as a table, JSON, an SVG or a PNG;
+//! https:// inputs are asked `/v1/timeline` with the same window and bins,
+//! so that one picture spans sensors.
+
+use crate::extract::usage;
+use crate::report::thousands;
+use anyhow::{anyhow, Result};
+use std::path::PathBuf;
+use wiretape::query::chart;
+use wiretape::query::remote::{self, Remote};
+use wiretape::query::timeline::{self, By, Request, Timeline};
+use wiretape::query::{QueryError, Window};
+use wiretape::timestamp::{format_rfc3339, parse_time, realtime_ns};
+
+#[derive(clap::Args)]
+#[command(after_help = "Drawn from the .idx sidecars alone (plus the records of the few blocks \
+the window's edges cut), so it is instant on a store of terabytes. Bins are round widths (1 ms, \
+10 ms, 1 s, 1 min, ...), about one per 4 pixels of --width: a wider picture or a narrower window \
+gives finer bins. A block crossing a bin edge is apportioned over its bins in proportion to time; \
+the totals are the window's frames. bytes: the bytes the records take in the files (headers \
+included). Files without an .idx count nothing (listed in the JSON); a file being written counts up \
+to its last index entry.\n\n\
+--filter-index EXPR: per bin, the frames of the blocks whose flow sets may hold a match of EXPR: an \
+upper bound of the matching frames (`extract --count-only` gives the exact count).\n\n\
+TIME as extract takes it: RFC 3339, Unix seconds, or back from now (-5m, -1h).\n\n\
+Examples:\n  \
+wiretape timeline /data --json\n  \
+wiretape timeline /data --from -1h -o last-hour.svg --by queue\n  \
+wiretape timeline /data --filter-index 'host 10.1.2.3' -o when.png --width 1600 --height 400\n  \
+wiretape timeline https://s1:8443 https://s2:8443 --cert c.pem --key c.key --ca ca.pem -o fleet.svg")]
+pub struct Args {
+    /// Directories and capture files of stores, and https://HOST:PORT sensors.
+    #[arg(value_name = "DIR|FILE|https://HOST:PORT", required = true)]
+    inputs: Vec<String>,
+    /// The window's start (inclusive; default: the first frame).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    from: Option<String>,
+    /// The window's end (exclusive; default: after the last frame).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    to: Option<String>,
+    /// One series per interface or per RX queue (from the file names).
+    #[arg(long, value_name = "none|iface|queue", default_value = "none", value_parser = ["none", "iface", "queue"])]
+    by: String,
+    /// Per bin, an upper bound of the frames matching EXPR (tcpdump's
+    /// language) from the flow index.
+    #[arg(long, value_name = "EXPR")]
+    filter_index: Option<String>,
+    /// Write the picture: OUT.svg (self-contained SVG) or OUT.png.
+    #[arg(short = 'o', value_name = "OUT.svg|OUT.png")]
+    out: Option<PathBuf>,
+    /// The picture's width in pixels (it chooses the bins).
+    #[arg(long, value_name = "PX", default_value_t = 1000)]
+    width: u32,
+    /// The picture's height in pixels.
+    #[arg(long, value_name = "PX", default_value_t = 320)]
+    height: u32,
+    /// The bins as JSON on stdout (bin_ns, bins with start_ns, end_ns,
+    /// frames, bytes, totals).
+    #[arg(long)]
+    json: bool,
+    /// In directories, only files of this prefix (default: any of ours).
+    #[arg(long, value_name = "PREFIX")]
+    prefix: Option<String>,
+    #[command(flatten)]
+    tls: crate::api::ClientTls,
+}
+
+/// Pictures are at least this and at most this many pixels a side.
+const PX: std::ops::RangeInclusive<u32> = 200..=8000;
+
+pub fn run(a: Args) -> Result<i32> {
+    // Every usage problem is found before anything is read or asked.
+    let png = match a.out.as_ref().and_then(|o| o.extension()) {
+        None if a.out.is_none() => false,
+        Some(e) if e == "svg" => false,
+        Some(e) if e == "png" => true,
+        _ => {
+            return usage(format!(
+                "-o {}: the picture's name must end in .svg or .png",
+                a.out.as_ref().map(|o| o.display().to_string()).unwrap_or_default()
+            ))
+        }
+    };
+    for (k, v) in [("--width", a.width), ("--height", a.height)] {
+        if !PX.contains(&v) {
+            return usage(format!(
+                "{k} {v}: between {} and {} pixels",
+                PX.start(),
+                PX.end()
+            ));
+        }
+    }
+    let by = By::parse(&a.by).expect("clap checks --by");
+    if let Some(e) = &a.filter_index {
+        if let Err(e) = wiretape::filter::compile(
+            e,
+            wiretape::filter::LINKTYPE_ETHERNET,
+            wiretape::storage::pcap::MAX_SNAPLEN,
+        ) {
+            eprintln!("wiretape: error: --filter-index: {e}");
+            return Ok(QueryError::from(e).exit_code());
+        }
+    }
+    let now = realtime_ns();
+    let time = |s: &Option<String>, what: &str| -> std::result::Result<Option<u64>, String> {
+        s.as_deref()
+            .map(|s| parse_time(s, now).map_err(|e| format!("--{what}: {e}")))
+            .transpose()
+    };
+    let window = match (time(&a.from, "from"), time(&a.to, "to")) {
+        (Ok(from_ns), Ok(to_ns)) => Window { from_ns, to_ns },
+        (Err(e), _) | (_, Err(e)) => return usage(e),
+    };
+    if let (Some(f), Some(t)) = (window.from_ns, window.to_ns) {
+        if t <= f {
+            return usage(format!(
+                "--to {} is not after --from {}: the window [from, to) is empty",
+                format_rfc3339(t),
+                format_rfc3339(f)
+            ));
+        }
+    }
+    let mut local = Vec::new();
+    let mut remotes = Vec::new();
+    for w in &a.inputs {
+        if remote::is_url(w) {
+            match Remote::parse(w) {
+                Ok(r) => remotes.push(r),
+                Err(e) => return usage(e),
+            }
+        } else {
+            local.push(PathBuf::from(w));
+        }
+    }
+    let refs: Vec<&Remote> = remotes.iter().collect();
+    let client = match a.tls.client(&refs) {
+        Ok(c) => c,
+        Err(e) => return usage(e),
+    };
+    let mut req = Request::new(local.clone());
+    req.prefix = a.prefix.clone();
+    req.window = window;
+    req.by = by;
+    req.filter_index = a.filter_index.clone();
+    req.width = a.width;
+    let tl = if remotes.is_empty() {
+        timeline::build(&req).map_err(|e| anyhow!("{e}"))?
+    } else {
+        let client = client.expect("a client for the sensors");
+        fleet(&mut req, &client, &remotes)?
+    };
+    if let Some(out) = &a.out {
+        let svg = chart::svg(&tl, a.width, a.height);
+        let bytes = if png {
+            render_png(&svg, a.width, a.height)?
+        } else {
+            svg.into_bytes()
+        };
+        std::fs::write(out, bytes).map_err(|e| anyhow!("cannot write {}: {e}", out.display()))?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string(&tl.to_json())?);
+    } else if a.out.is_none() {
+        print_table(&tl);
+    }
+    if !a.json {
+        let t = tl.totals();
+        eprintln!(
+            "wiretape: timeline {} to {}: {} frames, {} bytes in {} bins of {}{}{}",
+            format_rfc3339(tl.from_ns),
+            format_rfc3339(tl.to_ns),
+            thousands(t.frames),
+            thousands(t.bytes),
+            tl.len(),
+            chart::duration(tl.bin_ns),
+            a.out
+                .as_ref()
+                .map(|o| format!(", drawn to {}", o.display()))
+                .unwrap_or_default(),
+            if tl.files_without_index.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} file(s) without .idx not counted (`wiretape index` makes them)",
+                    tl.files_without_index.len()
+                )
+            }
+        );
+    }
+    Ok(0)
+}
+
+/// The timeline over local stores and sensors: the window resolved first
+/// (each sensor's first and last frame from `/v1/status`), then every
+/// sensor asked for the same bins, and the answers added up.
+fn fleet(
+    req: &mut Request,
+    client: &remote::Client,
+    remotes: &[Remote],
+) -> Result<Timeline> {
+    let local = !req.inputs.is_empty();
+    if req.window.from_ns.is_none() || req.window.to_ns.is_none() {
+        let mut first = None::<u64>;
+        let mut last = None::<u64>;
+        if local {
+            let t = timeline::build(req).map_err(|e| anyhow!("{e}"))?;
+            if t.to_ns > t.from_ns {
+                first = Some(t.from_ns);
+                last = Some(t.to_ns - 1);
+            }
+        }
+        for r in remotes {
+            let s = client
+                .get_json(r, "/v1/status")
+                .map_err(|e| anyhow!("sensor {}: {e}", r.url))?;
+            if let Some(f) = s["first_ns"].as_u64() {
+                first = Some(first.map_or(f, |x| x.min(f)));
+            }
+            if let Some(l) = s["last_ns"].as_u64() {
+                last = Some(last.map_or(l, |x| x.max(l)));
+            }
+        }
+        let from = req.window.from_ns.or(first).unwrap_or(0);
+        let to = req
+            .window
+            .to_ns
+            .or(last.map(|l| l + 1))
+            .unwrap_or(from + 1)
+            .max(from + 1);
+        req.window = Window {
+            from_ns: Some(from),
+            to_ns: Some(to),
+        };
+    }
+    let (from, to) = (req.window.from_ns.unwrap(), req.window.to_ns.unwrap());
+    let bin = timeline::bin_width(from, to, req.width);
+    req.bin_ns = Some(bin);
+    let mut tl = timeline::build(req).map_err(|e| anyhow!("{e}"))?;
+    if !local {
+        tl.series.clear();
+        tl.counts.clear();
+    }
+    let q = format!("/v1/timeline?{}", timeline::query_string(req, bin));
+    for r in remotes {
+        let v = client
+            .get_json(r, &q)
+            .map_err(|e| anyhow!("sensor {}: {e}", r.url))?;
+        let other = Timeline::from_json(&v).map_err(|e| anyhow!("sensor {}: {e}", r.url))?;
+        tl.merge(&other)
+            .map_err(|e| anyhow!("sensor {}: {e}", r.url))?;
+    }
+    Ok(tl)
+}
+
+/// The bins as a table on stdout (non-empty bins, with a bar).
+fn print_table(tl: &Timeline) {
+    let peak = (0..tl.len()).map(|i| tl.bin(i).frames).max().unwrap_or(0).max(1);
+    let filter = tl.filter.is_some();
+    println!(
+        "{:<30} {:>12} {:>14}{}",
+        "bin start (UTC)",
+        "frames",
+        "bytes",
+        if filter { "  filter bound" } else { "" }
+    );
+    for i in 0..tl.len() {
+        let c = tl.bin(i);
+        if c.frames == 0 {
+            continue;
+        }
+        let bar = "#".repeat(((c.frames * 40).div_ceil(peak)) as usize);
+        let bound = if filter {
+            format!("  {:>12}", c.may_match)
+        } else {
+            String::new()
+        };
+        println!(
+            "{:<30} {:>12} {:>14}{bound}  {bar}",
+            format_rfc3339(tl.bin_start(i)),
+            c.frames,
+            c.bytes
+        );
+    }
+}
+
+/// The SVG rendered at `width` × `height` by resvg (system fonts for the
+/// labels).
+fn render_png(svg: &str, width: u32, height: u32) -> Result<Vec<u8>> {
+    let mut opt = resvg::usvg::Options::default();
+    opt.fontdb_mut().load_system_fonts();
+    let tree = resvg::usvg::Tree::from_str(svg, &opt)
+        .map_err(|e| anyhow!("the timeline's SVG does not parse: {e}"))?;
+    let mut pixmap = resvg::tiny_skia::Pixmap::new(width, height)
+        .ok_or_else(|| anyhow!("a {width}x{height} picture cannot be made"))?;
+    let size = tree.size();
+    let t = resvg::tiny_skia::Transform::from_scale(
+        width as f32 / size.width(),
+        height as f32 / size.height(),
+    );
+    resvg::render(&tree, t, &mut pixmap.as_mut());
+    pixmap
+        .encode_png()
+        .map_err(|e| anyhow!("cannot encode the PNG: {e}"))
+}
