@@ -30,31 +30,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A running `wiretape api`, killed on drop.
-struct Api {
-    proc: Recorder,
-    url: String,
-}
-
-impl Api {
-    fn start(args: &[&str]) -> Api {
-        let mut c = Command::new(bin());
-        c.arg("api").args(args);
-        let mut proc = Recorder::spawn_command(c);
-        let line = proc.wait_for_line("wiretape: api: serving", 10);
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http"))
-            .expect("the start line names the URL")
-            .to_string();
-        Api { proc, url }
-    }
-
-    fn pid(&self) -> u32 {
-        self.proc.child.id()
-    }
-}
-
 /// Mixed frames of the filter crate's generator, each a whole frame.
 fn mixed(seed: u64, n: usize) -> Vec<(Vec<u8>, u32)> {
     let mut rng = gen::Rng::new(seed);

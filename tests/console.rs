@@ -1,0 +1,338 @@
+//! The console (`GET /` on `wiretape api`) in a real browser: headless
+//! Chromium driven by chromedriver over WebDriver (plain HTTP from this
+//! test), against a store recorded by the file engine, beside files whose
+//! names are markup (`q"'<img src=x onerror=window.pwned=1>-...pcap`).
+//!
+//! * the page's answers carry `Content-Security-Policy: default-src 'self'`
+//!   (curl); an unknown `/v1/` path still answers JSON;
+//! * the DOM holds the store's frame count (that of `/v1/status`, and
+//!   of the frames recorded), a drawn SVG timeline whose total is the
+//!   window's frames, and the files by their names, as text;
+//! * typing a filter updates the count to tcpdump's count of the trace;
+//!   a bad filter shows libpcap's own message (as `tcpdump -d` prints it);
+//! * hostile file names and `?filter=` payloads run nothing: the `window.`
+//!   flags they would set stay unset, no element they would make exists;
+//! * a screenshot decodes at the window's size and is not one flat colour.
+
+mod common;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../crates/filter/tests/common/frames.rs"]
+mod gen;
+
+use common::*;
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A chromedriver and one headless Chromium session; both ended on drop.
+struct Browser {
+    driver: Child,
+    port: u16,
+    session: String,
+    _profile: TempDir,
+}
+
+/// One WebDriver call: the answer's `value` (panics on an HTTP error).
+fn wd(port: u16, method: &str, path: &str, body: Option<&Value>) -> Value {
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("chromedriver listens");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // chromedriver keeps the connection open: read the head, then
+    // Content-Length bytes.
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 65536];
+    let head_end = loop {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "chromedriver closed the connection");
+        raw.extend_from_slice(&buf[..n]);
+        if let Some(k) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break k + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&raw[..head_end]).to_string();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse().ok())?
+        })
+        .expect("a Content-Length");
+    while raw.len() < head_end + len {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "chromedriver closed the connection");
+        raw.extend_from_slice(&buf[..n]);
+    }
+    let rest = String::from_utf8_lossy(&raw[head_end..head_end + len]).to_string();
+    let status: u16 = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let v: Value = serde_json::from_str(rest.trim()).unwrap_or(Value::Null);
+    assert!(status < 300, "WebDriver {method} {path}: {status} {v}");
+    v["value"].clone()
+}
+
+impl Browser {
+    fn start() -> Browser {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver is installed (scripts/setup.sh: chromium-driver)");
+        let t0 = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(t0.elapsed() < Duration::from_secs(20), "chromedriver did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let profile = TempDir::new("chromium");
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    "--disable-dev-shm-usage", "--window-size=1100,1000",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ]
+            }
+        }}});
+        let mut b = Browser {
+            driver,
+            port,
+            session: String::new(),
+            _profile: profile,
+        };
+        let v = wd(port, "POST", "/session", Some(&caps));
+        b.session = v["sessionId"].as_str().expect("a session").to_string();
+        b
+    }
+
+    fn call(&self, method: &str, what: &str, body: Option<&Value>) -> Value {
+        let path = format!("/session/{}{what}", self.session);
+        wd(self.port, method, &path, body)
+    }
+
+    fn goto(&self, url: &str) {
+        self.call("POST", "/url", Some(&json!({ "url": url })));
+    }
+
+    /// Runs `script` (a function body) in the page; its return value.
+    fn js(&self, script: &str) -> Value {
+        self.call("POST", "/execute/sync", Some(&json!({"script": script, "args": []})))
+    }
+
+    /// Waits until `script` returns true.
+    fn wait_for(&self, script: &str, what: &str) {
+        let t0 = Instant::now();
+        while self.js(script) != Value::Bool(true) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "waited 20 s for {what}; page text: {}",
+                self.js("return document.body.innerText")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Types `text` into the element of `css` (after clearing it).
+    fn type_into(&self, css: &str, text: &str) {
+        let e = self.call(
+            "POST",
+            "/element",
+            Some(&json!({"using": "css selector", "value": css})),
+        );
+        let id = e["element-6066-11e4-a52e-4f735466cecf"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        self.call("POST", &format!("/element/{id}/clear"), Some(&json!({})));
+        self.call("POST", &format!("/element/{id}/value"), Some(&json!({ "text": text })));
+    }
+
+    fn screenshot(&self, out: &Path) {
+        let b64 = self.call("GET", "/screenshot", None);
+        std::fs::write(out, base64(b64.as_str().unwrap())).unwrap();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let _ = std::panic::catch_unwind(|| {
+                wd(self.port, "DELETE", &format!("/session/{}", self.session), None)
+            });
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// Standard base64 (a screenshot) to bytes.
+fn base64(s: &str) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("not base64: {c}"),
+    };
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let b: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=').collect();
+    for chunk in b.chunks(4) {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= u32::from(val(c)) << (18 - 6 * i);
+        }
+        let k = chunk.len() * 6 / 8;
+        out.extend_from_slice(&n.to_be_bytes()[1..1 + k]);
+    }
+    out
+}
+
+const T0_US: u64 = 1_700_000_000_000_000;
+
+/// The frames of the trace: the filter crate's generator, 3000 of them,
+/// 40 µs apart in three bursts a second apart.
+fn frames() -> Vec<(Vec<u8>, u32, u64)> {
+    let mut rng = gen::Rng::new(0xc0501e);
+    let mut out = Vec::new();
+    while out.len() < 3000 {
+        let f = gen::frame(&mut rng);
+        if f.data.is_empty() {
+            continue;
+        }
+        let i = out.len() as u64;
+        let us = T0_US + (i / 1000) * 1_000_000 + (i % 1000) * 40;
+        out.push((f.data, f.wire_len, us));
+    }
+    out
+}
+
+const HOSTILE: &[&str] = &[
+    "q\"'<img src=x onerror=window.pwned=1>",
+    "<svg onload=window.pwned=2>",
+    "&lt;b&gt;x&amp;",
+];
+
+#[test]
+fn the_console_in_headless_chromium() {
+    let t = TempDir::new("console");
+    let trace = t.path().join("trace.pcap");
+    let fr = frames();
+    write_us_pcap(&trace, &fr);
+    let store = t.path().join("store");
+    record_file(&trace, &store, &["--block-kib", "64"]);
+    // Files named as markup, each a copy of the recording (with its index).
+    let orig = pcaps(&store)[0].clone();
+    let name = orig.file_name().unwrap().to_str().unwrap().to_string();
+    let tail = &name[name.find("-trace-").expect("the file engine's name")..];
+    for h in HOSTILE {
+        let p = store.join(format!("{h}{tail}"));
+        std::fs::copy(&orig, &p).unwrap();
+        std::fs::copy(format!("{}.idx", orig.display()), format!("{}.idx", p.display())).unwrap();
+    }
+    let total = (fr.len() * (HOSTILE.len() + 1)) as u64;
+    let api = Api::start(&["-w", store.to_str().unwrap(), "--listen", "127.0.0.1:0", "-q"]);
+
+    // The policy, by curl.
+    let o = Command::new("curl").args(["-sS", "-D", "-", "-o", "/dev/null"]).arg(format!("{}/", api.url)).output().unwrap();
+    let head = String::from_utf8_lossy(&o.stdout).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("content-security-policy: default-src 'self'"), "{head}");
+    assert!(head.contains("content-type: text/html"), "{head}");
+    let o = Command::new("curl").args(["-sS"]).arg(format!("{}/v1/nope", api.url)).output().unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).expect("a JSON error");
+    assert!(v["error"].as_str().unwrap().contains("no such endpoint"));
+    let status: Value = serde_json::from_slice(
+        &Command::new("curl").arg("-sS").arg(format!("{}/v1/status", api.url)).output().unwrap().stdout,
+    )
+    .unwrap();
+    assert_eq!(status["frames"], total);
+
+    let b = Browser::start();
+    b.goto(&format!("{}/", api.url));
+    b.wait_for("return document.body.dataset.ready === '1'", "the page to load");
+    let digits = |v: Value| v.as_str().unwrap_or("").replace(',', "");
+    assert_eq!(digits(b.js("return document.getElementById('status-frames').textContent")), total.to_string());
+    let bars = b.js("return document.querySelectorAll('#timeline #bars rect').length").as_u64().unwrap();
+    assert!(bars >= 3, "{bars} bars drawn");
+    let tl = b.js("return document.getElementById('timeline-total').textContent");
+    assert!(digits(tl.clone()).starts_with(&format!("{total} frames")), "{tl}");
+    // The files: names as text, exactly; no element made of them.
+    let names = b.js("return Array.from(document.querySelectorAll('#files td.name')).map(e => e.textContent)");
+    let names: Vec<&str> = names.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(names.len(), HOSTILE.len() + 1, "{names:?}");
+    for h in HOSTILE {
+        assert!(names.contains(&format!("{h}{tail}").as_str()), "{h}: {names:?}");
+    }
+    assert_eq!(b.js("return document.querySelectorAll('img, #files svg, b').length"), 0);
+    assert_eq!(b.js("return typeof window.pwned"), "undefined");
+    let shot = t.path().join("console.png");
+    b.screenshot(&shot);
+    let (w, h, colours) = png_info(&shot);
+    assert!(w >= 1000 && h >= 600, "{w}x{h}");
+    assert!(colours > 10, "{colours} colours");
+    if let Ok(keep) = std::env::var("WIRETAPE_CONSOLE_SHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+
+    // A filter as one types: tcpdump's count of the trace, four times over.
+    let sel = tcpdump_select(&trace, "udp", t.path());
+    assert!(!sel.is_empty());
+    b.type_into("#filter", "udp");
+    let want = format!("{} frames", sel.len() as u64 * (HOSTILE.len() as u64 + 1));
+    b.wait_for(
+        &format!("return document.getElementById('count').textContent.replace(/,/g, '').startsWith('{want}')"),
+        "the count of udp",
+    );
+    let href = b.js("return document.getElementById('download').getAttribute('href')");
+    assert!(href.as_str().unwrap().starts_with("/v1/extract?") && href.as_str().unwrap().contains("filter=udp"), "{href}");
+
+    // A bad filter: libpcap's message, as tcpdump prints it.
+    let o = Command::new("tcpdump").args(["-d", "port 99999"]).output().unwrap();
+    let msg = String::from_utf8_lossy(&o.stderr);
+    let msg = msg.lines().find_map(|l| l.strip_prefix("tcpdump: ")).expect("tcpdump refuses it").trim().to_string();
+    assert!(msg.contains("illegal port number"), "{msg}");
+    b.type_into("#filter", "port 99999");
+    b.wait_for(
+        &format!("return document.getElementById('filter-error').textContent.includes({})", json!(msg)),
+        "libpcap's message",
+    );
+    assert_eq!(b.js("return document.getElementById('count').textContent"), "");
+
+    // ?filter= payloads: prefilled as text, nothing run.
+    for payload in [
+        "\"><img src=x onerror=window.pwned=3><script>window.pwned=4</script>",
+        "</textarea><svg/onload=window.pwned=5>",
+        "udp' onfocus='window.pwned=6",
+    ] {
+        let q: String = payload.bytes().map(|c| format!("%{c:02X}")).collect();
+        b.goto(&format!("{}/?filter={q}", api.url));
+        b.wait_for("return document.body.dataset.ready === '1'", "the page to load");
+        assert_eq!(b.js("return document.getElementById('filter').value"), payload);
+        b.wait_for(
+            "return document.getElementById('filter-error').textContent.length > 0",
+            "the payload's syntax error",
+        );
+        let err = b.js("return document.getElementById('filter-error').textContent");
+        assert!(err.as_str().unwrap().contains("parameter 'filter'"), "{err}");
+        b.js("document.getElementById('filter').focus(); return 0");
+        assert_eq!(b.js("return typeof window.pwned"), "undefined", "{payload}");
+        assert_eq!(b.js("return document.querySelectorAll('img, script:not([src])').length"), 0);
+    }
+}
