@@ -393,3 +393,75 @@ fn svg_and_png_pictures() {
         assert!(colours > 5, "{colours} colours: not a flat picture");
     }
 }
+
+#[test]
+fn sensors_answer_the_same_bins_as_their_stores() {
+    let t = TempDir::new("timeline-remote");
+    let frames = trace();
+    let a = store(&t, &frames);
+    // A second store: the same bursts 3 s later, every other frame.
+    let later: Vec<(u64, Vec<u8>)> = frames
+        .iter()
+        .step_by(2)
+        .map(|(ts, f)| (ts + 3 * S, f.clone()))
+        .collect();
+    let trace2 = t.path().join("later.pcap");
+    write_ns_pcap(&trace2, &later);
+    let b = t.path().join("store2");
+    record_file(&trace2, &b, &["--block-kib", "64"]);
+    let (sa, sb) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let api_a = Api::start(&["-w", sa, "--listen", "127.0.0.1:0", "-q"]);
+    let api_b = Api::start(&["-w", sb, "--listen", "127.0.0.1:0", "-q"]);
+    let strip = |mut j: Value| {
+        for k in ["files", "files_without_index", "blocks", "blocks_read"] {
+            j.as_object_mut().unwrap().remove(k);
+        }
+        j
+    };
+    for extra in [
+        vec![],
+        vec!["--from", "1700000001.5", "--to", "1700000013.25", "--width", "2400"],
+        vec!["--filter-index", "tcp", "--by", "iface"],
+    ] {
+        let mut local = vec![sa, sb];
+        local.extend(&extra);
+        let want = strip(timeline_json(&local));
+        let mut remote = vec![api_a.url.as_str(), api_b.url.as_str()];
+        remote.extend(&extra);
+        assert!(strip(timeline_json(&remote)) == want, "sensors: {extra:?}");
+        let mut mixed = vec![sa, api_b.url.as_str()];
+        mixed.extend(&extra);
+        assert!(strip(timeline_json(&mixed)) == want, "mixed: {extra:?}");
+        assert_eq!(
+            u(&want["totals"], "frames") as usize,
+            if extra.is_empty() || extra[0] == "--filter-index" {
+                frames.len() + later.len()
+            } else {
+                frames
+                    .iter()
+                    .chain(&later)
+                    .filter(|(ts, _)| (T0_NS + 1_500 * MS..T0_NS + 13_250 * MS).contains(ts))
+                    .count()
+            }
+        );
+    }
+    // /v1/timeline's own refusals: JSON naming the parameter.
+    for (q, what) in [
+        ("by=host", "'by'"),
+        ("width=5", "'width'"),
+        ("filter_index=port%2099999", "illegal port number"),
+        ("bin_ns=1", "bins"),
+        ("frm=1", "unknown parameter 'frm'"),
+    ] {
+        let o = Command::new("curl")
+            .args(["-sS", "-w", "\n%{http_code}"])
+            .arg(format!("{}/v1/timeline?{q}", api_a.url))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        let (body, code) = text.rsplit_once('\n').unwrap();
+        assert_eq!(code, "400", "{q}: {text}");
+        let v: Value = serde_json::from_str(body).unwrap();
+        assert!(v["error"].as_str().unwrap().contains(what), "{q}: {body}");
+    }
+}

@@ -221,6 +221,13 @@ impl Timeline {
                 *a += *b;
             }
         }
+        // Series in name order, as [`build`] gives them.
+        let mut pairs: Vec<(String, Vec<Counts>)> = std::mem::take(&mut self.series)
+            .into_iter()
+            .zip(std::mem::take(&mut self.counts))
+            .collect();
+        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        (self.series, self.counts) = pairs.into_iter().unzip();
         self.files += o.files;
         self.files_without_index
             .extend(o.files_without_index.iter().cloned());
