@@ -336,3 +336,88 @@ fn the_console_in_headless_chromium() {
         assert_eq!(b.js("return document.querySelectorAll('img, script:not([src])').length"), 0);
     }
 }
+
+/// `curl` of `url` with `args`: (exit code, HTTP status, body).
+fn curl(args: &[&str], url: &str) -> (i32, String, String) {
+    let o = Command::new("curl")
+        .args(["-sS", "-w", "\n%{http_code}"])
+        .args(args)
+        .arg(url)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (o.status.code().unwrap_or(-1), code.to_string(), body.to_string())
+}
+
+#[test]
+fn a_p12_bundle_opens_the_console_over_mutual_tls() {
+    let t = TempDir::new("console-p12");
+    let trace = t.path().join("trace.pcap");
+    let fr = frames();
+    write_us_pcap(&trace, &fr[..500]);
+    let store = t.path().join("store");
+    record_file(&trace, &store, &[]);
+    let certs = t.path().join("tls");
+    let c = certs.to_str().unwrap();
+    let (code, _, err) = run_wiretape(None, &["certs", "init", c, "--server-name", "127.0.0.1"]);
+    assert_eq!(code, 0, "{err}");
+    let pw = t.path().join("pw");
+    std::fs::write(&pw, "correct horse\n").unwrap();
+    let (code, out, err) = run_wiretape(
+        None,
+        &["certs", "client", c, "alice", "--p12", "--password-file", pw.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    let p12 = certs.join("client-alice.p12");
+    assert!(out.contains(&format!("wrote {}", p12.display())), "{out}");
+    // The password from standard input; an existing certificate is bundled as it is.
+    let pem_before = std::fs::read(certs.join("client-alice.pem")).unwrap();
+    let mut child = Command::new(bin())
+        .args(["certs", "client", c, "alice", "--p12"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"battery staple\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "an existing .p12 is not overwritten");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+    assert_eq!(std::fs::read(certs.join("client-alice.pem")).unwrap(), pem_before);
+
+    let ca = certs.join("ca.pem");
+    let api = Api::start(&[
+        "-w",
+        store.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "-q",
+        "--tls-cert",
+        certs.join("server.pem").to_str().unwrap(),
+        "--tls-key",
+        certs.join("server.key").to_str().unwrap(),
+        "--client-ca",
+        ca.to_str().unwrap(),
+    ]);
+    assert!(api.url.starts_with("https://"));
+    let bundle = format!("{}:correct horse", p12.display());
+    let with = ["--cert-type", "P12", "--cert", &bundle, "--cacert", ca.to_str().unwrap()];
+    // curl (OpenSSL) opens the bundle and is admitted: the page, then the status.
+    let (code, status, body) = curl(&with, &format!("{}/", api.url));
+    assert_eq!((code, status.as_str()), (0, "200"), "{body}");
+    assert!(body.contains("<script src=\"/console.js\""));
+    let (_, status, body) = curl(&with, &format!("{}/v1/status", api.url));
+    assert_eq!(status, "200");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["frames"], 500);
+    // Without it, or with the wrong password: nothing.
+    let (code, _, _) = curl(&["--cacert", ca.to_str().unwrap()], &format!("{}/", api.url));
+    assert_ne!(code, 0, "no client certificate: refused");
+    let wrong = format!("{}:battery staple", p12.display());
+    let (code, _, _) = curl(
+        &["--cert-type", "P12", "--cert", &wrong, "--cacert", ca.to_str().unwrap()],
+        &format!("{}/", api.url),
+    );
+    assert_ne!(code, 0, "the wrong password opens nothing");
+}

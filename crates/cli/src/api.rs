@@ -171,7 +171,9 @@ enum CertsCmd {
         force: bool,
     },
     /// A client certificate and key of CN NAME signed by DIR's CA:
-    /// DIR/client-NAME.pem and client-NAME.key.
+    /// DIR/client-NAME.pem and client-NAME.key; with --p12 also
+    /// DIR/client-NAME.p12 (key, certificate and CA as PKCS#12, for a
+    /// browser to import: the console over mutual TLS).
     Client {
         /// The directory of `certs init`.
         dir: PathBuf,
@@ -183,7 +185,65 @@ enum CertsCmd {
         /// Overwrite existing files.
         #[arg(long)]
         force: bool,
+        /// Also write DIR/client-NAME.p12 (PKCS#12, AES-256, for browsers);
+        /// a certificate and key of NAME already there are bundled as they are.
+        #[arg(long)]
+        p12: bool,
+        /// The PKCS#12 password: the first line of FILE (default: asked on
+        /// the terminal, or read from standard input when it is not one).
+        #[arg(long, value_name = "FILE", requires = "p12")]
+        password_file: Option<PathBuf>,
     },
+}
+
+/// The terminal's echo off while it lives (by `stty`, on standard input's
+/// terminal: no unsafe code for one prompt).
+struct EchoOff;
+
+impl EchoOff {
+    fn new() -> EchoOff {
+        let _ = std::process::Command::new("stty").arg("-echo").status();
+        EchoOff
+    }
+}
+
+impl Drop for EchoOff {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("stty").arg("echo").status();
+    }
+}
+
+/// The PKCS#12 password: the first line of `file`, else asked on the
+/// terminal (not echoed), else the first line of standard input.
+fn p12_password(file: Option<&std::path::Path>) -> Result<String> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let first_line = |t: &str| t.lines().next().unwrap_or("").to_string();
+    if let Some(f) = file {
+        let t = std::fs::read_to_string(f)
+            .map_err(|e| anyhow::anyhow!("--password-file {}: {e}", f.display()))?;
+        return Ok(first_line(&t));
+    }
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        let mut line = String::new();
+        stdin.lock().read_line(&mut line)?;
+        return Ok(first_line(&line));
+    }
+    let ask = |prompt: &str| -> Result<String> {
+        eprint!("{prompt}");
+        std::io::stderr().flush()?;
+        let _quiet = EchoOff::new();
+        let mut line = String::new();
+        stdin.lock().read_line(&mut line)?;
+        eprintln!();
+        Ok(first_line(&line))
+    };
+    let a = ask("PKCS#12 password: ")?;
+    let b = ask("again: ")?;
+    if a != b {
+        anyhow::bail!("the two passwords differ: nothing written");
+    }
+    Ok(a)
 }
 
 pub fn certs(a: CertsArgs) -> Result<i32> {
@@ -207,13 +267,39 @@ pub fn certs(a: CertsArgs) -> Result<i32> {
             name,
             days,
             force,
+            p12,
+            password_file,
         } => {
-            let w = tls::issue_client(&dir, &name, Validity::days(days), force);
+            let password = if p12 {
+                // Asked first: a typo costs nothing.
+                Some(p12_password(password_file.as_deref())?)
+            } else {
+                None
+            };
+            let have = [tls::files::client_cert(&name), tls::files::client_key(&name)]
+                .iter()
+                .all(|f| dir.join(f).exists());
+            let mut w = if p12 && have && !force {
+                Ok(tls::Written { files: Vec::new() })
+            } else {
+                tls::issue_client(&dir, &name, Validity::days(days), force)
+            };
+            if let (Ok(written), Some(pw)) = (&mut w, &password) {
+                match tls::client_p12(&dir, &name, pw, force) {
+                    Ok(p) => written.files.push(p),
+                    Err(e) => w = Err(e),
+                }
+            }
             let d = dir.display();
-            let hint = format!(
+            let mut hint = format!(
                 "use:     wiretape extract https://HOST:8443 --cert {d}/client-{name}.pem --key {d}/client-{name}.key --ca {d}/ca.pem -w case.pcap ...\n\
                  curl:    curl --cacert {d}/ca.pem --cert {d}/client-{name}.pem --key {d}/client-{name}.key https://HOST:8443/v1/status"
             );
+            if p12 {
+                hint.push_str(&format!(
+                    "\nbrowser: import {d}/client-{name}.p12 (and trust {d}/ca.pem), then open https://HOST:8443/"
+                ));
+            }
             (w, hint)
         }
     };

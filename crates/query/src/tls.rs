@@ -207,6 +207,11 @@ pub mod files {
     pub fn client_key(name: &str) -> String {
         format!("client-{name}.key")
     }
+    /// A client's key and certificate (and the CA's) as PKCS#12, for
+    /// browsers: `client-NAME.p12`.
+    pub fn client_p12(name: &str) -> String {
+        format!("client-{name}.p12")
+    }
 }
 
 /// The validity of a new certificate.
@@ -242,7 +247,12 @@ impl Validity {
 }
 
 /// Writes `text` to `path`, mode `mode`; an existing file only with `force`.
-fn write_file(path: &Path, text: &str, mode: u32, force: bool) -> Result<(), TlsError> {
+fn write_file(
+    path: &Path,
+    text: impl AsRef<[u8]>,
+    mode: u32,
+    force: bool,
+) -> Result<(), TlsError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let io = |source| TlsError::Io {
@@ -263,7 +273,7 @@ fn write_file(path: &Path, text: &str, mode: u32, force: bool) -> Result<(), Tls
         .mode(mode)
         .open(&tmp)
         .map_err(io)?;
-    f.write_all(text.as_bytes()).map_err(io)?;
+    f.write_all(text.as_ref()).map_err(io)?;
     f.sync_all().map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
 }
@@ -414,6 +424,67 @@ pub fn issue_client(
     Ok(Written {
         files: vec![cert_path, key_path],
     })
+}
+
+/// Bundles the client certificate and key of `name` in `dir` (made by
+/// [`issue_client`]) with the CA's certificate into `client-NAME.p12`
+/// (PKCS#12: PBES2 with PBKDF2-HMAC-SHA-256 and AES-256-CBC, an
+/// HMAC-SHA-256 MAC), encrypted with `password`, for a browser to import.
+pub fn client_p12(dir: &Path, name: &str, password: &str, force: bool) -> Result<PathBuf, TlsError> {
+    if password.is_empty() {
+        return Err(TlsError::Certs(
+            "the PKCS#12 password is empty: browsers import only an encrypted bundle; give one"
+                .into(),
+        ));
+    }
+    let read = |p: &Path, flag: &'static str| -> Result<Vec<u8>, TlsError> {
+        let text = std::fs::read(p).map_err(|e| TlsError::Pem {
+            flag,
+            path: p.to_owned(),
+            why: format!("{e}: `wiretape certs client {} {name}` makes it", dir.display()),
+        })?;
+        CertificateDer::pem_slice_iter(&text)
+            .next()
+            .and_then(Result::ok)
+            .map(|c| c.as_ref().to_vec())
+            .ok_or_else(|| TlsError::Pem {
+                flag,
+                path: p.to_owned(),
+                why: "no certificate in it".into(),
+            })
+    };
+    let cert = read(&dir.join(files::client_cert(name)), "the client certificate")?;
+    let ca = read(&dir.join(files::CA_CERT), "the CA certificate")?;
+    let key_path = dir.join(files::client_key(name));
+    let key_text = std::fs::read(&key_path).map_err(|e| TlsError::Io {
+        path: key_path.clone(),
+        source: e,
+    })?;
+    let key = PrivateKeyDer::from_pem_slice(&key_text).map_err(|e| TlsError::Pem {
+        flag: "the client key",
+        path: key_path.clone(),
+        why: e.to_string(),
+    })?;
+    let p12 = |e: p12_keystore::error::Error| TlsError::Certs(format!("cannot make the PKCS#12 bundle: {e}"));
+    let chain = p12_keystore::PrivateKeyChain::new(
+        name.as_bytes().to_vec(),
+        p12_keystore::PrivateKey::from_der(key.secret_der()).map_err(p12)?,
+        [
+            p12_keystore::Certificate::from_der(&cert).map_err(p12)?,
+            p12_keystore::Certificate::from_der(&ca).map_err(p12)?,
+        ],
+    );
+    let mut ks = p12_keystore::KeyStore::new();
+    ks.add_entry(name, p12_keystore::KeyStoreEntry::PrivateKeyChain(chain));
+    let bytes = ks
+        .writer(password)
+        .encryption_algorithm(p12_keystore::EncryptionAlgorithm::PbeWithHmacSha256AndAes256)
+        .mac_algorithm(p12_keystore::MacAlgorithm::HmacSha256)
+        .write()
+        .map_err(p12)?;
+    let out = dir.join(files::client_p12(name));
+    write_file(&out, bytes, 0o600, force)?;
+    Ok(out)
 }
 
 #[cfg(test)]
