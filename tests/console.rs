@@ -64,7 +64,8 @@ fn wd(port: u16, method: &str, path: &str, body: Option<&Value>) -> Value {
         .lines()
         .find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse().ok())?
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
         })
         .expect("a Content-Length");
     while raw.len() < head_end + len {
@@ -93,7 +94,10 @@ impl Browser {
             .expect("chromedriver is installed (scripts/setup.sh: chromium-driver)");
         let t0 = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(t0.elapsed() < Duration::from_secs(20), "chromedriver did not start");
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "chromedriver did not start"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         let profile = TempDir::new("chromium");
@@ -132,7 +136,11 @@ impl Browser {
 
     /// Runs `script` (a function body) in the page; its return value.
     fn js(&self, script: &str) -> Value {
-        self.call("POST", "/execute/sync", Some(&json!({"script": script, "args": []})))
+        self.call(
+            "POST",
+            "/execute/sync",
+            Some(&json!({"script": script, "args": []})),
+        )
     }
 
     /// Waits until `script` returns true.
@@ -160,7 +168,11 @@ impl Browser {
             .unwrap()
             .to_string();
         self.call("POST", &format!("/element/{id}/clear"), Some(&json!({})));
-        self.call("POST", &format!("/element/{id}/value"), Some(&json!({ "text": text })));
+        self.call(
+            "POST",
+            &format!("/element/{id}/value"),
+            Some(&json!({ "text": text })),
+        );
     }
 
     fn screenshot(&self, out: &Path) {
@@ -173,7 +185,12 @@ impl Drop for Browser {
     fn drop(&mut self) {
         if !self.session.is_empty() {
             let _ = std::panic::catch_unwind(|| {
-                wd(self.port, "DELETE", &format!("/session/{}", self.session), None)
+                wd(
+                    self.port,
+                    "DELETE",
+                    &format!("/session/{}", self.session),
+                    None,
+                )
             });
         }
         let _ = self.driver.kill();
@@ -192,7 +209,10 @@ fn base64(s: &str) -> Vec<u8> {
         _ => panic!("not base64: {c}"),
     };
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let b: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=').collect();
+    let b: Vec<u8> = s
+        .bytes()
+        .filter(|c| !c.is_ascii_whitespace() && *c != b'=')
+        .collect();
     for chunk in b.chunks(4) {
         let mut n = 0u32;
         for (i, &c) in chunk.iter().enumerate() {
@@ -244,43 +264,94 @@ fn the_console_in_headless_chromium() {
     for h in HOSTILE {
         let p = store.join(format!("{h}{tail}"));
         std::fs::copy(&orig, &p).unwrap();
-        std::fs::copy(format!("{}.idx", orig.display()), format!("{}.idx", p.display())).unwrap();
+        std::fs::copy(
+            format!("{}.idx", orig.display()),
+            format!("{}.idx", p.display()),
+        )
+        .unwrap();
     }
     let total = (fr.len() * (HOSTILE.len() + 1)) as u64;
-    let api = Api::start(&["-w", store.to_str().unwrap(), "--listen", "127.0.0.1:0", "-q"]);
+    let api = Api::start(&[
+        "-w",
+        store.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "-q",
+    ]);
 
     // The policy, by curl.
-    let o = Command::new("curl").args(["-sS", "-D", "-", "-o", "/dev/null"]).arg(format!("{}/", api.url)).output().unwrap();
+    let o = Command::new("curl")
+        .args(["-sS", "-D", "-", "-o", "/dev/null"])
+        .arg(format!("{}/", api.url))
+        .output()
+        .unwrap();
     let head = String::from_utf8_lossy(&o.stdout).to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 200"), "{head}");
-    assert!(head.contains("content-security-policy: default-src 'self'"), "{head}");
+    assert!(
+        head.contains("content-security-policy: default-src 'self'"),
+        "{head}"
+    );
     assert!(head.contains("content-type: text/html"), "{head}");
-    let o = Command::new("curl").args(["-sS"]).arg(format!("{}/v1/nope", api.url)).output().unwrap();
+    let o = Command::new("curl")
+        .args(["-sS"])
+        .arg(format!("{}/v1/nope", api.url))
+        .output()
+        .unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).expect("a JSON error");
     assert!(v["error"].as_str().unwrap().contains("no such endpoint"));
     let status: Value = serde_json::from_slice(
-        &Command::new("curl").arg("-sS").arg(format!("{}/v1/status", api.url)).output().unwrap().stdout,
+        &Command::new("curl")
+            .arg("-sS")
+            .arg(format!("{}/v1/status", api.url))
+            .output()
+            .unwrap()
+            .stdout,
     )
     .unwrap();
     assert_eq!(status["frames"], total);
 
     let b = Browser::start();
     b.goto(&format!("{}/", api.url));
-    b.wait_for("return document.body.dataset.ready === '1'", "the page to load");
+    b.wait_for(
+        "return document.body.dataset.ready === '1'",
+        "the page to load",
+    );
     let digits = |v: Value| v.as_str().unwrap_or("").replace(',', "");
-    assert_eq!(digits(b.js("return document.getElementById('status-frames').textContent")), total.to_string());
-    let bars = b.js("return document.querySelectorAll('#timeline #bars rect').length").as_u64().unwrap();
+    assert_eq!(
+        digits(b.js("return document.getElementById('status-frames').textContent")),
+        total.to_string()
+    );
+    let bars = b
+        .js("return document.querySelectorAll('#timeline #bars rect').length")
+        .as_u64()
+        .unwrap();
     assert!(bars >= 3, "{bars} bars drawn");
     let tl = b.js("return document.getElementById('timeline-total').textContent");
-    assert!(digits(tl.clone()).starts_with(&format!("{total} frames")), "{tl}");
+    assert!(
+        digits(tl.clone()).starts_with(&format!("{total} frames")),
+        "{tl}"
+    );
     // The files: names as text, exactly; no element made of them.
-    let names = b.js("return Array.from(document.querySelectorAll('#files td.name')).map(e => e.textContent)");
-    let names: Vec<&str> = names.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let names = b.js(
+        "return Array.from(document.querySelectorAll('#files td.name')).map(e => e.textContent)",
+    );
+    let names: Vec<&str> = names
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
     assert_eq!(names.len(), HOSTILE.len() + 1, "{names:?}");
     for h in HOSTILE {
-        assert!(names.contains(&format!("{h}{tail}").as_str()), "{h}: {names:?}");
+        assert!(
+            names.contains(&format!("{h}{tail}").as_str()),
+            "{h}: {names:?}"
+        );
     }
-    assert_eq!(b.js("return document.querySelectorAll('img, #files svg, b').length"), 0);
+    assert_eq!(
+        b.js("return document.querySelectorAll('img, #files svg, b').length"),
+        0
+    );
     assert_eq!(b.js("return typeof window.pwned"), "undefined");
     let shot = t.path().join("console.png");
     b.screenshot(&shot);
@@ -301,19 +372,37 @@ fn the_console_in_headless_chromium() {
         "the count of udp",
     );
     let href = b.js("return document.getElementById('download').getAttribute('href')");
-    assert!(href.as_str().unwrap().starts_with("/v1/extract?") && href.as_str().unwrap().contains("filter=udp"), "{href}");
+    assert!(
+        href.as_str().unwrap().starts_with("/v1/extract?")
+            && href.as_str().unwrap().contains("filter=udp"),
+        "{href}"
+    );
 
     // A bad filter: libpcap's message, as tcpdump prints it.
-    let o = Command::new("tcpdump").args(["-d", "port 99999"]).output().unwrap();
+    let o = Command::new("tcpdump")
+        .args(["-d", "port 99999"])
+        .output()
+        .unwrap();
     let msg = String::from_utf8_lossy(&o.stderr);
-    let msg = msg.lines().find_map(|l| l.strip_prefix("tcpdump: ")).expect("tcpdump refuses it").trim().to_string();
+    let msg = msg
+        .lines()
+        .find_map(|l| l.strip_prefix("tcpdump: "))
+        .expect("tcpdump refuses it")
+        .trim()
+        .to_string();
     assert!(msg.contains("illegal port number"), "{msg}");
     b.type_into("#filter", "port 99999");
     b.wait_for(
-        &format!("return document.getElementById('filter-error').textContent.includes({})", json!(msg)),
+        &format!(
+            "return document.getElementById('filter-error').textContent.includes({})",
+            json!(msg)
+        ),
         "libpcap's message",
     );
-    assert_eq!(b.js("return document.getElementById('count').textContent"), "");
+    assert_eq!(
+        b.js("return document.getElementById('count').textContent"),
+        ""
+    );
 
     // ?filter= payloads: prefilled as text, nothing run.
     for payload in [
@@ -323,17 +412,29 @@ fn the_console_in_headless_chromium() {
     ] {
         let q: String = payload.bytes().map(|c| format!("%{c:02X}")).collect();
         b.goto(&format!("{}/?filter={q}", api.url));
-        b.wait_for("return document.body.dataset.ready === '1'", "the page to load");
-        assert_eq!(b.js("return document.getElementById('filter').value"), payload);
+        b.wait_for(
+            "return document.body.dataset.ready === '1'",
+            "the page to load",
+        );
+        assert_eq!(
+            b.js("return document.getElementById('filter').value"),
+            payload
+        );
         b.wait_for(
             "return document.getElementById('filter-error').textContent.length > 0",
             "the payload's syntax error",
         );
         let err = b.js("return document.getElementById('filter-error').textContent");
-        assert!(err.as_str().unwrap().contains("parameter 'filter'"), "{err}");
+        assert!(
+            err.as_str().unwrap().contains("parameter 'filter'"),
+            "{err}"
+        );
         b.js("document.getElementById('filter').focus(); return 0");
         assert_eq!(b.js("return typeof window.pwned"), "undefined", "{payload}");
-        assert_eq!(b.js("return document.querySelectorAll('img, script:not([src])').length"), 0);
+        assert_eq!(
+            b.js("return document.querySelectorAll('img, script:not([src])').length"),
+            0
+        );
     }
 }
 
@@ -347,7 +448,11 @@ fn curl(args: &[&str], url: &str) -> (i32, String, String) {
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout).to_string();
     let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
-    (o.status.code().unwrap_or(-1), code.to_string(), body.to_string())
+    (
+        o.status.code().unwrap_or(-1),
+        code.to_string(),
+        body.to_string(),
+    )
 }
 
 #[test]
@@ -366,7 +471,15 @@ fn a_p12_bundle_opens_the_console_over_mutual_tls() {
     std::fs::write(&pw, "correct horse\n").unwrap();
     let (code, out, err) = run_wiretape(
         None,
-        &["certs", "client", c, "alice", "--p12", "--password-file", pw.to_str().unwrap()],
+        &[
+            "certs",
+            "client",
+            c,
+            "alice",
+            "--p12",
+            "--password-file",
+            pw.to_str().unwrap(),
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let p12 = certs.join("client-alice.p12");
@@ -380,11 +493,23 @@ fn a_p12_bundle_opens_the_console_over_mutual_tls() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(b"battery staple\n").unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"battery staple\n")
+        .unwrap();
     let o = child.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(1), "an existing .p12 is not overwritten");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "an existing .p12 is not overwritten"
+    );
     assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
-    assert_eq!(std::fs::read(certs.join("client-alice.pem")).unwrap(), pem_before);
+    assert_eq!(
+        std::fs::read(certs.join("client-alice.pem")).unwrap(),
+        pem_before
+    );
 
     let ca = certs.join("ca.pem");
     let api = Api::start(&[
@@ -402,7 +527,14 @@ fn a_p12_bundle_opens_the_console_over_mutual_tls() {
     ]);
     assert!(api.url.starts_with("https://"));
     let bundle = format!("{}:correct horse", p12.display());
-    let with = ["--cert-type", "P12", "--cert", &bundle, "--cacert", ca.to_str().unwrap()];
+    let with = [
+        "--cert-type",
+        "P12",
+        "--cert",
+        &bundle,
+        "--cacert",
+        ca.to_str().unwrap(),
+    ];
     // curl (OpenSSL) opens the bundle and is admitted: the page, then the status.
     let (code, status, body) = curl(&with, &format!("{}/", api.url));
     assert_eq!((code, status.as_str()), (0, "200"), "{body}");
@@ -412,11 +544,21 @@ fn a_p12_bundle_opens_the_console_over_mutual_tls() {
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["frames"], 500);
     // Without it, or with the wrong password: nothing.
-    let (code, _, _) = curl(&["--cacert", ca.to_str().unwrap()], &format!("{}/", api.url));
+    let (code, _, _) = curl(
+        &["--cacert", ca.to_str().unwrap()],
+        &format!("{}/", api.url),
+    );
     assert_ne!(code, 0, "no client certificate: refused");
     let wrong = format!("{}:battery staple", p12.display());
     let (code, _, _) = curl(
-        &["--cert-type", "P12", "--cert", &wrong, "--cacert", ca.to_str().unwrap()],
+        &[
+            "--cert-type",
+            "P12",
+            "--cert",
+            &wrong,
+            "--cacert",
+            ca.to_str().unwrap(),
+        ],
         &format!("{}/", api.url),
     );
     assert_ne!(code, 0, "the wrong password opens nothing");

@@ -64,11 +64,36 @@ struct Burst {
 }
 
 const BURSTS: &[Burst] = &[
-    Burst { at_ns: 0, n: 1500, every_ns: 200_000, tcp: false },
-    Burst { at_ns: 2 * S, n: 400, every_ns: MS, tcp: true },
-    Burst { at_ns: 10 * S, n: 1200, every_ns: 10_000, tcp: false },
-    Burst { at_ns: 10 * S + 500 * MS, n: 600, every_ns: 300_000, tcp: true },
-    Burst { at_ns: 61 * S, n: 900, every_ns: 2 * MS, tcp: false },
+    Burst {
+        at_ns: 0,
+        n: 1500,
+        every_ns: 200_000,
+        tcp: false,
+    },
+    Burst {
+        at_ns: 2 * S,
+        n: 400,
+        every_ns: MS,
+        tcp: true,
+    },
+    Burst {
+        at_ns: 10 * S,
+        n: 1200,
+        every_ns: 10_000,
+        tcp: false,
+    },
+    Burst {
+        at_ns: 10 * S + 500 * MS,
+        n: 600,
+        every_ns: 300_000,
+        tcp: true,
+    },
+    Burst {
+        at_ns: 61 * S,
+        n: 900,
+        every_ns: 2 * MS,
+        tcp: false,
+    },
 ];
 
 /// The frames of the trace: (stamp ns, frame), in time order.
@@ -155,7 +180,10 @@ fn check_bins(
         assert_eq!(u(b, "end_ns"), u(b, "start_ns") + w);
     }
     let last_end = u(bins.last().unwrap(), "end_ns");
-    assert!(last_end >= to && last_end - w < to, "the bins cover the window");
+    assert!(
+        last_end >= to && last_end - w < to,
+        "the bins cover the window"
+    );
     // The truth, frame by frame.
     let mut exact = vec![(0u64, 0u64); bins.len()];
     for (ts, f) in frames {
@@ -172,7 +200,10 @@ fn check_bins(
         if first < from || last >= to {
             continue;
         }
-        let (b0, b1) = (((first - start) / w) as usize, ((last - start) / w) as usize);
+        let (b0, b1) = (
+            ((first - start) / w) as usize,
+            ((last - start) / w) as usize,
+        );
         if b0 != b1 {
             for s in &mut slack[b0..=b1] {
                 *s += n;
@@ -196,7 +227,11 @@ fn check_bins(
                 gap_bins += 1;
             }
         } else if bound {
-            assert!(got + slack[i] >= want, "bin {i}: {got} + slack {} < {want}", slack[i]);
+            assert!(
+                got + slack[i] >= want,
+                "bin {i}: {got} + slack {} < {want}",
+                slack[i]
+            );
         } else {
             assert!(
                 got.abs_diff(want) <= slack[i],
@@ -208,7 +243,10 @@ fn check_bins(
     let total: u64 = exact.iter().map(|e| e.0).sum();
     let got_total = u(&j["totals"], key);
     if bound {
-        assert!(got_total >= total, "the bound {got_total} is below {total} matches");
+        assert!(
+            got_total >= total,
+            "the bound {got_total} is below {total} matches"
+        );
     } else {
         assert_eq!(got_total, total, "the window's frames");
         assert_eq!(
@@ -244,8 +282,14 @@ fn bins_match_the_frames_for_several_windows_and_widths() {
     let windows: Vec<(Option<u64>, Option<u64>)> = vec![
         (None, None),
         (Some(T0_NS + 100 * MS), Some(T0_NS + 2 * S + 250 * MS)),
-        (Some(T0_NS + 9 * S + 900 * MS), Some(T0_NS + 10 * S + 600 * MS)),
-        (Some(T0_NS + 10 * S + 500_000), Some(T0_NS + 10 * S + 10 * MS + 500_000)),
+        (
+            Some(T0_NS + 9 * S + 900 * MS),
+            Some(T0_NS + 10 * S + 600 * MS),
+        ),
+        (
+            Some(T0_NS + 10 * S + 500_000),
+            Some(T0_NS + 10 * S + 10 * MS + 500_000),
+        ),
         (Some(T0_NS + 30 * S), None),
     ];
     let (mut exact_bins, mut gap_bins) = (0, 0);
@@ -293,11 +337,20 @@ fn bins_match_the_frames_for_several_windows_and_widths() {
     let sel = tcpdump_select(&t.path().join("trace.pcap"), "host 10.0.0.3", t.path());
     assert_eq!(sel.len() as u64, matches);
     for width in [2000u32, 500] {
-        let j = timeline_json(&[d, "--width", &width.to_string(), "--filter-index", "host 10.0.0.3"]);
+        let j = timeline_json(&[
+            d,
+            "--width",
+            &width.to_string(),
+            "--filter-index",
+            "host 10.0.0.3",
+        ]);
         assert_eq!(j["filter"], "host 10.0.0.3");
         check_bins(&j, &frames, &blocks, "filter_frames_max", &is_tcp, true);
         let bound = u(&j["totals"], "filter_frames_max");
-        assert!(bound >= matches && bound < frames.len() as u64, "bound {bound}, {matches} matches");
+        assert!(
+            bound >= matches && bound < frames.len() as u64,
+            "bound {bound}, {matches} matches"
+        );
         // Still the whole count beside the bound.
         check_bins(&j, &frames, &blocks, "frames", &all, false);
     }
@@ -308,8 +361,14 @@ fn bins_match_the_frames_for_several_windows_and_widths() {
     for (args, what) in [
         (vec![d, "-o", "x.gif"], ".svg or .png"),
         (vec![d, "--width", "10", "-o", o], "--width"),
-        (vec![d, "--filter-index", "port 99999", "-o", o], "illegal port number"),
-        (vec![d, "--from", "1700000010", "--to", "1700000005", "-o", o], "not after"),
+        (
+            vec![d, "--filter-index", "port 99999", "-o", o],
+            "illegal port number",
+        ),
+        (
+            vec![d, "--from", "1700000010", "--to", "1700000005", "-o", o],
+            "not after",
+        ),
     ] {
         let mut a = vec!["timeline"];
         a.extend(args);
@@ -337,7 +396,16 @@ fn svg_and_png_pictures() {
     let svg = t.path().join("t.svg");
     let (code, _, err) = run_wiretape(
         None,
-        &["timeline", d, "-o", svg.to_str().unwrap(), "--by", "iface", "--filter-index", "tcp"],
+        &[
+            "timeline",
+            d,
+            "-o",
+            svg.to_str().unwrap(),
+            "--by",
+            "iface",
+            "--filter-index",
+            "tcp",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let o = Command::new("python3")
@@ -355,7 +423,11 @@ fn svg_and_png_pictures() {
         .arg(&svg)
         .output()
         .unwrap();
-    assert!(o.status.success(), "the SVG parses: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "the SVG parses: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let out = String::from_utf8_lossy(&o.stdout);
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with(&format!("{total} frames")), "{out}");
@@ -367,10 +439,15 @@ fn svg_and_png_pictures() {
     let series = j["series"].as_array().unwrap();
     assert_eq!(series.len(), 2, "{}", j["series"]);
     let per = &j["totals"]["series"];
-    let sum: u64 = series.iter().map(|s| u(&per[s.as_str().unwrap()], "frames")).sum();
+    let sum: u64 = series
+        .iter()
+        .map(|s| u(&per[s.as_str().unwrap()], "frames"))
+        .sum();
     assert_eq!(sum, total);
     assert_eq!(u(&j["totals"], "frames"), total);
-    assert!(series.iter().any(|s| u(&per[s.as_str().unwrap()], "frames") == 700));
+    assert!(series
+        .iter()
+        .any(|s| u(&per[s.as_str().unwrap()], "frames") == 700));
 
     for (w, h) in [(900u32, 300u32), (1600, 420)] {
         let png = t.path().join(format!("t{w}.png"));
@@ -420,7 +497,14 @@ fn sensors_answer_the_same_bins_as_their_stores() {
     };
     for extra in [
         vec![],
-        vec!["--from", "1700000001.5", "--to", "1700000013.25", "--width", "2400"],
+        vec![
+            "--from",
+            "1700000001.5",
+            "--to",
+            "1700000013.25",
+            "--width",
+            "2400",
+        ],
         vec!["--filter-index", "tcp", "--by", "iface"],
     ] {
         let mut local = vec![sa, sb];

@@ -519,7 +519,6 @@ impl Api {
     }
 }
 
-
 /// A PNG's width, height and the number of distinct pixel colours, decoded
 /// by Python's zlib and the PNG row filters (an independent decoder).
 pub fn png_info(p: &Path) -> (u64, u64, u64) {
@@ -563,4 +562,3 @@ print(w, h, len(colours))
     let v: Vec<u64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();
     (v[0], v[1], v[2])
 }
-

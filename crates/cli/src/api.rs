@@ -276,9 +276,12 @@ pub fn certs(a: CertsArgs) -> Result<i32> {
             } else {
                 None
             };
-            let have = [tls::files::client_cert(&name), tls::files::client_key(&name)]
-                .iter()
-                .all(|f| dir.join(f).exists());
+            let have = [
+                tls::files::client_cert(&name),
+                tls::files::client_key(&name),
+            ]
+            .iter()
+            .all(|f| dir.join(f).exists());
             let mut w = if p12 && have && !force {
                 Ok(tls::Written { files: Vec::new() })
             } else {

@@ -14,7 +14,8 @@ use wiretape::query::{QueryError, Window};
 use wiretape::timestamp::{format_rfc3339, parse_time, realtime_ns};
 
 #[derive(clap::Args)]
-#[command(after_help = "Drawn from the .idx sidecars alone (plus the records of the few blocks \
+#[command(
+    after_help = "Drawn from the .idx sidecars alone (plus the records of the few blocks \
 the window's edges cut), so it is instant on a store of terabytes. Bins are round widths (1 ms, \
 10 ms, 1 s, 1 min, ...), about one per 4 pixels of --width: a wider picture or a narrower window \
 gives finer bins. A block crossing a bin edge is apportioned over its bins in proportion to time; \
@@ -28,7 +29,8 @@ Examples:\n  \
 wiretape timeline /data --json\n  \
 wiretape timeline /data --from -1h -o last-hour.svg --by queue\n  \
 wiretape timeline /data --filter-index 'host 10.1.2.3' -o when.png --width 1600 --height 400\n  \
-wiretape timeline https://s1:8443 https://s2:8443 --cert c.pem --key c.key --ca ca.pem -o fleet.svg")]
+wiretape timeline https://s1:8443 https://s2:8443 --cert c.pem --key c.key --ca ca.pem -o fleet.svg"
+)]
 pub struct Args {
     /// Directories and capture files of stores, and https://HOST:PORT sensors.
     #[arg(value_name = "DIR|FILE|https://HOST:PORT", required = true)]
@@ -78,7 +80,10 @@ pub fn run(a: Args) -> Result<i32> {
         _ => {
             return usage(format!(
                 "-o {}: the picture's name must end in .svg or .png",
-                a.out.as_ref().map(|o| o.display().to_string()).unwrap_or_default()
+                a.out
+                    .as_ref()
+                    .map(|o| o.display().to_string())
+                    .unwrap_or_default()
             ))
         }
     };
@@ -194,11 +199,7 @@ pub fn run(a: Args) -> Result<i32> {
 /// The timeline over local stores and sensors: the window resolved first
 /// (each sensor's first and last frame from `/v1/status`), then every
 /// sensor asked for the same bins, and the answers added up.
-fn fleet(
-    req: &mut Request,
-    client: &remote::Client,
-    remotes: &[Remote],
-) -> Result<Timeline> {
+fn fleet(req: &mut Request, client: &remote::Client, remotes: &[Remote]) -> Result<Timeline> {
     let local = !req.inputs.is_empty();
     if req.window.from_ns.is_none() || req.window.to_ns.is_none() {
         let mut first = None::<u64>;
@@ -255,7 +256,11 @@ fn fleet(
 
 /// The bins as a table on stdout (non-empty bins, with a bar).
 fn print_table(tl: &Timeline) {
-    let peak = (0..tl.len()).map(|i| tl.bin(i).frames).max().unwrap_or(0).max(1);
+    let peak = (0..tl.len())
+        .map(|i| tl.bin(i).frames)
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let filter = tl.filter.is_some();
     println!(
         "{:<30} {:>12} {:>14}{}",

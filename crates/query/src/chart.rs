@@ -41,9 +41,7 @@ pub fn si(v: f64) -> String {
         _ => (1.0, ""),
     };
     let x = v / d;
-    let s = if x == x.trunc() {
-        format!("{x:.0}")
-    } else if x.abs() >= 100.0 {
+    let s = if x == x.trunc() || x.abs() >= 100.0 {
         format!("{x:.0}")
     } else if x.abs() >= 10.0 {
         format!("{x:.1}")
@@ -235,7 +233,11 @@ pub fn svg(tl: &Timeline, width: u32, height: u32) -> String {
         top + ph,
         top + ph
     );
-    let step = timeline::round_width(tl.from_ns, tl.to_ns, u64::from((pw / 110.0).max(1.0) as u32));
+    let step = timeline::round_width(
+        tl.from_ns,
+        tl.to_ns,
+        u64::from((pw / 110.0).max(1.0) as u32),
+    );
     let mut t = tl.from_ns.div_ceil(step) * step;
     while t < tl.to_ns {
         let x = x_of(t);
@@ -298,6 +300,9 @@ mod tests {
         assert_eq!(nice_ceil(3.3), 5.0);
         assert_eq!(nice_ceil(1000.0), 1000.0);
         assert_eq!(xml_escape("q\"'<img>&"), "q&quot;&#39;&lt;img&gt;&amp;");
-        assert_eq!(tick_label(1_700_000_000_123_000_000, 1_000_000), "22:13:20.123");
+        assert_eq!(
+            tick_label(1_700_000_000_123_000_000, 1_000_000),
+            "22:13:20.123"
+        );
     }
 }

@@ -365,10 +365,7 @@ impl Timeline {
             series,
             counts,
             by,
-            filter: v
-                .get("filter")
-                .and_then(|f| f.as_str())
-                .map(str::to_owned),
+            filter: v.get("filter").and_then(|f| f.as_str()).map(str::to_owned),
             files: u(v, "files").unwrap_or(0),
             files_without_index: without,
             blocks: u(v, "blocks").unwrap_or(0),
@@ -714,6 +711,9 @@ mod tests {
         assert_eq!(series_of(p, By::Iface), "eth-0");
         assert_eq!(series_of(p, By::Queue), "eth-0-q3");
         assert_eq!(series_of(p, By::None), "all");
-        assert_eq!(series_of(Path::new("/x/trace.pcap"), By::Iface), "trace.pcap");
+        assert_eq!(
+            series_of(Path::new("/x/trace.pcap"), By::Iface),
+            "trace.pcap"
+        );
     }
 }

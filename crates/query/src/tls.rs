@@ -247,12 +247,7 @@ impl Validity {
 }
 
 /// Writes `text` to `path`, mode `mode`; an existing file only with `force`.
-fn write_file(
-    path: &Path,
-    text: impl AsRef<[u8]>,
-    mode: u32,
-    force: bool,
-) -> Result<(), TlsError> {
+fn write_file(path: &Path, text: impl AsRef<[u8]>, mode: u32, force: bool) -> Result<(), TlsError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let io = |source| TlsError::Io {
@@ -351,10 +346,10 @@ pub fn init(
     let issuer = Issuer::from_params(&ca, &ca_key);
     let s_cert = sp.signed_by(&s_key, &issuer).map_err(rc)?;
 
-    write_file(&paths[0], &ca_cert.pem(), 0o644, force)?;
-    write_file(&paths[1], &ca_key.serialize_pem(), 0o600, force)?;
-    write_file(&paths[2], &s_cert.pem(), 0o644, force)?;
-    write_file(&paths[3], &s_key.serialize_pem(), 0o600, force)?;
+    write_file(&paths[0], ca_cert.pem(), 0o644, force)?;
+    write_file(&paths[1], ca_key.serialize_pem(), 0o600, force)?;
+    write_file(&paths[2], s_cert.pem(), 0o644, force)?;
+    write_file(&paths[3], s_key.serialize_pem(), 0o600, force)?;
     Ok(Written {
         files: paths.to_vec(),
     })
@@ -419,8 +414,8 @@ pub fn issue_client(
             )));
         }
     }
-    write_file(&cert_path, &cert.pem(), 0o644, force)?;
-    write_file(&key_path, &key.serialize_pem(), 0o600, force)?;
+    write_file(&cert_path, cert.pem(), 0o644, force)?;
+    write_file(&key_path, key.serialize_pem(), 0o600, force)?;
     Ok(Written {
         files: vec![cert_path, key_path],
     })
@@ -430,7 +425,12 @@ pub fn issue_client(
 /// [`issue_client`]) with the CA's certificate into `client-NAME.p12`
 /// (PKCS#12: PBES2 with PBKDF2-HMAC-SHA-256 and AES-256-CBC, an
 /// HMAC-SHA-256 MAC), encrypted with `password`, for a browser to import.
-pub fn client_p12(dir: &Path, name: &str, password: &str, force: bool) -> Result<PathBuf, TlsError> {
+pub fn client_p12(
+    dir: &Path,
+    name: &str,
+    password: &str,
+    force: bool,
+) -> Result<PathBuf, TlsError> {
     if password.is_empty() {
         return Err(TlsError::Certs(
             "the PKCS#12 password is empty: browsers import only an encrypted bundle; give one"
@@ -441,7 +441,10 @@ pub fn client_p12(dir: &Path, name: &str, password: &str, force: bool) -> Result
         let text = std::fs::read(p).map_err(|e| TlsError::Pem {
             flag,
             path: p.to_owned(),
-            why: format!("{e}: `wiretape certs client {} {name}` makes it", dir.display()),
+            why: format!(
+                "{e}: `wiretape certs client {} {name}` makes it",
+                dir.display()
+            ),
         })?;
         CertificateDer::pem_slice_iter(&text)
             .next()
@@ -453,7 +456,10 @@ pub fn client_p12(dir: &Path, name: &str, password: &str, force: bool) -> Result
                 why: "no certificate in it".into(),
             })
     };
-    let cert = read(&dir.join(files::client_cert(name)), "the client certificate")?;
+    let cert = read(
+        &dir.join(files::client_cert(name)),
+        "the client certificate",
+    )?;
     let ca = read(&dir.join(files::CA_CERT), "the CA certificate")?;
     let key_path = dir.join(files::client_key(name));
     let key_text = std::fs::read(&key_path).map_err(|e| TlsError::Io {
@@ -465,7 +471,9 @@ pub fn client_p12(dir: &Path, name: &str, password: &str, force: bool) -> Result
         path: key_path.clone(),
         why: e.to_string(),
     })?;
-    let p12 = |e: p12_keystore::error::Error| TlsError::Certs(format!("cannot make the PKCS#12 bundle: {e}"));
+    let p12 = |e: p12_keystore::error::Error| {
+        TlsError::Certs(format!("cannot make the PKCS#12 bundle: {e}"))
+    };
     let chain = p12_keystore::PrivateKeyChain::new(
         name.as_bytes().to_vec(),
         p12_keystore::PrivateKey::from_der(key.secret_der()).map_err(p12)?,
