@@ -126,6 +126,30 @@ pub fn usage(msg: impl std::fmt::Display) -> Result<i32> {
     Ok(2)
 }
 
+/// The window of `--from` and `--to` (TIME: RFC 3339, Unix seconds, back
+/// from now), checked: Err is the usage error's line.
+pub fn window_flags(from: Option<&str>, to: Option<&str>) -> std::result::Result<Window, String> {
+    let now = realtime_ns();
+    let time = |s: Option<&str>, what: &str| -> std::result::Result<Option<u64>, String> {
+        s.map(|s| parse_time(s, now).map_err(|e| format!("--{what}: {e}")))
+            .transpose()
+    };
+    let window = Window {
+        from_ns: time(from, "from")?,
+        to_ns: time(to, "to")?,
+    };
+    if let (Some(f), Some(t)) = (window.from_ns, window.to_ns) {
+        if t <= f {
+            return Err(format!(
+                "--to {} is not after --from {}: the window [from, to) is empty",
+                format_rfc3339(t),
+                format_rfc3339(f)
+            ));
+        }
+    }
+    Ok(window)
+}
+
 /// The inputs in order: runs of local paths (one merge each) and sensors.
 enum Input {
     Local(Vec<PathBuf>),
@@ -167,25 +191,10 @@ pub fn run(a: Args) -> Result<i32> {
         },
         None => None,
     };
-    let now = realtime_ns();
-    let time = |s: &Option<String>, what: &str| -> std::result::Result<Option<u64>, String> {
-        s.as_deref()
-            .map(|s| parse_time(s, now).map_err(|e| format!("--{what}: {e}")))
-            .transpose()
+    let window = match window_flags(a.from.as_deref(), a.to.as_deref()) {
+        Ok(w) => w,
+        Err(e) => return usage(e),
     };
-    let window = match (time(&a.from, "from"), time(&a.to, "to")) {
-        (Ok(from_ns), Ok(to_ns)) => Window { from_ns, to_ns },
-        (Err(e), _) | (_, Err(e)) => return usage(e),
-    };
-    if let (Some(f), Some(t)) = (window.from_ns, window.to_ns) {
-        if t <= f {
-            return usage(format!(
-                "--to {} is not after --from {}: the window [from, to) is empty",
-                format_rfc3339(t),
-                format_rfc3339(f)
-            ));
-        }
-    }
     let inputs = match group_inputs(&words) {
         Ok(i) => i,
         Err(e) => return usage(e),

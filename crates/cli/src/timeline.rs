@@ -11,7 +11,7 @@ use wiretape::query::chart;
 use wiretape::query::remote::{self, Remote};
 use wiretape::query::timeline::{self, By, Request, Timeline};
 use wiretape::query::{QueryError, Window};
-use wiretape::timestamp::{format_rfc3339, parse_time, realtime_ns};
+use wiretape::timestamp::format_rfc3339;
 
 #[derive(clap::Args)]
 #[command(
@@ -107,25 +107,10 @@ pub fn run(a: Args) -> Result<i32> {
             return Ok(QueryError::from(e).exit_code());
         }
     }
-    let now = realtime_ns();
-    let time = |s: &Option<String>, what: &str| -> std::result::Result<Option<u64>, String> {
-        s.as_deref()
-            .map(|s| parse_time(s, now).map_err(|e| format!("--{what}: {e}")))
-            .transpose()
+    let window = match crate::extract::window_flags(a.from.as_deref(), a.to.as_deref()) {
+        Ok(w) => w,
+        Err(e) => return usage(e),
     };
-    let window = match (time(&a.from, "from"), time(&a.to, "to")) {
-        (Ok(from_ns), Ok(to_ns)) => Window { from_ns, to_ns },
-        (Err(e), _) | (_, Err(e)) => return usage(e),
-    };
-    if let (Some(f), Some(t)) = (window.from_ns, window.to_ns) {
-        if t <= f {
-            return usage(format!(
-                "--to {} is not after --from {}: the window [from, to) is empty",
-                format_rfc3339(t),
-                format_rfc3339(f)
-            ));
-        }
-    }
     let mut local = Vec::new();
     let mut remotes = Vec::new();
     for w in &a.inputs {

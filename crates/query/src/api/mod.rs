@@ -504,10 +504,10 @@ async fn handle(
         Ok((r, params::format(&p)?))
     };
     if path == "/v1/status" {
-        return status(st, client, what).await;
+        return config_json(st, client, what, status_json).await;
     }
     if path == "/v1/files" {
-        return files(st, client, what).await;
+        return config_json(st, client, what, files_json).await;
     }
     if path == "/v1/timeline" {
         let r = match params::timeline(&p, &st.cfg.stores, prefix.as_deref(), now) {
@@ -774,9 +774,16 @@ async fn extract(
     r
 }
 
-async fn status(st: Arc<State>, client: Client, what: String) -> Response<ApiBody> {
+/// A JSON answer made by `make` from the configuration on a blocking
+/// thread (it lists and reads the store): `/v1/status`, `/v1/files`.
+async fn config_json(
+    st: Arc<State>,
+    client: Client,
+    what: String,
+    make: fn(&ApiConfig) -> serde_json::Value,
+) -> Response<ApiBody> {
     let st2 = st.clone();
-    let r = tokio::task::spawn_blocking(move || status_json(&st2.cfg)).await;
+    let r = tokio::task::spawn_blocking(move || make(&st2.cfg)).await;
     match r {
         Ok(v) => {
             log(&st, &client.name, &what, "200");
@@ -820,20 +827,6 @@ pub fn files_json(cfg: &ApiConfig) -> serde_json::Value {
         })
         .collect();
     serde_json::json!({ "files": files })
-}
-
-async fn files(st: Arc<State>, client: Client, what: String) -> Response<ApiBody> {
-    let st2 = st.clone();
-    match tokio::task::spawn_blocking(move || files_json(&st2.cfg)).await {
-        Ok(v) => {
-            log(&st, &client.name, &what, "200");
-            json(StatusCode::OK, &v)
-        }
-        Err(e) => {
-            log(&st, &client.name, &what, &format!("500 {e}"));
-            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-        }
-    }
 }
 
 async fn timeline(
