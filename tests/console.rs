@@ -35,6 +35,9 @@ struct Browser {
     _profile: TempDir,
 }
 
+/// WebDriver's key of an element reference.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
 /// One WebDriver call: the answer's `value` (panics on an HTTP error).
 fn wd(port: u16, method: &str, path: &str, body: Option<&Value>) -> Value {
     let body = body.map(|b| b.to_string()).unwrap_or_default();
@@ -163,16 +166,34 @@ impl Browser {
             "/element",
             Some(&json!({"using": "css selector", "value": css})),
         );
-        let id = e["element-6066-11e4-a52e-4f735466cecf"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let id = e[ELEMENT].as_str().unwrap().to_string();
         self.call("POST", &format!("/element/{id}/clear"), Some(&json!({})));
         self.call(
             "POST",
             &format!("/element/{id}/value"),
             Some(&json!({ "text": text })),
         );
+    }
+
+    /// Drags the mouse across the element of `css` from `x0` to `x1`
+    /// pixels off its centre (WebDriver actions).
+    fn drag(&self, css: &str, x0: i64, x1: i64) {
+        let e = self.call(
+            "POST",
+            "/element",
+            Some(&json!({"using": "css selector", "value": css})),
+        );
+        let origin = json!({ ELEMENT: e[ELEMENT] });
+        let actions = json!({"actions": [{
+            "type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
+            "actions": [
+                {"type": "pointerMove", "duration": 0, "origin": origin, "x": x0, "y": 0},
+                {"type": "pointerDown", "button": 0},
+                {"type": "pointerMove", "duration": 150, "origin": origin, "x": x1, "y": 0},
+                {"type": "pointerUp", "button": 0}
+            ]
+        }]});
+        self.call("POST", "/actions", Some(&actions));
     }
 
     fn screenshot(&self, out: &Path) {
@@ -436,6 +457,34 @@ fn the_console_in_headless_chromium() {
             0
         );
     }
+
+    // Drag across the middle of the picture: the window shrinks to the
+    // second burst (frames 1000..2000 of each of the four files), and the
+    // server's own count over the window the page now offers agrees.
+    b.goto(&format!("{}/", api.url));
+    b.wait_for(
+        "return document.body.dataset.ready === '1'",
+        "the page to load",
+    );
+    b.drag("#timeline", -150, 150);
+    b.wait_for(
+        "return document.getElementById('timeline-total').textContent.replace(/,/g, '').startsWith('4000 frames')",
+        "the zoomed window's total",
+    );
+    let href = b.js("return document.getElementById('download').getAttribute('href')");
+    let href = href.as_str().unwrap();
+    assert!(href.contains("from=") && href.contains("to="), "{href}");
+    let q = href.split_once('?').unwrap().1;
+    let count: Value = serde_json::from_slice(
+        &Command::new("curl")
+            .arg("-sS")
+            .arg(format!("{}/v1/count?{q}", api.url))
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(count["frames"], 4000, "{count}");
 }
 
 /// `curl` of `url` with `args`: (exit code, HTTP status, body).

@@ -153,7 +153,7 @@ pub fn svg(tl: &Timeline, width: u32, height: u32) -> String {
         .unwrap_or_default();
     let _ = writeln!(
         s,
-        r##"<text id="total" x="{left}" y="16" font-size="13" font-weight="bold" fill="#222">{} frames, {} bytes</text>
+        r##"<text id="total" x="{left}" y="16" font-size="13" font-weight="bold" fill="#222">{} frames, {} bytes of records</text>
 <text x="{left}" y="32" fill="#555">{} to {} UTC, bins of {}, peak {} frames/s{bound}</text>"##,
         totals.frames,
         totals.bytes,
@@ -243,10 +243,11 @@ pub fn svg(tl: &Timeline, width: u32, height: u32) -> String {
         let x = x_of(t);
         let _ = writeln!(
             s,
-            r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#333"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
+            r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#333"/><text x="{x:.1}" y="{:.1}" text-anchor="{}" fill="#444">{}</text>"##,
             top + ph,
             top + ph + 4.0,
             top + ph + 16.0,
+            if x > w - 50.0 { "end" } else { "middle" },
             tick_label(t, step)
         );
         t += step;

@@ -218,11 +218,12 @@ function drawTimeline(t) {
   for (let tk = ((from + step - 1n) / step) * step; tk < to; tk += step) {
     const x = xOf(tk);
     svg.appendChild(svgEl('line', { x1: x, y1: top + ph, x2: x, y2: top + ph + 4, stroke: '#333' }));
-    svg.appendChild(svgEl('text', { x: x, y: top + ph + 16, 'text-anchor': 'middle', 'font-size': 11, fill: '#444' }, tickLabel(tk, step)));
+    const anchor = x > w - 50 ? 'end' : 'middle';
+    svg.appendChild(svgEl('text', { x: x, y: top + ph + 16, 'text-anchor': anchor, 'font-size': 11, fill: '#444' }, tickLabel(tk, step)));
   }
   svg.appendChild(svgEl('rect', { id: 'selection', x: 0, y: top, width: 0, height: ph, fill: 'rgba(53,114,176,0.18)', stroke: '#3572b0', visibility: 'hidden' }));
   const tot = t.totals;
-  let text = thousands(tot.frames) + ' frames, ' + thousands(tot.bytes) + ' bytes in the window (bins of ' +
+  let text = thousands(tot.frames) + ' frames in the window, ' + thousands(tot.bytes) + ' bytes of records in the files (bins of ' +
     (Number(t.bin_ns) / 1e6).toString() + ' ms)';
   if (t.filter) text += '; the filter: at most ' + thousands(tot.filter_frames_max) + ' frames (flow index bound)';
   $('timeline-total').textContent = text;
