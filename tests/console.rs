@@ -320,15 +320,7 @@ fn the_console_in_headless_chromium() {
         .unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).expect("a JSON error");
     assert!(v["error"].as_str().unwrap().contains("no such endpoint"));
-    let status: Value = serde_json::from_slice(
-        &Command::new("curl")
-            .arg("-sS")
-            .arg(format!("{}/v1/status", api.url))
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let status = curl_json(&format!("{}/v1/status", api.url));
     assert_eq!(status["frames"], total);
 
     let b = Browser::start();
@@ -475,15 +467,7 @@ fn the_console_in_headless_chromium() {
     let href = href.as_str().unwrap();
     assert!(href.contains("from=") && href.contains("to="), "{href}");
     let q = href.split_once('?').unwrap().1;
-    let count: Value = serde_json::from_slice(
-        &Command::new("curl")
-            .arg("-sS")
-            .arg(format!("{}/v1/count?{q}", api.url))
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let count = curl_json(&format!("{}/v1/count?{q}", api.url));
     assert_eq!(count["frames"], 4000, "{count}");
 }
 
@@ -502,6 +486,13 @@ fn curl(args: &[&str], url: &str) -> (i32, String, String) {
         code.to_string(),
         body.to_string(),
     )
+}
+
+/// The JSON curl gets from `url`.
+fn curl_json(url: &str) -> Value {
+    let (code, status, body) = curl(&[], url);
+    assert_eq!((code, status.as_str()), (0, "200"), "{url}: {body}");
+    serde_json::from_str(&body).unwrap()
 }
 
 #[test]
