@@ -516,6 +516,29 @@ impl Collector for Shared {
                 [(vec![("directory", dir)], ConstGauge::new(total as i64))],
             )?;
         }
+        if let Some(c) = &st.storage.compress {
+            let alg = || vec![("algorithm", c.compress.algorithm().to_string())];
+            for (name, help, v) in [
+                (
+                    "wiretape_compress_bytes_in",
+                    "Bytes of blocks before compression (--compress)",
+                    c.bytes_in,
+                ),
+                (
+                    "wiretape_compress_bytes_out",
+                    "Bytes written for them after compression",
+                    c.bytes_out,
+                ),
+                ("wiretape_compress_blocks", "Blocks compressed and written", c.blocks),
+                (
+                    "wiretape_compress_blocks_uncompressed",
+                    "Blocks written uncompressed (the compressors were behind, or the block did not shrink)",
+                    c.blocks_uncompressed,
+                ),
+            ] {
+                family(&mut enc, name, help, MetricType::Counter, [(alg(), ConstCounter::new(v))])?;
+            }
+        }
         family(
             &mut enc,
             "wiretape_ram_buffer_limit_bytes",

@@ -203,6 +203,18 @@ pub struct Args {
     /// `extract` then reads every block of the window).
     #[arg(long)]
     no_flow_index: bool,
+    /// Compress files at rest: lz4 (one LZ4 frame per file: `.pcap.lz4`,
+    /// opened by Wireshark, `lz4 -dc`) or zstd[:LEVEL] (a zstd frame per
+    /// block: `.pcap.zst`, read by `zstdcat F | tcpdump -r -`; level 3 by
+    /// default). Blocks are compressed off the writer's path; when the
+    /// compressors fall behind, a block is stored uncompressed (counted),
+    /// never dropped.
+    #[arg(long, value_name = "ALG", default_value = "none")]
+    compress: String,
+    /// Threads compressing blocks, all queues together. Default: the cores
+    /// less one, at least one.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
+    compress_threads: Option<u64>,
     /// RAM in MiB for blocks waiting for the disk, all queues together: a
     /// burst faster than the disk queues here instead of being dropped
     /// (allocated only under pressure). Default: a quarter of RAM, or of the
@@ -710,6 +722,10 @@ pub fn run(a: Args) -> Result<i32> {
         wiretape::storage::Format::from_flags(&a.format, &a.tsprec).map_err(anyhow::Error::msg)?;
     st.index = !a.no_index;
     st.flow_index = !a.no_flow_index;
+    st.compress = a.compress.parse().map_err(anyhow::Error::msg)?;
+    if let Some(n) = a.compress_threads {
+        st.compress_threads = n as usize;
+    }
     st.retention = wiretape::Policy {
         keep_files: a.keep_files.map(|n| n as usize),
         keep_bytes: a.keep_bytes,

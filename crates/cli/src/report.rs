@@ -326,6 +326,7 @@ pub fn summary_json(
             Format::PcapUs => "pcap-us",
             Format::PcapNg => "pcapng",
         },
+        "compress": wiretape::pipeline::report::compress_json(st.compress.as_ref()),
         "retention": {
             "deleted_files": st.deleted_files,
             "deleted_bytes": st.deleted_bytes,

@@ -12,7 +12,7 @@ use wiretape_storage::{Format, PcapReader, Record, StorageError};
 /// Frames of a capture file, `loops` times over.
 pub struct ReplaySource {
     path: PathBuf,
-    reader: PcapReader<BufReader<File>>,
+    reader: PcapReader<wiretape_storage::reader::FileSource>,
     rec: Record,
     loops_left: u64,
     /// Stamp of the current pass's first frame.
@@ -98,7 +98,7 @@ impl Source for ReplaySource {
 /// The records of a capture file (pcap ns/µs either byte order, pcapng),
 /// for the file engine.
 pub struct FileSource {
-    reader: PcapReader<BufReader<File>>,
+    reader: PcapReader<wiretape_storage::reader::FileSource>,
     rec: Record,
     error: Option<StorageError>,
 }

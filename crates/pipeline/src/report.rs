@@ -343,3 +343,21 @@ impl RecordReport {
             .collect()
     }
 }
+
+/// The `compress` object of the summary, `ctl status` and the API: the
+/// algorithm, level, bytes in and out, their ratio, blocks, and blocks
+/// stored uncompressed (`null` without `--compress`).
+pub fn compress_json(c: Option<&wiretape_storage::CompressReport>) -> serde_json::Value {
+    match c {
+        None => serde_json::Value::Null,
+        Some(c) => serde_json::json!({
+            "algorithm": c.compress.algorithm(),
+            "level": c.compress.level(),
+            "bytes_in": c.bytes_in,
+            "bytes_out": c.bytes_out,
+            "ratio": c.ratio(),
+            "blocks": c.blocks,
+            "blocks_uncompressed": c.blocks_uncompressed,
+        }),
+    }
+}

@@ -389,6 +389,7 @@ pub(crate) fn status_json(
             "write_p99_us": st.p99_us,
             "deleted_files": st.deleted_files,
         },
+        "compress": crate::report::compress_json(st.compress.as_ref()),
         "ring": hub.ring_report(),
         "subscribers": hub.subscriber_reports(),
         "serve": serve,
