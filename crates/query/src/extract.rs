@@ -69,8 +69,8 @@ use wiretape_storage as storage;
 use wiretape_storage::index::{self, Entry};
 use wiretape_storage::naming;
 use wiretape_storage::ramp::RampReader;
-use wiretape_storage::zread::Source;
 use wiretape_storage::walk::{End, Walker};
+use wiretape_storage::zread::Source;
 use wiretape_storage::StorageError;
 
 pub use wiretape_storage::ramp::READ_BUFFER;

@@ -344,7 +344,11 @@ fn zstd_compressor(level: i32) -> Option<zstd::bulk::Compressor<'static>> {
 
 /// Appends `data` as one zstd frame (compressed by `c`, or stored when it
 /// is missing or the frame does not shrink); true when stored.
-fn zstd_frame(c: Option<&mut zstd::bulk::Compressor<'static>>, data: &[u8], out: &mut Vec<u8>) -> bool {
+fn zstd_frame(
+    c: Option<&mut zstd::bulk::Compressor<'static>>,
+    data: &[u8],
+    out: &mut Vec<u8>,
+) -> bool {
     let at = out.len();
     if let Some(c) = c {
         out.reserve(zstd::zstd_safe::compress_bound(data.len()));
@@ -478,9 +482,10 @@ impl<S: BlockSink> CompressSink<S> {
             let d = match self.arrived.remove(&seq) {
                 Some(d) => d,
                 None if wait => loop {
-                    let d = self.done_rx.recv().map_err(|_| {
-                        StorageError::Internal("a compression thread stopped")
-                    })?;
+                    let d = self
+                        .done_rx
+                        .recv()
+                        .map_err(|_| StorageError::Internal("a compression thread stopped"))?;
                     if d.seq == seq {
                         break d;
                     }

@@ -309,7 +309,11 @@ pub fn parse(index: &Path, b: &[u8]) -> Result<(Vec<Entry>, u8), StorageError> {
         _ => return Err(bad_magic(index)),
     };
     let v2 = version >= 2;
-    let want = if version == 3 { ENTRY_LEN_V3 } else { ENTRY_LEN };
+    let want = if version == 3 {
+        ENTRY_LEN_V3
+    } else {
+        ENTRY_LEN
+    };
     let fixed = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
     if fixed != want {
         return Err(StorageError::Corrupt {

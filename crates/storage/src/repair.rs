@@ -27,7 +27,12 @@ pub struct Repaired {
 impl Repaired {
     /// Bytes cut off the end (0 when the file was whole).
     pub fn trimmed(&self) -> u64 {
-        self.len_before - self.len_after
+        self.len_before.saturating_sub(self.len_after)
+    }
+
+    /// Whether the file changed (cut; a compressed one also closed).
+    pub fn changed(&self) -> bool {
+        self.len_before != self.len_after
     }
 }
 
@@ -174,9 +179,9 @@ fn repair_compressed(path: &Path) -> Result<(Repaired, u64), StorageError> {
         offset: 0,
         why: format!("{e}: not a torn tail, refusing to cut"),
     };
-    let mut z = ZReader::open(path).map_err(bad)?.ok_or_else(|| {
-        StorageError::Internal("a compressed file no longer starts as one")
-    })?;
+    let mut z = ZReader::open(path)
+        .map_err(bad)?
+        .ok_or_else(|| StorageError::Internal("a compressed file no longer starts as one"))?;
     let kind = z.kind();
     let end = z.read_to_end_state().map_err(bad)?;
     let mut len_after = hole.unwrap_or(len_before);

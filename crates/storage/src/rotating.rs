@@ -143,7 +143,7 @@ pub fn repair_dir(dir: &Path, prefix: &str) -> Vec<String> {
         .collect();
     for f in newest.into_iter().rev() {
         match crate::repair::repair(&f.path) {
-            Ok(r) if r.trimmed() > 0 => out.push(format!(
+            Ok(r) if r.changed() => out.push(format!(
                 "repaired {}: trimmed a torn tail of {} bytes, {} complete records kept",
                 f.path.display(),
                 r.trimmed(),

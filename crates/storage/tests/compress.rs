@@ -10,7 +10,9 @@ use std::process::Command;
 use wiretape_storage::compress::{Compress, Pool};
 use wiretape_storage::walk::Walker;
 use wiretape_storage::zread::ZReader;
-use wiretape_storage::{index, AnySink, FileInfo, FileSink, Format, PcapReader, PcapWriter, Record};
+use wiretape_storage::{
+    index, AnySink, FileInfo, FileSink, Format, PcapReader, PcapWriter, Record,
+};
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("wt-compress-{name}-{}", std::process::id()));
@@ -102,7 +104,13 @@ fn cases() -> Vec<(Compress, Format)> {
 }
 
 fn name(c: Compress, f: Format) -> String {
-    format!("t-{}{}-{f:?}.{}{}", c.algorithm(), c.level(), f.extension(), c.suffix())
+    format!(
+        "t-{}{}-{f:?}.{}{}",
+        c.algorithm(),
+        c.level(),
+        f.extension(),
+        c.suffix()
+    )
 }
 
 #[test]
@@ -117,7 +125,11 @@ fn every_frame_back_through_every_reader() {
                 .map(|i| fmt.record_len(frame(i).len()) as u64)
                 .sum::<u64>();
         let disk = std::fs::metadata(&p).unwrap().len();
-        assert!(disk < plain_len * 3 / 4, "{}: {disk} of {plain_len}", p.display());
+        assert!(
+            disk < plain_len * 3 / 4,
+            "{}: {disk} of {plain_len}",
+            p.display()
+        );
         // The strict reader and info's scan.
         check_all_frames(&p, fmt);
         let info = FileInfo::scan(&p).unwrap();
@@ -149,7 +161,15 @@ fn every_frame_back_through_every_reader() {
         assert_eq!(k as usize, again.len());
         let strip = |v: &[index::Entry]| {
             v.iter()
-                .map(|e| (e.offset, e.first_ns, e.last_ns, e.count, e.z.map(|z| (z.c_off, z.c_len, z.u_start))))
+                .map(|e| {
+                    (
+                        e.offset,
+                        e.first_ns,
+                        e.last_ns,
+                        e.count,
+                        e.z.map(|z| (z.c_off, z.c_len, z.u_start)),
+                    )
+                })
                 .collect::<Vec<_>>()
         };
         assert_eq!(strip(&again), strip(&idx), "{}", p.display());
@@ -159,7 +179,12 @@ fn every_frame_back_through_every_reader() {
             _ => "zstd",
         };
         let t = Command::new(tool).arg("-t").arg(&p).output().unwrap();
-        assert!(t.status.success(), "{tool} -t {}: {}", p.display(), String::from_utf8_lossy(&t.stderr));
+        assert!(
+            t.status.success(),
+            "{tool} -t {}: {}",
+            p.display(),
+            String::from_utf8_lossy(&t.stderr)
+        );
         let out = Command::new(tool).arg("-dc").arg(&p).output().unwrap();
         assert!(out.status.success());
         assert_eq!(out.stdout.len() as u64, plain_len);
@@ -222,8 +247,16 @@ fn repair_closes_a_cut_file_with_every_whole_block() {
             }
             assert_eq!(i, kept);
             let tool = if c == Compress::Lz4 { "lz4" } else { "zstd" };
-            let t = Command::new(tool).arg("-t").arg(&cut_file).output().unwrap();
-            assert!(t.status.success(), "{tool} -t after repair: {}", String::from_utf8_lossy(&t.stderr));
+            let t = Command::new(tool)
+                .arg("-t")
+                .arg(&cut_file)
+                .output()
+                .unwrap();
+            assert!(
+                t.status.success(),
+                "{tool} -t after repair: {}",
+                String::from_utf8_lossy(&t.stderr)
+            );
             // Zero padding after the last whole unit (an interrupted aligned
             // write) is cut too.
             let mut padded = full[..z.c_off as usize].to_vec();
@@ -251,7 +284,11 @@ fn tcpdump_and_capinfos_read_them() {
         // zstdcat F | tcpdump -r -: every frame.
         let sh = format!(
             "{} {} | tcpdump -tt -nn -r - 2>/dev/null | grep -c '^[0-9]'",
-            if c == Compress::Lz4 { "lz4 -dc" } else { "zstdcat" },
+            if c == Compress::Lz4 {
+                "lz4 -dc"
+            } else {
+                "zstdcat"
+            },
             p.display()
         );
         let out = Command::new("sh").arg("-c").arg(&sh).output().unwrap();
@@ -259,9 +296,17 @@ fn tcpdump_and_capinfos_read_them() {
         assert_eq!(n, N, "{sh}");
         if c == Compress::Lz4 {
             // Wireshark's own reader opens the LZ4 frame directly.
-            let out = Command::new("capinfos").args(["-M", "-c"]).arg(&p).output().unwrap();
+            let out = Command::new("capinfos")
+                .args(["-M", "-c"])
+                .arg(&p)
+                .output()
+                .unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
-            assert!(text.contains(&format!("{N}")), "capinfos {}: {text}", p.display());
+            assert!(
+                text.contains(&format!("{N}")),
+                "capinfos {}: {text}",
+                p.display()
+            );
         }
     }
     std::fs::remove_dir_all(d).unwrap();
