@@ -330,10 +330,24 @@ impl Collector for Shared {
             MetricType::Counter,
             counter(&|q| q.filtered),
         )?;
+        family(
+            &mut enc,
+            "wiretape_frames_cutoff",
+            "Frames the per-connection cutoff (--cutoff) left out (not a drop)",
+            MetricType::Counter,
+            counter(&|q| q.cutoff),
+        )?;
+        family(
+            &mut enc,
+            "wiretape_bytes_cutoff",
+            "Bytes of the frames the per-connection cutoff left out",
+            MetricType::Counter,
+            counter(&|q| q.cutoff_bytes),
+        )?;
         {
             let mut m = enc.encode_descriptor(
                 "wiretape_frames_dropped",
-                "Frames not written, by reason (seen = written + filtered + dropped)",
+                "Frames not written, by reason (seen = written + filtered + cutoff + dropped)",
                 None,
                 MetricType::Counter,
             )?;

@@ -211,6 +211,19 @@ pub struct Args {
     /// never dropped.
     #[arg(long, value_name = "ALG", default_value = "none")]
     compress: String,
+    /// Keep only the first SIZE bytes (wire lengths; K, M, G welcome) of
+    /// each connection (IP version, address pair, protocol, port pair, in
+    /// both directions); TCP segments with SYN, FIN or RST, non-IP frames
+    /// and non-first fragments are always kept. Cut frames are counted in
+    /// packets_cutoff. Applied after the capture filter. The file engine
+    /// (-r) only so far.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    cutoff: Option<u64>,
+    /// Connections the cutoff tracks at once; a new one at a full table
+    /// evicts the least recently seen (they start again from zero,
+    /// counted in cutoff_flows_evicted).
+    #[arg(long, value_name = "N", default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(1..=(1 << 26)))]
+    cutoff_flows: u64,
     /// Threads compressing blocks, all queues together. Default: the cores
     /// less one, at least one.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
@@ -597,7 +610,14 @@ fn input(a: &Args) -> Result<Input> {
         f.speed = a.speed.parse().map_err(anyhow::Error::msg)?;
         f.cpu = cpu_list(&a.cpus, "--cpus")?.and_then(|c| c.first().copied());
         f.writer_cpu = cpu_list(&a.writer_cpus, "--writer-cpus")?.and_then(|c| c.first().copied());
+        f.cutoff = a.cutoff.map(|size| (size, a.cutoff_flows as usize));
         return Ok(Input::File(f));
+    }
+    if a.cutoff.is_some() {
+        if a.engine == "netmap" {
+            bail!("--cutoff: the netmap engine does not apply it (only the file engine, -r, does so far); leave --cutoff out");
+        }
+        bail!("--cutoff is applied by the file engine (-r) only so far: the XDP program's cutoff is not built yet; leave --cutoff out for -i");
     }
     let iface = a
         .iface

@@ -367,6 +367,8 @@ pub(crate) fn status_json(
         "packets_seen": s.seen(),
         "packets_written": s.written(),
         "packets_filtered": s.filtered(),
+        "packets_cutoff": s.queues.iter().map(|q| q.cutoff).sum::<u64>(),
+        "bytes_cutoff": s.queues.iter().map(|q| q.cutoff_bytes).sum::<u64>(),
         "bytes_written": s.bytes(),
         "kernel_drops": s.kernel_drops(),
         "per_queue": s.queues.iter().map(|q| json!({
@@ -375,6 +377,8 @@ pub(crate) fn status_json(
             "packets_received": q.received,
             "packets_written": q.written,
             "packets_filtered": q.filtered,
+            "packets_cutoff": q.cutoff,
+            "bytes_cutoff": q.cutoff_bytes,
             "bytes_written": q.bytes,
             "kernel": {
                 "rx_dropped": q.kernel.rx_dropped,
