@@ -211,13 +211,13 @@ pub struct Args {
     /// never dropped.
     #[arg(long, value_name = "ALG", default_value = "none")]
     compress: String,
-    /// Keep only the first SIZE bytes (wire lengths; K, M, G welcome) of
+    /// Keep only the first SIZE bytes (wire lengths; K, M, G: binary units) of
     /// each connection (IP version, address pair, protocol, port pair, in
     /// both directions); TCP segments with SYN, FIN or RST, non-IP frames
     /// and non-first fragments are always kept. Cut frames are counted in
     /// packets_cutoff. Applied after the capture filter. The file engine
     /// (-r) only so far.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     cutoff: Option<u64>,
     /// Connections the cutoff tracks at once; a new one at a full table
     /// evicts the least recently seen (they start again from zero,
