@@ -145,7 +145,7 @@ fn trace(path: &Path) -> usize {
         let k = (t.rnd() % live.len() as u64) as usize;
         let i = live[k];
         let (proto, version, tags, sp, dp, left, sent) = conns[i];
-        let fwd = t.rnd() % 2 == 0;
+        let fwd = t.rnd().is_multiple_of(2);
         let (a, b, pa, pb) = if fwd {
             (1u8, 2u8 + (i % 7) as u8, sp, dp)
         } else {
@@ -170,7 +170,7 @@ fn trace(path: &Path) -> usize {
         t.push(f);
         // Now and then a fragment train: a first fragment (counted) and
         // non-first ones (never counted).
-        if t.rnd() % 40 == 0 {
+        if t.rnd().is_multiple_of(40) {
             let frag_l4 = l4(17, 5353, 5353, 0, 200);
             if version == 4 {
                 t.push(ipv4(tg, [10, 0, 0, a], [10, 0, 0, b], 17, 0x2000, &frag_l4));
@@ -180,7 +180,7 @@ fn trace(path: &Path) -> usize {
                 t.push(ipv6(tg, a, b, 17, Some(26), &[7u8; 300]));
             }
         }
-        if t.rnd() % 8 == 0 {
+        if t.rnd().is_multiple_of(8) {
             let g = gen::frame(&mut rng);
             if !g.data.is_empty() {
                 let us = 1_700_000_000_000_000 + t.frames.len() as u64 * 10;

@@ -181,7 +181,9 @@ fn repair_compressed(path: &Path) -> Result<(Repaired, u64), StorageError> {
     };
     let mut z = ZReader::open(path)
         .map_err(bad)?
-        .ok_or_else(|| StorageError::Internal("a compressed file no longer starts as one"))?;
+        .ok_or(StorageError::Internal(
+            "a compressed file no longer starts as one",
+        ))?;
     let kind = z.kind();
     let end = z.read_to_end_state().map_err(bad)?;
     let mut len_after = hole.unwrap_or(len_before);
@@ -214,9 +216,9 @@ fn repair_compressed(path: &Path) -> Result<(Repaired, u64), StorageError> {
     }
     let s = w.stop().expect("a walk that ended says how");
     if !matches!(s.end, End::Clean) {
-        let e = s
-            .error(path, len_after)
-            .unwrap_or_else(|| StorageError::Internal("a walk that ended badly without an error"));
+        let e = s.error(path, len_after).unwrap_or(StorageError::Internal(
+            "a walk that ended badly without an error",
+        ));
         return Err(e);
     }
     let idx = crate::index::path_for(path);

@@ -296,10 +296,11 @@ impl ZReader {
         if u32::from_le_bytes(h[..4].try_into().unwrap()) != ZSTD_MAGIC {
             // Zeros to the end: an interrupted aligned write, a torn tail.
             let len = self.file.metadata()?.len();
-            if len - c <= 4 << 20 && self.read_at(c, (len - c) as usize)? as u64 == len - c {
-                if self.scratch.iter().all(|&b| b == 0) {
-                    return torn(self);
-                }
+            if len - c <= 4 << 20
+                && self.read_at(c, (len - c) as usize)? as u64 == len - c
+                && self.scratch.iter().all(|&b| b == 0)
+            {
+                return torn(self);
             }
             return Err(bad(c, "not a zstd frame"));
         }

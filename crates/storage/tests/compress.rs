@@ -3,6 +3,7 @@
 //! scan, the index and its rebuild, seeks by the index, repair after a cut),
 //! for lz4 and zstd, pcap ns/µs and pcapng; and the standard tools (`lz4
 //! -t`, `zstd -t`, `zstdcat | tcpdump -r -`, `capinfos`) accept the files.
+#![allow(unused_crate_dependencies)] // a test crate uses only some of them
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -31,7 +32,7 @@ fn frame(i: u64) -> Vec<u8> {
 
 fn payload(i: u64) -> Vec<u8> {
     let len = 46 + (i as usize * 131) % 1400;
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         let line = format!("GET /index-{i}.html HTTP/1.1\r\nHost: example.org\r\n\r\n");
         line.bytes().cycle().take(len).collect()
     } else {
