@@ -9,10 +9,14 @@
 #     read and blocks decompressed from `--json`);
 #  3. the volume kept with --cutoff 15K on a heavy-tailed (Pareto) trace.
 #   benches/compress.sh [FRAMES] [SPAN_S]     (defaults: 300000 frames, 60 s)
+# Env: SPEED (record's --speed for part 1; default max: the file as fast as
+# it is read, which outruns one compression thread on 2 cores, so part of
+# the blocks go out uncompressed; e.g. SPEED=8x paces it at 8 times the
+# trace's own rate); ONLY=1 runs part 1 alone.
 # Run under `flock /work/team/bench.lock`. Prints a Markdown report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FRAMES=${1:-300000}; SPAN=${2:-60}
+FRAMES=${1:-300000}; SPAN=${2:-60}; SPEED=${SPEED:-max}
 cargo build --release -q -p wiretape-cli
 W=${CARGO_TARGET_DIR:-$PWD/target}/release/wiretape
 T=$(mktemp -d /tmp/wt-compress-bench.XXXXXX)
@@ -24,7 +28,7 @@ wall() { awk '{printf "%.2f", $1}' "$1"; }
 
 echo "# Compression and cutoff, $(date -u +%Y-%m-%d) ($(nproc) cores, $(uname -r))"
 echo
-echo "\`benches/compress.sh $FRAMES $SPAN\`: $FRAMES frames per trace over $SPAN s, Ethernet/IPv4/TCP, 60..1514 bytes."
+echo "\`SPEED=$SPEED benches/compress.sh $FRAMES $SPAN\`: $FRAMES frames per trace over $SPAN s, Ethernet/IPv4/TCP, 60..1514 bytes; record --speed $SPEED."
 echo
 echo "## Bytes on disk and record CPU per frame"
 echo
@@ -34,7 +38,7 @@ for k in clear random; do
   in=$(stat -c %s "$T/$k.pcap")
   for c in none lz4 zstd:1 zstd:3; do
     d="$T/$k-${c/:/}"
-    /usr/bin/time -o "$T/t" -f "%e %U %S" "$W" record -r "$T/$k.pcap" -w "$d" -q \
+    /usr/bin/time -o "$T/t" -f "%e %U %S" "$W" record -r "$T/$k.pcap" -w "$d" -q --speed "$SPEED" \
       --compress "$c" --compress-threads 1 --summary-json "$T/s.json" 2>/dev/null
     disk=$(find "$d" -type f ! -name '*.idx' -printf '%s\n' | awk '{s+=$1} END {print s}')
     read -r blocks stored < <(python3 -c "import json,sys; c=json.load(open('$T/s.json'))['compress'] or {}; print(c.get('blocks',0), c.get('blocks_uncompressed',0))")
@@ -42,6 +46,7 @@ for k in clear random; do
       'BEGIN {printf "| %s | %s | %d | %d | %.3f | %.2f | %.0f | %d | %d |\n", k, c, in_, disk, disk/in_, cpu, cpu*1e9/n, b, s}'
   done
 done
+[ -n "${ONLY:-}" ] && exit 0
 echo
 echo "## Extract, compressed vs plain (cleartext store)"
 echo
