@@ -297,3 +297,29 @@ fn extract_over_compressed_equals_extract_over_plain() {
     }
     assert!(compared >= 18);
 }
+
+#[test]
+fn a_bad_compress_flag_is_one_line_before_anything_is_made() {
+    let t = TempDir::new("cmpe");
+    let tr = t.path().join("trace.pcap");
+    trace(&tr, 10);
+    let out = t.path().join("never");
+    for bad in ["gzip", "zstd:99", "lz4:1"] {
+        let (code, _, e) = run_wiretape(
+            None,
+            &[
+                "record",
+                "-r",
+                tr.to_str().unwrap(),
+                "-w",
+                out.to_str().unwrap(),
+                "--compress",
+                bad,
+            ],
+        );
+        assert_ne!(code, 0, "{bad}");
+        assert_eq!(e.trim().lines().count(), 1, "{bad}: {e}");
+        assert!(e.contains(&format!("--compress {bad}")), "{e}");
+        assert!(!out.exists(), "{bad}: nothing made");
+    }
+}

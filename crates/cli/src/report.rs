@@ -586,7 +586,33 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
             g.why
         );
     }
-    if r.identity_holds() {
+    if let Some(c) = &st.compress {
+        s += &format!(
+            "  compressed ({}{}): {} of blocks -> {} ({:.3}), {} blocks, {} stored uncompressed\n",
+            c.compress.algorithm(),
+            if c.compress.level() != 0 {
+                format!(":{}", c.compress.level())
+            } else {
+                String::new()
+            },
+            bytes_h(c.bytes_in),
+            bytes_h(c.bytes_out),
+            c.ratio(),
+            thousands(c.blocks),
+            thousands(c.blocks_uncompressed)
+        );
+    }
+    if r.cutoff() > 0 {
+        s += &format!(
+            "  cutoff: {} frames ({}) past their connection's first bytes left out; {} connections evicted from the table\n",
+            thousands(r.cutoff()),
+            bytes_h(r.cutoff_bytes()),
+            thousands(r.cutoff_flows_evicted())
+        );
+    }
+    if r.identity_holds() && r.cutoff() > 0 {
+        s += "  accounting: seen = written + filtered + cutoff + drops, on every queue (identity holds)\n";
+    } else if r.identity_holds() {
         s += "  accounting: seen = written + filtered + drops, on every queue (identity holds)\n";
     } else {
         for (i, q) in r
@@ -596,13 +622,14 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
             .filter(|(_, q)| !q.identity_holds())
         {
             s += &format!(
-                "  WARNING: {}: seen {} != written {} + filtered {} + drops {} (unaccounted {}): the identity does not hold; please report this\n",
+                "  WARNING: {}: seen {} != written {} + filtered {} + cutoff {} + drops {} (unaccounted {}): the identity does not hold; please report this\n",
                 label(i, q),
                 q.seen,
                 q.written,
                 q.filtered,
+                q.cutoff,
                 q.drops.total(),
-                q.seen as i128 - (q.written + q.filtered + q.drops.total()) as i128
+                q.seen as i128 - (q.written + q.filtered + q.cutoff + q.drops.total()) as i128
             );
         }
     }

@@ -626,3 +626,51 @@ impl<S: BlockSink> BlockSink for CompressSink<S> {
         CompressSink::take_placed(self, out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flag_parses_and_refuses_in_words() {
+        assert_eq!("lz4".parse::<Compress>(), Ok(Compress::Lz4));
+        assert_eq!("zstd".parse::<Compress>(), Ok(Compress::Zstd(3)));
+        assert_eq!("zstd:19".parse::<Compress>(), Ok(Compress::Zstd(19)));
+        assert_eq!("none".parse::<Compress>(), Ok(Compress::None));
+        for bad in ["zstd:99", "zstd:x", "lz4:3", "gzip", ""] {
+            let e = bad.parse::<Compress>().unwrap_err();
+            assert!(e.starts_with(&format!("--compress {bad}:")), "{e}");
+            assert_eq!(e.lines().count(), 1);
+        }
+        assert_eq!(Compress::Zstd(1).suffix(), ".zst");
+        assert_eq!(Compress::Lz4.suffix(), ".lz4");
+    }
+
+    #[test]
+    fn blocks_that_do_not_shrink_are_stored_and_decode_back() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let random: Vec<u8> = (0..70_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect();
+        let mut out = Vec::new();
+        lz4_blocks(&random, false, &mut out);
+        let w = u32::from_le_bytes(out[..4].try_into().unwrap());
+        assert_ne!(w & LZ4_STORED, 0, "stored");
+        assert_eq!(&out[4..], &random[..]);
+        let mut z = Vec::new();
+        zstd_stored_frame(&random, &mut z);
+        assert_eq!(zstd::bulk::decompress(&z, 1 << 20).unwrap(), random);
+        let text = b"GET / HTTP/1.1\r\n".repeat(4000);
+        let mut out = Vec::new();
+        lz4_blocks(&text, false, &mut out);
+        assert!(out.len() < text.len() / 4);
+        let n = (u32::from_le_bytes(out[..4].try_into().unwrap())) as usize;
+        let back = lz4_flex::block::decompress(&out[4..4 + n], text.len()).unwrap();
+        assert_eq!(back, text);
+    }
+}
