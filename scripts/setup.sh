@@ -13,9 +13,10 @@ cd "$(dirname "$0")/.."
 # python3 + pip: tests/metrics.rs parses /metrics with the Prometheus project's Python client;
 # systemd: tests/service.rs runs `systemd-analyze verify` on the unit (no running systemd needed).
 # curl: tests/api.rs asks `wiretape api` with curl (and Python's ssl) as real clients.
+# lz4, zstd: tests/compress.rs checks our compressed captures with `lz4 -t`, `zstd -t`, `zstdcat`.
 # chromium + chromium-driver: tests/console.rs drives the console in headless Chromium over
 # WebDriver; fonts-dejavu-core: the labels of `timeline -o x.png` (resvg uses the system's fonts).
-pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip systemd curl chromium chromium-driver fonts-dejavu-core)
+pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip systemd curl lz4 zstd chromium chromium-driver fonts-dejavu-core)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -60,6 +60,7 @@ pub fn run(a: Args) -> Result<i32> {
                             "first_ns": i.first_ns, "last_ns": i.last_ns, "resolution": res,
                             "linktype": i.linktype, "snaplen": i.snaplen, "file_bytes": i.file_bytes,
                             "out_of_order": i.out_of_order, "format": fmt,
+                            "compression": i.compression,
                             "index": idx_json,
                         })
                     );
@@ -81,7 +82,10 @@ pub fn run(a: Args) -> Result<i32> {
                     }
                     _ => println!("  first/last   (no packets)"),
                 }
-                println!("  format       {fmt}, {res} timestamps");
+                match i.compression {
+                    Some(c) => println!("  format       {fmt}, {res} timestamps, {c}-compressed"),
+                    None => println!("  format       {fmt}, {res} timestamps"),
+                }
                 match &idx {
                     None => {}
                     Some(Err(e)) => println!("  index        unreadable: {e}"),

@@ -319,6 +319,7 @@ pub fn summary_json(
         "blocks_read": st.blocks_read,
         "blocks_skipped": st.blocks_skipped,
         "bytes_read": st.bytes_read,
+        "blocks_decompressed": st.blocks_decompressed,
         "records_read": st.records_read,
         "out_of_order": st.out_of_order,
         "seconds": out.seconds,

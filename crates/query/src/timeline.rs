@@ -32,6 +32,7 @@ use wiretape_filter::flow::Needs;
 use wiretape_storage::index::{self, Entry};
 use wiretape_storage::naming;
 use wiretape_storage::walk::Walker;
+use wiretape_storage::zread::{self, Source};
 
 /// Pixels of the picture's width per bin, at least.
 pub const PX_PER_BIN: u32 = 4;
@@ -502,12 +503,15 @@ fn apportion(bins: &mut [Counts], start: u64, w: u64, first: u64, last: u64, c: 
     }
 }
 
-/// One file's entries, its length, whether it is being written.
+/// One file's entries, its length, whether it is being written, whether
+/// it is compressed (its offsets are then in the plain stream, whose
+/// length the file's is not).
 struct Indexed {
     path: PathBuf,
     entries: Vec<Entry>,
     len: u64,
     live: bool,
+    compressed: bool,
 }
 
 /// The timeline of a request over local stores. Err: a filter libpcap
@@ -542,6 +546,7 @@ pub fn build(req: &Request) -> Result<Timeline, QueryError> {
             Ok(entries) if !entries.is_empty() => indexed.push(Indexed {
                 len: std::fs::metadata(&f).map_or(0, |m| m.len()),
                 live: crate::fleet::being_written(&f),
+                compressed: entries.iter().any(|e| e.z.is_some()),
                 path: f,
                 entries,
             }),
@@ -594,7 +599,7 @@ pub fn build(req: &Request) -> Result<Timeline, QueryError> {
         let bins = by_series
             .entry(series_of(&f.path, req.by))
             .or_insert_with(|| vec![Counts::default(); nbins as usize]);
-        let mut walker: Option<Walker<BufReader<std::fs::File>>> = None;
+        let mut walker: Option<Walker<Source<BufReader<std::fs::File>>>> = None;
         for (i, e) in f.entries.iter().enumerate() {
             if !window.overlaps(e.first_ns, e.last_ns) {
                 continue;
@@ -605,9 +610,10 @@ pub fn build(req: &Request) -> Result<Timeline, QueryError> {
                 .is_some_and(|n| n.as_ref().is_none_or(|n| e.may_match(n)));
             let next = f.entries.get(i + 1).map(|n| n.offset);
             let cut = e.first_ns < from || e.last_ns >= to;
-            if cut || (next.is_none() && f.live) {
+            if cut || (next.is_none() && (f.live || f.compressed)) {
                 // The block is read: the window cuts it, or it is the last
-                // of a file being written (its end is not known).
+                // of a file being written or compressed (where its records
+                // end is not known from the index).
                 tl.blocks_read += 1;
                 let w = walker.get_or_insert_with(|| open_walker(&f.path));
                 w.seek_to(e.offset);
@@ -658,12 +664,14 @@ pub fn query_string(req: &Request, bin_ns: u64) -> String {
     q.finish()
 }
 
-fn open_walker(path: &Path) -> Walker<BufReader<std::fs::File>> {
-    let f = std::fs::File::open(path).unwrap_or_else(|_| {
-        // Gone since it was listed: a walker over nothing reads no frame.
-        std::fs::File::open("/dev/null").expect("/dev/null opens")
+fn open_walker(path: &Path) -> Walker<Source<BufReader<std::fs::File>>> {
+    // Gone since it was listed: a walker over nothing reads no frame.
+    let src = zread::open_buffered(path).unwrap_or_else(|_| {
+        Source::Plain(BufReader::new(
+            std::fs::File::open("/dev/null").expect("/dev/null opens"),
+        ))
     });
-    Walker::new(BufReader::with_capacity(256 << 10, f))
+    Walker::new(src)
 }
 
 #[cfg(test)]
