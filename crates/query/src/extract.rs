@@ -461,6 +461,10 @@ pub struct Stats {
     pub bytes_read: u64,
     /// Records walked (in the window or not).
     pub records_read: u64,
+    /// Of those, odd records libpcap reads as frames (and so does the
+    /// merge): orig_len 0 or below caplen, a fraction of a second out of
+    /// range, a caplen above the snap length.
+    pub records_odd: u64,
     /// Records stamped before the one before them in their file.
     pub out_of_order: u64,
     /// Files with damage ([`NoteKind::Damage`]).
@@ -484,6 +488,7 @@ impl std::ops::AddAssign for Stats {
         self.blocks_skipped += o.blocks_skipped;
         self.bytes_read += o.bytes_read;
         self.records_read += o.records_read;
+        self.records_odd += o.records_odd;
         self.out_of_order += o.out_of_order;
         self.damaged_files += o.damaged_files;
         self.error_files += o.error_files;
@@ -751,6 +756,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
                 return false;
             };
             self.stats.records_read += 1;
+            self.stats.records_odd += u64::from(m.odd);
             if self.stats.records_read.is_multiple_of(1024) && self.should_stop() {
                 return false;
             }

@@ -307,6 +307,8 @@ pub fn rebuild_with(
     })?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let mut walk = Walker::new(BufReader::with_capacity(1 << 20, f));
+    // Flow keys are Ethernet's: other link types get time-only entries.
+    let ethernet = walk.header().linktype == crate::pcap::LINKTYPE_ETHERNET;
     let mut cur = Entry::default();
     let mut flows = FlowCollector::new();
     let mut data = Vec::new();
@@ -314,7 +316,7 @@ pub fn rebuild_with(
     let block = block.max(1);
     while let Some(m) = walk.next_into(&mut data) {
         if cur.count > 0 && m.offset / block != cur.offset / block {
-            cur.flows = Some(flows.finish());
+            cur.flows = Some(flows.finish()).filter(|_| ethernet);
             cur.encode(&mut out);
             entries += 1;
             cur = Entry::default();
@@ -325,14 +327,16 @@ pub fn rebuild_with(
         }
         cur.last_ns = m.ts_ns;
         cur.count += 1;
-        flows.add(&data);
+        if ethernet {
+            flows.add(&data);
+        }
         progress(m.offset);
     }
     if let Some(e) = walk.stop().and_then(|s| s.error(capture, len)) {
         return Err(e);
     }
     if cur.count > 0 {
-        cur.flows = Some(flows.finish());
+        cur.flows = Some(flows.finish()).filter(|_| ethernet);
         cur.encode(&mut out);
         entries += 1;
     }

@@ -61,6 +61,10 @@ pub struct StorageConfig {
     pub retention: Policy,
     /// On a full disk: delete our oldest files and go on (else stop).
     pub on_full_rotate: bool,
+    /// Link type the files state (`LINKTYPE_`): Ethernet for interfaces;
+    /// `record -r`: the input file's. The flow index is for Ethernet
+    /// only (other link types get time-only index entries).
+    pub linktype: u32,
 }
 
 impl StorageConfig {
@@ -82,6 +86,7 @@ impl StorageConfig {
             flow_index: true,
             retention: Policy::default(),
             on_full_rotate: false,
+            linktype: crate::pcap::LINKTYPE_ETHERNET,
         }
     }
 
@@ -599,8 +604,9 @@ impl RotatingWriter {
             let r = self.retention.clone();
             sink.set_make_room(Some(Arc::new(move |p: &Path| r.make_room(p))));
         }
-        let w = PcapWriter::with_format(sink, c.snaplen, c.format, &self.ifname);
-        Ok(match (c.index, c.flow_index) {
+        let w = PcapWriter::with_link(sink, c.snaplen, c.format, &self.ifname, c.linktype);
+        let flows = c.flow_index && c.linktype == crate::pcap::LINKTYPE_ETHERNET;
+        Ok(match (c.index, flows) {
             (true, true) => w.with_index(path),
             (true, false) => w.with_index_no_flows(path),
             (false, _) => w,
