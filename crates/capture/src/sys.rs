@@ -422,7 +422,8 @@ struct IfReqAddr {
 /// (or it cannot be read), as tcpdump uses then.
 pub fn ipv4_netmask(name: &str) -> u32 {
     // SAFETY: a plain datagram socket used only for the ioctls, owned at once.
-    let Ok(s) = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })
+    let Ok(s) =
+        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })
     else {
         return 0;
     };

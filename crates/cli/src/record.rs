@@ -884,9 +884,8 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }) {
         Ok(r) => r,
-        // A syntax error is a usage error, like clap's (exit 2); an
-        // expression libpcap compiles into something we cannot run (a
-        // backward jump) is exit 1. Both before anything is attached.
+        // A refused expression is a usage error, like clap's (exit 2),
+        // before anything is attached.
         Err(wiretape::PipelineError::Filter(e)) => {
             eprintln!("wiretape: error: {e}");
             return Ok(crate::filter::exit_code(&e));

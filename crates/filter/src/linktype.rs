@@ -58,22 +58,22 @@ pub fn snapshot(linktype: u32, snaplen: u32) -> u32 {
     }
 }
 
-/// A short name of the link type, for messages (`"ethernet"`, `"raw"`, ...),
-/// or its number.
+/// The link type's name for messages: `Ethernet (1)`, libpcap's name
+/// of the others (`RAW (101)`, `LINUX_SLL (113)`, ...), or its number.
 pub fn name(linktype: u32) -> String {
     let n = match linktype {
-        0 => "null",
-        1 => "ethernet",
-        9 => "ppp",
-        101 => "raw",
-        104 => "c_hdlc",
-        105 => "ieee802_11",
-        113 => "linux_sll",
-        127 => "ieee802_11_radiotap",
-        228 => "ipv4",
-        229 => "ipv6",
-        276 => "linux_sll2",
-        _ => return format!("linktype {linktype}"),
+        0 => "NULL",
+        1 => "Ethernet",
+        9 => "PPP",
+        101 => "RAW",
+        104 => "C_HDLC",
+        105 => "IEEE802_11",
+        113 => "LINUX_SLL",
+        127 => "IEEE802_11_RADIOTAP",
+        228 => "IPV4",
+        229 => "IPV6",
+        276 => "LINUX_SLL2",
+        _ => return format!("link type {linktype}"),
     };
     format!("{n} ({linktype})")
 }

@@ -18,7 +18,6 @@ pub const LINKTYPE_ETHERNET: u32 = 1;
 /// as `tcpdump -s 0`).
 pub const DEFAULT_SNAPLEN: u32 = 262_144;
 
-
 /// Why a filter expression could not be turned into a [`Program`].
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum FilterError {

@@ -384,7 +384,11 @@ pub fn mixed_linktypes(linktypes: &[(u32, Vec<PathBuf>)]) -> Option<String> {
         .iter()
         .map(|(lt, files)| {
             let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-            format!("{}: {}", wiretape_filter::linktype::name(*lt), names.join(" "))
+            format!(
+                "{}: {}",
+                wiretape_filter::linktype::name(*lt),
+                names.join(" ")
+            )
         })
         .collect();
     Some(format!(

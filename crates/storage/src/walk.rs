@@ -19,10 +19,10 @@
 
 use crate::pcap::{FileHeader, Format, FILE_HEADER_LEN, MAX_SNAPLEN, RECORD_HEADER_LEN};
 use crate::pcapng::{self, Interface};
-use wiretape_filter::linktype;
 use crate::StorageError;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
+use wiretape_filter::linktype;
 
 /// One record as the walker found it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -240,6 +240,9 @@ pub struct Walker<R> {
     body: Vec<u8>,
     /// Moved ahead with [`Walker::seek_to`]: interfaces may be unknown.
     resumed: bool,
+    /// pcapng: an interface was read, and `header.linktype` is its link
+    /// type (every interface must have it).
+    linktype_known: bool,
     /// pcap: libpcap's snapshot length (records above it are cut to it)
     /// and largest caplen (records above it are refused) for the file.
     snapshot: u32,
@@ -274,6 +277,7 @@ impl<R: Read> Walker<R> {
             pending: None,
             body: Vec::new(),
             resumed: false,
+            linktype_known: false,
             snapshot: MAX_SNAPLEN,
             max_caplen: MAX_SNAPLEN,
             swapped_lengths: Lengths::NotSwapped,
@@ -510,8 +514,11 @@ impl<R: Read> Walker<R> {
                 d.resize(keep as usize, 0);
                 self.read(at, d)?
             }
-            None => std::io::copy(&mut (&mut self.inner).take(keep as u64), &mut std::io::sink())
-                .map_err(|e| Stop::at(at, End::Io(e)))? as usize,
+            None => std::io::copy(
+                &mut (&mut self.inner).take(keep as u64),
+                &mut std::io::sink(),
+            )
+            .map_err(|e| Stop::at(at, End::Io(e)))? as usize,
         };
         let skipped = if rest > 0 && got == keep as usize {
             std::io::copy(&mut (&mut self.inner).take(rest), &mut std::io::sink())
@@ -662,6 +669,18 @@ impl<R: Read> Walker<R> {
     fn interface(&mut self, at: u64, total: u32) -> Result<(), Stop> {
         let itf = pcapng::parse_idb(&self.body, self.big_endian)
             .ok_or_else(|| Self::content(at, total, "interface block too short".into()))?;
+        // libpcap reads one link type per file: an interface of another
+        // is where it stops (and so do we, rather than relabel frames).
+        let first = self.header.linktype;
+        if self.linktype_known && itf.linktype as u32 != first {
+            let what = format!(
+                "an interface of link type {} in a file of link type {first}: libpcap reads one link type per file",
+                itf.linktype
+            );
+            return Err(Self::content(at, total, what));
+        }
+        self.linktype_known = true;
+        self.header.linktype = itf.linktype as u32;
         self.ifaces.push(itf);
         Ok(())
     }

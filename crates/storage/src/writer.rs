@@ -68,7 +68,13 @@ impl<S: BlockSink> PcapWriter<S> {
 
     /// A writer of `format`; `ifname` names the interface in pcapng's IDB.
     pub fn with_format(sink: S, snaplen: u32, format: Format, ifname: &str) -> Self {
-        Self::with_link(sink, snaplen, format, ifname, crate::pcap::LINKTYPE_ETHERNET)
+        Self::with_link(
+            sink,
+            snaplen,
+            format,
+            ifname,
+            crate::pcap::LINKTYPE_ETHERNET,
+        )
     }
 
     /// [`PcapWriter::with_format`] of frames of link type `linktype`.
