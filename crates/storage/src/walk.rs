@@ -429,7 +429,16 @@ impl<R: Read> Walker<R> {
                 }
             }
         }
-        if n < 4 || self.read(0, &mut h[4..])? < FILE_HEADER_LEN - 4 {
+        if n < 4 {
+            return Err(torn());
+        }
+        // Not a capture at all: say so (with its first bytes), short or not.
+        let magic = u32::from_le_bytes(h[..4].try_into().unwrap());
+        let pcap = [crate::pcap::MAGIC_US, crate::pcap::MAGIC_NS];
+        if !pcap.contains(&magic) && !pcap.contains(&magic.swap_bytes()) {
+            return Err(Stop::corrupt(0, Why::BadMagic(magic)));
+        }
+        if self.read(0, &mut h[4..])? < FILE_HEADER_LEN - 4 {
             return Err(torn());
         }
         self.header = FileHeader::decode(&h).map_err(|m| Stop::corrupt(0, Why::BadMagic(m)))?;
