@@ -109,7 +109,7 @@ fn mixed(i: usize) -> Vec<u8> {
         3 => eth(mac, 0x86dd, &ipv6(i as u8, 7, 17, &udp(sp, dp, 20))),
         4 => {
             // Hop-by-hop options, then UDP or TCP: protochain's loop.
-            let next = if i % 2 == 0 { 17 } else { 6 };
+            let next = if i.is_multiple_of(2) { 17 } else { 6 };
             let mut p = vec![next, 0, 1, 4, 0, 0, 0, 0];
             p.extend(if next == 17 {
                 udp(sp, dp, 8)
