@@ -391,23 +391,30 @@ fn wiretape(dir: &Path, args: &[&str]) -> Output {
         .expect("run wiretape")
 }
 
-/// `wiretape ARGS` as uid/gid 65534 without capabilities (when root).
-fn unprivileged(args: &[&str]) -> Output {
-    let mut c = if wiretape::capture::sys::is_root() {
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-        ])
-        .arg(bin());
-        c
-    } else {
-        Command::new(bin())
-    };
-    c.args(args).output().expect("run wiretape")
+/// `wiretape record -r F -w DIR -q --summary-json DIR/s.json [EXPR]` as
+/// uid/gid 65534 without capabilities (when root): its output, the
+/// summary, and the frames of the files written (in order) with their link
+/// types.
+fn record_unprivileged(
+    f: &Path,
+    dir: &Path,
+    expr: Option<&str>,
+) -> (Output, Value, Vec<(u32, Vec<F>)>) {
+    open_dir(dir);
+    let sum = dir.join("s.json");
+    let mut c = wiretape_unprivileged();
+    c.args(["record", "-r"]).arg(f).arg("-w").arg(dir);
+    c.args(["-q", "--summary-json"]).arg(&sum);
+    if let Some(e) = expr {
+        c.arg(e);
+    }
+    let o = c.output().expect("run wiretape");
+    let j = read_json(&sum);
+    let files = pcaps(dir)
+        .iter()
+        .map(|p| parse_pcap(&std::fs::read(p).unwrap()))
+        .collect();
+    (o, j, files)
 }
 
 fn open_dir(p: &Path) {
@@ -481,19 +488,7 @@ fn conforms(f: &Path, work: &Path, odd: Option<u64>) {
         );
     }
     // record -r, unprivileged: the same frames, under the same link type.
-    let dir = work.join(format!("{name}.rec"));
-    open_dir(&dir);
-    let sum = dir.join("summary.json");
-    let o = unprivileged(&[
-        "record",
-        "-r",
-        s,
-        "-w",
-        dir.to_str().unwrap(),
-        "-q",
-        "--summary-json",
-        sum.to_str().unwrap(),
-    ]);
+    let (o, j, files) = record_unprivileged(f, &work.join(format!("{name}.rec")), None);
     let err = text(&o);
     assert_eq!(
         o.status.code(),
@@ -501,7 +496,6 @@ fn conforms(f: &Path, work: &Path, odd: Option<u64>) {
         "{}: {err}",
         what("record -r")
     );
-    let j = read_json(&sum);
     assert_identity(&j);
     if !ok {
         let errors = j["errors"].to_string();
@@ -512,15 +506,8 @@ fn conforms(f: &Path, work: &Path, odd: Option<u64>) {
         );
     }
     let mut got = Vec::new();
-    for p in pcaps(&dir) {
-        let (flt, fr) = parse_pcap(&std::fs::read(&p).unwrap());
-        assert_eq!(
-            flt,
-            lt,
-            "{}: {} keeps the link type",
-            what("record -r"),
-            p.display()
-        );
+    for (flt, fr) in files {
+        assert_eq!(flt, lt, "{}: keeps the link type", what("record -r"));
         got.extend(fr);
     }
     same_frames(&what("record -r"), &got, &want);
@@ -864,32 +851,15 @@ fn filters_select_what_tcpdump_selects() {
         agreed += 1;
         // record -r takes the same filter (every 6th expression: quick).
         if k % 6 == 0 {
-            let dir = w.join(format!("rec-{k}"));
-            open_dir(&dir);
-            let sum = dir.join("s.json");
-            let o = unprivileged(&[
-                "record",
-                "-r",
-                s,
-                "-w",
-                dir.to_str().unwrap(),
-                "-q",
-                "--summary-json",
-                sum.to_str().unwrap(),
-                e,
-            ]);
+            let (o, j, files) = record_unprivileged(&trace, &w.join(format!("rec-{k}")), Some(e));
             assert!(o.status.success(), "record -r '{e}': {}", text(&o));
-            let j = read_json(&sum);
             assert_identity(&j);
             assert_eq!(
                 j["packets_filtered"].as_u64(),
                 Some(660 - want.len() as u64),
                 "'{e}'"
             );
-            let mut got = Vec::new();
-            for p in pcaps(&dir) {
-                got.extend(parse_pcap(&std::fs::read(&p).unwrap()).1);
-            }
+            let got: Vec<F> = files.into_iter().flat_map(|(_, f)| f).collect();
             same_frames(&format!("record -r '{e}'"), &got, &want);
         }
     }
