@@ -13,6 +13,10 @@
 # (Wireshark), not with wiretape's reader (stenotype's own block format: the
 # rig's pcapcount). Output: DIR/compare.md (median [min..max] per size and
 # tool, and wiretape's ratios to each peer), DIR/compare.png, DIR/trials.csv.
+# CPU per million frames in three columns: process (the tool's own), kernel
+# (irq+softirq of all CPUs, the rig's kirq_s, above the median of the `none`
+# trials of that size: the kernel work the tool causes, on the sender's CPU
+# too) and whole (process + kernel: what the machine pays); ratios on both.
 # -b PPS: the generator at a fixed rate for every tool (same offered load),
 # instead of as fast as it goes (a tool's kernel-side cost slows the sender
 # on veth, so at full speed each tool faces a different load).

@@ -739,17 +739,26 @@ s = ctx.wrap_socket(socket.create_connection(('{host}', {port})), server_hostnam
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)\n\
 s.sendall(b'GET /v1/extract HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n\
 s.recv(100)\n\
+print('held', flush=True)\n\
 time.sleep(60)\n",
         ca = cd.join("ca.pem").display(),
         c = cd.join("client-alice.pem").display(),
         k = cd.join("client-alice.key").display(),
     );
-    Held(
-        Command::new("python3")
-            .args(["-c", &script])
-            .spawn()
-            .unwrap(),
+    let mut child = Command::new("python3")
+        .args(["-c", &script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The answer's first bytes have arrived: the query holds its slot.
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
     )
+    .unwrap();
+    assert_eq!(line.trim(), "held", "the held query started");
+    Held(child)
 }
 
 /// Bytes a process has read (`rchar` of /proc/PID/io: every read and
@@ -900,14 +909,21 @@ fn a_gone_client_stops_its_query_and_idle_connections_cost_little() {
     // --max-queries 1: a query held by a client that does not read (the
     // channel fills, the query waits), then the next gets 503.
     let held = hold_query(&api.url, &cd);
-    std::thread::sleep(Duration::from_millis(500));
     let (code, body) = curl(&cd, &format!("{}/v1/count", api.url), &["-D", "-"]);
     assert_eq!(code, 503, "{}", String::from_utf8_lossy(&body));
     let text = String::from_utf8_lossy(&body).to_ascii_lowercase();
     assert!(text.contains("retry-after: 1"), "{text}");
     drop(held);
-    std::thread::sleep(Duration::from_millis(500));
-    let (code, _) = curl(&cd, &format!("{}/v1/count", api.url), &[]);
+    // Its slot is free again within a few seconds (the merge notices the
+    // gone client at its next check; the machine may be busy).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let code = loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let (code, _) = curl(&cd, &format!("{}/v1/count", api.url), &[]);
+        if code == 200 || Instant::now() > deadline {
+            break code;
+        }
+    };
     assert_eq!(code, 200, "the held query ended when its client went away");
 }
 
