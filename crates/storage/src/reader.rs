@@ -305,7 +305,14 @@ mod tests {
             FileInfo::scan(&p),
             Err(StorageError::BadMagic { .. })
         ));
+        // Shorter than a header: not a capture says so (its first bytes),
+        // a pcap header cut short is truncated.
         std::fs::write(&p, b"short").unwrap();
+        assert!(matches!(
+            FileInfo::scan(&p),
+            Err(StorageError::BadMagic { .. })
+        ));
+        std::fs::write(&p, &full[..10]).unwrap();
         assert!(matches!(
             FileInfo::scan(&p),
             Err(StorageError::Truncated { .. })
