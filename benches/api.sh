@@ -57,23 +57,24 @@ BYTES=$(du -cb "$DIR"/*.pcap | tail -1 | cut -f1)
 start_api
 rows=$WORK/rows
 MID=$((T0 + 1800))
+# whole_remote ROW SERVER_PID URL: the whole store from URL to /dev/null,
+# cold cache; the client's CPU and the server's (its /proc ticks) per row.
+whole_remote() {
+  cold
+  local c0 c1 e u s
+  c0=$(cpu_of "$2")
+  /usr/bin/time -f "%e %U %S" -o "$WORK/t" "$BIN" extract "$3" -q -w /dev/null
+  c1=$(cpu_of "$2")
+  read -r e u s < "$WORK/t"
+  echo "$1 $e $(python3 -c "print($u+$s)") $(python3 -c "print(($c1-$c0)/$TCK)")" >> "$rows"
+}
 for ((i = 0; i < R; i++)); do
   cold
   /usr/bin/time -f "%e %U %S" -o "$WORK/t" "$BIN" extract "$DIR" -q -w /dev/null
   read -r e u s < "$WORK/t"
   echo "whole-local $e $(python3 -c "print($u+$s)") 0" >> "$rows"
-  cold
-  c0=$(cpu_of "$API_PID")
-  /usr/bin/time -f "%e %U %S" -o "$WORK/t" "$BIN" extract "$URL" -q -w /dev/null
-  c1=$(cpu_of "$API_PID")
-  read -r e u s < "$WORK/t"
-  echo "whole-remote $e $(python3 -c "print($u+$s)") $(python3 -c "print(($c1-$c0)/$TCK)")" >> "$rows"
-  cold
-  c0=$(cpu_of "$PLAIN_PID")
-  /usr/bin/time -f "%e %U %S" -o "$WORK/t" "$BIN" extract "$PLAIN" -q -w /dev/null
-  c1=$(cpu_of "$PLAIN_PID")
-  read -r e u s < "$WORK/t"
-  echo "whole-remote-plain $e $(python3 -c "print($u+$s)") $(python3 -c "print(($c1-$c0)/$TCK)")" >> "$rows"
+  whole_remote whole-remote "$API_PID" "$URL"
+  whole_remote whole-remote-plain "$PLAIN_PID" "$PLAIN"
   for which in local remote; do
     cold
     src=$DIR; [ "$which" = remote ] && src=$URL

@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 # python3 + pip: tests/metrics.rs parses /metrics with the Prometheus project's Python client;
 # systemd: tests/service.rs runs `systemd-analyze verify` on the unit (no running systemd needed).
 # curl: tests/api.rs asks `wiretape api` with curl (and Python's ssl) as real clients.
-pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip systemd curl)
+# lz4, zstd: tests/compress.rs checks our compressed captures with `lz4 -t`, `zstd -t`, `zstdcat`.
+pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip systemd curl lz4 zstd)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

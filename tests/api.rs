@@ -144,6 +144,20 @@ fn tls_server_args(certs: &Path) -> Vec<String> {
     ]
 }
 
+/// `wiretape api -w STORE --listen 127.0.0.1:0 EXTRA... --tls-cert ...`
+/// with the certificates of `certs`.
+fn tls_api(store: &Path, certs: &Path, extra: &[&str]) -> Api {
+    let mut a: Vec<String> = vec![
+        "-w".into(),
+        store.to_str().unwrap().into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+    ];
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.extend(tls_server_args(certs));
+    Api::start(&a.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
 fn client_args(certs: &Path, name: &str) -> Vec<String> {
     let c = |f: String| certs.join(f).to_str().unwrap().to_string();
     vec![
@@ -599,18 +613,11 @@ fn refusals_bad_requests_and_bounds() {
         false,
     )
     .unwrap();
-    let mut a: Vec<String> = vec![
-        "-w".into(),
-        st[0].to_str().unwrap().into(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--allow-client".into(),
-        "alice".into(),
-        "--allow-client".into(),
-        "expired".into(),
-    ];
-    a.extend(tls_server_args(&cd));
-    let api = Api::start(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let api = tls_api(
+        &st[0],
+        &cd,
+        &["--allow-client", "alice", "--allow-client", "expired"],
+    );
     let ca = cd.join("ca.pem");
     let pair = |dir: &Path, n: &str| {
         (
@@ -802,18 +809,11 @@ fn a_gone_client_stops_its_query_and_idle_connections_cost_little() {
         .sum();
     let cd = t.path().join("tls");
     certs(&cd);
-    let mut a: Vec<String> = vec![
-        "-w".into(),
-        dir.to_str().unwrap().into(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--max-queries".into(),
-        "1".into(),
-        "--handshake-timeout".into(),
-        "2".into(),
-    ];
-    a.extend(tls_server_args(&cd));
-    let api = Api::start(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let api = tls_api(
+        &dir,
+        &cd,
+        &["--max-queries", "1", "--handshake-timeout", "2"],
+    );
     let pid = api.pid();
     let c = |f: &str| cd.join(f).to_str().unwrap().to_string();
     // A slow download (1 MB/s), killed after a second and a half.

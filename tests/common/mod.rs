@@ -396,7 +396,7 @@ pub fn verify_files(
 }
 
 /// Asserts the accounting identity in a summary JSON, in total and per queue
-/// (`packets_seen = packets_written + packets_filtered + drops`), and that
+/// (`packets_seen = packets_written + packets_filtered + packets_cutoff + drops`), and that
 /// its numbers agree with each other.
 pub fn assert_identity(j: &Value) {
     let d = |v: &Value| -> u64 {
@@ -421,20 +421,31 @@ pub fn assert_identity(j: &Value) {
             .as_u64()
             .unwrap_or_else(|| panic!("packets_filtered missing: {v:#}"))
     };
+    let cut = |v: &Value| -> u64 {
+        v["packets_cutoff"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("packets_cutoff missing: {v:#}"))
+    };
     let seen = j["packets_seen"].as_u64().unwrap();
     let written = j["packets_written"].as_u64().unwrap();
-    assert_eq!(seen, written + filtered(j) + d(j), "total identity: {j:#}");
-    let (mut qs, mut qf) = (0, 0);
+    assert_eq!(
+        seen,
+        written + filtered(j) + cut(j) + d(j),
+        "total identity: {j:#}"
+    );
+    let (mut qs, mut qf, mut qc) = (0, 0, 0);
     for q in j["per_queue"].as_array().unwrap() {
         let s = q["packets_seen"].as_u64().unwrap();
         let w = q["packets_written"].as_u64().unwrap();
-        assert_eq!(s, w + filtered(q) + d(q), "queue identity: {q:#}");
+        assert_eq!(s, w + filtered(q) + cut(q) + d(q), "queue identity: {q:#}");
         assert_eq!(q["identity_holds"], Value::Bool(true));
         qs += s;
         qf += filtered(q);
+        qc += cut(q);
     }
     assert_eq!(qs, seen, "per-queue seen adds up to the total");
     assert_eq!(qf, filtered(j), "per-queue filtered adds up to the total");
+    assert_eq!(qc, cut(j), "per-queue cutoff adds up to the total");
     assert_eq!(j["identity_holds"], Value::Bool(true));
 }
 

@@ -85,6 +85,14 @@ pub struct EngineCounters {
     /// Seen frames the capture filter rejected (the XDP program passed them
     /// to the stack; a file's records skipped): not a drop, not written.
     pub filtered: u64,
+    /// Seen frames the capture filter kept and the per-connection cutoff
+    /// (`--cutoff`) did not: not a drop, not written.
+    pub cutoff: u64,
+    /// Their bytes (captured).
+    pub cutoff_bytes: u64,
+    /// Connections evicted from the cutoff's full table (they start again
+    /// from zero).
+    pub cutoff_flows_evicted: u64,
     /// Dropped: the RX ring was full (the poll thread fell behind).
     pub rx_ring_full: u64,
     /// Dropped: no free frame (the writer fell behind).

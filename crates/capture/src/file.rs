@@ -129,6 +129,9 @@ pub struct FileConfig {
     /// Read a plain pcap file in place from a mapping of it (the default;
     /// see the module docs); false: read every file into the ring.
     pub in_place: bool,
+    /// The per-connection cutoff (`--cutoff SIZE`, `--cutoff-flows N`):
+    /// (SIZE bytes, N connections); see [`crate::cutoff`].
+    pub cutoff: Option<(u64, usize)>,
 }
 
 impl FileConfig {
@@ -142,6 +145,7 @@ impl FileConfig {
             writer_cpu: None,
             filter: None,
             in_place: true,
+            cutoff: None,
         }
     }
 
@@ -176,6 +180,9 @@ struct Counters {
     seen: AtomicU64,
     bytes: AtomicU64,
     filtered: AtomicU64,
+    cutoff: AtomicU64,
+    cutoff_bytes: AtomicU64,
+    evicted: AtomicU64,
     /// Records larger than the whole ring (never fed).
     too_big: AtomicU64,
 }
@@ -274,6 +281,9 @@ impl FileEngine {
             eof: false,
             stamp_here: stamper.is_some(),
             filter: cfg.filter.clone().map(|f| f.program),
+            cutoff: cfg
+                .cutoff
+                .map(|(size, flows)| crate::cutoff::Cutoff::new(size, flows)),
             counters: counters.clone(),
             stopped: stopped.clone(),
             error: error.clone(),
@@ -317,6 +327,9 @@ impl Engine for FileEngine {
             seen: self.counters.seen.load(Ordering::Relaxed),
             seen_bytes: self.counters.bytes.load(Ordering::Relaxed),
             filtered: self.counters.filtered.load(Ordering::Relaxed),
+            cutoff: self.counters.cutoff.load(Ordering::Relaxed),
+            cutoff_bytes: self.counters.cutoff_bytes.load(Ordering::Relaxed),
+            cutoff_flows_evicted: self.counters.evicted.load(Ordering::Relaxed),
             other: self.counters.too_big.load(Ordering::Relaxed),
             ..Default::default()
         }
@@ -349,17 +362,22 @@ pub struct FileRx {
     stamp_here: bool,
     /// The capture filter's classic program.
     filter: Option<wiretape_filter::Program>,
+    /// The per-connection cutoff, after the filter.
+    cutoff: Option<crate::cutoff::Cutoff>,
     counters: Arc<Counters>,
     stopped: Arc<AtomicBool>,
     error: Arc<Mutex<Option<String>>>,
 }
 
-/// What one take fed: frames, their bytes and the records filtered out.
+/// What one take fed: frames, their bytes, the records filtered out and
+/// those the cutoff cut (and their bytes).
 #[derive(Default)]
 struct Tally {
     n: usize,
     bytes: u64,
     skipped: u64,
+    cut: u64,
+    cut_bytes: u64,
 }
 
 /// The walk of a plain pcap file mapped in place.
@@ -415,7 +433,7 @@ impl FileRx {
             map.prefault(ip.ready, PREFAULT);
             ip.ready += PREFAULT;
         }
-        if !self.paced && self.filter.is_none() {
+        if !self.paced && self.filter.is_none() && self.cutoff.is_none() {
             // As fast as possible, every record: the loop below without
             // its pacing and filter, for each byte order and resolution.
             let room = max.saturating_sub(t.n);
@@ -436,7 +454,7 @@ impl FileRx {
         let stop_at = off + TAKE_BYTES;
         // A filter rejecting a long run of records: come back up now and
         // then, so a stop is noticed.
-        while t.n < max && t.skipped < 16 * max as u64 && off < stop_at {
+        while t.n < max && t.skipped + t.cut < 16 * max as u64 && off < stop_at {
             let (at, next, caplen, orig, ts) = match next_record(map, off, be, nanos, snap) {
                 Ok(r) => r,
                 Err(e) => {
@@ -464,6 +482,14 @@ impl FileRx {
             if let Some(f) = &self.filter {
                 if !f.matches(&bytes[at..next], orig.max(caplen)) {
                     t.skipped += 1;
+                    off = next;
+                    continue;
+                }
+            }
+            if let Some(c) = &mut self.cutoff {
+                if !c.keep(&bytes[at..next], orig.max(caplen)) {
+                    t.cut += 1;
+                    t.cut_bytes += caplen as u64;
                     off = next;
                     continue;
                 }
@@ -496,7 +522,7 @@ impl FileRx {
     fn take_read(&mut self, max: usize, out: &mut Vec<Desc>, now: u64, t: &mut Tally) {
         // A filter rejecting a long run of records: come back up now and
         // then, so a stop is noticed.
-        while t.n < max && t.skipped < 16 * max as u64 {
+        while t.n < max && t.skipped + t.cut < 16 * max as u64 {
             let Some((h, due)) = self.next_head() else {
                 break;
             };
@@ -504,14 +530,22 @@ impl FileRx {
                 self.pending = Some((h, due));
                 break;
             }
-            let (source, filter) = (&mut self.source, &self.filter);
-            // Read into the ring, then filtered in place: a rejected record
-            // takes no room (the next one is read over it).
+            let (source, filter, cutoff) = (&mut self.source, &self.filter, &mut self.cutoff);
+            let mut cut = false;
+            // Read into the ring, then filtered (and cut) in place: a
+            // rejected record takes no room (the next one is read over it).
             match self.filler.push_if(h.caplen as usize, 0, |dst| {
                 source.fill(dst);
                 match filter {
                     Some(f) if !f.matches(dst, h.wire_len) => None,
-                    _ => Some(h.wire_len),
+                    _ => {
+                        if cutoff.as_mut().is_some_and(|c| !c.keep(dst, h.wire_len)) {
+                            cut = true;
+                            None
+                        } else {
+                            Some(h.wire_len)
+                        }
+                    }
                 }
             }) {
                 Pushed::Frame(mut d) => {
@@ -520,6 +554,11 @@ impl FileRx {
                     }
                     out.push(d);
                     t.n += 1;
+                    t.bytes += h.caplen as u64;
+                }
+                Pushed::Skipped if cut => {
+                    t.cut += 1;
+                    t.cut_bytes += h.caplen as u64;
                     t.bytes += h.caplen as u64;
                 }
                 Pushed::Skipped => {
@@ -671,15 +710,22 @@ impl RxQueue for FileRx {
         if self.in_place.is_none() && !self.eof {
             self.take_read(max, out, now, &mut t);
         }
-        if t.n as u64 + t.skipped > 0 {
-            // Filtered records count as seen first: seen >= written + filtered
-            // at every instant.
+        if t.n as u64 + t.skipped + t.cut > 0 {
+            // Filtered and cut records count as seen first: seen >= written
+            // + filtered + cutoff at every instant.
             self.counters
                 .seen
-                .fetch_add(t.n as u64 + t.skipped, Ordering::Relaxed);
+                .fetch_add(t.n as u64 + t.skipped + t.cut, Ordering::Relaxed);
             self.counters
                 .filtered
                 .fetch_add(t.skipped, Ordering::Relaxed);
+            if let Some(c) = &self.cutoff {
+                self.counters.cutoff.fetch_add(t.cut, Ordering::Relaxed);
+                self.counters
+                    .cutoff_bytes
+                    .fetch_add(t.cut_bytes, Ordering::Relaxed);
+                self.counters.evicted.store(c.evicted, Ordering::Relaxed);
+            }
             self.counters.bytes.fetch_add(t.bytes, Ordering::Relaxed);
         }
         t.n

@@ -37,6 +37,7 @@ mod arena;
 #[allow(unsafe_code)]
 pub mod bpf;
 pub mod bpflog;
+pub mod cutoff;
 #[allow(unsafe_code)]
 mod desc;
 mod engine;

@@ -65,6 +65,7 @@ pub fn run(a: Args) -> Result<i32> {
                             "linktype": i.linktype, "snaplen": i.snaplen, "file_bytes": i.file_bytes,
                             "out_of_order": i.out_of_order, "format": fmt,
                             "records_odd": i.records_odd,
+                            "compression": i.compression,
                             "index": idx_json,
                             "error": damage.as_ref().map(|e| e.to_string()),
                         })
@@ -87,7 +88,10 @@ pub fn run(a: Args) -> Result<i32> {
                     }
                     _ => println!("  first/last   (no packets)"),
                 }
-                println!("  format       {fmt}, {res} timestamps");
+                match i.compression {
+                    Some(c) => println!("  format       {fmt}, {res} timestamps, {c}-compressed"),
+                    None => println!("  format       {fmt}, {res} timestamps"),
+                }
                 match &idx {
                     None => {}
                     Some(Err(e)) => println!("  index        unreadable: {e}"),

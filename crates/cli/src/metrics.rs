@@ -330,10 +330,24 @@ impl Collector for Shared {
             MetricType::Counter,
             counter(&|q| q.filtered),
         )?;
+        family(
+            &mut enc,
+            "wiretape_frames_cutoff",
+            "Frames the per-connection cutoff (--cutoff) left out (not a drop)",
+            MetricType::Counter,
+            counter(&|q| q.cutoff),
+        )?;
+        family(
+            &mut enc,
+            "wiretape_bytes_cutoff",
+            "Bytes of the frames the per-connection cutoff left out",
+            MetricType::Counter,
+            counter(&|q| q.cutoff_bytes),
+        )?;
         {
             let mut m = enc.encode_descriptor(
                 "wiretape_frames_dropped",
-                "Frames not written, by reason (seen = written + filtered + dropped)",
+                "Frames not written, by reason (seen = written + filtered + cutoff + dropped)",
                 None,
                 MetricType::Counter,
             )?;
@@ -515,6 +529,29 @@ impl Collector for Shared {
                 MetricType::Gauge,
                 [(vec![("directory", dir)], ConstGauge::new(total as i64))],
             )?;
+        }
+        if let Some(c) = &st.storage.compress {
+            let alg = || vec![("algorithm", c.compress.algorithm().to_string())];
+            for (name, help, v) in [
+                (
+                    "wiretape_compress_bytes_in",
+                    "Bytes of blocks before compression (--compress)",
+                    c.bytes_in,
+                ),
+                (
+                    "wiretape_compress_bytes_out",
+                    "Bytes written for them after compression",
+                    c.bytes_out,
+                ),
+                ("wiretape_compress_blocks", "Blocks compressed and written", c.blocks),
+                (
+                    "wiretape_compress_blocks_uncompressed",
+                    "Blocks written uncompressed (the compressors were behind, or the block did not shrink)",
+                    c.blocks_uncompressed,
+                ),
+            ] {
+                family(&mut enc, name, help, MetricType::Counter, [(alg(), ConstCounter::new(v))])?;
+            }
         }
         family(
             &mut enc,

@@ -203,6 +203,31 @@ pub struct Args {
     /// `extract` then reads every block of the window).
     #[arg(long)]
     no_flow_index: bool,
+    /// Compress files at rest: lz4 (one LZ4 frame per file: `.pcap.lz4`,
+    /// opened by Wireshark, `lz4 -dc`) or zstd[:LEVEL] (a zstd frame per
+    /// block: `.pcap.zst`, read by `zstdcat F | tcpdump -r -`; level 3 by
+    /// default). Blocks are compressed off the writer's path; when the
+    /// compressors fall behind, a block is stored uncompressed (counted),
+    /// never dropped.
+    #[arg(long, value_name = "ALG", default_value = "none")]
+    compress: String,
+    /// Keep only the first SIZE bytes (wire lengths; K, M, G: binary units) of
+    /// each connection (IP version, address pair, protocol, port pair, in
+    /// both directions); TCP segments with SYN, FIN or RST, non-IP frames
+    /// and non-first fragments are always kept. Cut frames are counted in
+    /// packets_cutoff. Applied after the capture filter. The file engine
+    /// (-r) only so far.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    cutoff: Option<u64>,
+    /// Connections the cutoff tracks at once; a new one at a full table
+    /// evicts the least recently seen (they start again from zero,
+    /// counted in cutoff_flows_evicted).
+    #[arg(long, value_name = "N", default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(1..=(1 << 26)))]
+    cutoff_flows: u64,
+    /// Threads compressing blocks, all queues together. Default: the cores
+    /// less one, at least one.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
+    compress_threads: Option<u64>,
     /// RAM in MiB for blocks waiting for the disk, all queues together: a
     /// burst faster than the disk queues here instead of being dropped
     /// (allocated only under pressure). Default: a quarter of RAM, or of the
@@ -585,7 +610,14 @@ fn input(a: &Args) -> Result<Input> {
         f.speed = a.speed.parse().map_err(anyhow::Error::msg)?;
         f.cpu = cpu_list(&a.cpus, "--cpus")?.and_then(|c| c.first().copied());
         f.writer_cpu = cpu_list(&a.writer_cpus, "--writer-cpus")?.and_then(|c| c.first().copied());
+        f.cutoff = a.cutoff.map(|size| (size, a.cutoff_flows as usize));
         return Ok(Input::File(f));
+    }
+    if a.cutoff.is_some() {
+        if a.engine == "netmap" {
+            bail!("--cutoff: the netmap engine does not apply it (only the file engine, -r, does so far); leave --cutoff out");
+        }
+        bail!("--cutoff is applied by the file engine (-r) only so far: the XDP program's cutoff is not built yet; leave --cutoff out for -i");
     }
     let iface = a
         .iface
@@ -710,6 +742,10 @@ pub fn run(a: Args) -> Result<i32> {
         wiretape::storage::Format::from_flags(&a.format, &a.tsprec).map_err(anyhow::Error::msg)?;
     st.index = !a.no_index;
     st.flow_index = !a.no_flow_index;
+    st.compress = a.compress.parse().map_err(anyhow::Error::msg)?;
+    if let Some(n) = a.compress_threads {
+        st.compress_threads = n as usize;
+    }
     st.retention = wiretape::Policy {
         keep_files: a.keep_files.map(|n| n as usize),
         keep_bytes: a.keep_bytes,

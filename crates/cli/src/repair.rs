@@ -12,7 +12,7 @@ is corruption: the file is left as it is and the command exits 1. `wiretape reco
 itself for its own files in its output directory."
 )]
 pub struct Args {
-    /// Capture files (pcap).
+    /// Capture files (pcap, pcapng; plain or compressed).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }
@@ -21,7 +21,13 @@ pub fn run(a: Args) -> Result<i32> {
     let mut failed = 0;
     for f in &a.files {
         match repair::repair(f) {
-            Ok(r) if r.trimmed() > 0 => println!(
+            Ok(r) if r.changed() && r.len_after > r.len_before => println!(
+                "{}: closed a compressed stream cut short (cut at its last whole block, end mark written); {} complete records kept ({} bytes)",
+                f.display(),
+                r.records,
+                r.len_after
+            ),
+            Ok(r) if r.changed() => println!(
                 "{}: trimmed {} bytes of torn tail; {} complete records kept ({} bytes)",
                 f.display(),
                 r.trimmed(),

@@ -313,6 +313,9 @@ pub fn summary_json(
         "packets_seen": r.seen(),
         "packets_written": r.written(),
         "packets_filtered": r.filtered(),
+        "packets_cutoff": r.cutoff(),
+        "bytes_cutoff": r.cutoff_bytes(),
+        "cutoff_flows_evicted": r.cutoff_flows_evicted(),
         "bytes_written": r.bytes_written(),
         "write_bytes_per_s": r.bytes_written() as f64 / r.duration.as_secs_f64().max(1e-9),
         "bytes_seen": r.queues.iter().map(|q| q.seen_bytes).sum::<u64>(),
@@ -326,6 +329,7 @@ pub fn summary_json(
             Format::PcapUs => "pcap-us",
             Format::PcapNg => "pcapng",
         },
+        "compress": wiretape::pipeline::report::compress_json(st.compress.as_ref()),
         "retention": {
             "deleted_files": st.deleted_files,
             "deleted_bytes": st.deleted_bytes,
@@ -363,6 +367,9 @@ fn queue_json(r: &CaptureReport, i: usize, q: &wiretape::QueueReport) -> Value {
         "packets_seen": q.seen,
         "packets_written": q.written,
         "packets_filtered": q.filtered,
+        "packets_cutoff": q.cutoff,
+        "bytes_cutoff": q.cutoff_bytes,
+        "cutoff_flows_evicted": q.cutoff_flows_evicted,
         "bytes_written": q.bytes_written,
         "bytes_seen": q.seen_bytes,
         "received": q.received,
@@ -418,6 +425,8 @@ fn interfaces_json(r: &CaptureReport) -> Value {
             "packets_seen": sum(|q| q.seen),
             "packets_written": sum(|q| q.written),
             "packets_filtered": sum(|q| q.filtered),
+            "packets_cutoff": sum(|q| q.cutoff),
+            "bytes_cutoff": sum(|q| q.cutoff_bytes),
             "bytes_written": sum(|q| q.bytes_written),
             "bytes_seen": sum(|q| q.seen_bytes),
             "drops": drops_json(&d),
@@ -577,7 +586,33 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
             g.why
         );
     }
-    if r.identity_holds() {
+    if let Some(c) = &st.compress {
+        s += &format!(
+            "  compressed ({}{}): {} of blocks -> {} ({:.3}), {} blocks, {} stored uncompressed\n",
+            c.compress.algorithm(),
+            if c.compress.level() != 0 {
+                format!(":{}", c.compress.level())
+            } else {
+                String::new()
+            },
+            bytes_h(c.bytes_in),
+            bytes_h(c.bytes_out),
+            c.ratio(),
+            thousands(c.blocks),
+            thousands(c.blocks_uncompressed)
+        );
+    }
+    if r.cutoff() > 0 {
+        s += &format!(
+            "  cutoff: {} frames ({}) past their connection's first bytes left out; {} connections evicted from the table\n",
+            thousands(r.cutoff()),
+            bytes_h(r.cutoff_bytes()),
+            thousands(r.cutoff_flows_evicted())
+        );
+    }
+    if r.identity_holds() && r.cutoff() > 0 {
+        s += "  accounting: seen = written + filtered + cutoff + drops, on every queue (identity holds)\n";
+    } else if r.identity_holds() {
         s += "  accounting: seen = written + filtered + drops, on every queue (identity holds)\n";
     } else {
         for (i, q) in r
@@ -587,13 +622,14 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
             .filter(|(_, q)| !q.identity_holds())
         {
             s += &format!(
-                "  WARNING: {}: seen {} != written {} + filtered {} + drops {} (unaccounted {}): the identity does not hold; please report this\n",
+                "  WARNING: {}: seen {} != written {} + filtered {} + cutoff {} + drops {} (unaccounted {}): the identity does not hold; please report this\n",
                 label(i, q),
                 q.seen,
                 q.written,
                 q.filtered,
+                q.cutoff,
                 q.drops.total(),
-                q.seen as i128 - (q.written + q.filtered + q.drops.total()) as i128
+                q.seen as i128 - (q.written + q.filtered + q.cutoff + q.drops.total()) as i128
             );
         }
     }

@@ -11,12 +11,14 @@
 //! 3. [`record()`] runs it all (nested [`RecordConfig`]: input, timestamps,
 //!    stage, storage), applies retention, reports progress, and at the end
 //!    accounts for every frame ([`RecordReport`]: `seen = written +
-//!    filtered + drops`).
+//!    filtered + cutoff + drops`).
 //!
 //! A capture filter ([`RecordConfig::filter`], a tcpdump expression) is
 //! compiled here with libpcap for the input's link type and handed to the
 //! engine: the AF_XDP engine decides it in the XDP program, the file engine
 //! with the classic evaluator; rejected frames are counted in `filtered`.
+//! The file engine then applies the per-connection cutoff
+//! (`wiretape_capture::cutoff`, `--cutoff`), counted in `cutoff`.
 //!
 //! [`replay`] holds the capture-file sources (for `replay` and for the file
 //! engine). [`live`] holds the live consumers: subscribers (lossless or

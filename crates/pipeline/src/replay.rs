@@ -2,8 +2,6 @@
 //! (`wiretape replay`), [`FileSource`] for the file engine
 //! (`wiretape record -r`).
 
-use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use wiretape_capture::tx::Source;
 use wiretape_capture::{PcapInPlace, RecordHead, RecordSource};
@@ -12,7 +10,7 @@ use wiretape_storage::{Format, PcapReader, Record, StorageError};
 /// Frames of a capture file, `loops` times over.
 pub struct ReplaySource {
     path: PathBuf,
-    reader: PcapReader<BufReader<File>>,
+    reader: PcapReader<wiretape_storage::reader::FileSource>,
     rec: Record,
     loops_left: u64,
     /// Stamp of the current pass's first frame.
@@ -98,7 +96,7 @@ impl Source for ReplaySource {
 /// The records of a capture file (pcap ns/µs either byte order, pcapng),
 /// for the file engine.
 pub struct FileSource {
-    reader: PcapReader<BufReader<File>>,
+    reader: PcapReader<wiretape_storage::reader::FileSource>,
     rec: Record,
     error: Option<StorageError>,
 }
@@ -144,7 +142,7 @@ impl RecordSource for FileSource {
     }
 
     /// Plain pcap (ns or µs, either byte order) is read in place; pcapng
-    /// through `next`/`fill`.
+    /// and compressed files through `next`/`fill`.
     fn pcap_in_place(&mut self) -> Option<PcapInPlace> {
         // (Versions before 2.4 may swap caplen and orig_len: read through.)
         if self.reader.format() == Format::PcapNg || !self.reader.lengths_as_written() {
@@ -152,7 +150,11 @@ impl RecordSource for FileSource {
         }
         // The file already opened (and its header checked), not its path
         // again: the same file even if the path was renamed over since.
-        let file = self.reader.get_ref().get_ref().try_clone().ok()?;
+        // A compressed capture is read through `next`/`fill`, decompressed.
+        let wiretape_storage::zread::Source::Plain(plain) = self.reader.get_ref() else {
+            return None;
+        };
+        let file = plain.get_ref().try_clone().ok()?;
         // A file wiretape is still writing is cut to its exact length at
         // every flush (it grows ahead of the writes): a mapping would fault
         // (SIGBUS) past such a cut. It is read through the ring instead.

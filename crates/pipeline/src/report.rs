@@ -22,6 +22,10 @@ pub struct QueueSnapshot {
     pub received: u64,
     /// Seen frames the capture filter rejected.
     pub filtered: u64,
+    /// Seen frames the per-connection cutoff (`--cutoff`) left out.
+    pub cutoff: u64,
+    /// Their bytes.
+    pub cutoff_bytes: u64,
     /// Frames written.
     pub written: u64,
     /// Their captured bytes.
@@ -48,6 +52,8 @@ impl QueueSnapshot {
         self.seen_bytes += o.seen_bytes;
         self.received += o.received;
         self.filtered += o.filtered;
+        self.cutoff += o.cutoff;
+        self.cutoff_bytes += o.cutoff_bytes;
         self.written += o.written;
         self.bytes += o.bytes;
         self.kernel = add_kernel(&self.kernel, &o.kernel);
@@ -92,6 +98,14 @@ impl Snapshot {
     /// Frames the capture filter rejected, all queues.
     pub fn filtered(&self) -> u64 {
         self.queues.iter().map(|q| q.filtered).sum()
+    }
+    /// Frames the cutoff left out, all queues.
+    pub fn cutoff(&self) -> u64 {
+        self.queues.iter().map(|q| q.cutoff).sum()
+    }
+    /// Their bytes, all queues.
+    pub fn cutoff_bytes(&self) -> u64 {
+        self.queues.iter().map(|q| q.cutoff_bytes).sum()
     }
     /// Bytes seen, all queues.
     pub fn seen_bytes(&self) -> u64 {
@@ -161,6 +175,13 @@ pub struct QueueReport {
     /// Seen frames the capture filter rejected (left to the kernel's stack;
     /// a file's records skipped). Not a drop.
     pub filtered: u64,
+    /// Seen frames the filter kept and the per-connection cutoff
+    /// (`--cutoff`) left out. Not a drop.
+    pub cutoff: u64,
+    /// Their bytes.
+    pub cutoff_bytes: u64,
+    /// Connections evicted from the cutoff's full table.
+    pub cutoff_flows_evicted: u64,
     /// Their captured bytes.
     pub bytes_written: u64,
     /// Frames cut to the snap length.
@@ -178,9 +199,9 @@ pub struct QueueReport {
 }
 
 impl QueueReport {
-    /// seen = written + filtered + every drop reason.
+    /// seen = written + filtered + cutoff + every drop reason.
     pub fn identity_holds(&self) -> bool {
-        self.seen == self.written + self.filtered + self.drops.total()
+        self.seen == self.written + self.filtered + self.cutoff + self.drops.total()
     }
 
     /// The writer's first error.
@@ -198,6 +219,9 @@ impl QueueReport {
         self.received += o.received;
         self.written += o.written;
         self.filtered += o.filtered;
+        self.cutoff += o.cutoff;
+        self.cutoff_bytes += o.cutoff_bytes;
+        self.cutoff_flows_evicted += o.cutoff_flows_evicted;
         self.bytes_written += o.bytes_written;
         self.truncated += o.truncated;
         self.drops.add(&o.drops);
@@ -221,6 +245,8 @@ impl QueueReport {
             seen_bytes: self.seen_bytes,
             received: self.received,
             filtered: self.filtered,
+            cutoff: self.cutoff,
+            cutoff_bytes: self.cutoff_bytes,
             written: self.written,
             bytes: self.bytes_written,
             kernel: self.kernel,
@@ -298,6 +324,18 @@ impl RecordReport {
     pub fn filtered(&self) -> u64 {
         self.queues.iter().map(|q| q.filtered).sum()
     }
+    /// Frames the cutoff left out, all queues.
+    pub fn cutoff(&self) -> u64 {
+        self.queues.iter().map(|q| q.cutoff).sum()
+    }
+    /// Their bytes, all queues.
+    pub fn cutoff_bytes(&self) -> u64 {
+        self.queues.iter().map(|q| q.cutoff_bytes).sum()
+    }
+    /// Connections evicted from the cutoff's table, all queues.
+    pub fn cutoff_flows_evicted(&self) -> u64 {
+        self.queues.iter().map(|q| q.cutoff_flows_evicted).sum()
+    }
     /// Drops by reason, all queues.
     pub fn drops(&self) -> Drops {
         let mut d = Drops::default();
@@ -341,5 +379,23 @@ impl RecordReport {
                     .filter_map(|q| q.error().map(|e| e.to_string())),
             )
             .collect()
+    }
+}
+
+/// The `compress` object of the summary, `ctl status` and the API: the
+/// algorithm, level, bytes in and out, their ratio, blocks, and blocks
+/// stored uncompressed (`null` without `--compress`).
+pub fn compress_json(c: Option<&wiretape_storage::CompressReport>) -> serde_json::Value {
+    match c {
+        None => serde_json::Value::Null,
+        Some(c) => serde_json::json!({
+            "algorithm": c.compress.algorithm(),
+            "level": c.compress.level(),
+            "bytes_in": c.bytes_in,
+            "bytes_out": c.bytes_out,
+            "ratio": c.ratio(),
+            "blocks": c.blocks,
+            "blocks_uncompressed": c.blocks_uncompressed,
+        }),
     }
 }

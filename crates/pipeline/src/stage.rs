@@ -320,6 +320,8 @@ impl<E: Engine> Running<E> {
                         seen_bytes: c.seen_bytes,
                         received: r.shared.received.load(Ordering::Relaxed),
                         filtered: c.filtered,
+                        cutoff: c.cutoff,
+                        cutoff_bytes: c.cutoff_bytes,
                         written: r.shared.written.load(Ordering::Relaxed),
                         bytes: r.shared.bytes.load(Ordering::Relaxed),
                         kernel: c.kernel,
@@ -419,6 +421,9 @@ impl<E: Engine> Running<E> {
                 received: r.shared.received.load(Ordering::Relaxed),
                 written: sink.frames,
                 filtered: c.filtered,
+                cutoff: c.cutoff,
+                cutoff_bytes: c.cutoff_bytes,
+                cutoff_flows_evicted: c.cutoff_flows_evicted,
                 bytes_written: sink.bytes,
                 truncated: sink.truncated,
                 drops: Drops {

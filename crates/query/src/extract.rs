@@ -70,6 +70,7 @@ use wiretape_storage::index::{self, Entry};
 use wiretape_storage::naming;
 use wiretape_storage::ramp::RampReader;
 use wiretape_storage::walk::{End, Walker};
+use wiretape_storage::zread::Source;
 use wiretape_storage::StorageError;
 
 pub use wiretape_storage::ramp::READ_BUFFER;
@@ -459,6 +460,9 @@ pub struct Stats {
     pub blocks_skipped: u64,
     /// Bytes read from the files.
     pub bytes_read: u64,
+    /// Compressed units decompressed (compressed captures only): a narrow
+    /// window decompresses a few.
+    pub blocks_decompressed: u64,
     /// Records walked (in the window or not).
     pub records_read: u64,
     /// Of those, odd records libpcap reads as frames (and so does the
@@ -487,6 +491,7 @@ impl std::ops::AddAssign for Stats {
         self.blocks_read += o.blocks_read;
         self.blocks_skipped += o.blocks_skipped;
         self.bytes_read += o.bytes_read;
+        self.blocks_decompressed += o.blocks_decompressed;
         self.records_read += o.records_read;
         self.records_odd += o.records_odd;
         self.out_of_order += o.out_of_order;
@@ -497,7 +502,7 @@ impl std::ops::AddAssign for Stats {
 
 /// One open file of the merge.
 struct Stream {
-    walk: Walker<RampReader>,
+    walk: Walker<Source<RampReader>>,
     data: Vec<u8>,
     ts_ns: u64,
     orig_len: u32,
@@ -694,7 +699,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
 
     fn open(&mut self, i: usize) {
         let path = &self.files[i].path;
-        let (reader, live) = match RampReader::open(path) {
+        let (reader, live) = match Source::open_query(path) {
             Ok(r) => r,
             Err(e) => {
                 let m = format!("cannot read it: {e}");
@@ -711,6 +716,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
                 self.linktype
             );
             self.stats.bytes_read += walk.get_ref().bytes_read();
+            self.stats.blocks_decompressed += walk.get_ref().blocks_decompressed();
             return self.note(i, None, NoteKind::Error, m);
         }
         let first = self.files[i].spans[0].start;
@@ -884,6 +890,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
 
     fn close(&mut self, i: usize, s: Stream) {
         self.stats.bytes_read += s.walk.get_ref().bytes_read();
+        self.stats.blocks_decompressed += s.walk.get_ref().blocks_decompressed();
         if s.out_of_order > 0 {
             let how = if self.files[i].ordered {
                 "; the time cut assumed time order, so frames may be missing"

@@ -32,7 +32,7 @@ pub fn stale(capture: &Path, force: bool) -> Option<&'static str> {
         return Some("forced");
     }
     match index::version(&ip) {
-        Ok(2) => {}
+        Ok(2 | 3) => {}
         Ok(_) => return Some("old format, no flow sets"),
         Err(_) => return Some("unreadable"),
     }
@@ -286,7 +286,11 @@ pub fn block_table(
             if !window.overlaps(e.first_ns, e.last_ns) {
                 continue;
             }
-            let end = entries.get(i + 1).map_or(len, |n| n.offset);
+            // A compressed capture's block: its bytes on disk.
+            let end = match e.z {
+                Some(z) => e.offset + z.c_len,
+                None => entries.get(i + 1).map_or(len, |n| n.offset),
+            };
             node_b.append_value(node);
             file_b.append_value(abs.display().to_string());
             iface_b.append_option(iface.as_deref());

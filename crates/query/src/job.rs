@@ -340,6 +340,7 @@ pub fn summary_json(
         "blocks_read": st.blocks_read,
         "blocks_skipped": st.blocks_skipped,
         "bytes_read": st.bytes_read,
+        "blocks_decompressed": st.blocks_decompressed,
         "records_read": st.records_read,
         "records_odd": st.records_odd,
         "out_of_order": st.out_of_order,
@@ -404,10 +405,17 @@ pub fn mixed_linktypes(linktypes: &[(u32, Vec<PathBuf>)]) -> Option<String> {
 fn linktypes_of(plan: &Plan) -> Vec<(u32, Vec<PathBuf>)> {
     let mut out: Vec<(u32, Vec<PathBuf>)> = Vec::new();
     for f in plan.files.iter().filter(|f| f.skip.is_none()) {
-        let Ok(file) = std::fs::File::open(&f.path) else {
-            continue;
+        // Its header only (a compressed capture through its decompressor).
+        use wiretape_storage::zread::{Source, ZReader};
+        let src = match ZReader::open(&f.path) {
+            Ok(Some(z)) => Source::Z(Box::new(z)),
+            Ok(None) => match std::fs::File::open(&f.path) {
+                Ok(file) => Source::Plain(std::io::BufReader::with_capacity(4096, file)),
+                Err(_) => continue,
+            },
+            Err(_) => continue,
         };
-        let w = wiretape_storage::walk::Walker::new(std::io::BufReader::new(file));
+        let w = wiretape_storage::walk::Walker::new(src);
         if w.format().is_none() {
             continue;
         }

@@ -139,10 +139,10 @@ pub fn file_status(path: &Path) -> FileStatus {
         fs.partial = true;
         return fs;
     }
-    let Ok(file) = std::fs::File::open(path) else {
+    let Ok(src) = wiretape_storage::zread::open_buffered(path) else {
         return fs;
     };
-    let mut w = Walker::new(std::io::BufReader::with_capacity(256 << 10, file));
+    let mut w = Walker::new(src);
     if w.stop().is_some() {
         return fs;
     }

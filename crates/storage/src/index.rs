@@ -11,7 +11,11 @@
 //! each), frame count (u64), then the length of its flow set (u32; 0: none)
 //! and the set ([`FlowSet::encode`]). Version 1 files (`WTIDX\x01`, entries of
 //! the 32 fixed bytes alone) are still read: their blocks have no flow set,
-//! and `wiretape index` rewrites them. Entries are appended as blocks go
+//! and `wiretape index` rewrites them. A compressed capture's index is
+//! version 3 (`WTIDX\x03`, fixed entry size 56): the fixed part goes on with
+//! where the compressed unit holding the block's first record is (its file
+//! offset and length, and the uncompressed offset it starts at: three u64s,
+//! [`Entry::z`]); plain files keep version 2. Entries are appended as blocks go
 //! out; the index is not made durable before the data, so after a crash it
 //! may describe more or fewer records than the file holds: [`rebuild`] (run
 //! by `repair`, `wiretape index` and after a write error) makes it exact
@@ -26,6 +30,10 @@ pub use wiretape_filter::flow::{FlowCollector, FlowSet};
 
 /// The first 8 bytes of an index file: `WTIDX`, format version 2, two zeros.
 pub const MAGIC: &[u8; 8] = b"WTIDX\x02\0\0";
+/// The first 8 bytes of a compressed capture's index (version 3).
+pub const MAGIC_V3: &[u8; 8] = b"WTIDX\x03\0\0";
+/// Bytes of the fixed part of a version 3 entry.
+pub const ENTRY_LEN_V3: usize = 56;
 /// The first 8 bytes of a version 1 index (no flow sets), still read.
 pub const MAGIC_V1: &[u8; 8] = b"WTIDX\x01\0\0";
 /// Bytes of the file header (magic, entry size, reserved) before the entries.
@@ -48,6 +56,9 @@ pub struct Entry {
     /// The flow keys of the block's frames (`None`: not known, e.g. a
     /// version 1 index: the block may hold anything).
     pub flows: Option<FlowSet>,
+    /// In a compressed capture: the compressed unit holding the first
+    /// record (None in a plain file's index).
+    pub z: Option<crate::compress::Placed>,
 }
 
 impl Entry {
@@ -60,9 +71,15 @@ impl Entry {
         b
     }
 
-    /// Appends the version 2 encoding of the entry to `out`.
+    /// Appends the version 2 encoding of the entry to `out` (version 3
+    /// when it has a compressed location).
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.encode_fixed());
+        if let Some(z) = &self.z {
+            for v in [z.c_off, z.c_len, z.u_start] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
         let at = out.len();
         out.extend_from_slice(&[0; 4]);
         if let Some(f) = &self.flows {
@@ -80,6 +97,7 @@ impl Entry {
             last_ns: r(16),
             count: r(24),
             flows: None,
+            z: None,
         }
     }
 
@@ -92,10 +110,15 @@ impl Entry {
 
 pub use crate::naming::index_path as path_for;
 
-fn header() -> [u8; HEADER_LEN] {
+fn header(compressed: bool) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
-    h[..8].copy_from_slice(MAGIC);
-    h[8..12].copy_from_slice(&(ENTRY_LEN as u32).to_le_bytes());
+    if compressed {
+        h[..8].copy_from_slice(MAGIC_V3);
+        h[8..12].copy_from_slice(&(ENTRY_LEN_V3 as u32).to_le_bytes());
+    } else {
+        h[..8].copy_from_slice(MAGIC);
+        h[8..12].copy_from_slice(&(ENTRY_LEN as u32).to_le_bytes());
+    }
     h
 }
 
@@ -107,6 +130,9 @@ pub struct IndexWriter {
     unit: u64,
     flows: Option<FlowCollector>,
     buf: Vec<u8>,
+    /// A compressed capture: entries wait here for where their block went.
+    compressed: bool,
+    pending: std::collections::VecDeque<Entry>,
     /// Entries written to the index so far (the block being collected is not
     /// one yet; none more after a write error).
     pub entries: u64,
@@ -118,9 +144,15 @@ impl IndexWriter {
     /// Creates the index of `capture` (never overwrites). Stamps are cut to
     /// whole `unit` ns, as the file holds them (1000 for µs pcap).
     pub fn create(capture: &Path, unit: u64) -> Result<Self, StorageError> {
+        Self::create_with(capture, unit, false)
+    }
+
+    /// [`IndexWriter::create`]; `compressed`: a version 3 index, each entry
+    /// written once [`IndexWriter::placed`] says where its block went.
+    pub fn create_with(capture: &Path, unit: u64, compressed: bool) -> Result<Self, StorageError> {
         let path = path_for(capture);
         let mut file = crate::create_new(&path, 0)?;
-        file.write_all(&header())
+        file.write_all(&header(compressed))
             .map_err(|e| StorageError::from_write(&path, e))?;
         Ok(IndexWriter {
             file: Some(file),
@@ -129,6 +161,8 @@ impl IndexWriter {
             unit: unit.max(1),
             flows: Some(FlowCollector::new()),
             buf: Vec::with_capacity(4096),
+            compressed,
+            pending: Default::default(),
             entries: 0,
             error: None,
         })
@@ -166,6 +200,34 @@ impl IndexWriter {
         e.first_ns -= e.first_ns % self.unit;
         e.last_ns -= e.last_ns % self.unit;
         e.flows = self.flows.as_mut().map(FlowCollector::finish);
+        if self.compressed {
+            self.pending.push_back(e);
+        } else {
+            self.write_entry(&e);
+        }
+    }
+
+    /// Blocks of a compressed capture went to the file at these places
+    /// (in order): the entries whose first record they hold are written.
+    pub fn placed(&mut self, places: &[crate::compress::Placed]) {
+        for p in places {
+            while let Some(e) = self.pending.front() {
+                if e.offset < p.u_start {
+                    // Its block never got a place (cannot happen): drop it.
+                    self.pending.pop_front();
+                    continue;
+                }
+                if e.offset >= p.u_start + p.u_len {
+                    break;
+                }
+                let mut e = self.pending.pop_front().expect("a front entry");
+                e.z = Some(*p);
+                self.write_entry(&e);
+            }
+        }
+    }
+
+    fn write_entry(&mut self, e: &Entry) {
         self.buf.clear();
         e.encode(&mut self.buf);
         if let Some(f) = &mut self.file {
@@ -208,7 +270,7 @@ pub fn read(index: &Path) -> Result<Vec<Entry>, StorageError> {
     parse(index, &b).map(|(es, _)| es)
 }
 
-/// The format version of the index at `index` (1 or 2), read from its magic.
+/// The format version of the index at `index` (1, 2 or 3), read from its magic.
 pub fn version(index: &Path) -> Result<u8, StorageError> {
     let mut h = [0u8; 8];
     File::open(index)
@@ -219,6 +281,7 @@ pub fn version(index: &Path) -> Result<u8, StorageError> {
         })?;
     match &h {
         m if m == MAGIC => Ok(2),
+        m if m == MAGIC_V3 => Ok(3),
         m if m == MAGIC_V1 => Ok(1),
         _ => Err(bad_magic(index)),
     }
@@ -239,24 +302,40 @@ pub fn parse(index: &Path, b: &[u8]) -> Result<(Vec<Entry>, u8), StorageError> {
     if b.len() < HEADER_LEN {
         return Err(bad_magic(index));
     }
-    let v2 = match &b[..8] {
-        m if m == MAGIC => true,
-        m if m == MAGIC_V1 => false,
+    let version = match &b[..8] {
+        m if m == MAGIC => 2,
+        m if m == MAGIC_V3 => 3,
+        m if m == MAGIC_V1 => 1,
         _ => return Err(bad_magic(index)),
     };
+    let v2 = version >= 2;
+    let want = if version == 3 {
+        ENTRY_LEN_V3
+    } else {
+        ENTRY_LEN
+    };
     let fixed = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
-    if fixed != ENTRY_LEN {
+    if fixed != want {
         return Err(StorageError::Corrupt {
             path: index.to_owned(),
             offset: 8,
-            why: format!("entry size {fixed}, expected {ENTRY_LEN}; `wiretape index` rebuilds it"),
+            why: format!("entry size {fixed}, expected {want}; `wiretape index` rebuilds it"),
         });
     }
     let mut out = Vec::new();
     let mut at = HEADER_LEN;
-    while at + ENTRY_LEN <= b.len() {
+    while at + want <= b.len() {
         let mut e = Entry::decode_fixed(&b[at..at + ENTRY_LEN]);
-        let mut next = at + ENTRY_LEN;
+        if version == 3 {
+            let r = |o: usize| u64::from_le_bytes(b[at + o..at + o + 8].try_into().unwrap());
+            e.z = Some(crate::compress::Placed {
+                c_off: r(32),
+                c_len: r(40),
+                u_start: r(48),
+                u_len: 0,
+            });
+        }
+        let mut next = at + want;
         if v2 {
             let Some(n) = b.get(next..next + 4) else {
                 break;
@@ -278,7 +357,7 @@ pub fn parse(index: &Path, b: &[u8]) -> Result<(Vec<Entry>, u8), StorageError> {
         out.push(e);
         at = next;
     }
-    Ok((out, if v2 { 2 } else { 1 }))
+    Ok((out, version))
 }
 
 /// Rewrites the index of `capture` from the file itself, one entry per
@@ -300,13 +379,20 @@ pub fn rebuild_with(
         p.push(".tmp");
         PathBuf::from(p)
     };
-    let mut out = Vec::from(header());
-    let f = File::open(capture).map_err(|source| StorageError::Read {
+    let rd = |source| StorageError::Read {
         path: capture.to_owned(),
         source,
-    })?;
+    };
+    let f = File::open(capture).map_err(rd)?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut walk = Walker::new(BufReader::with_capacity(1 << 20, f));
+    // A compressed capture: one entry per compressed unit, where it is.
+    let kind = crate::zread::kind(capture).map_err(rd)?;
+    let mut out = Vec::from(header(kind.is_some()));
+    let src = match kind {
+        Some(k) => crate::zread::Source::Z(Box::new(crate::zread::ZReader::new(f, k, &[]))),
+        None => crate::zread::Source::Plain(BufReader::with_capacity(1 << 20, f)),
+    };
+    let mut walk = Walker::new(src);
     // Flow keys are Ethernet's: other link types get time-only entries.
     let ethernet = walk.header().linktype == crate::pcap::LINKTYPE_ETHERNET;
     let mut cur = Entry::default();
@@ -315,7 +401,12 @@ pub fn rebuild_with(
     let mut entries = 0;
     let block = block.max(1);
     while let Some(m) = walk.next_into(&mut data) {
-        if cur.count > 0 && m.offset / block != cur.offset / block {
+        let unit = walk.get_ref().z().and_then(|z| z.unit_of(m.offset));
+        let new_block = match (unit, cur.z) {
+            (Some(u), Some(c)) => u.u_start != c.u_start,
+            _ => m.offset / block != cur.offset / block,
+        };
+        if cur.count > 0 && new_block {
             cur.flows = Some(flows.finish()).filter(|_| ethernet);
             cur.encode(&mut out);
             entries += 1;
@@ -324,6 +415,7 @@ pub fn rebuild_with(
         if cur.count == 0 {
             cur.offset = m.offset;
             cur.first_ns = m.ts_ns;
+            cur.z = unit;
         }
         cur.last_ns = m.ts_ns;
         cur.count += 1;

@@ -33,6 +33,7 @@ mod sys;
 pub mod uring;
 
 pub mod block;
+pub mod compress;
 pub mod index;
 pub mod naming;
 pub mod pcap;
@@ -45,8 +46,10 @@ pub mod rotating;
 pub mod sink;
 pub mod walk;
 pub mod writer;
+pub mod zread;
 
 pub use block::BlockBuilder;
+pub use compress::{Compress, CompressReport, CompressStats};
 pub use pcap::{FileHeader, Format, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
 pub use reader::{FileInfo, PcapReader, Record};
 pub use retention::{MinFree, Policy, Retention};

@@ -37,6 +37,26 @@ pub fn dump_name(prefix: &str, ifname: &str, first_ns: u64, n: u32, format: Form
     )
 }
 
+/// The extensions of our capture files: plain, and compressed
+/// ([`crate::compress`]).
+pub const EXTENSIONS: [&str; 6] = [
+    "pcap",
+    "pcapng",
+    "pcap.lz4",
+    "pcapng.lz4",
+    "pcap.zst",
+    "pcapng.zst",
+];
+
+/// `name` without its capture extension, and the extension (`pcap`,
+/// `pcapng`, or either with `.lz4` / `.zst`).
+fn split_extension(name: &str) -> Option<(&str, &'static str)> {
+    EXTENSIONS.iter().find_map(|e| {
+        let r = name.strip_suffix(e)?.strip_suffix('.')?;
+        Some((r, *e))
+    })
+}
+
 /// The parts of one of our file names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Name<'a> {
@@ -46,18 +66,14 @@ pub struct Name<'a> {
     pub queue: u32,
     /// The UTC start, `YYYYMMDDTHHMMSS.nnnnnnnnnZ` (sorts by time).
     pub start: &'a str,
-    /// `pcap` or `pcapng`.
+    /// `pcap` or `pcapng`, maybe with `.lz4` / `.zst` ([`EXTENSIONS`]).
     pub extension: &'a str,
 }
 
 /// Is `name` one of ours for `prefix`? Its parts, if so.
 pub fn parse<'a>(name: &'a str, prefix: &str) -> Option<Name<'a>> {
     let rest = name.strip_prefix(prefix)?.strip_prefix('-')?;
-    let (rest, extension) = if let Some(r) = rest.strip_suffix(".pcap") {
-        (r, "pcap")
-    } else {
-        (rest.strip_suffix(".pcapng")?, "pcapng")
-    };
+    let (rest, extension) = split_extension(rest)?;
     let (head, ts) = rest.rsplit_once('-')?;
     let (ifname, q) = head.rsplit_once('-')?;
     let q = q.strip_prefix('q')?;
@@ -93,7 +109,7 @@ pub struct AnyName<'a> {
     /// The UTC start, `YYYYMMDDTHHMMSS.nnnnnnnnnZ`: the stamp of the file's
     /// first frame.
     pub start: &'a str,
-    /// `pcap` or `pcapng`.
+    /// `pcap` or `pcapng`, maybe with `.lz4` / `.zst` ([`EXTENSIONS`]).
     pub extension: &'a str,
 }
 
@@ -108,11 +124,7 @@ impl AnyName<'_> {
 /// Is `name` named like wiretape's files (`<prefix>-<iface>-q<N>-<UTC>.pcap[ng]`,
 /// any non-empty prefix)? Its parts, if so. What `extract` reads in a directory.
 pub fn parse_any(name: &str) -> Option<AnyName<'_>> {
-    let (rest, extension) = if let Some(r) = name.strip_suffix(".pcap") {
-        (r, "pcap")
-    } else {
-        (name.strip_suffix(".pcapng")?, "pcapng")
-    };
+    let (rest, extension) = split_extension(name)?;
     let (series, ts) = rest.rsplit_once('-')?;
     let (head, q) = series.rsplit_once('-')?;
     let (prefix, ifname) = head.split_once('-')?;

@@ -35,18 +35,23 @@ pub struct PcapReader<R: Read> {
     last_len: u64,
 }
 
-impl PcapReader<BufReader<File>> {
+/// What [`PcapReader::open`] reads: a buffered plain file, or a compressed
+/// one decompressed ([`crate::zread`]).
+pub type FileSource = crate::zread::Source<BufReader<File>>;
+
+impl PcapReader<FileSource> {
     /// Opens `path` and reads its header; fails if the file cannot be read
-    /// or does not start as a pcap or pcapng file.
+    /// or does not start as a pcap or pcapng file (a compressed capture is
+    /// read decompressed).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StorageError> {
         let path = path.as_ref();
         let rd = |source| StorageError::Read {
             path: path.to_owned(),
             source,
         };
-        let f = File::open(path).map_err(rd)?;
-        let len = f.metadata().map_err(rd)?.len();
-        Self::new(BufReader::with_capacity(1 << 20, f), path, len)
+        let len = std::fs::metadata(path).map_err(rd)?.len();
+        let src = crate::zread::open_buffered(path).map_err(rd)?;
+        Self::new(src, path, len)
     }
 }
 
@@ -165,6 +170,8 @@ pub struct FileInfo {
     /// fraction of a second out of range, a caplen above the snap length):
     /// counted in `packets` too.
     pub records_odd: u64,
+    /// `lz4` or `zstd` for a compressed capture.
+    pub compression: Option<&'static str>,
 }
 
 impl FileInfo {
@@ -200,11 +207,11 @@ impl FileInfo {
             ..Default::default()
         };
         let mut rec = Record::default();
-        loop {
+        let damage = loop {
             match r.next_into(&mut rec) {
                 Ok(true) => {}
-                Ok(false) => return (info, None),
-                Err(e) => return (info, Some(e)),
+                Ok(false) => break None,
+                Err(e) => break Some(e),
             }
             info.packets += 1;
             info.records_odd += u64::from(rec.odd);
@@ -217,7 +224,25 @@ impl FileInfo {
                 info.out_of_order += 1;
             }
             info.last_ns = Some(rec.ts_ns);
+        };
+        if let Some(z) = r.walk.get_ref().z() {
+            info.compression = Some(match z.kind() {
+                crate::zread::Kind::Lz4 => "lz4",
+                crate::zread::Kind::Zstd => "zstd",
+            });
+            // A compressed stream cut short (a crash): `repair` closes it.
+            if let Some(crate::zread::ZEnd::Torn(c)) = z.end() {
+                let e = StorageError::Truncated {
+                    path: r.path.clone(),
+                    what: "compressed stream (no end mark, or a unit cut short)",
+                    offset: c,
+                    len: r.len,
+                    good_end: c,
+                };
+                return (info, damage.or(Some(e)));
+            }
         }
+        (info, damage)
     }
 }
 

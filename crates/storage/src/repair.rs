@@ -27,7 +27,12 @@ pub struct Repaired {
 impl Repaired {
     /// Bytes cut off the end (0 when the file was whole).
     pub fn trimmed(&self) -> u64 {
-        self.len_before - self.len_after
+        self.len_before.saturating_sub(self.len_after)
+    }
+
+    /// Whether the file changed (cut; a compressed one also closed).
+    pub fn changed(&self) -> bool {
+        self.len_before != self.len_after
     }
 }
 
@@ -123,6 +128,100 @@ fn index_disagrees(idx: &Path, records: u64) -> bool {
 /// Trims a torn tail off `path`. A file too short for a header is left alone
 /// (and reported as truncated); a corrupt middle is an error.
 pub fn repair(path: &Path) -> Result<Repaired, StorageError> {
+    repair_counting(path).map(|(r, _)| r)
+}
+
+/// [`repair`], also giving the captured bytes of the records kept for a
+/// compressed file (0 for a plain one).
+pub fn repair_counting(path: &Path) -> Result<(Repaired, u64), StorageError> {
+    let rd = |source| StorageError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    if crate::zread::kind(path).map_err(rd)?.is_some() {
+        return repair_compressed(path);
+    }
+    repair_plain(path).map(|r| (r, 0))
+}
+
+/// A compressed capture: cut after its last whole unit (lz4: and write the
+/// end mark and content checksum there); then every record is read to
+/// count them (damage inside a whole unit is an error, not cut).
+fn repair_compressed(path: &Path) -> Result<(Repaired, u64), StorageError> {
+    use crate::zread::{Kind, ZEnd, ZReader};
+    let rd = |source| StorageError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let len_before = std::fs::metadata(path).map_err(rd)?.len();
+    let hole = File::open(path)
+        .ok()
+        .and_then(|f| crate::first_hole(&f, len_before));
+    if let Some(h) = hole {
+        truncate(path, h)?;
+    }
+    let bad = |e: std::io::Error| StorageError::Corrupt {
+        path: path.to_owned(),
+        offset: 0,
+        why: format!("{e}: not a torn tail, refusing to cut"),
+    };
+    let mut z = ZReader::open(path)
+        .map_err(bad)?
+        .ok_or(StorageError::Internal(
+            "a compressed file no longer starts as one",
+        ))?;
+    let kind = z.kind();
+    let end = z.read_to_end_state().map_err(bad)?;
+    let mut len_after = hole.unwrap_or(len_before);
+    if let ZEnd::Torn(c) = end {
+        truncate(path, c)?;
+        len_after = c;
+        if kind == Kind::Lz4 {
+            // The checksum of what stays: decode it all again from the start.
+            let mut z = ZReader::open(path).map_err(bad)?.expect("still lz4");
+            let mut sink = std::io::sink();
+            std::io::copy(&mut z, &mut sink).map_err(bad)?;
+            let sum = z.content_checksum();
+            let mut tail = [0u8; 8];
+            tail[4..].copy_from_slice(&sum.to_le_bytes());
+            use std::io::Write;
+            let mut f = OpenOptions::new().append(true).open(path).map_err(rd)?;
+            f.write_all(&tail)
+                .and_then(|()| f.sync_data())
+                .map_err(|e| StorageError::from_write(path, e))?;
+            len_after += 8;
+        }
+    }
+    // Count the records (and prove they parse).
+    let z = ZReader::open(path).map_err(bad)?.expect("still compressed");
+    let mut w = Walker::new(z);
+    let (mut records, mut bytes) = (0u64, 0u64);
+    while let Some(m) = w.next() {
+        records += 1;
+        bytes += m.caplen as u64;
+    }
+    let s = w.stop().expect("a walk that ended says how");
+    if !matches!(s.end, End::Clean) {
+        let e = s.error(path, len_after).unwrap_or(StorageError::Internal(
+            "a walk that ended badly without an error",
+        ));
+        return Err(e);
+    }
+    let idx = crate::index::path_for(path);
+    if idx.exists() && (len_after != len_before || index_disagrees(&idx, records)) {
+        crate::index::rebuild(path, crate::block::DEFAULT_BLOCK_SIZE as u64)?;
+    }
+    Ok((
+        Repaired {
+            records,
+            len_before,
+            len_after,
+        },
+        bytes,
+    ))
+}
+
+fn repair_plain(path: &Path) -> Result<Repaired, StorageError> {
     let len_before = std::fs::metadata(path)
         .map_err(|source| StorageError::Read {
             path: path.to_owned(),

@@ -65,6 +65,10 @@ pub struct StorageConfig {
     /// `record -r`: the input file's. The flow index is for Ethernet
     /// only (other link types get time-only index entries).
     pub linktype: u32,
+    /// Compress files at rest (`--compress`; [`crate::compress`]).
+    pub compress: crate::compress::Compress,
+    /// Compression threads, all queues together (`--compress-threads`).
+    pub compress_threads: usize,
 }
 
 impl StorageConfig {
@@ -87,6 +91,8 @@ impl StorageConfig {
             retention: Policy::default(),
             on_full_rotate: false,
             linktype: crate::pcap::LINKTYPE_ETHERNET,
+            compress: crate::compress::Compress::None,
+            compress_threads: default_compress_threads(),
         }
     }
 
@@ -142,7 +148,7 @@ pub fn repair_dir(dir: &Path, prefix: &str) -> Vec<String> {
         .collect();
     for f in newest.into_iter().rev() {
         match crate::repair::repair(&f.path) {
-            Ok(r) if r.trimmed() > 0 => out.push(format!(
+            Ok(r) if r.changed() => out.push(format!(
                 "repaired {}: trimmed a torn tail of {} bytes, {} complete records kept",
                 f.path.display(),
                 r.trimmed(),
@@ -243,6 +249,8 @@ pub struct StorageProgress {
     pub deleted_files: u64,
     /// Their bytes.
     pub deleted_bytes: u64,
+    /// Compression so far (`--compress`; None without).
+    pub compress: Option<crate::compress::CompressReport>,
     /// Per interface and queue (also the files of other interfaces and
     /// queues retention deleted, with nothing else).
     pub queues: Vec<QueueStorage>,
@@ -250,6 +258,15 @@ pub struct StorageProgress {
     pub fs_space: Option<(u64, u64)>,
     /// The RAM budget for blocks waiting for the disk (`--buffer-mib`).
     pub buffer_limit_bytes: u64,
+}
+
+/// `--compress-threads` when not given: the cores less one (the capture
+/// and writer threads need theirs), at least one.
+pub fn default_compress_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get().saturating_sub(1))
+        .unwrap_or(1)
+        .max(1)
 }
 
 /// A recording's output directory, opened once.
@@ -261,6 +278,8 @@ pub struct Store {
     gauges: Mutex<Vec<(String, u32, Arc<Gauge>)>>,
     /// Bumped by [`Store::rotate_all`]; each writer rotates when it changes.
     rotate_epoch: Arc<AtomicU64>,
+    /// The compression threads (with `--compress`).
+    pool: Option<Arc<crate::compress::Pool>>,
 }
 
 impl Store {
@@ -294,6 +313,20 @@ impl Store {
                     .into(),
             );
         }
+        let pool = if cfg.compress.is_on() {
+            Some(
+                crate::compress::Pool::new(cfg.compress_threads).map_err(|e| {
+                    StorageError::Create {
+                        path: cfg.dir.clone(),
+                        source: std::io::Error::other(format!(
+                            "cannot start the compression threads: {e}"
+                        )),
+                    }
+                })?,
+            )
+        } else {
+            None
+        };
         let retention = Arc::new(Retention::new(&cfg.dir, &cfg.prefix, cfg.retention.clone()));
         retention.enforce();
         notices.extend(retention.take_log());
@@ -305,6 +338,7 @@ impl Store {
                 retention,
                 gauges: Mutex::new(Vec::new()),
                 rotate_epoch: Arc::new(AtomicU64::new(0)),
+                pool,
             },
             notices,
         ))
@@ -320,6 +354,13 @@ impl Store {
     /// file with no frame yet is kept (no file is ever empty).
     pub fn rotate_all(&self) {
         self.rotate_epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The compression counts so far, all queues (None: not compressing).
+    pub fn compress_report(&self) -> Option<crate::compress::CompressReport> {
+        self.pool
+            .as_ref()
+            .map(|p| p.stats.report(self.cfg.compress))
     }
 
     /// The retention shared by this store's writers.
@@ -363,6 +404,7 @@ impl Store {
             rotate_epoch: self.rotate_epoch.clone(),
             seen_epoch: self.rotate_epoch.load(Ordering::Acquire),
             rotate_requested: false,
+            pool: self.pool.clone(),
         };
         let path = w.path_for(start_ns);
         w.writer = Some(w.open(&path, None)?);
@@ -419,6 +461,7 @@ impl Store {
                 q.error = g.error.lock().expect("gauge").clone();
             }
         }
+        st.compress = self.compress_report();
         for (ifname, queue, files, bytes) in self.retention.deleted_by_series() {
             match st
                 .queues
@@ -563,17 +606,21 @@ pub struct RotatingWriter {
     seen_epoch: u64,
     /// Rotate before the next frame (asked by [`Store::rotate_all`]).
     rotate_requested: bool,
+    /// The store's compression threads (with `--compress`).
+    pool: Option<Arc<crate::compress::Pool>>,
 }
 
 impl RotatingWriter {
     fn path_for(&self, start_ns: u64) -> PathBuf {
-        self.cfg.dir.join(naming::file_name(
+        let mut name = naming::file_name(
             &self.cfg.prefix,
             &self.ifname,
             self.queue,
             start_ns,
             self.cfg.format,
-        ))
+        );
+        name.push_str(self.cfg.compress.suffix());
+        self.cfg.dir.join(name)
     }
 
     /// Opens a file, on a prepared engine when there is one (fast: only the
@@ -604,7 +651,11 @@ impl RotatingWriter {
             let r = self.retention.clone();
             sink.set_make_room(Some(Arc::new(move |p: &Path| r.make_room(p))));
         }
-        let w = PcapWriter::with_link(sink, c.snaplen, c.format, &self.ifname, c.linktype);
+        let sink = sink
+            .compressed(c.compress, self.pool.as_ref())
+            .inspect_err(|_| self.retention.closed(path))?;
+        let w = PcapWriter::with_link(sink, c.snaplen, c.format, &self.ifname, c.linktype)
+            .compressed(c.compress.is_on() && self.pool.is_some());
         let flows = c.flow_index && c.linktype == crate::pcap::LINKTYPE_ETHERNET;
         Ok(match (c.index, flows) {
             (true, true) => w.with_index(path),

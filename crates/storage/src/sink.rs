@@ -205,6 +205,9 @@ pub trait BlockSink: Send {
     fn latency(&self) -> Option<&wiretape_timestamp::hist::Histogram<u64>> {
         None
     }
+    /// Where blocks went in a compressed file, each once, in order (plain
+    /// sinks: none; see [`crate::compress::Placed`]).
+    fn take_placed(&mut self, _out: &mut Vec<crate::compress::Placed>) {}
 }
 
 /// What a write engine reports for backpressure.
@@ -469,6 +472,8 @@ pub enum AnySink {
     Direct(Box<crate::uring::UringSink>),
     /// Buffered `write(2)` through the page cache ([`FileSink`]).
     Buffered(FileSink),
+    /// Either of them behind a compressor ([`crate::compress::CompressSink`]).
+    Compressed(Box<crate::compress::CompressSink<AnySink>>),
 }
 
 impl AnySink {
@@ -505,7 +510,25 @@ impl AnySink {
 
     /// Whether the file is written with io_uring and O_DIRECT (false: buffered).
     pub fn is_direct(&self) -> bool {
-        matches!(self, AnySink::Direct(_))
+        match self {
+            AnySink::Direct(_) => true,
+            AnySink::Buffered(_) => false,
+            AnySink::Compressed(c) => c.inner().is_direct(),
+        }
+    }
+
+    /// This sink behind a compressor (`compress` not none), else itself.
+    pub fn compressed(
+        self,
+        compress: crate::compress::Compress,
+        pool: Option<&std::sync::Arc<crate::compress::Pool>>,
+    ) -> Result<Self, StorageError> {
+        match pool {
+            Some(p) if compress.is_on() => Ok(AnySink::Compressed(Box::new(
+                crate::compress::CompressSink::new(self, compress, std::sync::Arc::clone(p))?,
+            ))),
+            _ => Ok(self),
+        }
     }
 
     /// The slow part of [`AnySink::create`] (the io_uring engine and its
@@ -537,6 +560,7 @@ impl AnySink {
         match self {
             AnySink::Direct(s) => s.live_stats(),
             AnySink::Buffered(s) => s.stats(),
+            AnySink::Compressed(s) => s.inner().live_stats(),
         }
     }
 
@@ -545,6 +569,7 @@ impl AnySink {
         match self {
             AnySink::Direct(s) => s.set_make_room(f),
             AnySink::Buffered(s) => s.set_make_room(f),
+            AnySink::Compressed(s) => s.inner_mut().set_make_room(f),
         }
     }
 }
@@ -554,6 +579,7 @@ macro_rules! both {
         match $s {
             AnySink::Direct($x) => $e,
             AnySink::Buffered($x) => $e,
+            AnySink::Compressed($x) => $e,
         }
     };
 }
@@ -586,5 +612,8 @@ impl BlockSink for AnySink {
     }
     fn latency(&self) -> Option<&wiretape_timestamp::hist::Histogram<u64>> {
         both!(self, s => s.latency())
+    }
+    fn take_placed(&mut self, out: &mut Vec<crate::compress::Placed>) {
+        both!(self, s => s.take_placed(out))
     }
 }

@@ -47,6 +47,10 @@ pub struct PcapWriter<S: BlockSink> {
     index_error: Option<String>,
     /// The failure was a full disk.
     failed_full: bool,
+    /// Where the compressed sink put blocks, for the index.
+    placed: Vec<crate::compress::Placed>,
+    /// The file is compressed ([`crate::compress`]).
+    compressed: bool,
 }
 
 impl<S: BlockSink> PcapWriter<S> {
@@ -103,7 +107,29 @@ impl<S: BlockSink> PcapWriter<S> {
             index: None,
             index_error: None,
             failed_full: false,
+            placed: Vec::new(),
+            compressed: false,
         }
+    }
+
+    /// Says the sink compresses (a [`crate::compress::CompressSink`]):
+    /// the index is then of version 3, and recovery after a write error
+    /// reads the file decompressed. Call before [`PcapWriter::with_index`].
+    pub fn compressed(mut self, on: bool) -> Self {
+        self.compressed = on;
+        self
+    }
+
+    /// Hands the places of compressed blocks to the index.
+    fn note_placed(&mut self) {
+        if !self.compressed {
+            return;
+        }
+        self.sink.take_placed(&mut self.placed);
+        if let Some(i) = &mut self.index {
+            i.placed(&self.placed);
+        }
+        self.placed.clear();
     }
 
     /// Also writes the sidecar index `<path>.idx` (see [`crate::index`]).
@@ -125,7 +151,7 @@ impl<S: BlockSink> PcapWriter<S> {
         } else {
             1
         };
-        match IndexWriter::create(capture_path, unit) {
+        match IndexWriter::create_with(capture_path, unit, self.compressed) {
             Ok(i) if flows => self.index = Some(i),
             Ok(i) => self.index = Some(i.without_flows()),
             Err(e) => self.index_error = Some(e.to_string()),
@@ -213,6 +239,7 @@ impl<S: BlockSink> PcapWriter<S> {
                 if let Some(i) = &mut self.index {
                     i.block_done();
                 }
+                self.note_placed();
                 Ok(())
             }
             Err(e) => Err(self.fail(e)),
@@ -243,6 +270,7 @@ impl<S: BlockSink> PcapWriter<S> {
                 if let Some(i) = &mut self.index {
                     i.block_done();
                 }
+                self.note_placed();
                 Ok(())
             }
             Err(e) => Err(self.fail(e)),
@@ -291,6 +319,10 @@ impl<S: BlockSink> PcapWriter<S> {
         let block_size = self.sink.block_size() as u64;
         match self.sink.finish(b) {
             Ok(()) if self.failed.is_none() => {
+                if let Some(i) = &mut self.index {
+                    i.block_done();
+                }
+                self.note_placed();
                 if let Some(i) = self.index.take() {
                     if let Err(e) = i.finish() {
                         self.index_error = Some(e.to_string());
@@ -332,6 +364,10 @@ impl<S: BlockSink> PcapWriter<S> {
     /// Cuts the file to its last complete record; returns (frames, bytes) in it.
     fn recover(&mut self) -> Result<(u64, u64), StorageError> {
         let path = self.sink.path().to_owned();
+        if self.compressed {
+            let (r, bytes) = crate::repair::repair_counting(&path)?;
+            return Ok((r.records, bytes));
+        }
         let len = std::fs::metadata(&path)
             .map_err(|source| StorageError::Read {
                 path: path.clone(),

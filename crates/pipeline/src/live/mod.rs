@@ -367,6 +367,8 @@ pub(crate) fn status_json(
         "packets_seen": s.seen(),
         "packets_written": s.written(),
         "packets_filtered": s.filtered(),
+        "packets_cutoff": s.queues.iter().map(|q| q.cutoff).sum::<u64>(),
+        "bytes_cutoff": s.queues.iter().map(|q| q.cutoff_bytes).sum::<u64>(),
         "bytes_written": s.bytes(),
         "kernel_drops": s.kernel_drops(),
         "per_queue": s.queues.iter().map(|q| json!({
@@ -375,6 +377,8 @@ pub(crate) fn status_json(
             "packets_received": q.received,
             "packets_written": q.written,
             "packets_filtered": q.filtered,
+            "packets_cutoff": q.cutoff,
+            "bytes_cutoff": q.cutoff_bytes,
             "bytes_written": q.bytes,
             "kernel": {
                 "rx_dropped": q.kernel.rx_dropped,
@@ -389,6 +393,7 @@ pub(crate) fn status_json(
             "write_p99_us": st.p99_us,
             "deleted_files": st.deleted_files,
         },
+        "compress": crate::report::compress_json(st.compress.as_ref()),
         "ring": hub.ring_report(),
         "subscribers": hub.subscriber_reports(),
         "serve": serve,

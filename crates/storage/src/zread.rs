@@ -1,0 +1,514 @@
+//! Reading compressed captures ([`crate::compress`]): [`ZReader`] reads a
+//! `.pcap.lz4` / `.pcap.zst` (and pcapng) file as the plain stream it holds,
+//! `Read + Seek` in the offsets of that stream, so the record walker, the
+//! extraction merge, the index rebuild, `info`, `repair` and `replay` read
+//! it as they read a plain file. A seek goes to the compressed unit the
+//! index ([`crate::index::Entry::z`]) names for that offset (or the nearest
+//! one before it), and only the units read are decompressed
+//! ([`ZReader::blocks_decompressed`]). [`open`] tells the kinds apart by the
+//! first 4 bytes.
+
+use crate::compress::{Placed, LZ4_HEADER_LEN, LZ4_MAGIC, LZ4_MAX_BLOCK, LZ4_STORED, ZSTD_MAGIC};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// The compressed formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// One LZ4 frame.
+    Lz4,
+    /// zstd frames.
+    Zstd,
+}
+
+/// How the compressed stream ended (once read to its end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZEnd {
+    /// lz4: the end mark and content checksum; zstd: the file ends after a
+    /// whole frame.
+    Whole,
+    /// The file ends inside a unit, or (lz4) without the end mark: the
+    /// last whole unit ends at this file offset (where repair cuts).
+    Torn(u64),
+}
+
+/// The kind of compressed capture `path` is (None: plain or unknown),
+/// read from its first 4 bytes.
+pub fn kind(path: &Path) -> std::io::Result<Option<Kind>> {
+    let mut m = [0u8; 4];
+    let f = File::open(path)?;
+    let n = f.read_at(&mut m, 0)?;
+    Ok(kind_of(&m[..n]))
+}
+
+fn kind_of(m: &[u8]) -> Option<Kind> {
+    let m = u32::from_le_bytes(m.get(..4)?.try_into().ok()?);
+    match m {
+        LZ4_MAGIC => Some(Kind::Lz4),
+        ZSTD_MAGIC => Some(Kind::Zstd),
+        _ => None,
+    }
+}
+
+/// A compressed capture read as its plain stream.
+pub struct ZReader {
+    file: File,
+    kind: Kind,
+    /// Units known: uncompressed start -> file offset.
+    known: BTreeMap<u64, u64>,
+    next_c: u64,
+    next_u: u64,
+    buf: Vec<u8>,
+    buf_u: u64,
+    pos: usize,
+    want: Option<u64>,
+    end: Option<ZEnd>,
+    decompressed: u64,
+    read: u64,
+    scratch: Vec<u8>,
+    zd: Option<zstd::bulk::Decompressor<'static>>,
+    /// Every unit decoded, in order of decoding.
+    placed: Vec<Placed>,
+    /// LZ4's content checksum over the stream decoded from its start, and
+    /// how far it got (a seek ahead stops it).
+    xxh: twox_hash::XxHash32,
+    hashed: u64,
+}
+
+impl ZReader {
+    /// Reads `file` (of `kind`); `index` entries (with their compressed
+    /// locations) let seeks start at the right unit.
+    pub fn new(file: File, kind: Kind, index: &[crate::index::Entry]) -> Self {
+        let first = match kind {
+            Kind::Lz4 => LZ4_HEADER_LEN,
+            Kind::Zstd => 0,
+        };
+        let mut known = BTreeMap::new();
+        known.insert(0, first);
+        for z in index.iter().filter_map(|e| e.z) {
+            known.insert(z.u_start, z.c_off);
+        }
+        ZReader {
+            file,
+            kind,
+            known,
+            next_c: first,
+            next_u: 0,
+            buf: Vec::new(),
+            buf_u: 0,
+            pos: 0,
+            want: None,
+            end: None,
+            decompressed: 0,
+            read: 0,
+            scratch: Vec::new(),
+            zd: None,
+            placed: Vec::new(),
+            xxh: twox_hash::XxHash32::with_seed(0),
+            hashed: 0,
+        }
+    }
+
+    /// Opens `path` if it is compressed (None: a plain file), using its
+    /// index when it has one with compressed locations.
+    pub fn open(path: &Path) -> std::io::Result<Option<Self>> {
+        let file = File::open(path)?;
+        let mut m = [0u8; 4];
+        let n = file.read_at(&mut m, 0)?;
+        let Some(kind) = kind_of(&m[..n]) else {
+            return Ok(None);
+        };
+        let entries = crate::index::read(&crate::index::path_for(path)).unwrap_or_default();
+        if kind == Kind::Lz4 {
+            let mut h = [0u8; LZ4_HEADER_LEN as usize];
+            file.read_exact_at(&mut h, 0)?;
+            if h[..] != crate::compress::lz4_frame_header()[..] {
+                return Err(std::io::Error::new(
+                    ErrorKind::InvalidData,
+                    "an LZ4 frame wiretape did not write (it reads independent 4 MB blocks with a content checksum only)",
+                ));
+            }
+        }
+        Ok(Some(Self::new(file, kind, &entries)))
+    }
+
+    /// The file (for its lock).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Which compression.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Compressed units decompressed so far.
+    pub fn blocks_decompressed(&self) -> u64 {
+        self.decompressed
+    }
+
+    /// Compressed bytes read so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.read
+    }
+
+    /// How the stream ended, once read to its end.
+    pub fn end(&self) -> Option<ZEnd> {
+        self.end
+    }
+
+    /// The units decoded so far, in the order they were decoded.
+    pub fn placed(&self) -> &[Placed] {
+        &self.placed
+    }
+
+    /// The unit holding uncompressed offset `u`, among those decoded.
+    pub fn unit_of(&self, u: u64) -> Option<Placed> {
+        let i = self.placed.partition_point(|p| p.u_start <= u);
+        let p = *self.placed.get(i.checked_sub(1)?)?;
+        (u < p.u_start + p.u_len.max(1)).then_some(p)
+    }
+
+    fn read_at(&mut self, at: u64, n: usize) -> std::io::Result<usize> {
+        self.scratch.resize(n, 0);
+        let mut got = 0;
+        while got < n {
+            match self.file.read_at(&mut self.scratch[got..], at + got as u64) {
+                Ok(0) => break,
+                Ok(k) => got += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.scratch.truncate(got);
+        Ok(got)
+    }
+
+    /// Decodes the unit at `next_c` into `buf`; false at the end.
+    fn decode_next(&mut self) -> std::io::Result<bool> {
+        if self.end.is_some() {
+            return Ok(false);
+        }
+        let c = self.next_c;
+        let clen = match self.kind {
+            Kind::Lz4 => {
+                if self.read_at(c, 4)? < 4 {
+                    self.end = Some(ZEnd::Torn(c));
+                    return Ok(false);
+                }
+                let w = u32::from_le_bytes(self.scratch[..4].try_into().unwrap());
+                if w == 0 {
+                    // The end mark and checksum, ending the file; zeros of
+                    // an interrupted aligned write are not one.
+                    let whole = self.read_at(c + 4, 4)? == 4 && {
+                        let sum = u32::from_le_bytes(self.scratch[..4].try_into().unwrap());
+                        let len = self.file.metadata()?.len();
+                        len == c + 8
+                            && (self.hashed != self.next_u
+                                || std::hash::Hasher::finish(&self.xxh) as u32 == sum)
+                    };
+                    self.end = Some(if whole { ZEnd::Whole } else { ZEnd::Torn(c) });
+                    return Ok(false);
+                }
+                let len = (w & !LZ4_STORED) as usize;
+                if len > LZ4_MAX_BLOCK {
+                    return Err(bad(c, "an LZ4 block larger than 4 MB"));
+                }
+                if self.read_at(c + 4, len)? < len {
+                    self.end = Some(ZEnd::Torn(c));
+                    return Ok(false);
+                }
+                if w & LZ4_STORED != 0 {
+                    self.buf.clear();
+                    self.buf.extend_from_slice(&self.scratch);
+                } else {
+                    self.buf.resize(LZ4_MAX_BLOCK, 0);
+                    let n = lz4_flex::block::decompress_into(&self.scratch, &mut self.buf)
+                        .map_err(|_| bad(c, "an LZ4 block that does not decode"))?;
+                    self.buf.truncate(n);
+                }
+                4 + len as u64
+            }
+            Kind::Zstd => {
+                let Some((len, content)) = self.zstd_frame_len(c)? else {
+                    return Ok(false);
+                };
+                if self.read_at(c, len as usize)? < len as usize {
+                    self.end = Some(ZEnd::Torn(c));
+                    return Ok(false);
+                }
+                if content > 1 << 30 {
+                    return Err(bad(c, "a zstd frame larger than 1 GB"));
+                }
+                if self.zd.is_none() {
+                    self.zd = Some(zstd::bulk::Decompressor::new()?);
+                }
+                self.buf.clear();
+                self.buf.reserve(content as usize);
+                let zd = self.zd.as_mut().expect("made above");
+                zd.decompress_to_buffer(&self.scratch, &mut self.buf)
+                    .map_err(|_| bad(c, "a zstd frame that does not decode"))?;
+                len
+            }
+        };
+        let p = Placed {
+            u_start: self.next_u,
+            u_len: self.buf.len() as u64,
+            c_off: c,
+            c_len: clen,
+        };
+        if self.kind == Kind::Lz4 && self.hashed == p.u_start {
+            std::hash::Hasher::write(&mut self.xxh, &self.buf);
+            self.hashed += p.u_len;
+        }
+        if self.placed.last().is_none_or(|l| l.u_start < p.u_start) {
+            self.placed.push(p);
+        }
+        self.known.insert(p.u_start, c);
+        self.buf_u = self.next_u;
+        self.pos = 0;
+        self.next_u += self.buf.len() as u64;
+        self.next_c += clen;
+        self.decompressed += 1;
+        self.read += clen;
+        Ok(true)
+    }
+
+    /// The length and content size of the zstd frame at `c` (None: the
+    /// file ends there or inside it; `end` says which).
+    fn zstd_frame_len(&mut self, c: u64) -> std::io::Result<Option<(u64, u64)>> {
+        let got = self.read_at(c, 18)?;
+        if got == 0 {
+            self.end = Some(ZEnd::Whole);
+            return Ok(None);
+        }
+        let torn = |s: &mut Self| {
+            s.end = Some(ZEnd::Torn(c));
+            Ok(None)
+        };
+        if got < 6 {
+            return torn(self);
+        }
+        let h = self.scratch.clone();
+        if u32::from_le_bytes(h[..4].try_into().unwrap()) != ZSTD_MAGIC {
+            // Zeros to the end: an interrupted aligned write, a torn tail.
+            let len = self.file.metadata()?.len();
+            if len - c <= 4 << 20
+                && self.read_at(c, (len - c) as usize)? as u64 == len - c
+                && self.scratch.iter().all(|&b| b == 0)
+            {
+                return torn(self);
+            }
+            return Err(bad(c, "not a zstd frame"));
+        }
+        let fhd = h[4];
+        let single = fhd & 0x20 != 0;
+        let fcs_len = match fhd >> 6 {
+            0 => usize::from(single),
+            1 => 2,
+            2 => 4,
+            _ => 8,
+        };
+        let did_len = [0usize, 1, 2, 4][(fhd & 3) as usize];
+        let at = 5 + usize::from(!single) + did_len;
+        if got < at + fcs_len {
+            return torn(self);
+        }
+        let mut fcs = [0u8; 8];
+        fcs[..fcs_len].copy_from_slice(&h[at..at + fcs_len]);
+        let mut content = u64::from_le_bytes(fcs);
+        if fcs_len == 2 {
+            content += 256;
+        }
+        if fcs_len == 0 {
+            return Err(bad(c, "a zstd frame without its content size"));
+        }
+        let mut off = (at + fcs_len) as u64;
+        loop {
+            if self.read_at(c + off, 3)? < 3 {
+                return torn(self);
+            }
+            let b = &self.scratch;
+            let bh = u32::from(b[0]) | u32::from(b[1]) << 8 | u32::from(b[2]) << 16;
+            let (last, ty, size) = (bh & 1, (bh >> 1) & 3, (bh >> 3) as u64);
+            off += 3 + match ty {
+                1 => 1,
+                3 => return Err(bad(c, "a zstd block of the reserved type")),
+                _ => size,
+            };
+            if last == 1 {
+                break;
+            }
+        }
+        if fhd & 4 != 0 {
+            off += 4;
+        }
+        Ok(Some((off, content)))
+    }
+
+    /// Makes `buf[pos]` the next byte to read; false at the end.
+    fn position(&mut self) -> std::io::Result<bool> {
+        if let Some(t) = self.want.take() {
+            let in_buf = t >= self.buf_u && t < self.buf_u + self.buf.len() as u64;
+            if in_buf {
+                self.pos = (t - self.buf_u) as usize;
+                return Ok(true);
+            }
+            let (&u, &c) = self
+                .known
+                .range(..=t)
+                .next_back()
+                .expect("offset 0 is always known");
+            if t < self.next_u || u > self.next_u {
+                self.next_u = u;
+                self.next_c = c;
+                self.end = None;
+                self.buf.clear();
+                self.buf_u = u;
+                self.pos = 0;
+            }
+            while self.next_u <= t {
+                if !self.decode_next()? {
+                    self.pos = self.buf.len();
+                    return Ok(false);
+                }
+            }
+            self.pos = (t - self.buf_u) as usize;
+            return Ok(true);
+        }
+        while self.pos >= self.buf.len() {
+            if !self.decode_next()? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// XXH32 of the stream decoded from its start so far (lz4's content
+    /// checksum once read to the end).
+    pub fn content_checksum(&self) -> u32 {
+        std::hash::Hasher::finish(&self.xxh) as u32
+    }
+
+    /// Reads the whole stream to its end (for repair): how it ended.
+    pub fn read_to_end_state(&mut self) -> std::io::Result<ZEnd> {
+        while self.decode_next()? {}
+        Ok(self.end.unwrap_or(ZEnd::Whole))
+    }
+}
+
+fn bad(at: u64, what: &str) -> std::io::Error {
+    std::io::Error::new(ErrorKind::InvalidData, format!("{what} at byte {at}"))
+}
+
+impl Read for ZReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if out.is_empty() || !self.position()? {
+            return Ok(0);
+        }
+        let k = out.len().min(self.buf.len() - self.pos);
+        out[..k].copy_from_slice(&self.buf[self.pos..self.pos + k]);
+        self.pos += k;
+        Ok(k)
+    }
+}
+
+impl Seek for ZReader {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let SeekFrom::Start(to) = to else {
+            return Err(std::io::Error::other("only absolute seeks"));
+        };
+        self.want = Some(to);
+        Ok(to)
+    }
+}
+
+/// A capture read plain or decompressed: what the readers open.
+pub enum Source<P> {
+    /// A plain file through `P`.
+    Plain(P),
+    /// A compressed one.
+    Z(Box<ZReader>),
+}
+
+impl<P> Source<P> {
+    /// Compressed units decompressed so far (0 for a plain file).
+    pub fn blocks_decompressed(&self) -> u64 {
+        match self {
+            Source::Plain(_) => 0,
+            Source::Z(z) => z.blocks_decompressed(),
+        }
+    }
+
+    /// The decompressing reader, if compressed.
+    pub fn z(&self) -> Option<&ZReader> {
+        match self {
+            Source::Plain(_) => None,
+            Source::Z(z) => Some(z),
+        }
+    }
+}
+
+impl<P: Read> Read for Source<P> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Source::Plain(p) => p.read(out),
+            Source::Z(z) => z.read(out),
+        }
+    }
+}
+
+impl<P: Seek> Seek for Source<P> {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        match self {
+            Source::Plain(p) => p.seek(to),
+            Source::Z(z) => z.seek(to),
+        }
+    }
+}
+
+/// Opens `path` for a sequential read: a buffered plain file, or the
+/// decompressed stream of a compressed one.
+pub fn open_buffered(path: &Path) -> std::io::Result<Source<BufReader<File>>> {
+    Ok(match ZReader::open(path)? {
+        Some(z) => Source::Z(Box::new(z)),
+        None => Source::Plain(BufReader::with_capacity(1 << 20, File::open(path)?)),
+    })
+}
+
+impl Source<crate::ramp::RampReader> {
+    /// Opens `path` for a query: a plain file through a
+    /// [`crate::ramp::RampReader`], a compressed one decompressed; and
+    /// whether a writer holds it ([`crate::is_being_written`]).
+    pub fn open_query(path: &Path) -> std::io::Result<(Self, bool)> {
+        match ZReader::open(path)? {
+            Some(z) => {
+                let live = crate::is_being_written(z.file());
+                Ok((Source::Z(Box::new(z)), live))
+            }
+            None => {
+                let (r, live) = crate::ramp::RampReader::open(path)?;
+                Ok((Source::Plain(r), live))
+            }
+        }
+    }
+
+    /// The file (for its lock).
+    pub fn file(&self) -> &File {
+        match self {
+            Source::Plain(r) => r.file(),
+            Source::Z(z) => z.file(),
+        }
+    }
+
+    /// Bytes read from the file so far (compressed bytes for a compressed one).
+    pub fn bytes_read(&self) -> u64 {
+        match self {
+            Source::Plain(r) => r.bytes_read(),
+            Source::Z(z) => z.bytes_read(),
+        }
+    }
+}
