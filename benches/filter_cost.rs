@@ -136,7 +136,11 @@ fn main() {
         prog.install_filter(&filter).expect("install");
         let ebpf_len = wiretape::capture::xdpfilter::tail_program(
             &filter.program,
-            wiretape::capture::xdpfilter::FilterMaps { xsks: 0, qstats: 0 },
+            wiretape::capture::xdpfilter::FilterMaps {
+                xsks: 0,
+                qstats: 0,
+                cutoff: None,
+            },
         )
         .unwrap()
         .len();
