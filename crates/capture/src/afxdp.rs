@@ -346,7 +346,6 @@ impl Engine for AfXdp {
             fill_ring_empty,
             other: kernel.rx_dropped - fill_ring_empty,
             kernel,
-            ..Default::default()
         }
     }
 
