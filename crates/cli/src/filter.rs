@@ -51,11 +51,17 @@ pub fn run(a: Args) -> Result<i32> {
         print!("{}", explain(&f)?);
         return Ok(0);
     }
-    let ebpf = tail_program(&f.program, FilterMaps { xsks: 0, qstats: 0 }).map_err(|source| {
-        wiretape::capture::CaptureError::FilterTranslate {
-            expr: f.expr.clone(),
-            source,
-        }
+    let ebpf = tail_program(
+        &f.program,
+        FilterMaps {
+            xsks: 0,
+            qstats: 0,
+            cutoff: None,
+        },
+    )
+    .map_err(|source| wiretape::capture::CaptureError::FilterTranslate {
+        expr: f.expr.clone(),
+        source,
     })?;
     println!(
         "ok: '{}': {} classic BPF instructions, {} eBPF instructions in the XDP program{}",

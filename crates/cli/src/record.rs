@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-use wiretape::capture::{sys, BusyPoll, CaptureConfig, FileConfig, NetmapConfig, XdpMode};
+use wiretape::capture::{
+    sys, BusyPoll, CaptureConfig, FileConfig, NetmapConfig, XdpCutoff, XdpMode,
+};
 use wiretape::{Event, Input, RecordConfig};
 
 #[derive(clap::Args)]
@@ -215,8 +217,9 @@ pub struct Args {
     /// each connection (IP version, address pair, protocol, port pair, in
     /// both directions); TCP segments with SYN, FIN or RST, non-IP frames
     /// and non-first fragments are always kept. Cut frames are counted in
-    /// packets_cutoff. Applied after the capture filter. The file engine
-    /// (-r) only so far.
+    /// packets_cutoff. Applied after the capture filter: in the XDP program
+    /// for -i (cut frames never reach user space), in the file engine for
+    /// -r; not with --engine netmap.
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     cutoff: Option<u64>,
     /// Connections the cutoff tracks at once; a new one at a full table
@@ -613,11 +616,8 @@ fn input(a: &Args) -> Result<Input> {
         f.cutoff = a.cutoff.map(|size| (size, a.cutoff_flows as usize));
         return Ok(Input::File(f));
     }
-    if a.cutoff.is_some() {
-        if a.engine == "netmap" {
-            bail!("--cutoff: the netmap engine does not apply it (only the file engine, -r, does so far); leave --cutoff out");
-        }
-        bail!("--cutoff is applied by the file engine (-r) only so far: the XDP program's cutoff is not built yet; leave --cutoff out for -i");
+    if a.cutoff.is_some() && a.engine == "netmap" {
+        bail!("--cutoff: the netmap engine does not apply it (the XDP program of --engine afxdp and the file engine, -r, do); use --engine afxdp or leave --cutoff out");
     }
     let iface = a
         .iface
@@ -679,6 +679,11 @@ fn input(a: &Args) -> Result<Input> {
     if let Some(n) = a.frame_size {
         c.frame_size = n;
     }
+    c.cutoff = a.cutoff.map(|size| XdpCutoff {
+        size,
+        // clap bounds --cutoff-flows to 2^26.
+        flows: a.cutoff_flows as u32,
+    });
     c.busy_poll = a.busy_poll.map(|usecs| BusyPoll {
         usecs,
         budget: a.batch.clamp(1, u16::MAX as usize) as u16,
