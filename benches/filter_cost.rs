@@ -2,7 +2,12 @@
 //! `BPF_PROG_TEST_RUN` with repeat (the kernel's own mean per run), for
 //! - the steering program as loaded, without a filter (the baseline: stamp,
 //!   count, redirect), and with each filter in its tail-call slot;
-//! - the generated filter program alone (translated filter + epilogue).
+//! - the generated filter program alone (translated filter + epilogue);
+//! - the steering program with the per-connection cutoff (`--cutoff 15K`,
+//!   a table of 1 M connections) without a filter and after `simple`: the
+//!   same frame over and over is one connection, so a TCP SYN is kept
+//!   (flags) and the UDP frame is cut once its connection passed 15 KiB
+//!   (one hot table entry: no cache misses, unlike many live connections).
 //!
 //! Root only. Runs in a private network namespace (the thread unshares
 //! one; its `lo` holds the AF_XDP socket the redirect needs); attaches
@@ -136,7 +141,11 @@ fn main() {
         prog.install_filter(&filter).expect("install");
         let ebpf_len = wiretape::capture::xdpfilter::tail_program(
             &filter.program,
-            wiretape::capture::xdpfilter::FilterMaps { xsks: 0, qstats: 0 },
+            wiretape::capture::xdpfilter::FilterMaps {
+                xsks: 0,
+                qstats: 0,
+                cutoff: None,
+            },
         )
         .unwrap()
         .len();
@@ -156,6 +165,35 @@ fn main() {
                 ns(d),
                 alone.duration_ns,
                 if ret == 4 { "accept" } else { "reject" }
+            );
+        }
+    }
+    let cut = wiretape::capture::XdpCutoff {
+        size: 15 * 1024,
+        flows: 1 << 20,
+    };
+    for (label, expr) in [("cutoff", None), ("simple+cut", Some("tcp port 80"))] {
+        let mut prog = SteerProgram::load_with(None, Some(cut)).expect("load with the cutoff");
+        prog.register(0, sock.fd.raw()).unwrap();
+        if let Some(expr) = expr {
+            let filter = CaptureFilter::compile(expr, LINKTYPE_ETHERNET, 262_144).unwrap();
+            prog.install_filter(&filter).expect("install");
+        }
+        for (fname, f) in &frames {
+            let (ret, d) = prog.test_run(f, lo, 0, repeat).unwrap();
+            println!(
+                "{:<12} {:>8} {:>6}  {:<20} {:>9.1} {:>9} {:>9}",
+                label,
+                "-",
+                "-",
+                fname,
+                ns(d),
+                "-",
+                match ret {
+                    1 => "cut",
+                    2 => "reject",
+                    _ => "accept",
+                }
             );
         }
     }

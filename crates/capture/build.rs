@@ -10,10 +10,11 @@ fn main() {
     // in the multiarch include directory on Debian.
     let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap();
     let multiarch = format!("-I/usr/include/{arch}-linux-gnu");
+    // -mcpu=v3: the cutoff's atomic fetch-and-add returns the old count.
     libbpf_cargo::SkeletonBuilder::new()
         .source(&src)
         .obj(&out)
-        .clang_args([multiarch.as_str(), "-O2", "-g", "-Wall"])
+        .clang_args([multiarch.as_str(), "-O2", "-g", "-Wall", "-mcpu=v3"])
         .build()
         .expect("compiling bpf/steer.bpf.c failed: is clang installed (apt-get install clang libelf-dev zlib1g-dev)?");
     println!("cargo:rerun-if-changed={}", src.display());

@@ -7,7 +7,7 @@
 //! flight: when the writer falls behind, the fill ring runs dry and the
 //! kernel counts the drops, which [`Engine::counters`] reports.
 
-use crate::bpf::{SteerProgram, XdpLink, XdpMode, MAX_QUEUES};
+use crate::bpf::{SteerProgram, XdpCutoff, XdpLink, XdpMode, MAX_QUEUES};
 use crate::engine::{cpu_in_turn, Engine, EngineCounters, EngineQueue, FrameStore, RxQueue};
 use crate::link::{LinkMonitor, LinkStatus};
 use crate::xsk::{self, BusyPoll, FillRing, RxRing, Umem, XskConfig, XskFd};
@@ -46,6 +46,9 @@ pub struct CaptureConfig {
     /// round (see [`BusyPoll`]); None: the driver's interrupts and softirq
     /// do (the default).
     pub busy_poll: Option<BusyPoll>,
+    /// The per-connection cutoff (`--cutoff SIZE --cutoff-flows N`),
+    /// applied in the XDP program after the filter; None: off.
+    pub cutoff: Option<XdpCutoff>,
 }
 
 impl CaptureConfig {
@@ -62,6 +65,7 @@ impl CaptureConfig {
             frame_size: 2048,
             filter: None,
             busy_poll: None,
+            cutoff: None,
         }
     }
 }
@@ -312,16 +316,36 @@ impl Engine for AfXdp {
             .and_then(|(_, fd)| fd.stats().ok())
             .unwrap_or_default();
         let fill_ring_empty = kernel.rx_fill_ring_empty_descs.min(kernel.rx_dropped);
+        // The cutoff's evictions, for the whole table: connections added
+        // minus those present, counted once the program is detached (the
+        // kernel's LRU map does not report what it evicts; counting the
+        // table takes a syscall per entry, too many for a progress line).
+        // Reported on the first queue so that the queues sum to it.
+        let cutoff_flows_evicted = if self.prog.cutoff().is_some()
+            && self.link.is_none()
+            && self.fds.first().is_some_and(|(q, _)| *q == queue)
+        {
+            let inserts: u64 = self
+                .fds
+                .iter()
+                .map(|(q, _)| self.prog.counters(*q).cutoff_inserts)
+                .sum();
+            inserts.saturating_sub(self.prog.cutoff_flows_present())
+        } else {
+            0
+        };
         EngineCounters {
             seen: c.seen,
             seen_bytes: c.bytes,
             hw_stamped: c.hw,
             filtered: c.filtered,
+            cutoff: c.cutoff,
+            cutoff_bytes: c.cutoff_bytes,
+            cutoff_flows_evicted,
             rx_ring_full: kernel.rx_ring_full,
             fill_ring_empty,
             other: kernel.rx_dropped - fill_ring_empty,
             kernel,
-            ..Default::default()
         }
     }
 
@@ -459,7 +483,7 @@ fn load_and_attach(
         }
         for &hw in hw_choices {
             let mut prog = if hw {
-                match SteerProgram::load_hw(ifindex) {
+                match SteerProgram::load_with(Some(ifindex), cfg.cutoff) {
                     Ok(p) => p,
                     Err(e @ CaptureError::Permission(_)) => return Err(e),
                     Err(e) => {
@@ -469,7 +493,7 @@ fn load_and_attach(
                     }
                 }
             } else {
-                SteerProgram::load()?
+                SteerProgram::load_with(None, cfg.cutoff)?
             };
             // Before the attach: a refused filter leaves nothing attached.
             if let Some(f) = &cfg.filter {

@@ -54,6 +54,22 @@ pub struct QueueCounters {
     pub hw: u64,
     /// Seen frames the capture filter rejected (left to the stack).
     pub filtered: u64,
+    /// Seen frames the filter kept and the cutoff dropped.
+    pub cutoff: u64,
+    /// Their bytes.
+    pub cutoff_bytes: u64,
+    /// Connections the cutoff added to its table.
+    pub cutoff_inserts: u64,
+}
+
+/// The per-connection cutoff in the XDP program (`--cutoff SIZE
+/// --cutoff-flows N`; the rule is [`crate::cutoff`]'s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpCutoff {
+    /// SIZE: bytes kept per connection.
+    pub size: u64,
+    /// The LRU table's capacity (connections).
+    pub flows: u32,
 }
 
 /// Refuses an interface that already has an XDP program (naming it), so
@@ -102,6 +118,7 @@ pub struct SteerProgram {
     filter: Option<XdpProgram>,
     obj: Object,
     prog: &'static str,
+    cutoff: Option<XdpCutoff>,
     /// Bound to one device and asking the NIC for receive stamps.
     pub hw: bool,
 }
@@ -128,16 +145,24 @@ pub struct AttachedProgram {
 impl SteerProgram {
     /// The plain program (any device, native or generic mode).
     pub fn load() -> Result<Self, CaptureError> {
-        Self::load_inner(None)
+        Self::load_with(None, None)
     }
 
     /// The device-bound program that reads NIC timestamps on `ifindex`
     /// (native mode only; fails where the driver lacks the metadata kfunc).
     pub fn load_hw(ifindex: u32) -> Result<Self, CaptureError> {
-        Self::load_inner(Some(ifindex))
+        Self::load_with(Some(ifindex), None)
     }
 
-    fn load_inner(hw_ifindex: Option<u32>) -> Result<Self, CaptureError> {
+    /// The plain program (`hw_ifindex` None) or the device-bound one, with
+    /// the per-connection cutoff on when `cutoff` is given: its program
+    /// `wiretape_cutoff` goes into the tail-call slot 1, which the steering
+    /// program calls without a filter and the filter's accept path calls
+    /// with one ([`install_filter`](Self::install_filter)).
+    pub fn load_with(
+        hw_ifindex: Option<u32>,
+        cutoff: Option<XdpCutoff>,
+    ) -> Result<Self, CaptureError> {
         let mut open = ObjectBuilder::default()
             .open_memory(STEER_OBJ)
             .map_err(|e| CaptureError::Bpf(format!("opening the steering program: {e}")))?;
@@ -146,8 +171,22 @@ impl SteerProgram {
         } else {
             "wiretape_steer"
         };
+        // The cutoff's table holds one entry when it is off: an LRU map is
+        // preallocated (112 bytes per entry on 6.18).
+        let flows = cutoff.map_or(1, |c| c.flows.max(1));
+        for mut m in open.maps_mut() {
+            if m.name() == "cutoff_flows" {
+                m.set_max_entries(flows).map_err(|e| {
+                    CaptureError::Bpf(format!("sizing the cutoff's table ({flows} flows): {e}"))
+                })?;
+            }
+        }
         for mut p in open.progs_mut() {
-            if p.name() != prog {
+            if p.name() == "wiretape_cutoff" {
+                // An ordinary program even under the device-bound one: the
+                // kernel refuses device-bound programs in program arrays.
+                p.set_autoload(cutoff.is_some());
+            } else if p.name() != prog {
                 p.set_autoload(false);
             } else if let Some(ifindex) = hw_ifindex {
                 p.set_ifindex(ifindex);
@@ -171,12 +210,48 @@ impl SteerProgram {
                 CaptureError::Bpf(format!("loading the steering program: {s}{why}"))
             }
         })?;
-        Ok(SteerProgram {
+        let me = SteerProgram {
             filter: None,
             obj,
             prog,
+            cutoff,
             hw: hw_ifindex.is_some(),
-        })
+        };
+        if let Some(c) = cutoff {
+            me.map("cutoff_size")
+                .update(&0u32.to_ne_bytes(), &c.size.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| CaptureError::Bpf(format!("setting the cutoff's size: {e}")))?;
+            let fd = me
+                .obj
+                .progs()
+                .find(|p| p.name() == "wiretape_cutoff")
+                .expect("steer.bpf.o has the cutoff program")
+                .as_fd()
+                .as_raw_fd();
+            me.map("filter_prog")
+                .update(
+                    &1u32.to_ne_bytes(),
+                    &(fd as u32).to_ne_bytes(),
+                    MapFlags::ANY,
+                )
+                .map_err(|e| {
+                    CaptureError::Bpf(format!(
+                        "installing the cutoff program as the steering program's tail call: {e}"
+                    ))
+                })?;
+        }
+        Ok(me)
+    }
+
+    /// The cutoff this program applies, if any.
+    pub fn cutoff(&self) -> Option<XdpCutoff> {
+        self.cutoff
+    }
+
+    /// Connections in the cutoff's table now (one syscall per entry: for
+    /// the end of a run, not a progress line).
+    pub fn cutoff_flows_present(&self) -> u64 {
+        self.map("cutoff_flows").keys().count() as u64
     }
 
     /// Loads the capture filter's program (see [`crate::xdpfilter`]) and
@@ -188,6 +263,9 @@ impl SteerProgram {
         let maps = FilterMaps {
             xsks: self.map("xsks").as_fd().as_raw_fd(),
             qstats: self.map("qstats").as_fd().as_raw_fd(),
+            cutoff: self
+                .cutoff
+                .map(|_| self.map("filter_prog").as_fd().as_raw_fd()),
         };
         let insns =
             tail_program(&f.program, maps).map_err(|source| CaptureError::FilterTranslate {
@@ -332,6 +410,9 @@ impl SteerProgram {
             c.bytes += f(3);
             c.hw += f(4);
             c.filtered += f(5);
+            c.cutoff += f(6);
+            c.cutoff_bytes += f(7);
+            c.cutoff_inserts += f(8);
         }
         c
     }

@@ -57,7 +57,7 @@ pub mod xdpfilter;
 pub mod xsk;
 
 pub use afxdp::{AfXdp, CaptureConfig};
-pub use bpf::{QueueCounters, XdpMode};
+pub use bpf::{QueueCounters, XdpCutoff, XdpMode};
 pub use desc::Desc;
 pub use engine::{Engine, EngineCounters, EngineQueue, FrameStore, RxQueue, StartInfo};
 pub use file::{FileConfig, FileEngine, PcapInPlace, RecordHead, RecordSource};

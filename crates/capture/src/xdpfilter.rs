@@ -79,6 +79,32 @@ impl CaptureFilter {
         })
     }
 
+    /// For a live interface `ifname` (Ethernet, run in XDP): compiled
+    /// with the interface's IPv4 netmask (0 without one, as tcpdump does),
+    /// refusing a program that loops (libpcap's `protochain`), which XDP
+    /// cannot run, in one line saying what can.
+    pub fn compile_live(expr: &str, ifname: &str, snaplen: u32) -> Result<Self, FilterError> {
+        let netmask = crate::sys::ipv4_netmask(ifname);
+        let program = wiretape_filter::compile_with_netmask(
+            expr,
+            wiretape_filter::LINKTYPE_ETHERNET,
+            snaplen,
+            netmask,
+        )?;
+        if program.loops() {
+            return Err(FilterError::Argument {
+                expr: expr.to_string(),
+                message: "a loop (libpcap's protochain) cannot run in XDP on a live interface; \
+                          record -r and extract take it"
+                    .into(),
+            });
+        }
+        Ok(CaptureFilter {
+            expr: expr.to_string(),
+            program,
+        })
+    }
+
     /// True when the loaded program needs CAP_PERFMON (it reads the length).
     pub fn needs_perfmon(&self) -> bool {
         ebpf::uses_len(self.program.insns())
@@ -92,6 +118,9 @@ pub struct FilterMaps {
     pub xsks: i32,
     /// The per-CPU array `qstats` (queue -> `struct qstats`).
     pub qstats: i32,
+    /// The program array `filter_prog` when the cutoff is on: the accept
+    /// path tail-calls its slot 1 (`wiretape_cutoff`) before redirecting.
+    pub cutoff: Option<i32>,
 }
 
 /// Offset of `filtered` in `struct qstats` (the sixth `__u64`).
@@ -101,6 +130,7 @@ const XDP_MD_RX_QUEUE: i16 = 16;
 /// Helper ids (`enum bpf_func_id`).
 const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+const BPF_FUNC_TAIL_CALL: i32 = 12;
 
 /// The tail-call target for `classic` (see the module docs), referring to
 /// the maps `maps`.
@@ -118,15 +148,27 @@ pub fn tail_program(classic: &Program, maps: FilterMaps) -> Result<Vec<EbpfInsn>
         i(LDX | MEM | W, 1, 1, 0, 0),   // r1 = ctx->data
     ];
     v.extend(ebpf::inline_body(classic.insns())?);
-    // Accept: redirect to the queue's socket (XDP_PASS if it is gone).
-    let accept = [
+    // Accept: the cutoff decides, if it is on (a tail call into
+    // filter_prog[1], which redirects or drops); else, or if the tail call
+    // fails, redirect to the queue's socket (XDP_PASS if it is gone).
+    let mut accept = Vec::new();
+    if let Some(fd) = maps.cutoff {
+        accept.extend([
+            i(ALU64 | MOV | X, 1, 9, 0, 0),
+            map(2, fd)[0],
+            map(2, fd)[1],
+            i(ALU64 | MOV | K, 3, 0, 0, 1),
+            i(JMP | CALL, 0, 0, 0, BPF_FUNC_TAIL_CALL),
+        ]);
+    }
+    accept.extend([
         i(LDX | MEM | W, 2, 9, XDP_MD_RX_QUEUE, 0),
         map(1, maps.xsks)[0],
         map(1, maps.xsks)[1],
         i(ALU64 | MOV | K, 3, 0, 0, XDP_PASS),
         i(JMP | CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
         i(JMP | EXIT, 0, 0, 0, 0),
-    ];
+    ]);
     v.push(i(JMP | JEQ | K, 0, 0, accept.len() as i16, 0));
     v.extend(accept);
     // Reject: count it on the queue, leave it to the stack.
@@ -159,6 +201,7 @@ pub fn explain(f: &CaptureFilter) -> Result<String, CaptureError> {
         FilterMaps {
             xsks: XSKS,
             qstats: QSTATS,
+            cutoff: None,
         },
     )
     .map_err(|source| CaptureError::FilterTranslate {
@@ -206,7 +249,15 @@ mod tests {
     #[test]
     fn generated_program_shape() {
         let f = CaptureFilter::compile("tcp port 80", LINKTYPE_ETHERNET, 65535).unwrap();
-        let v = tail_program(&f.program, FilterMaps { xsks: 7, qstats: 8 }).unwrap();
+        let v = tail_program(
+            &f.program,
+            FilterMaps {
+                xsks: 7,
+                qstats: 8,
+                cutoff: None,
+            },
+        )
+        .unwrap();
         // Two map loads, two helper calls, both ends return.
         let loads: Vec<i32> = v
             .iter()
@@ -226,6 +277,26 @@ mod tests {
         assert!(text.contains("r1 = map[xsks] ll"), "{text}");
         assert!(text.contains("call bpf_redirect_map#51"), "{text}");
         assert!(!text.contains("CAP_PERFMON"), "{text}");
+        // With the cutoff on, the accept path tail-calls its slot first.
+        let maps = FilterMaps {
+            xsks: 7,
+            qstats: 8,
+            cutoff: Some(9),
+        };
+        let v = tail_program(&f.program, maps).unwrap();
+        let calls: Vec<i32> = v
+            .iter()
+            .filter(|i| i.code == JMP | CALL)
+            .map(|i| i.imm)
+            .collect();
+        assert_eq!(
+            calls,
+            vec![
+                BPF_FUNC_TAIL_CALL,
+                BPF_FUNC_REDIRECT_MAP,
+                BPF_FUNC_MAP_LOOKUP_ELEM
+            ]
+        );
         let f = CaptureFilter::compile("less 100", LINKTYPE_ETHERNET, 65535).unwrap();
         assert!(f.needs_perfmon());
         assert!(explain(&f).unwrap().contains("CAP_PERFMON"));

@@ -62,7 +62,13 @@ pub fn run(opts: &RecordConfig, metrics: Option<SocketAddr>) -> Result<i32> {
             }
             // Loaded, never attached: the verifier checks the program and
             // the filter as a recording would load them.
-            let mut prog = wiretape::capture::bpf::SteerProgram::load()?;
+            let mut prog = wiretape::capture::bpf::SteerProgram::load_with(None, list[0].cutoff)?;
+            if let Some(c) = list[0].cutoff {
+                ok.push(format!(
+                    "cutoff {} bytes per connection, table of {} connections (loaded)",
+                    c.size, c.flows
+                ));
+            }
             if let Some(f) = &filter {
                 prog.install_filter(f)?;
                 ok.push(format!("filter '{}' (loaded, not attached)", f.expr));

@@ -30,12 +30,11 @@ pub struct Args {
     expression: Vec<String>,
 }
 
-/// 2 for a syntax (usage) error, 1 for a program we cannot run.
-pub fn exit_code(e: &wiretape::filter::FilterError) -> i32 {
-    match e {
-        wiretape::filter::FilterError::Program { .. } => 1,
-        _ => 2,
-    }
+/// 2: an expression refused is a usage error, whether libpcap refuses it
+/// or compiles it into what cannot run here (Linux ancillary loads, which
+/// tcpdump refuses for a saved file too; a loop in XDP).
+pub fn exit_code(_: &wiretape::filter::FilterError) -> i32 {
+    2
 }
 
 pub fn run(a: Args) -> Result<i32> {
@@ -52,11 +51,17 @@ pub fn run(a: Args) -> Result<i32> {
         print!("{}", explain(&f)?);
         return Ok(0);
     }
-    let ebpf = tail_program(&f.program, FilterMaps { xsks: 0, qstats: 0 }).map_err(|source| {
-        wiretape::capture::CaptureError::FilterTranslate {
-            expr: f.expr.clone(),
-            source,
-        }
+    let ebpf = tail_program(
+        &f.program,
+        FilterMaps {
+            xsks: 0,
+            qstats: 0,
+            cutoff: None,
+        },
+    )
+    .map_err(|source| wiretape::capture::CaptureError::FilterTranslate {
+        expr: f.expr.clone(),
+        source,
     })?;
     println!(
         "ok: '{}': {} classic BPF instructions, {} eBPF instructions in the XDP program{}",

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-use wiretape::capture::{sys, BusyPoll, CaptureConfig, FileConfig, NetmapConfig, XdpMode};
+use wiretape::capture::{
+    sys, BusyPoll, CaptureConfig, FileConfig, NetmapConfig, XdpCutoff, XdpMode,
+};
 use wiretape::{Event, Input, RecordConfig};
 
 #[derive(clap::Args)]
@@ -215,8 +217,9 @@ pub struct Args {
     /// each connection (IP version, address pair, protocol, port pair, in
     /// both directions); TCP segments with SYN, FIN or RST, non-IP frames
     /// and non-first fragments are always kept. Cut frames are counted in
-    /// packets_cutoff. Applied after the capture filter. The file engine
-    /// (-r) only so far.
+    /// packets_cutoff. Applied after the capture filter: in the XDP program
+    /// for -i (cut frames never reach user space), in the file engine for
+    /// -r; not with --engine netmap.
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     cutoff: Option<u64>,
     /// Connections the cutoff tracks at once; a new one at a full table
@@ -613,11 +616,8 @@ fn input(a: &Args) -> Result<Input> {
         f.cutoff = a.cutoff.map(|size| (size, a.cutoff_flows as usize));
         return Ok(Input::File(f));
     }
-    if a.cutoff.is_some() {
-        if a.engine == "netmap" {
-            bail!("--cutoff: the netmap engine does not apply it (only the file engine, -r, does so far); leave --cutoff out");
-        }
-        bail!("--cutoff is applied by the file engine (-r) only so far: the XDP program's cutoff is not built yet; leave --cutoff out for -i");
+    if a.cutoff.is_some() && a.engine == "netmap" {
+        bail!("--cutoff: the netmap engine does not apply it (the XDP program of --engine afxdp and the file engine, -r, do); use --engine afxdp or leave --cutoff out");
     }
     let iface = a
         .iface
@@ -679,6 +679,11 @@ fn input(a: &Args) -> Result<Input> {
     if let Some(n) = a.frame_size {
         c.frame_size = n;
     }
+    c.cutoff = a.cutoff.map(|size| XdpCutoff {
+        size,
+        // clap bounds --cutoff-flows to 2^26.
+        flows: a.cutoff_flows as u32,
+    });
     c.busy_poll = a.busy_poll.map(|usecs| BusyPoll {
         usecs,
         budget: a.batch.clamp(1, u16::MAX as usize) as u16,
@@ -787,12 +792,7 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }
     if let Some(p) = &a.read {
-        if !p.is_file() {
-            bail!(
-                "cannot read {}: no such file (give -r a pcap or pcapng file)",
-                p.display()
-            );
-        }
+        check_readable(p)?;
     }
     // netmap needs no capabilities, only /dev/netmap (root's by default:
     // opening it says so).
@@ -925,9 +925,8 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }) {
         Ok(r) => r,
-        // A syntax error is a usage error, like clap's (exit 2); an
-        // expression libpcap compiles into something we cannot run (a
-        // backward jump) is exit 1. Both before anything is attached.
+        // A refused expression is a usage error, like clap's (exit 2),
+        // before anything is attached.
         Err(wiretape::PipelineError::Filter(e)) => {
             eprintln!("wiretape: error: {e}");
             return Ok(crate::filter::exit_code(&e));
@@ -951,4 +950,26 @@ pub fn run(a: Args) -> Result<i32> {
         bail!("{e} (the files hold every frame the summary counts as written)");
     }
     Ok(0)
+}
+
+/// `-r FILE` is a file with bytes in it: else one line saying what is
+/// wrong (missing, a directory, empty); what the bytes are is the reader's
+/// to say (not a pcap or pcapng file: the first bytes seen).
+fn check_readable(p: &std::path::Path) -> Result<()> {
+    use std::io::Read;
+    let d = p.display();
+    if !p.exists() {
+        bail!("cannot read {d}: no such file (give -r a pcap or pcapng file)");
+    }
+    if p.is_dir() {
+        bail!("cannot read {d}: a directory (give -r a pcap or pcapng file)");
+    }
+    let mut first = [0u8; 1];
+    let n = std::fs::File::open(p)
+        .and_then(|mut f| f.read(&mut first))
+        .map_err(|e| anyhow::anyhow!("cannot read {d}: {e}"))?;
+    if n == 0 {
+        bail!("cannot read {d}: it is empty, not a pcap or pcapng file (give -r a capture file)");
+    }
+    Ok(())
 }
