@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 # clang + libelf + zlib + pkg-config: the XDP program and libbpf (built by libbpf-sys);
 # linux-libc-dev: linux/bpf.h; iproute2: namespaces and veth for demo and tests;
-# tshark: the tests check our files with an independent reader; ethtool: queue info;
+# tshark (with editcap and mergecap): the tests check our files with an independent reader
+# and make captures with them (tests/conformance.rs); ethtool: queue info;
 # libpcap-dev: crates/filter compiles filter expressions with libpcap; tcpdump: its
 # tests compare our disassembly with `tcpdump -d`; netcat-openbsd: `nc`, the PCAP-over-IP
 # client of the --serve test (`nc 127.0.0.1 PORT | tcpdump -r -`).

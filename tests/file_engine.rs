@@ -104,21 +104,7 @@ fn tshark_records(files: &[PathBuf], out: &Path) -> Vec<u8> {
 /// Runs `wiretape ARGS` as uid/gid 65534 when we are root (no capabilities),
 /// else as ourselves.
 fn run_unprivileged(args: &[&str]) -> (i32, String) {
-    let bin = bin();
-    let mut c = if wiretape::capture::sys::is_root() {
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-        ])
-        .arg(&bin);
-        c
-    } else {
-        Command::new(&bin)
-    };
+    let mut c = wiretape_unprivileged();
     let out = c.args(args).output().expect("run wiretape");
     (
         out.status.code().unwrap_or(-1),

@@ -103,6 +103,7 @@ fn two_subscribers_and_a_pcap_over_ip_client_while_recording() {
                     ts_ns: f.ts_ns,
                     orig_len: f.orig_len,
                     data: f.data.to_vec(),
+                    odd: false,
                 });
             }
         }

@@ -246,6 +246,26 @@ impl Drop for Recorder {
     }
 }
 
+/// A `wiretape` command run as uid/gid 65534 without capabilities (via
+/// setpriv) when we are root, else as ourselves.
+#[allow(dead_code)]
+pub fn wiretape_unprivileged() -> Command {
+    if wiretape::capture::sys::is_root() {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(bin());
+        c
+    } else {
+        Command::new(bin())
+    }
+}
+
 /// Runs `wiretape ARGS` to completion (inside the test bed when given).
 pub fn run_wiretape(tb: Option<&Testbed>, args: &[&str]) -> (i32, String, String) {
     let bin = bin();

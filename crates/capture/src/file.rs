@@ -82,6 +82,9 @@ pub struct PcapInPlace {
     pub nanos: bool,
     /// The header's numbers are big-endian.
     pub big_endian: bool,
+    /// libpcap's snapshot length for the file: a record above it (which
+    /// libpcap cuts) is the source's to read.
+    pub snapshot: u32,
 }
 
 /// Largest caplen of a record taken in place: libpcap's (and the storage
@@ -384,6 +387,8 @@ struct InPlace {
     off: usize,
     nanos: bool,
     big_endian: bool,
+    /// Records above this caplen are handed over to the source.
+    snap: u32,
     /// The record at `off` was announced to the pacer and is not due yet:
     /// when it is.
     due: Option<u64>,
@@ -401,6 +406,7 @@ impl InPlace {
             off,
             nanos: p.nanos,
             big_endian: p.big_endian,
+            snap: p.snapshot.min(MAX_CAPLEN),
             due: None,
             ready: 0,
         })
@@ -431,24 +437,25 @@ impl FileRx {
             // As fast as possible, every record: the loop below without
             // its pacing and filter, for each byte order and resolution.
             let room = max.saturating_sub(t.n);
+            let snap = ip.snap;
             let (off, end) = match (ip.big_endian, ip.nanos) {
-                (false, true) => walk_plain::<false, true>(map, ip.off, room, out, t),
-                (false, false) => walk_plain::<false, false>(map, ip.off, room, out, t),
-                (true, true) => walk_plain::<true, true>(map, ip.off, room, out, t),
-                (true, false) => walk_plain::<true, false>(map, ip.off, room, out, t),
+                (false, true) => walk_plain::<false, true>(map, ip.off, snap, room, out, t),
+                (false, false) => walk_plain::<false, false>(map, ip.off, snap, room, out, t),
+                (true, true) => walk_plain::<true, true>(map, ip.off, snap, room, out, t),
+                (true, false) => walk_plain::<true, false>(map, ip.off, snap, room, out, t),
             };
             ip.off = off;
             self.walk_ended(end);
             return;
         }
-        let (be, nanos) = (ip.big_endian, ip.nanos);
+        let (be, nanos, snap) = (ip.big_endian, ip.nanos, ip.snap);
         let mut end = None;
         let mut off = ip.off;
         let stop_at = off + TAKE_BYTES;
         // A filter rejecting a long run of records: come back up now and
         // then, so a stop is noticed.
         while t.n < max && t.skipped + t.cut < 16 * max as u64 && off < stop_at {
-            let (at, next, caplen, orig, ts) = match next_record(map, off, be, nanos) {
+            let (at, next, caplen, orig, ts) = match next_record(map, off, be, nanos, snap) {
                 Ok(r) => r,
                 Err(e) => {
                     end = Some(e);
@@ -596,16 +603,18 @@ impl FileRx {
 /// One step of a walk in place: the record whose header starts at `off`, as
 /// (start of its bytes, end of its bytes, caplen, wire length, stamp ns), or
 /// how the walk ends there: Clean at the file's very end; HandOver at a
-/// header cut short, a header no record has (the storage reader's, and
-/// libpcap's, test; what it is, corrupt or zeros, is the source's to judge),
-/// or a record cut short by the file's end. Inlined into each walk, where
-/// `be` and `nanos` are known.
+/// header cut short, an odd record (orig_len 0, a fraction out of range,
+/// a caplen above `snap`: the storage reader reads those as libpcap does)
+/// or a header no record has (what it is, corrupt or zeros, is the
+/// source's to judge), or a record cut short by the file's end. Inlined
+/// into each walk, where `be` and `nanos` are known.
 #[inline(always)]
 fn next_record(
     map: &MappedFile,
     off: usize,
     be: bool,
     nanos: bool,
+    snap: u32,
 ) -> Result<(usize, usize, u32, u32, u64), WalkEnd> {
     let bytes = map.bytes();
     let Some(h) = bytes.get(off..off + RECORD_HEADER) else {
@@ -629,7 +638,7 @@ fn next_record(
     } else {
         (1_000_000, 1000)
     };
-    if caplen > MAX_CAPLEN || orig == 0 || frac >= frac_max {
+    if caplen > snap || orig == 0 || frac >= frac_max {
         return Err(WalkEnd::HandOver);
     }
     let at = off + RECORD_HEADER;
@@ -652,6 +661,7 @@ fn next_record(
 fn walk_plain<const BE: bool, const NANOS: bool>(
     map: &MappedFile,
     mut off: usize,
+    snap: u32,
     max: usize,
     out: &mut Vec<Desc>,
     t: &mut Tally,
@@ -661,7 +671,7 @@ fn walk_plain<const BE: bool, const NANOS: bool>(
     out.reserve(max);
     let mut end = None;
     while n < max && off < stop_at {
-        let (at, next, caplen, _, ts) = match next_record(map, off, BE, NANOS) {
+        let (at, next, caplen, _, ts) = match next_record(map, off, BE, NANOS, snap) {
             Ok(r) => r,
             Err(e) => {
                 end = Some(e);
@@ -861,6 +871,7 @@ mod tests {
                 offset: 24,
                 nanos: true,
                 big_endian: false,
+                snapshot: 262_144,
             })
         }
         fn resume_at(&mut self, offset: u64) {

@@ -361,6 +361,51 @@ pub fn driver_name(name: &str) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
+/// `struct ifreq` with its address member.
+#[repr(C)]
+struct IfReqAddr {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    addr: libc::sockaddr_in,
+    _pad: [u8; 8],
+}
+
+/// The IPv4 netmask of interface `name` as libpcap's `pcap_lookupnet`
+/// gives it (and tcpdump passes it to the filter compiler): the mask's
+/// bytes as they lie in memory; 0 when the interface has no IPv4 address
+/// (or it cannot be read), as tcpdump uses then.
+pub fn ipv4_netmask(name: &str) -> u32 {
+    // SAFETY: a plain datagram socket used only for the ioctls, owned at once.
+    let Ok(s) =
+        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })
+    else {
+        return 0;
+    };
+    // SAFETY: s is a fresh fd.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    let ask = |req: libc::c_ulong| -> Option<u32> {
+        // SAFETY: sockaddr_in is plain data; all zeros is a valid value.
+        let addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        let mut r = IfReqAddr {
+            name: [0; libc::IFNAMSIZ],
+            addr,
+            _pad: [0; 8],
+        };
+        r.addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        for (d, b) in r.name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
+            *d = b as libc::c_char;
+        }
+        // SAFETY: SIOCGIFADDR / SIOCGIFNETMASK read the name and write one
+        // struct sockaddr into r, which is laid out as struct ifreq (name,
+        // then the 16-byte address, padded to 40 bytes) and lives for the call.
+        cvt(unsafe { libc::ioctl(s.as_raw_fd(), req as _, &mut r) }).ok()?;
+        Some(r.addr.sin_addr.s_addr)
+    };
+    if ask(libc::SIOCGIFADDR).is_none() {
+        return 0;
+    }
+    ask(libc::SIOCGIFNETMASK).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,5 +450,12 @@ mod tests {
         assert_eq!(got, (before + 3).min(19));
         // The caller's own value has not moved.
         assert_eq!(nice_of(me), before);
+    }
+
+    #[test]
+    fn netmask_as_pcap_lookupnet_gives_it() {
+        // lo: 127.0.0.1/8, the mask's bytes as they lie in memory.
+        assert_eq!(ipv4_netmask("lo").to_ne_bytes(), [255, 0, 0, 0]);
+        assert_eq!(ipv4_netmask("nosuch0"), 0);
     }
 }

@@ -86,6 +86,32 @@ impl CaptureFilter {
         })
     }
 
+    /// For a live interface `ifname` (Ethernet, run in XDP): compiled
+    /// with the interface's IPv4 netmask (0 without one, as tcpdump does),
+    /// refusing a program that loops (libpcap's `protochain`), which XDP
+    /// cannot run, in one line saying what can.
+    pub fn compile_live(expr: &str, ifname: &str, snaplen: u32) -> Result<Self, FilterError> {
+        let netmask = crate::sys::ipv4_netmask(ifname);
+        let program = wiretape_filter::compile_with_netmask(
+            expr,
+            wiretape_filter::LINKTYPE_ETHERNET,
+            snaplen,
+            netmask,
+        )?;
+        if program.loops() {
+            return Err(FilterError::Argument {
+                expr: expr.to_string(),
+                message: "a loop (libpcap's protochain) cannot run in XDP on a live interface; \
+                          record -r and extract take it"
+                    .into(),
+            });
+        }
+        Ok(CaptureFilter {
+            expr: expr.to_string(),
+            program,
+        })
+    }
+
     /// True when the loaded program needs CAP_PERFMON (it reads the length).
     pub fn needs_perfmon(&self) -> bool {
         ebpf::uses_len(self.program.insns())

@@ -213,10 +213,36 @@ pub fn run(a: Args) -> Result<i32> {
                 flow_index: !a.no_flow_index,
                 list_blocks: a.plan,
             };
-            let job =
-                Job::plan_with(&req, expr.clone(), prog.clone()).map_err(|e| anyhow!("{e}"))?;
+            let job = match Job::plan_with(&req, expr.clone(), prog.clone()) {
+                Ok(j) => j,
+                // The filter refused for the files' own link type.
+                Err(e @ QueryError::Filter(_)) => {
+                    eprintln!("wiretape: error: {e}");
+                    return Ok(e.exit_code());
+                }
+                Err(e) => bail!("{e}"),
+            };
             jobs.push(job);
         }
+    }
+    // One link type in what is written (a file states one).
+    let mut linktypes: Vec<(u32, Vec<PathBuf>)> = Vec::new();
+    for (lt, files) in jobs.iter().flat_map(|j| j.linktypes.iter()) {
+        match linktypes.iter_mut().find(|(l, _)| l == lt) {
+            Some((_, v)) => v.extend(files.iter().cloned()),
+            None => linktypes.push((*lt, files.clone())),
+        }
+    }
+    let linktype = linktypes.first().map_or(LINKTYPE_ETHERNET, |l| l.0);
+    if let Some(m) = job::mixed_linktypes(&linktypes) {
+        return usage(m);
+    }
+    if linktype != LINKTYPE_ETHERNET && !remotes.is_empty() {
+        return usage(format!(
+            "local inputs of link type {} and sensors (ethernet): an output file holds one \
+             link type; extract them on their own",
+            wiretape::filter::linktype::name(linktype)
+        ));
     }
     let query = remote::query_string(&window, expr.as_deref(), !a.plan && !a.count_only);
     if a.plan {
@@ -243,7 +269,7 @@ pub fn run(a: Args) -> Result<i32> {
                 .map(|c| c.stream(r, &format!("/v1/extract?{query}")))
         })
         .collect();
-    let mut writer = open_output(out, to_stdout, format, &files)?;
+    let mut writer = open_output(out, to_stdout, format, &files, linktype)?;
     let (narrows, by_flow) = (
         jobs.iter().any(|j| j.filter_narrows),
         jobs.iter().map(|j| j.skipped_by_flow).sum::<u64>(),
@@ -537,6 +563,7 @@ fn open_output(
     to_stdout: bool,
     format: Format,
     inputs: &[&Path],
+    linktype: u32,
 ) -> Result<job::Output> {
     let (w, name): (Box<dyn Write + Send>, PathBuf) = if to_stdout {
         (Box::new(std::io::stdout()), "<stdout>".into())
@@ -564,7 +591,7 @@ fn open_output(
             .map_err(|e| anyhow!("cannot create {}: {e}", out.display()))?;
         (Box::new(f), out.to_owned())
     };
-    Ok(job::output(w, name, format, 1 << 20))
+    Ok(job::output(w, name, format, 1 << 20, linktype))
 }
 
 #[cfg(test)]

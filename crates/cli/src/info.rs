@@ -20,13 +20,17 @@ pub struct Args {
 pub fn run(a: Args) -> Result<i32> {
     let mut failed = 0;
     for f in &a.files {
-        match FileInfo::scan(f) {
-            Ok(i) => {
-                let link = if i.linktype == 1 {
-                    "Ethernet".to_string()
-                } else {
-                    format!("{}", i.linktype)
-                };
+        let (i, damage) = FileInfo::scan_to_damage(f);
+        if let Some(e) = &damage {
+            failed += 1;
+            eprintln!("wiretape: error: {e}");
+            if !a.json {
+                continue;
+            }
+        }
+        {
+            {
+                let link = wiretape::filter::linktype::name(i.linktype);
                 let res = if i.nanos { "ns" } else { "us" };
                 let fmt = match i.format {
                     Some(Format::PcapNg) => "pcapng",
@@ -60,8 +64,10 @@ pub fn run(a: Args) -> Result<i32> {
                             "first_ns": i.first_ns, "last_ns": i.last_ns, "resolution": res,
                             "linktype": i.linktype, "snaplen": i.snaplen, "file_bytes": i.file_bytes,
                             "out_of_order": i.out_of_order, "format": fmt,
+                            "records_odd": i.records_odd,
                             "compression": i.compression,
                             "index": idx_json,
+                            "error": damage.as_ref().map(|e| e.to_string()),
                         })
                     );
                     continue;
@@ -100,20 +106,20 @@ pub fn run(a: Args) -> Result<i32> {
                         }
                     ),
                 }
-                println!(
-                    "  link type    {link} ({}), snaplen {}",
-                    i.linktype, i.snaplen
-                );
+                println!("  link type    {link}, snaplen {}", i.snaplen);
+                if i.records_odd > 0 {
+                    println!(
+                        "  note         {} odd records read as frames, as libpcap reads them \
+                         (orig_len 0 or below caplen, fraction out of range, or cut to the snaplen)",
+                        i.records_odd
+                    );
+                }
                 if i.out_of_order > 0 {
                     println!(
                         "  note         {} records earlier than the one before",
                         i.out_of_order
                     );
                 }
-            }
-            Err(e) => {
-                eprintln!("wiretape: error: {e}");
-                failed += 1;
             }
         }
     }

@@ -792,12 +792,7 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }
     if let Some(p) = &a.read {
-        if !p.is_file() {
-            bail!(
-                "cannot read {}: no such file (give -r a pcap or pcapng file)",
-                p.display()
-            );
-        }
+        check_readable(p)?;
     }
     // netmap needs no capabilities, only /dev/netmap (root's by default:
     // opening it says so).
@@ -930,9 +925,8 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }) {
         Ok(r) => r,
-        // A syntax error is a usage error, like clap's (exit 2); an
-        // expression libpcap compiles into something we cannot run (a
-        // backward jump) is exit 1. Both before anything is attached.
+        // A refused expression is a usage error, like clap's (exit 2),
+        // before anything is attached.
         Err(wiretape::PipelineError::Filter(e)) => {
             eprintln!("wiretape: error: {e}");
             return Ok(crate::filter::exit_code(&e));
@@ -956,4 +950,26 @@ pub fn run(a: Args) -> Result<i32> {
         bail!("{e} (the files hold every frame the summary counts as written)");
     }
     Ok(0)
+}
+
+/// `-r FILE` is a file with bytes in it: else one line saying what is
+/// wrong (missing, a directory, empty); what the bytes are is the reader's
+/// to say (not a pcap or pcapng file: the first bytes seen).
+fn check_readable(p: &std::path::Path) -> Result<()> {
+    use std::io::Read;
+    let d = p.display();
+    if !p.exists() {
+        bail!("cannot read {d}: no such file (give -r a pcap or pcapng file)");
+    }
+    if p.is_dir() {
+        bail!("cannot read {d}: a directory (give -r a pcap or pcapng file)");
+    }
+    let mut first = [0u8; 1];
+    let n = std::fs::File::open(p)
+        .and_then(|mut f| f.read(&mut first))
+        .map_err(|e| anyhow::anyhow!("cannot read {d}: {e}"))?;
+    if n == 0 {
+        bail!("cannot read {d}: it is empty, not a pcap or pcapng file (give -r a capture file)");
+    }
+    Ok(())
 }

@@ -506,7 +506,7 @@ fn reachable(insns: &[Insn]) -> Vec<bool> {
 }
 
 fn body(insns: &[Insn], mode: Ret) -> Result<Vec<EbpfInsn>, TranslateError> {
-    validate(insns)?;
+    validate(insns, false)?;
     let reach = reachable(insns);
     let mut e = Emitter {
         out: Vec::with_capacity(insns.len() * 4 + 16),

@@ -781,6 +781,10 @@ impl Walk<'_> {
                 op::JMP => {
                     let next = pc + 1;
                     if i.code & 0xf0 == op::JA {
+                        if (i.k as i32) < 0 {
+                            // A loop (protochain): no narrowing.
+                            return false;
+                        }
                         pc = next + i.k as usize;
                         continue;
                     }

@@ -26,9 +26,10 @@ pub mod ebpf;
 pub mod flow;
 mod insn;
 pub mod kernel;
+pub mod linktype;
 mod pcap;
 mod program;
 
 pub use insn::{op, Insn};
-pub use pcap::{compile, FilterError, DEFAULT_SNAPLEN, LINKTYPE_ETHERNET};
-pub use program::{Program, ProgramError};
+pub use pcap::{compile, compile_with_netmask, FilterError, DEFAULT_SNAPLEN, LINKTYPE_ETHERNET};
+pub use program::{Program, ProgramError, MAX_BACK_JUMPS};

@@ -18,9 +18,6 @@ pub const LINKTYPE_ETHERNET: u32 = 1;
 /// as `tcpdump -s 0`).
 pub const DEFAULT_SNAPLEN: u32 = 262_144;
 
-/// `PCAP_NETMASK_UNKNOWN`: no netmask, so `ip broadcast` is an error.
-const PCAP_NETMASK_UNKNOWN: c_uint = 0xffff_ffff;
-
 /// Why a filter expression could not be turned into a [`Program`].
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum FilterError {
@@ -82,18 +79,32 @@ extern "C" {
 static COMPILER: Mutex<()> = Mutex::new(());
 
 /// Compiles a tcpdump filter expression (see `man pcap-filter`) with libpcap
-/// for frames of link type `linktype` (a `DLT_`/`LINKTYPE_` value; both are 1
-/// for Ethernet, see [`LINKTYPE_ETHERNET`]) captured with `snaplen` bytes
+/// for frames of link type `linktype` (the `LINKTYPE_` value a capture file
+/// states; compiled for its `DLT_` as libpcap does, see
+/// [`crate::linktype::linktype_to_dlt`]) captured with `snaplen` bytes
 /// (0 = [`DEFAULT_SNAPLEN`]); accepting programs return `snaplen`.
 ///
-/// Optimized (`-O` is not given to tcpdump), netmask unknown. An empty (or
-/// blank) expression accepts every frame.
+/// Optimized (`-O` is not given to tcpdump), netmask 0 (what `tcpdump -r`
+/// uses for a file; see [`compile_with_netmask`] for an interface). An
+/// empty (or blank) expression accepts every frame.
 pub fn compile(expr: &str, linktype: u32, snaplen: u32) -> Result<Program, FilterError> {
+    compile_with_netmask(expr, linktype, snaplen, 0)
+}
+
+/// [`compile`] with the IPv4 netmask `ip broadcast` needs (host byte
+/// order, as `pcap_lookupnet` gives it): a live interface's, 0 when it has
+/// no IPv4 address (as tcpdump does).
+pub fn compile_with_netmask(
+    expr: &str,
+    linktype: u32,
+    snaplen: u32,
+    netmask: u32,
+) -> Result<Program, FilterError> {
     let arg_err = |message: String| FilterError::Argument {
         expr: expr.to_string(),
         message,
     };
-    let linktype = c_int::try_from(linktype)
+    let linktype = c_int::try_from(crate::linktype::linktype_to_dlt(linktype))
         .map_err(|_| arg_err(format!("link type {linktype} is out of range")))?;
     let snaplen = if snaplen == 0 {
         DEFAULT_SNAPLEN
@@ -116,7 +127,7 @@ pub fn compile(expr: &str, linktype: u32, snaplen: u32) -> Result<Program, Filte
                 "pcap_open_dead({linktype}, {snaplen}) failed (out of memory?)"
             ))
         })?;
-        dead.compile(&cexpr)
+        dead.compile(&cexpr, netmask)
             .map_err(|message| FilterError::Syntax {
                 expr: expr.to_string(),
                 message,
@@ -140,7 +151,7 @@ impl Dead {
     }
 
     /// Compiles `expr`; copies the instructions out and frees libpcap's copy.
-    fn compile(&self, expr: &CStr) -> Result<Vec<Insn>, String> {
+    fn compile(&self, expr: &CStr, netmask: u32) -> Result<Vec<Insn>, String> {
         let mut prog = BpfProgram {
             bf_len: 0,
             bf_insns: std::ptr::null_mut(),
@@ -149,7 +160,7 @@ impl Dead {
         // valid, writable struct bpf_program; expr is NUL-terminated and
         // outlives the call. The caller holds COMPILER, so no other thread
         // is inside libpcap's compiler.
-        let rc = unsafe { pcap_compile(self.0, &mut prog, expr.as_ptr(), 1, PCAP_NETMASK_UNKNOWN) };
+        let rc = unsafe { pcap_compile(self.0, &mut prog, expr.as_ptr(), 1, netmask as c_uint) };
         if rc != 0 {
             // SAFETY: pcap_geterr returns a pointer to the handle's
             // NUL-terminated error buffer, valid until the handle is used
@@ -200,7 +211,7 @@ mod tests {
         assert!(s.ends_with("(see man pcap-filter)"), "{s}");
         assert!(!s.contains('\n'), "{s}");
         assert!(matches!(e, FilterError::Syntax { .. }));
-        for bad in ["tcp and", "host", "bogus", "ip broadcast", "nul\0byte"] {
+        for bad in ["tcp and", "host", "bogus", "nul\0byte"] {
             assert!(
                 matches!(compile(bad, 1, 0), Err(FilterError::Syntax { .. })),
                 "{bad}"
@@ -218,11 +229,22 @@ mod tests {
     }
 
     #[test]
-    fn protochain_is_refused_not_mishandled() {
+    fn protochain_loops_and_xdp_refuses_it() {
         // libpcap implements protochain with a backward jump.
-        let e = compile("ip6 protochain 6", LINKTYPE_ETHERNET, 0).unwrap_err();
-        assert!(matches!(e, FilterError::Program { .. }), "{e}");
-        assert!(e.to_string().contains("backwards"), "{e}");
+        let p = compile("ip6 protochain 6", LINKTYPE_ETHERNET, 0).unwrap();
+        assert!(p.loops());
+        let e = crate::ebpf::xdp_program(p.insns()).unwrap_err().to_string();
+        assert!(e.contains("record -r and extract take it"), "{e}");
+    }
+
+    #[test]
+    fn files_compile_with_netmask_0_and_their_dlt() {
+        // tcpdump -r: netmask 0, so `ip broadcast` compiles.
+        assert!(compile("ip broadcast", LINKTYPE_ETHERNET, 0).is_ok());
+        // LINKTYPE_RAW (101) is DLT_RAW (12) on Linux: IPv4 at offset 0.
+        let p = compile("ip", 101, 0).unwrap();
+        assert!(p.matches(&[0x45, 0, 0, 20], 20));
+        assert!(!p.matches(&[0x60, 0, 0, 0], 40));
     }
 
     #[test]

@@ -47,8 +47,11 @@ pub enum ProgramError {
 /// every jump goes forward and lands inside the program; scratch memory
 /// indices are < 16; constant division/modulo is not by zero and constant
 /// shifts are < 32 (libpcap's `bpf_validate` rules); the last instruction is
-/// a `ret`. Backward jumps are refused, even though libpcap emits them for
-/// `protochain`: a loop-free program is what the XDP translation needs.
+/// a `ret`. Backward jumps (libpcap emits one `ja` back for `protochain`)
+/// must land inside the program too; they are run as libpcap's `bpf_filter`
+/// runs them (sign-extended `k`), with a bound on the jumps taken back
+/// ([`MAX_BACK_JUMPS`]: past it the frame is rejected), so that no program
+/// loops for ever. The XDP translation refuses them ([`Program::loops`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Program {
     insns: Vec<Insn>,
@@ -57,8 +60,17 @@ pub struct Program {
 impl Program {
     /// Validates `insns` (see the type's documentation) and wraps them.
     pub fn new(insns: Vec<Insn>) -> Result<Program, ProgramError> {
-        validate(&insns)?;
+        validate(&insns, true)?;
         Ok(Program { insns })
+    }
+
+    /// Whether the program jumps backwards (loops, as libpcap's
+    /// `protochain` does): the classic evaluator runs it; the XDP
+    /// translation refuses it.
+    pub fn loops(&self) -> bool {
+        self.insns
+            .iter()
+            .any(|i| i.code == JMP | JA && (i.k as i32) < 0)
     }
 
     /// The instructions.
@@ -102,6 +114,7 @@ impl Program {
         let mut x: u32 = 0;
         let mut mem = [0u32; MEMWORDS as usize];
         let mut pc = 0usize;
+        let mut back_jumps = 0u32;
         // Loads return 0 (reject) when the bytes are not all captured.
         macro_rules! load {
             ($off:expr, $size:expr) => {
@@ -162,7 +175,15 @@ impl Program {
                 c::LSH_X => a = a.checked_shl(x).unwrap_or(0),
                 c::RSH_X => a = a.checked_shr(x).unwrap_or(0),
                 c::NEG => a = a.wrapping_neg(),
-                c::JA => pc += k as usize,
+                c::JA if (k as i32) >= 0 => pc += k as usize,
+                // A loop (protochain): validated to land inside the program.
+                c::JA => {
+                    back_jumps += 1;
+                    if back_jumps > MAX_BACK_JUMPS {
+                        return 0;
+                    }
+                    pc = pc.wrapping_add(k as i32 as isize as usize);
+                }
                 c::JEQ_K => pc += usize::from(if a == k { insn.jt } else { insn.jf }),
                 c::JGT_K => pc += usize::from(if a > k { insn.jt } else { insn.jf }),
                 c::JGE_K => pc += usize::from(if a >= k { insn.jt } else { insn.jf }),
@@ -258,8 +279,14 @@ pub(crate) fn known_opcode(code: u16) -> bool {
     c::ALL.contains(&code)
 }
 
-/// The checks behind [`Program::new`]; also run by the translator.
-pub(crate) fn validate(insns: &[Insn]) -> Result<(), ProgramError> {
+/// Jumps back a run of [`Program::run`] may take before it rejects the
+/// frame: libpcap's `protochain` takes one per IPv6 extension header, of
+/// which a frame of 256 KiB holds at most 32768.
+pub const MAX_BACK_JUMPS: u32 = 1 << 16;
+
+/// The checks behind [`Program::new`] (`loops`: backward jumps inside the
+/// program are allowed); also run by the translator (which allows none).
+pub(crate) fn validate(insns: &[Insn], loops: bool) -> Result<(), ProgramError> {
     let len = insns.len() as u64;
     let Some(last) = insns.last() else {
         return Err(ProgramError::Empty);
@@ -298,15 +325,24 @@ pub(crate) fn validate(insns: &[Insn]) -> Result<(), ProgramError> {
                 let targets: [u64; 2] = if code & 0xf0 == JA {
                     if (k as i32) < 0 {
                         // libpcap's `protochain` loops with a backward ja.
-                        return Err(ProgramError::BadJump {
-                            index,
-                            insn: *insn,
-                            target: (here as i64 + i64::from(k as i32)).max(0) as u64,
-                            why:
-                                "backwards (loops, such as libpcap's protochain, are not supported)",
-                        });
+                        let target = here as i64 + i64::from(k as i32);
+                        if !loops || target < 0 {
+                            return Err(ProgramError::BadJump {
+                                index,
+                                insn: *insn,
+                                target: target.max(0) as u64,
+                                why: if loops {
+                                    "before the start of the program"
+                                } else {
+                                    "backwards (a loop, such as libpcap's protochain, cannot run \
+                                     in XDP; record -r and extract take it)"
+                                },
+                            });
+                        }
+                        [target as u64; 2]
+                    } else {
+                        [here + u64::from(k); 2]
                     }
-                    [here + u64::from(k); 2]
                 } else {
                     [here + u64::from(insn.jt), here + u64::from(insn.jf)]
                 };
@@ -597,7 +633,7 @@ mod tests {
             ProgramError::BadJump { .. }
         ));
         assert!(matches!(
-            err(&[ret, Insn::stmt(JMP | JA, u32::MAX - 1), ret]),
+            err(&[ret, Insn::stmt(JMP | JA, u32::MAX - 2), ret]),
             ProgramError::BadJump { .. }
         ));
         for bad in [
@@ -623,6 +659,34 @@ mod tests {
             e.to_string(),
             "instruction 1 (ldx M[16]): scratch memory index out of range (0..15)"
         );
+    }
+
+    #[test]
+    fn loops_run_as_libpcap_runs_them_and_end() {
+        // x counts to 5 through a backward ja.
+        let counting = [
+            Insn::stmt(LDX | IMM, 0),
+            Insn::stmt(MISC | TXA, 0),
+            Insn::stmt(ALU | ADD | K, 1),
+            Insn::stmt(MISC | TAX, 0),
+            Insn::jump(JMP | JEQ | K, 5, 1, 0),
+            Insn::stmt(JMP | JA, (-5i32) as u32),
+            RET_A,
+        ];
+        let p = prog(&counting);
+        assert!(p.loops());
+        assert_eq!(run(&counting, &[]), 5);
+        // A loop that never ends is cut off: the frame is rejected.
+        let forever = [Insn::stmt(JMP | JA, u32::MAX), Insn::stmt(RET | K, 1)];
+        assert_eq!(run(&forever, &[]), 0);
+        assert!(!prog(&[Insn::stmt(RET | K, 1)]).loops());
+        // The translator still refuses both.
+        for insns in [&counting[..], &forever[..]] {
+            assert!(matches!(
+                validate(insns, false),
+                Err(ProgramError::BadJump { .. })
+            ));
+        }
     }
 
     #[test]

@@ -217,12 +217,14 @@ fn record_inner(
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<RecordReport, PipelineError> {
     // A bad expression fails before anything is opened or attached.
-    let compile = |linktype: u32| -> Result<Option<CaptureFilter>, PipelineError> {
+    // Files: for the file's link type, netmask 0 (as tcpdump -r); live
+    // interfaces: Ethernet, the interface's netmask, no loops (XDP).
+    let live = |ifname: &str| -> Result<Option<CaptureFilter>, PipelineError> {
         match &cfg.filter {
             None => Ok(None),
-            Some(e) => Ok(Some(CaptureFilter::compile(
+            Some(e) => Ok(Some(CaptureFilter::compile_live(
                 e,
-                linktype,
+                ifname,
                 cfg.storage.snaplen,
             )?)),
         }
@@ -230,47 +232,50 @@ fn record_inner(
     if matches!(cfg.input, Input::Netmap(_)) && !wiretape_capture::netmap::BUILT {
         return Err(CaptureError::NetmapNotBuilt.into());
     }
+    let mut storage = cfg.storage.clone();
     let input = match &cfg.input {
         Input::Netmap(c) => {
             let mut c = c.clone();
             if cfg.filter.is_some() {
-                c.filter = compile(wiretape_filter::LINKTYPE_ETHERNET)?;
+                c.filter = live(&c.ifname)?;
             }
             Input::Netmap(c)
         }
         Input::Interface(c) => {
             let mut c = c.clone();
             if cfg.filter.is_some() {
-                c.filter = compile(wiretape_filter::LINKTYPE_ETHERNET)?;
+                c.filter = live(&c.ifname)?;
             }
             Input::Interface(c)
         }
         Input::Interfaces(list) => {
-            let filter = match cfg.filter {
-                Some(_) => compile(wiretape_filter::LINKTYPE_ETHERNET)?,
-                None => None,
-            };
             let list = list
                 .iter()
                 .map(|c| {
                     let mut c = c.clone();
-                    if filter.is_some() {
-                        c.filter = filter.clone();
+                    if cfg.filter.is_some() {
+                        c.filter = live(&c.ifname)?;
                     }
-                    c
+                    Ok(c)
                 })
-                .collect();
+                .collect::<Result<Vec<_>, PipelineError>>()?;
             Input::Interfaces(check_interfaces(list)?)
         }
         Input::File(f) => {
             let mut f = f.clone();
-            if cfg.filter.is_some() {
-                f.filter = compile(FileSource::open(&f.path)?.linktype())?;
+            // The files written keep the input's link type.
+            storage.linktype = FileSource::open(&f.path)?.linktype();
+            if let Some(e) = &cfg.filter {
+                f.filter = Some(CaptureFilter::compile(
+                    e,
+                    storage.linktype,
+                    cfg.storage.snaplen,
+                )?);
             }
             Input::File(f)
         }
     };
-    let (store, notices) = Store::open(cfg.storage.clone())?;
+    let (store, notices) = Store::open(storage)?;
     for n in notices {
         on_event(Event::Notice(n));
     }

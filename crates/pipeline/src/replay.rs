@@ -144,7 +144,8 @@ impl RecordSource for FileSource {
     /// Plain pcap (ns or µs, either byte order) is read in place; pcapng
     /// and compressed files through `next`/`fill`.
     fn pcap_in_place(&mut self) -> Option<PcapInPlace> {
-        if self.reader.format() == Format::PcapNg {
+        // (Versions before 2.4 may swap caplen and orig_len: read through.)
+        if self.reader.format() == Format::PcapNg || !self.reader.lengths_as_written() {
             return None;
         }
         // The file already opened (and its header checked), not its path
@@ -166,6 +167,7 @@ impl RecordSource for FileSource {
             offset: self.reader.offset(),
             nanos: h.nanos,
             big_endian: h.big_endian,
+            snapshot: self.reader.snapshot(),
         })
     }
 

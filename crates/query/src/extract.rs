@@ -465,6 +465,10 @@ pub struct Stats {
     pub blocks_decompressed: u64,
     /// Records walked (in the window or not).
     pub records_read: u64,
+    /// Of those, odd records libpcap reads as frames (and so does the
+    /// merge): orig_len 0 or below caplen, a fraction of a second out of
+    /// range, a caplen above the snap length.
+    pub records_odd: u64,
     /// Records stamped before the one before them in their file.
     pub out_of_order: u64,
     /// Files with damage ([`NoteKind::Damage`]).
@@ -489,6 +493,7 @@ impl std::ops::AddAssign for Stats {
         self.bytes_read += o.bytes_read;
         self.blocks_decompressed += o.blocks_decompressed;
         self.records_read += o.records_read;
+        self.records_odd += o.records_odd;
         self.out_of_order += o.out_of_order;
         self.damaged_files += o.damaged_files;
         self.error_files += o.error_files;
@@ -757,6 +762,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
                 return false;
             };
             self.stats.records_read += 1;
+            self.stats.records_odd += u64::from(m.odd);
             if self.stats.records_read.is_multiple_of(1024) && self.should_stop() {
                 return false;
             }

@@ -82,6 +82,9 @@ pub struct Job {
     pub skipped_by_flow: u64,
     /// The blocks read (with [`Request::list_blocks`]).
     pub blocks: Vec<PlannedBlock>,
+    /// The link types of the files to read, each with its files (in plan
+    /// order); one, for a merge (others are noted and not read).
+    pub linktypes: Vec<(u32, Vec<PathBuf>)>,
     started: Instant,
     stop: Option<Arc<AtomicBool>>,
 }
@@ -157,16 +160,33 @@ impl Job {
             keep
         };
         let plan = extract::plan_with(&req.inputs, req.window, req.prefix.as_deref(), &mut check)?;
+        let linktypes = linktypes_of(&plan);
+        let linktype = linktypes.first().map_or(LINKTYPE_ETHERNET, |l| l.0);
+        // The filter as libpcap compiles it for the files' link type (the
+        // caller's program is Ethernet's); flow keys are Ethernet's only.
+        let prog = match &filter {
+            Some(e) if linktype != LINKTYPE_ETHERNET => {
+                Some(wiretape_filter::compile(e, linktype, MAX_SNAPLEN)?)
+            }
+            _ => prog,
+        };
         Ok(Job {
             plan,
             filter,
             prog,
-            filter_narrows: needs.is_some(),
+            filter_narrows: needs.is_some() && linktype == LINKTYPE_ETHERNET,
+            linktypes,
             skipped_by_flow,
             blocks,
             started,
             stop: None,
         })
+    }
+
+    /// The link type of the frames the job gives (its files'; Ethernet
+    /// when it has none).
+    pub fn linktype(&self) -> u32 {
+        self.linktypes.first().map_or(LINKTYPE_ETHERNET, |l| l.0)
     }
 
     /// Ends the run early once `flag` is set (see [`Merge::stop_on`]): the
@@ -178,11 +198,12 @@ impl Job {
     /// The merge of the plan, pull-style (for merging with other sources):
     /// frames the window and the filter keep.
     pub fn into_merge(self) -> (Merge<Pred>, Instant) {
+        let linktype = self.linktype();
         let prog = self.prog;
         let pred: Pred = Box::new(move |data: &[u8], wire: u32| {
             prog.as_ref().is_none_or(|p| p.matches(data, wire))
         });
-        let mut merge = Merge::new(self.plan, LINKTYPE_ETHERNET, pred);
+        let mut merge = Merge::new(self.plan, linktype, pred);
         if let Some(f) = self.stop {
             merge.stop_on(f);
         }
@@ -321,6 +342,7 @@ pub fn summary_json(
         "bytes_read": st.bytes_read,
         "blocks_decompressed": st.blocks_decompressed,
         "records_read": st.records_read,
+        "records_odd": st.records_odd,
         "out_of_order": st.out_of_order,
         "seconds": out.seconds,
         "from_ns": window.from_ns,
@@ -340,13 +362,68 @@ pub fn summary_json(
 /// `buffer` bytes.
 pub type Output = PcapWriter<WriteSink<Box<dyn Write + Send>>>;
 
-/// An [`Output`] over `w`, named `name` in errors.
+/// An [`Output`] over `w` of frames of link type `linktype`, named `name`
+/// in errors.
 pub fn output(
     w: Box<dyn Write + Send>,
     name: impl Into<PathBuf>,
     format: Format,
     buffer: usize,
+    linktype: u32,
 ) -> Output {
     let sink = WriteSink::new(w, name, buffer);
-    PcapWriter::with_format(sink, MAX_SNAPLEN, format, "wiretape-extract")
+    PcapWriter::with_link(sink, MAX_SNAPLEN, format, "wiretape-extract", linktype)
+}
+
+/// When `linktypes` (link types, each with its files) holds more than
+/// one: one line naming them, to refuse writing them into one file with.
+pub fn mixed_linktypes(linktypes: &[(u32, Vec<PathBuf>)]) -> Option<String> {
+    if linktypes.len() < 2 {
+        return None;
+    }
+    let each: Vec<String> = linktypes
+        .iter()
+        .map(|(lt, files)| {
+            let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            format!(
+                "{}: {}",
+                wiretape_filter::linktype::name(*lt),
+                names.join(" ")
+            )
+        })
+        .collect();
+    Some(format!(
+        "inputs of different link types ({}): an output file holds one link type; \
+         extract each link type on its own",
+        each.join("; ")
+    ))
+}
+
+/// The link types of the files `plan` reads (from their headers), each
+/// with its files, in plan order; a file whose header cannot be read is
+/// left to the merge (which notes it).
+fn linktypes_of(plan: &Plan) -> Vec<(u32, Vec<PathBuf>)> {
+    let mut out: Vec<(u32, Vec<PathBuf>)> = Vec::new();
+    for f in plan.files.iter().filter(|f| f.skip.is_none()) {
+        // Its header only (a compressed capture through its decompressor).
+        use wiretape_storage::zread::{Source, ZReader};
+        let src = match ZReader::open(&f.path) {
+            Ok(Some(z)) => Source::Z(Box::new(z)),
+            Ok(None) => match std::fs::File::open(&f.path) {
+                Ok(file) => Source::Plain(std::io::BufReader::with_capacity(4096, file)),
+                Err(_) => continue,
+            },
+            Err(_) => continue,
+        };
+        let w = wiretape_storage::walk::Walker::new(src);
+        if w.format().is_none() {
+            continue;
+        }
+        let lt = w.header().linktype;
+        match out.iter_mut().find(|(l, _)| *l == lt) {
+            Some((_, v)) => v.push(f.path.clone()),
+            None => out.push((lt, vec![f.path.clone()])),
+        }
+    }
+    out
 }

@@ -71,10 +71,10 @@ pub enum QueryError {
 
 impl QueryError {
     /// The exit code a command gives for this error: 2 for a filter
-    /// libpcap refuses (usage), 1 for the rest.
+    /// refused (usage: libpcap refuses it, or compiles it into what a
+    /// saved file cannot run, such as `inbound`), 1 for the rest.
     pub fn exit_code(&self) -> i32 {
         match self {
-            QueryError::Filter(wiretape_filter::FilterError::Program { .. }) => 1,
             QueryError::Filter(_) => 2,
             _ => 1,
         }

@@ -393,6 +393,8 @@ pub fn rebuild_with(
         None => crate::zread::Source::Plain(BufReader::with_capacity(1 << 20, f)),
     };
     let mut walk = Walker::new(src);
+    // Flow keys are Ethernet's: other link types get time-only entries.
+    let ethernet = walk.header().linktype == crate::pcap::LINKTYPE_ETHERNET;
     let mut cur = Entry::default();
     let mut flows = FlowCollector::new();
     let mut data = Vec::new();
@@ -405,7 +407,7 @@ pub fn rebuild_with(
             _ => m.offset / block != cur.offset / block,
         };
         if cur.count > 0 && new_block {
-            cur.flows = Some(flows.finish());
+            cur.flows = Some(flows.finish()).filter(|_| ethernet);
             cur.encode(&mut out);
             entries += 1;
             cur = Entry::default();
@@ -417,14 +419,16 @@ pub fn rebuild_with(
         }
         cur.last_ns = m.ts_ns;
         cur.count += 1;
-        flows.add(&data);
+        if ethernet {
+            flows.add(&data);
+        }
         progress(m.offset);
     }
     if let Some(e) = walk.stop().and_then(|s| s.error(capture, len)) {
         return Err(e);
     }
     if cur.count > 0 {
-        cur.flows = Some(flows.finish());
+        cur.flows = Some(flows.finish()).filter(|_| ethernet);
         cur.encode(&mut out);
         entries += 1;
     }

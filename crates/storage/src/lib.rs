@@ -109,7 +109,7 @@ pub enum StorageError {
     },
     /// A file starts with neither a pcap magic nor a pcapng section header,
     /// or a pcapng section's byte-order magic is wrong.
-    #[error("{path}: not a pcap file (magic {magic:#010x}); expected a pcap written by wiretape, tcpdump or tshark")]
+    #[error("{path}: not a pcap file, nor pcapng (first bytes {:02x} {:02x} {:02x} {:02x}); expected a pcap or pcapng capture (wiretape, tcpdump, tshark)", magic & 0xff, magic >> 8 & 0xff, magic >> 16 & 0xff, magic >> 24)]
     BadMagic {
         /// The file read.
         path: PathBuf,

@@ -13,10 +13,11 @@ pub const FILE_HEADER_LEN: usize = 24;
 /// Bytes of a record header (seconds, fraction, caplen, orig_len: four
 /// u32s), which the captured bytes follow.
 pub const RECORD_HEADER_LEN: usize = 16;
-/// Link type of Ethernet frames: the only one wiretape writes.
+/// Link type of Ethernet frames: what wiretape records from interfaces.
 pub const LINKTYPE_ETHERNET: u32 = 1;
-/// Largest caplen a reader accepts (what tcpdump/libpcap accept too).
-pub const MAX_SNAPLEN: u32 = 262_144;
+/// libpcap's `MAXIMUM_SNAPLEN`: the largest caplen it accepts for most
+/// link types (see `wiretape_filter::linktype::max_caplen` for the others).
+pub const MAX_SNAPLEN: u32 = wiretape_filter::linktype::MAXIMUM_SNAPLEN;
 
 /// What a file is written as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,12 +40,17 @@ impl Format {
         }
     }
 
-    /// The file's header bytes.
-    pub fn file_header(self, snaplen: u32, ifname: &str) -> Vec<u8> {
+    /// The file's header bytes, for frames of link type `linktype`.
+    pub fn file_header(self, snaplen: u32, ifname: &str, linktype: u32) -> Vec<u8> {
+        let pcap = |nanos| {
+            let mut h = FileHeader::new(snaplen, nanos);
+            h.linktype = linktype;
+            h.encode().to_vec()
+        };
         match self {
-            Format::PcapNs => FileHeader::new(snaplen, true).encode().to_vec(),
-            Format::PcapUs => FileHeader::new(snaplen, false).encode().to_vec(),
-            Format::PcapNg => crate::pcapng::file_header(snaplen, ifname),
+            Format::PcapNs => pcap(true),
+            Format::PcapUs => pcap(false),
+            Format::PcapNg => crate::pcapng::file_header(snaplen, ifname, linktype),
         }
     }
 
@@ -133,7 +139,8 @@ impl FileHeader {
         Ok(FileHeader {
             nanos,
             snaplen: rd(16),
-            linktype: rd(20),
+            // libpcap's LT_LINKTYPE: the upper bits are FCS-length flags.
+            linktype: wiretape_filter::linktype::linktype_of_field(rd(20)),
             big_endian,
         })
     }

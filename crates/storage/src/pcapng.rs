@@ -45,8 +45,8 @@ fn block(kind: u32, body: &[u8]) -> Vec<u8> {
 }
 
 /// The file's first bytes: SHB (with shb_userappl) and one IDB for
-/// `ifname` (Ethernet, `snaplen`, nanosecond stamps).
-pub fn file_header(snaplen: u32, ifname: &str) -> Vec<u8> {
+/// `ifname` (link type `linktype`, `snaplen`, nanosecond stamps).
+pub fn file_header(snaplen: u32, ifname: &str, linktype: u32) -> Vec<u8> {
     let mut shb = Vec::new();
     shb.extend_from_slice(&BYTE_ORDER_MAGIC.to_le_bytes());
     shb.extend_from_slice(&1u16.to_le_bytes());
@@ -56,7 +56,7 @@ pub fn file_header(snaplen: u32, ifname: &str) -> Vec<u8> {
     push_opt(&mut shb, 4, app.as_bytes()); // shb_userappl
     push_opt(&mut shb, 0, &[]);
     let mut idb = Vec::new();
-    idb.extend_from_slice(&(crate::pcap::LINKTYPE_ETHERNET as u16).to_le_bytes());
+    idb.extend_from_slice(&(linktype as u16).to_le_bytes());
     idb.extend_from_slice(&0u16.to_le_bytes());
     idb.extend_from_slice(&snaplen.to_le_bytes());
     if !ifname.is_empty() {
@@ -164,7 +164,7 @@ mod tests {
     use super::*;
     #[test]
     fn header_and_epb_layout() {
-        let h = file_header(65535, "eth0");
+        let h = file_header(65535, "eth0", 1);
         assert_eq!(&h[0..4], &SHB.to_le_bytes());
         let shb_len = u32::from_le_bytes(h[4..8].try_into().unwrap()) as usize;
         assert_eq!(shb_len % 4, 0);

@@ -18,6 +18,9 @@ pub struct Record {
     pub orig_len: u32,
     /// The captured bytes.
     pub data: Vec<u8>,
+    /// An odd record libpcap reads as a frame (see
+    /// [`crate::walk::Meta::odd`]).
+    pub odd: bool,
 }
 
 /// A streaming reader of pcap (ns or µs, either byte order) and pcapng
@@ -81,6 +84,18 @@ impl<R: Read> PcapReader<R> {
         self.format
     }
 
+    /// pcap: libpcap's snapshot length for the file (records above it are
+    /// cut to it).
+    pub fn snapshot(&self) -> u32 {
+        self.walk.snapshot()
+    }
+
+    /// pcap: whether caplen and orig_len stand in the record headers as
+    /// written (version 2.4; older versions may swap them).
+    pub fn lengths_as_written(&self) -> bool {
+        self.walk.lengths_as_written()
+    }
+
     /// Bytes of the last record read (it starts at `offset() - last_len()`).
     pub fn last_len(&self) -> u64 {
         self.last_len
@@ -101,6 +116,7 @@ impl<R: Read> PcapReader<R> {
         if let Some(m) = self.walk.next_into(&mut rec.data) {
             rec.ts_ns = m.ts_ns;
             rec.orig_len = m.orig_len;
+            rec.odd = m.odd;
             self.last_len = m.file_len;
             return Ok(true);
         }
@@ -150,6 +166,10 @@ pub struct FileInfo {
     pub file_bytes: u64,
     /// Records whose time is earlier than the one before.
     pub out_of_order: u64,
+    /// Odd records libpcap reads as frames (orig_len 0 or below caplen, a
+    /// fraction of a second out of range, a caplen above the snap length):
+    /// counted in `packets` too.
+    pub records_odd: u64,
     /// `lz4` or `zstd` for a compressed capture.
     pub compression: Option<&'static str>,
 }
@@ -157,7 +177,27 @@ pub struct FileInfo {
 impl FileInfo {
     /// Reads a whole file; fails on any corruption or truncation.
     pub fn scan(path: impl AsRef<Path>) -> Result<Self, StorageError> {
-        let mut r = PcapReader::open(path.as_ref())?;
+        match Self::scan_to_damage(path) {
+            (info, None) => Ok(info),
+            (_, Some(e)) => Err(e),
+        }
+    }
+
+    /// Reads a whole file up to any damage: what was read (everything
+    /// before the damage; nothing when the header is bad), and the damage.
+    pub fn scan_to_damage(path: impl AsRef<Path>) -> (Self, Option<StorageError>) {
+        let path = path.as_ref();
+        let mut r = match PcapReader::open(path) {
+            Ok(r) => r,
+            Err(e) => {
+                let file_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+                let info = FileInfo {
+                    file_bytes,
+                    ..Default::default()
+                };
+                return (info, Some(e));
+            }
+        };
         let mut info = FileInfo {
             nanos: r.header().nanos,
             format: Some(r.format()),
@@ -167,8 +207,14 @@ impl FileInfo {
             ..Default::default()
         };
         let mut rec = Record::default();
-        while r.next_into(&mut rec)? {
+        let damage = loop {
+            match r.next_into(&mut rec) {
+                Ok(true) => {}
+                Ok(false) => break None,
+                Err(e) => break Some(e),
+            }
             info.packets += 1;
+            info.records_odd += u64::from(rec.odd);
             info.captured_bytes += rec.data.len() as u64;
             info.original_bytes += rec.orig_len as u64;
             if info.first_ns.is_none() {
@@ -178,7 +224,7 @@ impl FileInfo {
                 info.out_of_order += 1;
             }
             info.last_ns = Some(rec.ts_ns);
-        }
+        };
         if let Some(z) = r.walk.get_ref().z() {
             info.compression = Some(match z.kind() {
                 crate::zread::Kind::Lz4 => "lz4",
@@ -186,16 +232,17 @@ impl FileInfo {
             });
             // A compressed stream cut short (a crash): `repair` closes it.
             if let Some(crate::zread::ZEnd::Torn(c)) = z.end() {
-                return Err(StorageError::Truncated {
+                let e = StorageError::Truncated {
                     path: r.path.clone(),
                     what: "compressed stream (no end mark, or a unit cut short)",
                     offset: c,
                     len: r.len,
                     good_end: c,
-                });
+                };
+                return (info, damage.or(Some(e)));
             }
         }
-        Ok(info)
+        (info, damage)
     }
 }
 
@@ -283,7 +330,14 @@ mod tests {
             FileInfo::scan(&p),
             Err(StorageError::BadMagic { .. })
         ));
+        // Shorter than a header: not a capture says so (its first bytes),
+        // a pcap header cut short is truncated.
         std::fs::write(&p, b"short").unwrap();
+        assert!(matches!(
+            FileInfo::scan(&p),
+            Err(StorageError::BadMagic { .. })
+        ));
+        std::fs::write(&p, &full[..10]).unwrap();
         assert!(matches!(
             FileInfo::scan(&p),
             Err(StorageError::Truncated { .. })

@@ -4,9 +4,9 @@
 //! record; both are trimmed. A damaged record followed by real data is not:
 //! that is corruption, reported and left alone.
 
-use crate::pcap::{Format, FILE_HEADER_LEN};
+use crate::pcap::FILE_HEADER_LEN;
 use crate::pcapng;
-use crate::walk::{End, Meta, Walker, Why};
+use crate::walk::{End, Walker, Why};
 use crate::StorageError;
 use std::fs::{File, OpenOptions};
 use std::io::BufReader;
@@ -65,31 +65,14 @@ pub fn scan_from(path: &Path, start: u64) -> Result<(u64, u64, u64), StorageErro
     }
     let mut w = Walker::new(BufReader::with_capacity(1 << 20, f));
     w.seek_to(start);
-    let pcap = w.format() != Some(Format::PcapNg);
     let (mut n, mut bytes) = (0u64, 0u64);
-    // The reader takes a pcap record longer than its frame; repair has never
-    // trusted one, whole or torn.
-    let untrusted = |m: &Meta| pcap && m.caplen > m.orig_len;
-    let refuse_record = |m: &Meta| {
-        let why = Why::RecordHeader {
-            caplen: m.caplen,
-            orig_len: m.orig_len,
-            frac: 0,
-        };
-        Err(refuse(path, m.offset, &why))
-    };
+    // Every record the walker takes is one libpcap reads: never cut.
     while let Some(m) = w.next() {
-        if untrusted(&m) {
-            return refuse_record(&m);
-        }
         n += 1;
         bytes += m.caplen as u64;
     }
     let s = w.stop().expect("a walk that ended says how");
     match &s.end {
-        End::Torn {
-            record: Some(m), ..
-        } if untrusted(m) => return refuse_record(m),
         End::Clean | End::Torn { .. } | End::Zeros(_) => {}
         // The last block, torn inside.
         End::Corrupt(Why::Trailer { last: true, .. }) => {}
@@ -126,6 +109,9 @@ fn refuse(path: &Path, offset: u64, why: &Why) -> StorageError {
             "block length {total} but trailing length {trailer}, data after it: refusing to cut"
         ),
         Why::Content { what, .. } => format!("{what}: not a torn tail, refusing to cut"),
+        Why::Version { major, minor } => {
+            format!("pcap version {major}.{minor}: not a file libpcap reads, refusing to cut")
+        }
         Why::BadMagic(m) => format!("magic {m:#010x}: not a torn tail, refusing to cut"),
     };
     StorageError::Corrupt {

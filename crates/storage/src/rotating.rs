@@ -61,6 +61,10 @@ pub struct StorageConfig {
     pub retention: Policy,
     /// On a full disk: delete our oldest files and go on (else stop).
     pub on_full_rotate: bool,
+    /// Link type the files state (`LINKTYPE_`): Ethernet for interfaces;
+    /// `record -r`: the input file's. The flow index is for Ethernet
+    /// only (other link types get time-only index entries).
+    pub linktype: u32,
     /// Compress files at rest (`--compress`; [`crate::compress`]).
     pub compress: crate::compress::Compress,
     /// Compression threads, all queues together (`--compress-threads`).
@@ -86,6 +90,7 @@ impl StorageConfig {
             flow_index: true,
             retention: Policy::default(),
             on_full_rotate: false,
+            linktype: crate::pcap::LINKTYPE_ETHERNET,
             compress: crate::compress::Compress::None,
             compress_threads: default_compress_threads(),
         }
@@ -649,9 +654,10 @@ impl RotatingWriter {
         let sink = sink
             .compressed(c.compress, self.pool.as_ref())
             .inspect_err(|_| self.retention.closed(path))?;
-        let w = PcapWriter::with_format(sink, c.snaplen, c.format, &self.ifname)
+        let w = PcapWriter::with_link(sink, c.snaplen, c.format, &self.ifname, c.linktype)
             .compressed(c.compress.is_on() && self.pool.is_some());
-        Ok(match (c.index, c.flow_index) {
+        let flows = c.flow_index && c.linktype == crate::pcap::LINKTYPE_ETHERNET;
+        Ok(match (c.index, flows) {
             (true, true) => w.with_index(path),
             (true, false) => w.with_index_no_flows(path),
             (false, _) => w,

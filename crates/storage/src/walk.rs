@@ -22,6 +22,7 @@ use crate::pcapng::{self, Interface};
 use crate::StorageError;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
+use wiretape_filter::linktype;
 
 /// One record as the walker found it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,6 +42,12 @@ pub struct Meta {
     pub ts_ns: u64,
     /// pcapng: the interface (of its section); pcap: 0.
     pub interface: u32,
+    /// An odd record that libpcap reads as a frame (and so do we): orig_len
+    /// 0 or below its caplen, a fraction of a second out of range, or (pcap)
+    /// a caplen above the file's snap length (the frame is cut to it, as
+    /// libpcap cuts it; `caplen` is then what is kept). Counted as
+    /// `records_odd`.
+    pub odd: bool,
 }
 
 /// How a walk ended, at [`Stop::offset`].
@@ -72,15 +79,24 @@ pub enum End {
 pub enum Why {
     /// The pcap file magic, or a pcapng section's byte-order magic.
     BadMagic(u32),
-    /// A pcap record header with values no record has.
+    /// A pcap record header libpcap refuses: a caplen above the largest it
+    /// takes for the link type (`max_snaplen_for_dlt`, 256 KiB for most);
+    /// or all zeros with other bytes after it (all zeros to the end is
+    /// [`End::Zeros`]).
     RecordHeader {
-        /// Captured length it states (bad above [`MAX_SNAPLEN`]).
+        /// Captured length it states.
         caplen: u32,
-        /// Wire length it states (bad when 0: no frame).
+        /// Wire length it states.
         orig_len: u32,
-        /// Fraction of a second it states (bad from 10^9 in a ns file,
-        /// 10^6 in a µs file).
+        /// Fraction of a second it states.
         frac: u32,
+    },
+    /// A pcap file header libpcap refuses: its version.
+    Version {
+        /// Major version (libpcap reads 2, and 543.0).
+        major: u16,
+        /// Minor version (libpcap reads up to 4).
+        minor: u16,
     },
     /// A pcapng block header with values no block has.
     BlockHeader {
@@ -180,6 +196,10 @@ impl Stop {
                     offset,
                     format!("block type {kind:#x}, length {total}: not a block header"),
                 ),
+                Why::Version { major, minor } => corrupt(
+                    offset,
+                    format!("pcap version {major}.{minor}: libpcap reads 2.0 to 2.4 only"),
+                ),
                 Why::ShbLength { .. } => corrupt(offset, "section header block length".into()),
                 Why::Trailer { total, trailer, .. } => corrupt(
                     offset,
@@ -220,7 +240,26 @@ pub struct Walker<R> {
     body: Vec<u8>,
     /// Moved ahead with [`Walker::seek_to`]: interfaces may be unknown.
     resumed: bool,
+    /// pcapng: an interface was read, and `header.linktype` is its link
+    /// type (every interface must have it).
+    linktype_known: bool,
+    /// pcap: libpcap's snapshot length (records above it are cut to it)
+    /// and largest caplen (records above it are refused) for the file.
+    snapshot: u32,
+    max_caplen: u32,
+    /// pcap: caplen and orig_len are swapped in the record headers
+    /// (versions before 2.3: always; 2.3: where caplen > orig_len).
+    swapped_lengths: Lengths,
     stop: Option<Stop>,
+}
+
+/// Whether a pcap file's record headers have caplen and orig_len swapped
+/// (libpcap's `lengths_swapped`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lengths {
+    NotSwapped,
+    MaybeSwapped,
+    Swapped,
 }
 
 impl<R: Read> Walker<R> {
@@ -238,6 +277,10 @@ impl<R: Read> Walker<R> {
             pending: None,
             body: Vec::new(),
             resumed: false,
+            linktype_known: false,
+            snapshot: MAX_SNAPLEN,
+            max_caplen: MAX_SNAPLEN,
+            swapped_lengths: Lengths::NotSwapped,
             stop: None,
         };
         if let Err(s) = w.read_head() {
@@ -255,6 +298,18 @@ impl<R: Read> Walker<R> {
     /// it came before the first packet).
     pub fn header(&self) -> &FileHeader {
         &self.header
+    }
+
+    /// pcap: libpcap's snapshot length for the file (records above it are
+    /// cut to it).
+    pub fn snapshot(&self) -> u32 {
+        self.snapshot
+    }
+
+    /// pcap: whether caplen and orig_len stand in the record headers as
+    /// written (version 2.4; older versions may swap them).
+    pub fn lengths_as_written(&self) -> bool {
+        self.swapped_lengths == Lengths::NotSwapped
     }
 
     /// pcapng: the interfaces of the current section.
@@ -374,10 +429,38 @@ impl<R: Read> Walker<R> {
                 }
             }
         }
-        if n < 4 || self.read(0, &mut h[4..])? < FILE_HEADER_LEN - 4 {
+        if n < 4 {
+            return Err(torn());
+        }
+        // Not a capture at all: say so (with its first bytes), short or not.
+        let magic = u32::from_le_bytes(h[..4].try_into().unwrap());
+        let pcap = [crate::pcap::MAGIC_US, crate::pcap::MAGIC_NS];
+        if !pcap.contains(&magic) && !pcap.contains(&magic.swap_bytes()) {
+            return Err(Stop::corrupt(0, Why::BadMagic(magic)));
+        }
+        if self.read(0, &mut h[4..])? < FILE_HEADER_LEN - 4 {
             return Err(torn());
         }
         self.header = FileHeader::decode(&h).map_err(|m| Stop::corrupt(0, Why::BadMagic(m)))?;
+        // libpcap's pcap_check_header: the version, lengths swapped in
+        // old versions, the snapshot length for the link type.
+        let v16 = |o: usize| {
+            let v = u16::from_le_bytes([h[o], h[o + 1]]);
+            if self.header.big_endian {
+                v.swap_bytes()
+            } else {
+                v
+            }
+        };
+        let (major, minor) = (v16(4), v16(6));
+        self.swapped_lengths = match (major, minor) {
+            (2, 0..=2) | (543, 0) => Lengths::Swapped,
+            (2, 3) => Lengths::MaybeSwapped,
+            (2, 4) => Lengths::NotSwapped,
+            _ => return Err(Stop::corrupt(0, Why::Version { major, minor })),
+        };
+        self.max_caplen = linktype::max_caplen(self.header.linktype);
+        self.snapshot = linktype::snapshot(self.header.linktype, self.header.snaplen);
         self.format = Some(if self.header.nanos {
             Format::PcapNs
         } else {
@@ -408,52 +491,68 @@ impl<R: Read> Walker<R> {
                 v
             }
         };
-        let (sec, frac, caplen, orig_len) = (f(0), f(4), f(8), f(12));
+        let (sec, frac, mut caplen, mut orig_len) = (f(0), f(4), f(8), f(12));
+        // libpcap's pcap_next_packet, rule by rule.
+        match self.swapped_lengths {
+            Lengths::NotSwapped => {}
+            Lengths::MaybeSwapped if caplen <= orig_len => {}
+            Lengths::MaybeSwapped | Lengths::Swapped => std::mem::swap(&mut caplen, &mut orig_len),
+        }
         let nanos = self.header.nanos;
         let frac_max = if nanos { 1_000_000_000 } else { 1_000_000 };
-        // Other writers put caplen above the header's snaplen now and then;
-        // what no valid file has is a record above libpcap's own maximum.
-        // orig_len 0 is no frame: zero padding left by an interrupted aligned write.
-        if caplen > MAX_SNAPLEN || orig_len == 0 || frac >= frac_max {
+        // All zeros to the end is the padding an interrupted aligned write
+        // leaves (repair trims it), not a run of empty frames.
+        let zeros = caplen == 0 && orig_len == 0 && h.iter().all(|&b| b == 0);
+        if caplen > self.max_caplen || zeros {
             let why = Why::RecordHeader {
                 caplen,
                 orig_len,
                 frac,
             };
-            if h.iter().all(|&b| b == 0) && self.rest_is_zero() {
+            if zeros && self.rest_is_zero() {
                 return Err(Stop::at(at, End::Zeros(why)));
             }
             return Err(Stop::corrupt(at, why));
         }
+        // Above the file's snap length (and within the maximum): libpcap
+        // keeps the first snapshot bytes and skips the rest.
+        let keep = caplen.min(self.snapshot);
+        let rest = (caplen - keep) as u64;
         let got = match data {
             Some(d) => {
-                d.resize(caplen as usize, 0);
+                d.resize(keep as usize, 0);
                 self.read(at, d)?
             }
             None => std::io::copy(
-                &mut (&mut self.inner).take(caplen as u64),
+                &mut (&mut self.inner).take(keep as u64),
                 &mut std::io::sink(),
             )
             .map_err(|e| Stop::at(at, End::Io(e)))? as usize,
+        };
+        let skipped = if rest > 0 && got == keep as usize {
+            std::io::copy(&mut (&mut self.inner).take(rest), &mut std::io::sink())
+                .map_err(|e| Stop::at(at, End::Io(e)))?
+        } else {
+            0
         };
         let file_len = self
             .format
             .unwrap_or(Format::PcapNs)
             .record_len(caplen as usize) as u64;
+        // The fraction as libpcap reading with ns precision carries it
+        // (and tcpdump --nano -w writes it): µs scaled by 1000 in 32 bits,
+        // out-of-range values kept (they spill into the seconds here).
+        let frac_ns = if nanos { frac } else { frac.wrapping_mul(1000) };
         let meta = Meta {
             offset: at,
             file_len,
-            caplen,
+            caplen: keep,
             orig_len,
-            ts_ns: sec as u64 * 1_000_000_000
-                + if nanos {
-                    frac as u64
-                } else {
-                    frac as u64 * 1000
-                },
+            ts_ns: sec as u64 * 1_000_000_000 + frac_ns as u64,
             interface: 0,
+            odd: orig_len < caplen || orig_len == 0 || frac >= frac_max || keep < caplen,
         };
-        if got < caplen as usize {
+        if got < keep as usize || skipped < rest {
             return Err(Stop::at(
                 at,
                 End::Torn {
@@ -579,6 +678,18 @@ impl<R: Read> Walker<R> {
     fn interface(&mut self, at: u64, total: u32) -> Result<(), Stop> {
         let itf = pcapng::parse_idb(&self.body, self.big_endian)
             .ok_or_else(|| Self::content(at, total, "interface block too short".into()))?;
+        // libpcap reads one link type per file: an interface of another
+        // is where it stops (and so do we, rather than relabel frames).
+        let first = self.header.linktype;
+        if self.linktype_known && itf.linktype as u32 != first {
+            let what = format!(
+                "an interface of link type {} in a file of link type {first}: libpcap reads one link type per file",
+                itf.linktype
+            );
+            return Err(Self::content(at, total, what));
+        }
+        self.linktype_known = true;
+        self.header.linktype = itf.linktype as u32;
         self.ifaces.push(itf);
         Ok(())
     }
@@ -633,6 +744,7 @@ impl<R: Read> Walker<R> {
                     meta.interface = ifc;
                     meta.caplen = caplen;
                     meta.orig_len = orig;
+                    meta.odd = orig < caplen || orig == 0;
                     meta.ts_ns = pcapng::to_ns(((hi as u64) << 32) | lo as u64, itf.units);
                     20..20 + caplen as usize
                 }

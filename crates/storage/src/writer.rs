@@ -71,9 +71,26 @@ impl<S: BlockSink> PcapWriter<S> {
     }
 
     /// A writer of `format`; `ifname` names the interface in pcapng's IDB.
-    pub fn with_format(mut sink: S, snaplen: u32, format: Format, ifname: &str) -> Self {
+    pub fn with_format(sink: S, snaplen: u32, format: Format, ifname: &str) -> Self {
+        Self::with_link(
+            sink,
+            snaplen,
+            format,
+            ifname,
+            crate::pcap::LINKTYPE_ETHERNET,
+        )
+    }
+
+    /// [`PcapWriter::with_format`] of frames of link type `linktype`.
+    pub fn with_link(
+        mut sink: S,
+        snaplen: u32,
+        format: Format,
+        ifname: &str,
+        linktype: u32,
+    ) -> Self {
         let mut block = BlockBuilder::with_format(sink.first_block(), format);
-        let header = format.file_header(snaplen, ifname);
+        let header = format.file_header(snaplen, ifname, linktype);
         assert!(block.push_raw(&header), "the file header fits a block");
         let header_len = header.len() as u64;
         PcapWriter {

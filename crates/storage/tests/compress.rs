@@ -121,7 +121,7 @@ fn every_frame_back_through_every_reader() {
     for (c, fmt) in cases() {
         let p = d.join(name(c, fmt));
         assert_eq!(write(&p, c, fmt, &pool), N);
-        let plain_len: u64 = fmt.file_header(65535, "eth9").len() as u64
+        let plain_len: u64 = fmt.file_header(65535, "eth9", 1).len() as u64
             + (0..N)
                 .map(|i| fmt.record_len(frame(i).len()) as u64)
                 .sum::<u64>();

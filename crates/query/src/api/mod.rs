@@ -634,11 +634,12 @@ async fn extract(
         let _ = planned_tx.send(Ok(()));
         let (f, n, s) = (job.filter.clone(), job.filter_narrows, job.skipped_by_flow);
         let sink = ChannelSink::new(tx.clone(), flag.clone(), CHUNK);
-        let mut out = wiretape_storage::PcapWriter::with_format(
+        let mut out = wiretape_storage::PcapWriter::with_link(
             sink,
             wiretape_storage::pcap::MAX_SNAPLEN,
             format,
             "wiretape-extract",
+            job.linktype(),
         );
         let run = job.run(|fr| out.write_wire(fr.ts_ns, fr.data, fr.orig_len), |_| {});
         let closed = out

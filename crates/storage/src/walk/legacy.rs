@@ -289,15 +289,15 @@ impl<R: Read> OldReader<R> {
             }
         };
         let (sec, frac, caplen, orig) = (f(0), f(4), f(8), f(12));
-        // Other writers put caplen above the header's snaplen now and then;
-        // what no valid file has is a record above libpcap's own maximum.
+        // Since issue 23, libpcap's rules (sf-pcap.c): only a caplen above
+        // its maximum is refused (and an all-zero header, padding); odd
+        // records are frames; above the snaplen, cut to it.
         let frac_max = if self.header.nanos {
             1_000_000_000
         } else {
             1_000_000
         };
-        // orig_len 0 is no frame: zero padding left by an interrupted aligned write.
-        if caplen > MAX_SNAPLEN || orig == 0 || frac >= frac_max {
+        if caplen > MAX_SNAPLEN || h.iter().all(|&b| b == 0) {
             return Err(StorageError::Corrupt {
                 path: self.path.clone(),
                 offset: self.offset,
@@ -306,17 +306,29 @@ impl<R: Read> OldReader<R> {
                 ),
             });
         }
-        rec.data.resize(caplen as usize, 0);
+        let snap = match self.header.snaplen {
+            0 => MAX_SNAPLEN,
+            s => s.min(MAX_SNAPLEN),
+        };
+        let keep = caplen.min(snap);
+        rec.data.resize(keep as usize, 0);
         let got = read_full(&mut self.inner, &mut rec.data).map_err(|e| self.read_err(e))?;
-        if got < caplen as usize {
+        let mut rest = vec![0u8; (caplen - keep) as usize];
+        let skipped = if got == keep as usize {
+            read_full(&mut self.inner, &mut rest).map_err(|e| self.read_err(e))?
+        } else {
+            0
+        };
+        if got < keep as usize || skipped < rest.len() {
             return Err(self.truncated("record data"));
         }
         rec.ts_ns = sec as u64 * 1_000_000_000
             + if self.header.nanos {
                 frac as u64
             } else {
-                frac as u64 * 1000
+                frac.wrapping_mul(1000) as u64
             };
+        rec.odd = orig < caplen || orig == 0 || frac >= frac_max || keep < caplen;
         rec.orig_len = orig;
         self.last_len = (RECORD_HEADER_LEN + caplen as usize) as u64;
         self.offset += self.last_len;
@@ -368,6 +380,7 @@ impl<R: Read> OldReader<R> {
                     rec.data.extend_from_slice(&body[20..20 + caplen as usize]);
                     rec.ts_ns = pcapng::to_ns(((hi as u64) << 32) | lo as u64, itf.units);
                     rec.orig_len = orig;
+                    rec.odd = orig < caplen || orig == 0;
                     true
                 }
                 pcapng::SPB => {
@@ -384,6 +397,7 @@ impl<R: Read> OldReader<R> {
                     rec.data.extend_from_slice(&body[4..4 + cap]);
                     rec.ts_ns = 0;
                     rec.orig_len = orig;
+                    rec.odd = false;
                     true
                 }
                 _ => false,
@@ -451,7 +465,7 @@ pub(super) fn scan_from(path: &Path, start: u64) -> Result<(u64, u64, u64), Stor
     f.seek(SeekFrom::Start(start)).map_err(rd)?;
     let mut r = BufReader::with_capacity(1 << 20, f);
     let (mut off, mut n, mut bytes) = (start, 0u64, 0u64);
-    let frac_max = if hdr.nanos { 1_000_000_000 } else { 1_000_000 };
+    let _ = hdr;
     let mut data = vec![0u8; MAX_SNAPLEN as usize];
     loop {
         if off + RECORD_HEADER_LEN as u64 > len {
@@ -467,8 +481,8 @@ pub(super) fn scan_from(path: &Path, start: u64) -> Result<(u64, u64, u64), Stor
                 v
             }
         };
-        let (frac, caplen, orig) = (w(4), w(8), w(12));
-        if caplen > MAX_SNAPLEN || orig == 0 || caplen > orig || frac >= frac_max {
+        let (caplen, orig) = (w(8), w(12));
+        if caplen > MAX_SNAPLEN || rh.iter().all(|&b| b == 0) {
             // Zero padding from an interrupted aligned write ends the data;
             // anything else after a bad header is corruption.
             if rh.iter().all(|&b| b == 0) && rest_is_zero(&mut r)? {
