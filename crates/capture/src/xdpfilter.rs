@@ -13,9 +13,16 @@
 //! r9 = ctx; r2 = ctx->data_end; r1 = ctx->data      prologue
 //! <classic program translated, inlined>              R0 = classic result
 //! if r0 == 0 goto reject
+//! [--cutoff: bpf_tail_call(ctx, &filter_prog, 1)]     the cutoff decides
 //! return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS)
 //! reject: qstats[ctx->rx_queue_index].filtered++; return XDP_PASS
 //! ```
+//!
+//! With `--cutoff` the accept path first tail-calls `wiretape_cutoff`
+//! (slot 1 of the same program array, see `bpf/steer.bpf.c`), which
+//! redirects or drops the frame; so the filter runs first and the cutoff
+//! counts only the frames it keeps. Should that tail call fail, the frame
+//! is redirected (kept).
 //!
 //! With no filter the slot is empty, the tail call falls through and the
 //! steering program redirects as it always did; so the unfiltered path is

@@ -17,8 +17,10 @@
 //! compiled here with libpcap for the input's link type and handed to the
 //! engine: the AF_XDP engine decides it in the XDP program, the file engine
 //! with the classic evaluator; rejected frames are counted in `filtered`.
-//! The file engine then applies the per-connection cutoff
-//! (`wiretape_capture::cutoff`, `--cutoff`), counted in `cutoff`.
+//! Then the per-connection cutoff (`--cutoff`), counted in `cutoff`: the
+//! AF_XDP engine's XDP program applies it in the kernel (`wiretape_cutoff`
+//! in bpf/steer.bpf.c), the file engine in user space
+//! (`wiretape_capture::cutoff`).
 //!
 //! [`replay`] holds the capture-file sources (for `replay` and for the file
 //! engine). [`live`] holds the live consumers: subscribers (lossless or
