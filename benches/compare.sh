@@ -30,6 +30,8 @@
 # wiretape-fall ('udp': keeps every frame), wiretape-f10 ('udp src port
 # 40000': keeps 10 % of the -g benches/gen/udp64-10ports.trafgen frames; its
 # "loss" column is then the 90 % it filtered, by design).
+# wiretape-lz4 and wiretape-zstd: record --compress lz4 / zstd (capinfos
+# counts the compressed files as they are).
 # The live side (what consumers cost the recorder): wiretape-sub1 and
 # wiretape-sub4 (1 or 4 in-process lossless subscribers, each reading every
 # frame: the hidden --bench-subscribers N), wiretape-serve (--serve with one
@@ -99,6 +101,8 @@ spec() { # the rig's tool argument
     wiretape-sub4) echo "cmd:wiretape-sub4=$W record -i {IF} -w {DIR} -q --bench-subscribers 4" ;;
     wiretape-serve) echo "cmd:wiretape-serve=$ROOT/benches/serve-client.sh $OUT/serve-\$(date +%s%N).bytes 57012 $W record -i {IF} -w {DIR} -q --serve 127.0.0.1:57012" ;;
     wiretape-fall) echo "cmd:wiretape-fall=$W record -i {IF} -w {DIR} -q udp" ;;
+    wiretape-lz4) echo "cmd:wiretape-lz4=$W record -i {IF} -w {DIR} -q --compress lz4" ;;
+    wiretape-zstd) echo "cmd:wiretape-zstd=$W record -i {IF} -w {DIR} -q --compress zstd" ;;
     wiretape-f10) echo "cmd:wiretape-f10=$W record -i {IF} -w {DIR} -q udp src port 40000" ;;
     *) echo "$1" ;;
   esac
@@ -110,9 +114,16 @@ count() { # dir tool -> frames written, by capinfos
     return
   fi
   while IFS= read -r -d '' f; do
-    c=$(capinfos -c -M "$f" 2>/dev/null | awk -F': *' '/Number of packets/{print $2}')
+    if [ "${f%.zst}" != "$f" ]; then
+      # Wireshark 4.0 reads only the first of a file's zstd frames.
+      zstd -dcq "$f" > "$d/.count.tmp"
+      c=$(capinfos -c -M "$d/.count.tmp" 2>/dev/null | awk -F': *' '/Number of packets/{print $2}')
+      rm -f "$d/.count.tmp"
+    else
+      c=$(capinfos -c -M "$f" 2>/dev/null | awk -F': *' '/Number of packets/{print $2}')
+    fi
     n=$((n + ${c:-0}))
-  done < <(find "$d" -type f \( -name '*.pcap' -o -name '*.pcapng' \) -print0)
+  done < <(find "$d" -type f \( -name '*.pcap' -o -name '*.pcapng' -o -name '*.pcap.lz4' -o -name '*.pcapng.lz4' -o -name '*.pcap.zst' -o -name '*.pcapng.zst' \) -print0)
   echo "$n"
 }
 echo "compare.sh: runs=$RUNS sizes=$SIZES n64=$N64 n1514=$N1514 rate=${RATE:-max} memory.max=$MEM gen64=${GEN64:-rig} tools=${TOOLS[*]}"
