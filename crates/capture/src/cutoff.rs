@@ -199,7 +199,8 @@ impl Cutoff {
             Class::Conn(k, f) => (k, f),
         };
         self.clock += 1;
-        if !self.table.contains_key(&key) && self.table.len() >= self.max_flows {
+        // A full table is rare: only then is the key looked up twice.
+        if self.table.len() >= self.max_flows && !self.table.contains_key(&key) {
             self.evict();
         }
         let e = self.table.entry(key).or_insert((0, 0));
