@@ -86,12 +86,16 @@ pub fn refuse_attached(ifindex: u32, ifname: &str) -> Result<(), CaptureError> {
     }
 }
 
-/// Whether interface `ifindex`'s driver offers AF_XDP zero-copy sockets
-/// (`NETDEV_XDP_ACT_XSK_ZEROCOPY` in the XDP features the kernel reports
-/// through the netdev netlink family, 6.3 and later). None when the kernel
-/// cannot say (older kernel, no such interface).
-pub fn xsk_zero_copy(ifindex: u32) -> Option<bool> {
-    const NETDEV_XDP_ACT_XSK_ZEROCOPY: u64 = 1 << 3;
+/// `NETDEV_XDP_ACT_BASIC`: the driver runs XDP programs itself (native XDP).
+pub const XDP_ACT_BASIC: u64 = 1;
+/// `NETDEV_XDP_ACT_XSK_ZEROCOPY`: the driver offers AF_XDP zero-copy sockets.
+pub const XDP_ACT_XSK_ZEROCOPY: u64 = 1 << 3;
+
+/// The XDP features of interface `ifindex`'s driver (`NETDEV_XDP_ACT_*`,
+/// as the kernel reports them through the netdev netlink family, 6.3 and
+/// later; libbpf's `bpf_xdp_query` asks). None when the kernel cannot say
+/// (older kernel, no such interface).
+pub fn xdp_features(ifindex: u32) -> Option<u64> {
     // SAFETY: plain data; `sz` tells libbpf how much of it we know.
     let mut q: libbpf_sys::bpf_xdp_query_opts = unsafe { std::mem::zeroed() };
     q.sz = std::mem::size_of::<libbpf_sys::bpf_xdp_query_opts>() as _;
@@ -104,7 +108,7 @@ pub fn xsk_zero_copy(ifindex: u32) -> Option<bool> {
     if q.feature_flags == 0 && !kernel_at_least(6, 3) {
         return None;
     }
-    Some(q.feature_flags & NETDEV_XDP_ACT_XSK_ZEROCOPY != 0)
+    Some(q.feature_flags)
 }
 
 /// Whether the running kernel is `major.minor` or later (/proc/sys/kernel/osrelease).

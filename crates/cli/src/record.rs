@@ -115,7 +115,8 @@ pub struct Args {
     /// and read in place: needs the netmap kernel module and a wiretape
     /// built with `--features netmap`; stamps default to hybrid).
     /// Default auto: packet on an interface whose driver offers no AF_XDP
-    /// zero-copy (the kernel's XDP features say so), unless an option only
+    /// zero-copy and hands XDP skbs (veth, tun, a driver without native
+    /// XDP: the kernel's XDP features say so), unless an option only
     /// afxdp has is given (--cutoff, --busy-poll, --xdp-mode, --zero-copy,
     /// --frames, --frame-size, some --queues only); afxdp otherwise. The
     /// start line and the summary's `engine` name what was picked, and why.
@@ -624,8 +625,9 @@ fn ranges(v: &[usize]) -> String {
 /// and the summary JSON as `engine_reason`); unset for an engine given.
 pub static ENGINE_REASON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
-/// `--engine auto` resolved: packet where every interface's driver lacks
-/// AF_XDP zero-copy and no option only afxdp has is given; else afxdp.
+/// `--engine auto` resolved: packet where no interface's driver offers
+/// AF_XDP zero-copy and each hands XDP skbs (veth, tun, no native XDP), and
+/// no option only afxdp has is given; else afxdp.
 fn resolve_engine(a: &Args) -> String {
     if a.engine != "auto" {
         return a.engine.clone();
@@ -646,21 +648,42 @@ fn resolve_engine(a: &Args) -> String {
         let _ = ENGINE_REASON.set(format!("auto: afxdp, as {flag} needs it"));
         return "afxdp".into();
     }
-    let mut copy_only = Vec::new();
+    use wiretape::capture::bpf::{xdp_features, XDP_ACT_BASIC, XDP_ACT_XSK_ZEROCOPY};
+    let mut skb_devices = Vec::new();
     for name in &a.iface {
-        match sys::ifindex(name).and_then(wiretape::capture::bpf::xsk_zero_copy) {
-            Some(false) => copy_only.push(name.as_str()),
-            Some(true) => {
-                let _ = ENGINE_REASON.set(format!("auto: afxdp, {name} offers AF_XDP zero-copy"));
-                return "afxdp".into();
-            }
-            // Unknown (no such interface: afxdp says so; an old kernel).
-            None => return "afxdp".into(),
+        // Unknown (no such interface: afxdp says so; a kernel before 6.3).
+        let Some(features) = sys::ifindex(name).and_then(xdp_features) else {
+            return "afxdp".into();
+        };
+        let driver = sys::driver_name(name).unwrap_or_default();
+        if features & XDP_ACT_XSK_ZEROCOPY != 0 {
+            let _ = ENGINE_REASON.set(format!("auto: afxdp, {name} offers AF_XDP zero-copy"));
+            return "afxdp".into();
+        }
+        // Frames that reach the driver as skbs (veth, tun) or a driver
+        // without native XDP: XDP first copies each skb into an XDP
+        // buffer, then AF_XDP copies it again. A NIC with native XDP but
+        // no zero-copy makes one copy and no skb in AF_XDP's copy mode:
+        // afxdp stays.
+        if matches!(driver.as_str(), "veth" | "tun") || features & XDP_ACT_BASIC == 0 {
+            skb_devices.push(format!(
+                "{name} ({})",
+                if driver.is_empty() {
+                    "no native XDP"
+                } else {
+                    driver.as_str()
+                }
+            ));
+        } else {
+            let _ = ENGINE_REASON.set(format!(
+                "auto: afxdp, {name} runs XDP natively ({driver}): copy mode makes one copy and no skb"
+            ));
+            return "afxdp".into();
         }
     }
     let _ = ENGINE_REASON.set(format!(
-        "auto: packet, {} has no AF_XDP zero-copy, so AF_PACKET's one copy costs less than AF_XDP's two; --engine afxdp to force",
-        copy_only.join(", ")
+        "auto: packet, {} has no AF_XDP zero-copy and hands XDP skbs, which AF_XDP would copy twice and AF_PACKET copies once; --engine afxdp to force",
+        skb_devices.join(", ")
     ));
     "packet".into()
 }
