@@ -384,6 +384,53 @@ fn several_interfaces_and_a_live_stream() {
     );
 }
 
+/// `--engine auto` (the default) on veth picks the packet engine and says
+/// why; an option only AF_XDP has makes it pick afxdp.
+#[test]
+fn auto_picks_the_packet_engine_on_veth() {
+    require_root();
+    let tb = Testbed::create("pktauto", 1).unwrap();
+    let out = TempDir::new("pktauto");
+    for (extra, engine, why) in [
+        (
+            None,
+            "packet",
+            "auto: packet, wt-cap (veth) has no AF_XDP zero-copy",
+        ),
+        (
+            Some("--busy-poll=20"),
+            "afxdp",
+            "auto: afxdp, as --busy-poll needs it",
+        ),
+    ] {
+        let dir = out.path().join(engine);
+        let json = out.path().join(format!("{engine}.json"));
+        let mut c = tb.command(bin().to_str().unwrap());
+        c.env_remove("WIRETAPE_ENGINE").args([
+            "record",
+            "-i",
+            CAP_IF,
+            "-w",
+            dir.to_str().unwrap(),
+            "-c",
+            "500",
+            "--summary-json",
+            json.to_str().unwrap(),
+        ]);
+        c.args(extra);
+        let mut rec = Recorder::started(Recorder::spawn_command(c));
+        let start = rec.stderr.join("\n");
+        assert!(start.contains(why), "{start}");
+        tb.send(0..500, SizeFn::Mixed, 4, Some(20_000)).unwrap();
+        assert!(rec.wait(30).success(), "{}", rec.stderr_text());
+        let j = read_json(&json);
+        assert_eq!(j["engine"], engine);
+        assert!(j["engine_reason"].as_str().unwrap().contains(why));
+        assert_eq!(j["packets_written"].as_u64(), Some(500));
+        assert_identity(&j);
+    }
+}
+
 #[test]
 fn bad_input_is_refused_before_anything_is_opened() {
     require_root();
@@ -410,10 +457,22 @@ fn bad_input_is_refused_before_anything_is_opened() {
         assert!(err.contains(want), "{extra:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{extra:?}: one line: {err}");
     }
-    // --packet-blocks without --engine packet.
+    // --packet-blocks with another engine.
     let (code, _, err) = run_wiretape(
         Some(&tb),
-        &["record", "-i", CAP_IF, "-w", d, "--packet-blocks", "8"],
+        &[
+            "record",
+            "--engine",
+            "afxdp",
+            "-i",
+            CAP_IF,
+            "-w",
+            d,
+            "-c",
+            "1",
+            "--packet-blocks",
+            "8",
+        ],
     );
     assert_ne!(code, 0);
     assert!(err.contains("--engine packet"), "{err}");

@@ -32,6 +32,14 @@ pub fn require_root() {
         wiretape::capture::sys::is_root(),
         "these tests create network namespaces and attach XDP programs: run them as root"
     );
+    // These tests were written for the AF_XDP engine (XDP attach errors, the
+    // filter in XDP, AF_XDP stamps ...): on veth `--engine auto` would pick
+    // the packet engine, so auto means afxdp for every `wiretape record`
+    // they start. tests/packet.rs tests the packet engine and what auto
+    // picks by itself (it removes the variable).
+    if std::env::var_os("WIRETAPE_ENGINE").is_none() {
+        std::env::set_var("WIRETAPE_ENGINE", "afxdp");
+    }
 }
 
 /// A fresh output directory, removed on drop.

@@ -119,7 +119,9 @@ pub struct Args {
     /// XDP: the kernel's XDP features say so), unless an option only
     /// afxdp has is given (--cutoff, --busy-poll, --xdp-mode, --zero-copy,
     /// --frames, --frame-size, some --queues only); afxdp otherwise. The
-    /// start line and the summary's `engine` name what was picked, and why.
+    /// environment variable WIRETAPE_ENGINE=afxdp|packet sets what auto
+    /// picks. The start line and the summary's `engine` name what was
+    /// picked, and why.
     #[arg(long, value_name = "ENGINE", default_value = "auto", value_parser = ["auto", "afxdp", "packet", "netmap"])]
     engine: String,
     /// With --engine packet: blocks per queue's ring (default 64). The ring
@@ -631,6 +633,14 @@ pub static ENGINE_REASON: std::sync::OnceLock<String> = std::sync::OnceLock::new
 fn resolve_engine(a: &Args) -> String {
     if a.engine != "auto" {
         return a.engine.clone();
+    }
+    // What auto means on this host (a site's choice; the integration tests
+    // written for AF_XDP set afxdp).
+    if let Ok(e) = std::env::var("WIRETAPE_ENGINE") {
+        if matches!(e.as_str(), "afxdp" | "packet") {
+            let _ = ENGINE_REASON.set(format!("auto: {e}, as WIRETAPE_ENGINE says"));
+            return e;
+        }
     }
     let afxdp_only = [
         (a.cutoff.is_some(), "--cutoff"),
