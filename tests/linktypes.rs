@@ -19,7 +19,7 @@ use std::process::Command;
 const T0: u64 = 1_700_000_000_000_000_000;
 
 fn ipv4(i: usize) -> Vec<u8> {
-    let tcp = i % 3 == 0;
+    let tcp = i.is_multiple_of(3);
     let payload = vec![i as u8; 12 + i % 40];
     let mut l4 = Vec::new();
     l4.extend_from_slice(&(1000 + i as u16).to_be_bytes());
@@ -518,4 +518,68 @@ fn the_api_writes_pcapng_over_link_types_and_refuses_pcap_alike() {
     let (code, body) = get("format=pcapng&filter=ether%20host%2002:00:00:00:00:01");
     assert_eq!(code, 400);
     assert!(String::from_utf8_lossy(&body).contains("RAW (101)"));
+}
+
+/// `record -r` of a file of another link type with `--serve`: the
+/// PCAP-over-IP stream's header carries the file's link type (RAW), and
+/// the frames that follow are the file's, byte for byte.
+#[test]
+fn record_r_serves_the_files_link_type() {
+    let t = TempDir::new("linktypes-serve");
+    let raw = t.path().join("raw.pcap");
+    pcap(&raw, 101, true, false, 150, 1_000, 0);
+    let want = tcpdump(&raw, None);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let dir = t.path().join("rec");
+    let child = Command::new(bin())
+        .args(["record", "-r", raw.to_str().unwrap(), "-w"])
+        .arg(&dir)
+        .args(["-q", "--speed", "50", "--serve", &addr])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Connect as soon as it listens (the file takes 3 s at 50 frames/s).
+    let mut conn = None;
+    for _ in 0..300 {
+        if let Ok(s) = std::net::TcpStream::connect(&addr) {
+            conn = Some(s);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut conn = conn.expect("record -r --serve listens");
+    let mut b = Vec::new();
+    std::io::Read::read_to_end(&mut conn, &mut b).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(b.len() >= 24, "a pcap header");
+    let rd = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    assert_eq!(rd(0), 0xa1b2_3c4d, "ns stamps");
+    assert_eq!(rd(20), 101, "the file's link type, not Ethernet");
+    // What follows: a run of the file's frames (those from the connect on).
+    let mut got = Vec::new();
+    let mut o = 24;
+    while o + 16 <= b.len() {
+        let cap = rd(o + 8) as usize;
+        got.push(F {
+            lt: 101,
+            ts: rd(o) as u64 * 1_000_000_000 + rd(o + 4) as u64,
+            orig: rd(o + 12),
+            data: b[o + 16..o + 16 + cap].to_vec(),
+        });
+        o += 16 + cap;
+    }
+    assert_eq!(o, b.len(), "whole records");
+    assert!(!got.is_empty(), "frames after the connect");
+    let first = want
+        .iter()
+        .position(|f| f == &got[0])
+        .expect("the first frame served is the file's");
+    same("served", &got, &want[first..first + got.len()]);
 }
