@@ -16,6 +16,10 @@
 //!   in every build): one `/dev/netmap` descriptor per RX ring, the ring
 //!   walked in place; all of its `unsafe` in `netmap/ring.rs` and
 //!   `netmap/sys.rs`.
+//! - `packet`: the TPACKET_V3 engine ([`Packet`]): one AF_PACKET socket
+//!   and ring of blocks per queue (fanout by queue), walked in place; for
+//!   devices whose AF_XDP sockets only copy; all of its `unsafe` in
+//!   `packet/ring.rs`.
 //! - `xsk`: AF_XDP sockets, UMEM and rings: all of their `unsafe`.
 //! - `arena`: the file engine's frame ring: all of its `unsafe`.
 //! - `mapped`: a capture file mapped read-only, which the file engine reads
@@ -49,6 +53,7 @@ pub mod link;
 mod mapped;
 mod multi;
 pub mod netmap;
+pub mod packet;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod tx;
@@ -64,6 +69,7 @@ pub use file::{FileConfig, FileEngine, PcapInPlace, RecordHead, RecordSource};
 pub use link::{LinkMonitor, LinkStatus};
 pub use multi::MultiEngine;
 pub use netmap::NetmapConfig;
+pub use packet::{Packet, PacketConfig};
 pub use xdpfilter::CaptureFilter;
 pub use xsk::{BindMode, BusyPoll, XskStats};
 
@@ -199,6 +205,23 @@ pub enum CaptureError {
         ifname: String,
         /// What did not fit.
         what: String,
+    },
+    /// An AF_PACKET socket of the TPACKET_V3 engine could not be set up.
+    #[error(
+        "cannot set up the AF_PACKET socket of {ifname} queue {queue} ({what}): {source}{hint}"
+    )]
+    PacketSocket {
+        /// The interface.
+        ifname: String,
+        /// The queue.
+        queue: u32,
+        /// The step that failed (socket, PACKET_RX_RING, bind, ...).
+        what: String,
+        /// The kernel's answer.
+        #[source]
+        source: std::io::Error,
+        /// What to do about it.
+        hint: &'static str,
     },
     /// A thread could not be started.
     #[error("cannot start a thread: {0}")]

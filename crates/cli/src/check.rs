@@ -83,6 +83,30 @@ pub fn run(opts: &RecordConfig, metrics: Option<SocketAddr>) -> Result<i32> {
                 ok.push(format!("writer CPUs {cpus:?}"));
             }
         }
+        Input::Packet(list) => {
+            for (i, c) in list.iter().enumerate() {
+                if list[..i].iter().any(|o| o.ifname == c.ifname) {
+                    bail!("interface {} is given twice: give each -i once", c.ifname);
+                }
+                if sys::ifindex(&c.ifname).is_none() {
+                    bail!(
+                        "no such interface '{}' in this network namespace (list interfaces with `ip link`)",
+                        c.ifname
+                    );
+                }
+            }
+            if let Err(e) = ethernet_filter() {
+                eprintln!("wiretape: error: {e}");
+                return Ok(crate::filter::exit_code(&e));
+            }
+            let names: Vec<&str> = list.iter().map(|c| c.ifname.as_str()).collect();
+            ok.push(format!(
+                "interfaces {} (packet engine: {} blocks x {} KiB per queue)",
+                names.join(","),
+                list[0].blocks,
+                list[0].block_size / 1024
+            ));
+        }
         Input::Netmap(c) => {
             if sys::ifindex(&c.ifname).is_none() {
                 bail!(
@@ -206,6 +230,7 @@ fn check_dir(opts: &RecordConfig) -> Result<String> {
         Input::Interface(c) => of(&c.ifname, &c.queues),
         Input::Interfaces(l) => l.iter().map(|c| of(&c.ifname, &c.queues)).sum(),
         Input::Netmap(c) => of(&c.ifname, &c.queues),
+        Input::Packet(l) => l.iter().map(|c| of(&c.ifname, &c.queues)).sum(),
         Input::File(_) => 1,
     };
     let need = queues * st.block_size as u64 * st.buffers as u64;

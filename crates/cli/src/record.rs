@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 use wiretape::capture::{
-    sys, BusyPoll, CaptureConfig, FileConfig, NetmapConfig, XdpCutoff, XdpMode,
+    sys, BusyPoll, CaptureConfig, FileConfig, NetmapConfig, PacketConfig, XdpCutoff, XdpMode,
 };
 use wiretape::{Event, Input, RecordConfig};
 
@@ -107,11 +107,23 @@ pub struct Args {
     #[arg(long, value_name = "BYTES")]
     frame_size: Option<u32>,
     /// Capture engine: afxdp (an XDP program steers each RX queue into an
-    /// AF_XDP socket) or netmap (each RX ring bound through /dev/netmap and
-    /// read in place: needs the netmap kernel module and a wiretape built
-    /// with `--features netmap`; stamps default to hybrid).
-    #[arg(long, value_name = "ENGINE", default_value = "afxdp", value_parser = ["afxdp", "netmap"])]
+    /// AF_XDP socket), packet (TPACKET_V3: one AF_PACKET socket and ring of
+    /// blocks per queue, fanned out by RX queue; one kernel copy per frame,
+    /// where AF_XDP in copy mode makes two: cheaper on devices without
+    /// AF_XDP zero-copy, e.g. veth; the filter runs in user space; every
+    /// queue; no --cutoff) or netmap (each RX ring bound through /dev/netmap
+    /// and read in place: needs the netmap kernel module and a wiretape
+    /// built with `--features netmap`; stamps default to hybrid).
+    #[arg(long, value_name = "ENGINE", default_value = "afxdp", value_parser = ["afxdp", "packet", "netmap"])]
     engine: String,
+    /// With --engine packet: blocks per queue's ring (default 64). The ring
+    /// holds every frame not yet copied by the writer.
+    #[arg(long, value_name = "N")]
+    packet_blocks: Option<u32>,
+    /// With --engine packet: KiB per ring block, a power of two (default
+    /// 1024). A block is handed over when full or 8 ms after its first frame.
+    #[arg(long, value_name = "KIB")]
+    packet_block_kib: Option<u32>,
     /// With --engine netmap: slots per RX ring to ask netmap for (64-16384;
     /// the driver may round it). The ring holds every frame not yet copied
     /// by the writer. Default: the driver's ring size (`ethtool -g`).
@@ -616,8 +628,11 @@ fn input(a: &Args) -> Result<Input> {
         f.cutoff = a.cutoff.map(|size| (size, a.cutoff_flows as usize));
         return Ok(Input::File(f));
     }
-    if a.cutoff.is_some() && a.engine == "netmap" {
-        bail!("--cutoff: the netmap engine does not apply it (the XDP program of --engine afxdp and the file engine, -r, do); use --engine afxdp or leave --cutoff out");
+    if a.cutoff.is_some() && a.engine != "afxdp" {
+        bail!("--cutoff: the {} engine does not apply it (the XDP program of --engine afxdp and the file engine, -r, do); use --engine afxdp or leave --cutoff out", a.engine);
+    }
+    if a.engine != "packet" && (a.packet_blocks.is_some() || a.packet_block_kib.is_some()) {
+        bail!("--packet-blocks and --packet-block-kib apply to --engine packet only");
     }
     let iface = a
         .iface
@@ -655,6 +670,45 @@ fn input(a: &Args) -> Result<Input> {
     }
     if a.netmap_slots.is_some() {
         bail!("--netmap-slots applies to --engine netmap only (AF_XDP's is --frames)");
+    }
+    if a.engine == "packet" {
+        if a.busy_poll.is_some() {
+            bail!("--busy-poll applies to --engine afxdp only: it sets AF_XDP socket options");
+        }
+        for (given, flag) in [
+            (a.xdp_mode.is_some(), "--xdp-mode"),
+            (a.zero_copy.is_some(), "--zero-copy"),
+            (a.frames.is_some(), "--frames"),
+            (a.frame_size.is_some(), "--frame-size"),
+        ] {
+            if given {
+                bail!("{flag} applies to --engine afxdp only (the packet engine's ring is --packet-blocks x --packet-block-kib)");
+            }
+        }
+        let cpus = cpu_list(&a.cpus, "--cpus")?;
+        let writer_cpus = cpu_list(&a.writer_cpus, "--writer-cpus")?;
+        let queues = match a.queues.as_deref().map(str::trim) {
+            None | Some("all") => None,
+            Some(s) => Some(parse_list(s, "--queues")?),
+        };
+        let list = a
+            .iface
+            .iter()
+            .map(|name| {
+                let mut c = PacketConfig::new(name);
+                c.queues = queues.clone();
+                c.cpus = cpus.clone();
+                c.writer_cpus = writer_cpus.clone();
+                if let Some(n) = a.packet_blocks {
+                    c.blocks = n;
+                }
+                if let Some(k) = a.packet_block_kib {
+                    c.block_size = k.saturating_mul(1024);
+                }
+                c
+            })
+            .collect();
+        return Ok(Input::Packet(list));
     }
     let mut c = CaptureConfig::new(&iface);
     c.queues = match a.queues.as_deref().map(str::trim) {
@@ -715,7 +769,7 @@ pub fn run(a: Args) -> Result<i32> {
         Input::File(f) => RecordConfig::file(&f.path, &a.dir),
         Input::Interface(c) => RecordConfig::interface(&c.ifname, &a.dir),
         Input::Netmap(c) => RecordConfig::netmap(&c.ifname, &a.dir),
-        Input::Interfaces(_) => {
+        Input::Interfaces(_) | Input::Packet(_) => {
             let names: Vec<&str> = a.iface.iter().map(String::as_str).collect();
             RecordConfig::interfaces(&names, &a.dir)
         }

@@ -76,6 +76,18 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
             ts_text(info),
         );
     }
+    if info.engine == "packet" {
+        return format!(
+            "wiretape: recording {} queues {:?} [{}]: packet (TPACKET_V3, fanout by queue), {} blocks x {} KiB per queue, snaplen {snaplen}{}, {} -> {dir}",
+            info.ifname,
+            info.queues,
+            cpus.join(" "),
+            info.frames,
+            info.frame_size / 1024,
+            filter("user space"),
+            ts_text(info),
+        );
+    }
     if info.engine == "netmap" {
         return format!(
             "wiretape: recording {} queues {:?} [{}]: netmap, {} slots x {} B per ring, snaplen {snaplen}{}, {} -> {dir}",
@@ -124,6 +136,13 @@ fn xdp_mode(info: &StartInfo) -> &'static str {
 fn ts_text(info: &StartInfo) -> String {
     use wiretape::timestamp::TsMode;
     match info.ts_mode {
+        TsMode::Hw if info.engine == "packet" => {
+            "timestamps hw (the kernel's per frame: the NIC's where it gives one, else software)"
+                .into()
+        }
+        TsMode::Xdp if info.engine == "packet" => {
+            "timestamps xdp (the kernel's software stamp per frame)".into()
+        }
         TsMode::Hw => match &info.hw_refused {
             None => format!(
                 "timestamps hw (NIC, else xdp; TAI-UTC {} s)",

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wiretape_capture::{
     sys, AfXdp, CaptureConfig, CaptureError, CaptureFilter, Engine, FileConfig, FileEngine,
-    LinkStatus, MultiEngine, NetmapConfig, RecordSource, StartInfo,
+    LinkStatus, MultiEngine, NetmapConfig, Packet, PacketConfig, RecordSource, StartInfo,
 };
 use wiretape_storage::{
     RotatingWriter, StorageConfig, StorageError, StorageProgress, Store, WriterReport,
@@ -34,6 +34,10 @@ pub enum Input {
     /// checked before any is attached. `cpus` and `writer_cpus` of the first
     /// config cover all queues of all interfaces, in order.
     Interfaces(Vec<CaptureConfig>),
+    /// One or more interfaces through the TPACKET_V3 engine (`--engine
+    /// packet`): one AF_PACKET socket and ring per queue. Several
+    /// interfaces run as one, as [`Input::Interfaces`] does.
+    Packet(Vec<PacketConfig>),
 }
 
 /// Everything a recording needs, nested by concern.
@@ -140,6 +144,11 @@ impl RecordConfig {
             Input::File(f) => f.name(),
             Input::Netmap(c) => c.ifname.clone(),
             Input::Interfaces(l) => l
+                .iter()
+                .map(|c| c.ifname.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            Input::Packet(l) => l
                 .iter()
                 .map(|c| c.ifname.as_str())
                 .collect::<Vec<_>>()
@@ -261,6 +270,30 @@ fn record_inner(
                 .collect::<Result<Vec<_>, PipelineError>>()?;
             Input::Interfaces(check_interfaces(list)?)
         }
+        Input::Packet(list) => {
+            if list.is_empty() {
+                return Err(CaptureError::Config("no interface to record".into()).into());
+            }
+            let list = list
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if list[..i].iter().any(|o| o.ifname == c.ifname) {
+                        return Err(CaptureError::Config(format!(
+                            "interface {} is given twice: give each -i once",
+                            c.ifname
+                        ))
+                        .into());
+                    }
+                    let mut c = c.clone();
+                    if cfg.filter.is_some() {
+                        c.filter = live(&c.ifname)?;
+                    }
+                    Ok(c)
+                })
+                .collect::<Result<Vec<_>, PipelineError>>()?;
+            Input::Packet(list)
+        }
         Input::File(f) => {
             let mut f = f.clone();
             // The files written keep the input's link type.
@@ -362,6 +395,46 @@ fn record_inner(
                 .iter()
                 .map(|c| AfXdp::open(c, cfg.ts))
                 .collect::<Result<Vec<_>, _>>()?;
+            let (r, end) = seg.run(
+                MultiEngine::new(engines),
+                realtime_ns(),
+                live,
+                &mut on_event,
+            )?;
+            ended(r, end)
+        }
+        Input::Packet(list) if list.len() == 1 => {
+            let engine = Packet::open(&list[0], cfg.ts)?;
+            let (r, end) = seg.run(engine, realtime_ns(), live, &mut on_event)?;
+            ended(r, end)
+        }
+        Input::Packet(list) => {
+            // Opened one after the other, each with its own share of the
+            // CPUs; should one fail, those already open are closed.
+            let cpus = list[0].cpus.clone().unwrap_or_else(sys::allowed_cpus);
+            let writer_cpus = list[0].writer_cpus.clone();
+            let mut offset = 0;
+            let mut engines = Vec::new();
+            for c in list {
+                let mut c = c.clone();
+                let mut v = cpus.clone();
+                if !v.is_empty() {
+                    let k = offset % v.len();
+                    v.rotate_left(k);
+                }
+                c.cpus = Some(v);
+                c.writer_cpus = writer_cpus.as_ref().map(|w| {
+                    let mut w = w.clone();
+                    if !w.is_empty() {
+                        let k = offset % w.len();
+                        w.rotate_left(k);
+                    }
+                    w
+                });
+                let e = Packet::open(&c, cfg.ts)?;
+                offset += e.info().queues.len();
+                engines.push(e);
+            }
             let (r, end) = seg.run(
                 MultiEngine::new(engines),
                 realtime_ns(),
@@ -916,6 +989,22 @@ impl InputError for MultiEngine<AfXdp> {
     fn file_queue(&self, queue: u32) -> (String, u32) {
         let (e, own) = self.locate(queue).expect("a queue of the run");
         (e.info().ifname.clone(), own)
+    }
+}
+
+impl InputError for MultiEngine<Packet> {
+    fn input_error(&self) -> Option<String> {
+        None
+    }
+    fn file_queue(&self, queue: u32) -> (String, u32) {
+        let (e, own) = self.locate(queue).expect("a queue of the run");
+        (e.info().ifname.clone(), own)
+    }
+}
+
+impl InputError for Packet {
+    fn input_error(&self) -> Option<String> {
+        None
     }
 }
 

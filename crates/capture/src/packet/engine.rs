@@ -1,0 +1,522 @@
+//! The TPACKET_V3 engine proper (safe code): opening the sockets, the poll
+//! thread's block walk ([`PacketRx`]), the writer's frame half
+//! ([`PacketFrames`]) and the counters.
+
+use super::ring::{FrameHead, Ring, Socket, TP_STATUS_TS_RAW_HARDWARE};
+use super::PacketConfig;
+use crate::engine::{cpu_in_turn, Engine, EngineCounters, EngineQueue, FrameStore, RxQueue};
+use crate::{sys, CaptureError, Desc, LinkMonitor, LinkStatus, StartInfo};
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use wiretape_timestamp::{AutoClock, RealtimeClock, Stamper, TaiToUtc, TsMode};
+
+/// Counters of one queue, shared by its poll thread and the engine.
+#[derive(Default)]
+struct Shared {
+    /// Frames walked (every frame of every block handed over).
+    walked: AtomicU64,
+    bytes: AtomicU64,
+    filtered: AtomicU64,
+    hw_stamped: AtomicU64,
+    /// Frames whose header leaves its block (a kernel bug): never handed out.
+    other: AtomicU64,
+    /// Frames the kernel dropped for want of a free block, summed over
+    /// `PACKET_STATISTICS` reads (each read resets the kernel's count).
+    drops: Mutex<u64>,
+}
+
+/// When the engine was stopped (the gates closed).
+#[derive(Default)]
+struct Stop {
+    at: OnceLock<Instant>,
+}
+
+/// The TPACKET_V3 engine (see the module docs). Dropping it closes the
+/// sockets.
+pub struct Packet {
+    queues: Vec<EngineQueue<PacketRx, PacketFrames>>,
+    socks: Vec<(u32, Arc<Socket>, Arc<Shared>)>,
+    stop: Arc<Stop>,
+    info: StartInfo,
+    monitor: Option<Mutex<LinkMonitor>>,
+}
+
+fn socket_error(ifname: &str, queue: u32, what: &str, e: io::Error) -> CaptureError {
+    let hint = match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            ": run as root, or give wiretape CAP_NET_RAW (and CAP_IPC_LOCK for the ring)"
+        }
+        Some(libc::ENOMEM) => {
+            ": the kernel could not allocate the ring: ask for fewer or smaller --packet-blocks/--packet-block-kib"
+        }
+        Some(libc::EINVAL) if what == "PACKET_FANOUT" => {
+            ": another process uses this fanout group id, or the kernel lacks PACKET_FANOUT_QM; record one queue (--queues 0) or retry"
+        }
+        _ => "",
+    };
+    CaptureError::PacketSocket {
+        ifname: ifname.to_owned(),
+        queue,
+        what: what.to_owned(),
+        source: e,
+        hint,
+    }
+}
+
+/// Refuses the stamping modes the engine cannot do; true when the kernel
+/// stamps each frame (hw: the NIC's stamp where it gives one; xdp: the
+/// kernel's software stamp), false when the poll thread does (the others).
+fn kernel_stamps(ts: TsMode) -> bool {
+    matches!(ts, TsMode::Hw | TsMode::Xdp)
+}
+
+impl Packet {
+    /// Checks the settings, then opens, maps, binds and joins one socket per
+    /// queue, and only then lets frames in. Nothing stays open when it fails.
+    pub fn open(cfg: &PacketConfig, ts: TsMode) -> Result<Self, CaptureError> {
+        let ifname = cfg.ifname.clone();
+        let Some(ifindex) = sys::ifindex(&ifname) else {
+            return Err(CaptureError::NoSuchInterface(ifname));
+        };
+        let bs = cfg.block_size;
+        if !bs.is_power_of_two() || !(4096..=(64 << 20)).contains(&bs) {
+            return Err(CaptureError::Config(format!(
+                "--packet-block-kib {}: a block must be a power of two between 4 KiB and 64 MiB",
+                bs / 1024
+            )));
+        }
+        if !(2..=65536).contains(&cfg.blocks) {
+            return Err(CaptureError::Config(format!(
+                "--packet-blocks {}: a ring needs between 2 and 65536 blocks",
+                cfg.blocks
+            )));
+        }
+        let count = sys::rx_queue_count(&ifname).unwrap_or(1).max(1);
+        let queues: Vec<u32> = match &cfg.queues {
+            None => (0..count).collect(),
+            Some(list) => {
+                if let Some(&q) = list.iter().find(|&&q| q >= count) {
+                    return Err(CaptureError::NoSuchQueue {
+                        ifname,
+                        queue: q,
+                        count,
+                        last: count - 1,
+                    });
+                }
+                let mut sorted = list.clone();
+                sorted.sort_unstable();
+                sorted.dedup();
+                if sorted != (0..count).collect::<Vec<_>>() {
+                    return Err(CaptureError::Config(format!(
+                        "--engine packet records every queue of {ifname} (an AF_PACKET socket sees the whole interface): \
+                         leave --queues out, or use --engine afxdp to record some queues only"
+                    )));
+                }
+                sorted
+            }
+        };
+        if cfg.filter.is_some() {
+            match sys::arphrd(&ifname) {
+                Some(1) | None => {}
+                Some(arphrd) => return Err(CaptureError::FilterLinkType { ifname, arphrd }),
+            }
+        }
+        let kernel = kernel_stamps(ts);
+        // One fanout group id per run and interface (16 bits; the kernel
+        // refuses to mix types in a group, so a clash fails loudly).
+        let group = ((std::process::id() as u16) ^ (ifindex as u16).rotate_left(8)) | 1;
+        let mut opened = Vec::new();
+        for &q in &queues {
+            let sock = Socket::new().map_err(|e| socket_error(&ifname, q, "socket", e))?;
+            sock.setup(ts == TsMode::Hw)
+                .map_err(|e| socket_error(&ifname, q, "PACKET_VERSION", e))?;
+            sock.rx_ring(bs, cfg.blocks, cfg.retire_ms)
+                .map_err(|e| socket_error(&ifname, q, "PACKET_RX_RING", e))?;
+            let ring = Ring::map(&sock, bs, cfg.blocks)
+                .map_err(|e| socket_error(&ifname, q, "mmap", e))?;
+            sock.bind(ifindex)
+                .map_err(|e| socket_error(&ifname, q, "bind", e))?;
+            if queues.len() > 1 {
+                sock.join_fanout(group)
+                    .map_err(|e| socket_error(&ifname, q, "PACKET_FANOUT", e))?;
+            }
+            opened.push((q, Arc::new(sock), Arc::new(ring)));
+        }
+        let allowed = sys::allowed_cpus();
+        let tai = TaiToUtc::measure();
+        let stop = Arc::new(Stop::default());
+        let mut info = StartInfo {
+            engine: "packet",
+            ifname: ifname.clone(),
+            ifindex,
+            source: None,
+            queues: queues.clone(),
+            xdp_mode: None,
+            bind_mode: None,
+            zero_copy_refused: None,
+            native_refused: None,
+            cpus: Vec::new(),
+            writer_cpus: Vec::new(),
+            tai_offset_s: tai.offset().as_secs(),
+            ts_mode: ts,
+            link_bps: sys::link_speed_bps(&ifname),
+            clock: if kernel {
+                "kernel (per frame)"
+            } else {
+                "poller"
+            },
+            hw_refused: None,
+            frames: cfg.blocks,
+            frame_size: bs,
+            interfaces: Vec::new(),
+            mapped_file: None,
+            busy_poll: None,
+        };
+        let grace = Duration::from_millis(cfg.retire_ms as u64 * 3 + 20);
+        let mut out = Vec::new();
+        let mut socks = Vec::new();
+        for (i, (q, sock, ring)) in opened.into_iter().enumerate() {
+            let cpu = cpu_in_turn(cfg.cpus.as_deref(), &allowed, i);
+            let writer_cpu = cpu_in_turn(cfg.writer_cpus.as_deref(), &[], i);
+            info.cpus.push(cpu);
+            info.writer_cpus.push(writer_cpu);
+            let stamper = (!kernel).then(|| {
+                let clock = match ts {
+                    TsMode::Off => AutoClock::Realtime(RealtimeClock),
+                    _ => AutoClock::new(),
+                };
+                info.clock = clock.name();
+                Stamper::new(ts, clock, tai).with_link_speed(info.link_bps)
+            });
+            let shared = Arc::new(Shared::default());
+            let released = Arc::new(AtomicU64::new(0));
+            socks.push((q, sock.clone(), shared.clone()));
+            out.push(EngineQueue {
+                queue: q,
+                rx: PacketRx {
+                    ring: ring.clone(),
+                    sock,
+                    next_block: 0,
+                    walk: None,
+                    pending: VecDeque::new(),
+                    handed: 0,
+                    released: released.clone(),
+                    filter: cfg.filter.as_ref().map(|f| f.program.clone()),
+                    kernel_stamps: kernel,
+                    shared,
+                    stop: stop.clone(),
+                    grace,
+                },
+                frames: PacketFrames { ring, released },
+                stamper,
+                cpu,
+                writer_cpu,
+            });
+        }
+        // Every socket is bound and in its group: let frames in.
+        for (q, sock, _) in &socks {
+            sock.open_gate()
+                .map_err(|e| socket_error(&ifname, *q, "SO_DETACH_FILTER", e))?;
+        }
+        let monitor = LinkMonitor::new(&ifname, ifindex).ok().map(Mutex::new);
+        Ok(Packet {
+            queues: out,
+            socks,
+            stop,
+            info,
+            monitor,
+        })
+    }
+}
+
+impl Engine for Packet {
+    type Rx = PacketRx;
+    type Frames = PacketFrames;
+
+    fn info(&self) -> &StartInfo {
+        &self.info
+    }
+
+    fn take_queues(&mut self) -> Vec<EngineQueue<PacketRx, PacketFrames>> {
+        std::mem::take(&mut self.queues)
+    }
+
+    fn counters(&self, queue: u32) -> EngineCounters {
+        let Some((_, sock, s)) = self.socks.iter().find(|(q, _, _)| *q == queue) else {
+            return EngineCounters::default();
+        };
+        // The walk's counts are read before the kernel's: seen never runs
+        // ahead of written + filtered + drops.
+        let walked = s.walked.load(Ordering::Acquire);
+        let drops = {
+            let mut d = s.drops.lock().unwrap_or_else(|e| e.into_inner());
+            if let Ok((_, dropped)) = sock.stats() {
+                *d += dropped;
+            }
+            *d
+        };
+        EngineCounters {
+            seen: walked + drops,
+            seen_bytes: s.bytes.load(Ordering::Relaxed),
+            hw_stamped: s.hw_stamped.load(Ordering::Relaxed),
+            filtered: s.filtered.load(Ordering::Relaxed),
+            rx_ring_full: drops,
+            other: s.other.load(Ordering::Relaxed),
+            ..Default::default()
+        }
+    }
+
+    fn stop(&mut self) {
+        if self.stop.at.get().is_some() {
+            return;
+        }
+        for (_, sock, _) in &self.socks {
+            // Should closing a gate fail, the queue still ends after the
+            // grace (frames arriving meanwhile are recorded and counted).
+            let _ = sock.close_gate();
+        }
+        let _ = self.stop.at.set(Instant::now());
+    }
+
+    fn link_status(&self) -> LinkStatus {
+        let seen = match &self.monitor {
+            Some(m) => m.lock().unwrap_or_else(|e| e.into_inner()).poll(),
+            None => LinkStatus::Up,
+        };
+        if matches!(seen, LinkStatus::Gone(_)) {
+            return seen;
+        }
+        for (q, sock, _) in &self.socks {
+            if let Some(e) = sock.take_error() {
+                return LinkStatus::Gone(format!(
+                    "the AF_PACKET socket of {} queue {q} failed: {e}",
+                    self.info.ifname
+                ));
+            }
+        }
+        seen
+    }
+}
+
+impl Drop for Packet {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Where the walk is in the block it is reading.
+struct Walk {
+    block: u32,
+    /// Offset of the next frame's header.
+    off: u32,
+    /// Frames left in the block.
+    left: u32,
+}
+
+/// The poll thread's half of one queue: walks the blocks the kernel handed
+/// over, in ring order, and gives each back once the writer returned every
+/// frame taken from it.
+pub struct PacketRx {
+    ring: Arc<Ring>,
+    sock: Arc<Socket>,
+    next_block: u32,
+    walk: Option<Walk>,
+    /// Blocks walked (or being walked) and not yet given back, each with
+    /// the count of frames handed out up to its end.
+    pending: VecDeque<(u32, u64)>,
+    /// Frames handed out so far.
+    handed: u64,
+    /// Frames the writer gave back so far.
+    released: Arc<AtomicU64>,
+    filter: Option<wiretape_filter::Program>,
+    kernel_stamps: bool,
+    shared: Arc<Shared>,
+    stop: Arc<Stop>,
+    /// How long after the stop a block may still be handed over (the
+    /// kernel's retire timer).
+    grace: Duration,
+}
+
+impl PacketRx {
+    /// Whether the next block in ring order is handed over and not walked
+    /// yet: still ours from the last lap (its frames not all given back)
+    /// is not new.
+    #[inline]
+    fn next_ready(&self) -> bool {
+        let b = self.next_block;
+        self.pending.front().is_none_or(|p| p.0 != b) && self.ring.is_user(b)
+    }
+
+    /// Gives back the blocks whose frames the writer has all returned.
+    #[inline]
+    fn release_done(&mut self) {
+        let released = self.released.load(Ordering::Acquire);
+        while let Some(&(b, end)) = self.pending.front() {
+            let walking = self.walk.as_ref().is_some_and(|w| w.block == b);
+            if walking || released < end {
+                break;
+            }
+            self.ring.release(b);
+            self.pending.pop_front();
+        }
+    }
+
+    /// Walks up to `max` frames, appending their tokens to `out`.
+    #[inline]
+    fn walk(&mut self, max: usize, out: &mut Vec<Desc>) -> usize {
+        let ring = &*self.ring;
+        let (mut made, mut looked) = (0usize, 0u64);
+        let (mut bytes, mut filtered, mut hw, mut other) = (0u64, 0u64, 0u64, 0u64);
+        while made < max {
+            if self.walk.is_none() {
+                if !self.next_ready() {
+                    break;
+                }
+                let b = self.next_block;
+                let (n, first) = ring.block_head(b);
+                self.pending.push_back((b, self.handed));
+                self.walk = Some(Walk {
+                    block: b,
+                    off: first,
+                    left: n,
+                });
+            }
+            let w = self.walk.as_mut().expect("a block being walked");
+            if w.left == 0 {
+                let b = w.block;
+                self.walk = None;
+                self.next_block = if b + 1 == ring.blocks() { 0 } else { b + 1 };
+                continue;
+            }
+            let (b, off) = (w.block, w.off);
+            w.left -= 1;
+            looked += 1;
+            let Some(h) = ring.frame_head(b, off) else {
+                // A header outside the block: the rest of it cannot be
+                // trusted either; count them and move on.
+                other += 1 + w.left as u64;
+                looked += w.left as u64;
+                w.left = 0;
+                continue;
+            };
+            w.off = if h.next == 0 {
+                // The last frame: nothing may follow.
+                w.left = 0;
+                off
+            } else {
+                off.saturating_add(h.next)
+            };
+            bytes += h.len as u64;
+            let h: FrameHead = ring.put_back_vlan(b, off, h);
+            if let Some(f) = &self.filter {
+                let (frame, wire) = ring.frame_at(b, off, &h);
+                if !f.matches(frame, wire) {
+                    filtered += 1;
+                    continue;
+                }
+            }
+            hw += (h.status & TP_STATUS_TS_RAW_HARDWARE != 0) as u64;
+            let mut d = ring.desc(b, off, &h);
+            if self.kernel_stamps {
+                d.ts = h.ts_ns;
+            }
+            out.push(d);
+            made += 1;
+            self.handed += 1;
+            if let Some(last) = self.pending.back_mut() {
+                last.1 = self.handed;
+            }
+        }
+        if let Some(w) = &self.walk {
+            if w.left == 0 {
+                // Its last frame taken: the block is walked.
+                let b = w.block;
+                self.walk = None;
+                self.next_block = if b + 1 == ring.blocks() { 0 } else { b + 1 };
+            }
+        }
+        if looked > 0 {
+            let sh = &self.shared;
+            sh.bytes.fetch_add(bytes, Ordering::Relaxed);
+            if filtered > 0 {
+                sh.filtered.fetch_add(filtered, Ordering::Relaxed);
+            }
+            if hw > 0 {
+                sh.hw_stamped.fetch_add(hw, Ordering::Relaxed);
+            }
+            if other > 0 {
+                sh.other.fetch_add(other, Ordering::Relaxed);
+            }
+            // Walked last (release): whoever reads it sees the rest.
+            sh.walked.fetch_add(looked, Ordering::Release);
+        }
+        made
+    }
+}
+
+impl RxQueue for PacketRx {
+    #[inline]
+    fn take(&mut self, max: usize, out: &mut Vec<Desc>) -> usize {
+        self.release_done();
+        let n = self.walk(max, out);
+        if self.walk.is_none() {
+            // A block walked to its end whose frames were all filtered (or
+            // all given back already) goes back at once.
+            self.release_done();
+        }
+        n
+    }
+
+    fn wait(&mut self, timeout: Duration) {
+        self.release_done();
+        if self.walk.is_some() || self.next_ready() {
+            return;
+        }
+        if self.stop.at.get().is_some() {
+            std::thread::sleep(timeout.min(Duration::from_millis(1)));
+            return;
+        }
+        self.sock.wait(timeout);
+    }
+
+    fn ended(&mut self) -> bool {
+        let Some(at) = self.stop.at.get() else {
+            return false;
+        };
+        if self.walk.is_some() || self.next_ready() {
+            return false;
+        }
+        // The gates are closed; the last partly filled block is handed over
+        // by the kernel's retire timer within `retire_ms`.
+        at.elapsed() >= self.grace
+    }
+}
+
+/// The writer's half of one queue: reads frames in the ring, counts them back.
+pub struct PacketFrames {
+    ring: Arc<Ring>,
+    released: Arc<AtomicU64>,
+}
+
+impl FrameStore for PacketFrames {
+    #[inline(always)]
+    fn frame(&self, d: &Desc) -> (&[u8], u32) {
+        self.ring.frame(d)
+    }
+
+    #[inline]
+    fn give_back(&mut self, descs: std::vec::Drain<'_, Desc>) {
+        let owner = self.ring.owner();
+        let mut n = 0u64;
+        for d in descs {
+            assert!(d.owner() == owner, "Desc of another frame area");
+            n += 1;
+        }
+        if n > 0 {
+            self.released.fetch_add(n, Ordering::Release);
+        }
+    }
+}

@@ -1,0 +1,513 @@
+//! All of the TPACKET_V3 engine's `unsafe`: the AF_PACKET socket and its
+//! options, the ring mapped from it, and reads and small in-place writes
+//! of the blocks the kernel handed over.
+//!
+//! The ring (`PACKET_RX_RING`, `TPACKET_V3`) is `blocks` blocks of
+//! `block_size` bytes, mapped shared with the kernel. Each block starts with
+//! a `tpacket_block_desc`; its `block_status` says who owns it:
+//! `TP_STATUS_KERNEL` (0) the kernel fills it; `TP_STATUS_USER` (bit 0) it is
+//! ours, holding `num_pkts` frames from `offset_to_first_pkt` on, each
+//! behind a `tpacket3_hdr` whose `tp_next_offset` leads to the next.
+//!
+//! The invariant every block below relies on: a block is read or written by
+//! us only between the acquire load that saw `TP_STATUS_USER` in its status
+//! ([`Ring::is_user`]) and the release store that gives it back
+//! ([`Ring::release`]); the engine gives a block back only once every frame
+//! token pointing into it was given back by the writer. Inside a block every
+//! read and write is checked against the block's bounds first: the kernel's
+//! offsets are trusted for nothing but content.
+
+use crate::Desc;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// `sizeof(struct tpacket_block_desc)`: the block header.
+#[cfg(test)]
+const BLOCK_HDR: u32 = 48;
+/// `sizeof(struct tpacket3_hdr)`: a frame's header.
+pub(super) const FRAME_HDR: u32 = 48;
+/// `tp_status`: `tp_vlan_tci` holds a tag the kernel took off the frame.
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+/// `tp_status`: `tp_vlan_tpid` holds that tag's TPID.
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+/// `tp_status`: the stamp is the NIC's.
+pub(super) const TP_STATUS_TS_RAW_HARDWARE: u32 = 1 << 31;
+const TP_STATUS_KERNEL: u32 = 0;
+const TP_STATUS_USER: u32 = 1;
+const ETH_P_ALL: u16 = 0x0003;
+const ETH_P_8021Q: u16 = 0x8100;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_TIMESTAMP: libc::c_int = 17;
+
+/// One frame's header, read out of a block (`struct tpacket3_hdr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct FrameHead {
+    /// Offset of the next frame's header from this one's (0: the last).
+    pub next: u32,
+    /// The stamp, UTC ns.
+    pub ts_ns: u64,
+    /// Captured bytes.
+    pub snaplen: u32,
+    /// Length on the wire.
+    pub len: u32,
+    /// `tp_status`.
+    pub status: u32,
+    /// Offset of the frame's first byte from its header.
+    pub mac: u32,
+}
+
+/// An AF_PACKET socket (`SOCK_RAW`), closed on drop.
+pub(super) struct Socket {
+    fd: OwnedFd,
+}
+
+/// `setsockopt(fd, level, name, &val, sizeof val)`.
+fn setopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, val: &T) -> io::Result<()> {
+    // SAFETY: `val` is a live value of the size passed; the kernel only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (val as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A classic BPF program of one instruction: `ret #k` (0: take nothing).
+fn ret_filter(fd: &OwnedFd, k: u32) -> io::Result<()> {
+    let mut insn = libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let prog = libc::sock_fprog {
+        len: 1,
+        filter: &mut insn,
+    };
+    setopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog)
+}
+
+impl Socket {
+    /// A new socket that receives nothing yet (protocol 0, and a filter
+    /// that takes nothing, so that nothing arrives before [`Socket::open_gate`]).
+    pub(super) fn new() -> io::Result<Socket> {
+        // SAFETY: plain socket(2); the result is checked and owned at once.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor we just opened and own alone.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        ret_filter(&fd, 0)?;
+        Ok(Socket { fd })
+    }
+
+    /// `PACKET_VERSION` = `TPACKET_V3`; outgoing frames not taken (RX only,
+    /// as the XDP engine); stamps: the NIC's where it gives one, else the
+    /// kernel's software stamp (`PACKET_TIMESTAMP`).
+    pub(super) fn setup(&self, hw_stamps: bool) -> io::Result<()> {
+        setopt(
+            &self.fd,
+            libc::SOL_PACKET,
+            libc::PACKET_VERSION,
+            &(libc::tpacket_versions::TPACKET_V3 as libc::c_int),
+        )?;
+        setopt(
+            &self.fd,
+            libc::SOL_PACKET,
+            PACKET_IGNORE_OUTGOING,
+            &1 as &libc::c_int,
+        )?;
+        if hw_stamps {
+            let flags = libc::SOF_TIMESTAMPING_RAW_HARDWARE as libc::c_int;
+            setopt(&self.fd, libc::SOL_PACKET, PACKET_TIMESTAMP, &flags)?;
+        }
+        Ok(())
+    }
+
+    /// `PACKET_RX_RING`: `blocks` blocks of `block_size` bytes, a block
+    /// handed over at the latest `retire_ms` after its first frame.
+    pub(super) fn rx_ring(&self, block_size: u32, blocks: u32, retire_ms: u32) -> io::Result<()> {
+        let req = libc::tpacket_req3 {
+            tp_block_size: block_size,
+            tp_block_nr: blocks,
+            tp_frame_size: 2048,
+            tp_frame_nr: (block_size / 2048) * blocks,
+            tp_retire_blk_tov: retire_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        setopt(&self.fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
+    }
+
+    /// Binds to interface `ifindex`, all protocols: frames start coming
+    /// (through the gate).
+    pub(super) fn bind(&self, ifindex: u32) -> io::Result<()> {
+        // SAFETY: all-zero is a valid sockaddr_ll.
+        let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sa.sll_family = libc::AF_PACKET as u16;
+        sa.sll_protocol = ETH_P_ALL.to_be();
+        sa.sll_ifindex = ifindex as i32;
+        // SAFETY: a valid sockaddr_ll of the size passed.
+        let r = unsafe {
+            libc::bind(
+                self.fd.as_raw_fd(),
+                (&sa as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Joins fanout group `id`, frames spread by the RX queue they came in
+    /// on (`PACKET_FANOUT_QM`): the n-th socket to join gets queue n.
+    pub(super) fn join_fanout(&self, id: u16) -> io::Result<()> {
+        let arg: u32 = id as u32 | (libc::PACKET_FANOUT_QM << 16);
+        setopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
+    }
+
+    /// Lets frames in (takes the gate's filter off).
+    pub(super) fn open_gate(&self) -> io::Result<()> {
+        setopt(
+            &self.fd,
+            libc::SOL_SOCKET,
+            libc::SO_DETACH_FILTER,
+            &0 as &libc::c_int,
+        )
+    }
+
+    /// Lets no new frame in (the gate again): frames already in the ring stay.
+    pub(super) fn close_gate(&self) -> io::Result<()> {
+        ret_filter(&self.fd, 0)
+    }
+
+    /// `PACKET_STATISTICS`: (frames the ring took or dropped, dropped for a
+    /// full ring) since the last call (the kernel resets them).
+    pub(super) fn stats(&self) -> io::Result<(u64, u64)> {
+        // SAFETY: all-zero is a valid tpacket_stats_v3.
+        let mut st: libc::tpacket_stats_v3 = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
+        // SAFETY: `st` and `len` are live and sized; the kernel writes at most `len` bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats_v3).cast(),
+                &mut len,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((st.tp_packets as u64, st.tp_drops as u64))
+    }
+
+    /// The socket's pending error (`SO_ERROR`): the kernel sets ENETDOWN
+    /// when the interface goes away.
+    pub(super) fn take_error(&self) -> Option<io::Error> {
+        let mut e: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `e` and `len` are live and sized.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                (&mut e as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        (r == 0 && e != 0).then(|| io::Error::from_raw_os_error(e))
+    }
+
+    /// Waits up to `timeout` for a block (`ppoll(POLLIN)`).
+    pub(super) fn wait(&self, timeout: std::time::Duration) {
+        let mut p = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: one live pollfd, a live timespec, no signal mask.
+        unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
+    }
+}
+
+/// The ring mapped from a [`Socket`]; unmapped on drop. Shared by the poll
+/// thread (block status, headers, release) and the writer (frame bytes).
+pub(super) struct Ring {
+    ptr: NonNull<u8>,
+    len: usize,
+    block_size: u32,
+    blocks: u32,
+    /// The frame area's owner id, stamped into every token it hands out.
+    owner: u32,
+}
+
+// SAFETY: plain shared memory; who touches which block when is governed by
+// the ownership protocol of the module docs, not by this handle.
+unsafe impl Send for Ring {}
+// SAFETY: as above.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    /// Maps the ring `sock` was given ([`Socket::rx_ring`] with the same sizes).
+    pub(super) fn map(sock: &Socket, block_size: u32, blocks: u32) -> io::Result<Ring> {
+        let len = block_size as usize * blocks as usize;
+        // SAFETY: a new shared mapping of the socket's own ring (the kernel
+        // checks `len` against it); no memory of ours is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                sock.fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Ring {
+            ptr: NonNull::new(p.cast()).expect("mmap returned null"),
+            len,
+            block_size,
+            blocks,
+            owner: crate::desc::new_owner(),
+        })
+    }
+
+    /// The token of the frame whose header is at `off` of block `b`, as
+    /// [`Ring::frame_head`] returned `h` for it.
+    #[inline(always)]
+    pub(super) fn desc(&self, b: u32, off: u32, h: &FrameHead) -> Desc {
+        let hdr = b as u64 * self.block_size as u64 + off as u64;
+        // SAFETY: `owner` is this ring's own id; `hdr` names a frame header
+        // that frame_head checked to lie, with its frame, inside block `b`,
+        // which is ours until the token is given back (the module's
+        // invariant). The token's `addr` is the header's ring offset (read
+        // back by `frame`), its `len` the captured bytes.
+        unsafe { Desc::new(self.owner, hdr, h.snaplen, 0, 0) }
+    }
+
+    /// The frame area's owner id.
+    pub(super) fn owner(&self) -> u32 {
+        self.owner
+    }
+
+    /// Blocks in the ring.
+    pub(super) fn blocks(&self) -> u32 {
+        self.blocks
+    }
+
+    /// The status word of block `b` (shared with the kernel).
+    #[inline(always)]
+    fn status(&self, b: u32) -> &AtomicU32 {
+        assert!(b < self.blocks, "block {b} outside the ring");
+        // SAFETY: inside the mapping (checked), 4-aligned (blocks are
+        // page-aligned, the field is at 8); the kernel and we only touch it
+        // as a whole u32, so an atomic view is sound.
+        unsafe {
+            &*self
+                .ptr
+                .as_ptr()
+                .add(b as usize * self.block_size as usize + 8)
+                .cast::<AtomicU32>()
+        }
+    }
+
+    /// Whether block `b` is ours (acquire: its contents are then visible).
+    #[inline(always)]
+    pub(super) fn is_user(&self, b: u32) -> bool {
+        self.status(b).load(Ordering::Acquire) & TP_STATUS_USER != 0
+    }
+
+    /// Gives block `b` back to the kernel (release: our reads and writes of
+    /// it are done). Only for a block of ours whose tokens are all back.
+    #[inline(always)]
+    pub(super) fn release(&self, b: u32) {
+        self.status(b).store(TP_STATUS_KERNEL, Ordering::Release);
+    }
+
+    /// A u32 at `off` of block `b`, `off + 4` checked against the block.
+    #[inline(always)]
+    fn read_u32(&self, b: u32, off: u32) -> u32 {
+        assert!(b < self.blocks && off.checked_add(4).is_some_and(|e| e <= self.block_size));
+        // SAFETY: inside block `b` (checked), which is ours (the module's
+        // invariant: only called between is_user and release).
+        unsafe {
+            self.ptr
+                .as_ptr()
+                .add(b as usize * self.block_size as usize + off as usize)
+                .cast::<u32>()
+                .read_unaligned()
+        }
+    }
+
+    /// (frames in block `b`, offset of the first one's header).
+    #[inline]
+    pub(super) fn block_head(&self, b: u32) -> (u32, u32) {
+        (self.read_u32(b, 12), self.read_u32(b, 16))
+    }
+
+    /// The frame header at `off` of block `b`; None when the header or the
+    /// frame it describes would leave the block.
+    #[inline]
+    pub(super) fn frame_head(&self, b: u32, off: u32) -> Option<FrameHead> {
+        if off.checked_add(FRAME_HDR)? > self.block_size {
+            return None;
+        }
+        let mac = self.read_u32(b, off + 24) & 0xffff;
+        let h = FrameHead {
+            next: self.read_u32(b, off),
+            ts_ns: self.read_u32(b, off + 4) as u64 * 1_000_000_000
+                + self.read_u32(b, off + 8) as u64,
+            snaplen: self.read_u32(b, off + 12),
+            len: self.read_u32(b, off + 16),
+            status: self.read_u32(b, off + 20),
+            mac,
+        };
+        let end = (off as u64) + (mac as u64) + (h.snaplen as u64);
+        (mac >= FRAME_HDR && end <= self.block_size as u64).then_some(h)
+    }
+
+    /// A frame whose VLAN tag the kernel took off (`TP_STATUS_VLAN_VALID`)
+    /// gets it back as libpcap puts it back: the 12 address bytes move 4
+    /// bytes earlier (into the header's gap) and the tag goes after them;
+    /// the header's `tp_mac`, `tp_snaplen` and `tp_len` follow, so the
+    /// frame's header stays its one description. Returns the new head.
+    /// Frames without a removed tag (or too short to hold addresses) are
+    /// left as they are.
+    pub(super) fn put_back_vlan(&self, b: u32, off: u32, h: FrameHead) -> FrameHead {
+        if h.status & TP_STATUS_VLAN_VALID == 0 || h.snaplen < 12 || h.mac < FRAME_HDR + 4 {
+            return h;
+        }
+        let tci = self.read_u32(b, off + 32) & 0xffff;
+        let tpid = if h.status & TP_STATUS_VLAN_TPID_VALID != 0 {
+            (self.read_u32(b, off + 36) & 0xffff) as u16
+        } else {
+            ETH_P_8021Q
+        };
+        let mac = h.mac - 4;
+        let start = b as usize * self.block_size as usize + off as usize;
+        // Bounds: frame_head checked off + h.mac + h.snaplen <= block_size
+        // and h.mac >= FRAME_HDR + 4, so [off + mac, off + h.mac + 12) and
+        // the header's fields at 12..28 are inside the block and do not
+        // overlap the bytes moved.
+        // SAFETY: inside block `b`, which is ours (the module's invariant);
+        // ptr::copy allows the overlapping move.
+        unsafe {
+            let base = self.ptr.as_ptr().add(start);
+            std::ptr::copy(base.add(h.mac as usize), base.add(mac as usize), 12);
+            let tag = base.add(mac as usize + 12);
+            tag.cast::<[u8; 2]>().write(tpid.to_be_bytes());
+            tag.add(2)
+                .cast::<[u8; 2]>()
+                .write((tci as u16).to_be_bytes());
+            base.add(12).cast::<u32>().write_unaligned(h.snaplen + 4);
+            base.add(16).cast::<u32>().write_unaligned(h.len + 4);
+            base.add(24).cast::<u16>().write_unaligned(mac as u16);
+        }
+        FrameHead {
+            snaplen: h.snaplen + 4,
+            len: h.len + 4,
+            mac,
+            ..h
+        }
+    }
+
+    /// The bytes of the frame of token `d`, and its length on the wire.
+    /// The header is read again here (the writer's thread): it is the
+    /// frame's one description. Panics for a token of another frame area.
+    #[inline]
+    pub(super) fn frame(&self, d: &Desc) -> (&[u8], u32) {
+        assert!(d.owner() == self.owner, "Desc of another frame area");
+        let hdr = d.addr();
+        let b = (hdr / self.block_size as u64) as u32;
+        let off = (hdr % self.block_size as u64) as u32;
+        let h = self
+            .frame_head(b, off)
+            .expect("a token's frame header was checked when it was handed out");
+        self.frame_at(b, off, &h)
+    }
+
+    /// The bytes of the frame whose header at `off` of block `b` is `h`
+    /// (as [`Ring::frame_head`] returned it), and its length on the wire.
+    #[inline]
+    pub(super) fn frame_at(&self, b: u32, off: u32, h: &FrameHead) -> (&[u8], u32) {
+        let start = off as u64 + h.mac as u64;
+        assert!(
+            b < self.blocks
+                && h.mac >= FRAME_HDR
+                && start + h.snaplen as u64 <= self.block_size as u64,
+            "frame outside its block"
+        );
+        // SAFETY: inside block `b` (checked just above); the block is ours
+        // until it is given back, which happens only after every token into
+        // it came back: the caller is the poll thread walking it, or the
+        // writer holding a token into it (`FrameStore::frame`).
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                self.ptr
+                    .as_ptr()
+                    .add(b as usize * self.block_size as usize + start as usize),
+                h.snaplen as usize,
+            )
+        };
+        (bytes, h.len)
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what mmap returned; the ring is dropped
+        // after every borrow of it (its owners hold it in an Arc).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The offsets read above are the kernel's (`linux/if_packet.h`).
+    #[test]
+    fn offsets_are_the_kernels() {
+        assert_eq!(
+            std::mem::size_of::<libc::tpacket_block_desc>(),
+            super::BLOCK_HDR as usize
+        );
+        assert_eq!(
+            std::mem::size_of::<libc::tpacket3_hdr>(),
+            super::FRAME_HDR as usize
+        );
+        let h = std::mem::MaybeUninit::<libc::tpacket3_hdr>::uninit();
+        let p = h.as_ptr();
+        // SAFETY: addr_of! on an uninit value computes addresses only.
+        let off = |f: *const u8| (f as usize) - (p as usize);
+        unsafe {
+            assert_eq!(off(std::ptr::addr_of!((*p).tp_sec).cast()), 4);
+            assert_eq!(off(std::ptr::addr_of!((*p).tp_nsec).cast()), 8);
+            assert_eq!(off(std::ptr::addr_of!((*p).tp_snaplen).cast()), 12);
+            assert_eq!(off(std::ptr::addr_of!((*p).tp_len).cast()), 16);
+            assert_eq!(off(std::ptr::addr_of!((*p).tp_status).cast()), 20);
+            assert_eq!(off(std::ptr::addr_of!((*p).tp_mac).cast()), 24);
+            assert_eq!(off(std::ptr::addr_of!((*p).hv1).cast()), 28);
+        }
+    }
+}
