@@ -498,8 +498,8 @@ mod tests {
         );
         let h = std::mem::MaybeUninit::<libc::tpacket3_hdr>::uninit();
         let p = h.as_ptr();
-        // SAFETY: addr_of! on an uninit value computes addresses only.
         let off = |f: *const u8| (f as usize) - (p as usize);
+        // SAFETY: addr_of! on an uninit value computes addresses only.
         unsafe {
             assert_eq!(off(std::ptr::addr_of!((*p).tp_sec).cast()), 4);
             assert_eq!(off(std::ptr::addr_of!((*p).tp_nsec).cast()), 8);
