@@ -73,8 +73,17 @@ fn regressions() -> Vec<(&'static str, Vec<u8>)> {
     // cargo fuzz (repair): a zstd capture whose first frame is torn: the
     // cut left no bytes, and reopening it panicked ("still compressed").
     v.push(("repair", hex(REPAIR_ZSTD_FIRST_TORN)));
+    // cargo fuzz (repair): a pcapng file whose section header is cut
+    // short: repair said Ok and cut it to 0 bytes (no capture left).
+    v.push(("repair", hex(REPAIR_TORN_SHB)));
     v
 }
+
+/// fuzz/artifacts/repair/crash-04e5293b97eeb26f1672621bec79032d864c69fb
+const REPAIR_TORN_SHB: &[&str] = &[
+    "0a0d0d0a6c0000004d3c2b1a01000000ffffffffffffffff0400450045646974",
+    "636170202857694d72",
+];
 
 /// fuzz/artifacts/repair/crash-800c3f6de855b0c727bc55e99c275e36d38d894a
 const REPAIR_ZSTD_FIRST_TORN: &[&str] = &[

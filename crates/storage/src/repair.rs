@@ -259,6 +259,18 @@ fn repair_plain(path: &Path) -> Result<Repaired, StorageError> {
         truncate(path, h)?;
     }
     let (end, records, _) = scan_from(path, 0)?;
+    // No whole header (a pcapng section header cut short): nothing to keep,
+    // and a cut would leave no capture at all; refused as a pcap file
+    // shorter than its header is (found by fuzzing: it was cut to 0 bytes).
+    if end == 0 {
+        return Err(StorageError::Truncated {
+            path: path.to_owned(),
+            what: "file header",
+            offset: 0,
+            len: len_before,
+            good_end: 0,
+        });
+    }
     if end < len_before {
         truncate(path, end)?;
     }
