@@ -13,7 +13,7 @@
 //! testbed (netns, veth, sender): only for the demo, tests and benches
 //! ```
 //!
-//! - [`capture`]: engines behind one seam (AF_XDP, netmap with the cargo
+//! - [`capture`]: engines behind one seam (AF_XDP, TPACKET_V3, netmap with the cargo
 //!   feature `netmap`, a capture file), transmit.
 //! - [`storage`]: formats, blocks, io_uring O_DIRECT and buffered engines,
 //!   the rotating writer, naming, retention, repair, the `.idx` index, the

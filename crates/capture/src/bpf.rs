@@ -86,6 +86,38 @@ pub fn refuse_attached(ifindex: u32, ifname: &str) -> Result<(), CaptureError> {
     }
 }
 
+/// Whether interface `ifindex`'s driver offers AF_XDP zero-copy sockets
+/// (`NETDEV_XDP_ACT_XSK_ZEROCOPY` in the XDP features the kernel reports
+/// through the netdev netlink family, 6.3 and later). None when the kernel
+/// cannot say (older kernel, no such interface).
+pub fn xsk_zero_copy(ifindex: u32) -> Option<bool> {
+    const NETDEV_XDP_ACT_XSK_ZEROCOPY: u64 = 1 << 3;
+    // SAFETY: plain data; `sz` tells libbpf how much of it we know.
+    let mut q: libbpf_sys::bpf_xdp_query_opts = unsafe { std::mem::zeroed() };
+    q.sz = std::mem::size_of::<libbpf_sys::bpf_xdp_query_opts>() as _;
+    // SAFETY: q is a live, sized opts struct that libbpf fills in.
+    if unsafe { libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut q) } != 0 {
+        return None;
+    }
+    // A kernel without the netdev family (before 6.3) leaves the features
+    // at 0, as a kernel that has it does for a driver without native XDP.
+    if q.feature_flags == 0 && !kernel_at_least(6, 3) {
+        return None;
+    }
+    Some(q.feature_flags & NETDEV_XDP_ACT_XSK_ZEROCOPY != 0)
+}
+
+/// Whether the running kernel is `major.minor` or later (/proc/sys/kernel/osrelease).
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut it = r
+        .trim()
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+    (a, b) >= (major, minor)
+}
+
 /// What XDP program `ifindex` has attached, if any (a netlink query; needs
 /// no program of ours).
 pub fn attached_program(ifindex: u32) -> Option<AttachedProgram> {

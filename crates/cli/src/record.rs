@@ -114,7 +114,12 @@ pub struct Args {
     /// queue; no --cutoff) or netmap (each RX ring bound through /dev/netmap
     /// and read in place: needs the netmap kernel module and a wiretape
     /// built with `--features netmap`; stamps default to hybrid).
-    #[arg(long, value_name = "ENGINE", default_value = "afxdp", value_parser = ["afxdp", "packet", "netmap"])]
+    /// Default auto: packet on an interface whose driver offers no AF_XDP
+    /// zero-copy (the kernel's XDP features say so), unless an option only
+    /// afxdp has is given (--cutoff, --busy-poll, --xdp-mode, --zero-copy,
+    /// --frames, --frame-size, some --queues only); afxdp otherwise. The
+    /// start line and the summary's `engine` name what was picked, and why.
+    #[arg(long, value_name = "ENGINE", default_value = "auto", value_parser = ["auto", "afxdp", "packet", "netmap"])]
     engine: String,
     /// With --engine packet: blocks per queue's ring (default 64). The ring
     /// holds every frame not yet copied by the writer.
@@ -615,6 +620,51 @@ fn ranges(v: &[usize]) -> String {
     }
 }
 
+/// Why `--engine auto` picked the engine it did (shown in the start line
+/// and the summary JSON as `engine_reason`); unset for an engine given.
+pub static ENGINE_REASON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// `--engine auto` resolved: packet where every interface's driver lacks
+/// AF_XDP zero-copy and no option only afxdp has is given; else afxdp.
+fn resolve_engine(a: &Args) -> String {
+    if a.engine != "auto" {
+        return a.engine.clone();
+    }
+    let afxdp_only = [
+        (a.cutoff.is_some(), "--cutoff"),
+        (a.busy_poll.is_some(), "--busy-poll"),
+        (a.xdp_mode.is_some(), "--xdp-mode"),
+        (a.zero_copy.is_some(), "--zero-copy"),
+        (a.frames.is_some(), "--frames"),
+        (a.frame_size.is_some(), "--frame-size"),
+        (
+            a.queues.as_deref().is_some_and(|q| q.trim() != "all"),
+            "--queues",
+        ),
+    ];
+    if let Some((_, flag)) = afxdp_only.iter().find(|(given, _)| *given) {
+        let _ = ENGINE_REASON.set(format!("auto: afxdp, as {flag} needs it"));
+        return "afxdp".into();
+    }
+    let mut copy_only = Vec::new();
+    for name in &a.iface {
+        match sys::ifindex(name).and_then(wiretape::capture::bpf::xsk_zero_copy) {
+            Some(false) => copy_only.push(name.as_str()),
+            Some(true) => {
+                let _ = ENGINE_REASON.set(format!("auto: afxdp, {name} offers AF_XDP zero-copy"));
+                return "afxdp".into();
+            }
+            // Unknown (no such interface: afxdp says so; an old kernel).
+            None => return "afxdp".into(),
+        }
+    }
+    let _ = ENGINE_REASON.set(format!(
+        "auto: packet, {} has no AF_XDP zero-copy, so AF_PACKET's one copy costs less than AF_XDP's two; --engine afxdp to force",
+        copy_only.join(", ")
+    ));
+    "packet".into()
+}
+
 /// The capture side of the options (-i or -r).
 fn input(a: &Args) -> Result<Input> {
     if let Some(path) = &a.read {
@@ -628,10 +678,20 @@ fn input(a: &Args) -> Result<Input> {
         f.cutoff = a.cutoff.map(|size| (size, a.cutoff_flows as usize));
         return Ok(Input::File(f));
     }
-    if a.cutoff.is_some() && a.engine != "afxdp" {
-        bail!("--cutoff: the {} engine does not apply it (the XDP program of --engine afxdp and the file engine, -r, do); use --engine afxdp or leave --cutoff out", a.engine);
+    let engine = if a.packet_blocks.is_some() || a.packet_block_kib.is_some() {
+        // Sizes of the packet engine's ring: that engine (auto included).
+        if a.engine == "auto" {
+            "packet".to_string()
+        } else {
+            a.engine.clone()
+        }
+    } else {
+        resolve_engine(a)
+    };
+    if a.cutoff.is_some() && engine != "afxdp" {
+        bail!("--cutoff: the {engine} engine does not apply it (the XDP program of --engine afxdp and the file engine, -r, do); use --engine afxdp or leave --cutoff out");
     }
-    if a.engine != "packet" && (a.packet_blocks.is_some() || a.packet_block_kib.is_some()) {
+    if engine != "packet" && (a.packet_blocks.is_some() || a.packet_block_kib.is_some()) {
         bail!("--packet-blocks and --packet-block-kib apply to --engine packet only");
     }
     let iface = a
@@ -639,7 +699,7 @@ fn input(a: &Args) -> Result<Input> {
         .first()
         .cloned()
         .expect("clap requires -i without -r");
-    if a.engine == "netmap" {
+    if engine == "netmap" {
         if a.iface.len() > 1 {
             bail!("several interfaces in one run need --engine afxdp: with netmap, run one wiretape per interface");
         }
@@ -671,7 +731,7 @@ fn input(a: &Args) -> Result<Input> {
     if a.netmap_slots.is_some() {
         bail!("--netmap-slots applies to --engine netmap only (AF_XDP's is --frames)");
     }
-    if a.engine == "packet" {
+    if engine == "packet" {
         if a.busy_poll.is_some() {
             bail!("--busy-poll applies to --engine afxdp only: it sets AF_XDP socket options");
         }

@@ -76,9 +76,13 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
             ts_text(info),
         );
     }
+    let why = match crate::record::ENGINE_REASON.get() {
+        Some(r) => format!(" ({r})"),
+        None => String::new(),
+    };
     if info.engine == "packet" {
         return format!(
-            "wiretape: recording {} queues {:?} [{}]: packet (TPACKET_V3, fanout by queue), {} blocks x {} KiB per queue, snaplen {snaplen}{}, {} -> {dir}",
+            "wiretape: recording {} queues {:?} [{}]: packet (TPACKET_V3, fanout by queue){why}, {} blocks x {} KiB per queue, snaplen {snaplen}{}, {} -> {dir}",
             info.ifname,
             info.queues,
             cpus.join(" "),
@@ -117,7 +121,7 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
         None => String::new(),
     };
     format!(
-        "wiretape: recording {} queues {:?} [{}]: {} XDP{native}, AF_XDP {mode}{busy}, UMEM {} x {} B per queue, snaplen {snaplen}{}, {} -> {dir}",
+        "wiretape: recording {} queues {:?} [{}]: {} XDP{native}, AF_XDP {mode}{busy}{why}, UMEM {} x {} B per queue, snaplen {snaplen}{}, {} -> {dir}",
         info.ifname,
         info.queues,
         cpus.join(" "),
@@ -318,6 +322,7 @@ pub fn summary_json(
         "interface": r.info.ifname,
         "queues": r.info.queues,
         "engine": r.info.engine,
+        "engine_reason": crate::record::ENGINE_REASON.get(),
         "source": r.info.source.as_ref().map(|p| p.display().to_string()),
         "xdp_mode": xdp_mode(&r.info),
         "bind_mode": match r.info.bind_mode { Some(BindMode::ZeroCopy) => "zero-copy", Some(BindMode::Copy) => "copy", None => "none" },

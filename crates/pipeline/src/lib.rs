@@ -2,8 +2,8 @@
 //!
 //! A frame's path, top to bottom:
 //! 1. an engine of `wiretape-capture` ([`wiretape_capture::AfXdp`],
-//!    [`wiretape_capture::FileEngine`], netmap with the cargo feature
-//!    `netmap`) hands out its RX queues;
+//!    [`wiretape_capture::Packet`] (TPACKET_V3), [`wiretape_capture::FileEngine`],
+//!    netmap with the cargo feature `netmap`) hands out its RX queues;
 //! 2. per queue, the [`stage`]'s poll thread takes batches and stamps them
 //!    (`wiretape-timestamp`), its writer thread copies each frame once into
 //!    the blocks of a [`wiretape_storage::RotatingWriter`] and gives the
@@ -15,8 +15,8 @@
 //!
 //! A capture filter ([`RecordConfig::filter`], a tcpdump expression) is
 //! compiled here with libpcap for the input's link type and handed to the
-//! engine: the AF_XDP engine decides it in the XDP program, the file engine
-//! with the classic evaluator; rejected frames are counted in `filtered`.
+//! engine: the AF_XDP engine decides it in the XDP program, the file,
+//! packet and netmap engines with the classic evaluator; rejected frames are counted in `filtered`.
 //! Then the per-connection cutoff (`--cutoff`), counted in `cutoff`: the
 //! AF_XDP engine's XDP program applies it in the kernel (`wiretape_cutoff`
 //! in bpf/steer.bpf.c), the file engine in user space
