@@ -595,16 +595,20 @@ async fn count_or_plan(
             job.skipped_by_flow,
             request.window,
         );
-        let out = job.run(|_| Ok::<(), QueryError>(()), |_| {})?;
-        Ok::<_, QueryError>(job::summary_json(
-            f.as_deref(),
-            n,
-            s,
-            &w,
-            &out,
-            None,
-            format,
-        ))
+        // Frames per link type, as `extract --count-only --json` lists them.
+        let mut per_lt: Vec<(u32, u64)> = job.linktype_list().into_iter().map(|l| (l, 0)).collect();
+        let out = job.run(
+            |fr| {
+                if let Some(l) = per_lt.iter_mut().find(|l| l.0 == fr.linktype) {
+                    l.1 += 1;
+                }
+                Ok::<(), QueryError>(())
+            },
+            |_| {},
+        )?;
+        let mut j = job::summary_json(f.as_deref(), n, s, &w, &out, None, format);
+        j["linktypes"] = job::linktypes_json(&per_lt);
+        Ok::<_, QueryError>(j)
     })
     .await;
     drop(stop);
