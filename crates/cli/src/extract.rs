@@ -58,7 +58,8 @@ pub struct Args {
         conflicts_with_all = ["count_only", "plan"]
     )]
     out: Option<PathBuf>,
-    /// Output format: pcap (ns stamps unless --tsprec us) or pcapng.
+    /// Output format: pcap (ns stamps unless --tsprec us) or pcapng
+    /// (inputs of several link types: one interface per link type).
     #[arg(long, value_name = "FORMAT", default_value = "pcap", value_parser = ["pcap", "pcapng"])]
     format: String,
     /// pcap timestamp precision: ns (default) or us (stamps cut to µs).
@@ -234,7 +235,8 @@ pub fn run(a: Args) -> Result<i32> {
             jobs.push(job);
         }
     }
-    // One link type in what is written (a file states one).
+    // A pcap file states one link type; pcapng has an interface per link
+    // type (sensors send Ethernet).
     let mut linktypes: Vec<(u32, Vec<PathBuf>)> = Vec::new();
     for (lt, files) in jobs.iter().flat_map(|j| j.linktypes.iter()) {
         match linktypes.iter_mut().find(|(l, _)| l == lt) {
@@ -243,22 +245,41 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }
     let linktype = linktypes.first().map_or(LINKTYPE_ETHERNET, |l| l.0);
+    let pcapng = format == Format::PcapNg;
     if let Some(m) = job::mixed_linktypes(&linktypes) {
-        return usage(m);
+        if !pcapng && !a.plan && !a.count_only {
+            return usage(m);
+        }
     }
-    if linktype != LINKTYPE_ETHERNET && !remotes.is_empty() {
+    if linktype != LINKTYPE_ETHERNET && !remotes.is_empty() && !pcapng {
         return usage(format!(
-            "local inputs of link type {} and sensors (ethernet): an output file holds one \
-             link type; extract them on their own",
+            "local inputs of link type {} and sensors (ethernet): a pcap file holds one \
+             link type; write pcapng (--format pcapng) or extract them on their own",
             wiretape::filter::linktype::name(linktype)
         ));
+    }
+    // The output's link types (its pcapng interfaces), in order.
+    let mut written: Vec<(u32, u64)> = linktypes.iter().map(|l| (l.0, 0)).collect();
+    if written.is_empty()
+        || (!remotes.is_empty() && !written.iter().any(|l| l.0 == LINKTYPE_ETHERNET))
+    {
+        written.push((LINKTYPE_ETHERNET, 0));
     }
     let query = remote::query_string(&window, expr.as_deref(), !a.plan && !a.count_only);
     if a.plan {
         return plan(&jobs, client.as_ref(), &remotes, &query);
     }
     if a.count_only {
-        return count(&a, jobs, client.as_ref(), &remotes, &query, &window, format);
+        return count(
+            &a,
+            jobs,
+            client.as_ref(),
+            &remotes,
+            &query,
+            &window,
+            format,
+            written,
+        );
     }
     let to_stdout = a.out.as_deref() == Some(Path::new("-"));
     let out = a
@@ -278,7 +299,8 @@ pub fn run(a: Args) -> Result<i32> {
                 .map(|c| c.stream(r, &format!("/v1/extract?{query}")))
         })
         .collect();
-    let mut writer = open_output(out, to_stdout, format, &files, linktype)?;
+    let lts: Vec<u32> = written.iter().map(|l| l.0).collect();
+    let mut writer = open_output(out, to_stdout, format, &files, &lts)?;
     let (narrows, by_flow) = (
         jobs.iter().any(|j| j.filter_narrows),
         jobs.iter().map(|j| j.skipped_by_flow).sum::<u64>(),
@@ -312,7 +334,9 @@ pub fn run(a: Args) -> Result<i32> {
     let mut wrote = Ok(());
     while let Some(f) = merge.next() {
         let i = f.source;
-        if let Err(e) = writer.write_wire(f.ts_ns, f.data, f.orig_len) {
+        let itf = lts.iter().position(|&l| l == f.linktype).unwrap_or(0);
+        written[itf].1 += 1;
+        if let Err(e) = writer.write_wire_on(itf as u32, f.ts_ns, f.data, f.orig_len) {
             wrote = Err(e);
             break;
         }
@@ -377,6 +401,7 @@ pub fn run(a: Args) -> Result<i32> {
             Some(&out_name),
             format,
         );
+        j["linktypes"] = job::linktypes_json(&written);
         if !remotes.is_empty() {
             j["sensors"] = sensors.into();
         }
@@ -485,7 +510,9 @@ fn plan(jobs: &[Job], client: Option<&Client>, remotes: &[&Remote], query: &str)
     Ok(code)
 }
 
-/// `--count-only`: the local count and every sensor's `/v1/count`, summed.
+/// `--count-only`: the local count and every sensor's `/v1/count`, summed;
+/// `linktypes`: the link types counted (frames counted here per link type).
+#[allow(clippy::too_many_arguments)]
 fn count(
     a: &Args,
     jobs: Vec<Job>,
@@ -494,6 +521,7 @@ fn count(
     query: &str,
     window: &Window,
     format: Format,
+    mut linktypes: Vec<(u32, u64)>,
 ) -> Result<i32> {
     let mut stats = Stats::default();
     let mut notes = Vec::new();
@@ -509,7 +537,12 @@ fn count(
     for job in jobs {
         let o = job
             .run(
-                |_| Ok::<(), std::convert::Infallible>(()),
+                |f| {
+                    if let Some(l) = linktypes.iter_mut().find(|l| l.0 == f.linktype) {
+                        l.1 += 1;
+                    }
+                    Ok::<(), std::convert::Infallible>(())
+                },
                 |n| eprintln!("wiretape: {}", job::note_line(n)),
             )
             .unwrap_or_else(|never| match never {});
@@ -523,6 +556,9 @@ fn count(
             match c.get_json(r, &format!("/v1/count?{query}")) {
                 Ok(v) => {
                     let n = |k: &str| v[k].as_u64().unwrap_or(0);
+                    if let Some(l) = linktypes.iter_mut().find(|l| l.0 == LINKTYPE_ETHERNET) {
+                        l.1 += n("frames");
+                    }
                     stats.frames += n("frames");
                     stats.bytes += n("bytes");
                     stats.wire_bytes += n("wire_bytes");
@@ -552,6 +588,7 @@ fn count(
             None,
             format,
         );
+        j["linktypes"] = job::linktypes_json(&linktypes);
         if !remotes.is_empty() {
             j["sensors"] = sensors.into();
         }
@@ -572,7 +609,7 @@ fn open_output(
     to_stdout: bool,
     format: Format,
     inputs: &[&Path],
-    linktype: u32,
+    linktypes: &[u32],
 ) -> Result<job::Output> {
     let (w, name): (Box<dyn Write + Send>, PathBuf) = if to_stdout {
         (Box::new(std::io::stdout()), "<stdout>".into())
@@ -600,7 +637,7 @@ fn open_output(
             .map_err(|e| anyhow!("cannot create {}: {e}", out.display()))?;
         (Box::new(f), out.to_owned())
     };
-    Ok(job::output(w, name, format, 1 << 20, linktype))
+    Ok(job::output_links(w, name, format, 1 << 20, linktypes))
 }
 
 #[cfg(test)]

@@ -664,7 +664,7 @@ impl Segment<'_> {
             live.as_ref().map(|l| (&l.hub, snaplen)),
         )?;
         let mut live = match live {
-            Some(l) => Some(LiveRun::start(l, cfg, &ifname)?),
+            Some(l) => Some(LiveRun::start(l, cfg, &ifname, store.config().linktype)?),
             None => None,
         };
         on_event(Event::Started(run.info()));
@@ -867,7 +867,12 @@ struct LiveRun {
 }
 
 impl LiveRun {
-    fn start(l: LiveSetup, cfg: &RecordConfig, ifname: &str) -> Result<LiveRun, PipelineError> {
+    fn start(
+        l: LiveSetup,
+        cfg: &RecordConfig,
+        ifname: &str,
+        linktype: u32,
+    ) -> Result<LiveRun, PipelineError> {
         let hub = l.hub;
         hub.set_target(live::DumpTarget {
             dir: cfg.storage.dir.clone(),
@@ -875,6 +880,7 @@ impl LiveRun {
             ifname: ifname.to_owned(),
             format: cfg.storage.format,
             snaplen: cfg.storage.snaplen,
+            linktype,
         });
         let thread_err = |e| PipelineError::Capture(wiretape_capture::CaptureError::Thread(e));
         let server = match (l.serve, &cfg.live.serve) {

@@ -405,6 +405,8 @@ pub struct Frame<'a> {
     pub file: usize,
     /// Offset of its record in the file.
     pub offset: u64,
+    /// Its link type (its file's).
+    pub linktype: u32,
 }
 
 /// What a note is about.
@@ -515,15 +517,20 @@ struct Stream {
     prev_ts: u64,
     out_of_order: u64,
     live: bool,
+    /// Its link type's place in [`Merge`]'s list (and predicate).
+    lt: usize,
 }
 
 /// The k-way merge of a plan's files (see the module docs): frames in the
-/// window that `pred(data, wire_len)` accepts, in timestamp order.
+/// window that `pred(data, wire_len)` accepts, in timestamp order. Over
+/// files of several link types ([`Merge::per_linktype`]) each link type
+/// has its own predicate (a filter compiles differently for each) and each
+/// frame says its link type ([`Frame::linktype`]).
 pub struct Merge<P: FnMut(&[u8], u32) -> bool> {
     files: Vec<FilePlan>,
     window: Window,
-    pred: P,
-    linktype: u32,
+    /// The link types merged, each with its predicate.
+    preds: Vec<(u32, P)>,
     /// Files not opened yet, latest lower bound first.
     pending: Vec<(u64, usize)>,
     heap: BinaryHeap<Reverse<(u64, usize)>>,
@@ -542,6 +549,13 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
     /// A merge of `plan`'s files, frames of link type `linktype` only (a
     /// file of another is an [`NoteKind::Error`]), kept when `pred` says so.
     pub fn new(plan: Plan, linktype: u32, pred: P) -> Self {
+        Self::per_linktype(plan, vec![(linktype, pred)])
+    }
+
+    /// A merge of `plan`'s files of the link types in `preds` (a file of
+    /// another is an [`NoteKind::Error`]), a frame kept when its link
+    /// type's predicate says so.
+    pub fn per_linktype(plan: Plan, preds: Vec<(u32, P)>) -> Self {
         let mut stats = Stats {
             files: plan.files.len() as u64,
             ..Stats::default()
@@ -580,8 +594,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
         Merge {
             files: plan.files,
             window: plan.window,
-            pred,
-            linktype,
+            preds,
             pending,
             heap: BinaryHeap::new(),
             streams: (0..n).map(|_| None).collect(),
@@ -630,7 +643,13 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
             data: &s.data,
             file: i,
             offset: s.offset,
+            linktype: self.preds[s.lt].0,
         })
+    }
+
+    /// The link types merged, in the order given.
+    pub fn linktypes(&self) -> Vec<u32> {
+        self.preds.iter().map(|p| p.0).collect()
     }
 
     /// The files of the plan.
@@ -709,11 +728,13 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
         let mut walk = Walker::new(reader);
         self.stats.files_read += 1;
         self.stats.files_live += u64::from(live);
-        if walk.stop().is_none() && walk.header().linktype != self.linktype {
+        let lt = walk.header().linktype;
+        let known = self.preds.iter().position(|p| p.0 == lt);
+        if walk.stop().is_none() && known.is_none() {
+            let merged: Vec<String> = self.preds.iter().map(|p| p.0.to_string()).collect();
             let m = format!(
-                "link type {} (extract merges link type {} only): not read",
-                walk.header().linktype,
-                self.linktype
+                "link type {lt} (extract merges link type {} only): not read",
+                merged.join(", ")
             );
             self.stats.bytes_read += walk.get_ref().bytes_read();
             self.stats.blocks_decompressed += walk.get_ref().blocks_decompressed();
@@ -734,6 +755,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
             prev_ts: 0,
             out_of_order: 0,
             live,
+            lt: known.unwrap_or(0),
         });
         self.advance(i);
     }
@@ -803,7 +825,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
                 }
                 continue;
             }
-            if !self.window.contains(m.ts_ns) || !(self.pred)(&s.data, m.orig_len) {
+            if !self.window.contains(m.ts_ns) || !(self.preds[s.lt].1)(&s.data, m.orig_len) {
                 continue;
             }
             s.ts_ns = m.ts_ns;

@@ -75,7 +75,9 @@ pub struct Job {
     pub plan: Plan,
     /// The expression, normalized (None: every frame).
     pub filter: Option<String>,
-    prog: Option<Program>,
+    /// The filter compiled for each link type of [`Job::linktypes`] (in
+    /// that order; one for Ethernet when there are none).
+    progs: Vec<(u32, Option<Program>)>,
     /// Whether the flow index narrowed the plan (the filter needs keys).
     pub filter_narrows: bool,
     /// Index blocks in the window that the flow index ruled out.
@@ -83,7 +85,8 @@ pub struct Job {
     /// The blocks read (with [`Request::list_blocks`]).
     pub blocks: Vec<PlannedBlock>,
     /// The link types of the files to read, each with its files (in plan
-    /// order); one, for a merge (others are noted and not read).
+    /// order). The merge reads them all, each frame under its own link
+    /// type; a pcap output holds one ([`Job::check_output`]).
     pub linktypes: Vec<(u32, Vec<PathBuf>)>,
     started: Instant,
     stop: Option<Arc<AtomicBool>>,
@@ -161,20 +164,30 @@ impl Job {
         };
         let plan = extract::plan_with(&req.inputs, req.window, req.prefix.as_deref(), &mut check)?;
         let linktypes = linktypes_of(&plan);
-        let linktype = linktypes.first().map_or(LINKTYPE_ETHERNET, |l| l.0);
-        // The filter as libpcap compiles it for the files' link type (the
-        // caller's program is Ethernet's); flow keys are Ethernet's only.
-        let prog = match &filter {
-            Some(e) if linktype != LINKTYPE_ETHERNET => {
-                Some(wiretape_filter::compile(e, linktype, MAX_SNAPLEN)?)
-            }
-            _ => prog,
-        };
+        // The filter as libpcap compiles it for each of the files' link
+        // types (the caller's program is Ethernet's): its program differs
+        // per link type. Flow keys are Ethernet's only (the indexes of
+        // other link types are time-only, so never narrow).
+        let mut progs = Vec::new();
+        for (lt, files) in &linktypes {
+            let p = match &filter {
+                Some(e) if *lt != LINKTYPE_ETHERNET => Some(
+                    wiretape_filter::compile(e, *lt, MAX_SNAPLEN)
+                        .map_err(|err| for_linktype(err, *lt, files))?,
+                ),
+                _ => prog.clone(),
+            };
+            progs.push((*lt, p));
+        }
+        if progs.is_empty() {
+            progs.push((LINKTYPE_ETHERNET, prog));
+        }
+        let ethernet = progs.iter().any(|p| p.0 == LINKTYPE_ETHERNET);
         Ok(Job {
             plan,
             filter,
-            prog,
-            filter_narrows: needs.is_some() && linktype == LINKTYPE_ETHERNET,
+            progs,
+            filter_narrows: needs.is_some() && ethernet,
             linktypes,
             skipped_by_flow,
             blocks,
@@ -184,9 +197,26 @@ impl Job {
     }
 
     /// The link type of the frames the job gives (its files'; Ethernet
-    /// when it has none).
+    /// when it has none; the first of them when they are of several).
     pub fn linktype(&self) -> u32 {
         self.linktypes.first().map_or(LINKTYPE_ETHERNET, |l| l.0)
+    }
+
+    /// The link types of the frames the job gives, in the order of the
+    /// plan (Ethernet alone when it has no file): the interfaces of a
+    /// pcapng output, in that order.
+    pub fn linktype_list(&self) -> Vec<u32> {
+        self.progs.iter().map(|p| p.0).collect()
+    }
+
+    /// Whether the job's frames can be written in `format`: Err (the one
+    /// line of [`mixed_linktypes`], a [`QueryError::MixedLinkTypes`]) for
+    /// pcap over files of several link types; pcapng takes them all.
+    pub fn check_output(&self, format: Format) -> Result<(), QueryError> {
+        match mixed_linktypes(&self.linktypes) {
+            Some(m) if format != Format::PcapNg => Err(QueryError::MixedLinkTypes(m)),
+            _ => Ok(()),
+        }
     }
 
     /// Ends the run early once `flag` is set (see [`Merge::stop_on`]): the
@@ -198,12 +228,17 @@ impl Job {
     /// The merge of the plan, pull-style (for merging with other sources):
     /// frames the window and the filter keep.
     pub fn into_merge(self) -> (Merge<Pred>, Instant) {
-        let linktype = self.linktype();
-        let prog = self.prog;
-        let pred: Pred = Box::new(move |data: &[u8], wire: u32| {
-            prog.as_ref().is_none_or(|p| p.matches(data, wire))
-        });
-        let mut merge = Merge::new(self.plan, linktype, pred);
+        let preds = self
+            .progs
+            .into_iter()
+            .map(|(lt, prog)| {
+                let pred: Pred = Box::new(move |data: &[u8], wire: u32| {
+                    prog.as_ref().is_none_or(|p| p.matches(data, wire))
+                });
+                (lt, pred)
+            })
+            .collect();
+        let mut merge = Merge::per_linktype(self.plan, preds);
         if let Some(f) = self.stop {
             merge.stop_on(f);
         }
@@ -375,6 +410,62 @@ pub fn output(
     PcapWriter::with_link(sink, MAX_SNAPLEN, format, "wiretape-extract", linktype)
 }
 
+/// [`output`] of frames of the link types `linktypes` (pcapng: an
+/// interface each, in that order; pcap: exactly one).
+pub fn output_links(
+    w: Box<dyn Write + Send>,
+    name: impl Into<PathBuf>,
+    format: Format,
+    buffer: usize,
+    linktypes: &[u32],
+) -> Output {
+    let sink = WriteSink::new(w, name, buffer);
+    PcapWriter::with_links(sink, MAX_SNAPLEN, format, "wiretape-extract", linktypes)
+}
+
+/// A filter libpcap refuses for link type `lt` (of `files`): its message,
+/// naming the link type and the files (libpcap's program differs per link
+/// type; one that does not compile for one of them refuses the query).
+fn for_linktype(
+    err: wiretape_filter::FilterError,
+    lt: u32,
+    files: &[PathBuf],
+) -> wiretape_filter::FilterError {
+    use wiretape_filter::FilterError as E;
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let on = format!(
+        " (compiled for link type {}, of {})",
+        wiretape_filter::linktype::name(lt),
+        names.join(" ")
+    );
+    match err {
+        E::Syntax { expr, message } => E::Syntax {
+            expr,
+            message: format!("{message}{on}"),
+        },
+        E::Argument { expr, message } => E::Argument {
+            expr,
+            message: format!("{message}{on}"),
+        },
+        other => other,
+    }
+}
+
+/// The link types as `--json` lists them (`linktypes`): number, name and
+/// frames of each, in the order of `list` (the output's interfaces).
+pub fn linktypes_json(list: &[(u32, u64)]) -> serde_json::Value {
+    list.iter()
+        .map(|(lt, frames)| {
+            serde_json::json!({
+                "linktype": lt,
+                "name": wiretape_filter::linktype::name(*lt),
+                "frames": frames,
+            })
+        })
+        .collect::<Vec<_>>()
+        .into()
+}
+
 /// When `linktypes` (link types, each with its files) holds more than
 /// one: one line naming them, to refuse writing them into one file with.
 pub fn mixed_linktypes(linktypes: &[(u32, Vec<PathBuf>)]) -> Option<String> {
@@ -393,8 +484,9 @@ pub fn mixed_linktypes(linktypes: &[(u32, Vec<PathBuf>)]) -> Option<String> {
         })
         .collect();
     Some(format!(
-        "inputs of different link types ({}): an output file holds one link type; \
-         extract each link type on its own",
+        "inputs of different link types ({}): a pcap file holds one link type; \
+         write pcapng (--format pcapng: one interface per link type) or extract each \
+         link type on its own",
         each.join("; ")
     ))
 }

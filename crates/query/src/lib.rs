@@ -65,6 +65,10 @@ pub enum QueryError {
     /// A timeline that cannot be drawn (too many bins).
     #[error("timeline: {0}")]
     Timeline(String),
+    /// Inputs of several link types for an output that holds one (pcap):
+    /// the line naming the files and their link types.
+    #[error("{0}")]
+    MixedLinkTypes(String),
     /// Writing an answer failed (the output file, or a client that went away).
     #[error("cannot write {what}: {source}")]
     Output {
@@ -79,10 +83,11 @@ pub enum QueryError {
 impl QueryError {
     /// The exit code a command gives for this error: 2 for a filter
     /// refused (usage: libpcap refuses it, or compiles it into what a
-    /// saved file cannot run, such as `inbound`), 1 for the rest.
+    /// saved file cannot run, such as `inbound`) and for link types an
+    /// output cannot hold, 1 for the rest.
     pub fn exit_code(&self) -> i32 {
         match self {
-            QueryError::Filter(_) => 2,
+            QueryError::Filter(_) | QueryError::MixedLinkTypes(_) => 2,
             _ => 1,
         }
     }

@@ -563,6 +563,8 @@ pub struct MixedFrame<'a> {
     pub data: &'a [u8],
     /// The source it came from (index in the order given).
     pub source: usize,
+    /// Its link type (a sensor's frames are Ethernet).
+    pub linktype: u32,
 }
 
 /// The merge of several sources in stamp order, ties in the order of the
@@ -625,6 +627,7 @@ impl Sources {
                     orig_len: f.orig_len,
                     data: f.data,
                     source: i,
+                    linktype: f.linktype,
                 })
             }
             Source::Remote(r) => Some(MixedFrame {
@@ -632,6 +635,7 @@ impl Sources {
                 orig_len: r.orig_len,
                 data: &r.data,
                 source: i,
+                linktype: wiretape_filter::LINKTYPE_ETHERNET,
             }),
         }
     }

@@ -73,6 +73,19 @@ impl BlockBuilder {
     /// when the block has no room.
     #[inline(always)]
     pub fn push_record(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> usize {
+        self.push_record_on(0, ts_ns, data, orig_len)
+    }
+
+    /// [`BlockBuilder::push_record`] of a frame of pcapng interface
+    /// `interface` (pcap has one: it is ignored there).
+    #[inline(always)]
+    pub fn push_record_on(
+        &mut self,
+        interface: u32,
+        ts_ns: u64,
+        data: &[u8],
+        orig_len: u32,
+    ) -> usize {
         let (buf, len) = self.block.space();
         let start = *len;
         let rec = self.format.record_len(data.len());
@@ -82,7 +95,7 @@ impl BlockBuilder {
         }
         let dst = &mut buf[start..end];
         if self.format == Format::PcapNg {
-            crate::pcapng::write_epb(dst, ts_ns, data, orig_len);
+            crate::pcapng::write_epb_on(dst, interface, ts_ns, data, orig_len);
         } else {
             let nanos = self.format == Format::PcapNs;
             let hdr = record_header(ts_ns, nanos, data.len() as u32, orig_len);

@@ -16,6 +16,8 @@
 //! fleet index, the API) is the `wiretape-query` crate's, above this one.
 //! A writer holds an advisory lock on each file while it writes it
 //! ([`is_being_written`]), so readers tell writes in flight from damage.
+//! [`fuzz`] holds the readers' fuzz bodies (the `fuzz/` targets and the
+//! stable `tests/fuzz_seeds.rs` run them).
 //!
 //! Usable on its own, e.g. by other capture tools.
 
@@ -34,6 +36,7 @@ pub mod uring;
 
 pub mod block;
 pub mod compress;
+pub mod fuzz;
 pub mod index;
 pub mod naming;
 pub mod pcap;

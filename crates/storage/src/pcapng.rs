@@ -3,7 +3,9 @@
 //!
 //! A wiretape pcapng file is one section: a Section Header Block, one
 //! Interface Description Block (`if_name`, `if_tsresol` = 9, nanoseconds)
-//! and Enhanced Packet Blocks, little-endian. Readers also take big-endian
+//! and Enhanced Packet Blocks, little-endian; `extract` over inputs of
+//! several link types writes one IDB per link type
+//! ([`file_header_links`]), each EPB naming its frame's. Readers also take big-endian
 //! files, several interfaces with their own resolutions, and Simple Packet
 //! Blocks; other block types are skipped.
 
@@ -47,6 +49,13 @@ fn block(kind: u32, body: &[u8]) -> Vec<u8> {
 /// The file's first bytes: SHB (with shb_userappl) and one IDB for
 /// `ifname` (link type `linktype`, `snaplen`, nanosecond stamps).
 pub fn file_header(snaplen: u32, ifname: &str, linktype: u32) -> Vec<u8> {
+    file_header_links(snaplen, ifname, &[linktype])
+}
+
+/// [`file_header`] with one IDB per link type of `linktypes`, in that
+/// order (interface `k` is `linktypes[k]`; EPBs name it, [`write_epb_on`]):
+/// what `extract --format pcapng` writes over inputs of several link types.
+pub fn file_header_links(snaplen: u32, ifname: &str, linktypes: &[u32]) -> Vec<u8> {
     let mut shb = Vec::new();
     shb.extend_from_slice(&BYTE_ORDER_MAGIC.to_le_bytes());
     shb.extend_from_slice(&1u16.to_le_bytes());
@@ -55,17 +64,19 @@ pub fn file_header(snaplen: u32, ifname: &str, linktype: u32) -> Vec<u8> {
     let app = format!("wiretape {}", env!("CARGO_PKG_VERSION"));
     push_opt(&mut shb, 4, app.as_bytes()); // shb_userappl
     push_opt(&mut shb, 0, &[]);
-    let mut idb = Vec::new();
-    idb.extend_from_slice(&(linktype as u16).to_le_bytes());
-    idb.extend_from_slice(&0u16.to_le_bytes());
-    idb.extend_from_slice(&snaplen.to_le_bytes());
-    if !ifname.is_empty() {
-        push_opt(&mut idb, 2, ifname.as_bytes()); // if_name
-    }
-    push_opt(&mut idb, 9, &[9]); // if_tsresol: 10^-9 s
-    push_opt(&mut idb, 0, &[]);
     let mut out = block(SHB, &shb);
-    out.extend_from_slice(&block(IDB, &idb));
+    for &linktype in linktypes {
+        let mut idb = Vec::new();
+        idb.extend_from_slice(&(linktype as u16).to_le_bytes());
+        idb.extend_from_slice(&0u16.to_le_bytes());
+        idb.extend_from_slice(&snaplen.to_le_bytes());
+        if !ifname.is_empty() {
+            push_opt(&mut idb, 2, ifname.as_bytes()); // if_name
+        }
+        push_opt(&mut idb, 9, &[9]); // if_tsresol: 10^-9 s
+        push_opt(&mut idb, 0, &[]);
+        out.extend_from_slice(&block(IDB, &idb));
+    }
     out
 }
 
@@ -73,12 +84,18 @@ pub fn file_header(snaplen: u32, ifname: &str, linktype: u32) -> Vec<u8> {
 /// `EPB_OVERHEAD + pad4(data.len())` bytes).
 #[inline(always)]
 pub fn write_epb(dst: &mut [u8], ts_ns: u64, data: &[u8], orig_len: u32) {
+    write_epb_on(dst, 0, ts_ns, data, orig_len)
+}
+
+/// [`write_epb`] for interface `interface` (of [`file_header_links`]).
+#[inline(always)]
+pub fn write_epb_on(dst: &mut [u8], interface: u32, ts_ns: u64, data: &[u8], orig_len: u32) {
     let total = EPB_OVERHEAD + pad4(data.len());
     debug_assert_eq!(dst.len(), total);
     let w = |d: &mut [u8], o: usize, v: u32| d[o..o + 4].copy_from_slice(&v.to_le_bytes());
     w(dst, 0, EPB);
     w(dst, 4, total as u32);
-    w(dst, 8, 0); // interface 0
+    w(dst, 8, interface);
     w(dst, 12, (ts_ns >> 32) as u32);
     w(dst, 16, ts_ns as u32);
     w(dst, 20, data.len() as u32);
@@ -192,5 +209,28 @@ mod tests {
         assert_eq!(tsresol_units(6), 1_000_000);
         assert_eq!(tsresol_units(0x80 | 10), 1024);
         assert_eq!(to_ns(5, 1_000_000), 5000);
+    }
+
+    #[test]
+    fn one_idb_per_link_type_and_epbs_naming_theirs() {
+        let h = file_header_links(262_144, "x", &[1, 101, 113]);
+        let mut o = u32::from_le_bytes(h[4..8].try_into().unwrap()) as usize;
+        let mut lts = Vec::new();
+        while o < h.len() {
+            assert_eq!(u32::from_le_bytes(h[o..o + 4].try_into().unwrap()), IDB);
+            let n = u32::from_le_bytes(h[o + 4..o + 8].try_into().unwrap()) as usize;
+            let itf = parse_idb(&h[o + 8..o + n - 4], false).unwrap();
+            assert_eq!(itf.units, 1_000_000_000);
+            lts.push(itf.linktype);
+            o += n;
+        }
+        assert_eq!(lts, [1, 101, 113]);
+        assert_eq!(
+            file_header(65535, "eth0", 1),
+            file_header_links(65535, "eth0", &[1])
+        );
+        let mut e = vec![0u8; EPB_OVERHEAD + 4];
+        write_epb_on(&mut e, 2, 1, &[1, 2, 3, 4], 4);
+        assert_eq!(u32::from_le_bytes(e[8..12].try_into().unwrap()), 2);
     }
 }

@@ -174,6 +174,19 @@ fn repair_compressed(path: &Path) -> Result<(Repaired, u64), StorageError> {
     let end = z.read_to_end_state().map_err(bad)?;
     let mut len_after = hole.unwrap_or(len_before);
     if let ZEnd::Torn(c) = end {
+        // Its first unit cut short: nothing whole to keep, and a cut there
+        // would leave no capture at all (zstd: no bytes; found by fuzzing:
+        // the reopen below panicked). Refused, as a plain file torn in its
+        // header is.
+        if c == 0 || (kind == Kind::Lz4 && c <= crate::compress::LZ4_HEADER_LEN) {
+            return Err(StorageError::Truncated {
+                path: path.to_owned(),
+                what: "compressed stream (its first unit cut short: nothing whole to keep)",
+                offset: c,
+                len: len_before,
+                good_end: 0,
+            });
+        }
         truncate(path, c)?;
         len_after = c;
         if kind == Kind::Lz4 {
@@ -246,6 +259,18 @@ fn repair_plain(path: &Path) -> Result<Repaired, StorageError> {
         truncate(path, h)?;
     }
     let (end, records, _) = scan_from(path, 0)?;
+    // No whole header (a pcapng section header cut short): nothing to keep,
+    // and a cut would leave no capture at all; refused as a pcap file
+    // shorter than its header is (found by fuzzing: it was cut to 0 bytes).
+    if end == 0 {
+        return Err(StorageError::Truncated {
+            path: path.to_owned(),
+            what: "file header",
+            offset: 0,
+            len: len_before,
+            good_end: 0,
+        });
+    }
     if end < len_before {
         truncate(path, end)?;
     }

@@ -519,10 +519,8 @@ impl<R: Read> Walker<R> {
         let keep = caplen.min(self.snapshot);
         let rest = (caplen - keep) as u64;
         let got = match data {
-            Some(d) => {
-                d.resize(keep as usize, 0);
-                self.read(at, d)?
-            }
+            Some(d) => read_claimed(&mut self.inner, d, keep as usize)
+                .map_err(|e| Stop::at(at, End::Io(e)))?,
             None => std::io::copy(
                 &mut (&mut self.inner).take(keep as u64),
                 &mut std::io::sink(),
@@ -594,10 +592,10 @@ impl<R: Read> Walker<R> {
         }
         // Version, section length, options, trailing length.
         let mut rest = std::mem::take(&mut self.body);
-        rest.resize(total as usize - 12, 0);
-        let got = self.read(at, &mut rest);
+        let want = total as usize - 12;
+        let got = read_claimed(&mut self.inner, &mut rest, want);
         self.body = rest;
-        if got? < self.body.len() {
+        if got.map_err(|e| Stop::at(at, End::Io(e)))? < want {
             return Err(torn());
         }
         self.check_trailer(at, total)?;
@@ -639,10 +637,10 @@ impl<R: Read> Walker<R> {
                 return Err(Stop::corrupt(at, why));
             }
             let mut body = std::mem::take(&mut self.body);
-            body.resize(total as usize - 8, 0);
-            let got = self.read(at, &mut body);
+            let want = total as usize - 8;
+            let got = read_claimed(&mut self.inner, &mut body, want);
             self.body = body;
-            if got? < self.body.len() {
+            if got.map_err(|e| Stop::at(at, End::Io(e)))? < want {
                 return Err(Stop::torn(at, "block"));
             }
             self.check_trailer(at, total)?;
@@ -787,6 +785,14 @@ impl<R: Read + Seek> Walker<R> {
     /// be in the skipped part) is stamped at the default resolution (µs)
     /// instead of being an error.
     pub fn seek_to(&mut self, to: u64) {
+        // pcapng: a packet block met before any interface was read with
+        // the header, so the stream is already past it; it is skipped too
+        // when `to` is past its start (found by fuzzing: it was handed out
+        // after the seek).
+        if self.stop.is_none() && to == self.off && self.pending.is_some_and(|p| p.0 < to) {
+            self.pending = None;
+            return;
+        }
         let stopped_before = self.stop.as_ref().is_some_and(|s| s.offset < to);
         if self.format.is_none() || (self.stop.is_some() && !stopped_before) || to <= self.off {
             return;
@@ -802,6 +808,38 @@ impl<R: Read + Seek> Walker<R> {
         }
     }
 }
+
+/// Reads `len` bytes into `buf` (from its start; it ends up `len` long,
+/// or as long as what the stream held) and returns how many came. A
+/// record header or block length is only a claim: up to
+/// [`GROW_FROM`] bytes are made room for at once, beyond that room grows
+/// with the bytes that arrive, so that a few bytes claiming a 128 MiB
+/// record (a link type with that limit) or a 16 MiB block never allocate
+/// that much.
+fn read_claimed(r: &mut impl Read, buf: &mut Vec<u8>, len: usize) -> std::io::Result<usize> {
+    if len <= GROW_FROM {
+        buf.resize(len, 0);
+        let n = read_full(r, buf)?;
+        buf.truncate(n);
+        return Ok(n);
+    }
+    buf.clear();
+    while buf.len() < len {
+        let old = buf.len();
+        let want = (len - old).min(GROW_FROM.max(old));
+        buf.resize(old + want, 0);
+        let n = read_full(r, &mut buf[old..])?;
+        buf.truncate(old + n);
+        if n < want {
+            break;
+        }
+    }
+    Ok(buf.len())
+}
+
+/// Bytes [`read_claimed`] makes room for before any arrive: the largest
+/// caplen libpcap takes for most link types (256 KiB).
+pub const GROW_FROM: usize = 256 << 10;
 
 /// Reads until `buf` is full or the stream ends; the bytes read.
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {

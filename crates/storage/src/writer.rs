@@ -82,15 +82,31 @@ impl<S: BlockSink> PcapWriter<S> {
     }
 
     /// [`PcapWriter::with_format`] of frames of link type `linktype`.
-    pub fn with_link(
+    pub fn with_link(sink: S, snaplen: u32, format: Format, ifname: &str, linktype: u32) -> Self {
+        Self::with_links(sink, snaplen, format, ifname, &[linktype])
+    }
+
+    /// [`PcapWriter::with_format`] of frames of the link types `linktypes`
+    /// (at least one): pcapng gets an IDB for each, interface `k` for
+    /// `linktypes[k]` ([`PcapWriter::write_wire_on`]). A pcap file states
+    /// one link type: more than one is a caller's bug (it panics; refuse
+    /// such output before, as `extract` does).
+    pub fn with_links(
         mut sink: S,
         snaplen: u32,
         format: Format,
         ifname: &str,
-        linktype: u32,
+        linktypes: &[u32],
     ) -> Self {
+        assert!(
+            linktypes.len() == 1 || (format == Format::PcapNg && !linktypes.is_empty()),
+            "a pcap file holds one link type; pcapng one or more"
+        );
         let mut block = BlockBuilder::with_format(sink.first_block(), format);
-        let header = format.file_header(snaplen, ifname, linktype);
+        let header = match format {
+            Format::PcapNg => crate::pcapng::file_header_links(snaplen, ifname, linktypes),
+            _ => format.file_header(snaplen, ifname, linktypes[0]),
+        };
         assert!(block.push_raw(&header), "the file header fits a block");
         let header_len = header.len() as u64;
         PcapWriter {
@@ -186,6 +202,20 @@ impl<S: BlockSink> PcapWriter<S> {
         frame: &[u8],
         wire_len: u32,
     ) -> Result<(), StorageError> {
+        self.write_wire_on(0, ts_ns, frame, wire_len)
+    }
+
+    /// [`PcapWriter::write_wire`] of a frame of interface `interface`
+    /// (pcapng written [`PcapWriter::with_links`]: the index of its link
+    /// type there; pcap: ignored).
+    #[inline]
+    pub fn write_wire_on(
+        &mut self,
+        interface: u32,
+        ts_ns: u64,
+        frame: &[u8],
+        wire_len: u32,
+    ) -> Result<(), StorageError> {
         let wire_len = wire_len.max(frame.len() as u32);
         if self.failed.is_some() {
             self.stats.lost += 1;
@@ -193,13 +223,13 @@ impl<S: BlockSink> PcapWriter<S> {
         }
         let cap = frame.len().min(self.snaplen);
         let data = &frame[..cap];
-        let mut rec = self.block.push_record(ts_ns, data, wire_len);
+        let mut rec = self.block.push_record_on(interface, ts_ns, data, wire_len);
         if rec == 0 {
             if let Err(e) = self.submit() {
                 self.stats.lost += 1; // this frame: it never reached a block
                 return Err(e);
             }
-            rec = self.block.push_record(ts_ns, data, wire_len);
+            rec = self.block.push_record_on(interface, ts_ns, data, wire_len);
             if rec == 0 {
                 // Only a block smaller than one record gets here.
                 self.stats.lost += 1;

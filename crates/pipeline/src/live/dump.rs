@@ -81,6 +81,8 @@ pub(crate) struct DumpTarget {
     pub(crate) ifname: String,
     pub(crate) format: Format,
     pub(crate) snaplen: u32,
+    /// The frames' link type (the input file's for `record -r`).
+    pub(crate) linktype: u32,
 }
 
 impl Hub {
@@ -106,7 +108,7 @@ impl Hub {
         let filter = match &req.filter {
             Some(e) => Some(wiretape_filter::compile(
                 e,
-                wiretape_filter::LINKTYPE_ETHERNET,
+                target.linktype,
                 target.snaplen,
             )?),
             None => None,
@@ -270,7 +272,11 @@ fn create(t: &DumpTarget, first_ns: u64) -> Result<PcapWriter<FileSink>, Storage
             &t.prefix, &t.ifname, first_ns, n, t.format,
         ));
         match FileSink::create(&p) {
-            Ok(s) => return Ok(PcapWriter::with_format(s, t.snaplen, t.format, &t.ifname)),
+            Ok(s) => {
+                return Ok(PcapWriter::with_link(
+                    s, t.snaplen, t.format, &t.ifname, t.linktype,
+                ))
+            }
             Err(StorageError::Create { source, .. })
                 if source.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 =>
             {

@@ -167,7 +167,12 @@ impl Server {
             max_batches: 1024,
             ..SubscribeOptions::lossy().name("serve")
         });
-        let header = wiretape_storage::FileHeader::new(hub.snaplen(), true).encode();
+        // The frames' link type (the input file's for `record -r`).
+        let mut header = wiretape_storage::FileHeader::new(hub.snaplen(), true);
+        header.linktype = hub
+            .target()
+            .map_or(wiretape_storage::LINKTYPE_ETHERNET, |t| t.linktype);
+        let header = header.encode();
         let (st, stp) = (stats.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("wt-serve".into())

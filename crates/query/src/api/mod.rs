@@ -563,6 +563,7 @@ async fn handle(
 fn plan_error(st: &State, client: &str, what: &str, e: &QueryError) -> Response<ApiBody> {
     let (code, m) = match e {
         QueryError::Filter(f) => (StatusCode::BAD_REQUEST, format!("parameter 'filter': {f}")),
+        QueryError::MixedLinkTypes(m) => (StatusCode::BAD_REQUEST, m.clone()),
         other => (StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
     };
     log(st, client, what, &format!("{} {m}", code.as_u16()));
@@ -594,16 +595,20 @@ async fn count_or_plan(
             job.skipped_by_flow,
             request.window,
         );
-        let out = job.run(|_| Ok::<(), QueryError>(()), |_| {})?;
-        Ok::<_, QueryError>(job::summary_json(
-            f.as_deref(),
-            n,
-            s,
-            &w,
-            &out,
-            None,
-            format,
-        ))
+        // Frames per link type, as `extract --count-only --json` lists them.
+        let mut per_lt: Vec<(u32, u64)> = job.linktype_list().into_iter().map(|l| (l, 0)).collect();
+        let out = job.run(
+            |fr| {
+                if let Some(l) = per_lt.iter_mut().find(|l| l.0 == fr.linktype) {
+                    l.1 += 1;
+                }
+                Ok::<(), QueryError>(())
+            },
+            |_| {},
+        )?;
+        let mut j = job::summary_json(f.as_deref(), n, s, &w, &out, None, format);
+        j["linktypes"] = job::linktypes_json(&per_lt);
+        Ok::<_, QueryError>(j)
     })
     .await;
     drop(stop);
@@ -653,7 +658,8 @@ async fn extract(
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let started = Instant::now();
-        let mut job = match Job::plan(&request) {
+        // Several link types: pcapng (an interface each), never pcap.
+        let mut job = match Job::plan(&request).and_then(|j| j.check_output(format).map(|_| j)) {
             Ok(j) => j,
             Err(e) => {
                 let _ = planned_tx.send(Err(e));
@@ -664,14 +670,23 @@ async fn extract(
         let _ = planned_tx.send(Ok(()));
         let (f, n, s) = (job.filter.clone(), job.filter_narrows, job.skipped_by_flow);
         let sink = ChannelSink::new(tx.clone(), flag.clone(), CHUNK);
-        let mut out = wiretape_storage::PcapWriter::with_link(
+        let lts = job.linktype_list();
+        let mut out = wiretape_storage::PcapWriter::with_links(
             sink,
             wiretape_storage::pcap::MAX_SNAPLEN,
             format,
             "wiretape-extract",
-            job.linktype(),
+            &lts,
         );
-        let run = job.run(|fr| out.write_wire(fr.ts_ns, fr.data, fr.orig_len), |_| {});
+        let mut per_lt = vec![0u64; lts.len()];
+        let run = job.run(
+            |fr| {
+                let itf = lts.iter().position(|&l| l == fr.linktype).unwrap_or(0);
+                per_lt[itf] += 1;
+                out.write_wire_on(itf as u32, fr.ts_ns, fr.data, fr.orig_len)
+            },
+            |_| {},
+        );
         let closed = out
             .flush()
             .and_then(|_| out.close().map(|_| ()).map_err(|(_, e)| e));
@@ -702,9 +717,13 @@ async fn extract(
             );
             return;
         }
-        let summary = outcome
-            .as_ref()
-            .map(|o| job::summary_json(f.as_deref(), n, s, &request.window, o, Some("-"), format));
+        let written: Vec<(u32, u64)> = lts.iter().copied().zip(per_lt).collect();
+        let summary = outcome.as_ref().map(|o| {
+            let mut j =
+                job::summary_json(f.as_deref(), n, s, &request.window, o, Some("-"), format);
+            j["linktypes"] = job::linktypes_json(&written);
+            j
+        });
         let res = match &outcome {
             Some(o) => format!(
                 "200, {} frames, {} bytes, {secs:.3} s{}",
