@@ -30,7 +30,9 @@
 # wiretape-fall ('udp': keeps every frame), wiretape-f10 ('udp src port
 # 40000': keeps 10 % of the -g benches/gen/udp64-10ports.trafgen frames; its
 # "loss" column is then the 90 % it filtered, by design).
-# wiretape-packet: record --engine packet (TPACKET_V3 instead of AF_XDP).
+# wiretape: the default, --engine auto (on veth: the packet engine);
+# wiretape-afxdp / wiretape-packet: --engine afxdp / packet forced;
+# wiretape-packet-ng: the packet engine writing pcapng.
 # wiretape-lz4 and wiretape-zstd: record --compress lz4 / zstd (capinfos
 # counts the compressed files as they are).
 # The live side (what consumers cost the recorder): wiretape-sub1 and
@@ -102,6 +104,7 @@ spec() { # the rig's tool argument
     wiretape-sub4) echo "cmd:wiretape-sub4=$W record -i {IF} -w {DIR} -q --bench-subscribers 4" ;;
     wiretape-serve) echo "cmd:wiretape-serve=$ROOT/benches/serve-client.sh $OUT/serve-\$(date +%s%N).bytes 57012 $W record -i {IF} -w {DIR} -q --serve 127.0.0.1:57012" ;;
     wiretape-fall) echo "cmd:wiretape-fall=$W record -i {IF} -w {DIR} -q udp" ;;
+    wiretape-afxdp) echo "cmd:wiretape-afxdp=$W record -i {IF} -w {DIR} -q --engine afxdp" ;;
     wiretape-packet) echo "cmd:wiretape-packet=$W record -i {IF} -w {DIR} -q --engine packet" ;;
     wiretape-packet-ng) echo "cmd:wiretape-packet-ng=$W record -i {IF} -w {DIR} -q --engine packet --format pcapng" ;;
     wiretape-lz4) echo "cmd:wiretape-lz4=$W record -i {IF} -w {DIR} -q --compress lz4" ;;

@@ -38,7 +38,6 @@ def classify(comm, stack):
     for sym, _ in stack:
         if IDLE.match(sym):
             return None
-    kernel = [s for s, d in stack if "kernel" in d or d.startswith("[k") or d == "[unknown]" and s]
     leaf_dso = stack[0][1]
     if "kernel" not in leaf_dso and not leaf_dso.startswith("[bpf") and not stack[0][0].startswith("bpf_prog_"):
         return "user_generator" if comm.startswith("trafgen") else "user_tool"

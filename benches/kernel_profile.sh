@@ -27,7 +27,7 @@ while getopts "s:n:b:F:o:h" o; do
   esac
 done
 shift $((OPTIND-1))
-[ $# -gt 0 ] || set -- none wiretape wiretape-packet stenotype
+[ $# -gt 0 ] || set -- none wiretape-afxdp wiretape-packet stenotype
 command -v perf >/dev/null || { echo "kernel_profile.sh: needs perf (apt-get install linux-perf)" >&2; exit 1; }
 W=$ROOT/target/release/wiretape
 [ -x "$W" ] || { echo "kernel_profile.sh: build first: cargo build --release" >&2; exit 1; }
@@ -37,6 +37,7 @@ spec() {
   case "$1" in
     wiretape) echo "cmd:wiretape=$W record -i {IF} -w {DIR} -q" ;;
     wiretape-packet) echo "cmd:wiretape-packet=$W record -i {IF} -w {DIR} -q --engine packet" ;;
+    wiretape-afxdp) echo "cmd:wiretape-afxdp=$W record -i {IF} -w {DIR} -q --engine afxdp" ;;
     *) echo "$1" ;;
   esac
 }
