@@ -42,14 +42,6 @@ pub trait RxQueue: Send + 'static {
     fn busy_poll(&self) -> Option<Duration> {
         None
     }
-    /// True when the engine hands frames over in batches of its own and
-    /// [`RxQueue::wait`] wakes when the next one is ready (TPACKET_V3: a
-    /// whole block at a time): the poll thread then blocks in `wait` as
-    /// soon as a take finds nothing, instead of first sleeping in short
-    /// steps (one wake-up per block, not per `--poll-sleep-us`).
-    fn waits_for_batches(&self) -> bool {
-        false
-    }
 }
 
 /// The frame half of one queue (owned by the pipeline's writer thread).

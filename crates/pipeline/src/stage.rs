@@ -497,17 +497,12 @@ enum Took {
 impl<R: RxQueue> Taker<R> {
     fn new(rx: R, stamper: Option<Stamper<AutoClock>>, batch: usize, idle_sleep: Duration) -> Self {
         let spin_ns = rx.busy_poll().map_or(0, |d| d.as_nanos() as u64);
-        let sleeps_before_block = if rx.waits_for_batches() {
-            0
-        } else {
-            (10_000 / idle_sleep.as_micros().max(1)) as u32
-        };
         Taker {
             rx,
             stamper,
             batch: batch.max(1),
             idle_sleep,
-            sleeps_before_block,
+            sleeps_before_block: (10_000 / idle_sleep.as_micros().max(1)) as u32,
             idle_rounds: 0,
             spin_ns,
             dry_since: 0,

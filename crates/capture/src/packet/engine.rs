@@ -479,19 +479,7 @@ impl RxQueue for PacketRx {
             std::thread::sleep(timeout.min(Duration::from_millis(1)));
             return;
         }
-        // The kernel wakes us when it hands over a block. Blocks still held
-        // by a writer on another thread go back only from here: look again
-        // soon, so that the kernel never waits long for a free block.
-        let timeout = if self.pending.is_empty() {
-            timeout
-        } else {
-            timeout.min(Duration::from_millis(1))
-        };
         self.sock.wait(timeout);
-    }
-
-    fn waits_for_batches(&self) -> bool {
-        true
     }
 
     fn ended(&mut self) -> bool {
