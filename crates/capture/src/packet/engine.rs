@@ -95,35 +95,16 @@ impl Packet {
             )));
         }
         let count = sys::rx_queue_count(&ifname).unwrap_or(1).max(1);
-        let queues: Vec<u32> = match &cfg.queues {
-            None => (0..count).collect(),
-            Some(list) => {
-                if let Some(&q) = list.iter().find(|&&q| q >= count) {
-                    return Err(CaptureError::NoSuchQueue {
-                        ifname,
-                        queue: q,
-                        count,
-                        last: count - 1,
-                    });
-                }
-                let mut sorted = list.clone();
-                sorted.sort_unstable();
-                sorted.dedup();
-                if sorted != (0..count).collect::<Vec<_>>() {
-                    return Err(CaptureError::Config(format!(
-                        "--engine packet records every queue of {ifname} (an AF_PACKET socket sees the whole interface): \
-                         leave --queues out, or use --engine afxdp to record some queues only"
-                    )));
-                }
-                sorted
-            }
-        };
-        if cfg.filter.is_some() {
-            match sys::arphrd(&ifname) {
-                Some(1) | None => {}
-                Some(arphrd) => return Err(CaptureError::FilterLinkType { ifname, arphrd }),
-            }
+        let mut queues = crate::engine::queues_of(&ifname, count, cfg.queues.as_deref())?;
+        queues.sort_unstable();
+        queues.dedup();
+        if queues != (0..count).collect::<Vec<_>>() {
+            return Err(CaptureError::Config(format!(
+                "--engine packet records every queue of {ifname} (an AF_PACKET socket sees the whole interface): \
+                 leave --queues out, or use --engine afxdp to record some queues only"
+            )));
         }
+        crate::engine::check_filter_link(&ifname, cfg.filter.is_some())?;
         let kernel = kernel_stamps(ts);
         // One fanout group id per run and interface (16 bits; the kernel
         // refuses to mix types in a group, so a clash fails loudly).
@@ -388,6 +369,10 @@ impl PacketRx {
             if w.left == 0 {
                 let b = w.block;
                 self.walk = None;
+                // The block is walked: its frames handed out end here.
+                if let Some(last) = self.pending.back_mut() {
+                    last.1 = self.handed;
+                }
                 self.next_block = if b + 1 == ring.blocks() { 0 } else { b + 1 };
                 continue;
             }
@@ -426,9 +411,11 @@ impl PacketRx {
             out.push(d);
             made += 1;
             self.handed += 1;
-            if let Some(last) = self.pending.back_mut() {
-                last.1 = self.handed;
-            }
+        }
+        // The block being walked (or just walked) ends, so far, here: once
+        // per take, not per frame.
+        if let Some(last) = self.pending.back_mut() {
+            last.1 = self.handed;
         }
         if let Some(w) = &self.walk {
             if w.left == 0 {

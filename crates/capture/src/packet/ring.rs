@@ -56,6 +56,10 @@ pub(super) struct FrameHead {
     pub status: u32,
     /// Offset of the frame's first byte from its header.
     pub mac: u32,
+    /// `tp_vlan_tci`: the tag the kernel took off (with TP_STATUS_VLAN_VALID).
+    pub vlan: u16,
+    /// `tp_vlan_tpid`: its TPID (with TP_STATUS_VLAN_TPID_VALID).
+    pub tpid: u16,
 }
 
 /// An AF_PACKET socket (`SOCK_RAW`), closed on drop.
@@ -371,18 +375,31 @@ impl Ring {
     /// frame it describes would leave the block.
     #[inline]
     pub(super) fn frame_head(&self, b: u32, off: u32) -> Option<FrameHead> {
-        if off.checked_add(FRAME_HDR)? > self.block_size {
+        if b >= self.blocks || off.checked_add(FRAME_HDR)? > self.block_size {
             return None;
         }
-        let mac = self.read_u32(b, off + 24) & 0xffff;
+        // One bounds check (above) for the whole header, then plain loads.
+        // SAFETY: [off, off + FRAME_HDR) is inside block `b` (checked), which
+        // is ours (the module's invariant: only called between is_user and
+        // release, or by the holder of a token into the block).
+        let hdr: [u8; FRAME_HDR as usize] = unsafe {
+            self.ptr
+                .as_ptr()
+                .add(b as usize * self.block_size as usize + off as usize)
+                .cast::<[u8; FRAME_HDR as usize]>()
+                .read_unaligned()
+        };
+        let u32_at = |i: usize| u32::from_le_bytes([hdr[i], hdr[i + 1], hdr[i + 2], hdr[i + 3]]);
+        let mac = u16::from_le_bytes([hdr[24], hdr[25]]) as u32;
         let h = FrameHead {
-            next: self.read_u32(b, off),
-            ts_ns: self.read_u32(b, off + 4) as u64 * 1_000_000_000
-                + self.read_u32(b, off + 8) as u64,
-            snaplen: self.read_u32(b, off + 12),
-            len: self.read_u32(b, off + 16),
-            status: self.read_u32(b, off + 20),
+            next: u32_at(0),
+            ts_ns: u32_at(4) as u64 * 1_000_000_000 + u32_at(8) as u64,
+            snaplen: u32_at(12),
+            len: u32_at(16),
+            status: u32_at(20),
             mac,
+            vlan: (u32_at(32) & 0xffff) as u16,
+            tpid: u16::from_le_bytes([hdr[36], hdr[37]]),
         };
         let end = (off as u64) + (mac as u64) + (h.snaplen as u64);
         (mac >= FRAME_HDR && end <= self.block_size as u64).then_some(h)
@@ -395,13 +412,21 @@ impl Ring {
     /// frame's header stays its one description. Returns the new head.
     /// Frames without a removed tag (or too short to hold addresses) are
     /// left as they are.
+    #[inline(always)]
     pub(super) fn put_back_vlan(&self, b: u32, off: u32, h: FrameHead) -> FrameHead {
         if h.status & TP_STATUS_VLAN_VALID == 0 || h.snaplen < 12 || h.mac < FRAME_HDR + 4 {
             return h;
         }
-        let tci = self.read_u32(b, off + 32) & 0xffff;
+        self.put_back_tag(b, off, h)
+    }
+
+    /// [`Ring::put_back_vlan`]'s move, for a frame that has a tag to put back.
+    #[cold]
+    #[inline(never)]
+    fn put_back_tag(&self, b: u32, off: u32, h: FrameHead) -> FrameHead {
+        let tci = h.vlan as u32;
         let tpid = if h.status & TP_STATUS_VLAN_TPID_VALID != 0 {
-            (self.read_u32(b, off + 36) & 0xffff) as u16
+            h.tpid
         } else {
             ETH_P_8021Q
         };
