@@ -110,27 +110,8 @@ impl AfXdp {
         let count = sys::rx_queue_count(&ifname)
             .unwrap_or(1)
             .clamp(1, MAX_QUEUES);
-        let queues: Vec<u32> = match &cfg.queues {
-            None => (0..count).collect(),
-            Some(list) => {
-                if let Some(&q) = list.iter().find(|&&q| q >= count) {
-                    return Err(CaptureError::NoSuchQueue {
-                        ifname,
-                        queue: q,
-                        count,
-                        last: count - 1,
-                    });
-                }
-                list.clone()
-            }
-        };
-        if cfg.filter.is_some() {
-            // Filters are compiled for Ethernet (ARPHRD_ETHER = 1).
-            match sys::arphrd(&ifname) {
-                Some(1) | None => {}
-                Some(arphrd) => return Err(CaptureError::FilterLinkType { ifname, arphrd }),
-            }
-        }
+        let queues = crate::engine::queues_of(&ifname, count, cfg.queues.as_deref())?;
+        crate::engine::check_filter_link(&ifname, cfg.filter.is_some())?;
         if let Some(bp) = cfg.busy_poll {
             if bp.usecs == 0 || bp.budget == 0 {
                 return Err(CaptureError::Config(format!(

@@ -177,6 +177,39 @@ pub struct StartInfo {
     pub busy_poll: Option<crate::BusyPoll>,
 }
 
+/// The RX queues to record on `ifname`, which has `count`: all of them
+/// (`requested` None) or the ones asked for, each checked to exist.
+pub(crate) fn queues_of(
+    ifname: &str,
+    count: u32,
+    requested: Option<&[u32]>,
+) -> Result<Vec<u32>, crate::CaptureError> {
+    match requested {
+        None => Ok((0..count).collect()),
+        Some(list) => match list.iter().find(|&&q| q >= count) {
+            Some(&q) => Err(crate::CaptureError::NoSuchQueue {
+                ifname: ifname.to_owned(),
+                queue: q,
+                count,
+                last: count - 1,
+            }),
+            None => Ok(list.to_vec()),
+        },
+    }
+}
+
+/// A capture filter is compiled for Ethernet: refuses an interface whose
+/// frames are not (ARPHRD_ETHER = 1; unknown passes).
+pub(crate) fn check_filter_link(ifname: &str, filter: bool) -> Result<(), crate::CaptureError> {
+    match crate::sys::arphrd(ifname) {
+        Some(arphrd) if filter && arphrd != 1 => Err(crate::CaptureError::FilterLinkType {
+            ifname: ifname.to_owned(),
+            arphrd,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// CPU of item `i` of a list given in turn (`--cpus`), else of `fallback` in turn.
 pub(crate) fn cpu_in_turn(list: Option<&[usize]>, fallback: &[usize], i: usize) -> Option<usize> {
     match list {

@@ -698,6 +698,22 @@ fn resolve_engine(a: &Args) -> String {
     "packet".into()
 }
 
+/// Refuses the AF_XDP socket and UMEM flags for another engine; `ring`
+/// says what sizes that engine's ring instead.
+fn refuse_socket_flags(a: &Args, ring: &str) -> Result<()> {
+    for (given, flag) in [
+        (a.xdp_mode.is_some(), "--xdp-mode"),
+        (a.zero_copy.is_some(), "--zero-copy"),
+        (a.frames.is_some(), "--frames"),
+        (a.frame_size.is_some(), "--frame-size"),
+    ] {
+        if given {
+            bail!("{flag} applies to --engine afxdp only ({ring})");
+        }
+    }
+    Ok(())
+}
+
 /// The capture side of the options (-i or -r).
 fn input(a: &Args) -> Result<Input> {
     if let Some(path) = &a.read {
@@ -739,18 +755,7 @@ fn input(a: &Args) -> Result<Input> {
         if a.busy_poll.is_some() {
             bail!("--busy-poll applies to --engine afxdp only: it sets AF_XDP socket options (netmap's poll thread already polls its rings)");
         }
-        for (given, flag) in [
-            (a.xdp_mode.is_some(), "--xdp-mode"),
-            (a.zero_copy.is_some(), "--zero-copy"),
-            (a.frames.is_some(), "--frames"),
-            (a.frame_size.is_some(), "--frame-size"),
-        ] {
-            if given {
-                bail!(
-                    "{flag} applies to --engine afxdp only (netmap's ring size is --netmap-slots)"
-                );
-            }
-        }
+        refuse_socket_flags(a, "netmap's ring size is --netmap-slots")?;
         let mut c = NetmapConfig::new(&iface);
         c.queues = match a.queues.as_deref().map(str::trim) {
             None | Some("all") => None,
@@ -768,16 +773,10 @@ fn input(a: &Args) -> Result<Input> {
         if a.busy_poll.is_some() {
             bail!("--busy-poll applies to --engine afxdp only: it sets AF_XDP socket options");
         }
-        for (given, flag) in [
-            (a.xdp_mode.is_some(), "--xdp-mode"),
-            (a.zero_copy.is_some(), "--zero-copy"),
-            (a.frames.is_some(), "--frames"),
-            (a.frame_size.is_some(), "--frame-size"),
-        ] {
-            if given {
-                bail!("{flag} applies to --engine afxdp only (the packet engine's ring is --packet-blocks x --packet-block-kib)");
-            }
-        }
+        refuse_socket_flags(
+            a,
+            "the packet engine's ring is --packet-blocks x --packet-block-kib",
+        )?;
         let cpus = cpu_list(&a.cpus, "--cpus")?;
         let writer_cpus = cpu_list(&a.writer_cpus, "--writer-cpus")?;
         let queues = match a.queues.as_deref().map(str::trim) {

@@ -417,20 +417,8 @@ fn record_inner(
             let mut engines = Vec::new();
             for c in list {
                 let mut c = c.clone();
-                let mut v = cpus.clone();
-                if !v.is_empty() {
-                    let k = offset % v.len();
-                    v.rotate_left(k);
-                }
-                c.cpus = Some(v);
-                c.writer_cpus = writer_cpus.as_ref().map(|w| {
-                    let mut w = w.clone();
-                    if !w.is_empty() {
-                        let k = offset % w.len();
-                        w.rotate_left(k);
-                    }
-                    w
-                });
+                c.cpus = Some(rotated(&cpus, offset));
+                c.writer_cpus = writer_cpus.as_deref().map(|w| rotated(w, offset));
                 let e = Packet::open(&c, cfg.ts)?;
                 offset += e.info().queues.len();
                 engines.push(e);
@@ -535,6 +523,17 @@ impl FrameSink for Output {
 /// (it exists, has the queues, has no XDP program, is named once), and
 /// spreads `--cpus`/`--writer-cpus` over all their queues in order: each
 /// interface's lists start where the previous interface's queues ended.
+/// `v` turned left by `by` (mod its length): the CPU list of the queues
+/// that follow `by` queues of earlier interfaces in a run.
+fn rotated(v: &[usize], by: usize) -> Vec<usize> {
+    let mut v = v.to_vec();
+    if !v.is_empty() {
+        let k = by % v.len();
+        v.rotate_left(k);
+    }
+    v
+}
+
 fn check_interfaces(list: Vec<CaptureConfig>) -> Result<Vec<CaptureConfig>, PipelineError> {
     if list.is_empty() {
         return Err(CaptureError::Config("no interface to record".into()).into());
@@ -550,20 +549,12 @@ fn check_interfaces(list: Vec<CaptureConfig>) -> Result<Vec<CaptureConfig>, Pipe
     }
     let cpus = list[0].cpus.clone().unwrap_or_else(sys::allowed_cpus);
     let writer_cpus = list[0].writer_cpus.clone();
-    let rotate = |v: &[usize], by: usize| -> Vec<usize> {
-        let mut v = v.to_vec();
-        if !v.is_empty() {
-            let k = by % v.len();
-            v.rotate_left(k);
-        }
-        v
-    };
     let mut offset = 0;
     let mut out = Vec::new();
     for mut c in list {
         let (_, queues) = AfXdp::check(&c)?;
-        c.cpus = Some(rotate(&cpus, offset));
-        c.writer_cpus = writer_cpus.as_deref().map(|w| rotate(w, offset));
+        c.cpus = Some(rotated(&cpus, offset));
+        c.writer_cpus = writer_cpus.as_deref().map(|w| rotated(w, offset));
         offset += queues.len();
         out.push(c);
     }

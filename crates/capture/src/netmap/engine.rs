@@ -178,26 +178,8 @@ impl Netmap<DevPort> {
             return Err(CaptureError::NetmapMissing);
         }
         let count = sys::rx_queue_count(&ifname).unwrap_or(1).max(1);
-        let queues: Vec<u32> = match &cfg.queues {
-            None => (0..count).collect(),
-            Some(list) => {
-                if let Some(&q) = list.iter().find(|&&q| q >= count) {
-                    return Err(CaptureError::NoSuchQueue {
-                        ifname,
-                        queue: q,
-                        count,
-                        last: count - 1,
-                    });
-                }
-                list.clone()
-            }
-        };
-        if cfg.filter.is_some() {
-            match sys::arphrd(&ifname) {
-                Some(1) | None => {}
-                Some(arphrd) => return Err(CaptureError::FilterLinkType { ifname, arphrd }),
-            }
-        }
+        let queues = crate::engine::queues_of(&ifname, count, cfg.queues.as_deref())?;
+        crate::engine::check_filter_link(&ifname, cfg.filter.is_some())?;
         let mut ports = Vec::new();
         for &q in &queues {
             let (fd, ring, info) = super::sys::register(&ifname, q, cfg.slots.unwrap_or(0))
