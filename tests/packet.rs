@@ -224,50 +224,61 @@ fn frames_dropped_for_a_full_ring_are_counted() {
     require_root();
     let tb = Testbed::create("pktfull", 1).unwrap();
     let out = TempDir::new("pktfull");
-    let dir = out.path().join("cap");
-    let json = out.path().join("s.json");
-    // Two blocks of 64 KiB: ~80 frames of 1514 B; the recorder is stopped
-    // (SIGSTOP) while 3,000 frames arrive, so most of them find no block.
-    let mut rec = Recorder::start(
-        &tb,
-        &[
-            "--engine",
-            "packet",
-            "--packet-blocks",
-            "2",
-            "--packet-block-kib",
-            "64",
-            "-w",
-            dir.to_str().unwrap(),
-            "--summary-json",
-            json.to_str().unwrap(),
-            "-q",
-        ],
-    );
-    rec.signal(libc::SIGSTOP);
-    let n = 3_000u64;
-    tb.send(0..n, SizeFn::Fixed(1514), 1, Some(50_000)).unwrap();
-    rec.signal(libc::SIGCONT);
-    std::thread::sleep(Duration::from_millis(500));
-    rec.signal(libc::SIGINT);
-    assert!(rec.wait(30).success(), "{}", rec.stderr_text());
-    let j = read_json(&json);
-    assert_identity(&j);
-    let written = j["packets_written"].as_u64().unwrap();
-    let full = j["drops"]["rx_ring_full"].as_u64().unwrap();
-    assert_eq!(
-        j["packets_seen"].as_u64(),
-        Some(n),
-        "every frame sent is in the books: {}",
-        j["per_queue"]
-    );
-    assert_eq!(written + full, n);
-    assert!(
-        full > 0 && written > 0,
-        "written {written}, ring full {full}"
-    );
-    let v = verify_dir(&dir, n, usize::MAX, 0, u64::MAX);
-    assert_eq!(v.frames, written, "the files hold what the summary says");
+    // pcap: frames copied; pcapng: laid out in place (blocks held until
+    // their run is on disk).
+    for fmt in ["pcap", "pcapng"] {
+        let dir = out.path().join(fmt);
+        let json = out.path().join(format!("{fmt}.json"));
+        // Two blocks of 64 KiB: ~80 frames of 1514 B; the recorder is
+        // stopped (SIGSTOP) while 3,000 frames arrive, so most of them find
+        // no block.
+        let mut rec = Recorder::start(
+            &tb,
+            &[
+                "--engine",
+                "packet",
+                "--packet-blocks",
+                "2",
+                "--packet-block-kib",
+                "64",
+                "--format",
+                fmt,
+                "-w",
+                dir.to_str().unwrap(),
+                "--summary-json",
+                json.to_str().unwrap(),
+                "-q",
+            ],
+        );
+        rec.signal(libc::SIGSTOP);
+        let n = 3_000u64;
+        tb.send(0..n, SizeFn::Fixed(1514), 1, Some(50_000)).unwrap();
+        rec.signal(libc::SIGCONT);
+        std::thread::sleep(Duration::from_millis(500));
+        rec.signal(libc::SIGINT);
+        assert!(rec.wait(30).success(), "{fmt}: {}", rec.stderr_text());
+        let j = read_json(&json);
+        assert_identity(&j);
+        assert_eq!(j["in_place"], fmt == "pcapng", "{fmt}");
+        let written = j["packets_written"].as_u64().unwrap();
+        let full = j["drops"]["rx_ring_full"].as_u64().unwrap();
+        assert_eq!(
+            j["packets_seen"].as_u64(),
+            Some(n),
+            "{fmt}: every frame sent is in the books: {}",
+            j["per_queue"]
+        );
+        assert_eq!(written + full, n, "{fmt}");
+        assert!(
+            full > 0 && written > 0,
+            "{fmt}: written {written}, ring full {full}"
+        );
+        let v = verify_dir(&dir, n, usize::MAX, 0, u64::MAX);
+        assert_eq!(
+            v.frames, written,
+            "{fmt}: the files hold what the summary says"
+        );
+    }
 }
 
 #[test]
@@ -476,4 +487,214 @@ fn bad_input_is_refused_before_anything_is_opened() {
     );
     assert_ne!(code, 0);
     assert!(err.contains("--engine packet"), "{err}");
+}
+
+/// The pcapng block types in `file`, in order (a walk over block lengths).
+fn block_types(file: &std::path::Path) -> Vec<u32> {
+    let b = std::fs::read(file).unwrap();
+    let rd = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+    let mut out = Vec::new();
+    let mut o = 0;
+    while o + 12 <= b.len() {
+        let (kind, len) = (rd(o), rd(o + 4) as usize);
+        assert!(
+            len >= 12 && len % 4 == 0 && o + len <= b.len(),
+            "{}: a block of {len} bytes at {o}",
+            file.display()
+        );
+        assert_eq!(rd(o + len - 4) as usize, len, "trailing length at {o}");
+        out.push(kind);
+        o += len;
+    }
+    assert_eq!(o, b.len(), "{}: ends on a block", file.display());
+    out
+}
+
+/// The filler blocks frames laid out in place leave between packet blocks.
+const FILL: u32 = 0x8000_5754;
+
+/// Frames tcpdump (libpcap) reads from `files`, optionally selecting `expr`.
+fn tcpdump_count(files: &[PathBuf], expr: &[&str]) -> u64 {
+    files
+        .iter()
+        .map(|f| {
+            let o = Command::new("tcpdump")
+                .args(["-nn", "-r"])
+                .arg(f)
+                .args(expr)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "tcpdump reads {}", f.display());
+            String::from_utf8_lossy(&o.stdout).lines().count() as u64
+        })
+        .sum()
+}
+
+#[test]
+fn frames_laid_out_in_place_are_pcapng_every_reader_reads() {
+    require_root();
+    let tb = Testbed::create("pktip", 2).unwrap();
+    let out = TempDir::new("pktip");
+    let dir = out.path().join("cap");
+    let json = out.path().join("s.json");
+    let n = 30_000u64;
+    let t0 = now_ns();
+    let mut rec = Recorder::start(
+        &tb,
+        &[
+            "--engine",
+            "packet",
+            "--format",
+            "pcapng",
+            "--rotate-size",
+            "4M",
+            "-w",
+            dir.to_str().unwrap(),
+            "--summary-json",
+            json.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        rec.stderr
+            .iter()
+            .any(|l| l.contains("pcapng laid out in place")),
+        "the start line says frames are laid out in place: {:?}",
+        rec.stderr
+    );
+    let sent = tb.send(0..n, SizeFn::Mixed, 4, Some(100_000)).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    rec.signal(libc::SIGINT);
+    assert!(rec.wait(30).success(), "{}", rec.stderr_text());
+    let t1 = now_ns();
+    let files = pcaps(&dir);
+    assert!(files.len() > 2, "rotation made several files: {files:?}");
+    // Our reader: every frame, byte for byte, kernel stamps inside the run.
+    let v = verify_dir(&dir, n, usize::MAX, t0, t1);
+    assert_eq!(v.frames, n, "every frame sent is in the files");
+    assert_eq!(v.original_bytes, sent.bytes, "every byte");
+    // Wireshark's and libpcap's readers: every frame, none more.
+    assert_eq!(tshark_count(&files), n, "tshark reads them all");
+    assert_eq!(tcpdump_count(&files, &[]), n, "tcpdump reads them all");
+    // Laid out in place: each file is SHB, IDB, then packet blocks with
+    // fillers between them.
+    for f in &files {
+        let kinds = block_types(f);
+        assert_eq!(&kinds[..2], &[0x0A0D_0D0A, 1], "{}", f.display());
+        let epbs = kinds.iter().filter(|&&k| k == 6).count();
+        let fills = kinds.iter().filter(|&&k| k == FILL).count();
+        assert!(
+            epbs > 0 && fills >= epbs,
+            "{}: {epbs} packet blocks, {fills} fillers",
+            f.display()
+        );
+        assert_eq!(
+            epbs + fills + 2,
+            kinds.len(),
+            "{}: nothing else",
+            f.display()
+        );
+    }
+    let j = read_json(&json);
+    assert_identity(&j);
+    assert_eq!(j["in_place"], true);
+    assert_eq!(j["packets_written"].as_u64(), Some(n));
+    assert_eq!(j["bytes_written"].as_u64(), Some(sent.bytes));
+    // The index leads extract to the same frames tcpdump selects.
+    let want = tcpdump_count(&files, &["udp", "src", "port", "10001"]);
+    assert_eq!(want, n / 4, "a quarter of the flows");
+    let x = out.path().join("x.pcap");
+    let (code, _, e) = run_wiretape(
+        None,
+        &[
+            "extract",
+            dir.to_str().unwrap(),
+            "-w",
+            x.to_str().unwrap(),
+            "-q",
+            "udp",
+            "src",
+            "port",
+            "10001",
+        ],
+    );
+    assert_eq!(code, 0, "extract: {e}");
+    let got = records(&[x]);
+    assert_eq!(got.len() as u64, want, "extract selects what tcpdump does");
+    for r in &got {
+        let (seq, _, flow) = frames::parse(&r.data).expect("a test frame");
+        assert_eq!(flow, 1, "frame {seq}");
+    }
+}
+
+#[test]
+fn vlan_tags_and_the_filter_in_place_and_copied() {
+    require_root();
+    let tb = Testbed::create("pktipv", 1).unwrap();
+    let out = TempDir::new("pktipv");
+    // 900 frames: plain, 802.1Q VLAN 7, 802.1ad VLAN 9; the filter drops VLAN 9.
+    let mut sent = Vec::new();
+    for seq in 0..900u64 {
+        let f = frames::build(seq, frames::mixed_size(seq).max(64), 0);
+        sent.push(match seq % 3 {
+            0 => f,
+            1 => tagged(&f, 0x8100, 7),
+            _ => tagged(&f, 0x88a8, 9),
+        });
+    }
+    let kept: Vec<&Vec<u8>> = sent
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 3 != 2)
+        .map(|(_, f)| f)
+        .collect();
+    for (mode, in_place) in [("in-place", true), ("copy", false)] {
+        let dir = out.path().join(mode);
+        let json = out.path().join(format!("{mode}.json"));
+        let mut args = vec![
+            "--engine",
+            "packet",
+            "--format",
+            "pcapng",
+            "-w",
+            dir.to_str().unwrap(),
+            "--summary-json",
+            json.to_str().unwrap(),
+            "-q",
+        ];
+        if !in_place {
+            args.push("--packet-copy");
+        }
+        args.extend(["not", "vlan", "9"]);
+        let mut rec = Recorder::start(&tb, &args);
+        send_raw(&tb, sent.clone());
+        std::thread::sleep(Duration::from_millis(300));
+        rec.signal(libc::SIGINT);
+        assert!(rec.wait(30).success(), "{mode}: {}", rec.stderr_text());
+        let files = pcaps(&dir);
+        let got = records(&files);
+        assert_eq!(got.len(), kept.len(), "{mode}: the frames the filter keeps");
+        for (i, (r, want)) in got.iter().zip(&kept).enumerate() {
+            assert!(
+                r.data == **want,
+                "{mode}: frame {i}: bytes differ from what was sent\n got {:02x?}\nwant {:02x?}",
+                &r.data[..r.data.len().min(20)],
+                &want[..20]
+            );
+            assert_eq!(r.orig_len as usize, want.len(), "{mode}: frame {i}");
+        }
+        assert_eq!(tcpdump_count(&files, &["vlan", "7"]), 300, "{mode}: VLAN 7");
+        assert_eq!(tshark_count(&files), 600, "{mode}: tshark");
+        let fills = files
+            .iter()
+            .flat_map(|f| block_types(f))
+            .filter(|&k| k == FILL)
+            .count();
+        assert_eq!(fills > 0, in_place, "{mode}: {fills} fillers");
+        let j = read_json(&json);
+        assert_identity(&j);
+        assert_eq!(j["in_place"], in_place, "{mode}");
+        assert_eq!(j["packets_seen"].as_u64(), Some(900), "{mode}");
+        assert_eq!(j["packets_filtered"].as_u64(), Some(300), "{mode}");
+        assert_eq!(j["packets_written"].as_u64(), Some(600), "{mode}");
+    }
 }

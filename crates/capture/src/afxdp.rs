@@ -194,6 +194,7 @@ impl AfXdp {
             interfaces: Vec::new(),
             mapped_file: None,
             busy_poll: cfg.busy_poll,
+            in_place: false,
         };
         let mut fds = Vec::new();
         let mut out = Vec::new();

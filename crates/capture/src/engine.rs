@@ -42,6 +42,12 @@ pub trait RxQueue: Send + 'static {
     fn busy_poll(&self) -> Option<Duration> {
         None
     }
+    /// How long the poll thread should sleep when the ring runs dry, if
+    /// the engine knows better than the stage's default (the packet engine:
+    /// most of the time a block takes to fill). None: the default.
+    fn pause_hint(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// The frame half of one queue (owned by the pipeline's writer thread).
@@ -55,6 +61,26 @@ pub trait FrameStore: Send + 'static {
     /// order they were taken: an engine may rely on it (the file engine
     /// checks it and panics otherwise).
     fn give_back(&mut self, descs: std::vec::Drain<'_, Desc>);
+    /// Called by the writer for every frame it takes, in order: None when
+    /// the frame is to be copied; Some when the engine laid it out in place
+    /// (its bytes already stand in a run of pcapng blocks), with the run
+    /// this frame completes, which the writer then writes as it lies.
+    /// Engines that lay nothing out keep the default.
+    #[inline(always)]
+    fn laid_out(&mut self, _d: &Desc) -> Option<Option<Box<dyn LaidOutRun>>> {
+        None
+    }
+}
+
+/// A run of pcapng blocks an engine laid out in place (the TPACKET_V3
+/// engine's ring block, see [`crate::packet`]): its bytes (whole pages),
+/// to be written as they lie; the engine gets its memory back when the
+/// run is dropped.
+pub trait LaidOutRun: AsRef<[u8]> + Send {
+    /// Frames it holds.
+    fn frames(&self) -> u64;
+    /// The first one's stamp (UTC ns).
+    fn first_ns(&self) -> u64;
 }
 
 /// One queue of an engine, ready to run.
@@ -175,6 +201,9 @@ pub struct StartInfo {
     pub mapped_file: Option<u64>,
     /// Busy polling of the AF_XDP sockets (`--busy-poll`); None: off.
     pub busy_poll: Option<crate::BusyPoll>,
+    /// The packet engine lays its ring blocks out in place as pcapng runs
+    /// written as they lie (frames not copied); false for the others.
+    pub in_place: bool,
 }
 
 /// The RX queues to record on `ifname`, which has `count`: all of them

@@ -259,6 +259,7 @@ impl FileEngine {
             interfaces: Vec::new(),
             mapped_file: in_place.as_ref().map(|ip| ip.map.len() as u64),
             busy_poll: None,
+            in_place: false,
         };
         let frames = FileFrames {
             reader,

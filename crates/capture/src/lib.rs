@@ -64,7 +64,7 @@ pub mod xsk;
 pub use afxdp::{AfXdp, CaptureConfig};
 pub use bpf::{QueueCounters, XdpCutoff, XdpMode};
 pub use desc::Desc;
-pub use engine::{Engine, EngineCounters, EngineQueue, FrameStore, RxQueue, StartInfo};
+pub use engine::{Engine, EngineCounters, EngineQueue, FrameStore, LaidOutRun, RxQueue, StartInfo};
 pub use file::{FileConfig, FileEngine, PcapInPlace, RecordHead, RecordSource};
 pub use link::{LinkMonitor, LinkStatus};
 pub use multi::MultiEngine;

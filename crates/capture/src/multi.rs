@@ -53,6 +53,7 @@ impl<E: Engine> MultiEngine<E> {
             frames: first.frames,
             frame_size: first.frame_size,
             busy_poll: first.busy_poll,
+            in_place: first.in_place,
             interfaces: infos,
             mapped_file: None,
         };

@@ -82,12 +82,17 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
     };
     if info.engine == "packet" {
         return format!(
-            "wiretape: recording {} queues {:?} [{}]: packet (TPACKET_V3, fanout by queue){why}, {} blocks x {} KiB per queue, snaplen {snaplen}{}, {} -> {dir}",
+            "wiretape: recording {} queues {:?} [{}]: packet (TPACKET_V3, fanout by queue){why}, {} blocks x {} KiB per queue{}, snaplen {snaplen}{}, {} -> {dir}",
             info.ifname,
             info.queues,
             cpus.join(" "),
             info.frames,
             info.frame_size / 1024,
+            if info.in_place {
+                ", pcapng laid out in place (frames not copied; --packet-copy to copy)"
+            } else {
+                ""
+            },
             filter("user space"),
             ts_text(info),
         );
@@ -323,6 +328,7 @@ pub fn summary_json(
         "queues": r.info.queues,
         "engine": r.info.engine,
         "engine_reason": crate::record::ENGINE_REASON.get(),
+        "in_place": r.info.in_place,
         "source": r.info.source.as_ref().map(|p| p.display().to_string()),
         "xdp_mode": xdp_mode(&r.info),
         "bind_mode": match r.info.bind_mode { Some(BindMode::ZeroCopy) => "zero-copy", Some(BindMode::Copy) => "copy", None => "none" },

@@ -506,6 +506,24 @@ impl FrameSink for Output {
             }
         }
     }
+    fn write_external(
+        &mut self,
+        ext: wiretape_storage::external::External,
+        frames: u64,
+        first_ns: u64,
+    ) -> Result<(), Arc<StorageError>> {
+        match self {
+            Output::Files(w) => w.write_external(ext, frames, first_ns),
+            Output::Nothing(r, _) => {
+                // Laid out only for pcapng files, never cut: count it.
+                let _ = wiretape_storage::external::walk_run(ext.bytes(), |_, _, f| {
+                    r.frames += 1;
+                    r.bytes += f.len() as u64;
+                });
+                Ok(())
+            }
+        }
+    }
     fn idle(&mut self) {
         if let Output::Files(w) = self {
             w.idle()

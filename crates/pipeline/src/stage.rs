@@ -28,6 +28,24 @@ pub trait FrameSink: Send + 'static {
     /// Records one frame stamped `ts_ns` (UTC ns) whose length on the wire
     /// is `wire_len`. On error the sink has counted the frame as lost.
     fn write(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32) -> Result<(), Arc<StorageError>>;
+    /// Records a run of pcapng blocks an engine laid out in place
+    /// (`frames` frames, the first stamped `first_ns`), written as it lies.
+    /// On error the sink has counted its frames as lost. This default
+    /// records each of its frames with [`FrameSink::write`].
+    fn write_external(
+        &mut self,
+        ext: wiretape_storage::external::External,
+        _frames: u64,
+        _first_ns: u64,
+    ) -> Result<(), Arc<StorageError>> {
+        let mut r = Ok(());
+        let _ = wiretape_storage::external::walk_run(ext.bytes(), |_, ts, f| {
+            if let Err(e) = self.write(ts, f, f.len() as u32) {
+                r = Err(e);
+            }
+        });
+        r
+    }
     /// Called about every 100 ms (also when no frames come).
     fn idle(&mut self);
     /// Flushes and closes; the final word on what was written.
@@ -38,6 +56,15 @@ impl FrameSink for wiretape_storage::RotatingWriter {
     #[inline]
     fn write(&mut self, ts_ns: u64, frame: &[u8], wire_len: u32) -> Result<(), Arc<StorageError>> {
         wiretape_storage::RotatingWriter::write(self, ts_ns, frame, wire_len)
+    }
+    #[inline]
+    fn write_external(
+        &mut self,
+        ext: wiretape_storage::external::External,
+        frames: u64,
+        first_ns: u64,
+    ) -> Result<(), Arc<StorageError>> {
+        wiretape_storage::RotatingWriter::write_external(self, ext, frames, first_ns)
     }
     fn idle(&mut self) {
         wiretape_storage::RotatingWriter::idle(self)
@@ -553,7 +580,7 @@ impl<R: RxQueue> Taker<R> {
         }
         if self.idle_rounds < self.sleeps_before_block {
             self.idle_rounds += 1;
-            std::thread::sleep(self.idle_sleep);
+            std::thread::sleep(self.rx.pause_hint().unwrap_or(self.idle_sleep));
         } else {
             self.rx.wait(Duration::from_millis(50));
         }
@@ -607,6 +634,15 @@ struct Writer<S, F> {
     next_idle: u64,
 }
 
+/// An engine's run as the bytes storage writes.
+struct RunBytes(Box<dyn wiretape_capture::LaidOutRun>);
+
+impl AsRef<[u8]> for RunBytes {
+    fn as_ref(&self) -> &[u8] {
+        (*self.0).as_ref()
+    }
+}
+
 /// How often a writer's sink (and live side) hear from it when idle.
 const IDLE_NS: u64 = 100_000_000;
 
@@ -640,13 +676,30 @@ impl<S: FrameSink, F: FrameStore> Writer<S, F> {
         // Whether the live side keeps frames changes only between batches.
         let mut live = self.live.as_mut().filter(|l| l.is_active());
         for d in v.iter().take(take as usize) {
+            let placed = self.frames.laid_out(d);
             let (f, wire) = self.frames.frame(d);
-            match self.sink.write(d.ts, f, wire) {
-                Ok(()) => {
+            match placed {
+                None => match self.sink.write(d.ts, f, wire) {
+                    Ok(()) => {
+                        ok += 1;
+                        bytes += f.len() as u64;
+                    }
+                    Err(_) => failed = true,
+                },
+                // Already in a run: that run goes out as it lies once its
+                // last frame is here.
+                Some(run) => {
                     ok += 1;
                     bytes += f.len() as u64;
+                    if let Some(run) = run {
+                        let (frames, first) = (run.frames(), run.first_ns());
+                        let ext =
+                            wiretape_storage::external::External::new(Box::new(RunBytes(run)));
+                        if self.sink.write_external(ext, frames, first).is_err() {
+                            failed = true;
+                        }
+                    }
                 }
-                Err(_) => failed = true,
             }
             if let Some(l) = live.as_deref_mut() {
                 l.push(d.ts, f, wire);

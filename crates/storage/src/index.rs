@@ -190,6 +190,15 @@ impl IndexWriter {
         }
     }
 
+    /// Forgets the records of the block being collected (they never went
+    /// to the file).
+    pub(crate) fn discard_current(&mut self) {
+        self.cur = Entry::default();
+        if let Some(f) = &mut self.flows {
+            let _ = f.finish();
+        }
+    }
+
     /// The block went to the disk: append its entry.
     pub fn block_done(&mut self) {
         if self.cur.count == 0 {

@@ -36,6 +36,7 @@ pub mod uring;
 
 pub mod block;
 pub mod compress;
+pub mod external;
 pub mod fuzz;
 pub mod index;
 pub mod naming;

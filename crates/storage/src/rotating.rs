@@ -695,6 +695,16 @@ impl RotatingWriter {
     }
 
     fn needs_rotation(&self, ts_ns: u64, len: usize) -> bool {
+        // The record as the file's format writes it (pcapng: 32 B + padding).
+        let rec = self
+            .cfg
+            .format
+            .record_len(len.min(self.cfg.snaplen as usize)) as u64;
+        self.needs_rotation_for(ts_ns, rec)
+    }
+
+    /// Whether the file is due before `bytes` more stamped `ts_ns` go in.
+    fn needs_rotation_for(&self, ts_ns: u64, bytes: u64) -> bool {
         if self.current().stats().frames == 0 {
             return false; // never an empty file
         }
@@ -704,15 +714,9 @@ impl RotatingWriter {
         if !self.cfg.rotating() {
             return false;
         }
-        // The record as the file's format writes it (pcapng: 32 B + padding).
-        let rec = || {
-            self.cfg
-                .format
-                .record_len(len.min(self.cfg.snaplen as usize)) as u64
-        };
         self.cfg
             .rotate_size
-            .is_some_and(|m| self.current().file_bytes() + rec() > m)
+            .is_some_and(|m| self.current().file_bytes() + bytes > m)
             || self
                 .cfg
                 .rotate_time
@@ -812,6 +816,49 @@ impl RotatingWriter {
             Ok(()) => {
                 if first {
                     self.file_start_ns = ts_ns;
+                }
+                Ok(())
+            }
+            Err(e) => Err(self.keep_error(e)),
+        }
+    }
+
+    /// Appends `ext`, a run of pcapng blocks laid out in place holding
+    /// `frames` frames, the first stamped `first_ns` (see
+    /// [`crate::external`]; the files must be pcapng, uncompressed, and no
+    /// frame longer than the snap length), rotating first when the file is
+    /// due. On error its frames are counted as lost (or `disk_full`).
+    pub fn write_external(
+        &mut self,
+        ext: crate::external::External,
+        frames: u64,
+        first_ns: u64,
+    ) -> Result<(), Arc<StorageError>> {
+        let lost = |s: &mut Self, e: &StorageError| {
+            if matches!(e, StorageError::DiskFull { .. }) {
+                s.done.disk_full += frames;
+            } else {
+                s.done.lost += frames;
+            }
+        };
+        if let Some(e) = self.rotate_failed.clone() {
+            lost(self, &e);
+            return Err(e);
+        }
+        if self.needs_rotation_for(first_ns, ext.len() as u64) {
+            if let Err(e) = self.rotate(first_ns) {
+                lost(self, &e);
+                let e = self.keep_error(e);
+                self.rotate_failed = Some(e.clone());
+                return Err(e);
+            }
+        }
+        let w = self.current_mut();
+        let first = w.stats().frames == 0;
+        match w.write_external(ext) {
+            Ok(info) => {
+                if first && info.frames > 0 {
+                    self.file_start_ns = first_ns;
                 }
                 Ok(())
             }

@@ -208,6 +208,33 @@ pub trait BlockSink: Send {
     /// Where blocks went in a compressed file, each once, in order (plain
     /// sinks: none; see [`crate::compress::Placed`]).
     fn take_placed(&mut self, _out: &mut Vec<crate::compress::Placed>) {}
+    /// Takes a filled block whose length is a multiple of 4096 (the file's
+    /// next bytes), then `ext` (the bytes after it), and returns the block
+    /// to fill next. `ext` is finished (its memory the owner's again) once
+    /// its bytes are in the file, or failed. This default copies `ext`
+    /// through blocks; the io_uring sink writes it from where it lies.
+    fn submit_external(
+        &mut self,
+        block: Block,
+        ext: crate::external::External,
+    ) -> Result<Block, StorageError> {
+        let mut b = self.submit(block)?;
+        let mut rest = ext.bytes();
+        while !rest.is_empty() {
+            let (buf, len) = b.space();
+            let n = rest.len().min(buf.len() - *len);
+            buf[*len..*len + n].copy_from_slice(&rest[..n]);
+            *len += n;
+            rest = &rest[n..];
+            if *len == buf.len() {
+                b = self.submit(b)?;
+            }
+        }
+        // Copied: the memory is free again (the copy goes out with the
+        // next submit or flush).
+        ext.finish(true);
+        Ok(b)
+    }
 }
 
 /// What a write engine reports for backpressure.
@@ -615,5 +642,12 @@ impl BlockSink for AnySink {
     }
     fn take_placed(&mut self, out: &mut Vec<crate::compress::Placed>) {
         both!(self, s => s.take_placed(out))
+    }
+    fn submit_external(
+        &mut self,
+        block: Block,
+        ext: crate::external::External,
+    ) -> Result<Block, StorageError> {
+        both!(self, s => s.submit_external(block, ext))
     }
 }

@@ -42,6 +42,8 @@ const EXTEND_MIN_FREE: u64 = 16 * FALLOC_STEP;
 const RECENT_NS: u64 = 1_000_000_000;
 /// user_data of fallocate entries (write entries carry their buffer index).
 const FALLOC_TAG: u64 = u64::MAX;
+/// user_data of external writes: this bit and their index in `ext_flight`.
+const EXT_TAG: u64 = 1 << 62;
 
 /// Ids of engines (and the sinks made from them): the owner in a [`Lease`].
 static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
@@ -206,6 +208,25 @@ pub struct UringSink {
     /// is then issued again.
     make_room: Option<crate::sink::MakeRoom>,
     retries: u64,
+    /// External writes in flight (see [`crate::external`]), by index.
+    ext_flight: Vec<Option<ExtFlight>>,
+    /// External runs waiting to go out (merged as blocks are, see `pump`),
+    /// each with its offset.
+    ext_pending: VecDeque<(crate::external::External, u64)>,
+    /// When the last run was queued, and whether it came less than
+    /// MERGE_WAIT after the one before.
+    ext_last_push: Instant,
+    ext_streaming: bool,
+}
+
+/// An external write in flight: the runs it covers (each lent by its owner
+/// until it is dropped), at consecutive offsets from `off`, when it went out.
+struct ExtFlight {
+    parts: Vec<crate::external::External>,
+    off: u64,
+    _iov: Iovecs,
+    at: Instant,
+    fault: bool,
 }
 
 /// A prepared engine: ring and registered blocks, no file yet
@@ -299,6 +320,10 @@ impl UringEngine {
             fixed_file,
             make_room: None,
             retries: 0,
+            ext_flight: Vec::new(),
+            ext_pending: VecDeque::new(),
+            ext_last_push: Instant::now(),
+            ext_streaming: false,
         })
     }
 }
@@ -513,6 +538,30 @@ impl UringSink {
             }
             self.issue(parts)?;
         }
+        while self.n_in_flight < self.qd && !self.ext_pending.is_empty() {
+            if !force
+                && (self.ext_streaming || self.n_in_flight > 0)
+                && self.ext_pending.len() < MERGE
+            {
+                break;
+            }
+            let first = self.ext_pending.pop_front().expect("not empty");
+            let mut end = first.1 + first.0.len() as u64;
+            let mut bytes = first.0.len() as u64;
+            let off = first.1;
+            let mut parts = vec![first.0];
+            while parts.len() < MERGE {
+                match self.ext_pending.front() {
+                    Some((e, o)) if *o == end && bytes + e.len() as u64 <= MERGE_BYTES => {
+                        end += e.len() as u64;
+                        bytes += e.len() as u64;
+                        parts.push(self.ext_pending.pop_front().expect("not empty").0);
+                    }
+                    _ => break,
+                }
+            }
+            self.issue_external(parts, off)?;
+        }
         Ok(())
     }
 
@@ -584,10 +633,9 @@ impl UringSink {
         }
     }
 
-    /// Issues one write of `parts` (blocks of ours at consecutive offsets).
-    fn issue(&mut self, parts: Vec<(Block, u32, u64)>) -> Result<(), StorageError> {
-        let off = parts[0].2;
-        let len: u64 = parts.iter().map(|p| p.1 as u64).sum();
+    /// Allocates ahead of a write of `len` bytes at `off` when it comes
+    /// near the end of what is allocated (see [`Growth`]).
+    fn grow(&mut self, off: u64, len: u64) {
         let near_end = match self.growth {
             Growth::KeepSize => off + len > self.allocated,
             Growth::Extend => self.fallocs == 0 && off + len + FALLOC_STEP / 2 > self.allocated,
@@ -623,6 +671,13 @@ impl UringSink {
                 }
             }
         }
+    }
+
+    /// Issues one write of `parts` (blocks of ours at consecutive offsets).
+    fn issue(&mut self, parts: Vec<(Block, u32, u64)>) -> Result<(), StorageError> {
+        let off = parts[0].2;
+        let len: u64 = parts.iter().map(|p| p.1 as u64).sum();
+        self.grow(off, len);
         // Only our own blocks get here (submit/flush/finish copy others), so
         // each slot is ours and, the block being in our hands, not in
         // flight; checked anyway, as a bug here would let the kernel read
@@ -717,6 +772,133 @@ impl UringSink {
         Ok(())
     }
 
+    /// Issues one write of `parts` (runs at consecutive offsets from
+    /// `off`; plain buffers: the memory is their owners', not registered),
+    /// in flight until its completion is reaped.
+    fn issue_external(
+        &mut self,
+        parts: Vec<crate::external::External>,
+        off: u64,
+    ) -> Result<(), StorageError> {
+        let len: u64 = parts.iter().map(|e| e.len() as u64).sum();
+        self.grow(off, len);
+        let slot = match self.ext_flight.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.ext_flight.push(None);
+                self.ext_flight.len() - 1
+            }
+        };
+        let fault = parts.iter().fold(false, |f, _| inject_eio() | f);
+        let fd = types::Fd(self.fd());
+        let (entry, iov) = if let [one] = parts.as_slice() {
+            let (ptr, n) = (one.as_ptr(), one.len() as u32);
+            let e = if self.fixed_file {
+                opcode::Write::new(types::Fixed(0), ptr, n)
+                    .offset(off)
+                    .build()
+            } else {
+                opcode::Write::new(fd, ptr, n).offset(off).build()
+            };
+            (e, Box::default())
+        } else {
+            let iov: Box<[libc::iovec]> = parts
+                .iter()
+                .map(|e| libc::iovec {
+                    iov_base: e.as_ptr() as *mut libc::c_void,
+                    iov_len: e.len(),
+                })
+                .collect();
+            let n = iov.len() as u32;
+            let e = if self.fixed_file {
+                opcode::Writev::new(types::Fixed(0), iov.as_ptr(), n)
+                    .offset(off)
+                    .build()
+            } else {
+                opcode::Writev::new(fd, iov.as_ptr(), n).offset(off).build()
+            };
+            self.merged += 1;
+            (e, iov)
+        };
+        let entry = if fault {
+            opcode::Nop::new().build()
+        } else {
+            entry
+        }
+        .user_data(EXT_TAG | slot as u64);
+        self.writes += parts.len() as u64;
+        self.ext_flight[slot] = Some(ExtFlight {
+            parts,
+            off,
+            _iov: Iovecs { _iov: iov },
+            at: Instant::now(),
+            fault,
+        });
+        self.n_in_flight += 1;
+        // SAFETY: the entry points into the runs held by ext_flight[slot]
+        // (and, for a merged write, into its iovecs, also kept there) until
+        // its completion is reaped; a run's bytes stay where they are while
+        // it lives (External::new's contract).
+        while unsafe { self.ring.submission().push(&entry) }.is_err() {
+            self.ring
+                .submit()
+                .map_err(|e| StorageError::from_write(&self.path, e))?;
+            self.reap_wait(1)?;
+        }
+        self.ring
+            .submit()
+            .map_err(|e| StorageError::from_write(&self.path, e))?;
+        Ok(())
+    }
+
+    /// The completion `res` of external write `slot`.
+    fn reap_external(&mut self, slot: usize, res: i32) -> Result<(), StorageError> {
+        let Some(w) = self.ext_flight.get_mut(slot).and_then(Option::take) else {
+            return Ok(());
+        };
+        self.n_in_flight -= 1;
+        let res = if w.fault { -libc::EIO } else { res };
+        let len: u64 = w.parts.iter().map(|e| e.len() as u64).sum();
+        if res >= 0 && res as u64 == len {
+            let us = w.at.elapsed().as_micros() as u64;
+            self.lat.saturating_record(us.max(1));
+            self.recent.saturating_record(us.max(1));
+            // Written: the runs go back to their owners.
+            w.parts.into_iter().for_each(|e| e.finish(true));
+            return Ok(());
+        }
+        let err = if res < 0 {
+            std::io::Error::from_raw_os_error(-res)
+        } else {
+            std::io::Error::from_raw_os_error(libc::ENOSPC)
+        };
+        let full = matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+        if full && self.failed.is_none() {
+            if let Some(f) = &self.make_room {
+                if f(&self.path) {
+                    // Room was made: the same bytes at the same offsets again.
+                    self.retries += 1;
+                    let mut off = w.off;
+                    let mut back = Vec::new();
+                    for e in w.parts {
+                        let n = e.len() as u64;
+                        back.push((e, off));
+                        off += n;
+                    }
+                    for p in back.into_iter().rev() {
+                        self.ext_pending.push_front(p);
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        if self.failed.as_ref().is_none_or(|(o, _)| w.off < *o) {
+            self.failed = Some((w.off, err));
+        }
+        w.parts.into_iter().for_each(|e| e.finish(false));
+        Ok(())
+    }
+
     /// Reaps completions, waiting for at least `want` if that many are in flight.
     fn reap_wait(&mut self, want: usize) -> Result<(), StorageError> {
         let want = want.min((self.n_in_flight + self.fallocs) as usize);
@@ -733,6 +915,10 @@ impl UringSink {
             .map(|c| (c.user_data(), c.result()))
             .collect();
         for (idx, res) in done {
+            if idx != FALLOC_TAG && idx & EXT_TAG != 0 {
+                self.reap_external((idx & !EXT_TAG) as usize, res)?;
+                continue;
+            }
             if idx == FALLOC_TAG {
                 // Best effort: a failure only means allocation on write.
                 self.fallocs -= 1;
@@ -878,6 +1064,19 @@ impl UringSink {
             block = self.free.swap_remove(pos);
         } else {
             self.wait_all()?;
+            if let Some(e) = self.error() {
+                return Err(e);
+            }
+            // Nothing of the stream waits here (it ended on a page, as an
+            // external run leaves it): the file ends at `off`, not in the
+            // space allocated ahead.
+            if self.allocated > self.off {
+                if let Some(f) = &self.file {
+                    f.set_len(self.off)
+                        .map_err(|e| StorageError::from_write(&self.path, e))?;
+                }
+                self.allocated = self.off;
+            }
         }
         // The partial page is written again with the next block.
         block.keep(aligned, len);
@@ -977,6 +1176,32 @@ impl BlockSink for UringSink {
         } else {
             self.free.push(block);
         }
+        Ok(next)
+    }
+
+    fn submit_external(
+        &mut self,
+        block: Block,
+        ext: crate::external::External,
+    ) -> Result<Block, StorageError> {
+        assert!(
+            block.len().is_multiple_of(ALIGN),
+            "a block before an external run ends on a page"
+        );
+        let next = self.submit(block)?;
+        debug_assert!(next.is_empty(), "an aligned block leaves no tail");
+        self.reap_wait(0)?;
+        if let Some(e) = self.error() {
+            self.give_back(next);
+            return Err(e);
+        }
+        let off = self.off;
+        self.off += ext.len() as u64;
+        self.ext_pending.push_back((ext, off));
+        let now = Instant::now();
+        self.ext_streaming = now.duration_since(self.ext_last_push) < MERGE_WAIT;
+        self.ext_last_push = now;
+        self.pump(false)?;
         Ok(next)
     }
 

@@ -250,6 +250,92 @@ impl<S: BlockSink> PcapWriter<S> {
         Ok(())
     }
 
+    /// Appends `ext`, a run of pcapng blocks laid out in place (see
+    /// [`crate::external`]: EPBs of interface 0 with ns stamps, fillers)
+    /// that the sink writes from where it lies. The stream is first padded
+    /// to a page with a filler. Returns what the run holds. A run that is
+    /// not well formed is refused and nothing of it written (a bug of its
+    /// maker); after a failed write its frames count as lost.
+    pub fn write_external(
+        &mut self,
+        ext: crate::external::External,
+    ) -> Result<crate::external::RunInfo, StorageError> {
+        use crate::external::{walk_run, write_fill, MIN_BLOCK};
+        assert!(
+            self.block.format() == Format::PcapNg,
+            "runs of pcapng blocks go into pcapng files"
+        );
+        if self.failed.is_some() {
+            let frames = walk_run(ext.bytes(), |_, _, _| {}).map_or(0, |i| i.frames);
+            self.stats.lost += frames;
+            return Err(self.failure());
+        }
+        const PAGE: usize = crate::aligned::ALIGN;
+        // Where the run will start (after the filler below).
+        let rem = (self.stream_len % PAGE as u64) as usize;
+        let mut gap = 0;
+        if rem != 0 {
+            gap = PAGE - rem;
+            if gap < MIN_BLOCK {
+                gap += PAGE;
+            }
+        }
+        // One walk: checks the run and indexes its frames.
+        let base = self.stream_len + gap as u64;
+        let index = &mut self.index;
+        let walked = walk_run(ext.bytes(), |o, ts, f| {
+            if let Some(i) = index {
+                i.record(base + o as u64, ts, f);
+            }
+        });
+        let info = match walked {
+            Ok(info) => info,
+            Err(why) => {
+                if let Some(i) = &mut self.index {
+                    i.discard_current();
+                }
+                return Err(StorageError::Corrupt {
+                    path: self.sink.path().to_owned(),
+                    offset: base,
+                    why: format!("a run laid out in place is not pcapng: {why}"),
+                });
+            }
+        };
+        if gap != 0 {
+            let mut fill = [0u8; 2 * PAGE];
+            write_fill(&mut fill[..gap]);
+            if !self.block.push_raw(&fill[..gap]) {
+                if let Err(e) = self.submit() {
+                    self.stats.lost += info.frames;
+                    return Err(e);
+                }
+                assert!(self.block.push_raw(&fill[..gap]), "a filler fits a block");
+            }
+            self.stream_len += gap as u64;
+        }
+        debug_assert_eq!(base, self.stream_len);
+        let len = ext.len() as u64;
+        let b = self.block.take();
+        match self.sink.submit_external(b, ext) {
+            Ok(next) => {
+                self.block.set_block(next);
+                self.blocks += 1;
+                if let Some(i) = &mut self.index {
+                    i.block_done();
+                }
+                self.stats.frames += info.frames;
+                self.stats.bytes += info.bytes;
+                self.stream_len += len;
+                self.note_boundary();
+                Ok(info)
+            }
+            Err(e) => {
+                self.stats.lost += info.frames;
+                Err(self.fail(e))
+            }
+        }
+    }
+
     fn note_boundary(&mut self) {
         self.history
             .push_back((self.stream_len, self.stats.frames, self.stats.bytes));

@@ -241,6 +241,7 @@ impl<P: RxSync> Netmap<P> {
             interfaces: Vec::new(),
             mapped_file: None,
             busy_poll: None,
+            in_place: false,
         };
         let mut queues = Vec::new();
         let mut shared = Vec::new();

@@ -2,9 +2,11 @@
 //! thread's block walk ([`PacketRx`]), the writer's frame half
 //! ([`PacketFrames`]) and the counters.
 
-use super::ring::{FrameHead, Ring, Socket, TP_STATUS_TS_RAW_HARDWARE};
+use super::ring::{FrameHead, Layout, Ring, RingRun, RunFlags, Socket, TP_STATUS_TS_RAW_HARDWARE};
 use super::PacketConfig;
-use crate::engine::{cpu_in_turn, Engine, EngineCounters, EngineQueue, FrameStore, RxQueue};
+use crate::engine::{
+    cpu_in_turn, Engine, EngineCounters, EngineQueue, FrameStore, LaidOutRun, RxQueue,
+};
 use crate::{sys, CaptureError, Desc, LinkMonitor, LinkStatus, StartInfo};
 use std::collections::VecDeque;
 use std::io;
@@ -106,6 +108,12 @@ impl Packet {
         }
         crate::engine::check_filter_link(&ifname, cfg.filter.is_some())?;
         let kernel = kernel_stamps(ts);
+        if cfg.in_place && !kernel {
+            return Err(CaptureError::Config(format!(
+                "--ts {}: frames laid out in place carry the kernel's stamps; use --ts hw (the default) or --packet-copy",
+                ts.name()
+            )));
+        }
         // One fanout group id per run and interface (16 bits; the kernel
         // refuses to mix types in a group, so a clash fails loudly).
         let group = ((std::process::id() as u16) ^ (ifindex as u16).rotate_left(8)) | 1;
@@ -114,6 +122,10 @@ impl Packet {
             let sock = Socket::new().map_err(|e| socket_error(&ifname, q, "socket", e))?;
             sock.setup(ts == TsMode::Hw)
                 .map_err(|e| socket_error(&ifname, q, "PACKET_VERSION", e))?;
+            if cfg.in_place {
+                sock.reserve(2)
+                    .map_err(|e| socket_error(&ifname, q, "PACKET_RESERVE", e))?;
+            }
             sock.rx_ring(bs, cfg.blocks, cfg.retire_ms)
                 .map_err(|e| socket_error(&ifname, q, "PACKET_RX_RING", e))?;
             let ring = Ring::map(&sock, bs, cfg.blocks)
@@ -155,6 +167,7 @@ impl Packet {
             interfaces: Vec::new(),
             mapped_file: None,
             busy_poll: None,
+            in_place: cfg.in_place,
         };
         let grace = Duration::from_millis(cfg.retire_ms as u64 * 3 + 20);
         let mut out = Vec::new();
@@ -174,6 +187,8 @@ impl Packet {
             });
             let shared = Arc::new(Shared::default());
             let released = Arc::new(AtomicU64::new(0));
+            let runs = Arc::new(RunQueue::default());
+            let flags = Arc::new(RunFlags::new(cfg.blocks));
             socks.push((q, sock.clone(), shared.clone()));
             out.push(EngineQueue {
                 queue: q,
@@ -190,8 +205,21 @@ impl Packet {
                     shared,
                     stop: stop.clone(),
                     grace,
+                    in_place: cfg.in_place,
+                    runs: runs.clone(),
+                    flags,
+                    last_block_ns: 0,
+                    block_every_ns: 0,
+                    retire: Duration::from_millis(cfg.retire_ms as u64),
                 },
-                frames: PacketFrames { ring, released },
+                frames: PacketFrames {
+                    ring,
+                    released,
+                    runs,
+                    taken: 0,
+                    seen: 0,
+                    next: None,
+                },
                 stamper,
                 cpu,
                 writer_cpu,
@@ -295,6 +323,16 @@ struct Walk {
     off: u32,
     /// Frames left in the block.
     left: u32,
+    /// The block is being laid out in place.
+    lay: Option<Layout>,
+}
+
+/// Runs laid out by the poll thread, in order, for the writer.
+#[derive(Default)]
+struct RunQueue {
+    q: Mutex<VecDeque<RingRun>>,
+    /// Runs pushed so far (the writer looks at the queue only when it grew).
+    pushed: AtomicU64,
 }
 
 /// The poll thread's half of one queue: walks the blocks the kernel handed
@@ -306,8 +344,9 @@ pub struct PacketRx {
     next_block: u32,
     walk: Option<Walk>,
     /// Blocks walked (or being walked) and not yet given back, each with
-    /// the count of frames handed out up to its end.
-    pending: VecDeque<(u32, u64)>,
+    /// the count of frames handed out up to its end, and its first bytes
+    /// to put back when it was laid out in place.
+    pending: VecDeque<(u32, u64, Option<[u32; 2]>)>,
     /// Frames handed out so far.
     handed: u64,
     /// Frames the writer gave back so far.
@@ -319,6 +358,16 @@ pub struct PacketRx {
     /// How long after the stop a block may still be handed over (the
     /// kernel's retire timer).
     grace: Duration,
+    /// Lay blocks out in place as runs of pcapng blocks (see the module docs).
+    in_place: bool,
+    runs: Arc<RunQueue>,
+    /// Blocks whose run is out to be written.
+    flags: Arc<RunFlags>,
+    /// When the last block was handed over (monotonic ns), and the mean
+    /// time between blocks (for [`RxQueue::pause_hint`]).
+    last_block_ns: u64,
+    block_every_ns: u64,
+    retire: Duration,
 }
 
 impl PacketRx {
@@ -335,10 +384,13 @@ impl PacketRx {
     #[inline]
     fn release_done(&mut self) {
         let released = self.released.load(Ordering::Acquire);
-        while let Some(&(b, end)) = self.pending.front() {
+        while let Some(&(b, end, head)) = self.pending.front() {
             let walking = self.walk.as_ref().is_some_and(|w| w.block == b);
-            if walking || released < end {
+            if walking || released < end || self.flags.is_out(b) {
                 break;
+            }
+            if let Some(head) = head {
+                self.ring.restore_head(b, head);
             }
             self.ring.release(b);
             self.pending.pop_front();
@@ -348,7 +400,8 @@ impl PacketRx {
     /// Walks up to `max` frames, appending their tokens to `out`.
     #[inline]
     fn walk(&mut self, max: usize, out: &mut Vec<Desc>) -> usize {
-        let ring = &*self.ring;
+        let ring_arc = self.ring.clone();
+        let ring = &*ring_arc;
         let (mut made, mut looked) = (0usize, 0u64);
         let (mut bytes, mut filtered, mut hw, mut other) = (0u64, 0u64, 0u64, 0u64);
         while made < max {
@@ -358,22 +411,26 @@ impl PacketRx {
                 }
                 let b = self.next_block;
                 let (n, first) = ring.block_head(b);
-                self.pending.push_back((b, self.handed));
+                // Once per block: how often blocks come.
+                let now = wiretape_timestamp::monotonic_ns();
+                if self.last_block_ns > 0 {
+                    let gap = now - self.last_block_ns;
+                    self.block_every_ns = (3 * self.block_every_ns + gap) / 4;
+                }
+                self.last_block_ns = now;
+                let lay = (self.in_place && ring.can_lay_out(b, n, first)).then(Layout::default);
+                let head = lay.as_ref().map(|_| ring.head8(b));
+                self.pending.push_back((b, self.handed, head));
                 self.walk = Some(Walk {
                     block: b,
                     off: first,
                     left: n,
+                    lay,
                 });
             }
             let w = self.walk.as_mut().expect("a block being walked");
             if w.left == 0 {
-                let b = w.block;
-                self.walk = None;
-                // The block is walked: its frames handed out end here.
-                if let Some(last) = self.pending.back_mut() {
-                    last.1 = self.handed;
-                }
-                self.next_block = if b + 1 == ring.blocks() { 0 } else { b + 1 };
+                self.end_block();
                 continue;
             }
             let (b, off) = (w.block, w.off);
@@ -404,7 +461,10 @@ impl PacketRx {
                 }
             }
             hw += (h.status & TP_STATUS_TS_RAW_HARDWARE != 0) as u64;
-            let mut d = ring.desc(b, off, &h);
+            let mut d = match &mut w.lay {
+                Some(lay) => ring.lay_frame(b, off, &h, h.ts_ns, lay),
+                None => ring.desc(b, off, &h),
+            };
             if self.kernel_stamps {
                 d.ts = h.ts_ns;
             }
@@ -417,13 +477,9 @@ impl PacketRx {
         if let Some(last) = self.pending.back_mut() {
             last.1 = self.handed;
         }
-        if let Some(w) = &self.walk {
-            if w.left == 0 {
-                // Its last frame taken: the block is walked.
-                let b = w.block;
-                self.walk = None;
-                self.next_block = if b + 1 == ring.blocks() { 0 } else { b + 1 };
-            }
+        if self.walk.as_ref().is_some_and(|w| w.left == 0) {
+            // Its last frame taken: the block is walked.
+            self.end_block();
         }
         if looked > 0 {
             let sh = &self.shared;
@@ -441,6 +497,42 @@ impl PacketRx {
             sh.walked.fetch_add(looked, Ordering::Release);
         }
         made
+    }
+}
+
+impl PacketRx {
+    /// The block being walked is walked: its frames handed out end here,
+    /// and, laid out in place, its run goes to the writer.
+    fn end_block(&mut self) {
+        let Some(mut w) = self.walk.take() else {
+            return;
+        };
+        if let Some(last) = self.pending.back_mut() {
+            last.1 = self.handed;
+        }
+        if let Some(lay) = &mut w.lay {
+            if let Some(len) = self.ring.lay_end(w.block, lay) {
+                let run = RingRun::new(
+                    self.ring.clone(),
+                    self.flags.clone(),
+                    w.block,
+                    len,
+                    lay,
+                    self.handed,
+                );
+                self.runs
+                    .q
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push_back(run);
+                self.runs.pushed.fetch_add(1, Ordering::Release);
+            }
+        }
+        self.next_block = if w.block + 1 == self.ring.blocks() {
+            0
+        } else {
+            w.block + 1
+        };
     }
 }
 
@@ -462,11 +554,28 @@ impl RxQueue for PacketRx {
         if self.walk.is_some() || self.next_ready() {
             return;
         }
-        if self.stop.at.get().is_some() {
+        // While a block handed over is still ours (frames or its run not
+        // back yet), the kernel's poll says "readable" at once (it looks at
+        // the block before its current one): poll would spin. Sleep then.
+        if self.stop.at.get().is_some() || !self.pending.is_empty() {
             std::thread::sleep(timeout.min(Duration::from_millis(1)));
             return;
         }
         self.sock.wait(timeout);
+    }
+
+    /// Three quarters of the time a block takes to fill (between 1 ms and
+    /// the retire timeout): a dry ring is looked at about once per block,
+    /// not every millisecond.
+    fn pause_hint(&self) -> Option<Duration> {
+        if self.block_every_ns == 0 {
+            return None;
+        }
+        let d = Duration::from_nanos(self.block_every_ns * 3 / 4);
+        Some(d.clamp(
+            Duration::from_millis(1),
+            self.retire.max(Duration::from_millis(1)),
+        ))
     }
 
     fn ended(&mut self) -> bool {
@@ -482,16 +591,56 @@ impl RxQueue for PacketRx {
     }
 }
 
-/// The writer's half of one queue: reads frames in the ring, counts them back.
+/// The writer's half of one queue: reads frames in the ring, counts them
+/// back, and takes the runs laid out in place.
 pub struct PacketFrames {
     ring: Arc<Ring>,
     released: Arc<AtomicU64>,
+    runs: Arc<RunQueue>,
+    /// Runs taken from the queue so far.
+    taken: u64,
+    /// Frames the writer took so far ([`FrameStore::laid_out`] calls).
+    seen: u64,
+    /// The next run, taken from the queue, due once `seen` reaches its end.
+    next: Option<RingRun>,
+}
+
+impl LaidOutRun for RingRun {
+    fn frames(&self) -> u64 {
+        self.frames
+    }
+    fn first_ns(&self) -> u64 {
+        self.first_ns
+    }
 }
 
 impl FrameStore for PacketFrames {
     #[inline(always)]
     fn frame(&self, d: &Desc) -> (&[u8], u32) {
         self.ring.frame(d)
+    }
+
+    #[inline]
+    fn laid_out(&mut self, d: &Desc) -> Option<Option<Box<dyn LaidOutRun>>> {
+        self.seen += 1;
+        if !Ring::is_laid_out(d) {
+            return None;
+        }
+        if self.next.is_none() && self.runs.pushed.load(Ordering::Acquire) > self.taken {
+            self.next = self
+                .runs
+                .q
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front();
+            self.taken += self.next.is_some() as u64;
+        }
+        match &self.next {
+            Some(r) if r.end <= self.seen => {
+                Some(self.next.take().map(|r| Box::new(r) as Box<dyn LaidOutRun>))
+            }
+            _ => Some(None),
+        }
     }
 
     #[inline]

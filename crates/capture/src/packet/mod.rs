@@ -66,6 +66,12 @@ pub struct PacketConfig {
     /// The capture filter (compiled for Ethernet), run on each frame in user
     /// space with the classic evaluator; None: every frame.
     pub filter: Option<CaptureFilter>,
+    /// Lay each ring block out in place as a run of pcapng blocks (an
+    /// Enhanced Packet Block written just before each frame, fillers over
+    /// the rest) that the writer puts in a pcapng file as it lies, without
+    /// copying a frame. Needs the kernel's stamps; a block that cannot be
+    /// laid out (a frame off a 4-byte boundary) is copied as before.
+    pub in_place: bool,
 }
 
 impl PacketConfig {
@@ -80,6 +86,7 @@ impl PacketConfig {
             blocks: 64,
             retire_ms: 8,
             filter: None,
+            in_place: false,
         }
     }
 }

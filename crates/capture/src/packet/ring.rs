@@ -22,6 +22,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+use wiretape_timestamp::StampSlot;
 
 /// `sizeof(struct tpacket_block_desc)`: the block header.
 #[cfg(test)]
@@ -39,6 +40,21 @@ const TP_STATUS_USER: u32 = 1;
 const ETH_P_ALL: u16 = 0x0003;
 const ETH_P_8021Q: u16 = 0x8100;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_RESERVE: libc::c_int = 12;
+/// pcapng: Enhanced Packet Block, its fixed head (type, length, interface,
+/// stamp, lengths) and its whole overhead (the trailing length too).
+const EPB: u32 = 6;
+const EPB_HEAD: u32 = 28;
+const EPB_OVERHEAD: u32 = 32;
+/// pcapng: a filler block readers skip (local use; `wiretape_storage::external::FILL`).
+const FILL: u32 = 0x8000_5754;
+/// The smallest pcapng block (type, length, trailing length).
+const MIN_BLOCK: u32 = 12;
+/// Runs are written with O_DIRECT: whole pages.
+const PAGE: u32 = 4096;
+/// Flag of a token that names the frame's first byte (a frame laid out in
+/// place) rather than its header.
+const DATA_ADDR: u64 = 1 << 63;
 const PACKET_TIMESTAMP: libc::c_int = 17;
 
 /// One frame's header, read out of a block (`struct tpacket3_hdr`).
@@ -60,6 +76,46 @@ pub(super) struct FrameHead {
     pub vlan: u16,
     /// `tp_vlan_tpid`: its TPID (with TP_STATUS_VLAN_TPID_VALID).
     pub tpid: u16,
+}
+
+impl FrameHead {
+    /// The kernel took a VLAN tag off, and [`Ring::put_back_vlan`] puts it back.
+    #[inline(always)]
+    fn has_tag_to_put_back(&self) -> bool {
+        self.status & TP_STATUS_VLAN_VALID != 0 && self.snaplen >= 12 && self.mac >= FRAME_HDR + 4
+    }
+
+    /// (offset of the first byte from the header, captured bytes) once the
+    /// tag is back.
+    #[inline(always)]
+    fn placed(&self) -> (u32, u32) {
+        if self.has_tag_to_put_back() {
+            (self.mac - 4, self.snaplen + 4)
+        } else {
+            (self.mac, self.snaplen)
+        }
+    }
+}
+
+/// `n` rounded up to a multiple of 4 (pcapng's padding).
+#[inline(always)]
+fn pad4(n: u32) -> u32 {
+    (n + 3) & !3
+}
+
+/// Where laying a block out in place stands (see [`Ring::lay_frame`]).
+#[derive(Debug, Default)]
+pub(super) struct Layout {
+    /// End of what is laid out so far.
+    cursor: u32,
+    /// Start of the last packet block, whose trailing length is written
+    /// only when the next frame's header has been read (it may lie over
+    /// that header's first bytes).
+    open: Option<u32>,
+    /// Frames laid out.
+    pub kept: u64,
+    /// The first one's stamp.
+    pub first_ns: Option<u64>,
 }
 
 /// An AF_PACKET socket (`SOCK_RAW`), closed on drop.
@@ -136,6 +192,18 @@ impl Socket {
             setopt(&self.fd, libc::SOL_PACKET, PACKET_TIMESTAMP, &flags)?;
         }
         Ok(())
+    }
+
+    /// `PACKET_RESERVE`: `n` bytes more between each frame's header and its
+    /// first byte (2 puts an Ethernet frame on a 4-byte boundary, where a
+    /// pcapng block can precede it).
+    pub(super) fn reserve(&self, n: u32) -> io::Result<()> {
+        setopt(
+            &self.fd,
+            libc::SOL_PACKET,
+            PACKET_RESERVE,
+            &(n as libc::c_int),
+        )
     }
 
     /// `PACKET_RX_RING`: `blocks` blocks of `block_size` bytes, a block
@@ -414,7 +482,7 @@ impl Ring {
     /// left as they are.
     #[inline(always)]
     pub(super) fn put_back_vlan(&self, b: u32, off: u32, h: FrameHead) -> FrameHead {
-        if h.status & TP_STATUS_VLAN_VALID == 0 || h.snaplen < 12 || h.mac < FRAME_HDR + 4 {
+        if !h.has_tag_to_put_back() {
             return h;
         }
         self.put_back_tag(b, off, h)
@@ -458,12 +526,167 @@ impl Ring {
         }
     }
 
+    /// A u32 written at `off` of block `b`, `off + 4` checked against the block.
+    #[inline(always)]
+    fn write_u32(&self, b: u32, off: u32, v: u32) {
+        assert!(b < self.blocks && off.checked_add(4).is_some_and(|e| e <= self.block_size));
+        // SAFETY: inside block `b` (checked), which is ours (the module's
+        // invariant: only the poll thread lays a block out, between
+        // is_user and release, before any run of it is handed out).
+        unsafe {
+            self.ptr
+                .as_ptr()
+                .add(b as usize * self.block_size as usize + off as usize)
+                .cast::<u32>()
+                .write_unaligned(v)
+        }
+    }
+
+    /// The first 8 bytes of block `b` (the header's version and private
+    /// offset, which a layout covers and [`Ring::restore_head`] puts back).
+    pub(super) fn head8(&self, b: u32) -> [u32; 2] {
+        [self.read_u32(b, 0), self.read_u32(b, 4)]
+    }
+
+    /// Puts back what [`Ring::head8`] read, before the block goes back.
+    pub(super) fn restore_head(&self, b: u32, head: [u32; 2]) {
+        self.write_u32(b, 0, head[0]);
+        self.write_u32(b, 4, head[1]);
+    }
+
+    /// Whether every frame of block `b` (`n` frames, the first header at
+    /// `first`) can be laid out in place as a run of pcapng blocks: each
+    /// frame (its VLAN tag put back) on a 4-byte boundary, room for a
+    /// packet block's head before it and a filler between any two, and a
+    /// last filler before the block's end. Reads the headers only.
+    pub(super) fn can_lay_out(&self, b: u32, n: u32, first: u32) -> bool {
+        let (mut off, mut cursor) = (first, 0u32);
+        for i in 0..n {
+            let Some(h) = self.frame_head(b, off) else {
+                return false;
+            };
+            let (mac, snap) = h.placed();
+            let Some(s) = (off + mac).checked_sub(EPB_HEAD) else {
+                return false;
+            };
+            if !s.is_multiple_of(4) || s < cursor + MIN_BLOCK {
+                return false;
+            }
+            cursor = s + EPB_OVERHEAD + pad4(snap);
+            if h.next == 0 {
+                if i + 1 != n {
+                    return false;
+                }
+                break;
+            }
+            match off.checked_add(h.next) {
+                Some(o) => off = o,
+                None => return false,
+            }
+        }
+        cursor
+            .checked_add(MIN_BLOCK)
+            .is_some_and(|e| e <= self.block_size)
+    }
+
+    /// A filler block over `[from, to)` of block `b`.
+    #[inline(always)]
+    fn fill(&self, b: u32, from: u32, to: u32) {
+        let n = to - from;
+        debug_assert!(n >= MIN_BLOCK && n.is_multiple_of(4));
+        self.write_u32(b, from, FILL);
+        self.write_u32(b, from + 4, n);
+        self.write_u32(b, to - 4, n);
+    }
+
+    /// Writes the trailing length of the last packet block laid out.
+    #[inline(always)]
+    fn close_open(&self, b: u32, lay: &mut Layout) {
+        if let Some(s) = lay.open.take() {
+            self.write_u32(b, lay.cursor - 4, lay.cursor - s);
+        }
+    }
+
+    /// Lays out the frame whose header at `off` of block `b` is `h` (read,
+    /// its tag put back, in a block [`Ring::can_lay_out`] passed) as an
+    /// Enhanced Packet Block of interface 0 stamped `ts_ns` (pcapng with ns
+    /// stamps), just before its first byte: the frame's bytes stay where
+    /// they are. What lies between the last block laid out and this one
+    /// (headers, skipped frames) becomes a filler. Returns its token.
+    #[inline]
+    pub(super) fn lay_frame(
+        &self,
+        b: u32,
+        off: u32,
+        h: &FrameHead,
+        ts_ns: u64,
+        lay: &mut Layout,
+    ) -> Desc {
+        let s = off + h.mac - EPB_HEAD;
+        self.close_open(b, lay);
+        if s > lay.cursor {
+            self.fill(b, lay.cursor, s);
+        }
+        let total = EPB_OVERHEAD + pad4(h.snaplen);
+        self.write_u32(b, s, EPB);
+        self.write_u32(b, s + 4, total);
+        self.write_u32(b, s + 8, 0);
+        self.write_u32(b, s + 12, (ts_ns >> 32) as u32);
+        self.write_u32(b, s + 16, ts_ns as u32);
+        self.write_u32(b, s + 20, h.snaplen);
+        self.write_u32(b, s + 24, h.len);
+        let end = s + EPB_HEAD + h.snaplen;
+        let padded = s + EPB_HEAD + pad4(h.snaplen);
+        if padded > end {
+            // The padding: zeros, not what the ring held there (stored,
+            // not read: the frame's last line need not be fetched).
+            assert!(padded <= self.block_size && b < self.blocks);
+            // SAFETY: [end, padded) is inside block `b` (checked), ours
+            // (the module's invariant), past the frame's bytes.
+            unsafe {
+                self.ptr
+                    .as_ptr()
+                    .add(b as usize * self.block_size as usize + end as usize)
+                    .write_bytes(0, (padded - end) as usize)
+            };
+        }
+        lay.open = Some(s);
+        lay.cursor = s + total;
+        lay.kept += 1;
+        lay.first_ns.get_or_insert(ts_ns);
+        let data = b as u64 * self.block_size as u64 + (off + h.mac) as u64;
+        // SAFETY: `owner` is this ring's own id; the token names the
+        // frame's first byte (DATA_ADDR) inside block `b`, which is ours
+        // until every token into it and its run are given back (the
+        // module's invariant); `hw` carries the length on the wire.
+        unsafe { Desc::new(self.owner, DATA_ADDR | data, h.snaplen, 0, h.len as u64) }
+    }
+
+    /// Ends the layout of block `b`: the last packet block's trailing
+    /// length, and a filler up to the next page. Returns the run's length
+    /// (whole pages from the block's start), or None when no frame was laid
+    /// out (nothing to write).
+    pub(super) fn lay_end(&self, b: u32, lay: &mut Layout) -> Option<u32> {
+        if lay.kept == 0 {
+            return None;
+        }
+        self.close_open(b, lay);
+        let end = (lay.cursor + MIN_BLOCK)
+            .next_multiple_of(PAGE)
+            .min(self.block_size);
+        self.fill(b, lay.cursor, end);
+        Some(end)
+    }
+
     /// The bytes of the frame of token `d`, and its length on the wire.
     /// The header is read again here (the writer's thread): it is the
     /// frame's one description. Panics for a token of another frame area.
     #[inline]
     pub(super) fn frame(&self, d: &Desc) -> (&[u8], u32) {
         assert!(d.owner() == self.owner, "Desc of another frame area");
+        if d.addr() & DATA_ADDR != 0 {
+            return self.laid_out_frame(d);
+        }
         let hdr = d.addr();
         let b = (hdr / self.block_size as u64) as u32;
         let off = (hdr % self.block_size as u64) as u32;
@@ -497,6 +720,119 @@ impl Ring {
             )
         };
         (bytes, h.len)
+    }
+}
+
+impl Ring {
+    /// Whether token `d` names a frame laid out in place.
+    #[inline(always)]
+    pub(super) fn is_laid_out(d: &Desc) -> bool {
+        d.addr() & DATA_ADDR != 0
+    }
+
+    /// [`Ring::frame`] of a frame laid out in place: its header may be
+    /// covered by then, so the token itself says where the frame is.
+    #[inline]
+    fn laid_out_frame(&self, d: &Desc) -> (&[u8], u32) {
+        let at = d.addr() & !DATA_ADDR;
+        let (b, off) = (at / self.block_size as u64, at % self.block_size as u64);
+        assert!(
+            b < self.blocks as u64 && off + d.len() as u64 <= self.block_size as u64,
+            "frame outside its block"
+        );
+        // SAFETY: inside block `b` (checked just above), which is ours
+        // until every token into it came back (the module's invariant).
+        let bytes = unsafe {
+            std::slice::from_raw_parts(self.ptr.as_ptr().add(at as usize), d.len() as usize)
+        };
+        (bytes, d.hw() as u32)
+    }
+}
+
+/// Blocks whose run is out to be written, shared by the poll thread (which
+/// holds a block until its run is back) and the runs themselves.
+pub(super) struct RunFlags {
+    out: Box<[std::sync::atomic::AtomicBool]>,
+}
+
+impl RunFlags {
+    pub(super) fn new(blocks: u32) -> RunFlags {
+        RunFlags {
+            out: (0..blocks).map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// Whether block `b`'s run is still out.
+    #[inline]
+    pub(super) fn is_out(&self, b: u32) -> bool {
+        self.out[b as usize].load(Ordering::Acquire)
+    }
+}
+
+/// Block `b` laid out as a run of pcapng blocks, lent to the writer: its
+/// bytes are what the file gets. Dropping it (the write done or failed)
+/// lets the poll thread give the block back.
+pub(super) struct RingRun {
+    ring: std::sync::Arc<Ring>,
+    flags: std::sync::Arc<RunFlags>,
+    block: u32,
+    len: u32,
+    /// Frames it holds.
+    pub frames: u64,
+    /// The first one's stamp (UTC ns).
+    pub first_ns: u64,
+    /// Frames handed out up to its last one (the writer writes the run
+    /// once it has taken that many).
+    pub(super) end: u64,
+}
+
+impl RingRun {
+    /// Block `b`'s run of `len` bytes ([`Ring::lay_end`]); the block is
+    /// held until the run is dropped.
+    pub(super) fn new(
+        ring: std::sync::Arc<Ring>,
+        flags: std::sync::Arc<RunFlags>,
+        b: u32,
+        len: u32,
+        lay: &Layout,
+        end: u64,
+    ) -> RingRun {
+        assert!(b < ring.blocks && len <= ring.block_size && len.is_multiple_of(PAGE));
+        flags.out[b as usize].store(true, Ordering::Release);
+        RingRun {
+            ring,
+            flags,
+            block: b,
+            len,
+            frames: lay.kept,
+            first_ns: lay.first_ns.unwrap_or(0),
+            end,
+        }
+    }
+}
+
+impl AsRef<[u8]> for RingRun {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes of block `block` (checked in new),
+        // laid out and no longer written by anyone: the poll thread holds
+        // the block (never gives it back, never walks it again) while its
+        // flag is set, i.e. until this run is dropped. Page-aligned: blocks
+        // are whole pages of a page-aligned mapping.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.ring
+                    .ptr
+                    .as_ptr()
+                    .add(self.block as usize * self.ring.block_size as usize),
+                self.len as usize,
+            )
+        }
+    }
+}
+
+impl Drop for RingRun {
+    fn drop(&mut self) {
+        self.flags.out[self.block as usize].store(false, Ordering::Release);
     }
 }
 
