@@ -546,6 +546,9 @@ fn frames_laid_out_in_place_are_pcapng_every_reader_reads() {
             "packet",
             "--format",
             "pcapng",
+            // Every block laid out, whatever its frames' sizes.
+            "--packet-in-place-min",
+            "0",
             "--rotate-size",
             "4M",
             "-w",
@@ -661,7 +664,9 @@ fn vlan_tags_and_the_filter_in_place_and_copied() {
             json.to_str().unwrap(),
             "-q",
         ];
-        if !in_place {
+        if in_place {
+            args.extend(["--packet-in-place-min", "0"]);
+        } else {
             args.push("--packet-copy");
         }
         args.extend(["not", "vlan", "9"]);
@@ -697,4 +702,58 @@ fn vlan_tags_and_the_filter_in_place_and_copied() {
         assert_eq!(j["packets_filtered"].as_u64(), Some(300), "{mode}");
         assert_eq!(j["packets_written"].as_u64(), Some(600), "{mode}");
     }
+}
+
+#[test]
+fn small_frames_are_copied_and_large_ones_laid_out_by_default() {
+    require_root();
+    let tb = Testbed::create("pktmix", 1).unwrap();
+    let out = TempDir::new("pktmix");
+    let dir = out.path().join("cap");
+    let json = out.path().join("s.json");
+    let mut rec = Recorder::start(
+        &tb,
+        &[
+            "--engine",
+            "packet",
+            "--format",
+            "pcapng",
+            "-w",
+            dir.to_str().unwrap(),
+            "--summary-json",
+            json.to_str().unwrap(),
+            "-q",
+        ],
+    );
+    // 2,000 frames of 64 B (their blocks copied), a pause longer than the
+    // retire timeout, then 2,000 of 1514 B (laid out in place).
+    let small = tb
+        .send(0..2000, SizeFn::Fixed(64), 1, Some(50_000))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let big = tb
+        .send(2000..4000, SizeFn::Fixed(1514), 1, Some(50_000))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    rec.signal(libc::SIGINT);
+    assert!(rec.wait(30).success(), "{}", rec.stderr_text());
+    let v = verify_dir(&dir, 4000, usize::MAX, 0, u64::MAX);
+    assert_eq!(v.frames, 4000);
+    assert_eq!(v.original_bytes, small.bytes + big.bytes);
+    let files = pcaps(&dir);
+    assert_eq!(tshark_count(&files), 4000);
+    // A packet block laid out in place follows a filler; copied ones follow
+    // each other (the first after the file header).
+    let kinds = block_types(&files[0]);
+    let after_fill = kinds
+        .windows(2)
+        .filter(|w| w[0] == FILL && w[1] == 6)
+        .count();
+    assert_eq!(
+        after_fill, 2000,
+        "the 1514 B frames laid out, the 64 B ones copied"
+    );
+    let j = read_json(&json);
+    assert_identity(&j);
+    assert_eq!(j["in_place"], true);
 }

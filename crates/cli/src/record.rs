@@ -142,6 +142,11 @@ pub struct Args {
     /// below the default, or --ts other than hw/xdp.
     #[arg(long)]
     packet_copy: bool,
+    /// Lay out in place only blocks whose frames take at least BYTES of
+    /// ring on average (header included; default 768: smaller frames cost
+    /// less copied). For tests and measurements.
+    #[arg(long, value_name = "BYTES", hide = true)]
+    packet_in_place_min: Option<u32>,
     /// With --engine netmap: slots per RX ring to ask netmap for (64-16384;
     /// the driver may round it). The ring holds every frame not yet copied
     /// by the writer. Default: the driver's ring size (`ethtool -g`).
@@ -821,6 +826,9 @@ fn input(a: &Args) -> Result<Input> {
                     c.block_size = k.saturating_mul(1024);
                 }
                 c.in_place = lays_out_in_place(a);
+                if let Some(m) = a.packet_in_place_min {
+                    c.in_place_min_slot = m;
+                }
                 c
             })
             .collect();

@@ -7,7 +7,11 @@
 //! together and counts what was written. Engines: [`uring::UringSink`]
 //! (io_uring, O_DIRECT, several blocks in flight: the default) and
 //! [`FileSink`] (buffered `write(2)`: where the filesystem refuses O_DIRECT);
-//! [`AnySink`] chooses. [`repair`] trims torn tails.
+//! [`AnySink`] chooses. [`repair`] trims torn tails. An engine that lays
+//! frames out as pcapng in its own memory (the TPACKET_V3 engine's ring
+//! blocks) hands them over as [`external::External`] runs, which the
+//! io_uring sink writes as they lie (no copy) and the others copy.
+
 //!
 //! Reading: one record walker ([`walk`]) under the [`PcapReader`],
 //! [`repair`] and the index rebuild ([`index`]); [`ramp`] reads a file for

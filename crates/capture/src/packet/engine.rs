@@ -206,6 +206,7 @@ impl Packet {
                     stop: stop.clone(),
                     grace,
                     in_place: cfg.in_place,
+                    in_place_min_slot: cfg.in_place_min_slot,
                     runs: runs.clone(),
                     flags,
                     last_block_ns: 0,
@@ -358,8 +359,10 @@ pub struct PacketRx {
     /// How long after the stop a block may still be handed over (the
     /// kernel's retire timer).
     grace: Duration,
-    /// Lay blocks out in place as runs of pcapng blocks (see the module docs).
+    /// Lay blocks out in place as runs of pcapng blocks (see the module
+    /// docs), those whose mean slot is at least `in_place_min_slot`.
     in_place: bool,
+    in_place_min_slot: u32,
     runs: Arc<RunQueue>,
     /// Blocks whose run is out to be written.
     flags: Arc<RunFlags>,
@@ -418,7 +421,10 @@ impl PacketRx {
                     self.block_every_ns = (3 * self.block_every_ns + gap) / 4;
                 }
                 self.last_block_ns = now;
-                let lay = (self.in_place && ring.can_lay_out(b, n, first)).then(Layout::default);
+                let lay = (self.in_place
+                    && ring.mean_slot(b, n, first) >= self.in_place_min_slot
+                    && ring.can_lay_out(b, n, first))
+                .then(Layout::default);
                 let head = lay.as_ref().map(|_| ring.head8(b));
                 self.pending.push_back((b, self.handed, head));
                 self.walk = Some(Walk {

@@ -554,6 +554,12 @@ impl Ring {
         self.write_u32(b, 4, head[1]);
     }
 
+    /// The mean ring bytes a frame of block `b` takes (`n` frames from
+    /// `first`; from the block header's used length, no frame read).
+    pub(super) fn mean_slot(&self, b: u32, n: u32, first: u32) -> u32 {
+        self.read_u32(b, 20).saturating_sub(first) / n.max(1)
+    }
+
     /// Whether every frame of block `b` (`n` frames, the first header at
     /// `first`) can be laid out in place as a run of pcapng blocks: each
     /// frame (its VLAN tag put back) on a 4-byte boundary, room for a
