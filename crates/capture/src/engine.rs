@@ -61,13 +61,20 @@ pub trait FrameStore: Send + 'static {
     /// order they were taken: an engine may rely on it (the file engine
     /// checks it and panics otherwise).
     fn give_back(&mut self, descs: std::vec::Drain<'_, Desc>);
-    /// Called by the writer for every frame it takes, in order: None when
-    /// the frame is to be copied; Some when the engine laid it out in place
-    /// (its bytes already stand in a run of pcapng blocks), with the run
-    /// this frame completes, which the writer then writes as it lies.
-    /// Engines that lay nothing out keep the default.
+    /// Called by the writer for every frame it takes, in order: whether the
+    /// engine laid it out in place (its bytes already stand in a run of
+    /// pcapng blocks, written by [`FrameStore::run_due`]'s caller) rather
+    /// than for copying. Engines that lay nothing out keep the default.
     #[inline(always)]
-    fn laid_out(&mut self, _d: &Desc) -> Option<Option<Box<dyn LaidOutRun>>> {
+    fn laid_out(&mut self, _d: &Desc) -> bool {
+        false
+    }
+    /// The next run laid out in place whose frames all went through
+    /// [`FrameStore::laid_out`] already, if any: the writer writes it as it
+    /// lies before it writes any later frame (so files keep the order), and
+    /// asks again until None, after every batch and before it closes.
+    #[inline(always)]
+    fn run_due(&mut self) -> Option<Box<dyn LaidOutRun>> {
         None
     }
 }

@@ -634,6 +634,20 @@ struct Writer<S, F> {
     next_idle: u64,
 }
 
+/// Writes `frames`' runs laid out in place that are due into `sink`
+/// ([`FrameStore::run_due`]); true if one failed (its frames counted lost
+/// by the sink).
+#[inline]
+fn runs_due<S: FrameSink, F: FrameStore>(frames: &mut F, sink: &mut S) -> bool {
+    let mut failed = false;
+    while let Some(run) = frames.run_due() {
+        let (n, first) = (run.frames(), run.first_ns());
+        let ext = wiretape_storage::external::External::new(Box::new(RunBytes(run)));
+        failed |= sink.write_external(ext, n, first).is_err();
+    }
+    failed
+}
+
 /// An engine's run as the bytes storage writes.
 struct RunBytes(Box<dyn wiretape_capture::LaidOutRun>);
 
@@ -676,35 +690,29 @@ impl<S: FrameSink, F: FrameStore> Writer<S, F> {
         // Whether the live side keeps frames changes only between batches.
         let mut live = self.live.as_mut().filter(|l| l.is_active());
         for d in v.iter().take(take as usize) {
+            // Runs laid out in place whose frames all came before this one
+            // go out first (the file keeps the order).
+            failed |= runs_due(&mut self.frames, &mut self.sink);
             let placed = self.frames.laid_out(d);
             let (f, wire) = self.frames.frame(d);
-            match placed {
-                None => match self.sink.write(d.ts, f, wire) {
+            if placed {
+                // Already in a run, written as it lies once complete.
+                ok += 1;
+                bytes += f.len() as u64;
+            } else {
+                match self.sink.write(d.ts, f, wire) {
                     Ok(()) => {
                         ok += 1;
                         bytes += f.len() as u64;
                     }
                     Err(_) => failed = true,
-                },
-                // Already in a run: that run goes out as it lies once its
-                // last frame is here.
-                Some(run) => {
-                    ok += 1;
-                    bytes += f.len() as u64;
-                    if let Some(run) = run {
-                        let (frames, first) = (run.frames(), run.first_ns());
-                        let ext =
-                            wiretape_storage::external::External::new(Box::new(RunBytes(run)));
-                        if self.sink.write_external(ext, frames, first).is_err() {
-                            failed = true;
-                        }
-                    }
                 }
             }
             if let Some(l) = live.as_deref_mut() {
                 l.push(d.ts, f, wire);
             }
         }
+        failed |= self.write_runs_due();
         if failed {
             ctl.sink_failed.store(true, Ordering::Release);
         }
@@ -729,9 +737,17 @@ impl<S: FrameSink, F: FrameStore> Writer<S, F> {
         now
     }
 
+    /// Writes the runs laid out in place that are due ([`FrameStore::run_due`]);
+    /// true if one failed (its frames counted lost by the sink).
+    #[inline]
+    fn write_runs_due(&mut self) -> bool {
+        runs_due(&mut self.frames, &mut self.sink)
+    }
+
     /// No frames for a while: the sink's housekeeping (a quiet link's
     /// flush), and the live side learns the writer has passed `now`.
     fn quiet(&mut self, now: u64) {
+        self.write_runs_due();
         self.sink.idle();
         self.next_idle = now + IDLE_NS;
         if let Some(l) = &mut self.live {
@@ -740,7 +756,8 @@ impl<S: FrameSink, F: FrameStore> Writer<S, F> {
     }
 
     /// Publishes what the live side holds, closes the sink.
-    fn close(self) -> (WriterReport, u64) {
+    fn close(mut self) -> (WriterReport, u64) {
+        self.write_runs_due();
         drop(self.live); // publishes the rest and marks the queue ended
         (self.sink.close(), self.after_count)
     }

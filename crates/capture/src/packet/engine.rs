@@ -627,12 +627,17 @@ impl FrameStore for PacketFrames {
     }
 
     #[inline]
-    fn laid_out(&mut self, d: &Desc) -> Option<Option<Box<dyn LaidOutRun>>> {
+    fn laid_out(&mut self, d: &Desc) -> bool {
         self.seen += 1;
-        if !Ring::is_laid_out(d) {
-            return None;
-        }
-        if self.next.is_none() && self.runs.pushed.load(Ordering::Acquire) > self.taken {
+        Ring::is_laid_out(d)
+    }
+
+    #[inline]
+    fn run_due(&mut self) -> Option<Box<dyn LaidOutRun>> {
+        if self.next.is_none() {
+            if self.runs.pushed.load(Ordering::Acquire) == self.taken {
+                return None;
+            }
             self.next = self
                 .runs
                 .q
@@ -643,9 +648,9 @@ impl FrameStore for PacketFrames {
         }
         match &self.next {
             Some(r) if r.end <= self.seen => {
-                Some(self.next.take().map(|r| Box::new(r) as Box<dyn LaidOutRun>))
+                self.next.take().map(|r| Box::new(r) as Box<dyn LaidOutRun>)
             }
-            _ => Some(None),
+            _ => None,
         }
     }
 

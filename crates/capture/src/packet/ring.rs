@@ -366,6 +366,32 @@ impl Ring {
         })
     }
 
+    /// An anonymous mapping laid out as the kernel lays a ring out, for
+    /// tests of the walk and the layout without a socket.
+    #[cfg(test)]
+    pub(super) fn anonymous(block_size: u32, blocks: u32) -> Ring {
+        let len = block_size as usize * blocks as usize;
+        // SAFETY: a new private anonymous mapping; no memory of ours is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert!(p != libc::MAP_FAILED, "mmap");
+        Ring {
+            ptr: NonNull::new(p.cast()).expect("mmap returned null"),
+            len,
+            block_size,
+            blocks,
+            owner: crate::desc::new_owner(),
+        }
+    }
+
     /// The token of the frame whose header is at `off` of block `b`, as
     /// [`Ring::frame_head`] returned `h` for it.
     #[inline(always)]
@@ -852,6 +878,192 @@ impl Drop for Ring {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Fills block `b` of `ring` as `tpacket_rcv` does for TPACKET_V3 with
+    /// `reserve` bytes of PACKET_RESERVE: the block header, then each frame
+    /// behind a `tpacket3_hdr` at 8-byte aligned offsets, its first byte at
+    /// `tp_mac` (Ethernet: 82 + reserve). `tags[i]`: a VLAN tag the kernel
+    /// took off frame i. Returns (frames, first offset).
+    fn kernel_fill(
+        ring: &Ring,
+        b: u32,
+        frames: &[Vec<u8>],
+        tags: &[Option<u16>],
+        reserve: u32,
+    ) -> (u32, u32) {
+        let base = b as usize * ring.block_size as usize;
+        // SAFETY: a test's anonymous ring, block `b` inside it.
+        let blk = unsafe {
+            std::slice::from_raw_parts_mut(ring.ptr.as_ptr().add(base), ring.block_size as usize)
+        };
+        let w32 =
+            |blk: &mut [u8], o: usize, v: u32| blk[o..o + 4].copy_from_slice(&v.to_le_bytes());
+        let first = 48u32;
+        let mut off = first as usize;
+        let mac = 82 + reserve;
+        for (i, f) in frames.iter().enumerate() {
+            let next = ((mac as usize + f.len()) + 7) & !7;
+            w32(
+                blk,
+                off,
+                if i + 1 == frames.len() {
+                    0
+                } else {
+                    next as u32
+                },
+            );
+            w32(blk, off + 4, 1_700_000_000 + i as u32);
+            w32(blk, off + 8, 123 + i as u32);
+            w32(blk, off + 12, f.len() as u32);
+            w32(blk, off + 16, f.len() as u32);
+            let mut status = TP_STATUS_USER;
+            if let Some(tci) = tags[i] {
+                status |= TP_STATUS_VLAN_VALID | TP_STATUS_VLAN_TPID_VALID;
+                w32(blk, off + 28 + 4, tci as u32);
+                blk[off + 36..off + 38].copy_from_slice(&0x8100u16.to_le_bytes());
+            }
+            w32(blk, off + 20, status);
+            blk[off + 24..off + 26].copy_from_slice(&(mac as u16).to_le_bytes());
+            // The sockaddr_ll and the gap: whatever the kernel left there.
+            blk[off + 48..off + mac as usize].fill(0xEE);
+            blk[off + mac as usize..off + mac as usize + f.len()].copy_from_slice(f);
+            off += next;
+        }
+        w32(blk, 0, 2);
+        w32(blk, 4, 48);
+        w32(blk, 12, frames.len() as u32);
+        w32(blk, 16, first);
+        w32(blk, 20, off as u32);
+        ring.status(b).store(TP_STATUS_USER, Ordering::Release);
+        (frames.len() as u32, first)
+    }
+
+    /// The pcapng blocks of a run: (type, its bytes).
+    fn blocks_of(run: &[u8]) -> Vec<(u32, Vec<u8>)> {
+        let rd = |o: usize| u32::from_le_bytes(run[o..o + 4].try_into().unwrap());
+        let mut out = Vec::new();
+        let mut o = 0;
+        while o < run.len() {
+            let (kind, len) = (rd(o), rd(o + 4) as usize);
+            assert!(
+                len >= 12 && len % 4 == 0 && o + len <= run.len(),
+                "block at {o}: {len}"
+            );
+            assert_eq!(
+                rd(o + len - 4) as usize,
+                len,
+                "trailing length of the block at {o}"
+            );
+            out.push((kind, run[o..o + len].to_vec()));
+            o += len;
+        }
+        out
+    }
+
+    fn frame(i: usize, len: usize) -> Vec<u8> {
+        let mut f: Vec<u8> = (0..len).map(|k| (i * 7 + k) as u8).collect();
+        f[12] = 0x08;
+        f[13] = 0x00;
+        f
+    }
+
+    /// A block laid out in place is a run of pcapng blocks: each kept frame
+    /// an EPB with its stamp, lengths and bytes as they were (a VLAN tag
+    /// put back), fillers over everything else (a skipped frame included),
+    /// whole pages; and the block's first bytes come back.
+    #[test]
+    fn a_block_laid_out_in_place_is_pcapng() {
+        let ring = Arc::new(Ring::anonymous(1 << 16, 2));
+        let sizes = [60usize, 61, 62, 63, 1514, 99, 333, 64, 1000, 17];
+        let frames: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| frame(i, n))
+            .collect();
+        let tags: Vec<Option<u16>> = (0..sizes.len())
+            .map(|i| (i % 4 == 1).then_some(7))
+            .collect();
+        let (n, first) = kernel_fill(&ring, 1, &frames, &tags, 2);
+        assert!(ring.can_lay_out(1, n, first));
+        let head = ring.head8(1);
+        let mut lay = Layout::default();
+        let mut off = first;
+        let mut want = Vec::new();
+        for i in 0..n as usize {
+            let h = ring.frame_head(1, off).unwrap();
+            let next = h.next;
+            let h = ring.put_back_vlan(1, off, h);
+            if i == 3 {
+                // Skipped (as the filter skips): under a filler.
+                off += next;
+                continue;
+            }
+            let d = ring.lay_frame(1, off, &h, h.ts_ns, &mut lay);
+            let (bytes, wire) = ring.frame(&d);
+            let mut f = frames[i].clone();
+            if tags[i].is_some() {
+                f.splice(12..12, [0x81, 0x00, 0x00, 0x07]);
+            }
+            assert_eq!((bytes, wire as usize), (&f[..], f.len()), "frame {i}");
+            want.push((h.ts_ns, f));
+            off += next;
+        }
+        let len = ring.lay_end(1, &mut lay).unwrap();
+        assert_eq!(len % PAGE, 0);
+        let flags = Arc::new(RunFlags::new(2));
+        let run = RingRun::new(ring.clone(), flags.clone(), 1, len, &lay, 9);
+        assert!(flags.is_out(1));
+        let mut got = Vec::new();
+        for (kind, b) in blocks_of(run.as_ref()) {
+            let rd = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+            match kind {
+                EPB => {
+                    let cap = rd(20) as usize;
+                    assert_eq!(
+                        (rd(8), rd(24) as usize),
+                        (0, cap),
+                        "interface 0, length on the wire"
+                    );
+                    assert_eq!(b.len(), 32 + pad4(cap as u32) as usize, "no options");
+                    assert!(
+                        b[28 + cap..b.len() - 4].iter().all(|&z| z == 0),
+                        "zero padding"
+                    );
+                    got.push((
+                        ((rd(12) as u64) << 32) | rd(16) as u64,
+                        b[28..28 + cap].to_vec(),
+                    ));
+                }
+                FILL => {}
+                k => panic!("a block of type {k:#x}"),
+            }
+        }
+        assert_eq!(got, want, "the kept frames, in order, with their stamps");
+        assert_eq!((run.frames, run.first_ns), (9, want[0].0));
+        drop(run);
+        assert!(!flags.is_out(1), "the run dropped: the block may go back");
+        ring.restore_head(1, head);
+        assert_eq!(ring.head8(1), [2, 48]);
+    }
+
+    /// Frames off a 4-byte boundary (no reserve: Ethernet at 82) cannot be
+    /// laid out: such a block is walked and copied instead.
+    #[test]
+    fn frames_off_a_4_byte_boundary_are_not_laid_out() {
+        let ring = Ring::anonymous(1 << 16, 1);
+        let frames: Vec<Vec<u8>> = (0..5).map(|i| frame(i, 100 + i)).collect();
+        let (n, first) = kernel_fill(&ring, 0, &frames, &[None; 5], 0);
+        assert!(!ring.can_lay_out(0, n, first));
+        let (n, first) = kernel_fill(&ring, 0, &frames, &[None; 5], 2);
+        assert!(ring.can_lay_out(0, n, first));
+        assert_eq!(
+            ring.mean_slot(0, n, first),
+            (0..5).map(|i| (84 + 100 + i + 7) & !7).sum::<u32>() / 5
+        );
+    }
+
     /// The offsets read above are the kernel's (`linux/if_packet.h`).
     #[test]
     fn offsets_are_the_kernels() {
