@@ -94,6 +94,26 @@ drain() {
   else echo 0 > "$CGDIR/memory.force_empty" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
+# Each trial starts with warm kernel memory: on this VM, memory the host took
+# back while the machine idled (the `none` trial, a pause) costs a guest
+# ~20x more to zero again. A packet ring is such memory (unmovable, zeroed
+# when a socket sets PACKET_RX_RING): 256 MiB took 0.56 s of the tool's own
+# system time when cold against 0.05 s warm (wiretape and stenotype alike),
+# so whichever tool ran after `none` paid ~0.5 s more. So before every trial
+# a ring of 320 MiB (more than any tool asks for) is set up and freed here,
+# outside the tool and its cgroup; the tool's ring then comes from memory
+# just freed. Measured: 56-59 ticks of start-up after 15 s idle, 5-6 after
+# this (benches/results/inplace-2026-11-25.md).
+prewarm() {
+  /usr/bin/python3 - <<'PY' 2>/dev/null || true
+import socket, struct
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+s.setsockopt(263, 10, 2)  # SOL_PACKET, PACKET_VERSION, TPACKET_V3
+n = 320
+s.setsockopt(263, 5, struct.pack("7I", 1 << 20, n, 2048, (1 << 20) // 2048 * n, 10, 0, 0))  # PACKET_RX_RING
+s.close()
+PY
+}
 
 mkdir -p "$OUT"
 CSV=$OUT/trials.csv; COUNTS=$OUT/counts.csv
@@ -151,6 +171,7 @@ for run in $(seq 1 "$RUNS"); do
       tool=$spec_arg; case $tool in cmd:*) tool=${tool#cmd:}; tool=${tool%%=*} ;; esac
       rm -rf "$RIG/tmp/cap-$tool-$size-1"
       drain
+      prewarm
       "$ROOT/benches/incgroup.sh" "$CG" env CMD_READY=sleep CMD_WARM=3 \
         "$RIG/peers.sh" -r 1 -s "$size" -n "$N64" -N "$N1514" ${RATE:+-b "$RATE"} -k -o "$CSV" "$(spec "$spec_arg")" \
         | grep -E "^  $tool " | sed "s/run1 /run$run /" || true
