@@ -760,7 +760,18 @@ impl UringSink {
         // in_flight[idx] (and, for a merged write, into its iovecs, also
         // kept there), which stay alive and untouched until its completion
         // is reaped (module invariant).
-        while unsafe { self.ring.submission().push(&entry) }.is_err() {
+        unsafe { self.push_submit(&entry) }
+    }
+
+    /// Pushes `entry` (reaping completions while the queue is full) and
+    /// submits it.
+    ///
+    /// # Safety
+    /// The memory `entry` points to (buffers, iovecs) must stay alive and
+    /// unchanged until its completion is reaped.
+    unsafe fn push_submit(&mut self, entry: &io_uring::squeue::Entry) -> Result<(), StorageError> {
+        // SAFETY: the caller's promise above.
+        while unsafe { self.ring.submission().push(entry) }.is_err() {
             self.ring
                 .submit()
                 .map_err(|e| StorageError::from_write(&self.path, e))?;
@@ -770,6 +781,44 @@ impl UringSink {
             .submit()
             .map_err(|e| StorageError::from_write(&self.path, e))?;
         Ok(())
+    }
+
+    /// A write issued at `at` completed: its latency, in the whole run's
+    /// histogram and the latest writes' (once per write: a clock read and
+    /// two histogram counts).
+    fn record_latency(&mut self, at: Instant) {
+        let us = at.elapsed().as_micros() as u64;
+        self.lat.saturating_record(us.max(1));
+        if self.recent_from.elapsed().as_nanos() as u64 >= 2 * RECENT_NS {
+            self.recent.reset();
+            self.recent_from = Instant::now();
+        }
+        self.recent.saturating_record(us.max(1));
+    }
+
+    /// The error of a write that returned `res` (negative errno, or fewer
+    /// bytes than asked: a short O_DIRECT write, the device out of room).
+    fn write_error(res: i32) -> std::io::Error {
+        if res < 0 {
+            std::io::Error::from_raw_os_error(-res)
+        } else {
+            std::io::Error::from_raw_os_error(libc::ENOSPC)
+        }
+    }
+
+    /// A write failed with `err`: if it is a full disk and `--on-full
+    /// rotate` made room, true (the caller issues the same bytes again).
+    fn made_room_for(&mut self, err: &std::io::Error) -> bool {
+        let full = matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+        if full && self.failed.is_none() {
+            if let Some(f) = &self.make_room {
+                if f(&self.path) {
+                    self.retries += 1;
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// Issues one write of `parts` (runs at consecutive offsets from
@@ -839,16 +888,7 @@ impl UringSink {
         // (and, for a merged write, into its iovecs, also kept there) until
         // its completion is reaped; a run's bytes stay where they are while
         // it lives (External::new's contract).
-        while unsafe { self.ring.submission().push(&entry) }.is_err() {
-            self.ring
-                .submit()
-                .map_err(|e| StorageError::from_write(&self.path, e))?;
-            self.reap_wait(1)?;
-        }
-        self.ring
-            .submit()
-            .map_err(|e| StorageError::from_write(&self.path, e))?;
-        Ok(())
+        unsafe { self.push_submit(&entry) }
     }
 
     /// The completion `res` of external write `slot`.
@@ -860,37 +900,20 @@ impl UringSink {
         let res = if w.fault { -libc::EIO } else { res };
         let len: u64 = w.parts.iter().map(|e| e.len() as u64).sum();
         if res >= 0 && res as u64 == len {
-            let us = w.at.elapsed().as_micros() as u64;
-            self.lat.saturating_record(us.max(1));
-            self.recent.saturating_record(us.max(1));
+            self.record_latency(w.at);
             // Written: the runs go back to their owners.
             w.parts.into_iter().for_each(|e| e.finish(true));
             return Ok(());
         }
-        let err = if res < 0 {
-            std::io::Error::from_raw_os_error(-res)
-        } else {
-            std::io::Error::from_raw_os_error(libc::ENOSPC)
-        };
-        let full = matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
-        if full && self.failed.is_none() {
-            if let Some(f) = &self.make_room {
-                if f(&self.path) {
-                    // Room was made: the same bytes at the same offsets again.
-                    self.retries += 1;
-                    let mut off = w.off;
-                    let mut back = Vec::new();
-                    for e in w.parts {
-                        let n = e.len() as u64;
-                        back.push((e, off));
-                        off += n;
-                    }
-                    for p in back.into_iter().rev() {
-                        self.ext_pending.push_front(p);
-                    }
-                    return Ok(());
-                }
+        let err = Self::write_error(res);
+        if self.made_room_for(&err) {
+            // Room was made: the same bytes at the same offsets again.
+            let mut off = w.off + len;
+            for e in w.parts.into_iter().rev() {
+                off -= e.len() as u64;
+                self.ext_pending.push_front((e, off));
             }
+            return Ok(());
         }
         if self.failed.as_ref().is_none_or(|(o, _)| w.off < *o) {
             self.failed = Some((w.off, err));
@@ -946,38 +969,20 @@ impl UringSink {
             }
             let res = if fault { -libc::EIO } else { res };
             if res < 0 || res as u64 != len {
-                let err = if res < 0 {
-                    std::io::Error::from_raw_os_error(-res)
-                } else {
-                    // A short write on O_DIRECT: the device ran out of room.
-                    std::io::Error::from_raw_os_error(libc::ENOSPC)
-                };
-                let full = matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
-                if full && self.failed.is_none() {
-                    if let Some(f) = &self.make_room {
-                        if f(&self.path) {
-                            // Room was made: the same bytes, at the same
-                            // offsets, once more (a write is idempotent).
-                            self.retries += 1;
-                            for p in parts.into_iter().rev() {
-                                self.pending.push_front(p);
-                            }
-                            continue;
-                        }
+                let err = Self::write_error(res);
+                if self.made_room_for(&err) {
+                    // Room was made: the same bytes, at the same offsets,
+                    // once more (a write is idempotent).
+                    for p in parts.into_iter().rev() {
+                        self.pending.push_front(p);
                     }
+                    continue;
                 }
                 if self.failed.as_ref().is_none_or(|(o, _)| off < *o) {
                     self.failed = Some((off, err));
                 }
             } else {
-                // Once per block: a clock read and two histogram counts.
-                let us = at.elapsed().as_micros() as u64;
-                self.lat.saturating_record(us.max(1));
-                if self.recent_from.elapsed().as_nanos() as u64 >= 2 * RECENT_NS {
-                    self.recent.reset();
-                    self.recent_from = Instant::now();
-                }
-                self.recent.saturating_record(us.max(1));
+                self.record_latency(at);
             }
             for (mut b, _, _) in parts {
                 b.clear();

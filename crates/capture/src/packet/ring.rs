@@ -732,26 +732,31 @@ impl Ring {
     /// (as [`Ring::frame_head`] returned it), and its length on the wire.
     #[inline]
     pub(super) fn frame_at(&self, b: u32, off: u32, h: &FrameHead) -> (&[u8], u32) {
-        let start = off as u64 + h.mac as u64;
+        assert!(h.mac >= FRAME_HDR, "frame inside its header");
+        (self.bytes_in(b, off as u64 + h.mac as u64, h.snaplen), h.len)
+    }
+
+    /// `len` bytes from offset `start` of block `b`; panics unless all of
+    /// them lie inside the block.
+    #[inline(always)]
+    fn bytes_in(&self, b: u32, start: u64, len: u32) -> &[u8] {
         assert!(
-            b < self.blocks
-                && h.mac >= FRAME_HDR
-                && start + h.snaplen as u64 <= self.block_size as u64,
+            b < self.blocks && start + len as u64 <= self.block_size as u64,
             "frame outside its block"
         );
         // SAFETY: inside block `b` (checked just above); the block is ours
         // until it is given back, which happens only after every token into
-        // it came back: the caller is the poll thread walking it, or the
-        // writer holding a token into it (`FrameStore::frame`).
-        let bytes = unsafe {
+        // it (and its run, laid out in place) came back: the caller is the
+        // poll thread walking it, the writer holding a token into it
+        // (`FrameStore::frame`), or the block's run.
+        unsafe {
             std::slice::from_raw_parts(
                 self.ptr
                     .as_ptr()
                     .add(b as usize * self.block_size as usize + start as usize),
-                h.snaplen as usize,
+                len as usize,
             )
-        };
-        (bytes, h.len)
+        }
     }
 }
 
@@ -767,17 +772,8 @@ impl Ring {
     #[inline]
     fn laid_out_frame(&self, d: &Desc) -> (&[u8], u32) {
         let at = d.addr() & !DATA_ADDR;
-        let (b, off) = (at / self.block_size as u64, at % self.block_size as u64);
-        assert!(
-            b < self.blocks as u64 && off + d.len() as u64 <= self.block_size as u64,
-            "frame outside its block"
-        );
-        // SAFETY: inside block `b` (checked just above), which is ours
-        // until every token into it came back (the module's invariant).
-        let bytes = unsafe {
-            std::slice::from_raw_parts(self.ptr.as_ptr().add(at as usize), d.len() as usize)
-        };
-        (bytes, d.hw() as u32)
+        let b = (at / self.block_size as u64).min(u32::MAX as u64) as u32;
+        (self.bytes_in(b, at % self.block_size as u64, d.len()), d.hw() as u32)
     }
 }
 
@@ -845,20 +841,12 @@ impl RingRun {
 
 impl AsRef<[u8]> for RingRun {
     fn as_ref(&self) -> &[u8] {
-        // SAFETY: the first `len` bytes of block `block` (checked in new),
-        // laid out and no longer written by anyone: the poll thread holds
-        // the block (never gives it back, never walks it again) while its
-        // flag is set, i.e. until this run is dropped. Page-aligned: blocks
-        // are whole pages of a page-aligned mapping.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.ring
-                    .ptr
-                    .as_ptr()
-                    .add(self.block as usize * self.ring.block_size as usize),
-                self.len as usize,
-            )
-        }
+        // The first `len` bytes of the block, laid out and no longer
+        // written by anyone: the poll thread holds the block (never gives
+        // it back, never walks it again) while its flag is set, i.e. until
+        // this run is dropped. Page-aligned: blocks are whole pages of a
+        // page-aligned mapping.
+        self.ring.bytes_in(self.block, 0, self.len)
     }
 }
 
