@@ -135,11 +135,12 @@ pub struct Args {
     /// With the packet engine and --format pcapng, frames are not copied:
     /// each ring block is laid out in place as pcapng (a packet block's
     /// head written just before each frame, blocks readers skip over the
-    /// rest) and written to disk as it lies. The files cost more disk (about
-    /// 60 bytes more per frame, and a quiet link's blocks are written a page
-    /// at a time). This flag copies frames into compact pcapng instead.
-    /// Frames are copied anyway with --compress, -c, --tsprec us, a --snaplen
-    /// below the default, or --ts other than hw/xdp.
+    /// rest) and written to disk as it lies. The files cost more disk (84-91
+    /// bytes more per frame, and a quiet link's blocks are written a page at
+    /// a time). Blocks of frames under ~680 bytes on average are copied
+    /// anyway (cheaper there). This flag copies every frame into compact
+    /// pcapng instead. Frames are always copied with --compress, -c, --tsprec
+    /// us, a --snaplen below the default, or --ts other than hw/xdp.
     #[arg(long)]
     packet_copy: bool,
     /// Lay out in place only blocks whose frames take at least BYTES of
