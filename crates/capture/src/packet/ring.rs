@@ -733,7 +733,10 @@ impl Ring {
     #[inline]
     pub(super) fn frame_at(&self, b: u32, off: u32, h: &FrameHead) -> (&[u8], u32) {
         assert!(h.mac >= FRAME_HDR, "frame inside its header");
-        (self.bytes_in(b, off as u64 + h.mac as u64, h.snaplen), h.len)
+        (
+            self.bytes_in(b, off as u64 + h.mac as u64, h.snaplen),
+            h.len,
+        )
     }
 
     /// `len` bytes from offset `start` of block `b`; panics unless all of
@@ -773,7 +776,10 @@ impl Ring {
     fn laid_out_frame(&self, d: &Desc) -> (&[u8], u32) {
         let at = d.addr() & !DATA_ADDR;
         let b = (at / self.block_size as u64).min(u32::MAX as u64) as u32;
-        (self.bytes_in(b, at % self.block_size as u64, d.len()), d.hw() as u32)
+        (
+            self.bytes_in(b, at % self.block_size as u64, d.len()),
+            d.hw() as u32,
+        )
     }
 }
 
