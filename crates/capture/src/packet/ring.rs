@@ -52,6 +52,11 @@ const FILL: u32 = 0x8000_5754;
 const MIN_BLOCK: u32 = 12;
 /// Runs are written with O_DIRECT: whole pages.
 const PAGE: u32 = 4096;
+/// The longest frame laid out in place: wiretape's default snap length.
+/// Files laid out in place have at least that snap length (the CLI lays out
+/// only then), so such a frame is never cut; a longer one (a 512 KiB BIG
+/// TCP aggregate, say) makes its block go the copy way, which cuts it.
+const MAX_LAID_OUT: u32 = 262_144;
 /// Flag of a token that names the frame's first byte (a frame laid out in
 /// place) rather than its header.
 const DATA_ADDR: u64 = 1 << 63;
@@ -601,6 +606,9 @@ impl Ring {
             let Some(s) = (off + mac).checked_sub(EPB_HEAD) else {
                 return false;
             };
+            if snap > MAX_LAID_OUT {
+                return false;
+            }
             if !s.is_multiple_of(4) || s < cursor + MIN_BLOCK {
                 return false;
             }
@@ -1056,6 +1064,14 @@ mod tests {
             ring.mean_slot(0, n, first),
             (0..5).map(|i| (84 + 100 + i + 7) & !7).sum::<u32>() / 5
         );
+        // A frame longer than the default snap length is not laid out.
+        let big = Ring::anonymous(1 << 20, 1);
+        let frames = vec![frame(0, 100), frame(1, MAX_LAID_OUT as usize + 1)];
+        let (n, first) = kernel_fill(&big, 0, &frames, &[None; 2], 2);
+        assert!(!big.can_lay_out(0, n, first));
+        let frames = vec![frame(0, 100), frame(1, MAX_LAID_OUT as usize)];
+        let (n, first) = kernel_fill(&big, 0, &frames, &[None; 2], 2);
+        assert!(big.can_lay_out(0, n, first));
     }
 
     /// The offsets read above are the kernel's (`linux/if_packet.h`).
