@@ -30,12 +30,12 @@
 # wiretape-fall ('udp': keeps every frame), wiretape-f10 ('udp src port
 # 40000': keeps 10 % of the -g benches/gen/udp64-10ports.trafgen frames; its
 # "loss" column is then the 90 % it filtered, by design).
-# wiretape: record --format pcapng, --engine auto (on veth: the packet
-# engine, which lays pcapng out in place in its ring: frames not copied);
-# wiretape-pcap: record with every default (pcap: frames copied);
+# wiretape: record --format pcapng --packet-in-place (the packet engine lays
+# pcapng out in place in its ring and writes it as it lies, frames not
+# copied: stenotype's way, the ring the only buffer);
+# wiretape-pcap: record with every default (pcap: frames copied, RAM buffer);
 # wiretape-afxdp / wiretape-packet: --engine afxdp / packet forced (pcap);
-# wiretape-packet-ng: the packet engine writing pcapng (in place);
-# wiretape-ng-copy: the same with --packet-copy (frames copied into pcapng).
+# wiretape-packet-ng / wiretape-ng-copy: --format pcapng, frames copied.
 # wiretape-lz4 and wiretape-zstd: record --compress lz4 / zstd (capinfos
 # counts the compressed files as they are).
 # The live side (what consumers cost the recorder): wiretape-sub1 and
@@ -120,9 +120,9 @@ CSV=$OUT/trials.csv; COUNTS=$OUT/counts.csv
 rm -f "$CSV"; echo "size,tool,run,written_capinfos,counter" > "$COUNTS"
 spec() { # the rig's tool argument
   case $1 in
-    wiretape) echo "cmd:wiretape=$W record -i {IF} -w {DIR} -q --format pcapng" ;;
+    wiretape) echo "cmd:wiretape=$W record -i {IF} -w {DIR} -q --format pcapng --packet-in-place" ;;
     wiretape-pcap) echo "cmd:wiretape-pcap=$W record -i {IF} -w {DIR} -q" ;;
-    wiretape-ng-copy) echo "cmd:wiretape-ng-copy=$W record -i {IF} -w {DIR} -q --format pcapng --packet-copy" ;;
+    wiretape-ng-copy) echo "cmd:wiretape-ng-copy=$W record -i {IF} -w {DIR} -q --format pcapng" ;;
     wiretape-before) [ -x "${BEFORE:-}" ] || { echo "compare.sh: wiretape-before needs BEFORE=/path/to/wiretape" >&2; exit 2; }
                      echo "cmd:wiretape-before=$BEFORE record -i {IF} -w {DIR} -q" ;;
     wiretape-sub1) echo "cmd:wiretape-sub1=$W record -i {IF} -w {DIR} -q --bench-subscribers 1" ;;

@@ -35,7 +35,7 @@ mkdir -p "$OUT"
 # The same tool specs as compare.sh.
 spec() {
   case "$1" in
-    wiretape) echo "cmd:wiretape=$W record -i {IF} -w {DIR} -q --format pcapng" ;;
+    wiretape) echo "cmd:wiretape=$W record -i {IF} -w {DIR} -q --format pcapng --packet-in-place" ;;
     wiretape-pcap) echo "cmd:wiretape-pcap=$W record -i {IF} -w {DIR} -q" ;;
     wiretape-packet) echo "cmd:wiretape-packet=$W record -i {IF} -w {DIR} -q --engine packet" ;;
     wiretape-afxdp) echo "cmd:wiretape-afxdp=$W record -i {IF} -w {DIR} -q --engine afxdp" ;;

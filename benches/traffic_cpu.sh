@@ -10,8 +10,8 @@
 # per-frame work alone. One trial per line; run it several times.
 #
 # usage: benches/traffic_cpu.sh [-s SIZE] [-n FRAMES] [-b PPS] [-r RUNS] NAME [wiretape record args...]
-#   e.g. benches/traffic_cpu.sh -s 512 laid-out --format pcapng
-#        benches/traffic_cpu.sh -s 512 copied --format pcapng --packet-copy
+#   e.g. benches/traffic_cpu.sh -s 512 laid-out --format pcapng --packet-in-place
+#        benches/traffic_cpu.sh -s 512 copied --format pcapng
 # Needs root and the rig (../shared/rig: veth.sh up is run if pb-cap is missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."

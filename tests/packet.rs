@@ -224,32 +224,33 @@ fn frames_dropped_for_a_full_ring_are_counted() {
     require_root();
     let tb = Testbed::create("pktfull", 1).unwrap();
     let out = TempDir::new("pktfull");
-    // pcap: frames copied; pcapng: laid out in place (blocks held until
-    // their run is on disk).
+    // pcap: frames copied; pcapng with --packet-in-place: laid out in
+    // place (blocks held until their run is on disk).
     for fmt in ["pcap", "pcapng"] {
         let dir = out.path().join(fmt);
         let json = out.path().join(format!("{fmt}.json"));
         // Two blocks of 64 KiB: ~80 frames of 1514 B; the recorder is
         // stopped (SIGSTOP) while 3,000 frames arrive, so most of them find
         // no block.
-        let mut rec = Recorder::start(
-            &tb,
-            &[
-                "--engine",
-                "packet",
-                "--packet-blocks",
-                "2",
-                "--packet-block-kib",
-                "64",
-                "--format",
-                fmt,
-                "-w",
-                dir.to_str().unwrap(),
-                "--summary-json",
-                json.to_str().unwrap(),
-                "-q",
-            ],
-        );
+        let mut args = vec![
+            "--engine",
+            "packet",
+            "--packet-blocks",
+            "2",
+            "--packet-block-kib",
+            "64",
+            "--format",
+            fmt,
+            "-w",
+            dir.to_str().unwrap(),
+            "--summary-json",
+            json.to_str().unwrap(),
+            "-q",
+        ];
+        if fmt == "pcapng" {
+            args.push("--packet-in-place");
+        }
+        let mut rec = Recorder::start(&tb, &args);
         rec.signal(libc::SIGSTOP);
         let n = 3_000u64;
         tb.send(0..n, SizeFn::Fixed(1514), 1, Some(50_000)).unwrap();
@@ -449,7 +450,21 @@ fn bad_input_is_refused_before_anything_is_opened() {
     let out = TempDir::new("pktbad");
     let dir = out.path().join("cap");
     let d = dir.to_str().unwrap();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--packet-in-place"],
+            "--packet-in-place: it writes pcapng",
+        ),
+        (
+            &[
+                "--packet-in-place",
+                "--format",
+                "pcapng",
+                "--compress",
+                "lz4",
+            ],
+            "leave --compress out",
+        ),
         (&["--queues", "0"], "records every queue"),
         (&["--cutoff", "1K"], "--cutoff"),
         (&["--packet-block-kib", "100"], "power of two"),
@@ -546,6 +561,7 @@ fn frames_laid_out_in_place_are_pcapng_every_reader_reads() {
             "packet",
             "--format",
             "pcapng",
+            "--packet-in-place",
             // Every block laid out, whatever its frames' sizes.
             "--packet-in-place-min",
             "0",
@@ -673,9 +689,7 @@ fn vlan_tags_and_the_filter_in_place_and_copied() {
             "-q",
         ];
         if in_place {
-            args.extend(["--packet-in-place-min", "0"]);
-        } else {
-            args.push("--packet-copy");
+            args.extend(["--packet-in-place", "--packet-in-place-min", "0"]);
         }
         args.extend_from_slice(extra);
         args.extend(["not", "vlan", "9"]);
@@ -727,6 +741,7 @@ fn small_frames_are_copied_and_large_ones_laid_out_by_default() {
             "packet",
             "--format",
             "pcapng",
+            "--packet-in-place",
             "-w",
             dir.to_str().unwrap(),
             "--summary-json",

@@ -89,7 +89,7 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
             info.frames,
             info.frame_size / 1024,
             if info.in_place {
-                ", pcapng laid out in place (frames not copied; --packet-copy to copy)"
+                ", pcapng laid out in place (frames not copied; the ring is the only buffer)"
             } else {
                 ""
             },

@@ -110,7 +110,7 @@ impl Packet {
         let kernel = kernel_stamps(ts);
         if cfg.in_place && !kernel {
             return Err(CaptureError::Config(format!(
-                "--ts {}: frames laid out in place carry the kernel's stamps; use --ts hw (the default) or --packet-copy",
+                "--ts {}: frames laid out in place carry the kernel's stamps; use --ts hw (the default) or leave --packet-in-place out",
                 ts.name()
             )));
         }
