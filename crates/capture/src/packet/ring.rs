@@ -449,19 +449,26 @@ impl Ring {
         self.status(b).store(TP_STATUS_KERNEL, Ordering::Release);
     }
 
-    /// A u32 at `off` of block `b`, `off + 4` checked against the block.
+    /// The address of the u32 at `off` of block `b`, `off + 4` checked
+    /// against the block.
     #[inline(always)]
-    fn read_u32(&self, b: u32, off: u32) -> u32 {
+    fn word(&self, b: u32, off: u32) -> *mut u32 {
         assert!(b < self.blocks && off.checked_add(4).is_some_and(|e| e <= self.block_size));
-        // SAFETY: inside block `b` (checked), which is ours (the module's
-        // invariant: only called between is_user and release).
+        // SAFETY: the offset lies inside the mapping (checked just above).
         unsafe {
             self.ptr
                 .as_ptr()
                 .add(b as usize * self.block_size as usize + off as usize)
                 .cast::<u32>()
-                .read_unaligned()
         }
+    }
+
+    /// A u32 at `off` of block `b`, `off + 4` checked against the block.
+    #[inline(always)]
+    fn read_u32(&self, b: u32, off: u32) -> u32 {
+        // SAFETY: inside block `b` (word checks it), which is ours (the
+        // module's invariant: only called between is_user and release).
+        unsafe { self.word(b, off).read_unaligned() }
     }
 
     /// (frames in block `b`, offset of the first one's header).
@@ -560,17 +567,10 @@ impl Ring {
     /// A u32 written at `off` of block `b`, `off + 4` checked against the block.
     #[inline(always)]
     fn write_u32(&self, b: u32, off: u32, v: u32) {
-        assert!(b < self.blocks && off.checked_add(4).is_some_and(|e| e <= self.block_size));
-        // SAFETY: inside block `b` (checked), which is ours (the module's
-        // invariant: only the poll thread lays a block out, between
+        // SAFETY: inside block `b` (word checks it), which is ours (the
+        // module's invariant: only the poll thread lays a block out, between
         // is_user and release, before any run of it is handed out).
-        unsafe {
-            self.ptr
-                .as_ptr()
-                .add(b as usize * self.block_size as usize + off as usize)
-                .cast::<u32>()
-                .write_unaligned(v)
-        }
+        unsafe { self.word(b, off).write_unaligned(v) }
     }
 
     /// The first 8 bytes of block `b` (the header's version and private
