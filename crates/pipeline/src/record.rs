@@ -514,14 +514,8 @@ impl FrameSink for Output {
     ) -> Result<(), Arc<StorageError>> {
         match self {
             Output::Files(w) => w.write_external(ext, frames, first_ns),
-            Output::Nothing(r, _) => {
-                // Laid out only for pcapng files, never cut: count it.
-                let _ = wiretape_storage::external::walk_run(ext.bytes(), |_, _, f| {
-                    r.frames += 1;
-                    r.bytes += f.len() as u64;
-                });
-                Ok(())
-            }
+            // Counted frame by frame, as copied frames are.
+            Output::Nothing(..) => crate::stage::write_each(self, &ext),
         }
     }
     fn idle(&mut self) {

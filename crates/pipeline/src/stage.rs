@@ -38,13 +38,7 @@ pub trait FrameSink: Send + 'static {
         _frames: u64,
         _first_ns: u64,
     ) -> Result<(), Arc<StorageError>> {
-        let mut r = Ok(());
-        let _ = wiretape_storage::external::walk_run(ext.bytes(), |_, ts, f| {
-            if let Err(e) = self.write(ts, f, f.len() as u32) {
-                r = Err(e);
-            }
-        });
-        r
+        write_each(self, &ext)
     }
     /// Called about every 100 ms (also when no frames come).
     fn idle(&mut self);
@@ -648,6 +642,21 @@ fn runs_due<S: FrameSink, F: FrameStore>(frames: &mut F, sink: &mut S) -> bool {
     failed
 }
 
+/// [`FrameSink::write`] of every frame of a run laid out in place (what a
+/// sink that cannot write runs as they lie does); the first error, if any.
+pub(crate) fn write_each<S: FrameSink + ?Sized>(
+    sink: &mut S,
+    ext: &wiretape_storage::external::External,
+) -> Result<(), Arc<StorageError>> {
+    let mut r = Ok(());
+    let _ = wiretape_storage::external::walk_run(ext.bytes(), |_, ts, f| {
+        if let Err(e) = sink.write(ts, f, f.len() as u32) {
+            r = Err(e);
+        }
+    });
+    r
+}
+
 /// An engine's run as the bytes storage writes.
 struct RunBytes(Box<dyn wiretape_capture::LaidOutRun>);
 
@@ -690,13 +699,16 @@ impl<S: FrameSink, F: FrameStore> Writer<S, F> {
         // Whether the live side keeps frames changes only between batches.
         let mut live = self.live.as_mut().filter(|l| l.is_active());
         for d in v.iter().take(take as usize) {
-            // Runs laid out in place whose frames all came before this one
-            // go out first (the file keeps the order).
-            failed |= runs_due(&mut self.frames, &mut self.sink);
             let placed = self.frames.laid_out(d);
+            if !placed {
+                // Runs whose frames all came before this copied one go out
+                // first: the file keeps the order.
+                failed |= runs_due(&mut self.frames, &mut self.sink);
+            }
             let (f, wire) = self.frames.frame(d);
             if placed {
-                // Already in a run, written as it lies once complete.
+                // Already in a run, written as it lies once complete (at
+                // the latest at the end of the batch).
                 ok += 1;
                 bytes += f.len() as u64;
             } else {

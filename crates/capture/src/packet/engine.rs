@@ -220,6 +220,7 @@ impl Packet {
                     taken: 0,
                     seen: 0,
                     next: None,
+                    in_place: cfg.in_place,
                 },
                 stamper,
                 cpu,
@@ -609,6 +610,8 @@ pub struct PacketFrames {
     seen: u64,
     /// The next run, taken from the queue, due once `seen` reaches its end.
     next: Option<RingRun>,
+    /// Blocks may be laid out in place (else no run ever comes).
+    in_place: bool,
 }
 
 impl LaidOutRun for RingRun {
@@ -634,6 +637,9 @@ impl FrameStore for PacketFrames {
 
     #[inline]
     fn run_due(&mut self) -> Option<Box<dyn LaidOutRun>> {
+        if !self.in_place {
+            return None;
+        }
         if self.next.is_none() {
             if self.runs.pushed.load(Ordering::Acquire) == self.taken {
                 return None;

@@ -668,27 +668,37 @@ impl Ring {
             self.fill(b, lay.cursor, s);
         }
         let total = EPB_OVERHEAD + pad4(h.snaplen);
-        self.write_u32(b, s, EPB);
-        self.write_u32(b, s + 4, total);
-        self.write_u32(b, s + 8, 0);
-        self.write_u32(b, s + 12, (ts_ns >> 32) as u32);
-        self.write_u32(b, s + 16, ts_ns as u32);
-        self.write_u32(b, s + 20, h.snaplen);
-        self.write_u32(b, s + 24, h.len);
+        let mut head = [0u8; EPB_HEAD as usize];
+        for (i, v) in [
+            EPB,
+            total,
+            0,
+            (ts_ns >> 32) as u32,
+            ts_ns as u32,
+            h.snaplen,
+            h.len,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            head[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+        }
         let end = s + EPB_HEAD + h.snaplen;
         let padded = s + EPB_HEAD + pad4(h.snaplen);
-        if padded > end {
-            // The padding: zeros, not what the ring held there (stored,
-            // not read: the frame's last line need not be fetched).
-            assert!(padded <= self.block_size && b < self.blocks);
-            // SAFETY: [end, padded) is inside block `b` (checked), ours
-            // (the module's invariant), past the frame's bytes.
-            unsafe {
-                self.ptr
-                    .as_ptr()
-                    .add(b as usize * self.block_size as usize + end as usize)
-                    .write_bytes(0, (padded - end) as usize)
-            };
+        // One bounds check for the head, the frame and its padding.
+        assert!(b < self.blocks && padded <= self.block_size);
+        // SAFETY: [s, s + 28) and [end, padded) are inside block `b`
+        // (checked just above: s < end <= padded), which is ours (the
+        // module's invariant); the head lies before the frame's bytes and
+        // the padding after them. The padding is zeroed by stores, not read:
+        // the frame's last line need not be fetched.
+        unsafe {
+            let base = self.ptr.as_ptr().add(b as usize * self.block_size as usize);
+            base.add(s as usize)
+                .cast::<[u8; EPB_HEAD as usize]>()
+                .write_unaligned(head);
+            base.add(end as usize)
+                .write_bytes(0, (padded - end) as usize);
         }
         lay.open = Some(s);
         lay.cursor = s + total;
