@@ -136,12 +136,15 @@ pub struct Args {
     /// not copied. Each ring block is laid out in place as pcapng (a packet
     /// block's head written just before each frame, blocks readers skip over
     /// the rest) and written to disk as it lies: less CPU per frame from
-    /// about 1 KB frames (blocks of smaller frames are still copied). The
-    /// price: the ring is then the only buffer, so a disk that stalls longer
-    /// than the ring lasts (--packet-blocks x --packet-block-kib per queue,
-    /// 64 MiB: ~140 ms at 3.6 Gbit/s) drops frames, where copying buffers in
-    /// RAM; and 84-91 bytes more disk per frame. Not with --compress, -c,
-    /// --tsprec us, a --snaplen below the default, or --ts other than hw/xdp.
+    /// about 1 KB frames (blocks of smaller frames are still copied). A
+    /// block written from the ring is the kernel's again only once the disk
+    /// has it, so while more than a quarter of the ring waits for the disk,
+    /// blocks are copied into the RAM buffer instead. The price: a disk that
+    /// stalls outright for longer than the ring lasts (--packet-blocks x
+    /// --packet-block-kib per queue, 64 MiB: ~140 ms at 3.6 Gbit/s) with a
+    /// ring block in its queue drops frames, where copying buffers in RAM;
+    /// and 84-91 bytes more disk per frame. Not with --compress, -c, --tsprec
+    /// us, a --snaplen below the default, or --ts other than hw/xdp.
     #[arg(long)]
     packet_in_place: bool,
     /// Lay out in place only blocks whose frames take at least BYTES of
@@ -149,6 +152,11 @@ pub struct Args {
     /// less copied). For tests and measurements.
     #[arg(long, value_name = "BYTES", hide = true)]
     packet_in_place_min: Option<u32>,
+    /// Write a block laid out in place from the ring only while at most
+    /// BYTES wait for the disk, else copy it (default: a quarter of a
+    /// queue's ring). For tests and measurements.
+    #[arg(long, value_name = "BYTES", hide = true)]
+    packet_in_place_backlog: Option<u64>,
     /// With --engine netmap: slots per RX ring to ask netmap for (64-16384;
     /// the driver may round it). The ring holds every frame not yet copied
     /// by the writer. Default: the driver's ring size (`ethtool -g`).
@@ -956,6 +964,12 @@ pub fn run(a: Args) -> Result<i32> {
         min_free: a.min_free,
     };
     st.on_full_rotate = a.on_full == "rotate";
+    // Laid out in place, a ring block is the kernel's again only once the
+    // disk has it: a run is written from the ring only while at most a
+    // quarter of a queue's ring waits for the disk, else copied.
+    let ring =
+        a.packet_blocks.unwrap_or(64) as u64 * a.packet_block_kib.unwrap_or(1024) as u64 * 1024;
+    st.direct_backlog_max = a.packet_in_place_backlog.unwrap_or(ring / 4);
     let trigger = Arc::new(AtomicBool::new(false));
     let lv = &mut opts.live;
     lv.ring_bytes = a.ring.unwrap_or(0);

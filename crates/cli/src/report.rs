@@ -89,7 +89,7 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
             info.frames,
             info.frame_size / 1024,
             if info.in_place {
-                ", pcapng laid out in place (frames not copied; the ring is the only buffer)"
+                ", pcapng laid out in place (frames not copied while the disk keeps up)"
             } else {
                 ""
             },
@@ -417,6 +417,8 @@ fn queue_json(r: &CaptureReport, i: usize, q: &wiretape::QueueReport) -> Value {
             "latency_p99_us": q.sink.latency_p99_us,
             "peak_buffered_bytes": q.sink.peak_buffered_bytes,
             "disk_full_retries": q.sink.full_retries,
+            "runs_laid_out": q.sink.runs,
+            "runs_copied": q.sink.runs - q.sink.runs_direct,
             "cpu": r.info.writer_cpus.get(i).copied().flatten(),
         },
         "kernel": {
@@ -542,6 +544,15 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
             "  {} writer: O_DIRECT, {} block writes, latency p50 {:.0} us p99 {:.0} us, peak RAM buffer {}, waited for a free block {} times\n",
             label(i, q), q.sink.block_writes, q.sink.latency_p50_us, q.sink.latency_p99_us, bytes_h(q.sink.peak_buffered_bytes), q.sink.block_waits
         );
+        if q.sink.runs > 0 {
+            s += &format!(
+                "  {} laid out in place: {} ring blocks, {} written from the ring, {} copied while the disk was behind\n",
+                label(i, q),
+                q.sink.runs,
+                q.sink.runs_direct,
+                q.sink.runs - q.sink.runs_direct
+            );
+        }
     }
     if let Some(g) = &r.live.ring {
         s += &format!(

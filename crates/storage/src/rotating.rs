@@ -69,6 +69,10 @@ pub struct StorageConfig {
     pub compress: crate::compress::Compress,
     /// Compression threads, all queues together (`--compress-threads`).
     pub compress_threads: usize,
+    /// Runs laid out in place are written from where they lie only while
+    /// at most this many bytes wait for the disk, else copied
+    /// ([`crate::sink::BlockSink::set_direct_backlog_max`]).
+    pub direct_backlog_max: u64,
 }
 
 impl StorageConfig {
@@ -93,6 +97,7 @@ impl StorageConfig {
             linktype: crate::pcap::LINKTYPE_ETHERNET,
             compress: crate::compress::Compress::None,
             compress_threads: default_compress_threads(),
+            direct_backlog_max: crate::uring::DIRECT_BACKLOG_MAX,
         }
     }
 
@@ -526,6 +531,11 @@ pub struct WriterReport {
     pub peak_buffered_bytes: u64,
     /// Writes issued again after room was made on a full disk.
     pub full_retries: u64,
+    /// Runs laid out in place written.
+    pub runs: u64,
+    /// Of them, those written from where they lay (the others were copied:
+    /// the disk was behind, or the sink copies every run).
+    pub runs_direct: u64,
     /// Things worth saying that are not errors (e.g. an incomplete index).
     pub notes: Vec<String>,
 }
@@ -567,6 +577,8 @@ impl WriterReport {
         }
         self.peak_buffered_bytes = self.peak_buffered_bytes.max(r.peak_buffered_bytes);
         self.full_retries += r.full_retries;
+        self.runs += r.runs;
+        self.runs_direct += r.runs_direct;
         self.notes.extend(r.notes);
     }
 }
@@ -646,6 +658,7 @@ impl RotatingWriter {
             ),
         };
         let mut sink = sink.inspect_err(|_| self.retention.closed(path))?;
+        sink.set_direct_backlog_max(c.direct_backlog_max);
         self.gauge.files_opened.fetch_add(1, Ordering::Relaxed);
         if c.on_full_rotate {
             let r = self.retention.clone();
@@ -1020,6 +1033,8 @@ fn close_file(w: PcapWriter<AnySink>, retention: &Retention, gauge: &Gauge) -> W
     r.latency_us = latency;
     r.peak_buffered_bytes = ws.peak_buffered_bytes;
     r.full_retries = ws.full_retries;
+    r.runs = st.runs;
+    r.runs_direct = ws.runs_direct;
     r
 }
 

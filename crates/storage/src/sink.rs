@@ -218,23 +218,39 @@ pub trait BlockSink: Send {
         block: Block,
         ext: crate::external::External,
     ) -> Result<Block, StorageError> {
-        let mut b = self.submit(block)?;
-        let mut rest = ext.bytes();
-        while !rest.is_empty() {
-            let (buf, len) = b.space();
-            let n = rest.len().min(buf.len() - *len);
-            buf[*len..*len + n].copy_from_slice(&rest[..n]);
-            *len += n;
-            rest = &rest[n..];
-            if *len == buf.len() {
-                b = self.submit(b)?;
-            }
-        }
-        // Copied: the memory is free again (the copy goes out with the
-        // next submit or flush).
-        ext.finish(true);
-        Ok(b)
+        let b = self.submit(block)?;
+        copy_external(self, b, ext)
     }
+    /// How many bytes may wait for the disk (queued or in flight) for a
+    /// run given to [`BlockSink::submit_external`] still to be written from
+    /// where it lies; above it, the run is copied and its memory given back
+    /// at once (the io_uring sink: a run laid out in a packet ring holds its
+    /// ring block until the disk has it, so a disk that fell behind must not
+    /// get it). Sinks that always copy ignore it.
+    fn set_direct_backlog_max(&mut self, _bytes: u64) {}
+}
+
+/// Copies `ext` into the blocks of `sink`, starting with `b` (the block being
+/// filled), and finishes it: its memory is free again at once (the copy goes
+/// out with the next submit or flush). Returns the block to fill next.
+pub(crate) fn copy_external<S: BlockSink + ?Sized>(
+    sink: &mut S,
+    mut b: Block,
+    ext: crate::external::External,
+) -> Result<Block, StorageError> {
+    let mut rest = ext.bytes();
+    while !rest.is_empty() {
+        let (buf, len) = b.space();
+        let n = rest.len().min(buf.len() - *len);
+        buf[*len..*len + n].copy_from_slice(&rest[..n]);
+        *len += n;
+        rest = &rest[n..];
+        if *len == buf.len() {
+            b = sink.submit(b)?;
+        }
+    }
+    ext.finish(true);
+    Ok(b)
 }
 
 /// What a write engine reports for backpressure.
@@ -260,6 +276,9 @@ pub struct SinkStats {
     pub pending: u32,
     /// Writes issued again after room was made on a full disk.
     pub full_retries: u64,
+    /// Runs given to [`BlockSink::submit_external`] written from where they
+    /// lie (the io_uring sink; the others copy every run).
+    pub runs_direct: u64,
 }
 
 /// Frees disk space when a write hits ENOSPC (`--on-full rotate`): given the
@@ -649,5 +668,8 @@ impl BlockSink for AnySink {
         ext: crate::external::External,
     ) -> Result<Block, StorageError> {
         both!(self, s => s.submit_external(block, ext))
+    }
+    fn set_direct_backlog_max(&mut self, bytes: u64) {
+        both!(self, s => s.set_direct_backlog_max(bytes))
     }
 }

@@ -42,6 +42,9 @@ const EXTEND_MIN_FREE: u64 = 16 * FALLOC_STEP;
 const RECENT_NS: u64 = 1_000_000_000;
 /// user_data of fallocate entries (write entries carry their buffer index).
 const FALLOC_TAG: u64 = u64::MAX;
+/// The default of [`BlockSink::set_direct_backlog_max`]: a quarter of the
+/// packet engine's default ring (64 MiB per queue).
+pub const DIRECT_BACKLOG_MAX: u64 = 16 << 20;
 /// user_data of external writes: this bit and their index in `ext_flight`.
 const EXT_TAG: u64 = 1 << 62;
 
@@ -213,6 +216,11 @@ pub struct UringSink {
     /// External runs waiting to go out (merged as blocks are, see `pump`),
     /// each with its offset.
     ext_pending: VecDeque<(crate::external::External, u64)>,
+    /// Runs are written from where they lie only while at most this many
+    /// bytes wait for the disk ([`BlockSink::set_direct_backlog_max`]).
+    direct_backlog_max: u64,
+    /// Runs written from where they lie.
+    runs_direct: u64,
     /// When the last run was queued, and whether it came less than
     /// MERGE_WAIT after the one before.
     ext_last_push: Instant,
@@ -324,6 +332,8 @@ impl UringEngine {
             ext_pending: VecDeque::new(),
             ext_last_push: Instant::now(),
             ext_streaming: false,
+            direct_backlog_max: DIRECT_BACKLOG_MAX,
+            runs_direct: 0,
         })
     }
 }
@@ -519,6 +529,9 @@ impl UringSink {
     /// goes out with the next block or the next flush (`--flush-interval`,
     /// the bound a partly filled block has anyway).
     fn pump(&mut self, force: bool) -> Result<(), StorageError> {
+        // Runs first: each holds its owner's memory (a packet ring's
+        // block) until written; a block is ours and can wait.
+        self.pump_ext(force)?;
         while self.n_in_flight < self.qd && !self.pending.is_empty() {
             if !force && (self.streaming || self.n_in_flight > 0) && self.pending.len() < MERGE {
                 break;
@@ -538,6 +551,11 @@ impl UringSink {
             }
             self.issue(parts)?;
         }
+        Ok(())
+    }
+
+    /// As [`UringSink::pump`], for the runs written from where they lie.
+    fn pump_ext(&mut self, force: bool) -> Result<(), StorageError> {
         while self.n_in_flight < self.qd && !self.ext_pending.is_empty() {
             if !force
                 && (self.ext_streaming || self.n_in_flight > 0)
@@ -1200,6 +1218,17 @@ impl BlockSink for UringSink {
             self.give_back(next);
             return Err(e);
         }
+        if self.unwritten_above(self.direct_backlog_max) {
+            // The disk is behind: written from where it lies, the run would
+            // hold its owner's memory (a packet ring's block, which the
+            // kernel needs back within one lap of the ring) for as long as
+            // the writes queued before it take. Copied, it waits in RAM
+            // like any block and its memory is free now.
+            // The runs waiting to be merged get no company now: they go.
+            self.pump_ext(true)?;
+            return crate::sink::copy_external(self, next, ext);
+        }
+        self.runs_direct += 1;
         let off = self.off;
         self.off += ext.len() as u64;
         self.ext_pending.push_back((ext, off));
@@ -1208,6 +1237,10 @@ impl BlockSink for UringSink {
         self.ext_last_push = now;
         self.pump(false)?;
         Ok(next)
+    }
+
+    fn set_direct_backlog_max(&mut self, bytes: u64) {
+        self.direct_backlog_max = bytes;
     }
 
     fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
@@ -1300,7 +1333,33 @@ impl UringSink {
             extra_buffer_bytes: (self.extra * self.block_size) as u64,
             pending: self.pending.len() as u32,
             full_retries: self.retries,
+            runs_direct: self.runs_direct,
         }
+    }
+
+    /// Whether more than `max` bytes wait for the disk: blocks and runs
+    /// queued or in flight (counted up to `max` only; once per run).
+    fn unwritten_above(&self, max: u64) -> bool {
+        let mut n = 0u64;
+        let flight = self
+            .in_flight
+            .iter()
+            .flatten()
+            .flat_map(|w| w.parts.iter().map(|p| p.1 as u64));
+        let queued = self.pending.iter().map(|p| p.1 as u64);
+        let ext_q = self.ext_pending.iter().map(|e| e.0.len() as u64);
+        let ext_f = self
+            .ext_flight
+            .iter()
+            .flatten()
+            .flat_map(|w| w.parts.iter().map(|e| e.len() as u64));
+        for b in flight.chain(queued).chain(ext_q).chain(ext_f) {
+            n += b;
+            if n > max {
+                return true;
+            }
+        }
+        false
     }
 }
 

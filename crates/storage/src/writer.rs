@@ -24,6 +24,8 @@ pub struct WriterStats {
     pub lost: u64,
     /// Frames whose captured length was cut by the snap length.
     pub truncated: u64,
+    /// Runs laid out in place written ([`PcapWriter::write_external`]).
+    pub runs: u64,
 }
 
 /// Writes frames as pcap records into blocks and blocks into a sink.
@@ -324,6 +326,7 @@ impl<S: BlockSink> PcapWriter<S> {
                     i.block_done();
                 }
                 self.stats.frames += info.frames;
+                self.stats.runs += 1;
                 self.stats.bytes += info.bytes;
                 self.stream_len += len;
                 self.note_boundary();
