@@ -2,7 +2,7 @@
 # benches/compare.sh: wiretape beside tcpdump, netsniff-ng, dumpcap and
 # stenotype on the shared rig (../shared/rig), as a table anyone can regenerate.
 #
-#   benches/compare.sh [-r RUNS] [-n N64] [-N N1514] [-s SIZES] [-m MEM] [-b PPS] [-g CONF] [-o DIR] [TOOL...]
+#   benches/compare.sh [-r RUNS] [-n N64] [-N N1514] [-s SIZES] [-m MEM] [-b PPS] [-w BPS] [-g CONF] [-o DIR] [TOOL...]
 #
 # Each trial is one rig trial (rig/peers.sh: trafgen sends a fixed count from
 # netns pbgen on CPU 0, the tool records pb-cap in netns pbcap on CPU 1, same
@@ -20,6 +20,9 @@
 # -b PPS: the generator at a fixed rate for every tool (same offered load),
 # instead of as fast as it goes (a tool's kernel-side cost slows the sender
 # on veth, so at full speed each tool faces a different load).
+# -w BPS: the disk under the rig's output held to BPS bytes/s of writes for
+# every tool (the kernel's block throttle: cgroup v1 blkio or v2 io.max), a
+# disk slower than the link: who loses what when the disk falls behind.
 # -g CONF: the 64 B frames from this trafgen config instead of the rig's
 # (e.g. benches/gen/udp64-10ports.trafgen: ten UDP source ports), run from a
 # private copy of the rig in target/rig.
@@ -32,7 +35,8 @@
 # "loss" column is then the 90 % it filtered, by design).
 # wiretape: record --format pcapng --packet-in-place (the packet engine lays
 # pcapng out in place in its ring and writes it as it lies, frames not
-# copied: stenotype's way, the ring the only buffer);
+# copied: stenotype's way; blocks copied into RAM only while the disk is
+# behind);
 # wiretape-pcap: record with every default (pcap: frames copied, RAM buffer);
 # wiretape-afxdp / wiretape-packet: --engine afxdp / packet forced (pcap);
 # wiretape-packet-ng / wiretape-ng-copy: --format pcapng, frames copied.
@@ -50,12 +54,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-RUNS=3; N64=10000000; N1514=2000000; SIZES=64,1514; MEM=2G; OUT=$ROOT/target/compare; RATE=""; GEN64=""
-while getopts "r:n:N:s:m:o:b:g:h" o; do
+RUNS=3; N64=10000000; N1514=2000000; SIZES=64,1514; MEM=2G; OUT=$ROOT/target/compare; RATE=""; GEN64=""; WBPS=""
+while getopts "r:n:N:s:m:o:b:w:g:h" o; do
   case $o in
     r) RUNS=$OPTARG ;; n) N64=$OPTARG ;; N) N1514=$OPTARG ;; s) SIZES=$OPTARG ;;
-    m) MEM=$OPTARG ;; o) OUT=$OPTARG ;; b) RATE=$OPTARG ;; g) GEN64=$(realpath "$OPTARG") ;;
-    *) sed -n '2,36p' "$0"; exit 2 ;;
+    m) MEM=$OPTARG ;; o) OUT=$OPTARG ;; b) RATE=$OPTARG ;; w) WBPS=$OPTARG ;; g) GEN64=$(realpath "$OPTARG") ;;
+    *) sed -n '2,39p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND-1))
@@ -84,7 +88,25 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
 else
   CGDIR=/sys/fs/cgroup/memory/$CG; mkdir "$CGDIR"; echo "$bytes" > "$CGDIR/memory.limit_in_bytes"
 fi
-cleanup() { for p in $(cat "$CGDIR/cgroup.procs" 2>/dev/null); do kill "$p" 2>/dev/null || true; done; sleep 0.2; rmdir "$CGDIR" 2>/dev/null || true; }
+# -w: the write throttle, on the disk holding the rig's output (its whole
+# disk when that is a partition), in the same cgroup (v2) or a blkio one (v1).
+BLKCG=""
+if [ -n "$WBPS" ]; then
+  mkdir -p "$RIG/tmp"
+  dev=$(stat -c '%Hd:%Ld' "$RIG/tmp")
+  [ -e "/sys/dev/block/$dev/partition" ] && dev=$(cat "/sys/dev/block/$dev/../dev")
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    echo +io > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+    echo "$dev wbps=$WBPS" > "$CGDIR/io.max"
+  else
+    BLKCG=/sys/fs/cgroup/blkio/$CG; mkdir "$BLKCG"
+    echo "$dev $WBPS" > "$BLKCG/blkio.throttle.write_bps_device"
+  fi
+fi
+cleanup() {
+  for p in $(cat "$CGDIR/cgroup.procs" 2>/dev/null); do kill "$p" 2>/dev/null || true; done; sleep 0.2; rmdir "$CGDIR" 2>/dev/null || true
+  [ -z "$BLKCG" ] || rmdir "$BLKCG" 2>/dev/null || true
+}
 # Each trial starts from an empty cgroup: the page cache a buffered writer
 # left behind would otherwise be reclaimed by (and charged to) whichever tool
 # runs next, so a tool's figures would depend on the one before it.
@@ -94,26 +116,8 @@ drain() {
   else echo 0 > "$CGDIR/memory.force_empty" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
-# Each trial starts with warm kernel memory: on this VM, memory the host took
-# back while the machine idled (the `none` trial, a pause) costs a guest
-# ~20x more to zero again. A packet ring is such memory (unmovable, zeroed
-# when a socket sets PACKET_RX_RING): 256 MiB took 0.56 s of the tool's own
-# system time when cold against 0.05 s warm (wiretape and stenotype alike),
-# so whichever tool ran after `none` paid ~0.5 s more. So before every trial
-# a ring of 320 MiB (more than any tool asks for) is set up and freed here,
-# outside the tool and its cgroup; the tool's ring then comes from memory
-# just freed. Measured: 56-59 ticks of start-up after 15 s idle, 5-6 after
-# this (benches/results/inplace-2026-11-25.md).
-prewarm() {
-  /usr/bin/python3 - <<'PY' 2>/dev/null || true
-import socket, struct
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-s.setsockopt(263, 10, 2)  # SOL_PACKET, PACKET_VERSION, TPACKET_V3
-n = 320
-s.setsockopt(263, 5, struct.pack("7I", 1 << 20, n, 2048, (1 << 20) // 2048 * n, 10, 0, 0))  # PACKET_RX_RING
-s.close()
-PY
-}
+# Each trial starts with warm kernel memory (benches/prewarm.py says why).
+prewarm() { /usr/bin/python3 "$ROOT/benches/prewarm.py" 2>/dev/null || true; }
 
 mkdir -p "$OUT"
 CSV=$OUT/trials.csv; COUNTS=$OUT/counts.csv
@@ -157,7 +161,7 @@ count() { # dir tool -> frames written, by capinfos
   done < <(find "$d" -type f \( -name '*.pcap' -o -name '*.pcapng' -o -name '*.pcap.lz4' -o -name '*.pcapng.lz4' -o -name '*.pcap.zst' -o -name '*.pcapng.zst' \) -print0)
   echo "$n"
 }
-echo "compare.sh: runs=$RUNS sizes=$SIZES n64=$N64 n1514=$N1514 rate=${RATE:-max} memory.max=$MEM gen64=${GEN64:-rig} tools=${TOOLS[*]}"
+echo "compare.sh: runs=$RUNS sizes=$SIZES n64=$N64 n1514=$N1514 rate=${RATE:-max} disk=${WBPS:-unthrottled} memory.max=$MEM gen64=${GEN64:-rig} tools=${TOOLS[*]}"
 IFS=, read -r -a SZ <<<"$SIZES"
 NT=${#TOOLS[@]}
 for run in $(seq 1 "$RUNS"); do
@@ -172,7 +176,7 @@ for run in $(seq 1 "$RUNS"); do
       rm -rf "$RIG/tmp/cap-$tool-$size-1"
       drain
       prewarm
-      "$ROOT/benches/incgroup.sh" "$CG" env CMD_READY=sleep CMD_WARM=3 \
+      BLKCG=$BLKCG "$ROOT/benches/incgroup.sh" "$CG" env CMD_READY=sleep CMD_WARM=3 \
         "$RIG/peers.sh" -r 1 -s "$size" -n "$N64" -N "$N1514" ${RATE:+-b "$RATE"} -k -o "$CSV" "$(spec "$spec_arg")" \
         | grep -E "^  $tool " | sed "s/run1 /run$run /" || true
       if [ "$tool" != none ]; then

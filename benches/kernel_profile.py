@@ -7,13 +7,18 @@ Each sample is one 1/FREQ s tick of one CPU. It is charged to the first
 component whose pattern matches a frame of its stack, looking from the leaf
 towards the root (so memcpy under __xsk_rcv is the AF_XDP copy, a wake-up
 under tpacket_rcv is a wake-up). Idle samples are dropped; samples in user
-space are charged to the generator or to the tool by command name.
+space are charged to the generator or to the tool by command name. The
+rig's own counting of the files after a trial (pcapcount, capinfos) is not
+the tool's and is dropped, as is the rig's memory warming (python3).
 """
 import json
 import re
 import sys
 
 COMPONENTS = [
+    # A packet ring's memory zeroed when a tool sets it up (start-up, not per
+    # frame; the script warms kernel memory first, as compare.sh does).
+    ("ring_setup", r"^(packet_set_ring|alloc_pg_vec|free_pg_vec)"),
     ("xdp_program", r"^bpf_prog_"),
     ("afxdp_copy_and_rings", r"^(__xsk_rcv|xsk_rcv|xsk_buff_|__xsk_map_redirect|xsk_flush|xsk_generic_rcv|xp_|xsk_)"),
     ("veth_skb_to_xdp_copy", r"^(skb_pp_cow_data|veth_convert_skb_to_xdp_buff|skb_cow_data_for_xdp)"),
@@ -27,13 +32,14 @@ COMPONENTS = [
     ("generator_send_path", r"^(packet_snd|tpacket_snd|packet_sendmsg|__dev_queue_xmit|dev_queue_xmit|veth_xmit|sch_direct_xmit|dev_hard_start_xmit|packet_direct_xmit|__sys_sendto|__x64_sys_sendto)"),
 ]
 IDLE = re.compile(r"^(cpuidle_|default_idle|intel_idle|poll_idle|acpi_idle|mwait_idle|do_idle|cpu_startup_entry|native_safe_halt|pv_native_safe_halt|arch_cpu_idle|default_idle_call)")
+RIG_COMMS = ("pcapcount", "capinfos", "python3")
 PATS = [(n, re.compile(p)) for n, p in COMPONENTS]
 HEAD = re.compile(r"^(\S.*?)\s+(\d+)(?:/\d+)?\s+\[(\d+)\]")
 
 
 def classify(comm, stack):
     """stack: [(sym, dso)] leaf first."""
-    if not stack:
+    if not stack or comm.startswith(RIG_COMMS):
         return None
     for sym, _ in stack:
         if IDLE.match(sym):

@@ -13,7 +13,10 @@
 # copy and rings, veth's skb->XDP copy, page pool, XDP redirect, the rest of
 # veth's XDP receive, AF_PACKET's copy into its ring, sleep/wake/poll, disk
 # I/O, the stack's receive path and NAPI, the generator's send path, other
-# kernel work, and user space (the tool's, the generator's); idle is dropped.
+# kernel work, and user space (the tool's, the generator's); idle is dropped,
+# and so are the rig's own counting after the trial (pcapcount, capinfos)
+# and the memory warming before it (benches/prewarm.py, as compare.sh does;
+# what a tool's ring set-up still costs shows as ring_setup).
 # Output: DIR/profile.md (microseconds of CPU per frame by component and
 # tool, and each tool minus `none`), DIR/*.json, the perf data.
 set -euo pipefail
@@ -46,6 +49,7 @@ spec() {
 for t in "$@"; do
   echo "kernel_profile: $t ($SIZE B, $COUNT frames at $RATE pps)"
   csv=$OUT/trials-$t.csv; rm -f "$csv"
+  python3 "$ROOT/benches/prewarm.py" 2>/dev/null || true
   perf record -a -g -F "$HZ" -o "$OUT/$t.data" -- \
     env CMD_READY=sleep CMD_WARM=3 "$RIG/peers.sh" -r 1 -s "$SIZE" -n "$COUNT" -N "$COUNT" -b "$RATE" -o "$csv" "$(spec "$t")" \
     >"$OUT/$t.log" 2>&1

@@ -164,8 +164,10 @@ mod tests {
     }
 
     /// Runs, copied frames and flushes mixed, through the io_uring sink
-    /// (runs written as they lie) and the buffered one (runs copied): both
-    /// files hold every frame in order, and the same bytes.
+    /// (runs written as they lie), the io_uring sink told the disk is behind
+    /// (a backlog limit of 0: every run copied, its memory given back at
+    /// once) and the buffered one (runs copied): every file holds every
+    /// frame in order, and the same bytes.
     #[test]
     fn runs_and_copied_frames_make_one_valid_file_through_either_sink() {
         let dir = std::env::temp_dir().join(format!("wt-ext-{}", std::process::id()));
@@ -173,15 +175,20 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let frame = |i: u64| vec![(i % 251) as u8; 60 + (i as usize * 37) % 1400];
         let mut files = Vec::new();
-        for direct in [true, false] {
-            let path = dir.join(format!("f{direct}.pcapng"));
-            let sink = if direct {
+        for (name, direct, backlog) in [
+            ("direct", true, crate::uring::DIRECT_BACKLOG_MAX),
+            ("behind", true, 0),
+            ("buffered", false, 0),
+        ] {
+            let path = dir.join(format!("{name}.pcapng"));
+            let mut sink = if direct {
                 crate::AnySink::Direct(Box::new(
                     crate::uring::UringSink::create(&path, 1 << 16, 4).unwrap(),
                 ))
             } else {
                 crate::AnySink::Buffered(crate::FileSink::create(&path).unwrap())
             };
+            crate::sink::BlockSink::set_direct_backlog_max(&mut sink, backlog);
             let mut w =
                 PcapWriter::with_format(sink, 262144, Format::PcapNg, "t").with_index(&path);
             let mut i = 0u64;
@@ -198,19 +205,26 @@ mod tests {
                     w.flush().unwrap();
                 }
             }
-            let st = w.close().unwrap();
-            assert_eq!(st.frames, i);
+            let (st, sink) = w.close_keeping_sink();
+            let st = st.unwrap();
+            assert_eq!((st.frames, st.runs), (i, 6), "{name}");
+            let direct_runs = crate::sink::BlockSink::stats(&sink).runs_direct;
+            assert_eq!(direct_runs, if name == "direct" { 6 } else { 0 }, "{name}");
+            drop(sink);
             let mut r = PcapReader::open(&path).unwrap();
             let mut rec = Record::default();
             let mut k = 0;
             while r.next_into(&mut rec).unwrap() {
-                assert_eq!((rec.ts_ns, &rec.data), (k, &frame(k)), "frame {k}");
+                assert_eq!((rec.ts_ns, &rec.data), (k, &frame(k)), "{name}: frame {k}");
                 k += 1;
             }
-            assert_eq!(k, i);
+            assert_eq!(k, i, "{name}");
             files.push(std::fs::read(&path).unwrap());
         }
-        assert!(files[0] == files[1], "the same bytes through either sink");
+        assert!(
+            files.iter().all(|f| *f == files[0]),
+            "the same bytes through every sink"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
