@@ -152,9 +152,9 @@ pub struct Args {
     /// less copied). For tests and measurements.
     #[arg(long, value_name = "BYTES", hide = true)]
     packet_in_place_min: Option<u32>,
-    /// Write a block laid out in place from the ring only while at most
+    /// Write a block laid out in place from the ring only while fewer than
     /// BYTES wait for the disk, else copy it (default: a quarter of a
-    /// queue's ring). For tests and measurements.
+    /// queue's ring; 0: copy every block). For tests and measurements.
     #[arg(long, value_name = "BYTES", hide = true)]
     packet_in_place_backlog: Option<u64>,
     /// With --engine netmap: slots per RX ring to ask netmap for (64-16384;
@@ -965,7 +965,7 @@ pub fn run(a: Args) -> Result<i32> {
     };
     st.on_full_rotate = a.on_full == "rotate";
     // Laid out in place, a ring block is the kernel's again only once the
-    // disk has it: a run is written from the ring only while at most a
+    // disk has it: a run is written from the ring only while less than a
     // quarter of a queue's ring waits for the disk, else copied.
     let ring =
         a.packet_blocks.unwrap_or(64) as u64 * a.packet_block_kib.unwrap_or(1024) as u64 * 1024;

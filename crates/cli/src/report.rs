@@ -418,7 +418,7 @@ fn queue_json(r: &CaptureReport, i: usize, q: &wiretape::QueueReport) -> Value {
             "peak_buffered_bytes": q.sink.peak_buffered_bytes,
             "disk_full_retries": q.sink.full_retries,
             "runs_laid_out": q.sink.runs,
-            "runs_copied": q.sink.runs - q.sink.runs_direct,
+            "runs_copied": q.sink.runs.saturating_sub(q.sink.runs_direct),
             "cpu": r.info.writer_cpus.get(i).copied().flatten(),
         },
         "kernel": {
@@ -550,7 +550,7 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
                 label(i, q),
                 q.sink.runs,
                 q.sink.runs_direct,
-                q.sink.runs - q.sink.runs_direct
+                q.sink.runs.saturating_sub(q.sink.runs_direct)
             );
         }
     }

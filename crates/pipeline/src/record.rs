@@ -523,6 +523,14 @@ impl FrameSink for Output {
             w.idle()
         }
     }
+    fn runs_waiting(&self) -> bool {
+        matches!(self, Output::Files(w) if w.runs_waiting())
+    }
+    fn kick(&mut self) {
+        if let Output::Files(w) = self {
+            w.kick()
+        }
+    }
     fn close(self) -> WriterReport {
         match self {
             Output::Files(w) => w.close(),

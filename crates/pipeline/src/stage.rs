@@ -42,6 +42,17 @@ pub trait FrameSink: Send + 'static {
     }
     /// Called about every 100 ms (also when no frames come).
     fn idle(&mut self);
+    /// Whether runs written with [`FrameSink::write_external`] wait in the
+    /// sink (for company, to go out merged) and hold the engine's memory:
+    /// then [`FrameSink::kick`] is due within milliseconds.
+    fn runs_waiting(&self) -> bool {
+        false
+    }
+    /// Called whenever the writer has nothing else to do (a dry ring, a
+    /// quiet channel): runs that waited long enough go to the disk now. A
+    /// ring the kernel cannot fill because its next block waits in the sink
+    /// hands over nothing more, so nothing else would send them.
+    fn kick(&mut self) {}
     /// Flushes and closes; the final word on what was written.
     fn close(self) -> WriterReport;
 }
@@ -62,6 +73,12 @@ impl FrameSink for wiretape_storage::RotatingWriter {
     }
     fn idle(&mut self) {
         wiretape_storage::RotatingWriter::idle(self)
+    }
+    fn runs_waiting(&self) -> bool {
+        wiretape_storage::RotatingWriter::runs_waiting(self)
+    }
+    fn kick(&mut self) {
+        wiretape_storage::RotatingWriter::kick(self)
     }
     fn close(self) -> WriterReport {
         wiretape_storage::RotatingWriter::close(self)
@@ -756,6 +773,13 @@ impl<S: FrameSink, F: FrameStore> Writer<S, F> {
         runs_due(&mut self.frames, &mut self.sink)
     }
 
+    /// Nothing to do right now: runs waiting in the sink that waited long
+    /// enough go (see [`FrameSink::kick`]).
+    #[inline]
+    fn kick(&mut self) {
+        self.sink.kick();
+    }
+
     /// No frames for a while: the sink's housekeeping (a quiet link's
     /// flush), and the live side learns the writer has passed `now`.
     fn quiet(&mut self, now: u64) {
@@ -782,13 +806,23 @@ fn writer_loop<S: FrameSink, F: FrameStore>(
     shared: &QueueShared,
     ctl: &Control,
 ) -> (WriterReport, u64, Option<StampStats>) {
+    // When frames last came, for the quiet calls: the wait is short while
+    // runs wait in the sink (they hold ring blocks the kernel needs back).
+    let mut last_frames = monotonic_ns();
     loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
+        let wait = if w.sink.runs_waiting() { 2 } else { 100 };
+        match rx.recv_timeout(Duration::from_millis(wait)) {
             Ok(mut v) => {
-                w.batch(&mut v, shared, ctl);
+                last_frames = w.batch(&mut v, shared, ctl);
                 let _ = free.send(v);
             }
-            Err(RecvTimeoutError::Timeout) => w.quiet(monotonic_ns()),
+            Err(RecvTimeoutError::Timeout) => {
+                w.kick();
+                let now = monotonic_ns();
+                if now >= last_frames + IDLE_NS && now >= w.next_idle {
+                    w.quiet(now);
+                }
+            }
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
@@ -813,6 +847,7 @@ fn queue_loop<R: RxQueue, S: FrameSink, F: FrameStore>(
         match t.take(&mut v, shared) {
             Took::Frames => last_frames = w.batch(&mut v, shared, ctl),
             Took::Empty => {
+                w.kick();
                 let now = monotonic_ns();
                 if now >= w.next_idle && now >= last_frames + IDLE_NS {
                     w.quiet(now);

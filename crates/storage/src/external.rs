@@ -188,7 +188,8 @@ mod tests {
             } else {
                 crate::AnySink::Buffered(crate::FileSink::create(&path).unwrap())
             };
-            crate::sink::BlockSink::set_direct_backlog_max(&mut sink, backlog);
+            let shared = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+            crate::sink::BlockSink::set_direct_backlog(&mut sink, backlog, shared.clone());
             let mut w =
                 PcapWriter::with_format(sink, 262144, Format::PcapNg, "t").with_index(&path);
             let mut i = 0u64;
@@ -211,6 +212,11 @@ mod tests {
             let direct_runs = crate::sink::BlockSink::stats(&sink).runs_direct;
             assert_eq!(direct_runs, if name == "direct" { 6 } else { 0 }, "{name}");
             drop(sink);
+            assert_eq!(
+                shared.load(std::sync::atomic::Ordering::Relaxed),
+                0,
+                "{name}: nothing waits"
+            );
             let mut r = PcapReader::open(&path).unwrap();
             let mut rec = Record::default();
             let mut k = 0;

@@ -392,6 +392,7 @@ impl Store {
             queue,
             direct_ok: self.direct_ok,
             budget: self.budget.clone(),
+            unwritten: Arc::new(AtomicI64::new(0)),
             retention: self.retention.clone(),
             gauge,
             writer: None,
@@ -590,6 +591,10 @@ pub struct RotatingWriter {
     queue: u32,
     direct_ok: bool,
     budget: Arc<AtomicI64>,
+    /// Bytes this queue's files (the one being written and those still
+    /// closing after a rotation) have waiting for the disk: a run laid out
+    /// in place queues behind all of them.
+    unwritten: Arc<AtomicI64>,
     retention: Arc<Retention>,
     gauge: Arc<Gauge>,
     /// The file being written (None only while being replaced).
@@ -658,7 +663,7 @@ impl RotatingWriter {
             ),
         };
         let mut sink = sink.inspect_err(|_| self.retention.closed(path))?;
-        sink.set_direct_backlog_max(c.direct_backlog_max);
+        sink.set_direct_backlog(c.direct_backlog_max, self.unwritten.clone());
         self.gauge.files_opened.fetch_add(1, Ordering::Relaxed);
         if c.on_full_rotate {
             let r = self.retention.clone();
@@ -876,6 +881,20 @@ impl RotatingWriter {
                 Ok(())
             }
             Err(e) => Err(self.keep_error(e)),
+        }
+    }
+
+    /// Whether runs laid out in place wait in the sink for company, holding
+    /// their owner's memory ([`crate::sink::BlockSink::runs_waiting`]).
+    pub fn runs_waiting(&self) -> bool {
+        self.writer.as_ref().is_some_and(|w| w.runs_waiting())
+    }
+
+    /// Sends runs that waited long enough on their way: call it whenever
+    /// there is nothing else to do ([`crate::sink::BlockSink::kick`]).
+    pub fn kick(&mut self) {
+        if let Some(w) = &mut self.writer {
+            w.kick();
         }
     }
 

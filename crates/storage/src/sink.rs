@@ -221,13 +221,31 @@ pub trait BlockSink: Send {
         let b = self.submit(block)?;
         copy_external(self, b, ext)
     }
-    /// How many bytes may wait for the disk (queued or in flight) for a
-    /// run given to [`BlockSink::submit_external`] still to be written from
-    /// where it lies; above it, the run is copied and its memory given back
-    /// at once (the io_uring sink: a run laid out in a packet ring holds its
-    /// ring block until the disk has it, so a disk that fell behind must not
-    /// get it). Sinks that always copy ignore it.
-    fn set_direct_backlog_max(&mut self, _bytes: u64) {}
+    /// A run given to [`BlockSink::submit_external`] is written from where
+    /// it lies only while fewer than `max` bytes wait for the disk (queued or
+    /// in flight) in `shared`: the sum over the sinks that share it (one
+    /// queue's files: the one written and those still closing), each adding
+    /// what it has waiting. Otherwise the run is copied and its memory given
+    /// back at once (the io_uring sink: a run laid out in a packet ring holds
+    /// its ring block until the disk has it, so a disk that fell behind must
+    /// not get it). 0: every run copied. Sinks that always copy ignore it.
+    fn set_direct_backlog(
+        &mut self,
+        _max: u64,
+        _shared: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    ) {
+    }
+    /// Whether runs given to [`BlockSink::submit_external`] wait in the sink
+    /// for company (to go out merged with the next ones) and so hold their
+    /// owner's memory: then [`BlockSink::kick`] is due soon.
+    fn runs_waiting(&self) -> bool {
+        false
+    }
+    /// Sends runs that waited long enough for company on their way now. The
+    /// caller calls it whenever it has nothing else to do (a dry ring): a
+    /// packet ring the kernel cannot fill because its next block waits here
+    /// hands over nothing more, so no later run would ever come to send it.
+    fn kick(&mut self) {}
 }
 
 /// Copies `ext` into the blocks of `sink`, starting with `b` (the block being
@@ -669,7 +687,17 @@ impl BlockSink for AnySink {
     ) -> Result<Block, StorageError> {
         both!(self, s => s.submit_external(block, ext))
     }
-    fn set_direct_backlog_max(&mut self, bytes: u64) {
-        both!(self, s => s.set_direct_backlog_max(bytes))
+    fn set_direct_backlog(
+        &mut self,
+        max: u64,
+        shared: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    ) {
+        both!(self, s => s.set_direct_backlog(max, shared))
+    }
+    fn runs_waiting(&self) -> bool {
+        both!(self, s => s.runs_waiting())
+    }
+    fn kick(&mut self) {
+        both!(self, s => s.kick())
     }
 }

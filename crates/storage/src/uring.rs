@@ -221,10 +221,16 @@ pub struct UringSink {
     direct_backlog_max: u64,
     /// Runs written from where they lie.
     runs_direct: u64,
+    /// The count of bytes waiting shared with the queue's other files, and
+    /// what this sink last added to it.
+    unwritten_shared: Option<Arc<AtomicI64>>,
+    unwritten_published: i64,
     /// When the last run was queued, and whether it came less than
     /// MERGE_WAIT after the one before.
     ext_last_push: Instant,
     ext_streaming: bool,
+    /// When the oldest run in `ext_pending` was queued.
+    ext_since: Instant,
 }
 
 /// An external write in flight: the runs it covers (each lent by its owner
@@ -332,8 +338,11 @@ impl UringEngine {
             ext_pending: VecDeque::new(),
             ext_last_push: Instant::now(),
             ext_streaming: false,
+            ext_since: Instant::now(),
             direct_backlog_max: DIRECT_BACKLOG_MAX,
             runs_direct: 0,
+            unwritten_shared: None,
+            unwritten_published: 0,
         })
     }
 }
@@ -1013,6 +1022,9 @@ impl UringSink {
     fn wait_all(&mut self) -> Result<(), StorageError> {
         loop {
             self.pump(true)?;
+            // A file closing after a rotation drains here: the queue's next
+            // file sees what it still has waiting.
+            self.publish_unwritten();
             if self.n_in_flight == 0 && self.fallocs == 0 {
                 return Ok(());
             }
@@ -1218,29 +1230,60 @@ impl BlockSink for UringSink {
             self.give_back(next);
             return Err(e);
         }
-        if self.unwritten_above(self.direct_backlog_max) {
+        self.publish_unwritten();
+        let waiting = match &self.unwritten_shared {
+            Some(s) => s.load(Ordering::Acquire).max(0) as u64,
+            None => self.unwritten(),
+        };
+        if waiting >= self.direct_backlog_max {
             // The disk is behind: written from where it lies, the run would
             // hold its owner's memory (a packet ring's block, which the
             // kernel needs back within one lap of the ring) for as long as
             // the writes queued before it take. Copied, it waits in RAM
-            // like any block and its memory is free now.
-            // The runs waiting to be merged get no company now: they go.
-            self.pump_ext(true)?;
+            // like any block and its memory is free now. The runs waiting
+            // to be merged get no company now: they go.
+            if let Err(e) = self.pump_ext(true) {
+                self.give_back(next);
+                return Err(e);
+            }
             return crate::sink::copy_external(self, next, ext);
         }
-        self.runs_direct += 1;
         let off = self.off;
         self.off += ext.len() as u64;
-        self.ext_pending.push_back((ext, off));
         let now = Instant::now();
+        if self.ext_pending.is_empty() {
+            self.ext_since = now;
+        }
+        self.ext_pending.push_back((ext, off));
         self.ext_streaming = now.duration_since(self.ext_last_push) < MERGE_WAIT;
         self.ext_last_push = now;
-        self.pump(false)?;
+        if let Err(e) = self.pump(false) {
+            self.give_back(next);
+            return Err(e);
+        }
+        self.runs_direct += 1;
         Ok(next)
     }
 
-    fn set_direct_backlog_max(&mut self, bytes: u64) {
-        self.direct_backlog_max = bytes;
+    fn set_direct_backlog(&mut self, max: u64, shared: Arc<AtomicI64>) {
+        self.direct_backlog_max = max;
+        self.unwritten_shared = Some(shared);
+        self.publish_unwritten();
+    }
+
+    fn runs_waiting(&self) -> bool {
+        !self.ext_pending.is_empty()
+    }
+
+    fn kick(&mut self) {
+        if self.ext_pending.is_empty() || self.ext_since.elapsed() < MERGE_WAIT {
+            return;
+        }
+        if let Err(e) = self.pump_ext(true) {
+            if self.failed.is_none() {
+                self.failed = Some((self.off, std::io::Error::other(e.to_string())));
+            }
+        }
     }
 
     fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
@@ -1337,10 +1380,8 @@ impl UringSink {
         }
     }
 
-    /// Whether more than `max` bytes wait for the disk: blocks and runs
-    /// queued or in flight (counted up to `max` only; once per run).
-    fn unwritten_above(&self, max: u64) -> bool {
-        let mut n = 0u64;
+    /// Bytes waiting for the disk: blocks and runs queued or in flight.
+    fn unwritten(&self) -> u64 {
         let flight = self
             .in_flight
             .iter()
@@ -1353,13 +1394,19 @@ impl UringSink {
             .iter()
             .flatten()
             .flat_map(|w| w.parts.iter().map(|e| e.len() as u64));
-        for b in flight.chain(queued).chain(ext_q).chain(ext_f) {
-            n += b;
-            if n > max {
-                return true;
-            }
+        flight.chain(queued).chain(ext_q).chain(ext_f).sum()
+    }
+
+    /// Adds what changed in [`UringSink::unwritten`] since the last call to
+    /// the shared count ([`BlockSink::set_direct_backlog`]): before a run is
+    /// weighed, and while a closing file drains (its count only falls then,
+    /// so a stale one errs towards copying).
+    fn publish_unwritten(&mut self) {
+        if let Some(s) = &self.unwritten_shared {
+            let now = self.unwritten() as i64;
+            s.fetch_add(now - self.unwritten_published, Ordering::AcqRel);
+            self.unwritten_published = now;
         }
-        false
     }
 }
 
@@ -1367,6 +1414,9 @@ impl Drop for UringSink {
     fn drop(&mut self) {
         // Buffers must outlive every write that points into them.
         let _ = self.wait_all();
+        if let Some(s) = &self.unwritten_shared {
+            s.fetch_sub(self.unwritten_published, Ordering::AcqRel);
+        }
         self.release_file();
         if let Some(b) = &self.budget {
             b.fetch_add((self.extra * self.block_size) as i64, Ordering::AcqRel);

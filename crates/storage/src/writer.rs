@@ -516,6 +516,16 @@ impl<S: BlockSink> PcapWriter<S> {
         self.stats
     }
 
+    /// Whether runs wait in the sink for company ([`BlockSink::runs_waiting`]).
+    pub fn runs_waiting(&self) -> bool {
+        self.sink.runs_waiting()
+    }
+
+    /// Sends runs that waited long enough on their way ([`BlockSink::kick`]).
+    pub fn kick(&mut self) {
+        self.sink.kick()
+    }
+
     /// The sink the blocks go to.
     pub fn sink(&self) -> &S {
         &self.sink
