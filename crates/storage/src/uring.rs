@@ -42,9 +42,12 @@ const EXTEND_MIN_FREE: u64 = 16 * FALLOC_STEP;
 const RECENT_NS: u64 = 1_000_000_000;
 /// user_data of fallocate entries (write entries carry their buffer index).
 const FALLOC_TAG: u64 = u64::MAX;
-/// The default of [`BlockSink::set_direct_backlog_max`]: a quarter of the
+/// The default of [`BlockSink::set_direct_backlog`]: a quarter of the
 /// packet engine's default ring (64 MiB per queue).
 pub const DIRECT_BACKLOG_MAX: u64 = 16 << 20;
+/// Once the disk was found behind ([`BlockSink::set_direct_backlog`]), runs
+/// are copied for this long (from the last time it was found behind).
+const BEHIND_HOLD: std::time::Duration = std::time::Duration::from_millis(500);
 /// user_data of external writes: this bit and their index in `ext_flight`.
 const EXT_TAG: u64 = 1 << 62;
 
@@ -104,6 +107,8 @@ struct InFlight {
     parts: Vec<(Block, u32, u64)>,
     _iov: Iovecs,
     at: Instant,
+    /// The stream's end (bytes submitted) when it was issued.
+    stream: u64,
     /// Fault injection: this write was not issued and completes with EIO.
     fault: bool,
 }
@@ -221,6 +226,10 @@ pub struct UringSink {
     direct_backlog_max: u64,
     /// Runs written from where they lie.
     runs_direct: u64,
+    /// Runs are copied until then: the disk was found behind.
+    behind_until: Instant,
+    /// Bytes submitted while the latest write to complete was on its way.
+    last_arrived: u64,
     /// The count of bytes waiting shared with the queue's other files, and
     /// what this sink last added to it.
     unwritten_shared: Option<Arc<AtomicI64>>,
@@ -240,6 +249,8 @@ struct ExtFlight {
     off: u64,
     _iov: Iovecs,
     at: Instant,
+    /// The stream's end (bytes submitted) when it was issued.
+    stream: u64,
     fault: bool,
 }
 
@@ -341,6 +352,8 @@ impl UringEngine {
             ext_since: Instant::now(),
             direct_backlog_max: DIRECT_BACKLOG_MAX,
             runs_direct: 0,
+            behind_until: Instant::now(),
+            last_arrived: 0,
             unwritten_shared: None,
             unwritten_published: 0,
         })
@@ -780,6 +793,7 @@ impl UringSink {
             parts,
             _iov: Iovecs { _iov: iov },
             at: Instant::now(),
+            stream: self.off,
             fault,
         });
         self.n_in_flight += 1;
@@ -813,7 +827,9 @@ impl UringSink {
     /// A write issued at `at` completed: its latency, in the whole run's
     /// histogram and the latest writes' (once per write: a clock read and
     /// two histogram counts).
-    fn record_latency(&mut self, at: Instant) {
+    fn record_latency(&mut self, at: Instant, stream: u64) {
+        // What came in while it was on its way (see `submit_external`).
+        self.last_arrived = self.off.saturating_sub(stream);
         let us = at.elapsed().as_micros() as u64;
         self.lat.saturating_record(us.max(1));
         if self.recent_from.elapsed().as_nanos() as u64 >= 2 * RECENT_NS {
@@ -908,6 +924,7 @@ impl UringSink {
             off,
             _iov: Iovecs { _iov: iov },
             at: Instant::now(),
+            stream: self.off,
             fault,
         });
         self.n_in_flight += 1;
@@ -927,7 +944,7 @@ impl UringSink {
         let res = if w.fault { -libc::EIO } else { res };
         let len: u64 = w.parts.iter().map(|e| e.len() as u64).sum();
         if res >= 0 && res as u64 == len {
-            self.record_latency(w.at);
+            self.record_latency(w.at, w.stream);
             // Written: the runs go back to their owners.
             w.parts.into_iter().for_each(|e| e.finish(true));
             return Ok(());
@@ -989,7 +1006,11 @@ impl UringSink {
             self.n_in_flight -= 1;
             let (off, len) = (w.off(), w.len());
             let InFlight {
-                parts, at, fault, ..
+                parts,
+                at,
+                fault,
+                stream,
+                ..
             } = w;
             for (b, _, _) in &parts {
                 self.busy[b.lease().expect("ours").slot as usize] = false;
@@ -1009,7 +1030,7 @@ impl UringSink {
                     self.failed = Some((off, err));
                 }
             } else {
-                self.record_latency(at);
+                self.record_latency(at, stream);
             }
             for (mut b, _, _) in parts {
                 b.clear();
@@ -1235,7 +1256,30 @@ impl BlockSink for UringSink {
             Some(s) => s.load(Ordering::Acquire).max(0) as u64,
             None => self.unwritten(),
         };
-        if waiting >= self.direct_backlog_max {
+        let now = Instant::now();
+        // A write during which more than the limit came in says the disk is
+        // behind, even once the queue is short: one still in flight (a run
+        // issued now would wait for it: on ext4 a fallocate ahead waits for
+        // every write in flight with the inode locked, and every write
+        // issued after it waits for that), or the last one to complete (a
+        // queue that drained all at once, as a throttled disk does). Bytes,
+        // not time: when the whole machine stops for a while (a VM's host
+        // busy elsewhere), writes take long but nothing comes in meanwhile,
+        // and nothing is at risk.
+        let max = self.direct_backlog_max;
+        let slow = self.last_arrived >= max
+            || self
+                .oldest_stream_in_flight()
+                .is_some_and(|s| self.off - s >= max);
+        if waiting >= self.direct_backlog_max || slow {
+            // Behind: copies for a while. A ring frozen on runs still queued
+            // hands over nothing, so the queue drains and looks short again
+            // while the disk is as slow as before; without the hold, runs
+            // would go out from the ring again, freeze it again, and so on
+            // (85 % lost on the rig with the disk held to 150 MB/s).
+            self.behind_until = now + BEHIND_HOLD;
+        }
+        if now < self.behind_until {
             // The disk is behind: written from where it lies, the run would
             // hold its owner's memory (a packet ring's block, which the
             // kernel needs back within one lap of the ring) for as long as
@@ -1250,7 +1294,6 @@ impl BlockSink for UringSink {
         }
         let off = self.off;
         self.off += ext.len() as u64;
-        let now = Instant::now();
         if self.ext_pending.is_empty() {
             self.ext_since = now;
         }
@@ -1378,6 +1421,13 @@ impl UringSink {
             full_retries: self.retries,
             runs_direct: self.runs_direct,
         }
+    }
+
+    /// The stream's end when the oldest write in flight was issued.
+    fn oldest_stream_in_flight(&self) -> Option<u64> {
+        let blocks = self.in_flight.iter().flatten().map(|w| w.stream);
+        let runs = self.ext_flight.iter().flatten().map(|w| w.stream);
+        blocks.chain(runs).min()
     }
 
     /// Bytes waiting for the disk: blocks and runs queued or in flight.
