@@ -138,13 +138,14 @@ pub struct Args {
     /// the rest) and written to disk as it lies: less CPU per frame from
     /// about 1 KB frames (blocks of smaller frames are still copied). A
     /// block written from the ring is the kernel's again only once the disk
-    /// has it, so while more than a quarter of the ring waits for the disk,
-    /// blocks are copied into the RAM buffer instead. The price: a disk that
-    /// stalls outright for longer than the ring lasts (--packet-blocks x
-    /// --packet-block-kib per queue, 64 MiB: ~140 ms at 3.6 Gbit/s) with a
-    /// ring block in its queue drops frames, where copying buffers in RAM;
-    /// and 84-91 bytes more disk per frame. Not with --compress, -c, --tsprec
-    /// us, a --snaplen below the default, or --ts other than hw/xdp.
+    /// has it, so while the disk is behind (a quarter of the ring or more
+    /// waits for it, or came in during one write) blocks are copied into
+    /// the RAM buffer instead. The price: a disk that stops outright for
+    /// longer than the ring lasts (--packet-blocks x --packet-block-kib per
+    /// queue, 64 MiB: ~140 ms at 3.6 Gbit/s) with ring blocks in its queue
+    /// drops frames, where copying buffers in RAM; and 84-91 bytes more disk
+    /// per frame. Not with --compress, -c, --tsprec us, a --snaplen below
+    /// the default, or --ts other than hw/xdp.
     #[arg(long)]
     packet_in_place: bool,
     /// Lay out in place only blocks whose frames take at least BYTES of

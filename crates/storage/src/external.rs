@@ -2,7 +2,11 @@
 //! of pcapng blocks an engine laid out in place (the TPACKET_V3 engine
 //! turns each ring block into one, see `wiretape_capture::packet`), which a
 //! sink writes with O_DIRECT from where it lies, and then says so
-//! ([`External`]'s `done`), so that the owner may reuse the memory.
+//! ([`External`]'s `done`), so that the owner may reuse the memory. While
+//! the disk is behind, the io_uring sink copies a run into its RAM blocks
+//! instead and finishes it at once
+//! ([`crate::sink::BlockSink::set_direct_backlog`]): the owner (a packet
+//! ring) needs its memory back sooner than a slow disk would give it.
 //!
 //! Such a run is pcapng as any reader reads it: Enhanced Packet Blocks for
 //! the frames and, between them, fillers ([`FILL`]) that readers skip: a

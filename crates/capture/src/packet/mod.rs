@@ -39,8 +39,10 @@
 //!   of such frames name the frame's first byte, not its header (which a
 //!   filler may cover by then). The writer hands the run
 //!   ([`crate::LaidOutRun`], when its last frame reaches it) to storage,
-//!   which writes it with O_DIRECT as it lies; the block goes back to the
-//!   kernel only once the run is dropped (written). A block that cannot be
+//!   which writes it with O_DIRECT as it lies, or copies it while the disk
+//!   is behind (`wiretape_storage::sink::BlockSink::set_direct_backlog`);
+//!   the block goes back to the kernel only once the run is dropped
+//!   (written, or copied). A block that cannot be
 //!   laid out (`Ring::can_lay_out`, checked over its headers first)
 //!   is walked and copied as before.
 //! - Accounting: `seen` = frames walked + frames the kernel dropped because
