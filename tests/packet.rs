@@ -95,6 +95,70 @@ fn records_every_frame_of_every_queue_with_kernel_stamps() {
     );
 }
 
+/// Fewer sockets than queues: one socket per CPU the poll threads may use
+/// by default (no fanout with one), or --packet-sockets; every frame of
+/// every queue still recorded once, byte-identical, and accounted.
+#[test]
+fn fewer_sockets_than_queues_record_every_queue() {
+    require_root();
+    let tb = Testbed::create("pktsock", 4).unwrap();
+    for (extra, sockets, line) in [
+        (
+            &["--cpus", "0"][..],
+            1usize,
+            "4 RX queues on 1 socket [q0@0]",
+        ),
+        (
+            &["--packet-sockets", "3"][..],
+            3,
+            "4 RX queues on 3 sockets [0, 1, 2]",
+        ),
+    ] {
+        let out = TempDir::new("pktsock");
+        let dir = out.path().join("cap");
+        let json = out.path().join("s.json");
+        let n = 20_000u64;
+        let mut args = vec![
+            "--engine",
+            "packet",
+            "-w",
+            dir.to_str().unwrap(),
+            "-c",
+            "20000",
+            "--summary-json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let mut rec = Recorder::start(&tb, &args);
+        assert!(
+            rec.stderr.iter().any(|l| l.contains(line)),
+            "{extra:?}: the start line says how the queues are read: {:?}",
+            rec.stderr
+        );
+        // 64 flows: every queue of the pair gets frames.
+        let sent = tb.send(0..n, SizeFn::Mixed, 64, Some(100_000)).unwrap();
+        assert!(rec.wait(30).success(), "{}", rec.stderr_text());
+        let files = pcaps(&dir);
+        assert_eq!(files.len(), sockets, "{extra:?}: a file per socket");
+        let mut seqs: Vec<u64> = records(&files)
+            .iter()
+            .map(|r| frames::parse(&r.data).expect("one of ours").0)
+            .collect();
+        seqs.sort_unstable();
+        assert_eq!(
+            seqs,
+            (0..n).collect::<Vec<_>>(),
+            "{extra:?}: each frame once"
+        );
+        let j = read_json(&json);
+        assert_identity(&j);
+        assert_eq!(j["packets_written"].as_u64(), Some(n));
+        assert_eq!(j["bytes_written"].as_u64(), Some(sent.bytes));
+        assert_eq!(j["rx_queues"].as_u64(), Some(4));
+        assert_eq!(j["per_queue"].as_array().unwrap().len(), sockets);
+    }
+}
+
 /// `frame` with an 802.1Q tag (TPID `tpid`, VLAN `vid`) after its addresses.
 fn tagged(frame: &[u8], tpid: u16, vid: u16) -> Vec<u8> {
     let mut v = frame[..12].to_vec();
@@ -450,7 +514,7 @@ fn bad_input_is_refused_before_anything_is_opened() {
     let out = TempDir::new("pktbad");
     let dir = out.path().join("cap");
     let d = dir.to_str().unwrap();
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 9] = [
         (
             &["--packet-in-place"],
             "--packet-in-place: it writes pcapng",
@@ -468,6 +532,9 @@ fn bad_input_is_refused_before_anything_is_opened() {
         (&["--queues", "0"], "records every queue"),
         (&["--cutoff", "1K"], "--cutoff"),
         (&["--packet-block-kib", "100"], "power of two"),
+        (&["--packet-sockets", "3"], "give 1 to 2 sockets"),
+        (&["--packet-sockets", "0"], "give 1 to 2 sockets"),
+        (&["--packet-retire-ms", "0"], "1 to 60000 ms"),
         (
             &["--frames", "4096"],
             "--frames applies to --engine afxdp only",

@@ -195,6 +195,7 @@ impl AfXdp {
             mapped_file: None,
             busy_poll: cfg.busy_poll,
             in_place: false,
+            rx_queues: None,
         };
         let mut fds = Vec::new();
         let mut out = Vec::new();

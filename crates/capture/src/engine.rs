@@ -211,6 +211,10 @@ pub struct StartInfo {
     /// The packet engine lays its ring blocks out in place as pcapng runs
     /// written as they lie (frames not copied); false for the others.
     pub in_place: bool,
+    /// The packet engine: the interface's RX queues, which its sockets
+    /// ([`StartInfo::queues`], one per queue or fewer) read together; None
+    /// for the others (a socket per queue recorded).
+    pub rx_queues: Option<u32>,
 }
 
 /// The RX queues to record on `ifname`, which has `count`: all of them

@@ -260,6 +260,7 @@ impl FileEngine {
             mapped_file: in_place.as_ref().map(|ip| ip.map.len() as u64),
             busy_poll: None,
             in_place: false,
+            rx_queues: None,
         };
         let frames = FileFrames {
             reader,

@@ -17,7 +17,8 @@
 //!   walked in place; all of its `unsafe` in `netmap/ring.rs` and
 //!   `netmap/sys.rs`.
 //! - `packet`: the TPACKET_V3 engine ([`Packet`]): one AF_PACKET socket
-//!   and ring of blocks per queue (fanout by queue), walked in place; for
+//!   and ring of blocks per queue, at most one per CPU (fanout by queue),
+//!   walked in place; for
 //!   devices whose AF_XDP sockets only copy; all of its `unsafe` in
 //!   `packet/ring.rs`.
 //! - `xsk`: AF_XDP sockets, UMEM and rings: all of their `unsafe`.

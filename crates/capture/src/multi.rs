@@ -54,6 +54,7 @@ impl<E: Engine> MultiEngine<E> {
             frame_size: first.frame_size,
             busy_poll: first.busy_poll,
             in_place: first.in_place,
+            rx_queues: infos.iter().map(|i| i.rx_queues).sum(),
             interfaces: infos,
             mapped_file: None,
         };

@@ -23,6 +23,76 @@ pub fn ifindex(name: &str) -> Option<u32> {
     (i != 0).then_some(i)
 }
 
+/// Whether `fd` is readable (a listening socket: a connection waits),
+/// waiting at most `timeout` for it. Listeners are asked this before
+/// `accept`: an `accept` that finds nothing has still made a socket and
+/// freed it through RCU, so polling with it every few milliseconds keeps
+/// every CPU (the one taking the traffic too) passing grace periods.
+pub fn readable(fd: std::os::fd::BorrowedFd<'_>, timeout: std::time::Duration) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: one pollfd that lives for the call; fd is open (borrowed).
+    match cvt(unsafe { libc::poll(&mut p, 1, ms) }) {
+        Ok(n) => Ok(n > 0 && p.revents != 0),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Looks interface indexes up by name on one socket opened once (in the
+/// namespace of the thread that opens it): a recording asks ten times a
+/// second whether its interfaces are still there, and each socket
+/// `if_nametoindex` opens and closes is freed through RCU, which makes
+/// every CPU (the one taking the traffic too) pass a grace period each time.
+pub struct IfIndexes {
+    fd: OwnedFd,
+}
+
+/// `struct ifreq` with its index member.
+#[repr(C)]
+struct IfReqIndex {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    index: libc::c_int,
+    _pad: [u8; 20],
+}
+
+impl IfIndexes {
+    /// Opens the socket the lookups go through.
+    pub fn new() -> io::Result<IfIndexes> {
+        // SAFETY: a plain datagram socket used only for ioctls, owned at once.
+        let s =
+            cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+        // SAFETY: s is a fresh fd nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(s) };
+        Ok(IfIndexes { fd })
+    }
+
+    /// The index of interface `name` now (`SIOCGIFINDEX`), None if there is
+    /// no such interface (or the name is too long to be one).
+    pub fn index(&self, name: &str) -> Option<u32> {
+        if name.len() >= libc::IFNAMSIZ || name.bytes().any(|b| b == 0) {
+            return None;
+        }
+        let mut r = IfReqIndex {
+            name: [0; libc::IFNAMSIZ],
+            index: 0,
+            _pad: [0; 20],
+        };
+        for (d, b) in r.name.iter_mut().zip(name.bytes()) {
+            *d = b as libc::c_char;
+        }
+        // SAFETY: SIOCGIFINDEX reads the NUL-terminated name and writes the
+        // int after it in r, laid out as struct ifreq (40 bytes), which lives
+        // for the call.
+        cvt(unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SIOCGIFINDEX as _, &mut r) }).ok()?;
+        (r.index > 0).then_some(r.index as u32)
+    }
+}
+
 #[repr(C)]
 struct EthtoolChannels {
     cmd: u32,

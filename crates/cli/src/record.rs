@@ -108,7 +108,8 @@ pub struct Args {
     frame_size: Option<u32>,
     /// Capture engine: afxdp (an XDP program steers each RX queue into an
     /// AF_XDP socket), packet (TPACKET_V3: one AF_PACKET socket and ring of
-    /// blocks per queue, fanned out by RX queue; one kernel copy per frame,
+    /// blocks per queue, at most one per CPU, fanned out by RX queue; one
+    /// kernel copy per frame,
     /// where AF_XDP in copy mode makes two: cheaper on devices without
     /// AF_XDP zero-copy, e.g. veth; the filter runs in user space; every
     /// queue; no --cutoff) or netmap (each RX ring bound through /dev/netmap
@@ -124,7 +125,7 @@ pub struct Args {
     /// picked, and why.
     #[arg(long, value_name = "ENGINE", default_value = "auto", value_parser = ["auto", "afxdp", "packet", "netmap"])]
     engine: String,
-    /// With --engine packet: blocks per queue's ring (default 64). The ring
+    /// With --engine packet: blocks per socket's ring (default 64). The ring
     /// holds every frame not yet copied by the writer.
     #[arg(long, value_name = "N")]
     packet_blocks: Option<u32>,
@@ -132,6 +133,20 @@ pub struct Args {
     /// 1024). A block is handed over when full or 8 ms after its first frame.
     #[arg(long, value_name = "KIB")]
     packet_block_kib: Option<u32>,
+    /// With --engine packet: milliseconds after its first frame that a
+    /// partly filled block is handed over (the kernel's block timer,
+    /// 1-60000; default 8). Longer means fuller blocks and fewer wakeups on a
+    /// slow link; frames reach the disk and live consumers that much later.
+    #[arg(long, value_name = "MS")]
+    packet_retire_ms: Option<u32>,
+    /// With --engine packet: AF_PACKET sockets (each with its ring and poll
+    /// thread) reading the interface, 1 to its RX queue count; socket n
+    /// takes the queues q with q mod N = n. Default: one per queue, but no
+    /// more than the CPUs the poll threads may use (--cpus, else the
+    /// allowed ones): a socket per queue beyond that gains nothing and
+    /// costs the kernel a fanout step on every frame.
+    #[arg(long, value_name = "N")]
+    packet_sockets: Option<u32>,
     /// With --format pcapng (the packet engine; auto picks it): frames are
     /// not copied. Each ring block is laid out in place as pcapng (a packet
     /// block's head written just before each frame, blocks readers skip over
@@ -781,7 +796,11 @@ fn input(a: &Args) -> Result<Input> {
             bail!("--packet-in-place: {why}");
         }
     }
-    let engine = if a.packet_blocks.is_some() || a.packet_block_kib.is_some() || a.packet_in_place {
+    let packet_sized = a.packet_blocks.is_some()
+        || a.packet_block_kib.is_some()
+        || a.packet_retire_ms.is_some()
+        || a.packet_sockets.is_some();
+    let engine = if packet_sized || a.packet_in_place {
         // Sizes of the packet engine's ring: that engine (auto included).
         if a.engine == "auto" {
             "packet".to_string()
@@ -794,8 +813,8 @@ fn input(a: &Args) -> Result<Input> {
     if a.cutoff.is_some() && engine != "afxdp" {
         bail!("--cutoff: the {engine} engine does not apply it (the XDP program of --engine afxdp and the file engine, -r, do); use --engine afxdp or leave --cutoff out");
     }
-    if engine != "packet" && (a.packet_blocks.is_some() || a.packet_block_kib.is_some()) {
-        bail!("--packet-blocks and --packet-block-kib apply to --engine packet only");
+    if engine != "packet" && packet_sized {
+        bail!("--packet-blocks, --packet-block-kib, --packet-retire-ms and --packet-sockets apply to --engine packet only");
     }
     if engine != "packet" && a.packet_in_place {
         bail!("--packet-in-place applies to --engine packet only (AF_XDP frames are copied out of the UMEM)");
@@ -854,6 +873,10 @@ fn input(a: &Args) -> Result<Input> {
                 if let Some(k) = a.packet_block_kib {
                     c.block_size = k.saturating_mul(1024);
                 }
+                if let Some(ms) = a.packet_retire_ms {
+                    c.retire_ms = ms;
+                }
+                c.sockets = a.packet_sockets;
                 c.in_place = a.packet_in_place;
                 if let Some(m) = a.packet_in_place_min {
                     c.in_place_min_slot = m;

@@ -81,10 +81,21 @@ pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
         None => String::new(),
     };
     if info.engine == "packet" {
+        let n = info.queues.len() as u32;
+        let (what, how) = match info.rx_queues {
+            Some(rx) if rx > n && n == 1 => (
+                format!("{rx} RX queues on 1 socket"),
+                "one socket, no fanout",
+            ),
+            Some(rx) if rx > n => (
+                format!("{rx} RX queues on {n} sockets {:?}", info.queues),
+                "fanout by queue mod sockets",
+            ),
+            _ => (format!("queues {:?}", info.queues), "fanout by queue"),
+        };
         return format!(
-            "wiretape: recording {} queues {:?} [{}]: packet (TPACKET_V3, fanout by queue){why}, {} blocks x {} KiB per queue{}, snaplen {snaplen}{}, {} -> {dir}",
+            "wiretape: recording {} {what} [{}]: packet (TPACKET_V3, {how}){why}, {} blocks x {} KiB per socket{}, snaplen {snaplen}{}, {} -> {dir}",
             info.ifname,
-            info.queues,
             cpus.join(" "),
             info.frames,
             info.frame_size / 1024,
@@ -329,6 +340,7 @@ pub fn summary_json(
         "engine": r.info.engine,
         "engine_reason": crate::record::ENGINE_REASON.get(),
         "in_place": r.info.in_place,
+        "rx_queues": r.info.rx_queues,
         "source": r.info.source.as_ref().map(|p| p.display().to_string()),
         "xdp_mode": xdp_mode(&r.info),
         "bind_mode": match r.info.bind_mode { Some(BindMode::ZeroCopy) => "zero-copy", Some(BindMode::Copy) => "copy", None => "none" },

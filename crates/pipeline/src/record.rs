@@ -583,7 +583,7 @@ fn check_interfaces(list: Vec<CaptureConfig>) -> Result<Vec<CaptureConfig>, Pipe
 
 /// An interface of the run that is gone (removed, or renamed, since the
 /// start): a failure that stops the whole run.
-fn interface_gone(info: &StartInfo) -> Option<String> {
+fn interface_gone(info: &StartInfo, ifs: Option<&sys::IfIndexes>) -> Option<String> {
     if info.source.is_some() {
         return None;
     }
@@ -593,7 +593,13 @@ fn interface_gone(info: &StartInfo) -> Option<String> {
         &info.interfaces[..]
     };
     list.iter()
-        .find(|i| i.ifindex != 0 && sys::ifindex(&i.ifname) != Some(i.ifindex))
+        .find(|i| {
+            let now = match ifs {
+                Some(q) => q.index(&i.ifname),
+                None => sys::ifindex(&i.ifname),
+            };
+            i.ifindex != 0 && now != Some(i.ifindex)
+        })
         .map(|i| {
             format!(
                 "interface {} (ifindex {}) disappeared during the recording",
@@ -719,6 +725,8 @@ impl Segment<'_> {
             snapshot.link = link.clone();
             (t0.elapsed(), snapshot, storage)
         };
+        // One socket for the lookups of the whole run (see IfIndexes).
+        let ifs = sys::IfIndexes::new().ok();
         let end = loop {
             std::thread::sleep(Duration::from_millis(20));
             if self.stop.load(Ordering::Relaxed) {
@@ -748,7 +756,7 @@ impl Segment<'_> {
                 next_link = el + Duration::from_millis(100);
                 // Whether each interface still has its index, its link
                 // events and its sockets' error state.
-                if let Some(g) = interface_gone(run.info()) {
+                if let Some(g) = interface_gone(run.info(), ifs.as_ref()) {
                     break End::Gone(g);
                 }
                 match run.link_status() {

@@ -242,6 +242,7 @@ impl<P: RxSync> Netmap<P> {
             mapped_file: None,
             busy_poll: None,
             in_place: false,
+            rx_queues: None,
         };
         let mut queues = Vec::new();
         let mut shared = Vec::new();

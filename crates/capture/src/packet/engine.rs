@@ -96,16 +96,44 @@ impl Packet {
                 cfg.blocks
             )));
         }
+        if !(1..=60_000).contains(&cfg.retire_ms) {
+            return Err(CaptureError::Config(format!(
+                "--packet-retire-ms {}: a block's timer takes 1 to 60000 ms",
+                cfg.retire_ms
+            )));
+        }
         let count = sys::rx_queue_count(&ifname).unwrap_or(1).max(1);
-        let mut queues = crate::engine::queues_of(&ifname, count, cfg.queues.as_deref())?;
-        queues.sort_unstable();
-        queues.dedup();
-        if queues != (0..count).collect::<Vec<_>>() {
+        let mut asked = crate::engine::queues_of(&ifname, count, cfg.queues.as_deref())?;
+        asked.sort_unstable();
+        asked.dedup();
+        if asked != (0..count).collect::<Vec<_>>() {
             return Err(CaptureError::Config(format!(
                 "--engine packet records every queue of {ifname} (an AF_PACKET socket sees the whole interface): \
                  leave --queues out, or use --engine afxdp to record some queues only"
             )));
         }
+        let cpus_usable = match cfg.cpus.as_deref() {
+            Some(c) if !c.is_empty() => {
+                let mut c = c.to_vec();
+                c.sort_unstable();
+                c.dedup();
+                c.len()
+            }
+            _ => sys::allowed_cpus().len(),
+        }
+        .max(1) as u32;
+        let sockets = match cfg.sockets {
+            None => count.min(cpus_usable),
+            Some(n) if n == 0 || n > count => {
+                return Err(CaptureError::Config(format!(
+                    "--packet-sockets {n}: {ifname} has {count} RX queue(s); give 1 to {count} sockets"
+                )));
+            }
+            Some(n) => n,
+        };
+        // Socket n reads the queues q with q mod sockets = n: labelled by
+        // its first queue, n.
+        let queues: Vec<u32> = (0..sockets).collect();
         crate::engine::check_filter_link(&ifname, cfg.filter.is_some())?;
         let kernel = kernel_stamps(ts);
         if cfg.in_place && !kernel {
@@ -168,6 +196,7 @@ impl Packet {
             mapped_file: None,
             busy_poll: None,
             in_place: cfg.in_place,
+            rx_queues: Some(count),
         };
         let grace = Duration::from_millis(cfg.retire_ms as u64 * 3 + 20);
         let mut out = Vec::new();

@@ -11,10 +11,15 @@
 //! measurements (`kernel-cost-*`).
 //!
 //! How it runs:
-//! - One socket per queue; with several queues they join one fanout group
-//!   of type `PACKET_FANOUT_QM`, in queue order, so socket n gets the
-//!   frames the driver recorded as received on queue n. A socket sees the
-//!   whole interface, so `--queues` must name all of them.
+//! - One socket per queue, or fewer: by default no more sockets (and poll
+//!   threads) than CPUs the poll threads may use, as a thread per queue
+//!   beyond that gains nothing and every socket more costs the kernel's
+//!   fanout on each frame, a block timer and a thread's wakeups. With
+//!   several sockets they join one fanout group of type
+//!   `PACKET_FANOUT_QM`, in order, so socket n gets the frames the driver
+//!   recorded as received on the queues q with q mod sockets = n (queue n
+//!   when there is a socket per queue); one socket joins no group. A
+//!   socket sees the whole interface, so `--queues` must name all of them.
 //! - Nothing arrives before every socket is set up: each socket is opened
 //!   behind a classic filter that takes nothing (the gate), bound, joined
 //!   to the group, and only then are the gates opened; `stop` closes them
@@ -92,6 +97,10 @@ pub struct PacketConfig {
     /// average (header and padding included): smaller frames are copied,
     /// which costs less CPU and disk there (see [`LAY_OUT_MIN_SLOT`]).
     pub in_place_min_slot: u32,
+    /// Sockets (and poll threads) reading the interface's RX queues: None
+    /// = one per queue, at most one per CPU the poll threads may use
+    /// ([`PacketConfig::cpus`], else the allowed ones); at most the queues.
+    pub sockets: Option<u32>,
 }
 
 /// The mean ring slot (a frame's header, padding and bytes) from which a
@@ -116,6 +125,7 @@ impl PacketConfig {
             filter: None,
             in_place: false,
             in_place_min_slot: LAY_OUT_MIN_SLOT,
+            sockets: None,
         }
     }
 }

@@ -10,6 +10,7 @@
 use super::{DumpRequest, Hub, LiveError};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -68,6 +69,19 @@ impl ControlServer {
             .name("wt-control".into())
             .spawn(move || {
                 while !s.load(Ordering::Relaxed) {
+                    // Accept only once a client waits (see sys::readable);
+                    // the timeout bounds how late the stop is seen.
+                    match wiretape_capture::sys::readable(
+                        listener.as_fd(),
+                        Duration::from_millis(100),
+                    ) {
+                        Ok(true) => {}
+                        Ok(false) => continue,
+                        Err(_) => {
+                            std::thread::sleep(Duration::from_millis(100));
+                            continue;
+                        }
+                    }
                     match listener.accept() {
                         Ok((conn, _)) => {
                             let (hub, status) = (hub.clone(), status.clone());
@@ -77,9 +91,7 @@ impl ControlServer {
                                 .name("wt-control-req".into())
                                 .spawn(move || serve_one(conn, &hub, &status));
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(20));
-                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                         Err(_) => std::thread::sleep(Duration::from_millis(20)),
                     }
                 }

@@ -13,6 +13,7 @@ use super::{LiveError, Merger, SubscribeOptions};
 use serde::Serialize;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -189,7 +190,11 @@ impl Server {
                     let stopping = stp.load(Ordering::Relaxed);
                     // New clients.
                     loop {
-                        if stopping {
+                        // Accept only once a client waits (see sys::readable).
+                        if stopping
+                            || !wiretape_capture::sys::readable(listener.as_fd(), Duration::ZERO)
+                                .unwrap_or(false)
+                        {
                             break;
                         }
                         match listener.accept() {
