@@ -16,6 +16,14 @@ use std::time::Duration;
 use wiretape::storage::{PcapReader, Record};
 use wiretape_testbed::{frames, SizeFn, Testbed, CAP_IF, GEN_IF};
 
+/// The throttled-disk test holds this alone (its verdict depends on the
+/// disk's pace); every other test of this file shares it.
+static DISK: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared_disk() -> std::sync::RwLockReadGuard<'static, ()> {
+    DISK.read().unwrap_or_else(|e| e.into_inner())
+}
+
 /// tshark's frame count over `files`.
 fn tshark_count(files: &[PathBuf]) -> u64 {
     files
@@ -48,6 +56,7 @@ fn records(files: &[PathBuf]) -> Vec<Record> {
 #[test]
 fn records_every_frame_of_every_queue_with_kernel_stamps() {
     require_root();
+    let _disk = shared_disk();
     let tb = Testbed::create("pkt", 2).unwrap();
     let out = TempDir::new("pkt");
     let dir = out.path().join("cap");
@@ -101,17 +110,22 @@ fn records_every_frame_of_every_queue_with_kernel_stamps() {
 #[test]
 fn fewer_sockets_than_queues_record_every_queue() {
     require_root();
+    let _disk = shared_disk();
     let tb = Testbed::create("pktsock", 4).unwrap();
-    for (extra, sockets, line) in [
+    // The ring per socket: 64 blocks per queue it reads (socket 0 of 3
+    // reads queues 0 and 3).
+    for (extra, sockets, line, ring) in [
         (
             &["--cpus", "0"][..],
             1usize,
             "4 RX queues on 1 socket [q0@0]",
+            "256 blocks x 1024 KiB per socket",
         ),
         (
             &["--packet-sockets", "3"][..],
             3,
             "4 RX queues on 3 sockets [0, 1, 2]",
+            "128 blocks x 1024 KiB per socket",
         ),
     ] {
         let out = TempDir::new("pktsock");
@@ -131,7 +145,9 @@ fn fewer_sockets_than_queues_record_every_queue() {
         args.extend_from_slice(extra);
         let mut rec = Recorder::start(&tb, &args);
         assert!(
-            rec.stderr.iter().any(|l| l.contains(line)),
+            rec.stderr
+                .iter()
+                .any(|l| l.contains(line) && l.contains(ring)),
             "{extra:?}: the start line says how the queues are read: {:?}",
             rec.stderr
         );
@@ -185,6 +201,7 @@ fn send_raw(tb: &Testbed, frames: Vec<Vec<u8>>) {
 #[test]
 fn vlan_tags_the_kernel_takes_off_are_put_back() {
     require_root();
+    let _disk = shared_disk();
     let tb = Testbed::create("pktvlan", 1).unwrap();
     let out = TempDir::new("pktvlan");
     let dir = out.path().join("cap");
@@ -245,6 +262,7 @@ fn vlan_tags_the_kernel_takes_off_are_put_back() {
 #[test]
 fn filter_runs_in_user_space_and_counts_exactly() {
     require_root();
+    let _disk = shared_disk();
     let tb = Testbed::create("pktflt", 2).unwrap();
     let out = TempDir::new("pktflt");
     let dir = out.path().join("cap");
@@ -286,6 +304,7 @@ fn filter_runs_in_user_space_and_counts_exactly() {
 #[test]
 fn frames_dropped_for_a_full_ring_are_counted() {
     require_root();
+    let _disk = shared_disk();
     let tb = Testbed::create("pktfull", 1).unwrap();
     let out = TempDir::new("pktfull");
     // pcap: frames copied; pcapng with --packet-in-place: laid out in
@@ -349,6 +368,7 @@ fn frames_dropped_for_a_full_ring_are_counted() {
 #[test]
 fn several_interfaces_and_a_live_stream() {
     require_root();
+    let _disk = shared_disk();
     let tb = Testbed::create("pktmulti", 2).unwrap();
     tb.add_pair("wt-gen2", "wt-cap2", 1, 0x10).unwrap();
     let out = TempDir::new("pktmulti");
@@ -465,6 +485,7 @@ fn several_interfaces_and_a_live_stream() {
 #[test]
 fn auto_picks_the_packet_engine_on_veth() {
     require_root();
+    let _disk = shared_disk();
     let tb = Testbed::create("pktauto", 1).unwrap();
     let out = TempDir::new("pktauto");
     for (extra, engine, why) in [
@@ -510,6 +531,7 @@ fn auto_picks_the_packet_engine_on_veth() {
 #[test]
 fn bad_input_is_refused_before_anything_is_opened() {
     require_root();
+    let _disk = shared_disk();
     let tb = Testbed::create("pktbad", 2).unwrap();
     let out = TempDir::new("pktbad");
     let dir = out.path().join("cap");
@@ -615,6 +637,7 @@ fn tcpdump_count(files: &[PathBuf], expr: &[&str]) -> u64 {
 #[test]
 fn frames_laid_out_in_place_are_pcapng_every_reader_reads() {
     require_root();
+    let _disk = shared_disk();
     let tb = Testbed::create("pktip", 2).unwrap();
     let out = TempDir::new("pktip");
     let dir = out.path().join("cap");
@@ -715,6 +738,7 @@ fn frames_laid_out_in_place_are_pcapng_every_reader_reads() {
 #[test]
 fn vlan_tags_and_the_filter_in_place_and_copied() {
     require_root();
+    let _disk = shared_disk();
     let tb = Testbed::create("pktipv", 1).unwrap();
     let out = TempDir::new("pktipv");
     // 900 frames: plain, 802.1Q VLAN 7, 802.1ad VLAN 9; the filter drops VLAN 9.
@@ -797,6 +821,7 @@ fn vlan_tags_and_the_filter_in_place_and_copied() {
 #[test]
 fn small_frames_are_copied_and_large_ones_laid_out_by_default() {
     require_root();
+    let _disk = shared_disk();
     let tb = Testbed::create("pktmix", 1).unwrap();
     let out = TempDir::new("pktmix");
     let dir = out.path().join("cap");
@@ -914,6 +939,8 @@ impl Drop for DiskThrottle {
 #[test]
 fn a_disk_that_falls_behind_gets_copies_not_the_ring() {
     require_root();
+    // It measures the disk: no other test of this file runs beside it.
+    let _disk = DISK.write().unwrap_or_else(|e| e.into_inner());
     let tb = Testbed::create("pktslow", 1).unwrap();
     let out = TempDir::new("pktslow");
     // The recorder's disk held to 24 MB/s while ~45 MB/s arrive (30 kpps of

@@ -125,7 +125,8 @@ pub struct Args {
     /// picked, and why.
     #[arg(long, value_name = "ENGINE", default_value = "auto", value_parser = ["auto", "afxdp", "packet", "netmap"])]
     engine: String,
-    /// With --engine packet: blocks per socket's ring (default 64). The ring
+    /// With --engine packet: ring blocks per RX queue (default 64); a socket
+    /// reading several queues has that many per queue in its ring. The ring
     /// holds every frame not yet copied by the writer.
     #[arg(long, value_name = "N")]
     packet_blocks: Option<u32>,

@@ -145,8 +145,15 @@ impl Packet {
         // One fanout group id per run and interface (16 bits; the kernel
         // refuses to mix types in a group, so a clash fails loudly).
         let group = ((std::process::id() as u16) ^ (ifindex as u16).rotate_left(8)) | 1;
+        // A socket reading several queues gets their blocks together: the
+        // ring memory per interface is the same however many sockets.
+        let blocks_of = |q: u32| -> u32 {
+            let shared = (count - q).div_ceil(sockets);
+            cfg.blocks.saturating_mul(shared).min(65536)
+        };
         let mut opened = Vec::new();
         for &q in &queues {
+            let blocks = blocks_of(q);
             let sock = Socket::new().map_err(|e| socket_error(&ifname, q, "socket", e))?;
             sock.setup(ts == TsMode::Hw)
                 .map_err(|e| socket_error(&ifname, q, "PACKET_VERSION", e))?;
@@ -154,10 +161,10 @@ impl Packet {
                 sock.reserve(2)
                     .map_err(|e| socket_error(&ifname, q, "PACKET_RESERVE", e))?;
             }
-            sock.rx_ring(bs, cfg.blocks, cfg.retire_ms)
+            sock.rx_ring(bs, blocks, cfg.retire_ms)
                 .map_err(|e| socket_error(&ifname, q, "PACKET_RX_RING", e))?;
-            let ring = Ring::map(&sock, bs, cfg.blocks)
-                .map_err(|e| socket_error(&ifname, q, "mmap", e))?;
+            let ring =
+                Ring::map(&sock, bs, blocks).map_err(|e| socket_error(&ifname, q, "mmap", e))?;
             sock.bind(ifindex)
                 .map_err(|e| socket_error(&ifname, q, "bind", e))?;
             if queues.len() > 1 {
@@ -190,7 +197,7 @@ impl Packet {
                 "poller"
             },
             hw_refused: None,
-            frames: cfg.blocks,
+            frames: blocks_of(0),
             frame_size: bs,
             interfaces: Vec::new(),
             mapped_file: None,
@@ -217,7 +224,7 @@ impl Packet {
             let shared = Arc::new(Shared::default());
             let released = Arc::new(AtomicU64::new(0));
             let runs = Arc::new(RunQueue::default());
-            let flags = Arc::new(RunFlags::new(cfg.blocks));
+            let flags = Arc::new(RunFlags::new(ring.blocks()));
             socks.push((q, sock.clone(), shared.clone()));
             out.push(EngineQueue {
                 queue: q,
