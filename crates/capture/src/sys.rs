@@ -23,6 +23,16 @@ pub fn ifindex(name: &str) -> Option<u32> {
     (i != 0).then_some(i)
 }
 
+/// `name` as `struct ifreq`'s name field: NUL-terminated, cut to
+/// `IFNAMSIZ - 1` bytes.
+fn ifr_name(name: &str) -> [libc::c_char; libc::IFNAMSIZ] {
+    let mut n = [0; libc::IFNAMSIZ];
+    for (d, b) in n.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
+        *d = b as libc::c_char;
+    }
+    n
+}
+
 /// Whether `fd` is readable (a listening socket: a connection waits),
 /// waiting at most `timeout` for it. Listeners are asked this before
 /// `accept`: an `accept` that finds nothing has still made a socket and
@@ -78,13 +88,10 @@ impl IfIndexes {
             return None;
         }
         let mut r = IfReqIndex {
-            name: [0; libc::IFNAMSIZ],
+            name: ifr_name(name),
             index: 0,
             _pad: [0; 20],
         };
-        for (d, b) in r.name.iter_mut().zip(name.bytes()) {
-            *d = b as libc::c_char;
-        }
         // SAFETY: SIOCGIFINDEX reads the NUL-terminated name and writes the
         // int after it in r, laid out as struct ifreq (40 bytes), which lives
         // for the call.
@@ -117,17 +124,10 @@ struct IfReqData {
 /// struct (its first field the command number) that the kernel reads and fills.
 fn ethtool<T>(name: &str, cmd: &mut T) -> io::Result<()> {
     let mut req = IfReqData {
-        name: [0; libc::IFNAMSIZ],
+        name: ifr_name(name),
         data: (cmd as *mut T).cast(),
         _pad: [0; 16],
     };
-    for (d, s) in req
-        .name
-        .iter_mut()
-        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
-    {
-        *d = s as libc::c_char;
-    }
     // SAFETY: a plain datagram socket used only for the ioctl, owned at once.
     let s = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: s is a fresh fd.
@@ -456,14 +456,11 @@ pub fn ipv4_netmask(name: &str) -> u32 {
         // SAFETY: sockaddr_in is plain data; all zeros is a valid value.
         let addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
         let mut r = IfReqAddr {
-            name: [0; libc::IFNAMSIZ],
+            name: ifr_name(name),
             addr,
             _pad: [0; 8],
         };
         r.addr.sin_family = libc::AF_INET as libc::sa_family_t;
-        for (d, b) in r.name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
-            *d = b as libc::c_char;
-        }
         // SAFETY: SIOCGIFADDR / SIOCGIFNETMASK read the name and write one
         // struct sockaddr into r, which is laid out as struct ifreq (name,
         // then the 16-byte address, padded to 40 bytes) and lives for the call.

@@ -112,6 +112,7 @@ impl Packet {
                  leave --queues out, or use --engine afxdp to record some queues only"
             )));
         }
+        let allowed = sys::allowed_cpus();
         let cpus_usable = match cfg.cpus.as_deref() {
             Some(c) if !c.is_empty() => {
                 let mut c = c.to_vec();
@@ -119,7 +120,7 @@ impl Packet {
                 c.dedup();
                 c.len()
             }
-            _ => sys::allowed_cpus().len(),
+            _ => allowed.len(),
         }
         .max(1) as u32;
         let sockets = match cfg.sockets {
@@ -173,7 +174,6 @@ impl Packet {
             }
             opened.push((q, Arc::new(sock), Arc::new(ring)));
         }
-        let allowed = sys::allowed_cpus();
         let tai = TaiToUtc::measure();
         let stop = Arc::new(Stop::default());
         let mut info = StartInfo {
