@@ -427,10 +427,11 @@ fn sighup_rotates_every_file_and_sigusr2_prints_the_summary_so_far() {
     let mut bytes = 0;
     for round in 0..3u64 {
         // 8 flows: both queues carry frames in every round.
-        bytes += tb
+        let sent = tb
             .send(round * n..(round + 1) * n, SizeFn::Mixed, 8, Some(20_000))
-            .unwrap()
-            .bytes;
+            .unwrap();
+        sent.require_queues(0..2).unwrap();
+        bytes += sent.bytes;
         std::thread::sleep(Duration::from_millis(400));
         if round < 2 {
             rec.signal(libc::SIGHUP);

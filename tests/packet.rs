@@ -151,8 +151,9 @@ fn fewer_sockets_than_queues_record_every_queue() {
             "{extra:?}: the start line says how the queues are read: {:?}",
             rec.stderr
         );
-        // 64 flows: every queue of the pair gets frames.
+        // 64 flows: every queue of the pair gets frames (16 flows each).
         let sent = tb.send(0..n, SizeFn::Mixed, 64, Some(100_000)).unwrap();
+        sent.require_queues(0..4).unwrap();
         assert!(rec.wait(30).success(), "{}", rec.stderr_text());
         let files = pcaps(&dir);
         assert_eq!(files.len(), sockets, "{extra:?}: a file per socket");
@@ -670,7 +671,9 @@ fn frames_laid_out_in_place_are_pcapng_every_reader_reads() {
         "the start line says frames are laid out in place: {:?}",
         rec.stderr
     );
+    // 4 flows on 2 queues: flows 0 and 2 on queue 0, 1 and 3 on queue 1.
     let sent = tb.send(0..n, SizeFn::Mixed, 4, Some(100_000)).unwrap();
+    sent.require_queues(0..2).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     rec.signal(libc::SIGINT);
     assert!(rec.wait(30).success(), "{}", rec.stderr_text());

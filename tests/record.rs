@@ -36,6 +36,9 @@ fn record_exactly(tag: &str, mode: &str, queues: u32, n: u64, flows: u16) -> (Va
     );
     let sent = tb.send(0..n, SizeFn::Mixed, flows, Some(100_000)).unwrap();
     assert_eq!(sent.sent, n);
+    // Flow f goes out on queue f % queues: with at least as many flows as
+    // queues, every queue carries frames.
+    sent.require_queues(0..queues as usize).unwrap();
     let st = rec.wait(30);
     let t1 = now_ns();
     assert!(st.success(), "wiretape failed: {}", rec.stderr_text());
@@ -67,7 +70,7 @@ fn record_exactly(tag: &str, mode: &str, queues: u32, n: u64, flows: u16) -> (Va
 fn native_mode_records_every_frame_byte_identical_on_two_queues() {
     let (j, v) = record_exactly("nat", "native", 2, 20_000, 16);
     assert_eq!(j["xdp_mode"], "native");
-    // 16 flows are hashed over both queues: both must have carried frames.
+    // 16 flows over both queues (8 each): both files hold frames.
     let busy = v.per_file.values().filter(|&&k| k > 0).count();
     assert_eq!(busy, 2, "frames per file: {:?}", v.per_file);
 }
@@ -88,8 +91,11 @@ fn four_queues_all_accounted() {
         .map(|q| q["packets_written"].as_u64().unwrap())
         .collect();
     assert_eq!(per_q.iter().sum::<u64>(), 20_000);
-    assert!(
-        v.per_file.values().filter(|&&k| k > 0).count() >= 2,
+    // 64 flows, 16 per queue: every queue's file holds its quarter.
+    assert_eq!(per_q, vec![5_000; 4], "frames per queue");
+    assert_eq!(
+        v.per_file.values().filter(|&&k| k > 0).count(),
+        4,
         "frames per queue: {per_q:?}"
     );
 }

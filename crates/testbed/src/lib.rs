@@ -144,8 +144,12 @@ impl Testbed {
             .unwrap_or(0)
     }
 
-    /// Sends frames `seqs` from the generator end, one sender thread per flow
-    /// group, at about `pps` frames per second (None: as fast as it goes).
+    /// Sends frames `seqs` from the generator end at about `pps` frames per
+    /// second (None: as fast as it goes). Frame `seq` belongs to flow
+    /// `seq % flows`, and flow `f` goes out on TX queue `f % queues`, which
+    /// on a veth pair is the capture end's RX queue of the same number: the
+    /// spread over queues is fixed by the flows, on every machine
+    /// ([`SendReport::per_queue`] says what each queue got).
     pub fn send(
         &self,
         seqs: std::ops::Range<u64>,
@@ -170,32 +174,179 @@ impl Testbed {
         let gen = gen.to_owned();
         std::thread::spawn(move || -> io::Result<SendReport> {
             sys::enter_netns(&ns)?;
-            let s = sys::PacketSender::open(&gen)?;
+            let mut s = QueueSender::open(&gen)?;
+            let flows = flows.max(1) as u64;
             let start = Instant::now();
             let mut frame = Vec::with_capacity(2048);
-            let mut sent = 0u64;
-            let mut bytes = 0u64;
+            let mut rep = SendReport {
+                sent: 0,
+                bytes: 0,
+                elapsed: Duration::ZERO,
+                per_queue: vec![0; s.queues()],
+            };
             for seq in seqs.clone() {
                 let len = size.size(seq);
-                frames::build_into(&mut frame, seq, len, (seq % flows.max(1) as u64) as u16);
-                s.send(&frame)?;
-                sent += 1;
-                bytes += len as u64;
+                let flow = seq % flows;
+                frames::build_into(&mut frame, seq, len, flow as u16);
+                let q = (flow % s.queues() as u64) as usize;
+                s.send(q, &frame)?;
+                rep.sent += 1;
+                rep.bytes += len as u64;
+                rep.per_queue[q] += 1;
                 if let Some(pps) = pps {
                     // Pace in bursts of 32 so that no queue on the way overflows.
-                    if sent.is_multiple_of(32) {
-                        pace(start, sent, pps);
+                    if rep.sent.is_multiple_of(32) {
+                        s.flush()?;
+                        pace(start, rep.sent, pps);
                     }
                 }
             }
-            Ok(SendReport {
-                sent,
-                bytes,
-                elapsed: start.elapsed(),
-            })
+            s.finish()?;
+            rep.elapsed = start.elapsed();
+            Ok(rep)
         })
         .join()
         .map_err(|_| io::Error::other("sender thread panicked"))?
+    }
+}
+
+/// Sends whole frames on chosen TX queues of one interface.
+///
+/// Why not one AF_PACKET socket: the kernel picks its TX queue by a hash of
+/// the frame's flow with a seed drawn at boot (`skb_tx_hash`), so two flows
+/// land on one queue on about half of all machines, and "two queues" in a
+/// test then means one. With `PACKET_QDISC_BYPASS` the queue is the sending
+/// CPU's number (modulo the queues), which cannot reach four queues on two
+/// CPUs; mqprio and tc's skbedit, which could map a socket's priority to a
+/// queue, are not built into this project's kernels. An AF_XDP socket is
+/// bound to one queue and sends on exactly that one (copy mode on veth), so
+/// a pair with several queues gets one socket per queue. A pair with one
+/// queue has nothing to steer and keeps the plain AF_PACKET socket.
+enum QueueSender {
+    One(sys::PacketSender),
+    Many {
+        txs: Vec<wiretape_capture::xsk::Tx>,
+        /// The queue whose frames were posted last and may not be out yet.
+        last: Option<usize>,
+    },
+}
+
+impl QueueSender {
+    /// UMEM frames per queue's socket: a burst of 32 with room to spare.
+    const FRAMES: u32 = 256;
+
+    fn open(ifname: &str) -> io::Result<Self> {
+        let queues = wiretape_capture::sys::rx_queue_count(ifname)?.max(1);
+        if queues == 1 {
+            return Ok(QueueSender::One(sys::PacketSender::open(ifname)?));
+        }
+        let txs = (0..queues)
+            .map(|q| {
+                let mut cfg = wiretape_capture::tx::TxConfig::new(ifname);
+                cfg.queue = q;
+                cfg.frames = Self::FRAMES;
+                cfg.frame_size = 4096;
+                wiretape_capture::tx::open(&cfg).map_err(io::Error::other)
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(QueueSender::Many { txs, last: None })
+    }
+
+    fn queues(&self) -> usize {
+        match self {
+            QueueSender::One(_) => 1,
+            QueueSender::Many { txs, .. } => txs.len(),
+        }
+    }
+
+    /// Sends `frame` on queue `q`. Frames leave in the order they are
+    /// given: before a frame goes to another queue than the last one, the
+    /// last queue's frames are sent.
+    fn send(&mut self, q: usize, frame: &[u8]) -> io::Result<()> {
+        match self {
+            QueueSender::One(s) => s.send(frame),
+            QueueSender::Many { txs, last } => {
+                if let Some(l) = *last {
+                    if l != q {
+                        drain(&mut txs[l])?;
+                    }
+                }
+                *last = Some(q);
+                let tx = &mut txs[q];
+                if frame.len() > tx.frame_size() as usize {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "a frame of {} bytes is longer than the sender's {}-byte frames",
+                            frame.len(),
+                            tx.frame_size()
+                        ),
+                    ));
+                }
+                while !tx.post(frame) {
+                    // No free UMEM frame: send what is posted, take back
+                    // what the kernel is done with.
+                    tx.flush()?;
+                    if tx.reap() == 0 {
+                        tx.wait(10);
+                    }
+                }
+                if tx.outstanding >= 32 {
+                    tx.flush()?;
+                    tx.reap();
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends every frame posted so far.
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            QueueSender::One(_) => Ok(()),
+            QueueSender::Many { txs, last } => match last.take() {
+                Some(l) => drain(&mut txs[l]),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// Sends what is posted and waits until the kernel is done with every
+    /// frame (so that closing the sockets loses none).
+    fn finish(&mut self) -> io::Result<()> {
+        self.flush()?;
+        if let QueueSender::Many { txs, .. } = self {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            for tx in txs.iter_mut() {
+                while tx.outstanding > 0 {
+                    if Instant::now() > deadline {
+                        return Err(io::Error::other(format!(
+                            "{} frames posted to the sender's AF_XDP socket never completed",
+                            tx.outstanding
+                        )));
+                    }
+                    tx.flush()?;
+                    if tx.reap() == 0 {
+                        tx.wait(10);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Kicks `tx` until the kernel has taken every frame posted on it (a
+/// copy-mode kick can be refused while the socket's earlier frames still
+/// hold its send memory: then it waits for room).
+fn drain(tx: &mut wiretape_capture::xsk::Tx) -> io::Result<()> {
+    loop {
+        tx.flush()?;
+        tx.reap();
+        if tx.unsent() == 0 {
+            return Ok(());
+        }
+        tx.wait(10);
     }
 }
 
@@ -229,6 +380,7 @@ impl Testbed {
                 sent: n,
                 bytes: n * len as u64,
                 elapsed: start.elapsed(),
+                per_queue: Vec::new(),
             })
         })
         .join()
@@ -255,7 +407,7 @@ fn pace(start: Instant, k: u64, pps: u64) {
 }
 
 /// What a sender did.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct SendReport {
     /// Frames sent.
     pub sent: u64,
@@ -263,6 +415,30 @@ pub struct SendReport {
     pub bytes: u64,
     /// How long sending took.
     pub elapsed: Duration,
+    /// Frames sent on each TX queue of the generator end (= the capture
+    /// end's RX queue of that number); empty for [`Testbed::send_timed`].
+    pub per_queue: Vec<u64>,
+}
+
+impl SendReport {
+    /// Fails, naming the queues, unless every queue in `need` got a frame:
+    /// a test that asserts something of a queue's file checks first that
+    /// the traffic reached that queue.
+    pub fn require_queues(&self, need: std::ops::Range<usize>) -> io::Result<()> {
+        let empty: Vec<usize> = need
+            .clone()
+            .filter(|&q| self.per_queue.get(q).copied().unwrap_or(0) == 0)
+            .collect();
+        if empty.is_empty() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "the test needs frames on queues {need:?}, but the sender put none on {empty:?} \
+                 (frames per queue: {:?}): give it more flows",
+                self.per_queue
+            )))
+        }
+    }
 }
 
 /// Frame sizes by sequence number.
