@@ -34,6 +34,10 @@ fn run(cmd: &mut Command) -> io::Result<String> {
 /// A private network namespace holding a veth pair `wt-gen` <-> `wt-cap`.
 pub struct Testbed {
     ns: String,
+    /// The queue-steering programs of the multi-queue generator ends.
+    steering: std::sync::Mutex<Vec<sys::QueueSteering>>,
+    /// Their interfaces' names.
+    steered: std::sync::Mutex<Vec<String>>,
 }
 
 impl Testbed {
@@ -51,7 +55,11 @@ impl Testbed {
                 "cannot create a network namespace (are you root? is iproute2 installed?): {e}"
             ))
         })?;
-        let tb = Testbed { ns };
+        let tb = Testbed {
+            ns,
+            steering: Default::default(),
+            steered: Default::default(),
+        };
         let q = queues.max(1).to_string();
         tb.ip(&["link", "set", "lo", "up"])?;
         tb.exec(&[
@@ -80,7 +88,26 @@ impl Testbed {
         ])?;
         tb.ip(&["link", "set", GEN_IF, "address", "02:77:74:00:00:01", "up"])?;
         tb.ip(&["link", "set", CAP_IF, "address", "02:77:74:00:00:02", "up"])?;
+        if queues > 1 {
+            tb.steer(GEN_IF)?;
+        }
         Ok(tb)
+    }
+
+    /// Attaches the queue-steering program to `gen`'s egress (see
+    /// [`QueueSender`]): flow `f` of a send leaves on queue `f % queues`.
+    fn steer(&self, gen: &str) -> io::Result<()> {
+        let ns = self.ns.clone();
+        let name = gen.to_owned();
+        let st = std::thread::spawn(move || -> io::Result<sys::QueueSteering> {
+            sys::enter_netns(&ns)?;
+            sys::QueueSteering::attach(&name)
+        })
+        .join()
+        .map_err(|_| io::Error::other("steering thread panicked"))??;
+        self.steering.lock().unwrap().push(st);
+        self.steered.lock().unwrap().push(gen.to_owned());
+        Ok(())
     }
 
     /// Adds another veth pair `gen` <-> `cap` of `queues` queues per end to
@@ -109,6 +136,9 @@ impl Testbed {
         let mac = |k: u8| format!("02:77:74:00:{mac_byte:02x}:{k:02x}");
         self.ip(&["link", "set", gen, "address", &mac(1), "up"])?;
         self.ip(&["link", "set", cap, "address", &mac(2), "up"])?;
+        if queues > 1 {
+            self.steer(gen)?;
+        }
         Ok(())
     }
 
@@ -171,10 +201,11 @@ impl Testbed {
         pps: Option<u64>,
     ) -> io::Result<SendReport> {
         let ns = self.ns.clone();
+        let steered = self.steered.lock().unwrap().iter().any(|g| g == gen);
         let gen = gen.to_owned();
         std::thread::spawn(move || -> io::Result<SendReport> {
             sys::enter_netns(&ns)?;
-            let mut s = QueueSender::open(&gen)?;
+            let s = QueueSender::open(&gen, steered)?;
             let flows = flows.max(1) as u64;
             let start = Instant::now();
             let mut frame = Vec::with_capacity(2048);
@@ -196,12 +227,10 @@ impl Testbed {
                 if let Some(pps) = pps {
                     // Pace in bursts of 32 so that no queue on the way overflows.
                     if rep.sent.is_multiple_of(32) {
-                        s.flush()?;
                         pace(start, rep.sent, pps);
                     }
                 }
             }
-            s.finish()?;
             rep.elapsed = start.elapsed();
             Ok(rep)
         })
@@ -210,143 +239,53 @@ impl Testbed {
     }
 }
 
-/// Sends whole frames on chosen TX queues of one interface.
+/// Sends whole frames on chosen TX queues of one interface: one AF_PACKET
+/// socket per queue, each marked with its queue, on an interface that
+/// carries a [`sys::QueueSteering`] program.
 ///
-/// Why not one AF_PACKET socket: the kernel picks its TX queue by a hash of
-/// the frame's flow with a seed drawn at boot (`skb_tx_hash`), so two flows
-/// land on one queue on about half of all machines, and "two queues" in a
-/// test then means one. With `PACKET_QDISC_BYPASS` the queue is the sending
-/// CPU's number (modulo the queues), which cannot reach four queues on two
-/// CPUs; mqprio and tc's skbedit, which could map a socket's priority to a
-/// queue, are not built into this project's kernels. An AF_XDP socket is
-/// bound to one queue and sends on exactly that one (copy mode on veth), so
-/// a pair with several queues gets one socket per queue. A pair with one
-/// queue has nothing to steer and keeps the plain AF_PACKET socket.
-enum QueueSender {
-    One(sys::PacketSender),
-    Many {
-        txs: Vec<wiretape_capture::xsk::Tx>,
-        /// The queue whose frames were posted last and may not be out yet.
-        last: Option<usize>,
-    },
+/// Why: one AF_PACKET socket's frames get their TX queue from a hash of the
+/// flow with a seed drawn at boot (`skb_tx_hash`), so two flows land on one
+/// queue on about half of all machines, and "two queues" in a test then
+/// means one. Other ways were weighed: `PACKET_QDISC_BYPASS` picks the
+/// sending CPU's number (modulo the queues), which cannot reach four queues
+/// on two CPUs; mqprio and tc's skbedit, which map a priority or a match to
+/// a queue, are not built into this project's kernels; an AF_XDP socket
+/// per queue sends on exactly its queue but skips the taps, so tcpdump on
+/// the generator end (a test's independent record of what was sent) sees
+/// nothing. The steering program keeps the plain path and only fixes the
+/// queue. An interface with one queue needs no steering.
+struct QueueSender {
+    socks: Vec<sys::PacketSender>,
 }
 
 impl QueueSender {
-    /// UMEM frames per queue's socket: a burst of 32 with room to spare.
-    const FRAMES: u32 = 256;
-
-    fn open(ifname: &str) -> io::Result<Self> {
+    fn open(ifname: &str, steered: bool) -> io::Result<Self> {
         let queues = wiretape_capture::sys::rx_queue_count(ifname)?.max(1);
         if queues == 1 {
-            return Ok(QueueSender::One(sys::PacketSender::open(ifname)?));
+            return Ok(QueueSender {
+                socks: vec![sys::PacketSender::open(ifname)?],
+            });
         }
-        let txs = (0..queues)
-            .map(|q| {
-                let mut cfg = wiretape_capture::tx::TxConfig::new(ifname);
-                cfg.queue = q;
-                cfg.frames = Self::FRAMES;
-                cfg.frame_size = 4096;
-                wiretape_capture::tx::open(&cfg).map_err(io::Error::other)
-            })
+        if !steered {
+            return Err(io::Error::other(format!(
+                "{ifname} has {queues} queues but no queue-steering program: \
+                 make multi-queue pairs with Testbed::create or Testbed::add_pair"
+            )));
+        }
+        let socks = (0..queues)
+            .map(|q| sys::PacketSender::open_on_queue(ifname, Some(q)))
             .collect::<io::Result<Vec<_>>>()?;
-        Ok(QueueSender::Many { txs, last: None })
+        Ok(QueueSender { socks })
     }
 
     fn queues(&self) -> usize {
-        match self {
-            QueueSender::One(_) => 1,
-            QueueSender::Many { txs, .. } => txs.len(),
-        }
+        self.socks.len()
     }
 
-    /// Sends `frame` on queue `q`. Frames leave in the order they are
-    /// given: before a frame goes to another queue than the last one, the
-    /// last queue's frames are sent.
-    fn send(&mut self, q: usize, frame: &[u8]) -> io::Result<()> {
-        match self {
-            QueueSender::One(s) => s.send(frame),
-            QueueSender::Many { txs, last } => {
-                if let Some(l) = *last {
-                    if l != q {
-                        drain(&mut txs[l])?;
-                    }
-                }
-                *last = Some(q);
-                let tx = &mut txs[q];
-                if frame.len() > tx.frame_size() as usize {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!(
-                            "a frame of {} bytes is longer than the sender's {}-byte frames",
-                            frame.len(),
-                            tx.frame_size()
-                        ),
-                    ));
-                }
-                while !tx.post(frame) {
-                    // No free UMEM frame: send what is posted, take back
-                    // what the kernel is done with.
-                    tx.flush()?;
-                    if tx.reap() == 0 {
-                        tx.wait(10);
-                    }
-                }
-                if tx.outstanding >= 32 {
-                    tx.flush()?;
-                    tx.reap();
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Sends every frame posted so far.
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            QueueSender::One(_) => Ok(()),
-            QueueSender::Many { txs, last } => match last.take() {
-                Some(l) => drain(&mut txs[l]),
-                None => Ok(()),
-            },
-        }
-    }
-
-    /// Sends what is posted and waits until the kernel is done with every
-    /// frame (so that closing the sockets loses none).
-    fn finish(&mut self) -> io::Result<()> {
-        self.flush()?;
-        if let QueueSender::Many { txs, .. } = self {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            for tx in txs.iter_mut() {
-                while tx.outstanding > 0 {
-                    if Instant::now() > deadline {
-                        return Err(io::Error::other(format!(
-                            "{} frames posted to the sender's AF_XDP socket never completed",
-                            tx.outstanding
-                        )));
-                    }
-                    tx.flush()?;
-                    if tx.reap() == 0 {
-                        tx.wait(10);
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Kicks `tx` until the kernel has taken every frame posted on it (a
-/// copy-mode kick can be refused while the socket's earlier frames still
-/// hold its send memory: then it waits for room).
-fn drain(tx: &mut wiretape_capture::xsk::Tx) -> io::Result<()> {
-    loop {
-        tx.flush()?;
-        tx.reap();
-        if tx.unsent() == 0 {
-            return Ok(());
-        }
-        tx.wait(10);
+    /// Sends `frame` on queue `q` (frames leave in the order given: each
+    /// send is synchronous through the device).
+    fn send(&self, q: usize, frame: &[u8]) -> io::Result<()> {
+        self.socks[q].send(frame)
     }
 }
 

@@ -180,12 +180,6 @@ impl Tx {
         }
     }
 
-    /// Frames published on the TX ring that the kernel has not taken yet
-    /// (a copy-mode kick refused for want of socket memory leaves them).
-    pub fn unsent(&self) -> u32 {
-        self.tx.unconsumed()
-    }
-
     /// Takes completed frames back; returns how many were sent since the last call.
     #[inline]
     pub fn reap(&mut self) -> u32 {
