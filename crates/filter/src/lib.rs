@@ -29,6 +29,7 @@ pub mod kernel;
 pub mod linktype;
 mod pcap;
 mod program;
+pub mod words;
 
 pub use insn::{op, Insn};
 pub use pcap::{compile, compile_with_netmask, FilterError, DEFAULT_SNAPLEN, LINKTYPE_ETHERNET};

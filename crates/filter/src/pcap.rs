@@ -118,7 +118,7 @@ pub fn compile_with_netmask(
         message: "contains a NUL byte".to_string(),
     })?;
 
-    let insns = {
+    let raw = |e: &CStr| -> Result<Result<Vec<Insn>, String>, FilterError> {
         // A panic elsewhere while holding the lock leaves libpcap's state as
         // good as before: keep going with the poisoned lock.
         let _guard = COMPILER.lock().unwrap_or_else(|e| e.into_inner());
@@ -127,11 +127,30 @@ pub fn compile_with_netmask(
                 "pcap_open_dead({linktype}, {snaplen}) failed (out of memory?)"
             ))
         })?;
-        dead.compile(&cexpr, netmask)
-            .map_err(|message| FilterError::Syntax {
+        Ok(dead.compile(e, netmask))
+    };
+    let insns = match raw(&cexpr)? {
+        Ok(insns) => insns,
+        Err(mut message) => {
+            // libpcap says "syntax error" and no more: find the word.
+            if message.ends_with("syntax error") {
+                // Parsed: compiled, or refused for another reason than syntax.
+                let mut parses = |e: &str| {
+                    CString::new(e).is_ok_and(|c| match raw(&c) {
+                        Ok(Ok(_)) => true,
+                        Ok(Err(m)) => !m.contains("syntax error"),
+                        Err(_) => false,
+                    })
+                };
+                if let Some(at) = crate::words::locate_syntax_error(expr, &mut parses) {
+                    message = format!("{message} {at}");
+                }
+            }
+            return Err(FilterError::Syntax {
                 expr: expr.to_string(),
                 message,
-            })?
+            });
+        }
     };
     Program::new(insns).map_err(|source| FilterError::Program {
         expr: expr.to_string(),
@@ -274,5 +293,46 @@ mod tests {
         for h in handles {
             h.join().unwrap();
         }
+    }
+}
+
+#[cfg(test)]
+mod syntax_position {
+    /// libpcap says "syntax error" alone; the message adds the word and,
+    /// for a typo of a keyword, the keyword.
+    #[test]
+    fn a_syntax_error_names_its_word_and_the_likely_fix() {
+        for (e, want) in [
+            (
+                "tpc port 80",
+                "syntax error at 'tpc' (word 1 of 3): did you mean 'tcp'?",
+            ),
+            (
+                "tcp prt 80",
+                "syntax error at 'prt' (word 2 of 3): did you mean 'port'?",
+            ),
+            (
+                "udp prot 53",
+                "at 'prot' (word 2 of 3): did you mean 'port' or 'proto'?",
+            ),
+            ("ip and and tcp", "syntax error at 'and' (word 3 of 4)"),
+            ("tcp port 80 )", "syntax error at ')' (word 4 of 4)"),
+            (
+                "net 10.0.0.0/8 udp",
+                "at 'udp' (word 3 of 3): 'and' or 'or' missing before it?",
+            ),
+            ("tcp and", "syntax error at its end: it stops after 'and'"),
+            ("(tcp", "syntax error at its end"),
+        ] {
+            let m = super::compile(e, 1, 0).unwrap_err().to_string();
+            assert!(m.contains(want), "{e}: {m}");
+            assert!(m.contains(&format!("filter expression '{e}'")), "{m}");
+        }
+        // Other refusals are libpcap's own words, untouched.
+        let m = super::compile("port 99999", 1, 0).unwrap_err().to_string();
+        assert!(
+            m.contains("illegal port number 99999") && !m.contains(" at "),
+            "{m}"
+        );
     }
 }
