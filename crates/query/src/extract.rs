@@ -104,6 +104,70 @@ impl Window {
     }
 }
 
+/// The first and last stamps a store holds, as its indexes and file names
+/// say (no capture data read): what a window that finds nothing is
+/// compared with ([`Span::misses`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreSpan {
+    /// The first frame's stamp (UTC ns).
+    pub first_ns: u64,
+    /// The last frame's stamp (UTC ns).
+    pub last_ns: u64,
+}
+
+impl StoreSpan {
+    /// The span of both (either may be unknown).
+    pub fn union(a: Option<StoreSpan>, b: Option<StoreSpan>) -> Option<StoreSpan> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(StoreSpan {
+                first_ns: a.first_ns.min(b.first_ns),
+                last_ns: a.last_ns.max(b.last_ns),
+            }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether no stamp of the span is in `w`.
+    pub fn misses(&self, w: &Window) -> bool {
+        !w.overlaps(self.first_ns, self.last_ns)
+    }
+
+    /// `{first_ns, last_ns, first_time, last_time}` (the JSON field
+    /// `store_span` of `extract --json`, `/v1/count`, `/v1/timeline`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let fmt = wiretape_timestamp::format_rfc3339;
+        serde_json::json!({
+            "first_ns": self.first_ns,
+            "last_ns": self.last_ns,
+            "first_time": fmt(self.first_ns),
+            "last_time": fmt(self.last_ns),
+        })
+    }
+
+    /// Reads [`StoreSpan::to_json`] back (a sensor's answer); None for null.
+    pub fn from_json(v: &serde_json::Value) -> Option<StoreSpan> {
+        Some(StoreSpan {
+            first_ns: v.get("first_ns")?.as_u64()?,
+            last_ns: v.get("last_ns")?.as_u64()?,
+        })
+    }
+
+    /// The line a command prints when a window found nothing because it
+    /// misses the store: the window, the span, what to do.
+    pub fn missed_line(&self, w: &Window) -> String {
+        let fmt = wiretape_timestamp::format_rfc3339;
+        let end = |t: Option<u64>, open: &str| t.map_or(open.to_string(), fmt);
+        format!(
+            "the window {} to {} misses the store, which holds {} to {}: nothing was read; \
+             give --from/--to inside that span",
+            end(w.from_ns, "the first frame"),
+            end(w.to_ns, "the last frame"),
+            fmt(self.first_ns),
+            fmt(self.last_ns)
+        )
+    }
+}
+
 /// How a file's `.idx` is used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum IndexUse {
@@ -167,6 +231,36 @@ pub struct Plan {
     pub files: Vec<FilePlan>,
     /// The window.
     pub window: Window,
+}
+
+impl Plan {
+    /// The stamps the store's files span, from their indexes (first entry's
+    /// first stamp, last entry's last) and, for our files without one, the
+    /// start in their names; None when none of that is known. Nothing is
+    /// read: a file being written may hold a few frames past its index.
+    pub fn span(&self) -> Option<StoreSpan> {
+        let mut span = None;
+        for f in &self.files {
+            let s = match (f.entries.first(), f.entries.last()) {
+                (Some(a), Some(b)) => Some(StoreSpan {
+                    first_ns: a.first_ns,
+                    last_ns: f
+                        .entries
+                        .iter()
+                        .map(|e| e.last_ns)
+                        .max()
+                        .unwrap_or(b.last_ns),
+                }),
+                _ if f.ordered && f.lower_ns > 0 => Some(StoreSpan {
+                    first_ns: f.lower_ns,
+                    last_ns: f.lower_ns,
+                }),
+                _ => None,
+            };
+            span = StoreSpan::union(span, s);
+        }
+        span
+    }
 }
 
 /// [`plan_with`] with no block check (every block overlapping the window is read).
@@ -293,6 +387,22 @@ fn out_of_order(entries: &[Entry]) -> Option<String> {
     None
 }
 
+/// Whether `capture` may hold records past what its index `idx` lists: a
+/// writer holds it, or the index is older than it (a crash between a
+/// block's write and its entry; `wiretape index` rebuilds such an index).
+fn index_may_lag(capture: &Path, idx: &Path) -> bool {
+    if crate::fleet::being_written(capture) {
+        return true;
+    }
+    match (std::fs::metadata(capture), std::fs::metadata(idx)) {
+        (Ok(c), Ok(i)) => match (c.modified(), i.modified()) {
+            (Ok(c), Ok(i)) => i < c,
+            _ => true,
+        },
+        _ => true,
+    }
+}
+
 fn plan_ours(
     path: PathBuf,
     start_ns: u64,
@@ -355,9 +465,11 @@ fn plan_ours(
         sel[i] = w.overlaps(e.first_ns, e.last_ns) && check(&path, e);
     }
     // The last file of a series may go on past its index (being written,
-    // or cut short by a crash): read from its last entry to its end,
-    // unless even that entry starts after the window.
-    if next_ns.is_none() && !w.is_past(entries[n - 1].first_ns) {
+    // or its index cut short by a crash): read from its last entry to its
+    // end, unless even that entry starts after the window. A finished file
+    // whose index is not older than it (as `wiretape index` judges an index
+    // current) is all in its index: nothing past it to read.
+    if next_ns.is_none() && !w.is_past(entries[n - 1].first_ns) && index_may_lag(&path, &ip) {
         sel[n - 1] = true;
     }
     let mut spans = Vec::new();
@@ -477,6 +589,8 @@ pub struct Stats {
     pub damaged_files: u64,
     /// Files with errors ([`NoteKind::Error`]).
     pub error_files: u64,
+    /// What the store's files span ([`Plan::span`]), known before reading.
+    pub store_span: Option<StoreSpan>,
 }
 
 impl std::ops::AddAssign for Stats {
@@ -499,6 +613,7 @@ impl std::ops::AddAssign for Stats {
         self.out_of_order += o.out_of_order;
         self.damaged_files += o.damaged_files;
         self.error_files += o.error_files;
+        self.store_span = StoreSpan::union(self.store_span, o.store_span);
     }
 }
 
@@ -558,6 +673,7 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
     pub fn per_linktype(plan: Plan, preds: Vec<(u32, P)>) -> Self {
         let mut stats = Stats {
             files: plan.files.len() as u64,
+            store_span: plan.span(),
             ..Stats::default()
         };
         let mut notes = Vec::new();
@@ -1203,15 +1319,36 @@ mod tests {
             [Some(Skip::EndsBefore), Some(Skip::EndsBefore), None, None],
             "files by start: the first of q0 and q1, then the second ones"
         );
-        // A block check that refuses everything but the tails: nothing of
-        // the first files is read.
+        // A block check that refuses everything: with every index current,
+        // nothing is read.
+        let refuse_all = |asked: &mut u64| {
+            plan_with(&d.inputs(), Window::default(), None, &mut |_, _| {
+                *asked += 1;
+                false
+            })
+            .unwrap()
+        };
         let mut asked = 0;
-        let p = plan_with(&d.inputs(), Window::default(), None, &mut |_, _| {
-            asked += 1;
-            false
-        })
-        .unwrap();
+        let p = refuse_all(&mut asked);
         assert!(asked > 50);
+        assert!(
+            p.files.iter().all(|f| f.skip == Some(Skip::NoBlock)),
+            "{:?}",
+            p.files.iter().map(|f| f.skip).collect::<Vec<_>>()
+        );
+        // An index older than its capture (a crash between a block and its
+        // entry) may lag it: the last file of each series is read from its
+        // last entry on; nothing of the first files is.
+        for f in &p.files[2..] {
+            let m = std::fs::metadata(&f.path).unwrap().modified().unwrap();
+            File::options()
+                .write(true)
+                .open(index::path_for(&f.path))
+                .unwrap()
+                .set_modified(m - std::time::Duration::from_secs(5))
+                .unwrap();
+        }
+        let p = refuse_all(&mut asked);
         assert_eq!(p.files[0].skip, Some(Skip::NoBlock));
         assert_eq!(p.files[1].skip, Some(Skip::NoBlock));
         for f in &p.files[2..] {
@@ -1352,6 +1489,59 @@ mod tests {
     }
 
     #[test]
+    fn a_window_past_the_store_reads_nothing_and_knows_its_span() {
+        let d = Dir::new("span");
+        let (files, stamps) = store(&d.0, Format::PcapNs, false);
+        let first = *stamps.iter().min().unwrap();
+        let last = *stamps.iter().max().unwrap();
+        let p = plan(&d.inputs(), Window::default(), None).unwrap();
+        assert_eq!(
+            p.span(),
+            Some(StoreSpan {
+                first_ns: first,
+                last_ns: last
+            })
+        );
+        for w in [
+            Window {
+                from_ns: Some(last + 1),
+                to_ns: None,
+            },
+            Window {
+                from_ns: None,
+                to_ns: Some(first),
+            },
+        ] {
+            let (got, st, _, _) = run(&d.inputs(), w, &|_| true);
+            assert!(got.is_empty());
+            assert_eq!(
+                (
+                    st.files_read,
+                    st.blocks_read,
+                    st.bytes_read,
+                    st.records_read
+                ),
+                (0, 0, 0, 0),
+                "{w:?}: {st:?}"
+            );
+            assert!(st.store_span.unwrap().misses(&w));
+        }
+        // The last frame itself is in a window that starts at it.
+        let at_last = Window {
+            from_ns: Some(last),
+            to_ns: None,
+        };
+        let (got, _, _, _) = run(&d.inputs(), at_last, &|_| true);
+        assert_eq!(got.len(), 1);
+        assert!(!plan(&d.inputs(), at_last, None)
+            .unwrap()
+            .span()
+            .unwrap()
+            .misses(&at_last));
+        assert_eq!(files.len(), 4);
+    }
+
+    #[test]
     fn a_file_being_written_ends_quietly_and_past_its_index() {
         let d = Dir::new("live");
         let stamps: Vec<u64> = (0..2000u64).map(|i| T0 + i * 1000).collect();
@@ -1365,6 +1555,14 @@ mod tests {
         b.extend_from_within(24..40);
         b.extend_from_slice(&[7; 5]);
         std::fs::write(&p, &b).unwrap();
+        // The index older than the capture (as after a crash).
+        let m = std::fs::metadata(&p).unwrap().modified().unwrap();
+        File::options()
+            .write(true)
+            .open(&ip)
+            .unwrap()
+            .set_modified(m - std::time::Duration::from_secs(5))
+            .unwrap();
         let late = Window {
             from_ns: Some(stamps[1900]),
             to_ns: None,

@@ -389,6 +389,8 @@ pub fn summary_json(
         "errors": list(NoteKind::Error),
         "blocks_skipped_by_flow_index": skipped_by_flow,
         "filter_narrows": filter_narrows,
+        "store_span": st.store_span.map(|s| s.to_json()),
+        "window_misses_store": st.store_span.is_some_and(|s| s.misses(window)),
     })
 }
 

@@ -38,7 +38,7 @@ pub mod status;
 pub mod timeline;
 pub mod tls;
 
-pub use extract::{Frame, Merge, Note, NoteKind, Plan, Stats, Window};
+pub use extract::{Frame, Merge, Note, NoteKind, Plan, Stats, StoreSpan, Window};
 pub use job::{Job, Outcome, Request};
 
 use std::path::PathBuf;

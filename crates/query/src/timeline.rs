@@ -23,7 +23,7 @@
 //! - Files without an `.idx` count nothing (they are listed); a file being
 //!   written counts up to its last index entry.
 
-use crate::extract::Window;
+use crate::extract::{StoreSpan, Window};
 use crate::QueryError;
 use std::collections::BTreeMap;
 use std::io::BufReader;
@@ -157,6 +157,9 @@ pub struct Timeline {
     pub blocks: u64,
     /// Blocks the window's edges cut, read to bin their frames exactly.
     pub blocks_read: u64,
+    /// The first and last stamps of the store, from its indexes (what an
+    /// empty window is told against).
+    pub store_span: Option<StoreSpan>,
 }
 
 impl Timeline {
@@ -234,6 +237,7 @@ impl Timeline {
             .extend(o.files_without_index.iter().cloned());
         self.blocks += o.blocks;
         self.blocks_read += o.blocks_read;
+        self.store_span = StoreSpan::union(self.store_span, o.store_span);
         Ok(())
     }
 
@@ -297,6 +301,11 @@ impl Timeline {
             "files_without_index": self.files_without_index.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "blocks": self.blocks,
             "blocks_read": self.blocks_read,
+            "store_span": self.store_span.map(|s| s.to_json()),
+            "window_misses_store": self.store_span.is_some_and(|s| s.misses(&Window {
+                from_ns: Some(self.from_ns),
+                to_ns: Some(self.to_ns),
+            })),
         })
     }
 
@@ -371,6 +380,7 @@ impl Timeline {
             files_without_index: without,
             blocks: u(v, "blocks").unwrap_or(0),
             blocks_read: u(v, "blocks_read").unwrap_or(0),
+            store_span: v.get("store_span").and_then(StoreSpan::from_json),
         })
     }
 }
@@ -559,6 +569,9 @@ pub fn build(req: &Request) -> Result<Timeline, QueryError> {
         .iter()
         .flat_map(|f| f.entries.iter().map(|e| e.last_ns))
         .max();
+    if let (Some(first_ns), Some(last_ns)) = (first, last) {
+        tl.store_span = Some(StoreSpan { first_ns, last_ns });
+    }
     let from = req.window.from_ns.or(first).unwrap_or(0);
     let to = req
         .window
