@@ -205,7 +205,7 @@ fn busy_poll_with_a_file_or_netmap_is_refused() {
             "50",
         ],
     );
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "a usage error: {err}");
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("error")).collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
@@ -230,7 +230,7 @@ fn busy_poll_with_a_file_or_netmap_is_refused() {
             "50",
         ],
     );
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "a usage error: {err}");
     assert!(
         err.contains("--busy-poll applies to --engine afxdp only"),
         "{err}"

@@ -7,7 +7,16 @@ use common::*;
 use wiretape_testbed::{Testbed, CAP_IF};
 
 fn one_line_error(code: i32, err: &str, want: &str) {
-    assert_eq!(code, 1, "exit code, stderr: {err}");
+    one_line(code, 1, err, want);
+}
+
+/// A usage error (a flag's value, flags that do not go together): exit 2.
+fn one_line_usage(code: i32, err: &str, want: &str) {
+    one_line(code, 2, err, want);
+}
+
+fn one_line(code: i32, want_code: i32, err: &str, want: &str) {
+    assert_eq!(code, want_code, "exit code, stderr: {err}");
     let lines: Vec<&str> = err
         .lines()
         .filter(|l| l.starts_with("wiretape: error:"))
@@ -168,7 +177,7 @@ fn queue_the_interface_lacks() {
             "x",
         ],
     );
-    one_line_error(code, &err, "invalid --queues 'x'");
+    one_line_usage(code, &err, "invalid --queues 'x'");
 }
 
 #[test]
@@ -256,7 +265,7 @@ fn netmap_engine_errors_name_the_fix() {
         ],
     );
     if wiretape::capture::netmap::BUILT {
-        one_line_error(code, &err, "--frames applies to --engine afxdp only");
+        one_line_usage(code, &err, "--frames applies to --engine afxdp only");
     } else {
         one_line_error(code, &err, "built without netmap support");
     }
@@ -264,5 +273,5 @@ fn netmap_engine_errors_name_the_fix() {
         None,
         &["record", "-i", "lo", "-w", d, "--netmap-slots", "1024"],
     );
-    one_line_error(code, &err, "--netmap-slots applies to --engine netmap only");
+    one_line_usage(code, &err, "--netmap-slots applies to --engine netmap only");
 }

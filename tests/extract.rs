@@ -200,11 +200,10 @@ fn same_frames(what: &str, got: &[Record], want: &[Record]) {
     }
 }
 
-/// Runs `wiretape extract ARGS -w OUT` and reads OUT back.
+/// Runs `wiretape extract -w OUT ARGS` and reads OUT back.
 fn extract(args: &[String], out: &Path) -> (Vec<Record>, String) {
-    let mut a: Vec<&str> = vec!["extract"];
+    let mut a: Vec<&str> = vec!["extract", "-w", out.to_str().unwrap(), "-q"];
     a.extend(args.iter().map(String::as_str));
-    a.extend(["-w", out.to_str().unwrap(), "-q"]);
     let (code, _, e) = run_wiretape(None, &a);
     assert_eq!(code, 0, "extract {args:?}: {e}");
     (read_all(out), e)
@@ -237,6 +236,9 @@ fn compare_all(dir: &Path, scratch: &Path, exprs: &[&str]) -> (usize, usize) {
                 let mut args = vec![dir.to_str().unwrap().to_string()];
                 args.extend(w.args());
                 args.extend(["--format".into(), fmt.into()]);
+                // After --: the tests run in the repository, whose `src/`
+                // is also a filter word (`src host ...` is ambiguous there).
+                args.push("--".into());
                 args.extend(expr.split_whitespace().map(String::from));
                 let out = scratch.join(format!("out.{fmt}"));
                 let (got, _) = extract(&args, &out);

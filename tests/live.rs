@@ -642,7 +642,8 @@ fn live_flags_and_ctl_fail_clearly() {
         .env_remove("WIRETAPE_CONTROL")
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1));
+    // Which recorder is not said: a usage error.
+    assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("give -w DIR"));
     let (code, _, err) = run_wiretape(None, &["ctl", "-w", d, "dump", "--from", "nonsense"]);
     assert_eq!(code, 2, "{err}");

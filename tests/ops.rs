@@ -394,6 +394,8 @@ fn an_error_cause_is_printed_once() {
             "/nonexistent.pcap",
             "-w",
             "/proc/wt-no/such",
+            // Its parent is missing too: without --mkdir a usage error.
+            "--mkdir",
         ],
     );
     assert_eq!(code, 1, "{err}");

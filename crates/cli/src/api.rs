@@ -39,7 +39,9 @@ curl -s 'http://127.0.0.1:8080/v1/extract?from=-5m&filter=tcp+port+443' | tshark
 )]
 pub struct ApiArgs {
     /// A store to serve (a directory wiretape records into, or a capture
-    /// file); repeatable.
+    /// file); repeatable. Stores are named only here (api takes no
+    /// positional words): a filter is each query's `filter=` parameter,
+    /// whose syntax errors name the word (400).
     #[arg(short = 'w', long = "write", value_name = "DIR", required = true)]
     stores: Vec<PathBuf>,
     /// Address and port to listen on (port 0: one is chosen and printed).

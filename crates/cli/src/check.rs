@@ -269,7 +269,7 @@ fn check_dir(opts: &RecordConfig) -> Result<String> {
     ))
 }
 
-fn nearest_existing(p: &Path) -> PathBuf {
+pub(crate) fn nearest_existing(p: &Path) -> PathBuf {
     let mut q = p.to_path_buf();
     while !q.exists() {
         if !q.pop() {

@@ -12,7 +12,7 @@
 //! parses with the command line's as one: so every flag, its checks and its
 //! defaults work the same from a file.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::parser::ValueSource;
 use clap::{ArgAction, CommandFactory};
 use std::ffi::OsString;
@@ -62,8 +62,12 @@ fn from_file(
     record: &clap::Command,
     given: &dyn Fn(&str) -> bool,
 ) -> Result<(Vec<String>, Vec<String>)> {
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("cannot read the config file {}", file.display()))?;
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        crate::usage(format!(
+            "cannot read the config file {}: {e}",
+            file.display()
+        ))
+    })?;
     from_text(&text, &file.display().to_string(), record, given)
 }
 
@@ -84,8 +88,14 @@ fn from_text(
     let mut words = Vec::new();
     for (key, value) in &table {
         let long = key.replace('_', "-");
+        // `create = true`: the flag is --mkdir (create the -w path).
+        let long = if long == "create" {
+            "mkdir".to_string()
+        } else {
+            long
+        };
         if long == "filter" {
-            if given("expression") || given("filter_file") {
+            if given("expression") || given("after") || given("filter_file") {
                 continue;
             }
             match value {

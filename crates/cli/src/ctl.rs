@@ -17,6 +17,10 @@ pub const SOCKET_NAME: &str = ".wiretape-control.sock";
 wiretape ctl -w /data dump --last 30s\n  \
 wiretape ctl -w /data dump --from 2026-11-22T14:02:00Z --to 2026-11-22T14:03:00Z host 10.0.0.1\n  \
 wiretape ctl --control /run/wt.sock dump --from -5m tcp port 443\n\n\
+TIME: RFC 3339 with a zone (or --utc), Unix seconds, or back from now (-5m). The trailing words are \
+the filter; everything after -- is too. A first word that is both an existing file here and a \
+filter word (tcp, host, ...) is refused as ambiguous: -F WORD reads the filter from the file, \
+-- WORD takes it as the filter.\n\n\
 Exit codes: 0 done (also a dump of an empty window: nothing written), 1 no recorder / no ring / \
 the dump failed, 2 a usage error (a bad TIME, a filter libpcap refuses, --to not after --from)."
 )]
@@ -59,12 +63,18 @@ struct DumpArgs {
     /// The last DURATION up to now (e.g. 30s, 5m): --from now-DURATION --to now.
     #[arg(long, value_name = "DURATION", conflicts_with = "from")]
     last: Option<String>,
+    /// A TIME without a zone (2026-11-22 14:02:00) is UTC.
+    #[arg(long)]
+    utc: bool,
     /// Read the filter expression from FILE (`#` starts a comment).
     #[arg(short = 'F', value_name = "FILE", conflicts_with = "expression")]
     filter_file: Option<PathBuf>,
     /// Only frames this tcpdump expression accepts (man pcap-filter).
     #[arg(value_name = "FILTER EXPRESSION")]
     expression: Vec<String>,
+    /// The filter expression, after `--`.
+    #[arg(last = true, value_name = "FILTER", conflicts_with = "filter_file")]
+    after: Vec<String>,
 }
 
 fn socket(a: &Args) -> Result<PathBuf> {
@@ -81,7 +91,9 @@ fn socket(a: &Args) -> Result<PathBuf> {
     if p.exists() {
         return Ok(p);
     }
-    bail!("which recorder? give -w DIR (its output directory) or --control PATH")
+    Err(crate::usage(
+        "which recorder? give -w DIR (its output directory) or --control PATH",
+    ))
 }
 
 fn usage(msg: impl std::fmt::Display) -> Result<i32> {
@@ -90,12 +102,12 @@ fn usage(msg: impl std::fmt::Display) -> Result<i32> {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let path = socket(&a)?;
     let now = wiretape::timestamp::realtime_ns();
     let (req, timeout) = match &a.cmd {
         Cmd::Status => (json!({ "cmd": "status" }), Duration::from_secs(10)),
         Cmd::Dump(d) => {
-            let t = |s: &str| wiretape::timestamp::parse_time(s, now);
+            let zone = crate::extract::no_zone(d.utc);
+            let t = |s: &str| wiretape::timestamp::parse_time_in(s, now, zone);
             let (from, to) = match (&d.last, &d.from, &d.to) {
                 (Some(l), _, _) => match parse_span(l) {
                     Ok(span) => (Some(now.saturating_sub(span)), Some(now)),
@@ -113,7 +125,11 @@ pub fn run(a: Args) -> Result<i32> {
                     (from, to)
                 }
             };
-            let filter = crate::record::filter_expression(&d.expression, d.filter_file.as_deref())?;
+            let words = match crate::inputs::filter_only(&d.expression, &d.after) {
+                Ok(w) => w,
+                Err(e) => return usage(e),
+            };
+            let filter = crate::record::filter_expression(&words, d.filter_file.as_deref())?;
             (
                 json!({ "cmd": "dump", "from_ns": from, "to_ns": to, "filter": filter }),
                 // A large window of a large ring is written at disk speed.
@@ -121,6 +137,8 @@ pub fn run(a: Args) -> Result<i32> {
             )
         }
     };
+    // Usage problems first (above), then which recorder.
+    let path = socket(&a)?;
     let reply = match wiretape::live::control::request(&path, &req, timeout) {
         Ok(r) => r,
         Err(e) => bail!(

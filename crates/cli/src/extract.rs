@@ -10,45 +10,58 @@ use std::path::{Path, PathBuf};
 use wiretape::filter::LINKTYPE_ETHERNET;
 use wiretape::query::job::{self, Job, Outcome, Request};
 use wiretape::query::remote::{self, Client, Remote, RemoteSource, Source, Sources};
-use wiretape::query::{Note, QueryError, Stats, Window};
+use wiretape::query::{Note, QueryError, Stats, StoreSpan, Window};
 use wiretape::storage::pcap::MAX_SNAPLEN;
 use wiretape::storage::Format;
-use wiretape::timestamp::{format_rfc3339, parse_time, realtime_ns};
+use wiretape::timestamp::{format_rfc3339, parse_time_in, realtime_ns, NoZone};
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Inputs first, then the filter: every leading word that names an existing file or \
-directory (or starts with / or ., or ends in .pcap or .pcapng) is an input; the filter starts at the \
-first word that is none of these. In a directory only files named like wiretape's \
-(<prefix>-<iface>-q<N>-<UTC>.pcap[ng]) are read; a file named on the command line is read whatever \
-its name. Files of several queues, interfaces, rotations and runs are merged in timestamp order; \
-equal timestamps keep the order of the inputs (in a directory: by the start in the file name, then \
-the name). Each file's .idx picks the blocks that can hold the window; a file without one is read \
-whole (said on stderr). Files being written are read up to what has been flushed.\n\n\
-TIME: RFC 3339 (2026-11-22T14:02:00.123456789Z, offsets like +01:00), Unix seconds \
-(1700000000.123456789) or back from now (-90s, -5m, -2h, -1d). --from is inclusive, --to exclusive, \
-to the nanosecond.\n\n\
+    after_help = "INPUTS AND FILTER: every leading word that is an https:// sensor, starts with /, . \
+or ~, ends in .pcap or .pcapng (.lz4, .zst), or names an existing file or directory is an input; \
+the filter starts at the first word that is none of these, and everything after -- is the filter. \
+A word that is both an existing file or directory here and a filter word (tcp, host, port, not, \
+( ...) is refused as ambiguous: write ./WORD for the file, or put the filter after -- \
+(wiretape extract /data --count-only -- tcp). In a directory only files named like \
+wiretape's (<prefix>-<iface>-q<N>-<UTC>.pcap[ng]) are read; a file named on the command line is \
+read whatever its name. Files of several queues, interfaces, rotations and runs are merged in \
+timestamp order; equal timestamps keep the order of the inputs (in a directory: by the start in \
+the file name, then the name). Each file's .idx picks the blocks that can hold the window; a file \
+without one is read whole (said on stderr). Files being written are read up to what has been \
+flushed. A window that misses the store reads nothing and says the store's span (stderr, and \
+store_span in --json).\n\n\
+TIME: RFC 3339 (2026-11-22T14:02:00.123456789Z or 2026-11-22 14:02:00+01:00: a zone is \
+needed, or --utc), Unix seconds (1700000000.123456789) or back from now (-90s, -5m, -2h, -1d). \
+--from is inclusive, --to exclusive, to the nanosecond.\n\n\
 Exit codes: 0 done; 1 a runtime error (an input missing, a file damaged: what is valid is still \
 extracted, the file and byte offset named on stderr; --ignore-corrupt makes damage exit 0); \
-2 a usage error (a filter libpcap refuses, --to not after --from, an unreadable TIME).\n\n\
+2 a usage error (a filter libpcap refuses, --to not after --from, an unreadable TIME, an ambiguous \
+word). Every message, its cause and its fix: docs/errors.md.\n\n\
 Examples:\n  \
 wiretape extract /data --from -5m -w last5min.pcap\n  \
 wiretape extract /data --from 2026-11-22T14:02:00Z --to 2026-11-22T14:03:00Z -w - tcp port 443 | tshark -r -\n  \
 wiretape extract /data /old/run1 --from -1h --count-only host 10.0.0.1 and udp\n  \
-wiretape extract /data/wiretape-eth0-q0-*.pcap -w q0.pcapng --format pcapng --json icmp"
+wiretape extract /data/wiretape-eth0-q0-*.pcap -w q0.pcapng --format pcapng --json icmp\n  \
+wiretape extract /data --from '2026-11-22 14:02:00' --utc --count-only -- tcp"
 )]
 pub struct Args {
     /// Directories and capture files (pcap ns/µs, pcapng), then an optional
     /// filter expression (tcpdump's language, man pcap-filter), e.g.
-    /// `/data tcp port 443`.
+    /// `/data tcp port 443` (see INPUTS AND FILTER below).
     #[arg(value_name = "DIR|FILE... [FILTER EXPRESSION...]", required = true)]
     words: Vec<String>,
+    /// The filter expression, after `--` (never read as an input).
+    #[arg(last = true, value_name = "FILTER")]
+    after: Vec<String>,
     /// Frames stamped at or after TIME (inclusive).
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     from: Option<String>,
     /// Frames stamped before TIME (exclusive).
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     to: Option<String>,
+    /// A TIME without a zone (2026-11-22 14:02:00) is UTC.
+    #[arg(long)]
+    utc: bool,
     /// Output file (overwritten), or - for stdout (e.g. `| tshark -r -`).
     #[arg(
         short = 'w',
@@ -100,39 +113,32 @@ pub struct Args {
     tls: crate::api::ClientTls,
 }
 
-/// Does `w` name an input rather than start the filter?
-fn is_input(w: &str) -> bool {
-    remote::is_url(w)
-        || Path::new(w).exists()
-        || w.starts_with('/')
-        || w.starts_with('.')
-        || w.ends_with(".pcap")
-        || w.ends_with(".pcapng")
-}
-
-/// The inputs (the first word, and every following one that [`is_input`])
-/// and the filter words (the rest).
-fn split_words(words: &[String]) -> (Vec<String>, Vec<String>) {
-    let k = words
-        .iter()
-        .skip(1)
-        .position(|w| !is_input(w))
-        .map_or(words.len(), |k| k + 1);
-    (words[..k].to_vec(), words[k..].to_vec())
-}
-
 /// A usage error: one line, exit 2.
 pub fn usage(msg: impl std::fmt::Display) -> Result<i32> {
     eprintln!("wiretape: error: {msg}");
     Ok(2)
 }
 
+/// How `--utc` reads a TIME without a zone.
+pub fn no_zone(utc: bool) -> NoZone {
+    if utc {
+        NoZone::Utc
+    } else {
+        NoZone::Refuse(Some("--utc"))
+    }
+}
+
 /// The window of `--from` and `--to` (TIME: RFC 3339, Unix seconds, back
-/// from now), checked: Err is the usage error's line.
-pub fn window_flags(from: Option<&str>, to: Option<&str>) -> std::result::Result<Window, String> {
+/// from now; without a zone UTC when `utc`), checked: Err is the usage
+/// error's line.
+pub fn window_flags(
+    from: Option<&str>,
+    to: Option<&str>,
+    utc: bool,
+) -> std::result::Result<Window, String> {
     let now = realtime_ns();
     let time = |s: Option<&str>, what: &str| -> std::result::Result<Option<u64>, String> {
-        s.map(|s| parse_time(s, now).map_err(|e| format!("--{what}: {e}")))
+        s.map(|s| parse_time_in(s, now, no_zone(utc)).map_err(|e| format!("--{what}: {e}")))
             .transpose()
     };
     let window = Window {
@@ -176,7 +182,10 @@ pub fn run(a: Args) -> Result<i32> {
         Ok(f) => f,
         Err(e) => return usage(e),
     };
-    let (words, filter_words) = split_words(&a.words);
+    let (words, filter_words) = match crate::inputs::split(&a.words, &a.after) {
+        Ok(w) => w,
+        Err(e) => return usage(e),
+    };
     let expr = match crate::record::filter_expression(&filter_words, a.filter_file.as_deref()) {
         Ok(e) => e,
         Err(e) => return usage(e),
@@ -192,7 +201,7 @@ pub fn run(a: Args) -> Result<i32> {
         },
         None => None,
     };
-    let window = match window_flags(a.from.as_deref(), a.to.as_deref()) {
+    let window = match window_flags(a.from.as_deref(), a.to.as_deref(), a.utc) {
         Ok(w) => w,
         Err(e) => return usage(e),
     };
@@ -272,6 +281,7 @@ pub fn run(a: Args) -> Result<i32> {
     if a.count_only {
         return count(
             &a,
+            expr.as_deref(),
             jobs,
             client.as_ref(),
             &remotes,
@@ -367,6 +377,11 @@ pub fn run(a: Args) -> Result<i32> {
                     failed += 1;
                     eprintln!("wiretape: error: sensor {}: {f}", r.remote.url);
                 }
+                stats.store_span = StoreSpan::union(
+                    stats.store_span,
+                    r.summary()
+                        .and_then(|j| StoreSpan::from_json(&j["store_span"])),
+                );
                 sensors.push(serde_json::json!({
                     "url": r.remote.url,
                     "frames": r.frames,
@@ -446,7 +461,21 @@ pub fn run(a: Args) -> Result<i32> {
         );
     }
     damaged_line(&stats, a.ignore_corrupt);
+    if !a.quiet {
+        missed_line(&stats, &window);
+    }
     Ok(code)
+}
+
+/// When nothing was found because the window misses the store: one line
+/// saying the store's span.
+pub fn missed_line(stats: &Stats, window: &Window) {
+    if let Some(s) = stats
+        .store_span
+        .filter(|s| stats.frames == 0 && s.misses(window))
+    {
+        eprintln!("wiretape: no frames: {}", s.missed_line(window));
+    }
 }
 
 fn damaged_line(stats: &Stats, ignore_corrupt: bool) {
@@ -515,6 +544,7 @@ fn plan(jobs: &[Job], client: Option<&Client>, remotes: &[&Remote], query: &str)
 #[allow(clippy::too_many_arguments)]
 fn count(
     a: &Args,
+    filter: Option<&str>,
     jobs: Vec<Job>,
     client: Option<&Client>,
     remotes: &[&Remote],
@@ -529,10 +559,6 @@ fn count(
         jobs.iter().any(|j| j.filter_narrows),
         jobs.iter().map(|j| j.skipped_by_flow).sum::<u64>(),
     );
-    let filter =
-        crate::record::filter_expression(&split_words(&a.words).1, a.filter_file.as_deref())
-            .ok()
-            .flatten();
     let started = std::time::Instant::now();
     for job in jobs {
         let o = job
@@ -562,6 +588,8 @@ fn count(
                     stats.frames += n("frames");
                     stats.bytes += n("bytes");
                     stats.wire_bytes += n("wire_bytes");
+                    stats.store_span =
+                        StoreSpan::union(stats.store_span, StoreSpan::from_json(&v["store_span"]));
                     sensors.push(serde_json::json!({ "url": r.url, "count": v }));
                 }
                 Err(e) => {
@@ -579,15 +607,7 @@ fn count(
         stopped: false,
     };
     if a.json {
-        let mut j = job::summary_json(
-            filter.as_deref(),
-            narrows,
-            by_flow,
-            window,
-            &outcome,
-            None,
-            format,
-        );
+        let mut j = job::summary_json(filter, narrows, by_flow, window, &outcome, None, format);
         j["linktypes"] = job::linktypes_json(&linktypes);
         if !remotes.is_empty() {
             j["sensors"] = sensors.into();
@@ -597,6 +617,9 @@ fn count(
         println!("{} frames, {} bytes", stats.frames, stats.bytes);
     }
     damaged_line(&stats, a.ignore_corrupt);
+    if !a.quiet {
+        missed_line(&stats, window);
+    }
     Ok(outcome
         .exit_code(a.ignore_corrupt)
         .max(i32::from(failed > 0)))
@@ -638,25 +661,4 @@ fn open_output(
         (Box::new(f), out.to_owned())
     };
     Ok(job::output_links(w, name, format, 1 << 20, linktypes))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn inputs_then_filter_words() {
-        let w = |v: &[&str]| split_words(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-        let (i, f) = w(&["/no/such", "tcp", "port", "80"]);
-        assert_eq!(
-            (i.len(), f),
-            (1, vec!["tcp".into(), "port".into(), "80".into()])
-        );
-        let (i, f) = w(&["/tmp", "/no/such", "x.pcap", "net", "10.0.0.0/8"]);
-        assert_eq!((i.len(), f.len()), (3, 2));
-        let (i, f) = w(&["data", "tcp port 80"]);
-        assert_eq!((i.len(), f.len()), (1, 1));
-        let (i, f) = w(&["/tmp"]);
-        assert_eq!((i.len(), f.len()), (1, 0));
-    }
 }

@@ -11,7 +11,11 @@ use wiretape::filter::LINKTYPE_ETHERNET;
 #[derive(clap::Args)]
 #[command(
     after_help = "Exit codes: 0 the expression can be recorded with; 2 a syntax error \
-(libpcap's message); 1 the expression compiles but cannot run in XDP (the instruction is named).\n\n\
+(libpcap's message, with the word where it fails and the keyword a typo is nearest to) or an \
+ambiguous word; 1 the expression compiles but cannot run in XDP (the instruction is named).\n\n\
+The words are the expression; everything after -- is too. A first word that is both an existing \
+file here and a filter word (tcp, host, ...) is refused as ambiguous: -F WORD reads the expression \
+from the file, -- WORD takes it as the expression.\n\n\
 Examples:\n  wiretape filter --explain 'tcp port 80'\n  wiretape filter -F filter.txt"
 )]
 pub struct Args {
@@ -28,6 +32,9 @@ pub struct Args {
     /// The expression (man pcap-filter), for Ethernet frames.
     #[arg(value_name = "FILTER EXPRESSION")]
     expression: Vec<String>,
+    /// The expression, after `--`.
+    #[arg(last = true, value_name = "FILTER", conflicts_with = "filter_file")]
+    after: Vec<String>,
 }
 
 /// 2: an expression refused is a usage error, whether libpcap refuses it
@@ -38,8 +45,12 @@ pub fn exit_code(_: &wiretape::filter::FilterError) -> i32 {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let expr = crate::record::filter_expression(&a.expression, a.filter_file.as_deref())?
-        .unwrap_or_default();
+    let words = match crate::inputs::filter_only(&a.expression, &a.after) {
+        Ok(w) => w,
+        Err(e) => return crate::extract::usage(e),
+    };
+    let expr =
+        crate::record::filter_expression(&words, a.filter_file.as_deref())?.unwrap_or_default();
     let f = match CaptureFilter::compile(&expr, LINKTYPE_ETHERNET, a.snaplen) {
         Ok(f) => f,
         Err(e) => {

@@ -26,6 +26,9 @@ SQL query over all of them says which sensors and files hold what:\n\n  \
 SELECT node, file, offset FROM 'idx/*.parquet'\n   \
 WHERE last_ns >= 1763820120000000000 AND first_ns < 1763820300000000000\n     \
 AND (ip4 IS NULL OR list_contains(ip4, '10.1.2.3'))\n\n\
+INPUTS: every word is an input (a directory, a capture file, with --parquet an https:// sensor); \
+index takes no filter words. A word that is both an existing file or directory here and a filter \
+word (tcp, host, ...) is refused as ambiguous: write ./WORD for the file.\n\n\
 Examples:\n  \
 wiretape index /data\n  \
 wiretape index --force /data/wiretape-eth0-q0-20261122T140200.000000000Z.pcap\n  \
@@ -120,9 +123,13 @@ impl Bar {
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    let words = match crate::inputs::inputs_only(&a.inputs, "index", "") {
+        Ok(w) => w,
+        Err(e) => return crate::extract::usage(e),
+    };
     let mut local = Vec::new();
     let mut remotes = Vec::new();
-    for i in &a.inputs {
+    for i in &words {
         if remote::is_url(i) {
             match Remote::parse(i) {
                 Ok(r) => remotes.push(r),

@@ -7,19 +7,52 @@ use wiretape::storage::{index, FileInfo, Format};
 use wiretape::timestamp::format_rfc3339;
 
 #[derive(clap::Args)]
+#[command(
+    after_help = "A directory stands for the capture files in it named like wiretape's \
+(<prefix>-<iface>-q<N>-<UTC>.pcap[ng], compressed .lz4/.zst too), oldest first, as every other \
+command reads a store; a file named is read whatever its name. Exits 1 when a file is damaged \
+(the byte where its last complete record ends is named; `wiretape repair` trims a torn tail).\n\n\
+Examples:\n  wiretape info /data                 # every capture of the store\n  \
+wiretape info /data/*.pcap*         # the same by a glob (.pcap* also takes .pcap.lz4, .pcapng.zst)\n  \
+wiretape info --json trace.pcap"
+)]
 pub struct Args {
-    /// Capture files (pcap ns or µs, either byte order, or pcapng). A
-    /// wiretape `.idx` sidecar, if present, is read and checked too.
-    #[arg(required = true, value_name = "FILE")]
+    /// Capture files (pcap ns or µs, either byte order, or pcapng; plain
+    /// or compressed) and directories of them. A wiretape `.idx` sidecar,
+    /// if present, is read and checked too.
+    #[arg(required = true, value_name = "FILE|DIR")]
     files: Vec<PathBuf>,
     /// Print JSON, one object per file.
     #[arg(long)]
     json: bool,
 }
 
+/// The files `paths` stand for: a directory's captures named like ours
+/// (oldest first), anything else itself (a missing file is for the
+/// reader to name). Err: a directory that cannot be listed.
+pub fn captures(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let files = wiretape::storage::naming::list_any(p, None)
+                .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", p.display()))?;
+            if files.is_empty() {
+                eprintln!(
+                    "wiretape: note: {}: no capture files named like wiretape's in it",
+                    p.display()
+                );
+            }
+            out.extend(files);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
 pub fn run(a: Args) -> Result<i32> {
     let mut failed = 0;
-    for f in &a.files {
+    for f in &captures(&a.files)? {
         let (i, damage) = FileInfo::scan_to_damage(f);
         if let Some(e) = &damage {
             failed += 1;

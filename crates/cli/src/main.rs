@@ -13,6 +13,7 @@ mod extract;
 mod filter;
 mod index;
 mod info;
+mod inputs;
 mod metrics;
 mod record;
 mod repair;
@@ -34,7 +35,7 @@ Examples:\n  wiretape demo                                  # try it: private ve
 wiretape record -i eth0 -w /data               # record until Ctrl-C\n  \
 wiretape record -i eth0 -w /data -c 1000000 --summary-json sum.json\n  \
 wiretape record -i eth0 -w /data tcp port 443   # only what the filter accepts (tcpdump's language)\n  \
-wiretape info /data/*.pcap                     # what a file holds; exits 1 if it is corrupt\n  \
+wiretape info /data                            # what each file holds; exits 1 if one is corrupt\n  \
 wiretape extract /data --from -5m -w - tcp port 53 | tshark -r -   # a window of the store, merged\n  \
 wiretape api -w /data --listen 0.0.0.0:8443 --tls-cert .. --tls-key .. --client-ca ..  # the store over HTTPS\n  \
 wiretape extract https://s1:8443 https://s2:8443 --from -1h -w case.pcap host 10.1.2.3  # many sensors, merged\n  \
@@ -109,7 +110,10 @@ fn main() {
             });
         }
     };
-    let cli = Cli::parse_from(args);
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(c) => c,
+        Err(e) => clap_exit(e, &subcommand_of(&args)),
+    };
     if matches!(cli.cmd, Cmd::Info(_) | Cmd::Extract(_) | Cmd::Ctl(_)) {
         // `info | head`, `extract -w - | head` end quietly. Not for record: a closed log pipe
         // must never kill a recording (its files would not be finished).
@@ -144,6 +148,66 @@ fn main() {
             });
         }
     }
+}
+
+/// clap's refusal of the command line: help and version as clap prints
+/// them; any other as one line (exit 2) naming the problem, clap's tip if
+/// it has one, and where the help is.
+fn clap_exit(e: clap::Error, cmd: &str) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    eprintln!(
+        "wiretape: error: {}",
+        clap_line(&e.render().to_string(), cmd)
+    );
+    std::process::exit(2);
+}
+
+/// The (sub)command a command line names: `wiretape certs init`.
+fn subcommand_of(args: &[std::ffi::OsString]) -> String {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut path = vec!["wiretape".to_string()];
+    for a in args.iter().skip(1) {
+        let Some(a) = a.to_str() else { continue };
+        if let Some(sc) = cmd.find_subcommand(a).cloned() {
+            path.push(sc.get_name().to_string());
+            cmd = sc;
+        }
+    }
+    path.join(" ")
+}
+
+/// clap's error text (`error: ...`, details, tips, `Usage: ...`, `For more
+/// information ...`) as one line, pointing at `cmd --help`.
+fn clap_line(text: &str, cmd: &str) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for l in text.lines().map(str::trim) {
+        if l.starts_with("Usage:") || l.starts_with("For more information") {
+            break;
+        }
+        if l.is_empty() {
+            continue;
+        }
+        let l = l.strip_prefix("error: ").unwrap_or(l);
+        match parts.last_mut() {
+            // Details of the line before (a list of arguments, the
+            // possible values) go on it.
+            Some(last) if !l.starts_with("tip:") => {
+                last.push(' ');
+                last.push_str(l);
+            }
+            _ => parts.push(l.to_string()),
+        }
+    }
+    format!("{} (see `{cmd} --help`)", parts.join("; "))
 }
 
 /// A usage error found after parsing: exit code 2, like clap's.
@@ -195,6 +259,41 @@ pub fn default_sigpipe() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clap_errors_are_one_line() {
+        let line = |args: &[&str]| match Cli::try_parse_from(args) {
+            Err(e) => {
+                let os: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+                clap_line(&e.render().to_string(), &subcommand_of(&os))
+            }
+            Ok(_) => panic!("{args:?} parsed"),
+        };
+        let l = line(&["wiretape", "api", "-w", "/d"]);
+        assert_eq!(
+            l,
+            "the following required arguments were not provided: --listen <ADDR:PORT> \
+             (see `wiretape api --help`)"
+        );
+        let l = line(&["wiretape", "extract", "/d", "--count-only", "--format", "x"]);
+        assert!(
+            l.starts_with(
+                "invalid value 'x' for '--format <FORMAT>' [possible values: pcap, pcapng]"
+            ),
+            "{l}"
+        );
+        assert!(l.ends_with("(see `wiretape extract --help`)"), "{l}");
+        let l = line(&["wiretape", "info", "--jsn", "x"]);
+        assert!(
+            l.contains(
+                "unexpected argument '--jsn' found; tip: a similar argument exists: '--json'"
+            ),
+            "{l}"
+        );
+        assert!(!l.contains('\n'));
+        let l = line(&["wiretape", "certs", "init", "/x"]);
+        assert!(l.ends_with("(see `wiretape certs init --help`)"), "{l}");
+    }
 
     #[test]
     fn a_cause_already_in_the_message_is_not_repeated() {

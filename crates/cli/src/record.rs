@@ -21,9 +21,15 @@ left by a crash in DIR are trimmed at start.\n\nExamples:\n  wiretape record -i 
 wiretape record -i eth0 -w /data --rotate-size 1G --keep-bytes 500G --on-full rotate\n  \
 wiretape record -i eth0 -w /data --format pcapng --rotate-time 60s --keep-age 7d --cpus 2,3 --writer-cpus 4,5\n  \
 wiretape record -i eth0 -i eth1 -w /data --cpus 2-5   # both directions of a tap: files per interface and queue\n  \
-wiretape record --engine netmap -i eth0 -w /data      # netmap rings (build with --features netmap)\n\nA capture filter (tcpdump's language) goes after the options, or in a file with -F:\n  \
+wiretape record --engine netmap -i eth0 -w /data      # netmap rings (build with --features netmap)\n\nA capture filter (tcpdump's language) goes after the options, or after --, or in a file with -F. \
+A first filter word that is also an existing file or directory here (tcp, host, ...) is refused \
+as ambiguous: -F WORD reads the filter from that file, -- WORD takes it as the filter:\n  \
 wiretape record -i eth0 -w /data tcp port 443 and not host 10.0.0.1\n  \
+wiretape record -i eth0 -w /data -- tcp port 443\n  \
 wiretape record -i eth0 -w /data -F filter.txt\n\n\
+-w DIR is created if missing, but not its parents: a -w path whose parent does not exist is \
+refused (a typo) unless --mkdir (config: create = true). Every usage error (exit 2) comes before \
+anything is created or attached; every message, its cause and its fix: docs/errors.md.\n\n\
 Signals: SIGINT/SIGTERM stop cleanly; SIGHUP starts a new file on every queue (at its next frame) and \
 finishes the old ones; SIGUSR2 prints the summary so far and goes on.\n\n\
 Live (see also `wiretape ctl --help`):\n  \
@@ -58,9 +64,15 @@ pub struct Args {
     /// gaps; 2x twice as fast), a frame rate (100000) or a bit rate (5gbit).
     #[arg(long, value_name = "SPEED", default_value = "max", requires = "read")]
     speed: String,
-    /// Output directory (created if missing).
+    /// Output directory (created if missing; its parent must exist, unless
+    /// --mkdir).
     #[arg(short = 'w', long = "write", value_name = "DIR")]
     dir: PathBuf,
+    /// Create the -w directory with every missing parent (a typo in the
+    /// path is otherwise refused, naming the missing parent). In a
+    /// --config file: `create = true` (or `mkdir = true`).
+    #[arg(long)]
+    mkdir: bool,
     /// Stop after COUNT frames in total (at least 1).
     #[arg(short = 'c', long, value_name = "COUNT", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
@@ -351,7 +363,7 @@ pub struct Args {
         short = 'F',
         long = "filter-file",
         value_name = "FILE",
-        conflicts_with = "expression"
+        conflicts_with_all = ["expression", "after"]
     )]
     filter_file: Option<PathBuf>,
     /// When the interface disappears (deleted, unplugged, a driver reset),
@@ -391,6 +403,10 @@ pub struct Args {
     /// XDP program (with -r: in user space). Example: tcp port 443 and not net 10.0.0.0/8
     #[arg(value_name = "FILTER EXPRESSION")]
     expression: Vec<String>,
+    /// The capture filter, after `--` (a first word that is also a file
+    /// here is taken as the filter).
+    #[arg(last = true, value_name = "FILTER")]
+    after: Vec<String>,
 }
 
 /// The capture filter of `-F FILE` or the trailing words (None: none, or
@@ -514,8 +530,11 @@ fn parse_secs(s: &str) -> std::result::Result<Duration, String> {
 pub fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
     let mut v = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad =
-            || anyhow::anyhow!("invalid {what} '{part}': use numbers like 0,1 or ranges like 0-3");
+        let bad = || {
+            crate::usage(format!(
+                "invalid {what} '{part}': use numbers like 0,1 or ranges like 0-3"
+            ))
+        };
         if let Some((a, b)) = part.split_once('-') {
             let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
             if a > b {
@@ -527,7 +546,9 @@ pub fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
         }
     }
     if v.is_empty() {
-        bail!("invalid {what} '{s}': give at least one number");
+        return Err(crate::usage(format!(
+            "invalid {what} '{s}': give at least one number"
+        )));
     }
     Ok(v)
 }
@@ -622,8 +643,7 @@ pub fn filter_needs_perfmon(expr: Option<&str>, snaplen: u32) -> bool {
 /// on (a usage error, exit 2, before anything is attached).
 fn cpu_list(s: &Option<String>, what: &str) -> Result<Option<Vec<usize>>> {
     let Some(s) = s else { return Ok(None) };
-    let list: Vec<usize> = parse_list(s, what)
-        .map_err(|e| crate::usage(e.to_string()))?
+    let list: Vec<usize> = parse_list(s, what)?
         .into_iter()
         .map(|c| c as usize)
         .collect();
@@ -773,7 +793,9 @@ fn refuse_socket_flags(a: &Args, ring: &str) -> Result<()> {
         (a.frame_size.is_some(), "--frame-size"),
     ] {
         if given {
-            bail!("{flag} applies to --engine afxdp only ({ring})");
+            return Err(crate::usage(format!(
+                "{flag} applies to --engine afxdp only ({ring})"
+            )));
         }
     }
     Ok(())
@@ -783,10 +805,13 @@ fn refuse_socket_flags(a: &Args, ring: &str) -> Result<()> {
 fn input(a: &Args) -> Result<Input> {
     if let Some(path) = &a.read {
         if a.busy_poll.is_some() {
-            bail!("--busy-poll applies to interfaces (-i, --engine afxdp) only: a capture file (-r) has no driver to poll");
+            return Err(crate::usage("--busy-poll applies to interfaces (-i, --engine afxdp) only: a capture file (-r) has no driver to poll"));
         }
         let mut f = FileConfig::new(path);
-        f.speed = a.speed.parse().map_err(anyhow::Error::msg)?;
+        f.speed = a
+            .speed
+            .parse()
+            .map_err(|e| crate::usage(format!("--speed {e}")))?;
         f.cpu = cpu_list(&a.cpus, "--cpus")?.and_then(|c| c.first().copied());
         f.writer_cpu = cpu_list(&a.writer_cpus, "--writer-cpus")?.and_then(|c| c.first().copied());
         f.cutoff = a.cutoff.map(|size| (size, a.cutoff_flows as usize));
@@ -794,7 +819,7 @@ fn input(a: &Args) -> Result<Input> {
     }
     if a.packet_in_place {
         if let Some(why) = in_place_conflict(a) {
-            bail!("--packet-in-place: {why}");
+            return Err(crate::usage(format!("--packet-in-place: {why}")));
         }
     }
     let packet_sized = a.packet_blocks.is_some()
@@ -812,13 +837,13 @@ fn input(a: &Args) -> Result<Input> {
         resolve_engine(a)
     };
     if a.cutoff.is_some() && engine != "afxdp" {
-        bail!("--cutoff: the {engine} engine does not apply it (the XDP program of --engine afxdp and the file engine, -r, do); use --engine afxdp or leave --cutoff out");
+        return Err(crate::usage(format!("--cutoff: the {engine} engine does not apply it (the XDP program of --engine afxdp and the file engine, -r, do); use --engine afxdp or leave --cutoff out")));
     }
     if engine != "packet" && packet_sized {
-        bail!("--packet-blocks, --packet-block-kib, --packet-retire-ms and --packet-sockets apply to --engine packet only");
+        return Err(crate::usage("--packet-blocks, --packet-block-kib, --packet-retire-ms and --packet-sockets apply to --engine packet only"));
     }
     if engine != "packet" && a.packet_in_place {
-        bail!("--packet-in-place applies to --engine packet only (AF_XDP frames are copied out of the UMEM)");
+        return Err(crate::usage("--packet-in-place applies to --engine packet only (AF_XDP frames are copied out of the UMEM)"));
     }
     let iface = a
         .iface
@@ -827,10 +852,10 @@ fn input(a: &Args) -> Result<Input> {
         .expect("clap requires -i without -r");
     if engine == "netmap" {
         if a.iface.len() > 1 {
-            bail!("several interfaces in one run need --engine afxdp: with netmap, run one wiretape per interface");
+            return Err(crate::usage("several interfaces in one run need --engine afxdp: with netmap, run one wiretape per interface"));
         }
         if a.busy_poll.is_some() {
-            bail!("--busy-poll applies to --engine afxdp only: it sets AF_XDP socket options (netmap's poll thread already polls its rings)");
+            return Err(crate::usage("--busy-poll applies to --engine afxdp only: it sets AF_XDP socket options (netmap's poll thread already polls its rings)"));
         }
         refuse_socket_flags(a, "netmap's ring size is --netmap-slots")?;
         let mut c = NetmapConfig::new(&iface);
@@ -844,11 +869,15 @@ fn input(a: &Args) -> Result<Input> {
         return Ok(Input::Netmap(c));
     }
     if a.netmap_slots.is_some() {
-        bail!("--netmap-slots applies to --engine netmap only (AF_XDP's is --frames)");
+        return Err(crate::usage(
+            "--netmap-slots applies to --engine netmap only (AF_XDP's is --frames)",
+        ));
     }
     if engine == "packet" {
         if a.busy_poll.is_some() {
-            bail!("--busy-poll applies to --engine afxdp only: it sets AF_XDP socket options");
+            return Err(crate::usage(
+                "--busy-poll applies to --engine afxdp only: it sets AF_XDP socket options",
+            ));
         }
         refuse_socket_flags(
             a,
@@ -940,7 +969,8 @@ pub fn run(a: Args) -> Result<i32> {
         return Err(wiretape::capture::CaptureError::NetmapNotBuilt.into());
     }
     let input = input(&a)?;
-    let filter = filter_expression(&a.expression, a.filter_file.as_deref())?;
+    let words = crate::inputs::filter_only(&a.expression, &a.after).map_err(crate::usage)?;
+    let filter = filter_expression(&words, a.filter_file.as_deref())?;
     let netmap = matches!(input, Input::Netmap(_));
     let mut opts = match &input {
         Input::File(f) => RecordConfig::file(&f.path, &a.dir),
@@ -966,7 +996,7 @@ pub fn run(a: Args) -> Result<i32> {
     st.snaplen = a.snaplen;
     st.flush_interval = a.flush_interval;
     st.prefix = a.prefix.clone();
-    st.io = a.io.parse().map_err(anyhow::Error::msg)?;
+    st.io = a.io.parse().map_err(crate::usage)?;
     st.block_size = a.block_kib as usize * 1024;
     st.buffers = a.write_buffers as usize;
     st.rotate_size = a.rotate_size;
@@ -975,10 +1005,10 @@ pub fn run(a: Args) -> Result<i32> {
         st.buffer_bytes = m << 20;
     }
     st.format =
-        wiretape::storage::Format::from_flags(&a.format, &a.tsprec).map_err(anyhow::Error::msg)?;
+        wiretape::storage::Format::from_flags(&a.format, &a.tsprec).map_err(crate::usage)?;
     st.index = !a.no_index;
     st.flow_index = !a.no_flow_index;
-    st.compress = a.compress.parse().map_err(anyhow::Error::msg)?;
+    st.compress = a.compress.parse().map_err(crate::usage)?;
     if let Some(n) = a.compress_threads {
         st.compress_threads = n as usize;
     }
@@ -1015,12 +1045,15 @@ pub fn run(a: Args) -> Result<i32> {
         lv.serve = Some(sc);
     }
 
+    // A typo in -w is refused before anything else is looked at.
+    check_output_dir(&a.dir, a.mkdir)?;
     if a.check {
         return crate::check::run(&opts, a.metrics);
     }
 
-    // Cheap checks first, so that bad input fails before anything is attached.
-    wiretape::storage::prepare_dir(&a.dir)?;
+    // Cheap checks first, so that bad input fails before anything is
+    // attached. Nothing is created here: the recording makes DIR once the
+    // filter is compiled and the input opened.
     for iface in &a.iface {
         if sys::ifindex(iface).is_none() {
             bail!(
@@ -1187,6 +1220,43 @@ pub fn run(a: Args) -> Result<i32> {
         bail!("{e} (the files hold every frame the summary counts as written)");
     }
     Ok(0)
+}
+
+/// `-w DIR` as given: a directory, or a path whose parent exists (with
+/// `mkdir`, any path: the missing parents are made), writable where DIR is
+/// or will be made. Creates nothing (a probe file is made and removed).
+fn check_output_dir(dir: &std::path::Path, mkdir: bool) -> Result<()> {
+    use wiretape::storage::StorageError;
+    let probe_in = if dir.exists() {
+        if !dir.is_dir() {
+            bail!(StorageError::NotADirectory(dir.to_owned()));
+        }
+        dir.to_owned()
+    } else {
+        let parent = match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        if !parent.is_dir() && !mkdir {
+            return Err(crate::usage(format!(
+                "-w {}: its parent {} does not exist (a typo?): give an existing path, or --mkdir \
+                 to create the whole path (in a --config file: create = true)",
+                dir.display(),
+                parent.display()
+            )));
+        }
+        crate::check::nearest_existing(dir)
+    };
+    if !probe_in.is_dir() {
+        bail!(StorageError::NotADirectory(probe_in));
+    }
+    let probe = probe_in.join(format!(".wiretape-probe-{}", std::process::id()));
+    std::fs::File::create(&probe).map_err(|source| StorageError::NotWritable {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 /// `-r FILE` is a file with bytes in it: else one line saying what is

@@ -9,17 +9,20 @@ use wiretape::storage::repair;
     after_help = "A torn tail is a half-written last record, or zero padding from an interrupted \
 aligned write, after the last complete record; it is cut off. A damaged record followed by more data \
 is corruption: the file is left as it is and the command exits 1. `wiretape record` does this by \
-itself for its own files in its output directory."
+itself for its own files in its output directory. A directory stands for the capture files in it \
+named like wiretape's (compressed ones too), as every other command reads a store.\n\n\
+Examples:\n  wiretape repair /data\n  wiretape repair trace.pcap"
 )]
 pub struct Args {
-    /// Capture files (pcap, pcapng; plain or compressed).
-    #[arg(required = true, value_name = "FILE")]
+    /// Capture files (pcap, pcapng; plain or compressed) and directories
+    /// of them.
+    #[arg(required = true, value_name = "FILE|DIR")]
     files: Vec<PathBuf>,
 }
 
 pub fn run(a: Args) -> Result<i32> {
     let mut failed = 0;
-    for f in &a.files {
+    for f in &crate::info::captures(&a.files)? {
         match repair::repair(f) {
             Ok(r) if r.changed() && r.len_after > r.len_before => println!(
                 "{}: closed a compressed stream cut short (cut at its last whole block, end mark written); {} complete records kept ({} bytes)",

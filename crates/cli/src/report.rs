@@ -695,10 +695,13 @@ pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> Strin
     // The closing lines scripts written for tcpdump already parse.
     let d = r.drops();
     s += &format!("{} packets captured\n", r.written());
-    s += &format!(
-        "{} packets dropped by kernel\n",
-        d.rx_ring_full + d.fill_ring_empty + d.other
-    );
+    // A file has no kernel to drop frames (tcpdump -r prints no such line).
+    if r.info.engine != "file" {
+        s += &format!(
+            "{} packets dropped by kernel\n",
+            d.rx_ring_full + d.fill_ring_empty + d.other
+        );
+    }
     let truncated: u64 = r.queues.iter().map(|q| q.truncated).sum();
     if truncated > 0 {
         s += &format!(

@@ -204,12 +204,18 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
 }
 
 pub fn gen(a: GenArgs) -> Result<i32> {
-    let mut cfg = common(&a.tx)?;
-    cfg.speed = match a.rate {
+    // Usage first (exit 2), then the interface and the rights.
+    let speed = match a.rate {
         Some(r) if r > 0.0 && r.is_finite() => Speed::Pps(r),
-        Some(r) => bail!("--rate {r}: give a positive number of frames per second"),
+        Some(r) => {
+            return Err(crate::usage(format!(
+                "--rate {r}: give a positive number of frames per second"
+            )))
+        }
         None => Speed::Max,
     };
+    let mut cfg = common(&a.tx)?;
+    cfg.speed = speed;
     let mut src = GenSource::new(a.size, a.count, a.flows);
     let what = format!("{} frames of size {:?}, {} flows", a.count, a.size, a.flows);
     let r = run_tx(&a.tx, &cfg, &mut src, &what)?;

@@ -24,7 +24,13 @@ included). Files without an .idx count nothing (listed in the JSON); a file bein
 to its last index entry.\n\n\
 --filter-index EXPR: per bin, the frames of the blocks whose flow sets may hold a match of EXPR: an \
 upper bound of the matching frames (`extract --count-only` gives the exact count).\n\n\
-TIME as extract takes it: RFC 3339, Unix seconds, or back from now (-5m, -1h).\n\n\
+TIME as extract takes it: RFC 3339 (with a zone, or --utc), Unix seconds, or back from now (-5m, \
+-1h). A window that misses the store draws nothing and says the store's span (stderr, and \
+store_span in --json).\n\n\
+INPUTS: every word is an input (a directory, a capture file, an https:// sensor); timeline takes no \
+filter words (--filter-index EXPR bounds the matches per bin). A word that is both an existing file \
+or directory here and a filter word (tcp, host, ...) is refused as ambiguous: write ./WORD for the \
+file.\n\n\
 Examples:\n  \
 wiretape timeline /data --json\n  \
 wiretape timeline /data --from -1h -o last-hour.svg --by queue\n  \
@@ -41,6 +47,9 @@ pub struct Args {
     /// The window's end (exclusive; default: after the last frame).
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     to: Option<String>,
+    /// A TIME without a zone (2026-11-22 14:02:00) is UTC.
+    #[arg(long)]
+    utc: bool,
     /// One series per interface or per RX queue (from the file names).
     #[arg(long, value_name = "none|iface|queue", default_value = "none", value_parser = ["none", "iface", "queue"])]
     by: String,
@@ -107,13 +116,21 @@ pub fn run(a: Args) -> Result<i32> {
             return Ok(QueryError::from(e).exit_code());
         }
     }
-    let window = match crate::extract::window_flags(a.from.as_deref(), a.to.as_deref()) {
+    let window = match crate::extract::window_flags(a.from.as_deref(), a.to.as_deref(), a.utc) {
+        Ok(w) => w,
+        Err(e) => return usage(e),
+    };
+    let words = match crate::inputs::inputs_only(
+        &a.inputs,
+        "timeline",
+        " (--filter-index EXPR bounds the frames matching a filter per bin)",
+    ) {
         Ok(w) => w,
         Err(e) => return usage(e),
     };
     let mut local = Vec::new();
     let mut remotes = Vec::new();
-    for w in &a.inputs {
+    for w in &words {
         if remote::is_url(w) {
             match Remote::parse(w) {
                 Ok(r) => remotes.push(r),
@@ -154,8 +171,12 @@ pub fn run(a: Args) -> Result<i32> {
     } else if a.out.is_none() {
         print_table(&tl);
     }
-    if !a.json {
-        let t = tl.totals();
+    let t = tl.totals();
+    let missed = tl.store_span.filter(|s| t.frames == 0 && s.misses(&window));
+    if let Some(s) = missed {
+        // Instead of "0 frames in 0 bins": why.
+        eprintln!("wiretape: no frames: {}", s.missed_line(&window));
+    } else if !a.json {
         eprintln!(
             "wiretape: timeline {} to {}: {} frames, {} bytes in {} bins of {}{}{}",
             format_rfc3339(tl.from_ns),
