@@ -255,19 +255,6 @@ fn same(what: &str, ours: &[F], want: &[F]) {
     }
 }
 
-fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(bin())
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run wiretape");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
 /// Three inputs: Ethernet (pcap ns, LE), RAW (pcap µs, BE), LINUX_SLL
 /// (pcap ns, LE), interleaved in time with equal stamps across them.
 fn inputs(t: &TempDir) -> Vec<PathBuf> {
@@ -297,7 +284,7 @@ fn extract_writes_one_pcapng_with_an_interface_per_link_type() {
     let mut a = vec!["extract"];
     a.extend(strs(&ins));
     a.extend(["-w", out.to_str().unwrap(), "--format", "pcapng", "--json"]);
-    let (code, o, e) = run(t.path(), &a);
+    let (code, o, e) = run_wiretape_in(t.path(), &a);
     assert_eq!(code, 0, "{e}");
     let j: Value = serde_json::from_str(&o).unwrap();
     assert_eq!(j["frames"], 155);
@@ -353,7 +340,7 @@ fn extract_writes_one_pcapng_with_an_interface_per_link_type() {
     let mut a = vec!["extract"];
     a.extend(strs(&ins));
     a.extend(["-w", sel.to_str().unwrap(), "--format", "pcapng", "ip"]);
-    let (code, _, e) = run(t.path(), &a);
+    let (code, _, e) = run_wiretape_in(t.path(), &a);
     assert_eq!(code, 0, "{e}");
     let want_ip = reference(&ins, Some("ip"));
     assert!(want_ip.len() < want.len() && want_ip.len() > 100);
@@ -375,7 +362,7 @@ fn extract_writes_one_pcapng_with_an_interface_per_link_type() {
         "port",
         "443",
     ]);
-    let (code, _, e) = run(t.path(), &a);
+    let (code, _, e) = run_wiretape_in(t.path(), &a);
     assert_eq!(code, 0, "{e}");
     same(
         "extract tcp port 443",
@@ -386,7 +373,7 @@ fn extract_writes_one_pcapng_with_an_interface_per_link_type() {
     let mut a = vec!["extract"];
     a.extend(strs(&ins));
     a.extend(["--count-only", "--json", "ip"]);
-    let (code, o, e) = run(t.path(), &a);
+    let (code, o, e) = run_wiretape_in(t.path(), &a);
     assert_eq!(code, 0, "{e}");
     let j: Value = serde_json::from_str(&o).unwrap();
     assert_eq!(j["frames"].as_u64(), Some(want_ip.len() as u64));
@@ -421,7 +408,7 @@ fn pcap_output_and_filters_that_do_not_compile_are_refused() {
     let mut a = vec!["extract"];
     a.extend(strs(&ins));
     a.extend(["-w", out.to_str().unwrap()]);
-    let (code, o, e) = run(t.path(), &a);
+    let (code, o, e) = run_wiretape_in(t.path(), &a);
     assert_eq!(code, 2, "{e}");
     assert!(o.is_empty());
     assert_eq!(e.lines().count(), 1, "{e}");
@@ -444,7 +431,7 @@ fn pcap_output_and_filters_that_do_not_compile_are_refused() {
     a.extend(strs(&ins));
     a.extend(["-w", out.to_str().unwrap(), "--format", "pcapng"]);
     a.extend(["ether", "host", "02:00:00:00:00:01"]);
-    let (code, o, e) = run(t.path(), &a);
+    let (code, o, e) = run_wiretape_in(t.path(), &a);
     assert_eq!(code, 2, "{e}");
     assert!(o.is_empty());
     assert_eq!(e.lines().count(), 1, "{e}");
@@ -504,7 +491,7 @@ fn the_api_writes_pcapng_over_link_types_and_refuses_pcap_alike() {
     let mut a = vec!["extract"];
     a.extend(strs(&ins));
     a.extend(["-w", "x.pcap"]);
-    let (c, _, e) = run(t.path(), &a);
+    let (c, _, e) = run_wiretape_in(t.path(), &a);
     assert_eq!(c, 2);
     let line = e.trim().trim_start_matches("wiretape: error: ");
     let body = String::from_utf8_lossy(&body);

@@ -53,26 +53,17 @@ fn frame(proto: u8) -> Vec<u8> {
     f
 }
 
-/// The trace: 6,000 frames 1 ms apart from T0, every third TCP, as a ns
-/// pcap written by hand.
+/// The trace: 6,000 frames 1 ms apart from T0, every third TCP.
 fn write_trace(p: &Path) {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_3c4du32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    b.extend_from_slice(&[0; 8]);
-    b.extend_from_slice(&65535u32.to_le_bytes());
-    b.extend_from_slice(&1u32.to_le_bytes());
-    for i in 0..FRAMES {
-        let ns = T0_NS + i * 1_000_000;
-        let f = frame(if i % 3 == 0 { 6 } else { 17 });
-        b.extend_from_slice(&((ns / 1_000_000_000) as u32).to_le_bytes());
-        b.extend_from_slice(&((ns % 1_000_000_000) as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&f);
-    }
-    std::fs::write(p, b).unwrap();
+    let frames: Vec<(u64, Vec<u8>)> = (0..FRAMES)
+        .map(|i| {
+            (
+                T0_NS + i * 1_000_000,
+                frame(if i % 3 == 0 { 6 } else { 17 }),
+            )
+        })
+        .collect();
+    write_ns_pcap(p, &frames);
 }
 
 /// The scratch directory of the docs: trace.pcap, store/ (recorded from
@@ -90,16 +81,7 @@ fn scratch(tag: &str) -> TempDir {
 
 /// `wiretape ARGS` run in `dir`: (exit code, stdout, stderr).
 fn at(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(bin())
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run wiretape");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    run_wiretape_in(dir, args)
 }
 
 /// Every path under `dir` with its length (directories: None).

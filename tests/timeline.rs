@@ -115,25 +115,6 @@ fn trace() -> Vec<(u64, Vec<u8>)> {
     out
 }
 
-/// A nanosecond pcap of `frames`.
-fn write_ns_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_3c4du32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    b.extend_from_slice(&[0; 8]);
-    b.extend_from_slice(&65535u32.to_le_bytes());
-    b.extend_from_slice(&1u32.to_le_bytes());
-    for (ns, f) in frames {
-        b.extend_from_slice(&((ns / S) as u32).to_le_bytes());
-        b.extend_from_slice(&((ns % S) as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(f);
-    }
-    std::fs::write(path, b).unwrap();
-}
-
 fn timeline_json(args: &[&str]) -> Value {
     let mut a = vec!["timeline"];
     a.extend_from_slice(args);

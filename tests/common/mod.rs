@@ -289,6 +289,21 @@ pub fn run_wiretape(tb: Option<&Testbed>, args: &[&str]) -> (i32, String, String
     )
 }
 
+/// `wiretape ARGS` run in `dir` (relative paths are `dir`'s): (exit code,
+/// stdout, stderr).
+pub fn run_wiretape_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(bin())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run wiretape");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
 pub fn read_json(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).expect("summary json written"))
         .expect("valid json")
@@ -482,6 +497,26 @@ pub fn write_us_pcap(path: &Path, frames: &[(Vec<u8>, u32, u64)]) {
         b.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
         b.extend_from_slice(&(f.len() as u32).to_le_bytes());
         b.extend_from_slice(&wire.to_le_bytes());
+        b.extend_from_slice(f);
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+/// A nanosecond pcap (little-endian, Ethernet) of `frames` (stamp in ns,
+/// bytes), written by hand.
+pub fn write_ns_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_3c4du32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&65535u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    for (ns, f) in frames {
+        b.extend_from_slice(&((ns / 1_000_000_000) as u32).to_le_bytes());
+        b.extend_from_slice(&((ns % 1_000_000_000) as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
         b.extend_from_slice(f);
     }
     std::fs::write(path, b).unwrap();
