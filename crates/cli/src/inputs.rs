@@ -68,6 +68,13 @@ fn split_in(
             filter.push(w.clone());
             continue;
         }
+        if i == 0 && !looks_like_input(w) && names(w).is_none() && is_filter_word(w) {
+            // The inputs left out: the filter came first.
+            return Err(format!(
+                "'{w}' is a filter word, not a file or directory here: give the inputs first \
+                 (a store directory, capture files, https:// sensors), then the filter"
+            ));
+        }
         if i == 0 || looks_like_input(w) {
             inputs.push(w.clone());
             continue;
@@ -187,6 +194,8 @@ mod tests {
             "'tcp' is both a file here and a filter word: write ./tcp for the file, or put the \
              filter after -- (-- tcp ...)"
         );
+        let e = split_(&["udp", "port", "53"], &[]).unwrap_err();
+        assert!(e.contains("give the inputs first"), "{e}");
         // After the filter starts, a word is the filter's whatever exists.
         let (_, f) = split_(&["store", "udp", "or", "tcp"], &[]).unwrap();
         assert_eq!(f, v(&["udp", "or", "tcp"]));
