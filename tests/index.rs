@@ -154,6 +154,9 @@ fn extract_json(dir: &Path, extra: &[&str], expr: &str, out: &Path) -> Value {
         "--json",
     ];
     args.extend_from_slice(extra);
+    // After --: the tests run in the repository, whose `src/` is also a
+    // filter word (`src host ...` is ambiguous there).
+    args.push("--");
     args.extend(expr.split_whitespace());
     let (code, o, e) = run_wiretape(None, &args);
     assert_eq!(code, 0, "extract {args:?}: {e}");

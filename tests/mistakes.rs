@@ -676,6 +676,20 @@ fn every_subcommand_refuses_bad_usage_in_one_line_and_creates_nothing() {
             "does not exist",
         ),
         (
+            &[
+                "record",
+                "-i",
+                "lo",
+                "-w",
+                "out/n",
+                "--engine",
+                "packet",
+                "--packet-block-kib",
+                "100",
+            ],
+            "power of two",
+        ),
+        (
             &["record", "-r", "trace.pcap", "-w", "out/n", "--bogus"],
             "unexpected argument '--bogus'",
         ),

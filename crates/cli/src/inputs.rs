@@ -11,7 +11,9 @@
 //! these, and everything after `--` is the filter. A word that names an
 //! existing file or directory here *and* reads as a filter (a keyword of
 //! pcap-filter such as `tcp` or `host`, `not`, `(`) is refused, naming both
-//! readings: `./WORD` is the file, `-- WORD` the filter.
+//! readings: `./WORD` is the file, `-- WORD` the filter. Where the trailing
+//! words are only a filter (`record`, `ctl dump`, `filter`), a first word
+//! naming a file is refused the same way (`-F WORD` is the file).
 
 use std::path::Path;
 use wiretape::filter::words::is_filter_word;
@@ -130,14 +132,17 @@ fn inputs_only_in(
 
 /// The filter words of a command whose trailing words are only a filter
 /// (`record`, `ctl dump`, `filter`): `words` (before any `--`) and `after`
-/// (after it). Err: a first word before `--` that is ambiguous.
+/// (after it). Err: a first word before `--` that is ambiguous: a filter
+/// word naming a file here, which `-F` could have meant (a directory is
+/// nothing these commands read: `record -w /data src host X` in a
+/// directory holding `src/` is the filter).
 pub fn filter_only(words: &[String], after: &[String]) -> Result<Vec<String>, String> {
     filter_only_in(words, after, &names)
 }
 
 fn filter_only_in(words: &[String], after: &[String], names: Names) -> Result<Vec<String>, String> {
     if let Some(w) = words.first() {
-        if let Some(kind) = names(w).filter(|_| is_filter_word(w)) {
+        if let Some(kind) = names(w).filter(|k| *k == "file" && is_filter_word(w)) {
             return Err(ambiguous(
                 w,
                 kind,
@@ -218,5 +223,7 @@ mod tests {
         assert!(e.contains("-F tcp reads the filter from the file"), "{e}");
         assert_eq!(fo(&[], &["tcp"]).unwrap(), v(&["tcp"]));
         assert_eq!(fo(&["udp"], &[]).unwrap(), v(&["udp"]));
+        let store_then = fo(&["store", "host", "10.0.0.1"], &[]).unwrap();
+        assert_eq!(store_then.len(), 3, "a directory is no filter file");
     }
 }

@@ -22,7 +22,7 @@ wiretape record -i eth0 -w /data --rotate-size 1G --keep-bytes 500G --on-full ro
 wiretape record -i eth0 -w /data --format pcapng --rotate-time 60s --keep-age 7d --cpus 2,3 --writer-cpus 4,5\n  \
 wiretape record -i eth0 -i eth1 -w /data --cpus 2-5   # both directions of a tap: files per interface and queue\n  \
 wiretape record --engine netmap -i eth0 -w /data      # netmap rings (build with --features netmap)\n\nA capture filter (tcpdump's language) goes after the options, or after --, or in a file with -F. \
-A first filter word that is also an existing file or directory here (tcp, host, ...) is refused \
+A first filter word that is also an existing file here (tcp, host, ...) is refused \
 as ambiguous: -F WORD reads the filter from that file, -- WORD takes it as the filter:\n  \
 wiretape record -i eth0 -w /data tcp port 443 and not host 10.0.0.1\n  \
 wiretape record -i eth0 -w /data -- tcp port 443\n  \
@@ -913,7 +913,11 @@ fn input(a: &Args) -> Result<Input> {
                 }
                 c
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // The sizes are usage (exit 2), found before anything is created.
+        if let Some(c) = list.first() {
+            c.check_sizes().map_err(|e| crate::usage(e.to_string()))?;
+        }
         return Ok(Input::Packet(list));
     }
     let mut c = CaptureConfig::new(&iface);

@@ -83,25 +83,8 @@ impl Packet {
         let Some(ifindex) = sys::ifindex(&ifname) else {
             return Err(CaptureError::NoSuchInterface(ifname));
         };
+        cfg.check_sizes()?;
         let bs = cfg.block_size;
-        if !bs.is_power_of_two() || !(4096..=(64 << 20)).contains(&bs) {
-            return Err(CaptureError::Config(format!(
-                "--packet-block-kib {}: a block must be a power of two between 4 KiB and 64 MiB",
-                bs / 1024
-            )));
-        }
-        if !(2..=65536).contains(&cfg.blocks) {
-            return Err(CaptureError::Config(format!(
-                "--packet-blocks {}: a ring needs between 2 and 65536 blocks",
-                cfg.blocks
-            )));
-        }
-        if !(1..=60_000).contains(&cfg.retire_ms) {
-            return Err(CaptureError::Config(format!(
-                "--packet-retire-ms {}: a block's timer takes 1 to 60000 ms",
-                cfg.retire_ms
-            )));
-        }
         let count = sys::rx_queue_count(&ifname).unwrap_or(1).max(1);
         let mut asked = crate::engine::queues_of(&ifname, count, cfg.queues.as_deref())?;
         asked.sort_unstable();

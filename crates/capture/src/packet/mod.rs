@@ -128,4 +128,30 @@ impl PacketConfig {
             sockets: None,
         }
     }
+
+    /// The ring's sizes checked on their own (no interface asked): the
+    /// block a power of two from 4 KiB to 64 MiB, 2 to 65536 blocks, a
+    /// block timer of 1 to 60000 ms. Err: the one line naming the flag.
+    pub fn check_sizes(&self) -> Result<(), crate::CaptureError> {
+        let bs = self.block_size;
+        if !bs.is_power_of_two() || !(4096..=(64 << 20)).contains(&bs) {
+            return Err(crate::CaptureError::Config(format!(
+                "--packet-block-kib {}: a block must be a power of two between 4 KiB and 64 MiB",
+                bs / 1024
+            )));
+        }
+        if !(2..=65536).contains(&self.blocks) {
+            return Err(crate::CaptureError::Config(format!(
+                "--packet-blocks {}: a ring needs between 2 and 65536 blocks",
+                self.blocks
+            )));
+        }
+        if !(1..=60_000).contains(&self.retire_ms) {
+            return Err(crate::CaptureError::Config(format!(
+                "--packet-retire-ms {}: a block's timer takes 1 to 60000 ms",
+                self.retire_ms
+            )));
+        }
+        Ok(())
+    }
 }
