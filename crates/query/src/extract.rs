@@ -106,7 +106,7 @@ impl Window {
 
 /// The first and last stamps a store holds, as its indexes and file names
 /// say (no capture data read): what a window that finds nothing is
-/// compared with ([`Span::misses`]).
+/// compared with ([`StoreSpan::misses`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StoreSpan {
     /// The first frame's stamp (UTC ns).
