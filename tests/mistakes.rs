@@ -104,6 +104,23 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, Option<u64>> {
     out
 }
 
+/// `record -r trace.pcap -w OUT EXTRA...`.
+fn record_r<'a>(out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec!["record", "-r", "trace.pcap", "-w", out];
+    a.extend_from_slice(extra);
+    a
+}
+
+/// Runs `args` (a recording) in `d`, which must succeed, and counts with
+/// tcpdump the frames of the one capture file it wrote into `out`.
+fn recorded(d: &Path, args: &[&str], out: &str) -> u64 {
+    let (code, _, err) = at(d, args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    let files = pcaps(&d.join(out));
+    assert_eq!(files.len(), 1, "{args:?}");
+    tcpdump_count(&files[0], "")
+}
+
 /// What tcpdump counts of `file` for `expr` (the independent reader).
 fn tcpdump_count(file: &Path, expr: &str) -> u64 {
     let o = Command::new("tcpdump")
@@ -114,6 +131,28 @@ fn tcpdump_count(file: &Path, expr: &str) -> u64 {
         .expect("tcpdump is installed (scripts/setup.sh)");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).lines().count() as u64
+}
+
+/// `extract store --count-only --json ARGS` in `d`, which must succeed:
+/// its JSON and its stderr.
+fn count_json(d: &Path, args: &[&str]) -> (Value, String) {
+    let mut a = vec!["extract", "store", "--count-only", "--json"];
+    a.extend_from_slice(args);
+    let (code, out, err) = at(d, &a);
+    assert_eq!(code, 0, "{a:?}: {err}");
+    (json(&out), err)
+}
+
+/// `wiretape api` serving `d/store` on loopback, plain HTTP.
+fn api_on_store(d: &Path) -> Api {
+    let store = d.join("store");
+    Api::start(&[
+        "-w",
+        store.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "-q",
+    ])
 }
 
 fn json(s: &str) -> Value {
@@ -211,16 +250,7 @@ fn a_word_that_is_both_a_file_and_a_filter_is_refused_not_guessed() {
     );
     refused(
         d,
-        &[
-            "record",
-            "-r",
-            "trace.pcap",
-            "-w",
-            "out/new",
-            "tcp",
-            "port",
-            "80",
-        ],
+        &record_r("out/new", &["tcp", "port", "80"]),
         "-F tcp reads the filter from the file, or put the filter after -- (-- tcp ...)",
     );
     refused(
@@ -240,42 +270,31 @@ fn a_word_that_is_both_a_file_and_a_filter_is_refused_not_guessed() {
         "unexpected argument 'tcp'",
     );
     // After --: the filter, and the recording has it.
-    let (code, _, err) = at(
-        d,
-        &[
-            "record",
-            "-r",
-            "trace.pcap",
-            "-w",
-            "out/tcp",
-            "-q",
-            "--",
-            "tcp",
-        ],
+    assert_eq!(
+        recorded(d, &record_r("out/tcp", &["-q", "--", "tcp"]), "out/tcp"),
+        tcp
     );
-    assert_eq!(code, 0, "{err}");
-    let files = pcaps(&d.join("out/tcp"));
-    assert_eq!(files.len(), 1);
-    assert_eq!(tcpdump_count(&files[0], ""), tcp);
     let (code, out, err) = at(d, &["filter", "--", "tcp"]);
     assert!(code == 0 && out.starts_with("ok: 'tcp'"), "{err}");
     // --config's filter comes after --: never a file.
     let conf = d.join("out/r.toml");
     std::fs::write(&conf, "filter = \"tcp\"\nquiet = true\n").unwrap();
-    let (code, _, err) = at(
-        d,
-        &[
-            "record",
-            "--config",
-            "out/r.toml",
-            "-r",
-            "trace.pcap",
-            "-w",
-            "out/conf",
-        ],
+    assert_eq!(
+        recorded(
+            d,
+            &[
+                "record",
+                "--config",
+                "out/r.toml",
+                "-r",
+                "trace.pcap",
+                "-w",
+                "out/conf"
+            ],
+            "out/conf"
+        ),
+        tcp
     );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(tcpdump_count(&pcaps(&d.join("out/conf"))[0], ""), tcp);
 }
 
 #[test]
@@ -320,38 +339,14 @@ fn a_window_that_misses_the_store_reads_nothing_and_says_its_span() {
         );
     }
     // Before the store: the same.
-    let (code, out, err) = at(
-        d,
-        &[
-            "extract",
-            "store",
-            "--to",
-            "2025-11-21T00:00:00Z",
-            "--count-only",
-            "--json",
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    let j = json(&out);
+    let (j, _) = count_json(d, &["--to", "2025-11-21T00:00:00Z"]);
     assert_eq!(
         (j["frames"].as_u64(), j["bytes_read"].as_u64()),
         (Some(0), Some(0))
     );
     want_span(&j);
     // A window inside: the frames, the span, no such line.
-    let (code, out, err) = at(
-        d,
-        &[
-            "extract",
-            "store",
-            "--from",
-            "2025-11-22T00:00:05Z",
-            "--count-only",
-            "--json",
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    let j = json(&out);
+    let (j, err) = count_json(d, &["--from", "2025-11-22T00:00:05Z"]);
     assert_eq!(j["frames"].as_u64(), Some(1000));
     assert_eq!(j["window_misses_store"], false);
     assert!(!err.contains("no frames"), "{err}");
@@ -366,13 +361,7 @@ fn a_window_that_misses_the_store_reads_nothing_and_says_its_span() {
     assert!(err.contains(said) && !err.contains("0 bins"), "{err}");
     assert!(out.lines().count() <= 1, "no bins: {out}");
     // The API: /v1/count and /v1/timeline's JSON, /v1/extract's trailer.
-    let api = Api::start(&[
-        "-w",
-        d.join("store").to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "-q",
-    ]);
+    let api = api_on_store(d);
     for path in ["/v1/count?from=-5m", "/v1/timeline?from=-5m"] {
         let o = Command::new("curl")
             .args(["-s", "-f", &format!("{}{path}", api.url)])
@@ -475,13 +464,7 @@ fn times_say_what_to_add_and_a_space_with_a_zone_is_a_time() {
         "or give --utc",
     );
     // The API says the same (no --utc there: a zone).
-    let api = Api::start(&[
-        "-w",
-        d.join("store").to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "-q",
-    ]);
+    let api = api_on_store(d);
     let o = Command::new("curl")
         .args(["-s", &format!("{}/v1/count?from=5m", api.url)])
         .output()
@@ -497,11 +480,7 @@ fn times_say_what_to_add_and_a_space_with_a_zone_is_a_time() {
 fn record_refuses_mistakes_before_creating_anything() {
     let t = scratch("mrec");
     let d = t.path();
-    fn rec<'a>(extra: &[&'a str]) -> Vec<&'a str> {
-        let mut a = vec!["record", "-r", "trace.pcap", "-w", "out/new"];
-        a.extend_from_slice(extra);
-        a
-    }
+    let rec = |extra| record_r("out/new", extra);
     refused(
         d,
         &rec(&["--compress", "gzip"]),
@@ -533,32 +512,23 @@ fn record_refuses_mistakes_before_creating_anything() {
          path, or --mkdir to create the whole path (in a --config file: create = true)",
     );
     // --mkdir and create = true make it, and record every frame.
-    let (code, _, err) = at(
-        d,
-        &[
-            "record",
-            "-r",
-            "trace.pcap",
-            "-w",
-            "made/a/b",
-            "--mkdir",
-            "-q",
-        ],
+    assert_eq!(
+        recorded(d, &record_r("made/a/b", &["--mkdir", "-q"]), "made/a/b"),
+        FRAMES
     );
-    assert_eq!(code, 0, "{err}");
-    let files = pcaps(&d.join("made/a/b"));
-    assert_eq!(tcpdump_count(&files[0], ""), FRAMES);
     std::fs::write(
         d.join("out/c.toml"),
         "create = true\nwrite = \"conf/x/y\"\n",
     )
     .unwrap();
-    let (code, _, err) = at(
-        d,
-        &["record", "--config", "out/c.toml", "-r", "trace.pcap", "-q"],
+    assert_eq!(
+        recorded(
+            d,
+            &["record", "--config", "out/c.toml", "-r", "trace.pcap", "-q"],
+            "conf/x/y"
+        ),
+        FRAMES
     );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(tcpdump_count(&pcaps(&d.join("conf/x/y"))[0], ""), FRAMES);
     // A file has no kernel: `record -r` prints no kernel drops.
     let (code, _, err) = at(d, &["record", "-r", "trace.pcap", "-w", "out/k"]);
     assert_eq!(code, 0, "{err}");
@@ -572,18 +542,7 @@ fn info_and_repair_take_a_directory_and_its_compressed_files() {
     let d = t.path();
     let (code, _, err) = at(
         d,
-        &[
-            "record",
-            "-r",
-            "trace.pcap",
-            "-w",
-            "store",
-            "--prefix",
-            "z",
-            "--compress",
-            "lz4",
-            "-q",
-        ],
+        &record_r("store", &["--prefix", "z", "--compress", "lz4", "-q"]),
     );
     assert_eq!(code, 0, "{err}");
     let (code, out, err) = at(d, &["info", "--json", "store"]);
@@ -635,34 +594,12 @@ fn every_subcommand_refuses_bad_usage_in_one_line_and_creates_nothing() {
     let t = scratch("musage");
     let d = t.path();
     let cases: &[(&[&str], &str)] = &[
-        (
-            &[
-                "record",
-                "-r",
-                "trace.pcap",
-                "-w",
-                "out/n",
-                "--compress",
-                "gzip",
-            ],
-            "--compress",
-        ),
+        (&record_r("out/n", &["--compress", "gzip"]), "--compress"),
         (
             &["record", "-r", "trace.pcap", "-w", "out/n", "-c", "0"],
             "--count",
         ),
-        (
-            &[
-                "record",
-                "-r",
-                "trace.pcap",
-                "-w",
-                "out/n",
-                "--busy-poll",
-                "50",
-            ],
-            "--busy-poll",
-        ),
+        (&record_r("out/n", &["--busy-poll", "50"]), "--busy-poll"),
         (
             &["record", "-i", "lo", "-w", "out/n", "--queues", "x"],
             "invalid --queues 'x'",
