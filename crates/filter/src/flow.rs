@@ -673,6 +673,20 @@ impl Needs {
         Some(Needs { alts })
     }
 
+    /// Needs stated directly, for a filter whose compiler knows its keys
+    /// (Stenographer's queries): a block may match when it may hold every
+    /// key of one of `alts`. Sound only if every frame the filter accepts
+    /// holds, as [`FrameKeys::of`] reads it, all the keys of one of them.
+    pub fn from_alternatives(mut alts: Vec<Vec<Key>>) -> Needs {
+        for a in &mut alts {
+            a.sort_unstable();
+            a.dedup();
+        }
+        alts.sort_unstable();
+        alts.dedup();
+        Needs { alts }
+    }
+
     /// The alternatives: each a set of keys that a matching frame holds all of
     /// (no alternative: the filter matches nothing).
     pub fn alternatives(&self) -> &[Vec<Key>] {

@@ -19,6 +19,8 @@
 //! - [`status`]: what a store holds, from its names and indexes.
 //! - [`timeline`]: frames and bytes per time bin from the indexes
 //!   (`wiretape timeline`, `/v1/timeline`, the console's picture).
+//! - [`steno`]: Stenographer's query language (`POST /query`,
+//!   `extract --steno-query`), compiled to exact time pieces and programs.
 //! - [`api`]: `wiretape api`, the stores of a sensor over HTTPS with mutual
 //!   TLS ([`tls`]: configurations, client names, `wiretape certs`).
 //!
@@ -35,6 +37,7 @@ pub mod fleet;
 pub mod job;
 pub mod remote;
 pub mod status;
+pub mod steno;
 pub mod timeline;
 pub mod tls;
 

@@ -247,7 +247,12 @@ impl Validity {
 }
 
 /// Writes `text` to `path`, mode `mode`; an existing file only with `force`.
-fn write_file(path: &Path, text: impl AsRef<[u8]>, mode: u32, force: bool) -> Result<(), TlsError> {
+pub(crate) fn write_file(
+    path: &Path,
+    text: impl AsRef<[u8]>,
+    mode: u32,
+    force: bool,
+) -> Result<(), TlsError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let io = |source| TlsError::Io {
