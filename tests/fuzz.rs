@@ -548,7 +548,7 @@ proptest! {
         };
         for input in [dir.clone(), f.clone()] {
             let Ok(plan) = extract::plan(&[input], window, None) else { continue };
-            let mut m = Merge::new(plan, 1, |_: &[u8], _: u32| true);
+            let mut m = Merge::new(plan, 1, |_: &[u8], _: u32, _: u64| true);
             let mut k = 0u64;
             let most = std::fs::metadata(&f).unwrap().len() / 16 + 1;
             while let Some(fr) = m.next() {
@@ -605,7 +605,7 @@ fn unmutated_files_read_back_whole() {
             let es = index::read(&i).unwrap();
             prop_assert_eq!(es.iter().map(|e| e.count).sum::<u64>(), n);
             let plan = extract::plan(std::slice::from_ref(&dir), Window::default(), None).unwrap();
-            let mut m = Merge::new(plan, 1, |_: &[u8], _: u32| true);
+            let mut m = Merge::new(plan, 1, |_: &[u8], _: u32, _: u64| true);
             let mut k = 0;
             while m.next().is_some() {
                 k += 1;

@@ -637,11 +637,11 @@ struct Stream {
 }
 
 /// The k-way merge of a plan's files (see the module docs): frames in the
-/// window that `pred(data, wire_len)` accepts, in timestamp order. Over
+/// window that `pred(data, wire_len, ts_ns)` accepts, in timestamp order. Over
 /// files of several link types ([`Merge::per_linktype`]) each link type
 /// has its own predicate (a filter compiles differently for each) and each
 /// frame says its link type ([`Frame::linktype`]).
-pub struct Merge<P: FnMut(&[u8], u32) -> bool> {
+pub struct Merge<P: FnMut(&[u8], u32, u64) -> bool> {
     files: Vec<FilePlan>,
     window: Window,
     /// The link types merged, each with its predicate.
@@ -660,7 +660,7 @@ pub struct Merge<P: FnMut(&[u8], u32) -> bool> {
     stopped: bool,
 }
 
-impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
+impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
     /// A merge of `plan`'s files, frames of link type `linktype` only (a
     /// file of another is an [`NoteKind::Error`]), kept when `pred` says so.
     pub fn new(plan: Plan, linktype: u32, pred: P) -> Self {
@@ -941,7 +941,8 @@ impl<P: FnMut(&[u8], u32) -> bool> Merge<P> {
                 }
                 continue;
             }
-            if !self.window.contains(m.ts_ns) || !(self.preds[s.lt].1)(&s.data, m.orig_len) {
+            if !self.window.contains(m.ts_ns) || !(self.preds[s.lt].1)(&s.data, m.orig_len, m.ts_ns)
+            {
                 continue;
             }
             s.ts_ns = m.ts_ns;
@@ -1150,7 +1151,7 @@ mod tests {
     ) -> (Vec<Rec>, Stats, Vec<Note>, Vec<PathBuf>) {
         let plan = plan(inputs, w, None).unwrap();
         let files: Vec<PathBuf> = plan.files.iter().map(|f| f.path.clone()).collect();
-        let mut m = Merge::new(plan, 1, |d: &[u8], _| pred(d));
+        let mut m = Merge::new(plan, 1, |d: &[u8], _, _| pred(d));
         let mut out = Vec::new();
         while let Some(f) = m.next() {
             out.push((f.ts_ns, f.file, f.data.to_vec(), f.orig_len));

@@ -8,6 +8,7 @@
 //! what the command prints.
 
 use crate::extract::{self, Frame, Merge, Note, NoteKind, Plan, Stats, Window};
+use crate::steno::Selection;
 use crate::QueryError;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,8 +21,9 @@ use wiretape_storage::index::Entry;
 use wiretape_storage::pcap::MAX_SNAPLEN;
 use wiretape_storage::{Format, PcapWriter, WriteSink};
 
-/// The frame predicate of a job's merge: the compiled filter, or every frame.
-pub type Pred = Box<dyn FnMut(&[u8], u32) -> bool + Send>;
+/// The frame predicate of a job's merge (`data`, wire length, stamp): the
+/// compiled filter, a Stenographer query's pieces, or every frame.
+pub type Pred = Box<dyn FnMut(&[u8], u32, u64) -> bool + Send>;
 
 /// What to extract.
 #[derive(Clone, Debug)]
@@ -38,6 +40,9 @@ pub struct Request {
     pub flow_index: bool,
     /// Keep the list of planned blocks (for [`Job::plan_json`]).
     pub list_blocks: bool,
+    /// A Stenographer query instead of `filter` ([`crate::steno`]): its
+    /// time pieces within `window`, Ethernet frames only.
+    pub steno: Option<Arc<Selection>>,
 }
 
 impl Request {
@@ -50,6 +55,7 @@ impl Request {
             prefix: None,
             flow_index: true,
             list_blocks: false,
+            steno: None,
         }
     }
 }
@@ -90,6 +96,11 @@ pub struct Job {
     pub linktypes: Vec<(u32, Vec<PathBuf>)>,
     started: Instant,
     stop: Option<Arc<AtomicBool>>,
+    /// The Stenographer query run instead of the filter.
+    pub steno: Option<Arc<Selection>>,
+    /// Files of other link types than Ethernet, not read (a Stenographer
+    /// query selects Ethernet frames only).
+    pub not_ethernet: Vec<PathBuf>,
 }
 
 /// What a finished job did.
@@ -125,6 +136,9 @@ impl Job {
     /// Err: a filter libpcap refuses ([`QueryError::Filter`]), an input that
     /// does not exist or a directory that cannot be listed.
     pub fn plan(req: &Request) -> Result<Job, QueryError> {
+        if let Some(sel) = &req.steno {
+            return Self::plan_steno(req, sel);
+        }
         let filter = req.filter.as_deref().and_then(normalize_filter);
         let prog = match &filter {
             Some(e) => Some(wiretape_filter::compile(e, LINKTYPE_ETHERNET, MAX_SNAPLEN)?),
@@ -193,6 +207,69 @@ impl Job {
             blocks,
             started,
             stop: None,
+            steno: None,
+            not_ethernet: Vec::new(),
+        })
+    }
+
+    /// [`Job::plan`] of a Stenographer query: the plan covers its pieces
+    /// of time (blocks outside them, or whose flow sets cannot hold a
+    /// selected frame, are not read); files of other link types are left
+    /// out ([`Job::not_ethernet`]).
+    fn plan_steno(req: &Request, sel: &Selection) -> Result<Job, QueryError> {
+        let sel = Arc::new(sel.within(req.window));
+        let started = Instant::now();
+        let hull = sel.hull();
+        let mut skipped_by_flow = 0u64;
+        let mut blocks = Vec::new();
+        let mut check = |p: &Path, e: &Entry| {
+            let in_time = sel.may_hold(e.first_ns, e.last_ns, |_| true);
+            let keep = in_time
+                && sel.may_hold(e.first_ns, e.last_ns, |n| !req.flow_index || e.may_match(n));
+            skipped_by_flow += u64::from(in_time && !keep);
+            if keep && req.list_blocks {
+                blocks.push(PlannedBlock {
+                    file: std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned()),
+                    offset: e.offset,
+                    first_ns: e.first_ns,
+                    last_ns: e.last_ns,
+                    frames: e.count,
+                });
+            }
+            keep
+        };
+        let mut plan = extract::plan_with(
+            &req.inputs,
+            hull.unwrap_or(req.window),
+            req.prefix.as_deref(),
+            &mut check,
+        )?;
+        if hull.is_none() {
+            // No piece of time: nothing to read.
+            plan.files.clear();
+        }
+        let mut linktypes = linktypes_of(&plan);
+        let mut not_ethernet = Vec::new();
+        linktypes.retain(|(lt, files)| {
+            if *lt != LINKTYPE_ETHERNET {
+                not_ethernet.extend(files.iter().cloned());
+            }
+            *lt == LINKTYPE_ETHERNET
+        });
+        plan.files.retain(|f| !not_ethernet.contains(&f.path));
+        let narrows = req.flow_index && sel.parts.iter().any(|p| p.needs.is_some());
+        Ok(Job {
+            plan,
+            filter: None,
+            progs: vec![(LINKTYPE_ETHERNET, None)],
+            filter_narrows: narrows,
+            skipped_by_flow,
+            blocks,
+            linktypes,
+            started,
+            stop: None,
+            steno: Some(sel),
+            not_ethernet,
         })
     }
 
@@ -228,16 +305,23 @@ impl Job {
     /// The merge of the plan, pull-style (for merging with other sources):
     /// frames the window and the filter keep.
     pub fn into_merge(self) -> (Merge<Pred>, Instant) {
-        let preds = self
-            .progs
-            .into_iter()
-            .map(|(lt, prog)| {
-                let pred: Pred = Box::new(move |data: &[u8], wire: u32| {
-                    prog.as_ref().is_none_or(|p| p.matches(data, wire))
-                });
-                (lt, pred)
-            })
-            .collect();
+        let preds = match self.steno {
+            Some(sel) => {
+                let pred: Pred =
+                    Box::new(move |data: &[u8], _: u32, ts: u64| sel.matches(data, ts));
+                vec![(LINKTYPE_ETHERNET, pred)]
+            }
+            None => self
+                .progs
+                .into_iter()
+                .map(|(lt, prog)| {
+                    let pred: Pred = Box::new(move |data: &[u8], wire: u32, _: u64| {
+                        prog.as_ref().is_none_or(|p| p.matches(data, wire))
+                    });
+                    (lt, pred)
+                })
+                .collect(),
+        };
         let mut merge = Merge::per_linktype(self.plan, preds);
         if let Some(f) = self.stop {
             merge.stop_on(f);

@@ -444,6 +444,13 @@ pub fn query_string(window: &crate::Window, filter: Option<&str>, extract: bool)
     q.finish()
 }
 
+/// `query` (a query string) with `key=value` added.
+pub fn with_param(query: &str, key: &str, value: &str) -> String {
+    let mut q = form_urlencoded::Serializer::new(query.to_string());
+    q.append_pair(key, value);
+    q.finish()
+}
+
 /// A sensor's frames, as a merge source.
 pub struct RemoteSource {
     /// The sensor.

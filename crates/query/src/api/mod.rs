@@ -12,7 +12,9 @@
 //!   its script and style embedded in the binary, served with a
 //!   `Content-Security-Policy` of `default-src 'self'`); bad requests 400 with
 //!   `{"error": "..."}` naming the parameter, unknown paths 404, other
-//!   methods 405, oversized request heads 431 (hyper's limit).
+//!   methods 405, oversized request heads 431 (hyper's limit). `POST /query`
+//!   answers Stenographer's clients as Stenographer's server does
+//!   ([`steno`](self::steno)).
 //! - Each query runs on a blocking thread over the same [`Job`] as `wiretape
 //!   extract`; at most `max_queries` at once (the next gets 503 with
 //!   `Retry-After`). An extraction streams: the writer hands 256 KiB chunks
@@ -34,6 +36,7 @@
 mod body;
 mod console;
 pub mod params;
+mod steno;
 
 use crate::job::{self, Job, Request};
 use crate::tls::{self, TlsError};
@@ -454,6 +457,9 @@ async fn handle(
         );
         log(&st, &client.name, &what, "403 not admitted");
         return error(StatusCode::FORBIDDEN, m);
+    }
+    if path == steno::PATH {
+        return steno::query(st, client, req, what).await;
     }
     if let Some(asset) = console::asset(&path) {
         if req.method() != Method::GET && req.method() != Method::HEAD {

@@ -15,7 +15,7 @@ pub struct BadRequest(pub String);
 
 /// The parameters every query endpoint takes.
 pub const QUERY: &[&str] = &[
-    "from", "to", "filter", "format", "tsprec", "src", "dst", "sport", "dport", "proto",
+    "from", "to", "filter", "format", "tsprec", "src", "dst", "sport", "dport", "proto", "steno",
 ];
 /// The parameters of `/v1/index.parquet`.
 pub const WINDOW: &[&str] = &["from", "to"];
@@ -158,6 +158,18 @@ pub fn request(
     r.window = window(p, now_ns)?;
     r.filter = filter(p)?;
     r.prefix = prefix.map(str::to_string);
+    if let Some(q) = p.get("steno") {
+        if r.filter.is_some() {
+            return Err(BadRequest(
+                "parameter 'steno' (a Stenographer query) cannot be combined with 'filter' or the \
+                 5-tuple form: say every condition in one of them"
+                    .into(),
+            ));
+        }
+        let sel = crate::steno::compile(q, now_ns)
+            .map_err(|e| BadRequest(format!("parameter 'steno': {e}")))?;
+        r.steno = Some(std::sync::Arc::new(sel));
+    }
     Ok(r)
 }
 
