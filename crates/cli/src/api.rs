@@ -175,7 +175,8 @@ enum CertsCmd {
     /// A client certificate and key of CN NAME signed by DIR's CA:
     /// DIR/client-NAME.pem and client-NAME.key; with --p12 also
     /// DIR/client-NAME.p12 (key, certificate and CA as PKCS#12, for a
-    /// browser to import: the console over mutual TLS).
+    /// browser to import: the console over mutual TLS); with
+    /// --stenographer OUT the files of Stenographer's clients.
     Client {
         /// The directory of `certs init`.
         dir: PathBuf,
@@ -195,6 +196,26 @@ enum CertsCmd {
         /// the terminal, or read from standard input when it is not one).
         #[arg(long, value_name = "FILE", requires = "p12")]
         password_file: Option<PathBuf>,
+        /// Also write what Stenographer's stenoread and stenocurl read:
+        /// OUT/config (JSON: Host, Port, CertPath) and in OUT
+        /// client_cert.pem, client_key.pem, and the CA as ca_cert.pem and
+        /// server_cert.pem; then `STENOGRAPHER_CONFIG=OUT/config stenoread
+        /// QUERY ...` asks `wiretape api`'s POST /query.
+        #[arg(long, value_name = "OUT")]
+        stenographer: Option<PathBuf>,
+        /// With --stenographer: the Host to write, one of the names of the
+        /// API's certificate (DIR/server.pem) (default: its first).
+        #[arg(long, value_name = "HOST", requires = "stenographer")]
+        host: Option<String>,
+        /// With --stenographer: the Port to write (the port of `wiretape api
+        /// --listen`).
+        #[arg(
+            long,
+            value_name = "PORT",
+            default_value_t = 8443,
+            requires = "stenographer"
+        )]
+        port: u16,
     },
 }
 
@@ -271,6 +292,9 @@ pub fn certs(a: CertsArgs) -> Result<i32> {
             force,
             p12,
             password_file,
+            stenographer,
+            host,
+            port,
         } => {
             let password = if p12 {
                 // Asked first: a typo costs nothing.
@@ -284,11 +308,36 @@ pub fn certs(a: CertsArgs) -> Result<i32> {
             ]
             .iter()
             .all(|f| dir.join(f).exists());
-            let mut w = if p12 && have && !force {
+            let mut w = if (p12 || stenographer.is_some()) && have && !force {
                 Ok(tls::Written { files: Vec::new() })
             } else {
                 tls::issue_client(&dir, &name, Validity::days(days), force)
             };
+            let mut steno_hint = None;
+            if let (Ok(written), Some(out)) = (&mut w, &stenographer) {
+                match wiretape::query::steno::client_config(
+                    &dir,
+                    &name,
+                    out,
+                    host.as_deref(),
+                    port,
+                    force,
+                ) {
+                    Ok(c) => {
+                        written.files.extend(c.files);
+                        steno_hint = Some(format!(
+                            "\nstenoread: STENOGRAPHER_CONFIG={} stenoread 'host 10.1.2.3' -w case.pcap   \
+                             (wiretape api --listen ...:{} with these certificates)",
+                            c.config.display(),
+                            c.port
+                        ));
+                    }
+                    Err(e) => {
+                        eprintln!("wiretape: error: {e}");
+                        return Ok(1);
+                    }
+                }
+            }
             if let (Ok(written), Some(pw)) = (&mut w, &password) {
                 match tls::client_p12(&dir, &name, pw, force) {
                     Ok(p) => written.files.push(p),
@@ -304,6 +353,9 @@ pub fn certs(a: CertsArgs) -> Result<i32> {
                 hint.push_str(&format!(
                     "\nbrowser: import {d}/client-{name}.p12 (and trust {d}/ca.pem), then open https://HOST:8443/"
                 ));
+            }
+            if let Some(h) = steno_hint {
+                hint.push_str(&h);
             }
             (w, hint)
         }

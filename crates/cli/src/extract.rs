@@ -42,7 +42,8 @@ wiretape extract /data --from -5m -w last5min.pcap\n  \
 wiretape extract /data --from 2026-11-22T14:02:00Z --to 2026-11-22T14:03:00Z -w - tcp port 443 | tshark -r -\n  \
 wiretape extract /data /old/run1 --from -1h --count-only host 10.0.0.1 and udp\n  \
 wiretape extract /data/wiretape-eth0-q0-*.pcap -w q0.pcapng --format pcapng --json icmp\n  \
-wiretape extract /data --from '2026-11-22 14:02:00' --utc --count-only -- tcp"
+wiretape extract /data --from '2026-11-22 14:02:00' --utc --count-only -- tcp\n  \
+wiretape extract /data https://sensor2:8443 --steno-query 'host 10.0.0.1 and after 3h ago' -w case.pcap"
 )]
 pub struct Args {
     /// Directories and capture files (pcap ns/µs, pcapng), then an optional
@@ -96,6 +97,12 @@ pub struct Args {
     /// Read the filter expression from FILE (`#` starts a comment).
     #[arg(short = 'F', value_name = "FILE")]
     filter_file: Option<PathBuf>,
+    /// Select with a query in Stenographer's language instead of a filter
+    /// (e.g. 'host 10.0.0.1 and port 53 and after 3h ago'; `before`/`after`
+    /// exact to the ns, within --from/--to), on local stores and sensors
+    /// alike. Ethernet frames only.
+    #[arg(long, value_name = "QUERY", conflicts_with = "filter_file")]
+    steno_query: Option<String>,
     /// No summary line on stderr.
     #[arg(short = 'q', long)]
     quiet: bool,
@@ -190,6 +197,20 @@ pub fn run(a: Args) -> Result<i32> {
         Ok(e) => e,
         Err(e) => return usage(e),
     };
+    // A Stenographer query, compiled before anything is read or asked.
+    let steno = match (&a.steno_query, &expr) {
+        (None, _) => None,
+        (Some(_), Some(e)) => {
+            return usage(format!(
+                "--steno-query and a filter expression ('{e}'): give the conditions in one of them \
+                 (an input that does not exist is taken for the filter's first word)"
+            ))
+        }
+        (Some(q), None) => match wiretape::query::steno::compile(q, realtime_ns()) {
+            Ok(sel) => Some(std::sync::Arc::new(sel)),
+            Err(e) => return usage(format!("--steno-query: {e}")),
+        },
+    };
     // The filter is compiled before anything is read, written or asked.
     let prog = match &expr {
         Some(e) => match wiretape::filter::compile(e, LINKTYPE_ETHERNET, MAX_SNAPLEN) {
@@ -231,8 +252,13 @@ pub fn run(a: Args) -> Result<i32> {
                 prefix: a.prefix.clone(),
                 flow_index: !a.no_flow_index,
                 list_blocks: a.plan,
+                steno: steno.clone(),
             };
-            let job = match Job::plan_with(&req, expr.clone(), prog.clone()) {
+            let planned = match &steno {
+                Some(_) => Job::plan(&req),
+                None => Job::plan_with(&req, expr.clone(), prog.clone()),
+            };
+            let job = match planned {
                 Ok(j) => j,
                 // The filter refused for the files' own link type.
                 Err(e @ QueryError::Filter(_)) => {
@@ -241,6 +267,18 @@ pub fn run(a: Args) -> Result<i32> {
                 }
                 Err(e) => bail!("{e}"),
             };
+            if !job.not_ethernet.is_empty() {
+                eprintln!(
+                    "wiretape: note: {} file(s) of other link types than Ethernet not read (a \
+                     Stenographer query selects Ethernet frames): {}",
+                    job.not_ethernet.len(),
+                    job.not_ethernet
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                );
+            }
             jobs.push(job);
         }
     }
@@ -274,7 +312,14 @@ pub fn run(a: Args) -> Result<i32> {
     {
         written.push((LINKTYPE_ETHERNET, 0));
     }
-    let query = remote::query_string(&window, expr.as_deref(), !a.plan && !a.count_only);
+    let mut query = remote::query_string(&window, expr.as_deref(), !a.plan && !a.count_only);
+    if let (Some(sel), Some(text)) = (&steno, &a.steno_query) {
+        // Sensors get the query with its times made absolute (`3h ago`
+        // as here), when it reads back so.
+        let canon = sel.query.to_string();
+        let same = wiretape::query::steno::parse(&canon, 0).is_ok_and(|q| q == sel.query);
+        query = remote::with_param(&query, "steno", if same { &canon } else { text });
+    }
     if a.plan {
         return plan(&jobs, client.as_ref(), &remotes, &query);
     }
@@ -417,6 +462,9 @@ pub fn run(a: Args) -> Result<i32> {
             format,
         );
         j["linktypes"] = job::linktypes_json(&written);
+        if let Some(q) = &a.steno_query {
+            j["steno_query"] = q.as_str().into();
+        }
         if !remotes.is_empty() {
             j["sensors"] = sensors.into();
         }
@@ -609,6 +657,9 @@ fn count(
     if a.json {
         let mut j = job::summary_json(filter, narrows, by_flow, window, &outcome, None, format);
         j["linktypes"] = job::linktypes_json(&linktypes);
+        if let Some(q) = &a.steno_query {
+            j["steno_query"] = q.as_str().into();
+        }
         if !remotes.is_empty() {
             j["sensors"] = sensors.into();
         }
