@@ -75,6 +75,19 @@ pub struct PlannedBlock {
     pub frames: u64,
 }
 
+impl PlannedBlock {
+    /// Block `e` of file `p`.
+    fn of(p: &Path, e: &Entry) -> PlannedBlock {
+        PlannedBlock {
+            file: std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned()),
+            offset: e.offset,
+            first_ns: e.first_ns,
+            last_ns: e.last_ns,
+            frames: e.count,
+        }
+    }
+}
+
 /// A planned query, ready to run.
 pub struct Job {
     /// The files and blocks to read.
@@ -166,13 +179,7 @@ impl Job {
             let keep = needs.as_ref().is_none_or(|n| e.may_match(n));
             skipped_by_flow += u64::from(!keep);
             if keep && req.list_blocks {
-                blocks.push(PlannedBlock {
-                    file: std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned()),
-                    offset: e.offset,
-                    first_ns: e.first_ns,
-                    last_ns: e.last_ns,
-                    frames: e.count,
-                });
+                blocks.push(PlannedBlock::of(p, e));
             }
             keep
         };
@@ -228,13 +235,7 @@ impl Job {
                 && sel.may_hold(e.first_ns, e.last_ns, |n| !req.flow_index || e.may_match(n));
             skipped_by_flow += u64::from(in_time && !keep);
             if keep && req.list_blocks {
-                blocks.push(PlannedBlock {
-                    file: std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned()),
-                    offset: e.offset,
-                    first_ns: e.first_ns,
-                    last_ns: e.last_ns,
-                    frames: e.count,
-                });
+                blocks.push(PlannedBlock::of(p, e));
             }
             keep
         };

@@ -31,7 +31,7 @@ mod tsc;
 
 pub use clock::{AutoClock, Clock, RealtimeClock, TscClock};
 pub use mode::TsMode;
-pub use parse::{parse_time, parse_time_in, NoZone};
+pub use parse::{days_from_civil, days_in_month, parse_time, parse_time_in, NoZone};
 pub use stamper::{StampSlot, StampStats, Stamper};
 pub use tsc::invariant as tsc_invariant;
 

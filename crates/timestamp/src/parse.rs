@@ -216,7 +216,8 @@ fn rfc3339(t: &str) -> Result<u64, Why> {
     at(local - offset_s)
 }
 
-fn days_in_month(y: i64, m: i64) -> i64 {
+/// Days in month `m` (1-12) of year `y` (proleptic Gregorian).
+pub fn days_in_month(y: i64, m: i64) -> i64 {
     match m {
         4 | 6 | 9 | 11 => 30,
         2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
@@ -226,7 +227,7 @@ fn days_in_month(y: i64, m: i64) -> i64 {
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;

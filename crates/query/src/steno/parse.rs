@@ -32,6 +32,7 @@
 
 use std::fmt;
 use std::net::Ipv6Addr;
+use wiretape_timestamp::{days_from_civil, days_in_month};
 
 /// The longest query taken, in bytes.
 pub const MAX_QUERY_BYTES: usize = 64 << 10;
@@ -437,25 +438,6 @@ fn parse_duration(s: &str) -> Option<i64> {
     digits.parse::<i64>().ok()?.checked_mul(unit)
 }
 
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn days_in(m: i64, y: i64) -> i64 {
-    match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
 /// Go 1.19's `time.Parse(time.RFC3339, s)` as ns since the epoch.
 fn parse_rfc3339(s: &str) -> Option<i128> {
     let b = s.as_bytes();
@@ -521,7 +503,7 @@ fn parse_rfc3339(s: &str) -> Option<i128> {
         || !(0..60).contains(&min)
         || !(0..60).contains(&sec)
         || day < 1
-        || day > days_in(month, year)
+        || day > days_in_month(year, month)
     {
         return None;
     }

@@ -204,38 +204,13 @@ fn prim(r: &mut Rng, times: bool) -> String {
             r.pick(&["10.0.0.1", "::ffff:10.0.0.2", "2001:db8::1"])
         ),
         _ => {
-            let t = i128::from(r.pick(&TIMES)) + i128::from(r.pick(&[0i8, 1, -1]));
-            let s = (t / 1_000_000_000) as i64;
-            let ns = (t % 1_000_000_000) as u32;
-            let (y, mo, d, h, mi, se) = civil(s);
-            format!(
-                "{} {y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{se:02}.{ns:09}Z",
-                r.pick(&["after", "before"])
-            )
+            let t = r
+                .pick(&TIMES)
+                .wrapping_add_signed(i64::from(r.pick(&[0i8, 1, -1])));
+            let when = wiretape_timestamp::format_rfc3339(t);
+            format!("{} {when}", r.pick(&["after", "before"]))
         }
     }
-}
-
-fn civil(s: i64) -> (i64, i64, i64, i64, i64, i64) {
-    let days = s.div_euclid(86_400);
-    let rem = s.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (
-        if m <= 2 { y + 1 } else { y },
-        m,
-        d,
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-    )
 }
 
 fn query(r: &mut Rng, depth: u32, times: bool) -> String {
