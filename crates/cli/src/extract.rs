@@ -202,8 +202,8 @@ pub fn run(a: Args) -> Result<i32> {
         (None, _) => None,
         (Some(_), Some(e)) => {
             return usage(format!(
-                "--steno-query and a filter expression ('{e}'): give the conditions in one of them \
-                 (an input that does not exist is taken for the filter's first word)"
+                "--steno-query and a filter expression ('{e}'): give the conditions in one \
+                 language, a Stenographer query or tcpdump's filter, not both"
             ))
         }
         (Some(q), None) => match wiretape::query::steno::compile(q, realtime_ns()) {
