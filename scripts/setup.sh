@@ -19,7 +19,9 @@ cd "$(dirname "$0")/.."
 # WebDriver; fonts-dejavu-core: the labels of `timeline -o x.png` (resvg uses the system's fonts).
 # stenographer + stenographer-client (Debian's 1.0.1: the server, stenotype, stenoread,
 # stenocurl, jq): tests/steno.rs asks the real Stenographer and wiretape the same queries.
-pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip systemd curl lz4 zstd chromium chromium-driver fonts-dejavu-core stenographer stenographer-client)
+# dpkg-dev (dpkg-shlibdeps: the package's dependencies), lintian, debootstrap and
+# systemd-container (systemd-nspawn): scripts/package.sh and tests/package.sh.
+pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip systemd curl lz4 zstd chromium chromium-driver fonts-dejavu-core stenographer stenographer-client dpkg-dev lintian debootstrap systemd-container)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

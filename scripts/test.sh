@@ -14,6 +14,8 @@ cargo test --release --workspace --locked
 echo "== netmap engine (cargo feature netmap: synthetic rings, no module needed)"
 cargo clippy --release -p wiretape-capture -p wiretape-pipeline -p wiretape-cli -p wiretape --all-targets --locked --features netmap -- -D warnings
 cargo test --release -p wiretape-capture -p wiretape-pipeline --locked --features netmap
+echo "== the Debian package (tests/package.sh: built, lintian, installed in a booted bookworm container)"
+./tests/package.sh
 echo "== wiretape demo"
 "${CARGO_TARGET_DIR:-target}/release/wiretape" demo
 left=$(ip netns list | grep -c '^wt-' || true)

@@ -32,10 +32,11 @@ fn unit_values(key: &str) -> Vec<String> {
 fn the_unit_passes_systemd_analyze_verify() {
     let out = TempDir::new("unit");
     // An instance of the template, pointing at the binary just built (the
-    // unit names /usr/local/bin/wiretape, which verify wants to exist).
+    // unit names /usr/bin/wiretape, where the package puts it and verify
+    // wants it to exist).
     let text = std::fs::read_to_string(unit_path())
         .unwrap()
-        .replace("/usr/local/bin/wiretape", bin().to_str().unwrap());
+        .replace("/usr/bin/wiretape", bin().to_str().unwrap());
     let inst = out.path().join("wiretape@eth0.service");
     std::fs::write(&inst, text).unwrap();
     let o = std::process::Command::new("systemd-analyze")
@@ -58,6 +59,54 @@ fn the_unit_passes_systemd_analyze_verify() {
     );
     assert!(unit_values("ExecStart")[0].contains("--config /etc/wiretape/%i.conf"));
     assert_eq!(unit_values("ExecReload"), ["/bin/kill -HUP $MAINPID"]);
+    assert_eq!(unit_values("User"), ["wiretape"]);
+}
+
+/// wiretape-api.service: verified the same way; no capabilities at all,
+/// its flags from /etc/wiretape/api.conf, the key by LoadCredential=.
+#[test]
+fn the_api_unit_passes_systemd_analyze_verify() {
+    let out = TempDir::new("apiunit");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/systemd/wiretape-api.service");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let unit = out.path().join("wiretape-api.service");
+    std::fs::write(
+        &unit,
+        text.replace("/usr/bin/wiretape", bin().to_str().unwrap()),
+    )
+    .unwrap();
+    let o = std::process::Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&unit)
+        .output()
+        .expect("systemd-analyze (scripts/setup.sh installs systemd)");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.trim().is_empty(), "verify warns: {err}");
+    let values = |key: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(&format!("{key}=")))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(values("CapabilityBoundingSet"), [""]);
+    assert_eq!(values("User"), ["wiretape"]);
+    assert_eq!(
+        values("ExecStart"),
+        ["/usr/bin/wiretape api --config /etc/wiretape/api.conf --tls-key %d/server.key"]
+    );
+    // The key the unit hands over is the one the package's config names.
+    let conf = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/systemd/api.conf"),
+    )
+    .unwrap();
+    let key = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("tls-key = "))
+        .unwrap()
+        .trim_matches('"')
+        .to_string();
+    assert_eq!(values("LoadCredential"), [format!("server.key:{key}")]);
 }
 
 /// The unit's rights, as a process gets them: uid 65534, exactly its

@@ -35,6 +35,7 @@ wiretape certs client /etc/wiretape/tls analyst1\n  \
 wiretape api -w /data --listen 0.0.0.0:8443 --tls-cert /etc/wiretape/tls/server.pem \\\n      \
 --tls-key /etc/wiretape/tls/server.key --client-ca /etc/wiretape/tls/ca.pem --allow-client analyst1\n  \
 wiretape api -w /data --listen 127.0.0.1:8080      # local tools only, plain HTTP\n  \
+wiretape api --config /etc/wiretape/api.conf       # the flags from a TOML file (wiretape-api.service)\n  \
 curl -s 'http://127.0.0.1:8080/v1/extract?from=-5m&filter=tcp+port+443' | tshark -r -"
 )]
 pub struct ApiArgs {
@@ -83,6 +84,14 @@ pub struct ApiArgs {
     /// No line per query on stderr.
     #[arg(short = 'q', long)]
     quiet: bool,
+    /// Read flags from FILE (TOML; keys are the long flag names, e.g.
+    /// `write = ["/var/lib/wiretape/eth0"]`, `listen = "0.0.0.0:8443"`,
+    /// `tls-cert = "/etc/wiretape/api/server.pem"`); flags on the command
+    /// line override it. What wiretape-api.service reads
+    /// (/etc/wiretape/api.conf).
+    #[arg(long, value_name = "FILE")]
+    #[allow(dead_code)] // read by config::expand, before this parse
+    config: Option<PathBuf>,
 }
 
 pub fn api(a: ApiArgs) -> Result<i32> {

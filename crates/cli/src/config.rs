@@ -1,16 +1,17 @@
-//! `wiretape record --config FILE`: the flags of `record` from a TOML file
-//! (what a service reads: `/etc/wiretape/eth0.conf`). Keys are the long
+//! `wiretape record --config FILE` and `wiretape api --config FILE`: the
+//! flags of `record` or `api` from a TOML file (what a service reads:
+//! `/etc/wiretape/eth0.conf`, `/etc/wiretape/api.conf`). Keys are the long
 //! flag names (`rotate-size`, or `rotate_size`), values as on the command
 //! line: strings, numbers, `true` for a switch (`false` leaves it off),
-//! arrays for lists (`queues = [0, 1]`, `cpus = [2, 3]`); `filter` is the
-//! capture filter expression. A flag given on the command line overrides
-//! the file's.
+//! arrays for lists (`queues = [0, 1]`, `cpus = [2, 3]`, and a repeatable
+//! flag: `write = ["/a", "/b"]`); for `record`, `filter` is the capture
+//! filter expression. A flag given on the command line overrides the file's.
 //!
 //! The file is read with the `toml` crate into a table (serde), each key
-//! checked against `record`'s own flags (an unknown key is a usage error
-//! naming it), and turned into the arguments it stands for, which clap then
-//! parses with the command line's as one: so every flag, its checks and its
-//! defaults work the same from a file.
+//! checked against the subcommand's own flags (an unknown key is a usage
+//! error naming it), and turned into the arguments it stands for, which clap
+//! then parses with the command line's as one: so every flag, its checks and
+//! its defaults work the same from a file.
 
 use anyhow::Result;
 use clap::parser::ValueSource;
@@ -18,33 +19,40 @@ use clap::{ArgAction, CommandFactory};
 use std::ffi::OsString;
 use std::path::Path;
 
-/// The command line with the arguments of `record --config FILE` added
+/// The subcommands that take `--config FILE`.
+const WITH_CONFIG: [&str; 2] = ["record", "api"];
+
+/// The command line with the arguments of `record|api --config FILE` added
 /// (those the command line does not give itself); unchanged without
 /// `--config`.
 pub fn expand<C: CommandFactory>(args: Vec<OsString>) -> Result<Vec<OsString>> {
     // A lenient first look: which flags does the command line give?
-    let cmd = C::command()
-        .ignore_errors(true)
-        .mut_subcommand("record", |c| c.ignore_errors(true));
+    let mut cmd = C::command().ignore_errors(true);
+    for name in WITH_CONFIG {
+        cmd = cmd.mut_subcommand(name, |c| c.ignore_errors(true));
+    }
     let Ok(m) = cmd.try_get_matches_from(&args) else {
         return Ok(args); // the real parse reports it
     };
-    let Some(("record", rm)) = m.subcommand() else {
+    let Some((name, rm)) = m.subcommand() else {
         return Ok(args);
     };
+    if !WITH_CONFIG.contains(&name) {
+        return Ok(args);
+    }
     let Some(file) = rm.get_one::<std::path::PathBuf>("config") else {
         return Ok(args);
     };
     let given = |id: &str| rm.value_source(id) == Some(ValueSource::CommandLine);
-    let record = C::command()
-        .find_subcommand("record")
+    let sub = C::command()
+        .find_subcommand(name)
         .cloned()
-        .expect("record is a subcommand");
-    let (flags, words) = from_file(file, &record, &given)?;
+        .expect("a subcommand of WITH_CONFIG");
+    let (flags, words) = from_file(file, &sub, &given)?;
     let at = args
         .iter()
-        .position(|a| a == "record")
-        .expect("the record subcommand was parsed");
+        .position(|a| a == name)
+        .expect("the subcommand was parsed");
     let mut out: Vec<OsString> = args[..=at].to_vec();
     out.extend(flags.into_iter().map(OsString::from));
     out.extend(args[at + 1..].iter().cloned());
@@ -59,7 +67,7 @@ pub fn expand<C: CommandFactory>(args: Vec<OsString>) -> Result<Vec<OsString>> {
 /// `given` says the command line has.
 fn from_file(
     file: &Path,
-    record: &clap::Command,
+    sub: &clap::Command,
     given: &dyn Fn(&str) -> bool,
 ) -> Result<(Vec<String>, Vec<String>)> {
     let text = std::fs::read_to_string(file).map_err(|e| {
@@ -68,15 +76,17 @@ fn from_file(
             file.display()
         ))
     })?;
-    from_text(&text, &file.display().to_string(), record, given)
+    from_text(&text, &file.display().to_string(), sub, given)
 }
 
 fn from_text(
     text: &str,
     name: &str,
-    record: &clap::Command,
+    sub: &clap::Command,
     given: &dyn Fn(&str) -> bool,
 ) -> Result<(Vec<String>, Vec<String>)> {
+    // `filter`: the capture filter expression, where the subcommand takes one.
+    let has_filter = sub.get_arguments().any(|a| a.get_id() == "expression");
     let table: toml::Table = toml::from_str(text).map_err(|e| {
         crate::usage(format!(
             "config {name}: not valid TOML: {}",
@@ -94,7 +104,7 @@ fn from_text(
         } else {
             long
         };
-        if long == "filter" {
+        if long == "filter" && has_filter {
             if given("expression") || given("after") || given("filter_file") {
                 continue;
             }
@@ -108,13 +118,19 @@ fn from_text(
             }
             continue;
         }
-        let arg = record
+        let arg = sub
             .get_arguments()
             .find(|a| a.get_long() == Some(long.as_str()))
             .filter(|a| !matches!(a.get_id().as_str(), "config" | "check" | "help"))
             .ok_or_else(|| {
+                let e_g = if has_filter {
+                    "e.g. rotate-size, and filter"
+                } else {
+                    "e.g. listen, tls-cert"
+                };
                 bad(format!(
-                    "unknown key '{key}' (keys are the long flag names of `wiretape record`, e.g. rotate-size, and filter)"
+                    "unknown key '{key}' (keys are the long flag names of `wiretape {}`, {e_g})",
+                    sub.get_name()
                 ))
             })?;
         if given(arg.get_id().as_str()) {
@@ -191,6 +207,40 @@ mod tests {
         assert_eq!(words, ["tcp", "port", "443"]);
         let (_, words) = from_text(text, "t", &record(), &|id| id == "expression").unwrap();
         assert!(words.is_empty());
+    }
+
+    #[test]
+    fn api_keys_are_its_long_flags() {
+        let api = crate::Cli::command()
+            .find_subcommand("api")
+            .cloned()
+            .unwrap();
+        let text = r#"
+            write = ["/var/lib/wiretape/eth0", "/var/lib/wiretape/eth1"]
+            listen = "0.0.0.0:8443"
+            tls-cert = "/etc/wiretape/api/server.pem"
+            allow_client = ["analyst1", "soc"]
+            max-queries = 2
+            quiet = true
+        "#;
+        let (flags, words) = from_text(text, "t", &api, &|id| id == "max_queries").unwrap();
+        assert_eq!(
+            flags,
+            [
+                "--allow-client=analyst1",
+                "--allow-client=soc",
+                "--listen=0.0.0.0:8443",
+                "--quiet",
+                "--tls-cert=/etc/wiretape/api/server.pem",
+                "--write=/var/lib/wiretape/eth0",
+                "--write=/var/lib/wiretape/eth1",
+            ]
+        );
+        assert!(words.is_empty());
+        // `filter` is record's: for api an unknown key like any other.
+        let e = from_text("filter = \"udp\"", "t", &api, &|_| false).unwrap_err();
+        assert!(e.to_string().contains("unknown key 'filter'"), "{e}");
+        assert!(e.to_string().contains("`wiretape api`"), "{e}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod ctl;
 mod demo;
 mod extract;
 mod filter;
+mod generate;
 mod index;
 mod info;
 mod inputs;
@@ -28,7 +29,9 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(
     name = "wiretape",
-    version,
+    // `wiretape 0.1.0 (commit 3d9c96e1a2b3)`, or `(unknown commit)` when
+    // built outside a git checkout (build.rs).
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("WIRETAPE_COMMIT"), ")"),
     about = "Lossless packet recorder: XDP + AF_XDP per RX queue to nanosecond pcap, with exact accounting of every frame",
     long_about = "Lossless packet recorder: XDP + AF_XDP per RX queue to nanosecond pcap, with exact accounting of every frame.\n\n\
 Examples:\n  wiretape demo                                  # try it: private veth pair, known traffic, verified\n  \
@@ -95,6 +98,10 @@ enum Cmd {
     /// Accuracy of each timestamp mode against ground truth (simulated 10 Gbit/s
     /// link and poller running the real stamping code): a table and a chart.
     Tsbench(tsbench::Args),
+    /// Man pages and shell completions from these definitions (for packagers:
+    /// `generate man DIR`, `generate complete-bash|complete-zsh|complete-fish`).
+    #[command(hide = true)]
+    Generate(generate::Args),
 }
 
 fn main() {
@@ -114,7 +121,10 @@ fn main() {
         Ok(c) => c,
         Err(e) => clap_exit(e, &subcommand_of(&args)),
     };
-    if matches!(cli.cmd, Cmd::Info(_) | Cmd::Extract(_) | Cmd::Ctl(_)) {
+    if matches!(
+        cli.cmd,
+        Cmd::Info(_) | Cmd::Extract(_) | Cmd::Ctl(_) | Cmd::Generate(_)
+    ) {
         // `info | head`, `extract -w - | head` end quietly. Not for record: a closed log pipe
         // must never kill a recording (its files would not be finished).
         default_sigpipe();
@@ -134,6 +144,7 @@ fn main() {
         Cmd::Certs(a) => api::certs(a),
         Cmd::Replay(a) => send::replay(a),
         Cmd::Gen(a) => send::gen(a),
+        Cmd::Generate(a) => generate::run(a),
     };
     match r {
         Ok(code) => std::process::exit(code),
