@@ -5,7 +5,7 @@
 //! A packager building from a tarball may set `WIRETAPE_COMMIT` itself.
 //!
 //! Cargo runs this again when HEAD moves (a commit, a checkout): it watches
-//! the HEAD file and the branch refs of the repository.
+//! the HEAD file and the ref of the branch checked out.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -55,13 +55,20 @@ fn main() {
         None => println!("cargo:rustc-env=WIRETAPE_COMMIT=unknown commit"),
     }
     if ours {
-        // HEAD (a checkout, a detached commit), the branch refs (a commit on
-        // the branch) and packed-refs (after `git gc`), where they exist.
-        for p in ["HEAD", "refs/heads", "packed-refs"] {
-            if let Some(path) = git(&root, &["rev-parse", "--git-path", p]) {
-                let path = root.join(path);
-                if path.exists() {
-                    println!("cargo:rerun-if-changed={}", path.display());
+        // HEAD (a checkout, a detached commit), the branch's ref (a commit on
+        // it; where it is packed, the directory a new loose ref will appear
+        // in) and packed-refs (after `git gc`), where they exist.
+        let branch = git(&root, &["symbolic-ref", "-q", "HEAD"]);
+        for p in ["HEAD", "packed-refs"].into_iter().chain(branch.as_deref()) {
+            let Some(path) = git(&root, &["rev-parse", "--git-path", p]) else {
+                continue;
+            };
+            let path = root.join(path);
+            if path.exists() {
+                println!("cargo:rerun-if-changed={}", path.display());
+            } else if Some(p) == branch.as_deref() {
+                if let Some(dir) = path.parent().filter(|d| d.exists()) {
+                    println!("cargo:rerun-if-changed={}", dir.display());
                 }
             }
         }
