@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Builds the Debian package: target/debian/wiretape_<version>_amd64.deb.
 #
-#   scripts/package.sh            # build, then package
-#   scripts/package.sh --no-build # package the binary already built
+#   scripts/package.sh                   # build, then package
+#   scripts/package.sh --no-build        # package the binary already built
+#   scripts/package.sh --profile release # another Cargo profile (default: PROFILE below)
 #
 # From a fresh clone: needs what scripts/setup.sh installs (Rust, clang,
 # libelf, libpcap...); installs cargo-deb (pinned) with `cargo install
 # --locked` when it is missing: about 2 CPU-minutes, 2-5 minutes on two cores.
 # Then:
-#   1. the release binary (`cargo build --release -p wiretape-cli`; the
-#      release profile's LTO and codegen units: Cargo.toml, and why there);
+#   1. the binary (`cargo build --profile dist -p wiretape-cli`: the release
+#      profile with fat LTO and one codegen unit; the measurements and why a
+#      profile of its own: Cargo.toml);
 #   2. from that binary, its man pages (one per subcommand) and its bash, zsh
 #      and fish completions: `wiretape generate` prints them from the clap
 #      definitions that parse its command line, so they cannot disagree;
@@ -24,12 +26,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 CARGO_DEB_VERSION=3.8.0
+PROFILE=dist
 build=1
-for a in "$@"; do
-  case $a in
+while [ $# -gt 0 ]; do
+  case $1 in
     --no-build) build=0 ;;
-    *) sed -n '2,22p' "$0"; exit 2 ;;
+    --profile) PROFILE=${2:?--profile NAME}; shift ;;
+    *) sed -n '2,23p' "$0"; exit 2 ;;
   esac
+  shift
 done
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 command -v cargo >/dev/null || { echo "package: no Rust toolchain: run scripts/setup.sh first" >&2; exit 1; }
@@ -42,10 +47,10 @@ fi
 
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 if [ "$build" = 1 ]; then
-  echo "package: building the release binary"
-  cargo build --release --locked -p wiretape-cli
+  echo "package: building the binary (profile $PROFILE)"
+  cargo build --profile "$PROFILE" --locked -p wiretape-cli
 fi
-BIN=$TARGET/release/wiretape
+BIN=$TARGET/$PROFILE/wiretape
 [ -x "$BIN" ] || { echo "package: $BIN missing: run without --no-build" >&2; exit 1; }
 
 A=$ROOT/target/deb-assets
@@ -57,7 +62,7 @@ rm -rf "$A"; mkdir -p "$A/man" "$A/completions"
 python3 "$ROOT/scripts/copyright.py" "$A/copyright"
 
 # cargo-deb names it wiretape_<version>-<revision>_amd64.deb.
-out=$(cargo deb --no-build --locked -p wiretape-cli 2>&1) || { echo "$out" >&2; exit 1; }
+out=$(cargo deb --no-build --locked --profile "$PROFILE" -p wiretape-cli 2>&1) || { echo "$out" >&2; exit 1; }
 deb=$(echo "$out" | tail -n 1)
 [ -f "$deb" ] || { echo "$out" >&2; echo "package: cargo-deb made no .deb" >&2; exit 1; }
 echo "package: $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version), $(stat -c %s "$deb") bytes, depends: $(dpkg-deb -f "$deb" Depends)"

@@ -2,14 +2,16 @@
 # tests/package.sh: the Debian package, installed as an operator would on a
 # fresh Debian bookworm with systemd as PID 1.
 #
-# 1. scripts/package.sh builds the .deb (--no-build when target/release/wiretape
-#    is there); `dpkg -c` must list the binary, a man page per subcommand,
-#    the three completions, both units, the conffiles, the sysusers and
-#    tmpfiles entries; lintian must report no error (its output is printed).
+# 1. scripts/package.sh builds the .deb (of target/release/wiretape, the
+#    suite's build, when it is there: --profile release --no-build); `dpkg -c`
+#    must list the binary, a man page per subcommand, the three completions,
+#    both units, the conffiles, the sysusers and tmpfiles entries; lintian
+#    must report no error (its output is printed).
 # 2. debootstrap makes a bookworm root (minbase + systemd, systemd-sysv,
-#    dbus) from the Debian mirror this machine's apt uses, and systemd-nspawn boots it
-#    (--boot --register=no --keep-unit, a private network); commands go in
-#    through nsenter into its PID 1's namespaces (apt with the host's network).
+#    dbus) from the Debian mirror this machine's apt uses, and systemd-nspawn
+#    boots it (--boot --register=no --keep-unit, a private network); commands
+#    go in through nsenter into its PID 1's namespaces (apt with the host's
+#    network).
 # 3. Inside: `apt-get install ./wiretape_*.deb` pulls every dependency (the
 #    test's clients man-db, curl, tcpdump, iproute2 are installed after it);
 #    `man -w wiretape-record` finds the page, and every page's long flags are
@@ -61,7 +63,9 @@ trap cleanup EXIT
 
 # ---- 1. the package
 echo "== package: build"
-if [ -x "$BIN" ]; then scripts/package.sh --no-build > "$WORK/package.log" 2>&1 || { cat "$WORK/package.log"; fail "scripts/package.sh"; }
+# The suite's release binary when it is there (scripts/test.sh built it): the
+# shipped package's dist profile (LTO) would cost a second full build here.
+if [ -x "$BIN" ]; then scripts/package.sh --profile release --no-build > "$WORK/package.log" 2>&1 || { cat "$WORK/package.log"; fail "scripts/package.sh"; }
 else scripts/package.sh > "$WORK/package.log" 2>&1 || { cat "$WORK/package.log"; fail "scripts/package.sh"; }; fi
 DEB=$(tail -n 1 "$WORK/package.log")
 [ -f "$DEB" ] || fail "no .deb: $(tail -n 3 "$WORK/package.log")"
