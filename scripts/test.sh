@@ -10,6 +10,7 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --release --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
+rm -f "${TMPDIR:-/tmp}/wiretape-testbed.log"
 cargo test --release --workspace --locked
 echo "== netmap engine (cargo feature netmap: synthetic rings, no module needed)"
 cargo clippy --release -p wiretape-capture -p wiretape-pipeline -p wiretape-cli -p wiretape --all-targets --locked --features netmap -- -D warnings
@@ -18,5 +19,9 @@ echo "== the Debian package (tests/package.sh: built, lintian, installed in a bo
 ./tests/package.sh
 echo "== wiretape demo"
 "${CARGO_TARGET_DIR:-target}/release/wiretape" demo
-left=$(ip netns list | grep -c '^wt-' || true)
-if [ "$left" != 0 ]; then echo "test: $left wt-* network namespaces left behind" >&2; exit 1; fi
+left=$(ip netns list | awk '/^wt-/{print $1}' | tr '\n' ' ')
+if [ -n "$left" ]; then
+  echo "test: wt-* network namespaces left behind: $left" >&2
+  for n in $left; do grep -F -- "$n" "${TMPDIR:-/tmp}/wiretape-testbed.log" >&2 || true; done
+  exit 1
+fi

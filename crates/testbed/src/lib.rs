@@ -50,11 +50,22 @@ impl Testbed {
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         );
+        // One `ip netns add` at a time, across threads and processes: on a
+        // fresh machine the first ones also make /run/netns a mount point,
+        // and two racing there can stack two mounts, the namespaces made
+        // between them then cannot be removed by `ip netns del` (CI saw two
+        // left behind after a suite that passed).
+        static CREATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let one = CREATE.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = sys::FileLock::exclusive("/run/wiretape-testbed.lock")?;
         run(Command::new("ip").args(["netns", "add", &ns])).map_err(|e| {
             io::Error::other(format!(
                 "cannot create a network namespace (are you root? is iproute2 installed?): {e}"
             ))
         })?;
+        drop(lock);
+        drop(one);
+        log(&format!("created {ns}"));
         let tb = Testbed {
             ns,
             steering: Default::default(),
@@ -328,11 +339,54 @@ impl Testbed {
 }
 
 impl Drop for Testbed {
+    /// Removes the namespace (and the veth pairs in it): first whatever
+    /// process a test left running in it, then `ip netns del`, retried
+    /// while its file stays; a namespace that cannot be removed is named on
+    /// stderr with `ip`'s reason (the suite's last check counts them).
     fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.ns])
-            .stderr(Stdio::null())
-            .status();
+        if let Ok(pids) = run(Command::new("ip").args(["netns", "pids", &self.ns])) {
+            for pid in pids.split_whitespace() {
+                let _ = Command::new("kill")
+                    .args(["-KILL", pid])
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
+        let file = std::path::Path::new("/run/netns").join(&self.ns);
+        let mut why = String::new();
+        for _ in 0..20 {
+            match run(Command::new("ip").args(["netns", "del", &self.ns])) {
+                Ok(_) if !file.exists() => return,
+                Ok(_) => why = format!("{} still exists", file.display()),
+                Err(e) => why = e.to_string(),
+            }
+            if !file.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let line = format!("network namespace {} not removed: {why}", self.ns);
+        eprintln!("testbed: {line}");
+        log(&line);
+    }
+}
+
+/// Appends a line naming the calling thread (a test's name under the test
+/// harness, which hides a passing test's stderr) to the test bed's log,
+/// `wiretape-testbed.log` in the temporary directory: what the suite shows
+/// when a namespace was left behind.
+fn log(line: &str) {
+    use std::io::Write;
+    let who = std::thread::current()
+        .name()
+        .unwrap_or("unnamed thread")
+        .to_owned();
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(std::env::temp_dir().join("wiretape-testbed.log"))
+    {
+        let _ = writeln!(f, "{} {}: {line}", std::process::id(), who);
     }
 }
 

@@ -15,6 +15,32 @@ fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// Holds an exclusive `flock` on `path` (created if missing) until dropped:
+/// serializes `ip netns add` across threads and processes (see
+/// [`crate::Testbed::create`]).
+pub struct FileLock {
+    /// Kept open: closing it releases the lock.
+    _file: File,
+}
+
+impl FileLock {
+    /// Opens (or creates) `path` and waits for its exclusive lock.
+    pub fn exclusive(path: &str) -> io::Result<FileLock> {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        // SAFETY: flock on a descriptor this File owns and keeps open; it
+        // blocks until the lock is ours and touches no memory.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(FileLock { _file: f })
+    }
+}
+
 /// Moves the calling thread into the network namespace named `name`
 /// (as created by `ip netns add`, i.e. /run/netns/NAME).
 pub fn enter_netns(name: &str) -> io::Result<()> {
