@@ -84,7 +84,8 @@ enum Cmd {
     /// Make the certificates `api` and its clients use: `init` (a CA and the
     /// server's), `client` (one per client).
     Certs(api::CertsArgs),
-    /// Trim torn tails (after a crash or a full disk) off capture files.
+    /// After a crash or a full disk: trim torn tails off capture files, and
+    /// remove those left without a complete header (FILEs or DIRs).
     Repair(repair::Args),
     /// Send a capture file (pcap or pcapng) on an interface: at its own pace,
     /// as fast as possible, or at a frame or bit rate (AF_XDP transmit).

@@ -625,6 +625,14 @@ impl<S: BlockSink> BlockSink for CompressSink<S> {
     fn take_placed(&mut self, out: &mut Vec<Placed>) {
         CompressSink::take_placed(self, out)
     }
+
+    fn write_after(&mut self, gate: Arc<crate::sink::Gate>) {
+        self.inner.write_after(gate)
+    }
+
+    fn open_when_done(&mut self, gate: Arc<crate::sink::Gate>) {
+        self.inner.open_when_done(gate)
+    }
 }
 
 #[cfg(test)]

@@ -128,12 +128,22 @@ pub fn info(data: &[u8]) {
 /// `wiretape repair` on a copy of the input: Ok means the file then reads
 /// to its end as the reader reads it, with the records repair said it
 /// kept, and nothing libpcap reads was cut (the records before the cut
-/// are all there); an error leaves the file as it was.
+/// are all there), or it was removed, having no complete header and no
+/// record; an error leaves the file as it was.
 pub fn repair(data: &[u8]) {
     let p = put("repair", data);
     let before = FileInfo::scan_to_damage(&p).0.packets;
     let compressed = zread::kind(&p).ok().flatten().is_some();
     match repair::repair(&p) {
+        Ok(r) if r.removed => {
+            assert!(!p.exists(), "removed, yet there");
+            assert_eq!((before, r.records), (0, 0), "a file with records removed");
+            let w = Walker::new(Cursor::new(data));
+            assert!(
+                compressed || !w.header_complete(),
+                "a plain file with a whole header removed"
+            );
+        }
         Ok(r) => {
             let after = std::fs::read(&p).expect("read the repaired file");
             assert_eq!(after.len() as u64, r.len_after);

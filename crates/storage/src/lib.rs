@@ -66,10 +66,10 @@ pub use rotating::{
     Store, WriterReport, DEFAULT_SNAPLEN,
 };
 pub use sink::{
-    AnySink, Block, BlockSink, FileSink, IoMode, MakeRoom, PreparedSink, SinkStats, WriteSink,
+    AnySink, Block, BlockSink, FileSink, Gate, IoMode, MakeRoom, PreparedSink, SinkStats, WriteSink,
 };
 pub(crate) use sys::{create_new, first_hole, free_bytes, unlock};
-pub use sys::{fs_space, is_being_written};
+pub use sys::{fs_space, is_being_written, lock_owner_gone};
 pub use writer::{PcapWriter, WriterStats};
 
 use std::path::PathBuf;
@@ -126,8 +126,9 @@ pub enum StorageError {
         magic: u32,
     },
     /// A file ends inside its header, a record or a block: a torn tail (a
-    /// crash or a full disk), which [`repair`] trims.
-    #[error("{path}: truncated {what} at byte {offset} (file is {len} bytes); the last complete record ends at byte {good_end}; `wiretape repair` trims it")]
+    /// crash or a full disk), which [`repair`] trims (a file without a
+    /// complete header, `good_end` 0, it removes).
+    #[error("{path}: truncated {what} at byte {offset} (file is {len} bytes); {}", repair_hint(*.good_end))]
     Truncated {
         /// The file read.
         path: PathBuf,
@@ -169,6 +170,16 @@ pub enum StorageError {
         /// What is wrong, in words for the user.
         why: String,
     },
+}
+
+/// What `wiretape repair` does to a torn file whose last complete record
+/// ends at `good_end` (0: nothing whole, not even the header).
+fn repair_hint(good_end: u64) -> String {
+    if good_end == 0 {
+        "no complete file header, no frame in it; `wiretape repair` removes it".into()
+    } else {
+        format!("the last complete record ends at byte {good_end}; `wiretape repair` trims it")
+    }
 }
 
 impl StorageError {

@@ -232,12 +232,17 @@ impl FileInfo {
             });
             // A compressed stream cut short (a crash): `repair` closes it.
             if let Some(crate::zread::ZEnd::Torn(c)) = z.end() {
+                // Not one whole unit: repair removes the file.
+                let first = match z.kind() {
+                    crate::zread::Kind::Lz4 => crate::compress::LZ4_HEADER_LEN,
+                    crate::zread::Kind::Zstd => 0,
+                };
                 let e = StorageError::Truncated {
                     path: r.path.clone(),
                     what: "compressed stream (no end mark, or a unit cut short)",
                     offset: c,
                     len: r.len,
-                    good_end: c,
+                    good_end: if c <= first { 0 } else { c },
                 };
                 return (info, damage.or(Some(e)));
             }

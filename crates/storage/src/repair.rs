@@ -3,8 +3,21 @@
 //! or zero padding from an interrupted aligned write, after the last complete
 //! record; both are trimmed. A damaged record followed by real data is not:
 //! that is corruption, reported and left alone.
+//!
+//! A crash right after a file was created leaves it without a complete
+//! header: empty, zeros (space allocated ahead that no write reached), a
+//! header cut short, or a compressed stream without one whole unit. Such a
+//! file holds no frame, and no reader (libpcap's included) can open it, so
+//! [`repair`] removes it, with its `.idx`, and says so
+//! ([`Repaired::removed`]): the name would only promise a capture that is
+//! not there, and a header made up from the name could not know the run's
+//! snap length, link type or interface. Only files cut short or zeroed are
+//! removed; a file whose first bytes are not a capture's is refused as
+//! before. A file a running recorder holds ([`crate::is_being_written`])
+//! is left alone ([`Repaired::busy`]): its end is a write in flight. The
+//! lock of a recorder that was killed outlives it for a moment (until the
+//! kernel has finished its writes in flight): repair waits for that.
 
-use crate::pcap::FILE_HEADER_LEN;
 use crate::pcapng;
 use crate::walk::{End, Walker, Why};
 use crate::StorageError;
@@ -13,15 +26,20 @@ use std::io::BufReader;
 use std::path::Path;
 
 /// What [`repair`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Repaired {
     /// Complete records in the file (after the cut).
     pub records: u64,
     /// Length of the file in bytes before the repair.
     pub len_before: u64,
     /// Length after it: the end of the last complete record (`len_before`
-    /// when nothing was cut).
+    /// when nothing was cut; 0 when removed).
     pub len_after: u64,
+    /// The file had no complete header (see the module docs): it held no
+    /// frame and was removed, with its `.idx`.
+    pub removed: bool,
+    /// A running recorder holds the file: it was left alone, unread.
+    pub busy: bool,
 }
 
 impl Repaired {
@@ -30,9 +48,9 @@ impl Repaired {
         self.len_before.saturating_sub(self.len_after)
     }
 
-    /// Whether the file changed (cut; a compressed one also closed).
+    /// Whether the file changed (cut; a compressed one also closed; removed).
     pub fn changed(&self) -> bool {
-        self.len_before != self.len_after
+        self.removed || self.len_before != self.len_after
     }
 }
 
@@ -54,21 +72,31 @@ pub fn truncate(path: &Path, len: u64) -> Result<(), StorageError> {
 /// The lenient front of [`crate::walk::Walker`]: a torn tail, zero padding
 /// and a last block torn inside end the records; other damage is an error.
 pub fn scan_from(path: &Path, start: u64) -> Result<(u64, u64, u64), StorageError> {
+    scan(path, start).map(|s| (s.end, s.records, s.bytes))
+}
+
+/// What [`scan`] found.
+struct Scan {
+    end: u64,
+    records: u64,
+    bytes: u64,
+    /// The file's header is whole ([`Walker::header_complete`]).
+    header: bool,
+}
+
+fn scan(path: &Path, start: u64) -> Result<Scan, StorageError> {
     let rd = |source| StorageError::Read {
         path: path.to_owned(),
         source,
     };
     let f = File::open(path).map_err(rd)?;
     let len = f.metadata().map_err(rd)?.len();
-    if len < FILE_HEADER_LEN as u64 {
-        return Ok((0, 0, 0));
-    }
     let mut w = Walker::new(BufReader::with_capacity(1 << 20, f));
     w.seek_to(start);
-    let (mut n, mut bytes) = (0u64, 0u64);
+    let (mut records, mut bytes) = (0u64, 0u64);
     // Every record the walker takes is one libpcap reads: never cut.
     while let Some(m) = w.next() {
-        n += 1;
+        records += 1;
         bytes += m.caplen as u64;
     }
     let s = w.stop().expect("a walk that ended says how");
@@ -87,7 +115,12 @@ pub fn scan_from(path: &Path, start: u64) -> Result<(u64, u64, u64), StorageErro
         End::Corrupt(why) => return Err(refuse(path, s.offset, why)),
         End::Io(_) => return Err(s.error(path, len).expect("an I/O error")),
     }
-    Ok((s.offset, n, bytes))
+    Ok(Scan {
+        end: s.offset,
+        records,
+        bytes,
+        header: w.header_complete(),
+    })
 }
 
 /// Damage that is not a torn tail: repair's words for it.
@@ -125,15 +158,90 @@ fn index_disagrees(idx: &Path, records: u64) -> bool {
     crate::index::read(idx).map_or(true, |e| e.iter().map(|e| e.count).sum::<u64>() != records)
 }
 
-/// Trims a torn tail off `path`. A file too short for a header is left alone
-/// (and reported as truncated); a corrupt middle is an error.
-pub fn repair(path: &Path) -> Result<Repaired, StorageError> {
-    repair_counting(path).map(|(r, _)| r)
+/// What the internal repairs found.
+enum Outcome {
+    Repaired(Repaired, u64),
+    /// No complete header (nothing whole in the file): `len_before`.
+    Headerless(u64),
 }
 
-/// [`repair`], also giving the captured bytes of the records kept for a
-/// compressed file (0 for a plain one).
+/// Repairs `path` (see the module docs): trims a torn tail, closes a
+/// compressed stream cut short, removes a file without a complete header
+/// (and its `.idx`), leaves a file a running recorder holds alone. A
+/// corrupt middle is an error, and the file is left as it was.
+pub fn repair(path: &Path) -> Result<Repaired, StorageError> {
+    let rd = |source| StorageError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let f = File::open(path).map_err(rd)?;
+    let len = f.metadata().map_err(rd)?.len();
+    if crate::is_being_written(&f) && !released_by_the_dead(&f) {
+        return Ok(Repaired {
+            len_before: len,
+            len_after: len,
+            busy: true,
+            ..Repaired::default()
+        });
+    }
+    drop(f);
+    match repair_outcome(path)? {
+        Outcome::Repaired(r, _) => Ok(r),
+        Outcome::Headerless(len_before) => {
+            std::fs::remove_file(path).map_err(|e| StorageError::from_write(path, e))?;
+            match std::fs::remove_file(crate::index::path_for(path)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(StorageError::from_write(&crate::index::path_for(path), e))
+                }
+                _ => {}
+            }
+            Ok(Repaired {
+                len_before,
+                removed: true,
+                ..Repaired::default()
+            })
+        }
+    }
+}
+
+/// A recorder killed a moment ago still holds its files' locks until the
+/// kernel has torn down its io_uring (its writes in flight complete first;
+/// tens of ms measured after a SIGKILL): when the lock's owner is gone,
+/// waits for the lock (up to 10 s) so that no late write lands after the
+/// repair. False while a live process holds it.
+fn released_by_the_dead(f: &File) -> bool {
+    if !crate::lock_owner_gone(f) {
+        return false;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if !crate::is_being_written(f) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    false
+}
+
+/// The repair of a file its own writer holds (recovery after a failed
+/// write: no lock check, nothing removed), also giving the captured bytes
+/// of the records kept for a compressed file (0 for a plain one). A file
+/// without a complete header is an error here
+/// ([`StorageError::Truncated`] of its header).
 pub fn repair_counting(path: &Path) -> Result<(Repaired, u64), StorageError> {
+    match repair_outcome(path)? {
+        Outcome::Repaired(r, bytes) => Ok((r, bytes)),
+        Outcome::Headerless(len) => Err(StorageError::Truncated {
+            path: path.to_owned(),
+            what: "file header",
+            offset: 0,
+            len,
+            good_end: 0,
+        }),
+    }
+}
+
+fn repair_outcome(path: &Path) -> Result<Outcome, StorageError> {
     let rd = |source| StorageError::Read {
         path: path.to_owned(),
         source,
@@ -141,13 +249,13 @@ pub fn repair_counting(path: &Path) -> Result<(Repaired, u64), StorageError> {
     if crate::zread::kind(path).map_err(rd)?.is_some() {
         return repair_compressed(path);
     }
-    repair_plain(path).map(|r| (r, 0))
+    repair_plain(path)
 }
 
 /// A compressed capture: cut after its last whole unit (lz4: and write the
 /// end mark and content checksum there); then every record is read to
 /// count them (damage inside a whole unit is an error, not cut).
-fn repair_compressed(path: &Path) -> Result<(Repaired, u64), StorageError> {
+fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
     use crate::zread::{Kind, ZEnd, ZReader};
     let rd = |source| StorageError::Read {
         path: path.to_owned(),
@@ -176,16 +284,9 @@ fn repair_compressed(path: &Path) -> Result<(Repaired, u64), StorageError> {
     if let ZEnd::Torn(c) = end {
         // Its first unit cut short: nothing whole to keep, and a cut there
         // would leave no capture at all (zstd: no bytes; found by fuzzing:
-        // the reopen below panicked). Refused, as a plain file torn in its
-        // header is.
+        // the reopen below panicked): no complete header.
         if c == 0 || (kind == Kind::Lz4 && c <= crate::compress::LZ4_HEADER_LEN) {
-            return Err(StorageError::Truncated {
-                path: path.to_owned(),
-                what: "compressed stream (its first unit cut short: nothing whole to keep)",
-                offset: c,
-                len: len_before,
-                good_end: 0,
-            });
+            return Ok(Outcome::Headerless(len_before));
         }
         truncate(path, c)?;
         len_after = c;
@@ -224,66 +325,55 @@ fn repair_compressed(path: &Path) -> Result<(Repaired, u64), StorageError> {
     if idx.exists() && (len_after != len_before || index_disagrees(&idx, records)) {
         crate::index::rebuild(path, crate::block::DEFAULT_BLOCK_SIZE as u64)?;
     }
-    Ok((
+    Ok(Outcome::Repaired(
         Repaired {
             records,
             len_before,
             len_after,
+            ..Repaired::default()
         },
         bytes,
     ))
 }
 
-fn repair_plain(path: &Path) -> Result<Repaired, StorageError> {
-    let len_before = std::fs::metadata(path)
-        .map_err(|source| StorageError::Read {
-            path: path.to_owned(),
-            source,
-        })?
-        .len();
-    if len_before < FILE_HEADER_LEN as u64 {
-        return Err(StorageError::Truncated {
-            path: path.to_owned(),
-            what: "file header",
-            offset: 0,
-            len: len_before,
-            good_end: 0,
-        });
-    }
+fn repair_plain(path: &Path) -> Result<Outcome, StorageError> {
+    let rd = |source| StorageError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let len_before = std::fs::metadata(path).map_err(rd)?.len();
     // Writes still in flight at a crash leave holes (see first_hole): the
     // records end at the first one at the latest.
     let hole = File::open(path)
         .ok()
         .and_then(|f| crate::first_hole(&f, len_before));
+    let len = hole.unwrap_or(len_before);
     if let Some(h) = hole {
         truncate(path, h)?;
     }
-    let (end, records, _) = scan_from(path, 0)?;
-    // No whole header (a pcapng section header cut short): nothing to keep,
-    // and a cut would leave no capture at all; refused as a pcap file
-    // shorter than its header is (found by fuzzing: it was cut to 0 bytes).
-    if end == 0 {
-        return Err(StorageError::Truncated {
-            path: path.to_owned(),
-            what: "file header",
-            offset: 0,
-            len: len_before,
-            good_end: 0,
-        });
+    let s = scan(path, 0)?;
+    // No whole header (cut short or zeros: what the scan takes for a torn
+    // tail, from the start): nothing in it, and nothing a reader opens.
+    if !s.header {
+        return Ok(Outcome::Headerless(len_before));
     }
-    if end < len_before {
-        truncate(path, end)?;
+    if s.end < len {
+        truncate(path, s.end)?;
     }
     // A sidecar index is rebuilt to describe exactly what the file holds.
     let idx = crate::index::path_for(path);
-    if idx.exists() && (end < len_before || index_disagrees(&idx, records)) {
+    if idx.exists() && (s.end < len_before || index_disagrees(&idx, s.records)) {
         crate::index::rebuild(path, crate::block::DEFAULT_BLOCK_SIZE as u64)?;
     }
-    Ok(Repaired {
-        records,
-        len_before,
-        len_after: end,
-    })
+    Ok(Outcome::Repaired(
+        Repaired {
+            records: s.records,
+            len_before,
+            len_after: s.end,
+            ..Repaired::default()
+        },
+        0,
+    ))
 }
 
 #[cfg(test)]
@@ -410,6 +500,77 @@ mod tests {
         std::fs::write(&p, &bad).unwrap();
         assert!(matches!(repair(&p), Err(StorageError::Corrupt { .. })));
         std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// What a crash right after a file was created leaves (empty, zeros,
+    /// a header cut short, a pcapng section header without its interface)
+    /// is removed with its index, and said; a short file that is not the
+    /// start of a capture is refused and kept; a file a writer holds is
+    /// left alone.
+    #[test]
+    fn a_file_without_a_complete_header_is_removed() {
+        let (p, full) = file_with(3, "headerless");
+        let idx = crate::index::path_for(&p);
+        let mut ng = Vec::new();
+        {
+            let q = p.with_extension("pcapng");
+            let mut w = PcapWriter::with_format(
+                FileSink::create(&q).unwrap(),
+                65535,
+                crate::Format::PcapNg,
+                "eth0",
+            );
+            w.write(1, &[1u8; 60]).unwrap();
+            w.close().unwrap();
+            ng.extend(std::fs::read(&q).unwrap());
+            std::fs::remove_file(&q).unwrap();
+        }
+        let shb = u32::from_le_bytes(ng[4..8].try_into().unwrap()) as usize;
+        let idb = u32::from_le_bytes(ng[shb + 4..shb + 8].try_into().unwrap()) as usize;
+        let cases: Vec<Vec<u8>> = vec![
+            Vec::new(),
+            full[..2].to_vec(),
+            full[..4].to_vec(),
+            full[..23].to_vec(),
+            vec![0; 3],
+            vec![0; 64 << 10],
+            ng[..shb].to_vec(),
+            ng[..shb + idb - 1].to_vec(),
+            ng[..2].to_vec(),
+        ];
+        for (k, c) in cases.iter().enumerate() {
+            std::fs::write(&p, c).unwrap();
+            std::fs::write(&idx, b"WTIDX").unwrap();
+            let r = repair(&p).unwrap_or_else(|e| panic!("case {k}: {e}"));
+            assert!(r.removed && r.changed(), "case {k}: {r:?}");
+            assert_eq!((r.records, r.len_before), (0, c.len() as u64), "case {k}");
+            assert!(!p.exists() && !idx.exists(), "case {k}");
+        }
+        // Not the start of a capture: refused, kept.
+        for c in [&b"ab"[..], b"hello", b"not a capture, longer than a header"] {
+            std::fs::write(&p, c).unwrap();
+            assert!(
+                matches!(repair(&p), Err(StorageError::BadMagic { .. })),
+                "{c:?}"
+            );
+            assert_eq!(std::fs::read(&p).unwrap(), c);
+        }
+        // Its writer's recovery never removes: the header is torn.
+        std::fs::write(&p, &full[..10]).unwrap();
+        assert!(matches!(
+            repair_counting(&p),
+            Err(StorageError::Truncated { good_end: 0, .. })
+        ));
+        assert!(p.exists());
+        // Held by a writer: left alone, whatever it holds.
+        std::fs::remove_file(&p).unwrap();
+        let held = crate::create_new(&p, 0).unwrap();
+        let r = repair(&p).unwrap();
+        assert!(r.busy && !r.changed(), "{r:?}");
+        assert!(p.exists());
+        drop(held);
+        assert!(repair(&p).unwrap().removed);
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
     }
 
     #[test]

@@ -12,7 +12,7 @@
 use crate::naming;
 use crate::pcap::Format;
 use crate::retention::{Policy, Retention};
-use crate::sink::{AnySink, BlockSink, IoMode, PreparedSink};
+use crate::sink::{AnySink, BlockSink, Gate, IoMode, PreparedSink};
 use crate::writer::PcapWriter;
 use crate::StorageError;
 use std::path::{Path, PathBuf};
@@ -124,43 +124,70 @@ pub fn prepare_dir(dir: &Path) -> Result<(), StorageError> {
 }
 
 /// Trims torn tails off wiretape's own files in `dir` (a crash or a full
-/// disk in an earlier run); returns one line per file it changed or could not.
-/// Only the newest two files of each interface and queue can have one (a
-/// writer writes one file, and finishes the one before it after a rotation;
-/// earlier ones were finished whole), so only those are read: a directory
-/// of 50,000 files of earlier runs took seconds to read at every start.
+/// disk in an earlier run), and removes those a crash left without a
+/// complete header; returns one line per file it changed or could not.
+/// Only the newest files of each interface and queue can need it, so only
+/// those are read (a directory of 50,000 files of earlier runs took seconds
+/// to read at every start): newest first, down to the first that holds a
+/// frame, and at least two. A writer's next file goes to disk only once the
+/// file before it is written whole (the gate at rotation), so a file
+/// holding a frame has only whole files before it.
 pub fn repair_dir(dir: &Path, prefix: &str) -> Vec<String> {
     let mut out = Vec::new();
     let files = naming::list(dir, prefix);
-    let mut seen: std::collections::HashMap<(String, u32), u32> = Default::default();
-    // Newest first: keep the first two of each series.
-    let newest: Vec<&naming::OurFile> = files
-        .iter()
-        .rev()
-        .filter(|f| {
-            let Some(n) = f
-                .path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| naming::parse(n, prefix))
-            else {
-                return false;
+    let mut series: std::collections::BTreeMap<(String, u32), Vec<&naming::OurFile>> =
+        Default::default();
+    for f in &files {
+        let Some(n) = f
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| naming::parse(n, prefix))
+        else {
+            continue;
+        };
+        series
+            .entry((n.ifname.to_string(), n.queue))
+            .or_default()
+            .push(f);
+    }
+    for files in series.values() {
+        for (k, f) in files.iter().rev().enumerate() {
+            let held_a_frame = match crate::repair::repair(&f.path) {
+                Ok(r) if r.busy => {
+                    out.push(format!(
+                        "{} is being written by another recorder: not repaired",
+                        f.path.display()
+                    ));
+                    false
+                }
+                Ok(r) if r.removed => {
+                    out.push(format!(
+                        "removed {}: no complete file header ({} bytes; a crash right after it was created), it held no frame",
+                        f.path.display(),
+                        r.len_before
+                    ));
+                    false
+                }
+                Ok(r) => {
+                    if r.changed() {
+                        out.push(format!(
+                            "repaired {}: trimmed a torn tail of {} bytes, {} complete records kept",
+                            f.path.display(),
+                            r.trimmed(),
+                            r.records
+                        ));
+                    }
+                    r.records > 0
+                }
+                Err(e) => {
+                    out.push(format!("not repaired: {e}"));
+                    false
+                }
             };
-            let k = seen.entry((n.ifname.to_string(), n.queue)).or_default();
-            *k += 1;
-            *k <= 2
-        })
-        .collect();
-    for f in newest.into_iter().rev() {
-        match crate::repair::repair(&f.path) {
-            Ok(r) if r.changed() => out.push(format!(
-                "repaired {}: trimmed a torn tail of {} bytes, {} complete records kept",
-                f.path.display(),
-                r.trimmed(),
-                r.records
-            )),
-            Ok(_) => {}
-            Err(e) => out.push(format!("not repaired: {e}")),
+            if held_a_frame && k >= 1 {
+                break;
+            }
         }
     }
     out
@@ -413,7 +440,7 @@ impl Store {
             pool: self.pool.clone(),
         };
         let path = w.path_for(start_ns);
-        w.writer = Some(w.open(&path, None)?);
+        w.writer = Some(w.open(&path, None, None)?);
         w.prepare_next();
         Ok(w)
     }
@@ -646,6 +673,7 @@ impl RotatingWriter {
         &self,
         path: &Path,
         prepared: Option<PreparedSink>,
+        after: Option<Arc<Gate>>,
     ) -> Result<PcapWriter<AnySink>, StorageError> {
         let c = &self.cfg;
         // Registered before it exists: retention, listing the directory on
@@ -669,9 +697,12 @@ impl RotatingWriter {
             let r = self.retention.clone();
             sink.set_make_room(Some(Arc::new(move |p: &Path| r.make_room(p))));
         }
-        let sink = sink
+        let mut sink = sink
             .compressed(c.compress, self.pool.as_ref())
             .inspect_err(|_| self.retention.closed(path))?;
+        if let Some(g) = after {
+            sink.write_after(g);
+        }
         let w = PcapWriter::with_link(sink, c.snaplen, c.format, &self.ifname, c.linktype)
             .compressed(c.compress.is_on() && self.pool.is_some());
         let flows = c.flow_index && c.linktype == crate::pcap::LINKTYPE_ETHERNET;
@@ -754,9 +785,14 @@ impl RotatingWriter {
                 None
             }
         };
-        let new = self.open(&path, prepared)?;
+        // On disk the new file comes after the old one: its writes go out
+        // once the old file's last write is done (a crash then never
+        // leaves a gap between them).
+        let gate = Arc::new(Gate::default());
+        let new = self.open(&path, prepared, Some(gate.clone()))?;
         self.name_ns = name_ns;
-        let old = self.writer.replace(new).expect("a file is open");
+        let mut old = self.writer.replace(new).expect("a file is open");
+        old.sink_mut().open_when_done(gate);
         self.prepare_next();
         // The old file is finished (last block, wait, exact length, fsync)
         // on a helper thread: that takes tens of ms, during which frames

@@ -24,6 +24,8 @@ use crate::StorageError;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// An aligned buffer and how much of it holds data (see the module docs
 /// for who owns it).
@@ -246,6 +248,88 @@ pub trait BlockSink: Send {
     /// packet ring the kernel cannot fill because its next block waits here
     /// hands over nothing more, so no later run would ever come to send it.
     fn kick(&mut self) {}
+    /// Orders this file after the one before it on disk: none of its
+    /// writes goes to the kernel before `gate` opens (that file's last
+    /// write done, [`BlockSink::open_when_done`]); blocks wait in RAM
+    /// meanwhile. So a crash never leaves frames of a later file without
+    /// those of the file before (a rotation closes the old file on a
+    /// helper thread while the new one fills). Sinks without files ignore it.
+    fn write_after(&mut self, _gate: Arc<Gate>) {}
+    /// Opens `gate` once every write of this file is done (at
+    /// [`BlockSink::finish`], or when the sink is dropped unfinished).
+    fn open_when_done(&mut self, _gate: Arc<Gate>) {}
+}
+
+/// The order of one queue's files on disk ([`BlockSink::write_after`]):
+/// open once the file before is written.
+#[derive(Debug, Default)]
+pub struct Gate(AtomicBool);
+
+impl Gate {
+    /// The file before is written: the next one may go.
+    pub fn open(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Whether it is open.
+    pub fn is_open(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// A sink's wait for the file before it ([`BlockSink::write_after`]).
+#[derive(Debug, Default)]
+pub(crate) struct After(Option<Arc<Gate>>);
+
+impl After {
+    pub(crate) fn set(&mut self, gate: Arc<Gate>) {
+        self.0 = Some(gate);
+    }
+
+    /// Whether writes must still wait (once seen open, the gate is
+    /// forgotten: one branch per call from then on).
+    #[inline]
+    pub(crate) fn holds(&mut self) -> bool {
+        match &self.0 {
+            None => false,
+            Some(g) if g.is_open() => {
+                self.0 = None;
+                false
+            }
+            Some(_) => true,
+        }
+    }
+
+    /// Waits until the file before is written (its close runs on another
+    /// thread and only waits for its own writes).
+    pub(crate) fn wait(&mut self) {
+        while self.holds() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+/// The gate a sink opens when its file is written, or when it is dropped
+/// unfinished ([`BlockSink::open_when_done`]).
+#[derive(Debug, Default)]
+pub(crate) struct Opens(Option<Arc<Gate>>);
+
+impl Opens {
+    pub(crate) fn set(&mut self, gate: Arc<Gate>) {
+        self.0 = Some(gate);
+    }
+
+    pub(crate) fn open(&mut self) {
+        if let Some(g) = self.0.take() {
+            g.open();
+        }
+    }
+}
+
+impl Drop for Opens {
+    fn drop(&mut self) {
+        self.open();
+    }
 }
 
 /// Copies `ext` into the blocks of `sink`, starting with `b` (the block being
@@ -312,6 +396,10 @@ pub struct FileSink {
     spare: Option<Block>,
     make_room: Option<MakeRoom>,
     retries: u64,
+    /// The file before this one is still being written: blocks wait here.
+    after: After,
+    held: std::collections::VecDeque<Block>,
+    opens: Opens,
 }
 
 impl FileSink {
@@ -335,6 +423,9 @@ impl FileSink {
             spare: None,
             make_room: None,
             retries: 0,
+            after: After::default(),
+            held: std::collections::VecDeque::new(),
+            opens: Opens::default(),
         })
     }
 
@@ -374,17 +465,30 @@ impl FileSink {
 
 impl BlockSink for FileSink {
     fn submit(&mut self, mut block: Block) -> Result<Block, StorageError> {
+        if self.after.holds() {
+            // The file before is still being written: this block waits
+            // (a new one to fill meanwhile; only until that file is done).
+            self.held.push_back(block);
+            return Ok(Block::new(self.block_size));
+        }
+        while let Some(b) = self.held.pop_front() {
+            self.write_all(b.data())?;
+        }
         self.write_all(block.data())?;
         block.clear();
         Ok(block)
     }
 
     fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+        self.after.wait();
         self.submit(block)
     }
 
     fn finish(&mut self, block: Block) -> Result<(), StorageError> {
+        self.after.wait();
         self.submit(block)?;
+        // In the page cache: a crash of the process keeps it.
+        self.opens.open();
         if let Some(f) = self.file.take() {
             f.sync_data()
                 .map_err(|e| StorageError::from_write(&self.path, e))?;
@@ -416,6 +520,14 @@ impl BlockSink for FileSink {
             full_retries: self.retries,
             ..SinkStats::default()
         }
+    }
+
+    fn write_after(&mut self, gate: Arc<Gate>) {
+        self.after.set(gate);
+    }
+
+    fn open_when_done(&mut self, gate: Arc<Gate>) {
+        self.opens.set(gate);
     }
 }
 
@@ -699,5 +811,11 @@ impl BlockSink for AnySink {
     }
     fn kick(&mut self) {
         both!(self, s => s.kick())
+    }
+    fn write_after(&mut self, gate: Arc<Gate>) {
+        both!(self, s => s.write_after(gate))
+    }
+    fn open_when_done(&mut self, gate: Arc<Gate>) {
+        both!(self, s => s.open_when_done(gate))
     }
 }

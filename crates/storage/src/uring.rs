@@ -240,6 +240,11 @@ pub struct UringSink {
     ext_streaming: bool,
     /// When the oldest run in `ext_pending` was queued.
     ext_since: Instant,
+    /// The file before this one is still being written: nothing goes to
+    /// the kernel yet ([`BlockSink::write_after`]).
+    after: crate::sink::After,
+    /// Opened when this file is written ([`BlockSink::open_when_done`]).
+    opens: crate::sink::Opens,
 }
 
 /// An external write in flight: the runs it covers (each lent by its owner
@@ -356,6 +361,8 @@ impl UringEngine {
             last_arrived: 0,
             unwritten_shared: None,
             unwritten_published: 0,
+            after: Default::default(),
+            opens: Default::default(),
         })
     }
 }
@@ -551,6 +558,9 @@ impl UringSink {
     /// goes out with the next block or the next flush (`--flush-interval`,
     /// the bound a partly filled block has anyway).
     fn pump(&mut self, force: bool) -> Result<(), StorageError> {
+        if self.after.holds() {
+            return Ok(());
+        }
         // Runs first: each holds its owner's memory (a packet ring's
         // block) until written; a block is ours and can wait.
         self.pump_ext(force)?;
@@ -578,6 +588,9 @@ impl UringSink {
 
     /// As [`UringSink::pump`], for the runs written from where they lie.
     fn pump_ext(&mut self, force: bool) -> Result<(), StorageError> {
+        if self.after.holds() {
+            return Ok(());
+        }
         while self.n_in_flight < self.qd && !self.ext_pending.is_empty() {
             if !force
                 && (self.ext_streaming || self.n_in_flight > 0)
@@ -1047,7 +1060,12 @@ impl UringSink {
             // file sees what it still has waiting.
             self.publish_unwritten();
             if self.n_in_flight == 0 && self.fallocs == 0 {
-                return Ok(());
+                if self.pending.is_empty() && self.ext_pending.is_empty() {
+                    return Ok(());
+                }
+                // Held for the file before this one, which is finishing.
+                self.after.wait();
+                continue;
             }
             self.reap_wait(1)?;
         }
@@ -1074,15 +1092,20 @@ impl UringSink {
             while self.free.is_empty() {
                 // No block left: what waits to be merged goes now.
                 self.pump(true)?;
-                if self.n_in_flight == 0 && self.pending.is_empty() && self.fallocs == 0 {
-                    // Nothing will come back: the caller holds every block
-                    // (waiting would spin for ever).
-                    return Err(StorageError::Write {
-                        path: self.path.clone(),
-                        source: std::io::Error::other(
-                            "no free block: the caller holds every block of this sink",
-                        ),
-                    });
+                if self.n_in_flight == 0 && self.fallocs == 0 {
+                    if self.pending.is_empty() {
+                        // Nothing will come back: the caller holds every
+                        // block (waiting would spin for ever).
+                        return Err(StorageError::Write {
+                            path: self.path.clone(),
+                            source: std::io::Error::other(
+                                "no free block: the caller holds every block of this sink",
+                            ),
+                        });
+                    }
+                    // Held for the file before this one, which is finishing.
+                    self.after.wait();
+                    continue;
                 }
                 self.reap_wait(1)?;
             }
@@ -1308,6 +1331,14 @@ impl BlockSink for UringSink {
         Ok(next)
     }
 
+    fn write_after(&mut self, gate: Arc<crate::sink::Gate>) {
+        self.after.set(gate);
+    }
+
+    fn open_when_done(&mut self, gate: Arc<crate::sink::Gate>) {
+        self.opens.set(gate);
+    }
+
     fn set_direct_backlog(&mut self, max: u64, shared: Arc<AtomicI64>) {
         self.direct_backlog_max = max;
         self.unwritten_shared = Some(shared);
@@ -1349,6 +1380,8 @@ impl BlockSink for UringSink {
         };
         // Whatever happened, nothing may be in flight when we return.
         let w = self.wait_all();
+        // Every write of this file is done: the next file's may go.
+        self.opens.open();
         if let Some(e) = self.error() {
             // Writes after the failed one may have landed (they run in
             // parallel), leaving a hole at the failed offset: cut the file
@@ -1537,6 +1570,82 @@ mod tests {
         (0..60 + (i as usize * 7919) % 1455)
             .map(|j| (i as usize * 31 + j) as u8)
             .collect()
+    }
+
+    /// Bytes of `p` that are not zero (space allocated ahead reads as zeros).
+    fn data_bytes(p: &Path) -> usize {
+        std::fs::read(p)
+            .unwrap()
+            .iter()
+            .filter(|&&b| b != 0)
+            .count()
+    }
+
+    /// A file written after another ([`BlockSink::write_after`]): none of
+    /// its blocks reaches the disk before the file before it is finished,
+    /// then all of them, in order; O_DIRECT and buffered, both ways.
+    #[test]
+    fn a_file_after_another_waits_for_it() {
+        let d = tmpdir("gate");
+        for (direct_old, direct_new) in [(true, true), (false, true), (true, false), (false, false)]
+        {
+            let sink = |p: &Path, direct: bool| -> crate::AnySink {
+                if direct {
+                    crate::AnySink::Direct(Box::new(UringSink::create(p, 65536, 4).unwrap()))
+                } else {
+                    crate::AnySink::Buffered(FileSink::with_block_size(p, 65536).unwrap())
+                }
+            };
+            let (pa, pb) = (d.join("a.pcap"), d.join("b.pcap"));
+            let _ = (std::fs::remove_file(&pa), std::fs::remove_file(&pb));
+            let gate = Arc::new(crate::sink::Gate::default());
+            let mut a = PcapWriter::new(sink(&pa, direct_old), 262_144);
+            a.sink_mut().open_when_done(gate.clone());
+            let mut b = PcapWriter::new(sink(&pb, direct_new), 262_144);
+            b.sink_mut().write_after(gate.clone());
+            for i in 0..300u64 {
+                a.write(1_000 + i, &frame(i)).unwrap();
+            }
+            // b's blocks wait in RAM: the direct sink within its own 4
+            // (no RAM budget here), the buffered one as many as come.
+            let n = if direct_new { 150 } else { 600 };
+            for i in 0..n {
+                b.write(2_000 + i, &frame(i)).unwrap();
+            }
+            assert_eq!(
+                data_bytes(&pb),
+                0,
+                "{direct_old} {direct_new}: nothing of b before a is done"
+            );
+            assert!(!gate.is_open());
+            // a finishes on another thread (as after a rotation); b's
+            // flush waits for it, then goes out.
+            let t = std::thread::spawn(move || a.close().unwrap());
+            b.flush().unwrap();
+            assert!(gate.is_open());
+            assert_eq!(t.join().unwrap().frames, 300);
+            assert_eq!(b.close().unwrap().frames, n);
+            assert_eq!(FileInfo::scan(&pa).unwrap().packets, 300);
+            assert_eq!(FileInfo::scan(&pb).unwrap().packets, n);
+        }
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// A sink dropped unfinished (an error path) still lets the next go.
+    #[test]
+    fn a_file_dropped_unfinished_opens_the_way() {
+        let d = tmpdir("gate-drop");
+        let gate = Arc::new(crate::sink::Gate::default());
+        let mut s = UringSink::create(d.join("a.pcap"), 65536, 4).unwrap();
+        s.open_when_done(gate.clone());
+        drop(s);
+        assert!(gate.is_open());
+        let mut f = FileSink::create(d.join("b.pcap")).unwrap();
+        let g2 = Arc::new(crate::sink::Gate::default());
+        f.open_when_done(g2.clone());
+        drop(f);
+        assert!(g2.is_open());
+        std::fs::remove_dir_all(d).unwrap();
     }
 
     /// The O_DIRECT file is byte for byte the buffered one, and after every

@@ -10,8 +10,16 @@
 //! one record at a time ([`Meta`]: where it is, how long, its stamp and
 //! lengths; the data on request). When the walk ends, [`Walker::stop`] says
 //! how ([`Stop`]): a clean end, a torn tail (the stream ends inside a
-//! record), zero padding (what an interrupted aligned write leaves), or
-//! corruption and why, at the offset where the last whole record ends.
+//! record), zero padding (what an interrupted aligned write leaves: zero
+//! bytes to the end of the stream), or corruption and why, at the offset
+//! where the last whole record ends.
+//!
+//! An all-zero pcap record header is read as libpcap reads it (`sf-pcap.c`
+//! takes any header whose caplen is within the link type's maximum): an
+//! empty record stamped 1970, when anything but zeros follows it. Only
+//! zeros to the end of the stream are padding. Telling the two apart reads
+//! ahead to the first non-zero byte; what was read ahead is handed out
+//! again ([`Ahead`]), so the walker needs no `Seek`.
 //!
 //! The walker states facts; each front applies its policy: the reader is
 //! strict ([`Stop::error`]: anything but a clean end is an error), repair
@@ -80,9 +88,10 @@ pub enum Why {
     /// The pcap file magic, or a pcapng section's byte-order magic.
     BadMagic(u32),
     /// A pcap record header libpcap refuses: a caplen above the largest it
-    /// takes for the link type (`max_snaplen_for_dlt`, 256 KiB for most);
-    /// or all zeros with other bytes after it (all zeros to the end is
-    /// [`End::Zeros`]).
+    /// takes for the link type (`max_snaplen_for_dlt`, 256 KiB for most).
+    /// Also what an all-zero header followed only by zeros would be as a
+    /// header ([`End::Zeros`]); followed by anything else, it is an empty
+    /// record.
     RecordHeader {
         /// Captured length it states.
         caplen: u32,
@@ -139,11 +148,18 @@ pub struct Stop {
     pub offset: u64,
     /// How the walk ended there.
     pub end: End,
+    /// Whether the file's header was whole before the stop (see
+    /// [`Walker::header_complete`]).
+    pub header_complete: bool,
 }
 
 impl Stop {
     fn at(offset: u64, end: End) -> Self {
-        Stop { offset, end }
+        Stop {
+            offset,
+            end,
+            header_complete: false,
+        }
     }
 
     fn torn(offset: u64, what: &'static str) -> Self {
@@ -171,7 +187,8 @@ impl Stop {
                 what,
                 offset,
                 len,
-                good_end: offset,
+                // Nothing is whole before the header is.
+                good_end: if self.header_complete { offset } else { 0 },
             },
             End::Io(e) => StorageError::Read {
                 path: path.to_owned(),
@@ -223,7 +240,10 @@ fn copy_io_error(e: &std::io::Error) -> std::io::Error {
 /// Walks the records of a pcap or pcapng stream read from `R` (which must
 /// start at the file's first byte).
 pub struct Walker<R> {
-    inner: R,
+    inner: Ahead<R>,
+    /// The file header is whole: pcap's 24 bytes; pcapng's section header
+    /// and an interface (libpcap refuses a file without one).
+    header_done: bool,
     /// Stream offset just past the last whole record or block.
     off: u64,
     /// Known once the file's first bytes are read.
@@ -268,7 +288,8 @@ impl<R: Read> Walker<R> {
     /// already stopped ([`Walker::stop`]).
     pub fn new(inner: R) -> Self {
         let mut w = Walker {
-            inner,
+            inner: Ahead::new(inner),
+            header_done: false,
             off: 0,
             format: None,
             header: FileHeader::new(0, true),
@@ -286,7 +307,20 @@ impl<R: Read> Walker<R> {
         if let Err(s) = w.read_head() {
             w.stop = Some(s);
         }
+        // pcap: the header was read whole; pcapng: an interface was read.
+        w.header_done = (w.stop.is_none() && w.format != Some(Format::PcapNg)) || w.linktype_known;
+        if let Some(s) = &mut w.stop {
+            s.header_complete = w.header_done;
+        }
         w
+    }
+
+    /// Whether the file's header is whole: a pcap file header, or a
+    /// pcapng section header and an interface block before any packet
+    /// (libpcap refuses a pcapng file without one). A file whose walk
+    /// stopped before that holds no frame a reader can read.
+    pub fn header_complete(&self) -> bool {
+        self.header_done
     }
 
     /// The file's format, once its first bytes were read.
@@ -324,7 +358,7 @@ impl<R: Read> Walker<R> {
 
     /// The stream read from.
     pub fn get_ref(&self) -> &R {
-        &self.inner
+        &self.inner.inner
     }
 
     /// How the walk ended (None while it goes on).
@@ -355,7 +389,8 @@ impl<R: Read> Walker<R> {
         };
         match r {
             Ok(m) => Some(m),
-            Err(s) => {
+            Err(mut s) => {
+                s.header_complete = self.header_done;
                 self.stop = Some(s);
                 None
             }
@@ -375,25 +410,13 @@ impl<R: Read> Walker<R> {
         }
     }
 
-    /// Whether everything left in the stream is zero bytes. Out of line and
-    /// cold: only a bad header gets here, and inlined, its buffer made every
-    /// step probe 64 KiB of stack (3x the cost of a whole record).
+    /// Whether everything left in the stream is zero bytes; what it reads
+    /// to know is handed out again. Out of line and cold: only an all-zero
+    /// header gets here.
     #[cold]
     #[inline(never)]
     fn rest_is_zero(&mut self) -> bool {
-        let mut buf = vec![0u8; 65536];
-        loop {
-            match self.inner.read(&mut buf) {
-                Ok(0) => return true,
-                Ok(k) => {
-                    if buf[..k].iter().any(|&b| b != 0) {
-                        return false;
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return false,
-            }
-        }
+        self.inner.zeros_to_end()
     }
 
     /// Whether the stream has nothing left.
@@ -430,12 +453,22 @@ impl<R: Read> Walker<R> {
             }
         }
         if n < 4 {
-            return Err(torn());
+            // Cut short in its magic, or not a capture at all.
+            if could_start_a_capture(&h[..n]) {
+                return Err(torn());
+            }
+            let magic = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+            return Err(Stop::corrupt(0, Why::BadMagic(magic)));
         }
         // Not a capture at all: say so (with its first bytes), short or not.
         let magic = u32::from_le_bytes(h[..4].try_into().unwrap());
         let pcap = [crate::pcap::MAGIC_US, crate::pcap::MAGIC_NS];
         if !pcap.contains(&magic) && !pcap.contains(&magic.swap_bytes()) {
+            // Zeros from the start to the end: space allocated ahead that
+            // no write reached (a crash before the first block landed).
+            if magic == 0 && self.rest_is_zero() {
+                return Err(Stop::at(0, End::Zeros(Why::BadMagic(0))));
+            }
             return Err(Stop::corrupt(0, Why::BadMagic(magic)));
         }
         if self.read(0, &mut h[4..])? < FILE_HEADER_LEN - 4 {
@@ -500,19 +533,20 @@ impl<R: Read> Walker<R> {
         }
         let nanos = self.header.nanos;
         let frac_max = if nanos { 1_000_000_000 } else { 1_000_000 };
+        let why = || Why::RecordHeader {
+            caplen,
+            orig_len,
+            frac,
+        };
+        if caplen > self.max_caplen {
+            return Err(Stop::corrupt(at, why()));
+        }
         // All zeros to the end is the padding an interrupted aligned write
-        // leaves (repair trims it), not a run of empty frames.
-        let zeros = caplen == 0 && orig_len == 0 && h.iter().all(|&b| b == 0);
-        if caplen > self.max_caplen || zeros {
-            let why = Why::RecordHeader {
-                caplen,
-                orig_len,
-                frac,
-            };
-            if zeros && self.rest_is_zero() {
-                return Err(Stop::at(at, End::Zeros(why)));
-            }
-            return Err(Stop::corrupt(at, why));
+        // leaves (repair trims it), not a run of empty frames; an all-zero
+        // header with anything else after it is an empty record, as libpcap
+        // reads it.
+        if caplen == 0 && h == [0; RECORD_HEADER_LEN] && self.rest_is_zero() {
+            return Err(Stop::at(at, End::Zeros(why())));
         }
         // Above the file's snap length (and within the maximum): libpcap
         // keeps the first snapshot bytes and skips the rest.
@@ -798,14 +832,134 @@ impl<R: Read + Seek> Walker<R> {
             return;
         }
         self.stop = None;
-        match self.inner.seek(SeekFrom::Start(to)) {
+        match self.inner.inner.seek(SeekFrom::Start(to)) {
             Ok(_) => {
+                self.inner.forget();
                 self.off = to;
                 self.pending = None;
                 self.resumed = true;
             }
             Err(e) => self.stop = Some(Stop::at(self.off, End::Io(e))),
         }
+    }
+}
+
+/// Whether `b`, shorter than a magic number, could be the start of a
+/// capture cut short (pcap either way round, pcapng, or compressed: lz4,
+/// zstd), or zeros (space allocated ahead).
+pub(crate) fn could_start_a_capture(b: &[u8]) -> bool {
+    use crate::pcap::{MAGIC_NS, MAGIC_US};
+    let magics = [
+        MAGIC_US,
+        MAGIC_NS,
+        MAGIC_US.swap_bytes(),
+        MAGIC_NS.swap_bytes(),
+        pcapng::SHB,
+        crate::compress::LZ4_MAGIC,
+        crate::compress::ZSTD_MAGIC,
+    ];
+    b.iter().all(|&x| x == 0) || magics.iter().any(|m| m.to_le_bytes().starts_with(b))
+}
+
+/// The walker's stream: `R`, and in front of it what [`Ahead::zeros_to_end`]
+/// read ahead (a run of zero bytes, then the bytes from the first non-zero
+/// one), handed out first. With nothing read ahead, a read is `R`'s: one
+/// branch more per read.
+struct Ahead<R> {
+    inner: R,
+    /// Zero bytes read ahead, handed out before `buf`.
+    zeros: u64,
+    /// Bytes read ahead after the zeros; `buf[pos..]` is still to come.
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl<R> Ahead<R> {
+    fn new(inner: R) -> Self {
+        Ahead {
+            inner,
+            zeros: 0,
+            buf: Vec::new(),
+            pos: 0,
+        }
+    }
+
+    /// Drops what was read ahead (`inner` was moved).
+    fn forget(&mut self) {
+        self.zeros = 0;
+        self.buf.clear();
+        self.pos = 0;
+    }
+}
+
+impl<R: Read> Ahead<R> {
+    /// Whether only zero bytes are left. Reads ahead to the first non-zero
+    /// byte, at most one chunk past the zeros (which are only counted): a
+    /// run of zero records costs its bytes once, however many headers ask.
+    fn zeros_to_end(&mut self) -> bool {
+        // What came after the zeros already read ahead: its leading zeros
+        // join them; a non-zero byte answers.
+        let rest = &self.buf[self.pos..];
+        let lead = rest.iter().position(|&b| b != 0).unwrap_or(rest.len());
+        self.zeros += lead as u64;
+        self.pos += lead;
+        if self.pos < self.buf.len() {
+            return false;
+        }
+        self.buf.clear();
+        self.pos = 0;
+        self.buf.resize(64 << 10, 0);
+        loop {
+            match self.inner.read(&mut self.buf) {
+                Ok(0) => {
+                    self.buf.clear();
+                    return true;
+                }
+                Ok(k) => match self.buf[..k].iter().position(|&b| b != 0) {
+                    None => self.zeros += k as u64,
+                    Some(i) => {
+                        self.zeros += i as u64;
+                        self.buf.truncate(k);
+                        self.pos = i;
+                        return false;
+                    }
+                },
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // Not known to be zeros: the next read meets the error.
+                Err(_) => {
+                    self.buf.clear();
+                    return false;
+                }
+            }
+        }
+    }
+
+    #[cold]
+    fn read_ahead(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.zeros > 0 {
+            let k = (self.zeros.min(out.len() as u64)) as usize;
+            out[..k].fill(0);
+            self.zeros -= k as u64;
+            return Ok(k);
+        }
+        let k = out.len().min(self.buf.len() - self.pos);
+        out[..k].copy_from_slice(&self.buf[self.pos..self.pos + k]);
+        self.pos += k;
+        if self.pos == self.buf.len() {
+            self.buf.clear();
+            self.pos = 0;
+        }
+        Ok(k)
+    }
+}
+
+impl<R: Read> Read for Ahead<R> {
+    #[inline]
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.zeros == 0 && self.pos == self.buf.len() {
+            return self.inner.read(out);
+        }
+        self.read_ahead(out)
     }
 }
 
@@ -1093,9 +1247,38 @@ mod tests {
             same_as_before(&d, &z, from);
             let (end, n, _) = crate::repair::scan_from(&d.join("x.cap"), 0).unwrap();
             assert_eq!((end, n), (full.len() as u64, offs.len() as u64));
-            // Zeros, then data.
+            // Zeros, then data. pcap: each 16 zero bytes before the data
+            // are an empty record, as libpcap reads them (the old readers
+            // stopped there); pcapng: a block of length 0 is corrupt.
             z.push(1);
-            same_as_before(&d, &z, from);
+            if ng || zeros < RECORD_HEADER_LEN {
+                same_as_before(&d, &z, from);
+            } else {
+                let k = zeros / RECORD_HEADER_LEN;
+                let mut w = Walker::new(Cursor::new(&z));
+                let metas: Vec<Meta> = std::iter::from_fn(|| w.next()).collect();
+                assert_eq!(metas.len(), offs.len() + k, "{zeros} zeros");
+                for (j, m) in metas[offs.len()..].iter().enumerate() {
+                    let at = (full.len() + j * RECORD_HEADER_LEN) as u64;
+                    assert_eq!(
+                        (m.offset, m.file_len, m.caplen, m.orig_len, m.ts_ns, m.odd),
+                        (at, 16, 0, 0, 0, true)
+                    );
+                }
+                let stop = w.stop().unwrap();
+                let end = (full.len() + k * RECORD_HEADER_LEN) as u64;
+                assert_eq!(stop.offset, end);
+                assert!(matches!(
+                    stop.end,
+                    End::Torn {
+                        what: "record header",
+                        ..
+                    }
+                ));
+                std::fs::write(d.join("x.cap"), &z).unwrap();
+                let (e, n, _) = crate::repair::scan_from(&d.join("x.cap"), 0).unwrap();
+                assert_eq!((e, n), (end, (offs.len() + k) as u64));
+            }
         }
         // A corrupt length in the middle (and on the last record).
         let mid = offs[offs.len() / 2];
@@ -1245,6 +1428,200 @@ mod tests {
         let (end, n, _) = legacy::scan_from(&p, 0).unwrap();
         assert_eq!((end, n), (len, 4));
         std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// Hands out one byte per read: every read ahead and hand-back path.
+    struct OneByte<R>(R);
+
+    impl<R: Read> Read for OneByte<R> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = out.len().min(1);
+            self.0.read(&mut out[..n])
+        }
+    }
+
+    /// A record as [`records`] gives it: offset, caplen, orig_len, stamp, data.
+    type Rec = (u64, u32, u32, u64, Vec<u8>);
+
+    /// Every record the walker gives, read at once and a byte at a time
+    /// (the same), and its stop.
+    fn records(b: &[u8]) -> (Vec<Rec>, Stop) {
+        let walk = |w: &mut Walker<Box<dyn Read + '_>>| {
+            let mut d = Vec::new();
+            let mut v = Vec::new();
+            while let Some(m) = w.next_into(&mut d) {
+                v.push((m.offset, m.caplen, m.orig_len, m.ts_ns, d.clone()));
+            }
+            v
+        };
+        let mut w: Walker<Box<dyn Read>> = Walker::new(Box::new(Cursor::new(b)));
+        let a = walk(&mut w);
+        let mut w1: Walker<Box<dyn Read>> = Walker::new(Box::new(OneByte(Cursor::new(b))));
+        assert_eq!(walk(&mut w1), a, "a byte at a time");
+        let (s, s1) = (w.stop.take().unwrap(), w1.stop.take().unwrap());
+        assert_eq!(
+            (s.offset, format!("{:?}", s.end)),
+            (s1.offset, format!("{:?}", s1.end))
+        );
+        (a, s)
+    }
+
+    /// `f` with `n` zero bytes put in at `at`.
+    fn with_zeros(f: &[u8], at: usize, n: usize) -> Vec<u8> {
+        let mut b = f[..at].to_vec();
+        b.resize(at + n, 0);
+        b.extend_from_slice(&f[at..]);
+        b
+    }
+
+    /// tcpdump's test capture bgp_vpn_rt-oobr.pcap holds an all-zero
+    /// record header between records, and libpcap reads it as an empty
+    /// record (stamped 1970): so does the walker, when anything but zeros
+    /// follows it; only zeros to the end are padding. ns and µs, either
+    /// byte order, read at once and a byte at a time; repair cuts nothing
+    /// libpcap reads after such a record.
+    #[test]
+    fn an_all_zero_header_before_records_is_an_empty_record() {
+        let d = tmpdir("zero-record");
+        let p = d.join("z.pcap");
+        for (nanos, be) in [(true, false), (false, false), (true, true), (false, true)] {
+            let (f, offs) = pcap(nanos, be, 9);
+            let whole = records(&f).0;
+            // 2 records, an all-zero header, 7 records: 10, as tcpdump reads.
+            let b = with_zeros(&f, offs[2], 16);
+            let (got, stop) = records(&b);
+            assert_eq!(got.len(), 10, "nanos {nanos}, be {be}");
+            assert_eq!(got[2], (offs[2] as u64, 0, 0, 0, Vec::new()));
+            for (k, r) in got.iter().enumerate().filter(|(k, _)| *k != 2) {
+                let (o, c, l, t, data) = &whole[k - usize::from(k > 2)];
+                let shift = if k > 2 { 16 } else { 0 };
+                assert_eq!(r, &(o + shift, *c, *l, *t, data.clone()), "record {k}");
+            }
+            assert!(matches!(stop.end, End::Clean));
+            assert_eq!(stop.offset, b.len() as u64);
+            let mut w = Walker::new(Cursor::new(&b));
+            let odd = std::iter::from_fn(|| w.next()).filter(|m| m.odd).count();
+            let odd_before = {
+                let mut w = Walker::new(Cursor::new(&f));
+                std::iter::from_fn(|| w.next()).filter(|m| m.odd).count()
+            };
+            assert_eq!(odd, odd_before + 1, "an empty record is odd (orig_len 0)");
+            // The strict reader reads it to its end; repair leaves it whole.
+            let mut r = PcapReader::new(Cursor::new(&b), &p, b.len() as u64).unwrap();
+            let mut rec = Record::default();
+            let mut n = 0;
+            while r.next_into(&mut rec).unwrap() {
+                n += 1;
+            }
+            assert_eq!(n, 10);
+            std::fs::write(&p, &b).unwrap();
+            let rep = crate::repair::repair(&p).unwrap();
+            assert_eq!(
+                (rep.records, rep.len_after, rep.changed()),
+                (10, b.len() as u64, false)
+            );
+            assert_eq!(std::fs::read(&p).unwrap(), b);
+            // Then zeros to the end: padding, which repair cuts, and only it.
+            let mut padded = b.clone();
+            padded.resize(b.len() + 4096 + 5, 0);
+            let (got, stop) = records(&padded);
+            assert_eq!(got.len(), 10);
+            assert!(matches!(stop.end, End::Zeros(_)), "{stop:?}");
+            assert_eq!(stop.offset, b.len() as u64);
+            std::fs::write(&p, &padded).unwrap();
+            let rep = crate::repair::repair(&p).unwrap();
+            assert_eq!((rep.records, rep.len_after), (10, b.len() as u64));
+            assert_eq!(std::fs::read(&p).unwrap(), b);
+            // Empty records first and in a row, a torn record last: repair
+            // cuts the torn record only.
+            let b = with_zeros(&with_zeros(&f, offs[5], 48), offs[0], 16);
+            let torn = &b[..b.len() - 3];
+            let (got, stop) = records(torn);
+            assert_eq!(got.len(), 9 + 4 - 1);
+            assert_eq!(got[0].1, 0);
+            assert!(got[6..9].iter().all(|r| r.1 == 0 && r.4.is_empty()));
+            assert!(matches!(stop.end, End::Torn { .. }));
+            std::fs::write(&p, torn).unwrap();
+            let rep = crate::repair::repair(&p).unwrap();
+            let last = *offs.last().unwrap() + 64;
+            assert_eq!((rep.records, rep.len_after), (12, last as u64));
+            assert_eq!(std::fs::read(&p).unwrap(), b[..last]);
+        }
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// A long run of zeros before records: one empty record per 16 bytes,
+    /// the run read ahead once (not once per header). Zeros that are not a
+    /// whole number of headers before records: the bytes after them are
+    /// read as libpcap reads them (here a header libpcap refuses), and
+    /// repair refuses to cut.
+    #[test]
+    fn runs_of_zeros_before_records() {
+        let (f, offs) = pcap(true, false, 4);
+        let n = 100_000;
+        let b = with_zeros(&f, offs[1], n * 16);
+        let mut w = Walker::new(Cursor::new(&b));
+        let metas: Vec<Meta> = std::iter::from_fn(|| w.next()).collect();
+        assert_eq!(metas.len(), 4 + n);
+        assert!(metas[1..=n].iter().all(|m| m.caplen == 0));
+        assert_eq!(metas[n + 1].offset, (offs[1] + n * 16) as u64);
+        assert!(matches!(w.stop().unwrap().end, End::Clean));
+        // 20 zero bytes: one empty record, then a header made of 4 zeros
+        // and the next record's first 12 bytes (its fraction as caplen).
+        let b = with_zeros(&f, offs[1], 20);
+        let (got, stop) = records(&b);
+        assert_eq!(got.len(), 2);
+        assert_eq!(stop.offset, (offs[1] + 16) as u64);
+        assert!(matches!(
+            stop.end,
+            End::Corrupt(Why::RecordHeader {
+                caplen: 123_456_790,
+                ..
+            })
+        ));
+        let d = tmpdir("zero-run");
+        let p = d.join("z.pcap");
+        std::fs::write(&p, &b).unwrap();
+        assert!(matches!(
+            crate::repair::repair(&p),
+            Err(StorageError::Corrupt { .. })
+        ));
+        assert_eq!(std::fs::read(&p).unwrap(), b, "left alone");
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// A stream of zeros from its first byte is padding from the start
+    /// (space allocated ahead that no write reached): no header.
+    #[test]
+    fn all_zeros_is_padding_without_a_header() {
+        for n in [4, 24, 4096] {
+            let z = vec![0u8; n];
+            let w = Walker::new(Cursor::new(&z));
+            let s = w.stop().unwrap();
+            assert!(matches!(s.end, End::Zeros(Why::BadMagic(0))), "{s:?}");
+            assert!(!w.header_complete() && !s.header_complete);
+        }
+        let (f, _) = pcap(true, false, 1);
+        for cut in [0, 3, 10, 23] {
+            let w = Walker::new(Cursor::new(&f[..cut]));
+            assert!(!w.header_complete());
+            let e = w.stop().unwrap().error(Path::new("f"), cut as u64).unwrap();
+            assert!(
+                e.to_string().contains("`wiretape repair` removes it"),
+                "{e}"
+            );
+        }
+        assert!(Walker::new(Cursor::new(&f[..24])).header_complete());
+        // pcapng: a section header without an interface is no header
+        // (libpcap refuses such a file).
+        let mut ng = Vec::new();
+        shb(&mut ng, false);
+        let shb_len = ng.len();
+        idb(&mut ng, false, 65535, 9);
+        for cut in [shb_len, shb_len + 8, ng.len() - 1] {
+            assert!(!Walker::new(Cursor::new(&ng[..cut])).header_complete());
+        }
+        assert!(Walker::new(Cursor::new(&ng)).header_complete());
     }
 
     #[test]

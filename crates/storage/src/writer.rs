@@ -531,6 +531,11 @@ impl<S: BlockSink> PcapWriter<S> {
         &self.sink
     }
 
+    /// The sink the blocks go to, to set it up.
+    pub fn sink_mut(&mut self) -> &mut S {
+        &mut self.sink
+    }
+
     /// The sink's engine statistics ([`BlockSink::stats`]).
     pub fn sink_stats(&self) -> crate::sink::SinkStats {
         self.sink.stats()

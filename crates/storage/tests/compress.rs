@@ -312,3 +312,87 @@ fn tcpdump_and_capinfos_read_them() {
     }
     std::fs::remove_dir_all(d).unwrap();
 }
+
+/// A compressed file cut inside its first unit (what a crash right after
+/// the file was created leaves) holds no frame: repair removes it and its
+/// index. Cut after the first unit, it is closed there as before.
+#[test]
+fn repair_removes_a_compressed_file_without_one_whole_unit() {
+    let d = tmpdir("headerless");
+    let pool = Pool::new(2).unwrap();
+    for c in [Compress::Lz4, Compress::Zstd(3)] {
+        for fmt in [Format::PcapNs, Format::PcapNg] {
+            let p = d.join(name(c, fmt));
+            write(&p, c, fmt, &pool);
+            let full = std::fs::read(&p).unwrap();
+            let idx = index::read(&index::path_for(&p)).unwrap();
+            let first = idx[0].z.unwrap();
+            let end = (first.c_off + first.c_len) as usize;
+            let cut_file = d.join(format!("cut-{}", name(c, fmt)));
+            for cut in [4, 5, 7, 8, 12, end / 2, end - 1] {
+                std::fs::write(&cut_file, &full[..cut]).unwrap();
+                std::fs::write(index::path_for(&cut_file), b"WTIDX").unwrap();
+                let e = FileInfo::scan(&cut_file).unwrap_err().to_string();
+                assert!(e.contains("removes it"), "{cut}: {e}");
+                let r = wiretape_storage::repair::repair(&cut_file).unwrap();
+                assert!(r.removed, "{} cut at {cut}: {r:?}", name(c, fmt));
+                assert!(!cut_file.exists() && !index::path_for(&cut_file).exists());
+            }
+            std::fs::write(&cut_file, &full[..end + 1]).unwrap();
+            let r = wiretape_storage::repair::repair(&cut_file).unwrap();
+            assert!(!r.removed && r.records == idx[0].count, "{r:?}");
+            std::fs::remove_file(&cut_file).unwrap();
+        }
+    }
+    std::fs::remove_dir_all(d).unwrap();
+}
+
+/// An all-zero record header between records (an empty record, as
+/// libpcap reads it) inside lz4 and zstd files: the readers share the
+/// walker, and read what tcpdump reads through the decompressor.
+#[test]
+fn an_empty_record_inside_a_compressed_file_reads_as_libpcap_reads_it() {
+    let d = tmpdir("empty-record");
+    let pool = Pool::new(2).unwrap();
+    for c in [Compress::Lz4, Compress::Zstd(3)] {
+        for fmt in [Format::PcapNs, Format::PcapUs] {
+            let p = d.join(name(c, fmt));
+            let sink = AnySink::Buffered(FileSink::with_block_size(&p, 64 << 10).unwrap())
+                .compressed(c, Some(&pool))
+                .unwrap();
+            let mut w = PcapWriter::with_format(sink, 65535, fmt, "eth9").compressed(true);
+            for i in 0..2 {
+                w.write(ts(i), &frame(i)).unwrap();
+            }
+            // Stamp 0, no bytes: a header of 16 zero bytes.
+            w.write(0, &[]).unwrap();
+            for i in 2..9 {
+                w.write(ts(i), &frame(i)).unwrap();
+            }
+            w.close().unwrap();
+            let mut r = PcapReader::open(&p).unwrap();
+            let mut rec = Record::default();
+            let mut lens = Vec::new();
+            while r.next_into(&mut rec).unwrap() {
+                lens.push(rec.data.len());
+            }
+            assert_eq!(lens.len(), 10, "{}", p.display());
+            assert_eq!(lens[2], 0);
+            assert_eq!(FileInfo::scan(&p).unwrap().packets, 10);
+            let tool = if c == Compress::Lz4 {
+                "lz4 -dc"
+            } else {
+                "zstdcat"
+            };
+            let o = Command::new("sh")
+                .arg("-c")
+                .arg(format!("{tool} '{}' | tcpdump --count -r -", p.display()))
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert_eq!(out.trim(), "10 packets", "tcpdump through {tool}");
+        }
+    }
+    std::fs::remove_dir_all(d).unwrap();
+}

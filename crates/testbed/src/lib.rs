@@ -9,7 +9,8 @@ pub mod sys;
 
 use std::io;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 pub use wiretape_capture::frames;
 use wiretape_capture::sys::pin_to_cpu;
@@ -211,6 +212,36 @@ impl Testbed {
         flows: u16,
         pps: Option<u64>,
     ) -> io::Result<SendReport> {
+        let run = Arc::new(SendRun::default());
+        self.spawn_sender(gen, seqs, size, flows, pps, run)
+            .join()
+            .map_err(|_| io::Error::other("sender thread panicked"))?
+    }
+
+    /// [`Testbed::send`] on a thread of its own, until it is done or told
+    /// to stop ([`Stream::stop`]); [`Stream::sent`] says how many frames it
+    /// has handed to the kernel so far (frames `seqs.start` onward, in order).
+    pub fn send_stream(
+        &self,
+        seqs: std::ops::Range<u64>,
+        size: SizeFn,
+        flows: u16,
+        pps: Option<u64>,
+    ) -> Stream {
+        let run = Arc::new(SendRun::default());
+        let handle = self.spawn_sender(GEN_IF, seqs, size, flows, pps, run.clone());
+        Stream { run, handle }
+    }
+
+    fn spawn_sender(
+        &self,
+        gen: &str,
+        seqs: std::ops::Range<u64>,
+        size: SizeFn,
+        flows: u16,
+        pps: Option<u64>,
+        run: Arc<SendRun>,
+    ) -> std::thread::JoinHandle<io::Result<SendReport>> {
         let ns = self.ns.clone();
         let steered = self.steered.lock().unwrap().iter().any(|g| g == gen);
         let gen = gen.to_owned();
@@ -227,6 +258,9 @@ impl Testbed {
                 per_queue: vec![0; s.queues()],
             };
             for seq in seqs.clone() {
+                if run.stop.load(Ordering::Relaxed) {
+                    break;
+                }
                 let len = size.size(seq);
                 let flow = seq % flows;
                 frames::build_into(&mut frame, seq, len, flow as u16);
@@ -235,6 +269,7 @@ impl Testbed {
                 rep.sent += 1;
                 rep.bytes += len as u64;
                 rep.per_queue[q] += 1;
+                run.sent.store(rep.sent, Ordering::Release);
                 if let Some(pps) = pps {
                     // Pace in bursts of 32 so that no queue on the way overflows.
                     if rep.sent.is_multiple_of(32) {
@@ -245,8 +280,35 @@ impl Testbed {
             rep.elapsed = start.elapsed();
             Ok(rep)
         })
-        .join()
-        .map_err(|_| io::Error::other("sender thread panicked"))?
+    }
+}
+
+/// What a sender thread shares with its [`Stream`].
+#[derive(Default)]
+struct SendRun {
+    stop: AtomicBool,
+    sent: AtomicU64,
+}
+
+/// A sender running on its own thread ([`Testbed::send_stream`]).
+pub struct Stream {
+    run: Arc<SendRun>,
+    handle: std::thread::JoinHandle<io::Result<SendReport>>,
+}
+
+impl Stream {
+    /// Frames handed to the kernel so far.
+    pub fn sent(&self) -> u64 {
+        self.run.sent.load(Ordering::Acquire)
+    }
+
+    /// Stops sending (after the frame being sent) and waits for the
+    /// thread: what it sent in all.
+    pub fn stop(self) -> io::Result<SendReport> {
+        self.run.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .join()
+            .map_err(|_| io::Error::other("sender thread panicked"))?
     }
 }
 
