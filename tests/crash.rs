@@ -646,17 +646,7 @@ fn kill_record_from_a_file() {
         let dir = work.path().join(format!("k{k}"));
         std::fs::create_dir_all(&dir).unwrap();
         let v = variants[k % variants.len()];
-        let mut a = vec![
-            "record",
-            "-r",
-            trace.to_str().unwrap(),
-            "-w",
-            dir.to_str().unwrap(),
-            "-q",
-        ];
-        a.extend_from_slice(v);
-        let mut child = Command::new(bin())
-            .args(&a)
+        let mut child = record_file_command(&trace, &dir, v)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

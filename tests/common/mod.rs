@@ -552,20 +552,30 @@ pub fn tcpdump_select(file: &Path, expr: &str, scratch: &Path) -> Vec<Record> {
     read_all(&p)
 }
 
-/// `wiretape record -r TRACE -w DIR -q EXTRA...` (the file engine, no
-/// privileges), which must succeed.
+/// The command `wiretape record -r TRACE -w DIR -q EXTRA...` (the file
+/// engine, no privileges).
+pub fn record_file_command(trace: &Path, dir: &Path, extra: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.args(["record", "-r"])
+        .arg(trace)
+        .arg("-w")
+        .arg(dir)
+        .arg("-q")
+        .args(extra);
+    c
+}
+
+/// Runs [`record_file_command`], which must succeed.
 pub fn record_file(trace: &Path, dir: &Path, extra: &[&str]) {
-    let mut a = vec![
-        "record",
-        "-r",
-        trace.to_str().unwrap(),
-        "-w",
-        dir.to_str().unwrap(),
-        "-q",
-    ];
-    a.extend_from_slice(extra);
-    let (code, _, e) = run_wiretape(None, &a);
-    assert_eq!(code, 0, "record -r {}: {e}", trace.display());
+    let o = record_file_command(trace, dir, extra)
+        .output()
+        .expect("run wiretape");
+    assert!(
+        o.status.success(),
+        "record -r {}: {}",
+        trace.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// A running `wiretape api`, killed on drop.

@@ -55,15 +55,23 @@ fn ts(i: u64) -> u64 {
     T0 + i * 1_000_003
 }
 
-/// Writes N frames compressed as `c` into `path` (blocks of 64 KiB, a flush
-/// every 500 frames), with an index; returns the file's frames as written.
-fn write(path: &Path, c: Compress, fmt: Format, pool: &std::sync::Arc<Pool>) -> u64 {
+/// A writer of `path` compressed as `c` (blocks of 64 KiB), without index.
+fn writer(
+    path: &Path,
+    c: Compress,
+    fmt: Format,
+    pool: &std::sync::Arc<Pool>,
+) -> PcapWriter<AnySink> {
     let sink = AnySink::Buffered(FileSink::with_block_size(path, 64 << 10).unwrap())
         .compressed(c, Some(pool))
         .unwrap();
-    let mut w = PcapWriter::with_format(sink, 65535, fmt, "eth9")
-        .compressed(true)
-        .with_index(path);
+    PcapWriter::with_format(sink, 65535, fmt, "eth9").compressed(true)
+}
+
+/// Writes N frames compressed as `c` into `path` (blocks of 64 KiB, a flush
+/// every 500 frames), with an index; returns the file's frames as written.
+fn write(path: &Path, c: Compress, fmt: Format, pool: &std::sync::Arc<Pool>) -> u64 {
+    let mut w = writer(path, c, fmt, pool).with_index(path);
     for i in 0..N {
         w.write(ts(i), &frame(i)).unwrap();
         if i % 500 == 499 {
@@ -357,10 +365,7 @@ fn an_empty_record_inside_a_compressed_file_reads_as_libpcap_reads_it() {
     for c in [Compress::Lz4, Compress::Zstd(3)] {
         for fmt in [Format::PcapNs, Format::PcapUs] {
             let p = d.join(name(c, fmt));
-            let sink = AnySink::Buffered(FileSink::with_block_size(&p, 64 << 10).unwrap())
-                .compressed(c, Some(&pool))
-                .unwrap();
-            let mut w = PcapWriter::with_format(sink, 65535, fmt, "eth9").compressed(true);
+            let mut w = writer(&p, c, fmt, &pool);
             for i in 0..2 {
                 w.write(ts(i), &frame(i)).unwrap();
             }
