@@ -25,6 +25,7 @@
 //! approximate too).
 
 use std::collections::HashMap;
+use wiretape_filter::conn;
 
 /// A connection's key: version, the two addresses (lower first), the
 /// protocol and the two ports (lower first).
@@ -54,107 +55,27 @@ pub enum Class {
     Conn(Key, bool),
 }
 
-const VLAN: u16 = 0x8100;
-const QINQ: u16 = 0x88a8;
-
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-/// Reads the connection of an Ethernet frame (its captured bytes).
+/// Reads the connection of an Ethernet frame (its captured bytes), with
+/// the parser the session table shares ([`wiretape_filter::conn`], which
+/// states the rule's details).
 pub fn classify(f: &[u8]) -> Class {
-    let Some(mut et) = be16(f, 12) else {
-        return Class::Exempt;
+    let p = match conn::ethernet(f) {
+        conn::Frame::Ip(p) => p,
+        conn::Frame::NotIp | conn::Frame::Fragment => return Class::Exempt,
     };
-    let mut at = 14;
-    for _ in 0..2 {
-        if et != VLAN && et != QINQ {
-            break;
-        }
-        let Some(next) = be16(f, at + 2) else {
-            return Class::Exempt;
-        };
-        et = next;
-        at += 4;
-    }
-    let ip = &f[at.min(f.len())..];
-    let (version, mut lo, mut hi, proto, l4) = match et {
-        0x0800 => {
-            if ip.len() < 20 || ip[0] >> 4 != 4 {
-                return Class::Exempt;
-            }
-            let ihl = (ip[0] & 0x0f) as usize * 4;
-            let frag = be16(ip, 6).unwrap_or(0) & 0x1fff;
-            if frag > 0 {
-                return Class::Exempt;
-            }
-            let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
-            a[..4].copy_from_slice(&ip[12..16]);
-            b[..4].copy_from_slice(&ip[16..20]);
-            (4u8, a, b, ip[9], ip.get(ihl.max(20)..))
-        }
-        0x86dd => {
-            if ip.len() < 40 || ip[0] >> 4 != 6 {
-                return Class::Exempt;
-            }
-            let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
-            a.copy_from_slice(&ip[8..24]);
-            b.copy_from_slice(&ip[24..40]);
-            let mut nh = ip[6];
-            let mut off = 40usize;
-            let mut l4 = ip.get(off..);
-            for _ in 0..8 {
-                match nh {
-                    0 | 43 | 60 => {
-                        let (Some(&n), Some(&len)) = (ip.get(off), ip.get(off + 1)) else {
-                            l4 = None;
-                            break;
-                        };
-                        nh = n;
-                        off += (len as usize + 1) * 8;
-                        l4 = ip.get(off..);
-                    }
-                    44 => {
-                        let (Some(&n), Some(fo)) = (ip.get(off), be16(ip, off + 2)) else {
-                            l4 = None;
-                            break;
-                        };
-                        if fo >> 3 > 0 {
-                            return Class::Exempt;
-                        }
-                        nh = n;
-                        off += 8;
-                        l4 = ip.get(off..);
-                    }
-                    _ => break,
-                }
-            }
-            (6u8, a, b, nh, l4)
-        }
-        _ => return Class::Exempt,
-    };
-    let (mut p1, mut p2, mut flags) = (0u16, 0u16, false);
-    if matches!(proto, 6 | 17 | 132) {
-        if let Some(l4) = l4 {
-            if let (Some(a), Some(b)) = (be16(l4, 0), be16(l4, 2)) {
-                (p1, p2) = (a, b);
-            }
-            if proto == 6 {
-                flags = l4.get(13).is_some_and(|f| f & 0x07 != 0);
-            }
-        }
-    }
+    let (mut lo, mut hi) = (p.src, p.dst);
     if lo > hi {
         std::mem::swap(&mut lo, &mut hi);
     }
+    let flags = p.tcp_flags.is_some_and(|f| f & 0x07 != 0);
     Class::Conn(
         Key {
-            version,
+            version: p.version,
             lo,
             hi,
-            proto,
-            port_lo: p1.min(p2),
-            port_hi: p1.max(p2),
+            proto: p.proto,
+            port_lo: p.sport.min(p.dport),
+            port_hi: p.sport.max(p.dport),
         },
         flags,
     )

@@ -10,6 +10,9 @@
 //! * [`ebpf`]: the translation of a classic program to eBPF, as a function
 //!   body taking `data`/`data_end` or as a complete XDP program, for
 //!   filtering in the kernel; its module docs describe the design.
+//! * [`conn`]: a frame's connection (addresses, protocol, ports, TCP
+//!   flags, the transport payload), the parser the per-connection cutoff
+//!   and the session table share.
 //! * [`kernel`]: loading an XDP program and running it on a frame with
 //!   `BPF_PROG_TEST_RUN` (the raw `bpf(2)` syscall).
 //!
@@ -22,6 +25,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod conn;
 pub mod ebpf;
 pub mod flow;
 mod insn;
