@@ -1,0 +1,132 @@
+//! The bodies of the fuzz target `sessions` (`fuzz/fuzz_targets/sessions.rs`,
+//! run with `cargo +nightly fuzz run sessions`), also run on stable over
+//! generated and mutated inputs by the crate's tests. Each must return on
+//! any input, never panic, and keep what it stores escaped and bounded.
+
+use crate::names::Names;
+use crate::track::{Config, Tracker};
+use crate::{dns, http, quic, table, text, tls};
+
+/// Whether a stored name is as [`crate::text`] promises: no control or
+/// hidden characters, at most `max` bytes of input (escapes make it up to
+/// 4x longer, plus an ellipsis).
+fn check(what: &str, s: &str, max: usize) {
+    assert!(
+        !s.chars().any(|c| c.is_control()),
+        "{what}: a raw control character in {s:?}"
+    );
+    assert!(s.len() <= 4 * max + 3, "{what}: {} bytes", s.len());
+    assert!(!s.is_empty(), "{what}: stored empty");
+}
+
+/// Checks every name of `n`.
+pub fn check_names(n: &Names) {
+    for (what, v, max) in [
+        ("dns_query", &n.dns_query, dns::MAX_NAME),
+        ("tls_sni", &n.tls_sni, dns::MAX_NAME),
+        ("quic_sni", &n.quic_sni, dns::MAX_NAME),
+        ("http_host", &n.http_host, dns::MAX_NAME),
+        ("http_method", &n.http_method, 16),
+        ("http_path", &n.http_path, http::MAX_PATH),
+        ("http_user_agent", &n.http_user_agent, http::MAX_AGENT),
+        ("ja4", &n.ja4, 64),
+    ] {
+        if let Some(s) = v {
+            check(what, s, max);
+        }
+    }
+    assert!(n.dns_answers.len() <= dns::MAX_ANSWERS);
+    assert!(n.tls_alpn.len() <= tls::MAX_ALPN);
+    for a in n.dns_answers.iter().chain(&n.tls_alpn) {
+        check("list item", a, dns::MAX_NAME);
+    }
+}
+
+/// Every parser on `data` as it stands: a DNS message, TLS records, a
+/// ClientHello body, an HTTP request (more to come, and not), a QUIC
+/// datagram, a name to escape.
+pub fn parsers(data: &[u8]) {
+    let mut n = Names::default();
+    let (mut s1, mut s2) = (Vec::new(), Vec::new());
+    dns::message(data, &mut n, &mut s1);
+    if tls::records(data, &mut s1) == tls::Stream::Hello {
+        assert!(s1.len() <= tls::MAX_HELLO + 4);
+        if let Some(h) = s1.get(4..).and_then(tls::client_hello) {
+            tls::store(&h, false, &mut n);
+        }
+    }
+    if let Some(h) = tls::client_hello(data) {
+        let j = tls::ja4(&h, 'q');
+        assert!(j.is_ascii() && j.len() == 36, "{j}");
+        tls::store(&h, true, &mut n);
+    }
+    for last in [false, true] {
+        let mut m = Names::default();
+        http::request(data, last, &mut m);
+        check_names(&m);
+    }
+    let mut q = quic::Quic::default();
+    q.datagram(data, &mut s1, &mut s2);
+    if let Some(s) = text::escape(data, 64) {
+        check("escape", &s, 64);
+    }
+    check_names(&n);
+}
+
+/// `data` as frames for the tracker: the first byte picks the link type
+/// (Ethernet, raw IP, Linux cooked v1/v2, loopback, or IPv4/IPv6), then
+/// frames of (2-byte length, bytes) to the end. The table is small (8
+/// connections, 3 frames named per direction, 512 bytes of stream) so
+/// that eviction and the bounds are reached; every frame must land in
+/// exactly one row or a counter.
+pub fn tracker(data: &[u8]) {
+    const LINKS: [u32; 8] = [1, 1, 1, 101, 113, 276, 0, 229];
+    let Some((&first, mut rest)) = data.split_first() else {
+        return;
+    };
+    let linktype = LINKS[first as usize % LINKS.len()];
+    let mut t = Tracker::new(Config {
+        max_connections: 8,
+        name_frames: 3,
+        name_bytes: 512,
+        buffer_budget: 4096,
+        idle_ns: 1_000,
+    });
+    let mut ts = 1_000_000u64;
+    let mut frames = 0u64;
+    let mut tables = Vec::new();
+    while rest.len() >= 2 {
+        let len = u16::from_be_bytes([rest[0], rest[1]]) as usize;
+        let f = &rest[2..];
+        let f = &f[..len.min(f.len())];
+        rest = &rest[2 + f.len()..];
+        ts += u64::from(first) * 100;
+        t.add(linktype, ts, f, f.len() as u32 + (len & 3) as u32);
+        frames += 1;
+        assert!(t.connections() <= 8);
+        assert!(t.buffered() <= 4096 + 2 * 512, "{} buffered", t.buffered());
+        if frames % 16 == 0 {
+            tables.push(t.cut("a.pcap"));
+        }
+    }
+    tables.push(t.cut("b.pcap"));
+    let mut seen = 0;
+    for tb in &tables {
+        let s = &tb.stats;
+        let rows: u64 = tb
+            .rows
+            .iter()
+            .map(|r| r.client_packets + r.server_packets)
+            .sum();
+        assert_eq!(rows + s.not_ip + s.fragments, s.frames, "{s:?}");
+        seen += s.frames;
+        for r in &tb.rows {
+            if let Some(n) = &r.names {
+                check_names(n);
+            }
+        }
+        let b = table::to_batch(tb).expect("a batch of any table");
+        assert_eq!(b.num_rows(), tb.rows.len());
+    }
+    assert_eq!(seen, frames);
+}
