@@ -105,7 +105,7 @@ pub fn tracker(data: &[u8]) {
         frames += 1;
         assert!(t.connections() <= 8);
         assert!(t.buffered() <= 4096 + 2 * 512, "{} buffered", t.buffered());
-        if frames % 16 == 0 {
+        if frames.is_multiple_of(16) {
             tables.push(t.cut("a.pcap"));
         }
     }

@@ -49,6 +49,8 @@ pub mod track;
 
 #[cfg(test)]
 use criterion as _;
+#[cfg(test)]
+use proptest as _;
 
 pub use names::Names;
 pub use table::{read_parquet, schema, to_batch, write_parquet, write_parquet_file, TableError};

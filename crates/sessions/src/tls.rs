@@ -80,7 +80,7 @@ pub fn client_hello(b: &[u8]) -> Option<Hello<'_>> {
     at += 1 + sid;
     let cs = be16(b, at)? as usize;
     let suites = b.get(at + 2..at + 2 + cs)?;
-    if cs % 2 != 0 {
+    if !cs.is_multiple_of(2) {
         return None;
     }
     h.ciphers = suites

@@ -651,11 +651,7 @@ fn udp(
         };
     }
     match d.want {
-        Want::Dns => {
-            if !dns::message(p.payload, names, scratch) {
-                d.want = Want::Done;
-            }
-        }
+        Want::Dns if !dns::message(p.payload, names, scratch) => d.want = Want::Done,
         Want::Quic => {
             let st = q.get_or_insert_with(Box::default);
             if quic::Quic::datagram(st, p.payload, scratch, scratch2) == quic::Step::Hello {

@@ -23,7 +23,11 @@ fn names_of(frames: &[Vec<u8>]) -> wiretape_sessions::Names {
         t.add(1, i as u64, f, f.len() as u32);
     }
     let tb = t.cut("x");
-    let n = tb.rows.iter().find_map(|r| r.names.as_deref().cloned()).unwrap_or_default();
+    let n = tb
+        .rows
+        .iter()
+        .find_map(|r| r.names.as_deref().cloned())
+        .unwrap_or_default();
     fuzz::check_names(&n);
     n
 }
@@ -33,9 +37,16 @@ fn named_hostile_cases() {
     // An SNI of control characters, a bidi override and invalid UTF-8:
     // stored escaped.
     let mut t = Tcp::new((ip(1), 1000), (ip(2), 443), None, 1);
-    let h = Hello::browser(Some(b"evil\x1b[2J\xe2\x80\xaecom\xff.example"), &[b"h2"], 0x0a0a);
+    let h = Hello::browser(
+        Some(b"evil\x1b[2J\xe2\x80\xaecom\xff.example"),
+        &[b"h2"],
+        0x0a0a,
+    );
     let n = names_of(&[t.seg(false, 0x18, &h.records(1 << 14))]);
-    assert_eq!(n.tls_sni.as_deref(), Some("evil\\u{001b}[2J\\u{202e}com\\xff.example"));
+    assert_eq!(
+        n.tls_sni.as_deref(),
+        Some("evil\\u{001b}[2J\\u{202e}com\\xff.example")
+    );
     // The same ClientHello cut anywhere: nothing stored, no panic.
     let whole = h.records(1 << 14);
     for cut in 1..whole.len() {
@@ -55,10 +66,15 @@ fn named_hostile_cases() {
     q.extend_from_slice(&[1, b'a', 0xc0, 12, 0, 1, 0, 1]);
     let n = names_of(&[synth::udp(None, (ip(1), 5000), (ip(3), 53), &q)]);
     assert_eq!(n.dns_query, None);
-    let mut r = synth::dns_response(2, "b.example", 1, &[synth::Answer::Cname("c.example".into())]);
+    let mut r = synth::dns_response(
+        2,
+        "b.example",
+        1,
+        &[synth::Answer::Cname("c.example".into())],
+    );
     let at = r.len() - 11; // the CNAME's first label
     r[at] = 0xc0;
-    r[at + 1] = (at - 0) as u8; // points at itself
+    r[at + 1] = at as u8; // points at itself
     let n = names_of(&[synth::udp(None, (ip(3), 53), (ip(1), 5001), &r)]);
     assert_eq!(n.dns_query.as_deref(), Some("b.example"));
     assert!(n.dns_answers.is_empty(), "{:?}", n.dns_answers);
@@ -70,7 +86,10 @@ fn named_hostile_cases() {
     let frames: Vec<Vec<u8>> = req.chunks(1400).map(|c| t.seg(false, 0x18, c)).collect();
     let n = names_of(&frames);
     assert_eq!(n.http_method.as_deref(), Some("GET"));
-    assert!(n.http_path.as_deref().is_some_and(|p| p.ends_with('\u{2026}') && p.len() < 4096));
+    assert!(n
+        .http_path
+        .as_deref()
+        .is_some_and(|p| p.ends_with('\u{2026}') && p.len() < 4096));
     // A 64 KiB header line before Host: the request is cut; no Host.
     let mut t = Tcp::new((ip(1), 1003), (ip(2), 80), None, 1);
     let mut req = b"GET / HTTP/1.1\r\nX-Big: ".to_vec();
@@ -78,20 +97,33 @@ fn named_hostile_cases() {
     req.extend_from_slice(b"\r\nHost: late.example\r\n\r\n");
     let frames: Vec<Vec<u8>> = req.chunks(1400).map(|c| t.seg(false, 0x18, c)).collect();
     let n = names_of(&frames);
-    assert_eq!((n.http_method.as_deref(), n.http_host.as_deref()), (Some("GET"), None));
+    assert_eq!(
+        (n.http_method.as_deref(), n.http_host.as_deref()),
+        (Some("GET"), None)
+    );
     // A User-Agent of invalid UTF-8 and a NUL: escaped.
     let mut t = Tcp::new((ip(1), 1004), (ip(2), 80), None, 1);
-    let n = names_of(&[t.seg(false, 0x18, b"GET / HTTP/1.1\r\nHost: h\r\nUser-Agent: a\x00b\xc3\x28\r\n\r\n")]);
+    let n = names_of(&[t.seg(
+        false,
+        0x18,
+        b"GET / HTTP/1.1\r\nHost: h\r\nUser-Agent: a\x00b\xc3\x28\r\n\r\n",
+    )]);
     assert_eq!(n.http_user_agent.as_deref(), Some("a\\u{0000}b\\xc3("));
     // A QUIC Initial with one bit flipped: not opened, nothing stored.
-    let mut d = synth::quic_initial(&[9; 8], &Hello::browser(Some(b"q.example"), &[b"h3"], 0x0a0a));
+    let mut d = synth::quic_initial(
+        &[9; 8],
+        &Hello::browser(Some(b"q.example"), &[b"h3"], 0x0a0a),
+    );
     d[300] ^= 0x40;
     let n = names_of(&[synth::udp(None, (ip(1), 5002), (ip(2), 443), &d)]);
     assert_eq!(n.quic_sni, None);
 }
 
 fn cases() -> u32 {
-    std::env::var("WIRETAPE_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+    std::env::var("WIRETAPE_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
 }
 
 /// Valid inputs to mutate: a DNS response, a ClientHello in records, an
@@ -101,7 +133,10 @@ fn seeds() -> Vec<Vec<u8>> {
         synth::dns_response(1, "www.example.com", 1, &[synth::Answer::Addr(ip(9))]),
         Hello::browser(Some(b"a.example"), &[b"h2", b"http/1.1"], 0x1a1a).records(300),
         synth::http_get("h.example", "/x", "ua"),
-        synth::quic_initial(&[1, 2, 3, 4], &Hello::browser(Some(b"q.example"), &[b"h3"], 0x2a2a)),
+        synth::quic_initial(
+            &[1, 2, 3, 4],
+            &Hello::browser(Some(b"q.example"), &[b"h3"], 0x2a2a),
+        ),
     ]
 }
 
