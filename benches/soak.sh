@@ -1,40 +1,68 @@
 #!/usr/bin/env bash
-# Soak: `wiretape record` for a long time at a steady rate, rotating every
-# few seconds with --keep-files, sampling its resident memory, open file
-# descriptors and threads once a second into a CSV. At the end: nothing
-# lost (frames sent = seen = written, no drops, the identity holds), and
-# whether memory, descriptors and threads stayed flat (first vs last minute),
-# with a small plot of each.
+# Soak with analysts: `wiretape record` for a long time at a steady rate,
+# rotating every 3 s with retention (--keep-files 40), while `wiretape api`
+# serves the store on loopback with mutual TLS (certificates from
+# `wiretape certs`) and a client (benches/soak_client.py: Python's ssl, and
+# curl for the console) asks /v1/files, /v1/count, /v1/extract, /v1/timeline
+# and the console's page every few seconds, drops a download of the whole
+# store mid-way every 4th round, and runs `wiretape index --parquet` every
+# 30 s. Every answer is checked against a local `wiretape extract` of the same
+# window. The recorder's and the API's resident memory, open descriptors and
+# threads are sampled once a second into a CSV. At the end
+# (benches/soak_report.py, a Markdown report on stdout and in OUT_DIR/soak.md):
+#   - nothing lost: frames sent = written by the recorder = frames in the
+#     files left + frames of the files retention deleted (each seen complete
+#     in /v1/files before it went); the deleted files' count and bytes = the
+#     recorder's summary; no drops, its identity holds;
+#   - every query answered correctly;
+#   - flat: the first WINDOW s against the last WINDOW s (WINDOW = a third of
+#     the run, at most 600 s), medians, within the thresholds below;
+#   - no error line in the recorder's or the API's log.
+# Exit 1 if any of these fails.
 #
 #   benches/soak.sh [SECONDS] [PPS] [SIZE] [OUT_DIR]
 #     SECONDS  how long traffic runs (600)
-#     PPS      frames per second (50000)
+#     PPS      frames per second (20000)
 #     SIZE     frame size in bytes (512)
-#     OUT_DIR  where the CSV and the summary go (target/soak)
+#     OUT_DIR  where the CSV, logs and report go (target/soak)
+#   SOAK_EVERY=S        seconds between the client's rounds (3)
+#   SOAK_INDEX_EVERY=S  seconds between `index --parquet` runs (30)
+#   Growth allowed, last window's median minus the first's:
+#   SOAK_MAX_RSS_MIB=M  resident memory of either process (16)
+#   SOAK_MAX_FDS=N      open descriptors of either process (4)
+#   SOAK_MAX_THREADS=N  threads of either process (4)
 #
 # Root. Builds nothing: run `cargo build --release` first. It creates its own
-# network namespace (wt-soak-<pid>) with a veth pair and removes it on exit;
-# the captures go to a temporary directory, removed on exit. Only one
-# benchmark at a time on a shared machine.
+# network namespace (wt-soak-<pid>) with a veth pair and removes it, its
+# temporary directories and its processes on exit, also when interrupted or
+# killed by SIGTERM. Only one benchmark at a time on a shared machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECS=${1:-600}; PPS=${2:-50000}; SIZE=${3:-512}; OUT=${4:-target/soak}
-W=$PWD/target/release/wiretape
+SECS=${1:-600}; PPS=${2:-20000}; SIZE=${3:-512}; OUT=${4:-target/soak}
+EVERY=${SOAK_EVERY:-3}; INDEX_EVERY=${SOAK_INDEX_EVERY:-30}
+W=${WIRETAPE:-$PWD/${CARGO_TARGET_DIR:-target}/release/wiretape}
 [ -x "$W" ] || { echo "soak: build first: cargo build --release" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "soak: run as root (namespaces, XDP)" >&2; exit 1; }
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+rm -f "$OUT"/{soak.csv,summary.json,gen.json,gen.log,record.log,api.log,client.log,queries.jsonl,files.json,left.txt,index.parquet,soak.md,soak.svg}
 NS=wt-soak-$$
 CAP=$(mktemp -d /var/tmp/wt-soak-cap.XXXXXX)
+TLS=$(mktemp -d /tmp/wt-soak-tls.XXXXXX)
 CSV=$OUT/soak.csv
 SUM=$OUT/summary.json
-REC_PID=""
+REC_PID=""; API_PID=""; GEN_PID=""; CLI_PID=""
 cleanup() {
-  [ -n "$REC_PID" ] && kill -INT "$REC_PID" 2>/dev/null && wait "$REC_PID" 2>/dev/null || true
+  trap - EXIT INT TERM
+  for p in $CLI_PID $GEN_PID $API_PID; do kill "$p" 2>/dev/null || true; done
+  if [ -n "$REC_PID" ]; then kill -INT "$REC_PID" 2>/dev/null || true; fi
+  for p in $CLI_PID $GEN_PID $API_PID $REC_PID; do wait "$p" 2>/dev/null || true; done
   ip netns del "$NS" 2>/dev/null || true
-  rm -rf "$CAP"
+  rm -rf "$CAP" "$TLS"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 ip netns add "$NS"
 ip -n "$NS" link set lo up
@@ -43,67 +71,59 @@ ip -n "$NS" link add wt-gen numtxqueues 2 numrxqueues 2 type veth peer name wt-c
 ip -n "$NS" link set wt-gen up
 ip -n "$NS" link set wt-cap up
 
-# Rotation every 3 s of packet time, at most 40 files kept: over 10 minutes
-# some 400 files are made and 360 deleted.
+# Rotation every 3 s of packet time, at most 40 files kept (two queues: 60 s
+# of traffic): over 30 minutes some 1,200 files are made and 1,160 deleted.
 ip netns exec "$NS" "$W" record -i wt-cap -w "$CAP" --rotate-time 3s --keep-files 40 \
-  --summary-json "$SUM" -q 2>"$OUT/record.log" &
+  --summary-json "$SUM" 2>"$OUT/record.log" &
 REC_PID=$!
 for _ in $(seq 100); do grep -q "wiretape: recording" "$OUT/record.log" 2>/dev/null && break; sleep 0.1; done
 grep -q "wiretape: recording" "$OUT/record.log" || { cat "$OUT/record.log" >&2; exit 1; }
 # The recorder runs as the child of `ip netns exec`, which execs it: same pid.
-PID=$REC_PID
 
-echo "t_s,rss_kib,fds,threads,files_in_dir" > "$CSV"
+"$W" certs init "$TLS" --server-name 127.0.0.1 >/dev/null
+"$W" certs client "$TLS" soak >/dev/null
+"$W" api -w "$CAP" --listen 127.0.0.1:0 --tls-cert "$TLS/server.pem" --tls-key "$TLS/server.key" \
+  --client-ca "$TLS/ca.pem" --allow-client soak 2>"$OUT/api.log" &
+API_PID=$!
+for _ in $(seq 100); do grep -q serving "$OUT/api.log" 2>/dev/null && break; sleep 0.1; done
+URL=$(grep -o 'https://[^ ]*' "$OUT/api.log" | head -1)
+[ -n "$URL" ] || { cat "$OUT/api.log" >&2; exit 1; }
+
+echo "t_s,rec_rss_kib,rec_fds,rec_threads,api_rss_kib,api_fds,api_threads,files_in_dir" > "$CSV"
+of() { # RSS, descriptors, threads of pid $1
+  local rss thr fds
+  rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0)
+  thr=$(awk '/^Threads:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0)
+  fds=$(find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+  echo "$rss,$fds,$thr"
+}
 sample() {
-  local t=$1 rss thr fds files
-  rss=$(awk '/^VmRSS:/ {print $2}' /proc/$PID/status 2>/dev/null || echo 0)
-  thr=$(awk '/^Threads:/ {print $2}' /proc/$PID/status 2>/dev/null || echo 0)
-  fds=$(ls /proc/$PID/fd 2>/dev/null | wc -l)
-  files=$(ls "$CAP" | wc -l)
-  echo "$t,$rss,$fds,$thr,$files" >> "$CSV"
+  echo "$1,$(of "$REC_PID"),$(of "$API_PID"),$(find "$CAP" -mindepth 1 -maxdepth 1 | wc -l)" >> "$CSV"
 }
 
 COUNT=$((SECS * PPS))
 ip netns exec "$NS" "$W" gen -i wt-gen --size "$SIZE" --count "$COUNT" --rate "$PPS" --flows 16 --json \
   >"$OUT/gen.json" 2>"$OUT/gen.log" &
 GEN_PID=$!
+python3 benches/soak_client.py "$URL" "$TLS" "$W" "$CAP" "$OUT" "$SECS" "$EVERY" "$INDEX_EVERY" \
+  2>"$OUT/client.log" &
+CLI_PID=$!
 t=0
 while kill -0 "$GEN_PID" 2>/dev/null; do
   sample $t; sleep 1; t=$((t + 1))
+  [ $((t % 60)) = 0 ] && echo "soak: ${t}s of ${SECS}s, $(grep -c '"ok": false' "$OUT/queries.jsonl" || true) wrong answers so far" >&2
 done
-wait "$GEN_PID"
+wait "$GEN_PID"; GEN_PID=""
+wait "$CLI_PID" || true; CLI_PID=""
 sleep 3
 sample $t
 kill -INT "$REC_PID"; wait "$REC_PID" || true; REC_PID=""
+kill "$API_PID"; wait "$API_PID" 2>/dev/null || true; API_PID=""
+# What is left in the store after the recorder stopped, per file (frames
+# from the files' own records).
+for f in "$CAP"/*.pcap; do
+  printf '%s %s ' "$(basename "$f")" "$(stat -c %s "$f")"
+  "$W" extract "$f" -q --count-only --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["frames"])'
+done > "$OUT/left.txt"
 
-python3 - "$CSV" "$SUM" "$OUT/gen.json" <<'PY'
-import csv, json, statistics as st, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-s = json.load(open(sys.argv[2]))
-g = json.loads(open(sys.argv[3]).read().strip().splitlines()[-1])
-sent = g["sent"]
-print(f"sent {sent} frames; seen {s['packets_seen']}, written {s['packets_written']}, "
-      f"drops {s['drops']['total']}, identity {s['identity_holds']}, "
-      f"files deleted by retention {s['retention']['deleted_files']}")
-ok = s["packets_seen"] == sent and s["packets_written"] == sent and s["drops"]["total"] == 0 and s["identity_holds"]
-bars = " ▁▂▃▄▅▆▇█"
-def plot(name, unit):
-    v = [int(r[name]) for r in rows]
-    lo, hi = min(v), max(v)
-    step = max(1, len(v) // 60)
-    pts = [max(v[i:i + step]) for i in range(0, len(v), step)]
-    line = "".join(bars[0 if hi == lo else 1 + int((p - lo) * 7 / (hi - lo))] for p in pts)
-    first = v[: min(60, len(v))]
-    last = v[-min(60, len(v)):]
-    print(f"{name:>8} {lo}..{hi} {unit}, first minute median {st.median(first)}, last minute median {st.median(last)}  {line}")
-    return st.median(last) - st.median(first)
-d_rss = plot("rss_kib", "KiB")
-d_fds = plot("fds", "")
-d_thr = plot("threads", "")
-plot("files_in_dir", "")
-flat = d_fds <= 2 and d_thr <= 2 and d_rss <= 8 * 1024
-print("nothing lost" if ok else "FRAMES LOST OR UNACCOUNTED")
-print("flat" if flat else f"GROWING: rss {d_rss:+} KiB, fds {d_fds:+}, threads {d_thr:+} (last minute vs first)")
-sys.exit(0 if ok and flat else 1)
-PY
-echo "soak: $CSV, $SUM"
+python3 benches/soak_report.py "$OUT" "$SECS" "$PPS" "$SIZE" | tee "$OUT/soak.md"
