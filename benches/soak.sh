@@ -8,7 +8,8 @@
 # store mid-way every 4th round, and runs `wiretape index --parquet` every
 # 30 s. Every answer is checked against a local `wiretape extract` of the same
 # window. The recorder's and the API's resident memory, open descriptors and
-# threads are sampled once a second into a CSV. At the end
+# threads are sampled once a second into a CSV (t_s: seconds since the
+# traffic started). At the end
 # (benches/soak_report.py, a Markdown report on stdout and in OUT_DIR/soak.md):
 #   - nothing lost: frames sent = written by the recorder = frames in the
 #     files left + frames of the files retention deleted (each seen complete
@@ -32,16 +33,20 @@
 #   SOAK_MAX_FDS=N      open descriptors of either process (4)
 #   SOAK_MAX_THREADS=N  threads of either process (4)
 #
-# Root. Builds nothing: run `cargo build --release` first. It creates its own
-# network namespace (wt-soak-<pid>) with a veth pair and removes it, its
-# temporary directories and its processes on exit, also when interrupted or
-# killed by SIGTERM. Only one benchmark at a time on a shared machine.
+# Root. Builds nothing: run `cargo build --release` first (WIRETAPE=BIN to
+# use another binary). Everything it starts runs in its own network namespace
+# (wt-soak-<pid>, a veth pair and its own loopback); on exit, also when
+# interrupted or terminated, it stops them and removes the namespace and its
+# temporary directories; a watchdog in its own session does the same within a
+# second if the script is killed outright (SIGKILL). Only one benchmark at a
+# time on a shared machine. scripts/test.sh runs `benches/soak.sh 300` (5 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-600}; PPS=${2:-20000}; SIZE=${3:-512}; OUT=${4:-target/soak}
 EVERY=${SOAK_EVERY:-3}; INDEX_EVERY=${SOAK_INDEX_EVERY:-30}
-W=${WIRETAPE:-$PWD/${CARGO_TARGET_DIR:-target}/release/wiretape}
-[ -x "$W" ] || { echo "soak: build first: cargo build --release" >&2; exit 1; }
+W=${WIRETAPE:-${CARGO_TARGET_DIR:-target}/release/wiretape}
+W=$(realpath -e "$W" 2>/dev/null) || W=''
+if [ -z "$W" ] || [ ! -x "$W" ]; then echo "soak: build first: cargo build --release" >&2; exit 1; fi
 [ "$(id -u)" = 0 ] || { echo "soak: run as root (namespaces, XDP)" >&2; exit 1; }
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -49,6 +54,19 @@ rm -f "$OUT"/{soak.csv,summary.json,gen.json,gen.log,record.log,api.log,client.l
 NS=wt-soak-$$
 CAP=$(mktemp -d /var/tmp/wt-soak-cap.XXXXXX)
 TLS=$(mktemp -d /tmp/wt-soak-tls.XXXXXX)
+# teardown: whatever runs in the namespace, the namespace, the directories.
+teardown() {
+  local p
+  for p in $(ip netns pids "$NS" 2>/dev/null); do kill -INT "$p" 2>/dev/null || true; done
+  sleep 0.5
+  for p in $(ip netns pids "$NS" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+  ip netns del "$NS" 2>/dev/null || true
+  rm -rf "$CAP" "$TLS"
+}
+# The watchdog: when this script is gone, however it went, tear down.
+ME=$$
+setsid bash -c "$(declare -f teardown); NS=$NS CAP=$CAP TLS=$TLS
+  while kill -0 $ME 2>/dev/null; do sleep 1; done; teardown" </dev/null >/dev/null 2>&1 &
 CSV=$OUT/soak.csv
 SUM=$OUT/summary.json
 REC_PID=""; API_PID=""; GEN_PID=""; CLI_PID=""
@@ -57,8 +75,7 @@ cleanup() {
   for p in $CLI_PID $GEN_PID $API_PID; do kill "$p" 2>/dev/null || true; done
   if [ -n "$REC_PID" ]; then kill -INT "$REC_PID" 2>/dev/null || true; fi
   for p in $CLI_PID $GEN_PID $API_PID $REC_PID; do wait "$p" 2>/dev/null || true; done
-  ip netns del "$NS" 2>/dev/null || true
-  rm -rf "$CAP" "$TLS"
+  teardown
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -71,18 +88,18 @@ ip -n "$NS" link add wt-gen numtxqueues 2 numrxqueues 2 type veth peer name wt-c
 ip -n "$NS" link set wt-gen up
 ip -n "$NS" link set wt-cap up
 
-# Rotation every 3 s of packet time, at most 40 files kept (two queues: 60 s
-# of traffic): over 30 minutes some 1,200 files are made and 1,160 deleted.
+# Rotation every 3 s of packet time, at most 40 files kept (some 120 s of
+# traffic here): over 30 minutes about 600 files are made and 560 deleted.
 ip netns exec "$NS" "$W" record -i wt-cap -w "$CAP" --rotate-time 3s --keep-files 40 \
   --summary-json "$SUM" 2>"$OUT/record.log" &
 REC_PID=$!
 for _ in $(seq 100); do grep -q "wiretape: recording" "$OUT/record.log" 2>/dev/null && break; sleep 0.1; done
 grep -q "wiretape: recording" "$OUT/record.log" || { cat "$OUT/record.log" >&2; exit 1; }
-# The recorder runs as the child of `ip netns exec`, which execs it: same pid.
+# `ip netns exec` execs what it runs: $! is the recorder's (the API's) pid.
 
 "$W" certs init "$TLS" --server-name 127.0.0.1 >/dev/null
 "$W" certs client "$TLS" soak >/dev/null
-"$W" api -w "$CAP" --listen 127.0.0.1:0 --tls-cert "$TLS/server.pem" --tls-key "$TLS/server.key" \
+ip netns exec "$NS" "$W" api -w "$CAP" --listen 127.0.0.1:0 --tls-cert "$TLS/server.pem" --tls-key "$TLS/server.key" \
   --client-ca "$TLS/ca.pem" --allow-client soak 2>"$OUT/api.log" &
 API_PID=$!
 for _ in $(seq 100); do grep -q serving "$OUT/api.log" 2>/dev/null && break; sleep 0.1; done
@@ -105,18 +122,21 @@ COUNT=$((SECS * PPS))
 ip netns exec "$NS" "$W" gen -i wt-gen --size "$SIZE" --count "$COUNT" --rate "$PPS" --flows 16 --json \
   >"$OUT/gen.json" 2>"$OUT/gen.log" &
 GEN_PID=$!
-python3 benches/soak_client.py "$URL" "$TLS" "$W" "$CAP" "$OUT" "$SECS" "$EVERY" "$INDEX_EVERY" \
+ip netns exec "$NS" python3 benches/soak_client.py "$URL" "$TLS" "$W" "$CAP" "$OUT" "$SECS" "$EVERY" "$INDEX_EVERY" \
   2>"$OUT/client.log" &
 CLI_PID=$!
-t=0
+T0=$SECONDS; said=0
 while kill -0 "$GEN_PID" 2>/dev/null; do
-  sample $t; sleep 1; t=$((t + 1))
-  [ $((t % 60)) = 0 ] && echo "soak: ${t}s of ${SECS}s, $(grep -c '"ok": false' "$OUT/queries.jsonl" || true) wrong answers so far" >&2
+  t=$((SECONDS - T0)); sample $t; sleep 1
+  if [ $((t / 60)) -gt $said ]; then
+    said=$((t / 60))
+    echo "soak: ${t}s of ${SECS}s, $(grep -c '"ok": false' "$OUT/queries.jsonl" || true) wrong answers so far" >&2
+  fi
 done
 wait "$GEN_PID"; GEN_PID=""
 wait "$CLI_PID" || true; CLI_PID=""
 sleep 3
-sample $t
+sample $((SECONDS - T0))
 kill -INT "$REC_PID"; wait "$REC_PID" || true; REC_PID=""
 kill "$API_PID"; wait "$API_PID" 2>/dev/null || true; API_PID=""
 # What is left in the store after the recorder stopped, per file (frames

@@ -126,11 +126,14 @@ if len(cut) != abandoned:
     fail(f"{abandoned} downloads abandoned, {len(cut)} seen cut by the API")
 
 # Flat.
-T = len(rows)
+# By the clock of the samples (a busy machine takes more than a second
+# between some of them).
+T = int(rows[-1]["t_s"]) + 1
 win = max(1, min(600, T // 3))
-first, last = rows[:win], rows[-win:]
+first = [r for r in rows if int(r["t_s"]) < win]
+last = [r for r in rows if int(r["t_s"]) >= T - win]
 print()
-print(f"## Flat: the first {win} s against the last {win} s (medians; max in brackets)")
+print(f"## Flat: the first {win} s against the last {win} s ({len(first)} and {len(last)} samples; medians, max in brackets)")
 print()
 print("| process | measure | first | last | growth | allowed |")
 print("|---|---|---|---|---|---|")
@@ -159,7 +162,8 @@ for i, (c, title) in enumerate(panels):
     v = [int(r[c]) for r in rows]
     lo, hi = min(v), max(v)
     span = (hi - lo) or 1
-    pts = " ".join(f"{x0 + PW * j / max(1, T - 1):.1f},{y0 + PH - PH * (x - lo) / span:.1f}" for j, x in enumerate(v))
+    ts = [int(r["t_s"]) for r in rows]
+    pts = " ".join(f"{x0 + PW * t / max(1, T - 1):.1f},{y0 + PH - PH * (x - lo) / span:.1f}" for t, x in zip(ts, v))
     svg.append(f'<rect x="{x0}" y="{y0}" width="{PW}" height="{PH}" fill="none" stroke="#ccc"/>')
     for a, b in ((0, win), (T - win, T)):
         svg.append(f'<rect x="{x0 + PW * a / T:.1f}" y="{y0}" width="{PW * (b - a) / T:.1f}" height="{PH}" fill="#eef"/>')
@@ -168,7 +172,7 @@ for i, (c, title) in enumerate(panels):
 svg.append("</svg>")
 open(f"{out}/soak.svg", "w").write("\n".join(svg))
 print()
-print(f"plot: soak.svg (blue: the windows compared)")
+print("plot: soak.svg (blue: the windows compared)")
 
 print()
 if failures:

@@ -19,6 +19,8 @@ echo "== the Debian package (tests/package.sh: built, lintian, installed in a bo
 ./tests/package.sh
 echo "== wiretape demo"
 "${CARGO_TARGET_DIR:-target}/release/wiretape" demo
+echo "== soak with analysts, 5 minutes (benches/soak.sh: nothing lost, every query right, flat, no error line)"
+benches/soak.sh 300 20000 512 "${CARGO_TARGET_DIR:-target}/soak"
 left=$(ip netns list | awk '/^wt-/{print $1}' | tr '\n' ' ')
 if [ -n "$left" ]; then
   echo "test: wt-* network namespaces left behind: $left" >&2
