@@ -28,6 +28,7 @@
 #     OUT_DIR  where the CSV, logs and report go (target/soak)
 #   SOAK_EVERY=S        seconds between the client's rounds (3)
 #   SOAK_INDEX_EVERY=S  seconds between `index --parquet` runs (30)
+#   SOAK_RING="ARGS"     record's ring flags ("--packet-blocks 512 --packet-block-kib 128"; "" for its defaults)
 #   Growth allowed, last window's median minus the first's:
 #   SOAK_MAX_RSS_MIB=M  resident memory of either process (16)
 #   SOAK_MAX_FDS=N      open descriptors of either process (4)
@@ -90,7 +91,16 @@ ip -n "$NS" link set wt-cap up
 
 # Rotation every 3 s of packet time, at most 40 files kept (some 120 s of
 # traffic here): over 30 minutes about 600 files are made and 560 deleted.
+# The packet engine's ring (auto's pick on veth): 512 blocks of 128 KiB,
+# the default's 64 MiB per queue, but 8 times the blocks: a block is handed
+# over 8 ms after its first frame however full, so at this rate the
+# default's 64 blocks hold only ~0.5 s of traffic, and on a shared 2-vCPU
+# machine the copy thread was seen without CPU for longer (two 30-minute
+# runs under load 10-13 lost 25,138 and 115,653 frames that way).
+# SOAK_RING overrides it ("" for record's defaults).
+# shellcheck disable=SC2086
 ip netns exec "$NS" "$W" record -i wt-cap -w "$CAP" --rotate-time 3s --keep-files 40 \
+  ${SOAK_RING---packet-blocks 512 --packet-block-kib 128} \
   --summary-json "$SUM" 2>"$OUT/record.log" &
 REC_PID=$!
 for _ in $(seq 100); do grep -q "wiretape: recording" "$OUT/record.log" 2>/dev/null && break; sleep 0.1; done
