@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what wiretape needs to build and test on Debian (run as root), then
-# builds the release binary: target/release/wiretape.
+# builds the release binary: target/release/wiretape. `--tests` (what
+# scripts/test.sh passes): also the test targets, as the suite builds them
+# (with the test hooks, the storage crate's feature fault-injection), so the
+# suite builds nothing twice; with it, the MSRV toolchain is installed too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,11 +55,24 @@ if ! command -v cargo >/dev/null 2>&1; then
   # shellcheck disable=SC1091
   [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 fi
-command -v cargo >/dev/null 2>&1 || { echo "setup: no Rust toolchain: install Rust with rustup (1.80 or newer)" >&2; exit 1; }
+# The oldest Rust wiretape builds with: the workspace's rust-version, stated
+# once, in Cargo.toml.
+msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+case $msrv in *.*.*) ;; *) msrv=$msrv.0 ;; esac
+command -v cargo >/dev/null 2>&1 || { echo "setup: no Rust toolchain: install Rust with rustup ($msrv or newer)" >&2; exit 1; }
 if command -v rustup >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || echo "setup: note: could not add rustfmt/clippy" >&2
 fi
+targets=()
+if [ "${1:-}" = --tests ]; then
+  targets=(--all-targets)
+  # scripts/test.sh checks the workspace with that toolchain (`cargo +MSRV check`).
+  if ! rustup run "$msrv" rustc --version >/dev/null 2>&1; then
+    echo "setup: installing Rust $msrv (the MSRV check)"
+    rustup toolchain install "$msrv" --profile minimal >/dev/null
+  fi
+fi
 
 echo "setup: building (release)"
-cargo build --release --workspace --locked
+cargo build --release --workspace --locked "${targets[@]}"
 echo "setup: ready: target/release/wiretape"

@@ -3,12 +3,18 @@
 # integration tests (real veth pairs, XDP and AF_XDP: needs root), the demo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+./scripts/setup.sh --tests
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --release --workspace --all-targets --locked -- -D warnings
+echo "== cargo doc (no warnings: broken intra-doc links, private items named in public docs)"
+RUSTDOCFLAGS="-D warnings" cargo doc --release --no-deps --workspace --locked
+msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+case $msrv in *.*.*) ;; *) msrv=$msrv.0 ;; esac
+echo "== MSRV: cargo +$msrv check (the workspace's rust-version)"
+cargo "+$msrv" check --workspace --locked
 echo "== cargo test"
 rm -f "${TMPDIR:-/tmp}/wiretape-testbed.log"
 cargo test --release --workspace --locked

@@ -3,7 +3,9 @@
 //! make it are `drops.write_error`, the identity holds, and the run stops
 //! with one line. Two ways: the I/O engine's fault injection
 //! (`WIRETAPE_FAULT_WRITE_EIO=N`: from the Nth block write on the engine
-//! reports EIO instead of writing, everything after it is the real code),
+//! reports EIO instead of writing, everything after it is the real code;
+//! the cargo feature `fault-injection` of wiretape-storage, which the root
+//! package's dev-dependencies turn on for the tests' build of the binary),
 //! and, where the machine allows it, a real ext4 on a loop device shut down
 //! under the recorder (`EXT4_IOC_SHUTDOWN`: every later write fails with
 //! EIO, as when a disk drops off the bus).

@@ -1,6 +1,6 @@
 //! The file engine: a capture file fed through the pipeline as if it were
 //! one RX queue, with no privileges and no NIC. Records are read straight
-//! into a byte ring ([`crate::arena`]) that plays the UMEM's part: the
+//! into a byte ring (the `arena` module) that plays the UMEM's part: the
 //! writer gives frames back in order, and when it falls behind the ring
 //! fills and reading waits (a file loses nothing). Pacing: as fast as
 //! possible, at the file's own gaps, or at a frame or bit rate
@@ -13,7 +13,7 @@
 //! A plain pcap file (ns or µs, either byte order: a 24-byte file header,
 //! then 16-byte record headers each before its bytes) is read in place
 //! instead ([`RecordSource::pcap_in_place`]): the engine maps the file
-//! ([`crate::mapped`]), walks its record headers itself and hands out
+//! (the `mapped` module), walks its record headers itself and hands out
 //! frames that point into the mapping, so no `read()` copies the file and
 //! no copy goes into the ring; giving them back costs nothing. Where the
 //! walk meets anything but a whole record (a header no record has, a record

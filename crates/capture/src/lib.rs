@@ -1,6 +1,6 @@
 //! wiretape's capture engines: where frames come from.
 //!
-//! Every engine sits behind one seam ([`engine`]): it hands out its RX
+//! Every engine sits behind one seam ([`Engine`]): it hands out its RX
 //! queues, each as a receive half that yields batches of [`Desc`] tokens
 //! and a frame half that reads their bytes and takes them back, and counts
 //! what it saw and dropped. The pipeline crate runs the halves on its

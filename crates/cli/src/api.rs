@@ -38,7 +38,7 @@ wiretape api -w /data --listen 127.0.0.1:8080      # local tools only, plain HTT
 wiretape api --config /etc/wiretape/api.conf       # the flags from a TOML file (wiretape-api.service)\n  \
 curl -s 'http://127.0.0.1:8080/v1/extract?from=-5m&filter=tcp+port+443' | tshark -r -"
 )]
-pub struct ApiArgs {
+pub(crate) struct ApiArgs {
     /// A store to serve (a directory wiretape records into, or a capture
     /// file); repeatable. Stores are named only here (api takes no
     /// positional words): a filter is each query's `filter=` parameter,
@@ -94,7 +94,7 @@ pub struct ApiArgs {
     config: Option<PathBuf>,
 }
 
-pub fn api(a: ApiArgs) -> Result<i32> {
+pub(crate) fn api(a: ApiArgs) -> Result<i32> {
     let tls = match (&a.tls_cert, &a.tls_key, &a.client_ca) {
         (None, None, None) => None,
         (Some(cert), Some(key), Some(ca)) => Some(TlsFiles {
@@ -157,7 +157,7 @@ pub fn api(a: ApiArgs) -> Result<i32> {
 }
 
 #[derive(clap::Args)]
-pub struct CertsArgs {
+pub(crate) struct CertsArgs {
     #[command(subcommand)]
     cmd: CertsCmd,
 }
@@ -278,7 +278,7 @@ fn p12_password(file: Option<&std::path::Path>) -> Result<String> {
     Ok(a)
 }
 
-pub fn certs(a: CertsArgs) -> Result<i32> {
+pub(crate) fn certs(a: CertsArgs) -> Result<i32> {
     let (written, hint) = match a.cmd {
         CertsCmd::Init {
             dir,
@@ -386,7 +386,7 @@ pub fn certs(a: CertsArgs) -> Result<i32> {
 
 /// The TLS flags of a client of sensors (`extract`, `index`, `timeline`).
 #[derive(clap::Args, Clone, Debug, Default)]
-pub struct ClientTls {
+pub(crate) struct ClientTls {
     /// This client's certificate (PEM), for https:// sensors.
     #[arg(long, value_name = "PEM", env = "WIRETAPE_CERT")]
     cert: Option<PathBuf>,
@@ -401,7 +401,10 @@ pub struct ClientTls {
 impl ClientTls {
     /// The client of `remotes` (None without any): mutual TLS from
     /// --cert/--key/--ca for https://. Err: a usage problem, in words.
-    pub fn client(&self, remotes: &[&Remote]) -> std::result::Result<Option<Client>, String> {
+    pub(crate) fn client(
+        &self,
+        remotes: &[&Remote],
+    ) -> std::result::Result<Option<Client>, String> {
         if remotes.is_empty() {
             return Ok(None);
         }

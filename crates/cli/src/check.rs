@@ -15,7 +15,7 @@ use wiretape::capture::{sys, CaptureFilter};
 use wiretape::{Input, RecordConfig};
 
 /// Runs the checks (see the module docs).
-pub fn run(opts: &RecordConfig, metrics: Option<SocketAddr>) -> Result<i32> {
+pub(crate) fn run(opts: &RecordConfig, metrics: Option<SocketAddr>) -> Result<i32> {
     let mut ok: Vec<String> = Vec::new();
     let ethernet_filter = || match &opts.filter {
         Some(e) => {

@@ -25,7 +25,7 @@ const WITH_CONFIG: [&str; 2] = ["record", "api"];
 /// The command line with the arguments of `record|api --config FILE` added
 /// (those the command line does not give itself); unchanged without
 /// `--config`.
-pub fn expand<C: CommandFactory>(args: Vec<OsString>) -> Result<Vec<OsString>> {
+pub(crate) fn expand<C: CommandFactory>(args: Vec<OsString>) -> Result<Vec<OsString>> {
     // A lenient first look: which flags does the command line give?
     let mut cmd = C::command().ignore_errors(true);
     for name in WITH_CONFIG {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The control socket's name in the output directory (record's default).
-pub const SOCKET_NAME: &str = ".wiretape-control.sock";
+pub(crate) const SOCKET_NAME: &str = ".wiretape-control.sock";
 
 #[derive(clap::Args)]
 #[command(
@@ -24,7 +24,7 @@ filter word (tcp, host, ...) is refused as ambiguous: -F WORD reads the filter f
 Exit codes: 0 done (also a dump of an empty window: nothing written), 1 no recorder / no ring / \
 the dump failed, 2 a usage error (a bad TIME, a filter libpcap refuses, --to not after --from)."
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// The recorder's output directory (its socket is DIR/.wiretape-control.sock).
     #[arg(short = 'w', long = "write", value_name = "DIR", global = true)]
     dir: Option<PathBuf>,
@@ -101,7 +101,7 @@ fn usage(msg: impl std::fmt::Display) -> Result<i32> {
     Ok(2)
 }
 
-pub fn run(a: Args) -> Result<i32> {
+pub(crate) fn run(a: Args) -> Result<i32> {
     let now = wiretape::timestamp::realtime_ns();
     let (req, timeout) = match &a.cmd {
         Cmd::Status => (json!({ "cmd": "status" }), Duration::from_secs(10)),

@@ -16,7 +16,7 @@ use wiretape::{Event, Input, RecordConfig};
 use wiretape_testbed::{frames, sys, SizeFn, Testbed, CAP_IF, GEN_IF};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Frames to send (sizes 60..1514, spread over flows and queues).
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     count: u64,
@@ -34,7 +34,7 @@ pub struct Args {
     dir: Option<PathBuf>,
 }
 
-pub fn run(a: Args) -> Result<i32> {
+pub(crate) fn run(a: Args) -> Result<i32> {
     crate::record::check_basic_privileges()
         .context("the demo creates a network namespace and attaches XDP")?;
     let (dir, temp) = match &a.dir {

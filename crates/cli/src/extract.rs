@@ -45,7 +45,7 @@ wiretape extract /data/wiretape-eth0-q0-*.pcap -w q0.pcapng --format pcapng --js
 wiretape extract /data --from '2026-11-22 14:02:00' --utc --count-only -- tcp\n  \
 wiretape extract /data https://sensor2:8443 --steno-query 'host 10.0.0.1 and after 3h ago' -w case.pcap"
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Directories and capture files (pcap ns/µs, pcapng), then an optional
     /// filter expression (tcpdump's language, man pcap-filter), e.g.
     /// `/data tcp port 443` (see INPUTS AND FILTER below).
@@ -121,13 +121,13 @@ pub struct Args {
 }
 
 /// A usage error: one line, exit 2.
-pub fn usage(msg: impl std::fmt::Display) -> Result<i32> {
+pub(crate) fn usage(msg: impl std::fmt::Display) -> Result<i32> {
     eprintln!("wiretape: error: {msg}");
     Ok(2)
 }
 
 /// How `--utc` reads a TIME without a zone.
-pub fn no_zone(utc: bool) -> NoZone {
+pub(crate) fn no_zone(utc: bool) -> NoZone {
     if utc {
         NoZone::Utc
     } else {
@@ -138,7 +138,7 @@ pub fn no_zone(utc: bool) -> NoZone {
 /// The window of `--from` and `--to` (TIME: RFC 3339, Unix seconds, back
 /// from now; without a zone UTC when `utc`), checked: Err is the usage
 /// error's line.
-pub fn window_flags(
+pub(crate) fn window_flags(
     from: Option<&str>,
     to: Option<&str>,
     utc: bool,
@@ -184,7 +184,7 @@ fn group_inputs(words: &[String]) -> std::result::Result<Vec<Input>, String> {
     Ok(out)
 }
 
-pub fn run(a: Args) -> Result<i32> {
+pub(crate) fn run(a: Args) -> Result<i32> {
     let format = match Format::from_flags(&a.format, &a.tsprec) {
         Ok(f) => f,
         Err(e) => return usage(e),
@@ -517,7 +517,7 @@ pub fn run(a: Args) -> Result<i32> {
 
 /// When nothing was found because the window misses the store: one line
 /// saying the store's span.
-pub fn missed_line(stats: &Stats, window: &Window) {
+pub(crate) fn missed_line(stats: &Stats, window: &Window) {
     if let Some(s) = stats
         .store_span
         .filter(|s| stats.frames == 0 && s.misses(window))

@@ -18,7 +18,7 @@ file here and a filter word (tcp, host, ...) is refused as ambiguous: -F WORD re
 from the file, -- WORD takes it as the expression.\n\n\
 Examples:\n  wiretape filter --explain 'tcp port 80'\n  wiretape filter -F filter.txt"
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Print the classic BPF (as tcpdump -d) and the eBPF program loaded
     /// into the XDP program, one instruction per line.
     #[arg(long)]
@@ -40,11 +40,11 @@ pub struct Args {
 /// 2: an expression refused is a usage error, whether libpcap refuses it
 /// or compiles it into what cannot run here (Linux ancillary loads, which
 /// tcpdump refuses for a saved file too; a loop in XDP).
-pub fn exit_code(_: &wiretape::filter::FilterError) -> i32 {
+pub(crate) fn exit_code(_: &wiretape::filter::FilterError) -> i32 {
     2
 }
 
-pub fn run(a: Args) -> Result<i32> {
+pub(crate) fn run(a: Args) -> Result<i32> {
     let words = match crate::inputs::filter_only(&a.expression, &a.after) {
         Ok(w) => w,
         Err(e) => return crate::extract::usage(e),

@@ -12,7 +12,7 @@ use clap_complete::Shell;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     what: What,
 }
@@ -33,7 +33,7 @@ enum What {
     CompleteFish,
 }
 
-pub fn run(a: Args) -> Result<i32> {
+pub(crate) fn run(a: Args) -> Result<i32> {
     let mut cmd = crate::Cli::command();
     cmd.build();
     let shell = match a.what {

@@ -34,7 +34,7 @@ wiretape index /data\n  \
 wiretape index --force /data/wiretape-eth0-q0-20261122T140200.000000000Z.pcap\n  \
 wiretape index --parquet /shared/idx/$(hostname).parquet /data"
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Directories and capture files; with --parquet also sensors
     /// (https://HOST:PORT: their fresh /v1/index.parquet joins the table).
     #[arg(value_name = "DIR|FILE|URL", required = true)]
@@ -122,7 +122,7 @@ impl Bar {
     }
 }
 
-pub fn run(a: Args) -> Result<i32> {
+pub(crate) fn run(a: Args) -> Result<i32> {
     let words = match crate::inputs::inputs_only(&a.inputs, "index", "") {
         Ok(w) => w,
         Err(e) => return crate::extract::usage(e),

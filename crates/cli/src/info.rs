@@ -16,7 +16,7 @@ Examples:\n  wiretape info /data                 # every capture of the store\n 
 wiretape info /data/*.pcap*         # the same by a glob (.pcap* also takes .pcap.lz4, .pcapng.zst)\n  \
 wiretape info --json trace.pcap"
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Capture files (pcap ns or µs, either byte order, or pcapng; plain
     /// or compressed) and directories of them. A wiretape `.idx` sidecar,
     /// if present, is read and checked too.
@@ -30,7 +30,7 @@ pub struct Args {
 /// The files `paths` stand for: a directory's captures named like ours
 /// (oldest first), anything else itself (a missing file is for the
 /// reader to name). Err: a directory that cannot be listed.
-pub fn captures(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+pub(crate) fn captures(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -50,7 +50,7 @@ pub fn captures(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-pub fn run(a: Args) -> Result<i32> {
+pub(crate) fn run(a: Args) -> Result<i32> {
     let mut failed = 0;
     for f in &captures(&a.files)? {
         let (i, damage) = FileInfo::scan_to_damage(f);

@@ -54,7 +54,10 @@ fn as_filter(w: &str) -> String {
 /// (`extract`): `words` (before any `--`; the first is always an input)
 /// classified by the rule, `after` (the words after `--`) added to the
 /// filter. Err: the one-line usage error of an ambiguous word.
-pub fn split(words: &[String], after: &[String]) -> Result<(Vec<String>, Vec<String>), String> {
+pub(crate) fn split(
+    words: &[String],
+    after: &[String],
+) -> Result<(Vec<String>, Vec<String>), String> {
     split_in(words, after, &names)
 }
 
@@ -101,7 +104,7 @@ fn split_in(
 /// `index`): every word, checked by the same rule. Err: a word that reads
 /// as a filter (`hint`: where this command takes a filter, if anywhere),
 /// or one that is ambiguous.
-pub fn inputs_only(words: &[String], cmd: &str, hint: &str) -> Result<Vec<String>, String> {
+pub(crate) fn inputs_only(words: &[String], cmd: &str, hint: &str) -> Result<Vec<String>, String> {
     inputs_only_in(words, cmd, hint, &names)
 }
 
@@ -136,7 +139,7 @@ fn inputs_only_in(
 /// word naming a file here, which `-F` could have meant (a directory is
 /// nothing these commands read: `record -w /data src host X` in a
 /// directory holding `src/` is the filter).
-pub fn filter_only(words: &[String], after: &[String]) -> Result<Vec<String>, String> {
+pub(crate) fn filter_only(words: &[String], after: &[String]) -> Result<Vec<String>, String> {
     filter_only_in(words, after, &names)
 }
 

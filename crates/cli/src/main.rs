@@ -4,6 +4,9 @@
 
 #![recursion_limit = "256"]
 
+// The test build names the storage crate only for its test hooks (Cargo.toml).
+#[cfg(test)]
+use wiretape_storage as _;
 mod api;
 mod check;
 mod config;

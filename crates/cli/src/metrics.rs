@@ -84,14 +84,14 @@ struct Shared {
 }
 
 /// A running metrics endpoint.
-pub struct Metrics {
+pub(crate) struct Metrics {
     shared: Arc<Shared>,
     /// Where it listens (the port the system chose, with port 0).
     pub addr: SocketAddr,
 }
 
 /// Parses `--metrics`: `HOST:PORT`, or a bare `PORT` (on 127.0.0.1).
-pub fn parse_addr(s: &str) -> std::result::Result<SocketAddr, String> {
+pub(crate) fn parse_addr(s: &str) -> std::result::Result<SocketAddr, String> {
     let t = s.trim();
     if let Ok(port) = t.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
@@ -105,7 +105,12 @@ impl Metrics {
     /// Listens on `addr` (a usage error if it is not a loopback address and
     /// `allow_remote` is false) and serves `/metrics` from a thread of its
     /// own. Fails (before anything is attached) if the port is taken.
-    pub fn serve(addr: SocketAddr, allow_remote: bool, ifname: &str, dir: PathBuf) -> Result<Self> {
+    pub(crate) fn serve(
+        addr: SocketAddr,
+        allow_remote: bool,
+        ifname: &str,
+        dir: PathBuf,
+    ) -> Result<Self> {
         if !addr.ip().is_loopback() && !allow_remote {
             return Err(crate::usage(format!(
                 "--metrics {addr} would serve the recording's numbers beyond this machine: \
@@ -145,7 +150,7 @@ impl Metrics {
     }
 
     /// The engine is up (again, after the interface came back).
-    pub fn started(&self, info: &wiretape::capture::StartInfo) {
+    pub(crate) fn started(&self, info: &wiretape::capture::StartInfo) {
         let mut st = self.shared.state.lock().unwrap();
         st.ifname = info.ifname.clone();
         st.labels = if info.interfaces.is_empty() {
@@ -166,7 +171,7 @@ impl Metrics {
     }
 
     /// The latest live numbers (once a second, from the progress callback).
-    pub fn update(&self, snapshot: &Snapshot, storage: &StorageProgress) {
+    pub(crate) fn update(&self, snapshot: &Snapshot, storage: &StorageProgress) {
         let mut st = self.shared.state.lock().unwrap();
         st.snapshot = snapshot.clone();
         st.storage = storage.clone();
@@ -174,7 +179,7 @@ impl Metrics {
     }
 
     /// The final numbers: exactly the summary's.
-    pub fn finish(&self, r: &CaptureReport, storage: &StorageProgress) {
+    pub(crate) fn finish(&self, r: &CaptureReport, storage: &StorageProgress) {
         let mut st = self.shared.state.lock().unwrap();
         // The report numbers queues on their own interface, in the run's
         // order: back to the run-wide numbers the labels are kept by.

@@ -39,7 +39,7 @@ kill -USR1 $(pidof wiretape)                             # dump the ring (or --d
 wiretape record -i eth0 -w /data --serve 127.0.0.1:57012 # PCAP-over-IP: nc 127.0.0.1 57012 | tcpdump -r -\n\n\
 Needs root, or CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and CAP_IPC_LOCK (and CAP_PERFMON for filters using len, less or greater)."
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Interface to record (e.g. eth0). Repeat it to record several in one
     /// run (-i eth0 -i eth1): an XDP program on each, a poll and a writer
     /// thread per (interface, queue), files named by interface and queue,
@@ -411,7 +411,7 @@ pub struct Args {
 
 /// The capture filter of `-F FILE` or the trailing words (None: none, or
 /// blank). Both at once is an error, as is an unreadable file.
-pub fn filter_expression(
+pub(crate) fn filter_expression(
     words: &[String],
     file: Option<&std::path::Path>,
 ) -> Result<Option<String>> {
@@ -527,7 +527,7 @@ fn parse_secs(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// Parses `0,1,4-6` into a list.
-pub fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
+pub(crate) fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
     let mut v = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let bad = || {
@@ -580,7 +580,7 @@ fn default_control(dir: &std::path::Path) -> Option<PathBuf> {
 /// capabilities, also as root: a container may have dropped some).
 /// `locked_bytes`: the UMEM it will pin; `perfmon`: the filter reads the
 /// frame length.
-pub fn check_privileges(locked_bytes: u64, perfmon: bool) -> Result<()> {
+pub(crate) fn check_privileges(locked_bytes: u64, perfmon: bool) -> Result<()> {
     let missing = sys::missing_capabilities(locked_bytes, perfmon);
     if missing.is_empty() {
         return Ok(());
@@ -604,7 +604,7 @@ pub fn check_privileges(locked_bytes: u64, perfmon: bool) -> Result<()> {
 
 /// The rights `demo`, `tsbench --live`, `replay` and `gen` check before
 /// they start: root, or at least CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF.
-pub fn check_basic_privileges() -> Result<()> {
+pub(crate) fn check_basic_privileges() -> Result<()> {
     if sys::is_root() {
         return Ok(());
     }
@@ -621,7 +621,7 @@ pub fn check_basic_privileges() -> Result<()> {
 }
 
 /// The UMEM bytes a recording of `c` pins: frames x frame size per queue.
-pub fn locked_bytes(c: &CaptureConfig) -> u64 {
+pub(crate) fn locked_bytes(c: &CaptureConfig) -> u64 {
     let queues = match &c.queues {
         Some(q) => q.len() as u64,
         None => sys::rx_queue_count(&c.ifname).unwrap_or(1).max(1) as u64,
@@ -631,7 +631,7 @@ pub fn locked_bytes(c: &CaptureConfig) -> u64 {
 
 /// Does `expr` need CAP_PERFMON in the XDP program (it reads the length)?
 /// False when it does not compile (the recording reports that itself).
-pub fn filter_needs_perfmon(expr: Option<&str>, snaplen: u32) -> bool {
+pub(crate) fn filter_needs_perfmon(expr: Option<&str>, snaplen: u32) -> bool {
     expr.and_then(|e| {
         wiretape::capture::CaptureFilter::compile(e, wiretape::filter::LINKTYPE_ETHERNET, snaplen)
             .ok()
@@ -710,7 +710,7 @@ fn in_place_conflict(a: &Args) -> Option<&'static str> {
 
 /// Why `--engine auto` picked the engine it did (shown in the start line
 /// and the summary JSON as `engine_reason`); unset for an engine given.
-pub static ENGINE_REASON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+pub(crate) static ENGINE_REASON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// `--engine auto` resolved: packet where no interface's driver offers
 /// AF_XDP zero-copy and each hands XDP skbs (veth, tun, no native XDP), and
@@ -968,7 +968,7 @@ fn input(a: &Args) -> Result<Input> {
     Ok(Input::Interface(c))
 }
 
-pub fn run(a: Args) -> Result<i32> {
+pub(crate) fn run(a: Args) -> Result<i32> {
     if a.engine == "netmap" && !wiretape::capture::netmap::BUILT {
         return Err(wiretape::capture::CaptureError::NetmapNotBuilt.into());
     }

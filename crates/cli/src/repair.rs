@@ -20,14 +20,14 @@ than one file a total closes the output.\n\n\
 Examples:\n  wiretape repair /data        # after a crash: every capture in /data\n  \
 wiretape repair trace.pcap"
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Capture files (pcap, pcapng; plain or compressed) and directories
     /// of them.
     #[arg(required = true, value_name = "FILE|DIR")]
     files: Vec<PathBuf>,
 }
 
-pub fn run(a: Args) -> Result<i32> {
+pub(crate) fn run(a: Args) -> Result<i32> {
     let files = crate::info::captures(&a.files)?;
     let (mut intact, mut repaired, mut removed, mut busy, mut failed) = (0, 0, 0, 0, 0);
     for f in &files {

@@ -8,7 +8,7 @@ use wiretape::storage::Format;
 use wiretape::{CaptureReport, Drops, RecordConfig, Snapshot, StorageProgress};
 
 /// 1234567 -> "1,234,567"
-pub fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -20,7 +20,7 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-pub fn bytes_h(n: u64) -> String {
+pub(crate) fn bytes_h(n: u64) -> String {
     let units = ["B", "KB", "MB", "GB", "TB"];
     let mut v = n as f64;
     let mut u = 0;
@@ -35,7 +35,7 @@ pub fn bytes_h(n: u64) -> String {
     }
 }
 
-pub fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
+pub(crate) fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
     if !info.interfaces.is_empty() {
         // Several interfaces: one line each.
         return info
@@ -193,7 +193,7 @@ fn stamps_json(s: &wiretape::timestamp::StampStats, hw_stamped: u64) -> Value {
     })
 }
 
-pub fn progress(elapsed: Duration, s: &Snapshot, st: &StorageProgress, tty: bool) {
+pub(crate) fn progress(elapsed: Duration, s: &Snapshot, st: &StorageProgress, tty: bool) {
     use std::sync::Mutex;
     static LAST: Mutex<(u64, u64, u64, f64)> = Mutex::new((0, 0, 0, 0.0));
     let mut last = LAST.lock().unwrap();
@@ -242,7 +242,7 @@ pub fn progress(elapsed: Duration, s: &Snapshot, st: &StorageProgress, tty: bool
 /// The summary so far, while recording goes on (SIGUSR2): live counters per
 /// queue; drops are the kernel's so far (the writers' own are counted at
 /// the end).
-pub fn status_text(elapsed: Duration, s: &Snapshot, st: &StorageProgress) -> String {
+pub(crate) fn status_text(elapsed: Duration, s: &Snapshot, st: &StorageProgress) -> String {
     let mut out = format!(
         "wiretape: status after {:.1} s (recording goes on): {} frames seen, {} written ({}), {} filtered out, {} dropped by the kernel\n",
         elapsed.as_secs_f64(),
@@ -313,7 +313,7 @@ fn drops_json(d: &Drops) -> Value {
     })
 }
 
-pub fn summary_json(
+pub(crate) fn summary_json(
     r: &CaptureReport,
     why: &str,
     opts: &RecordConfig,
@@ -483,7 +483,7 @@ fn interfaces_json(r: &CaptureReport) -> Value {
     Value::Array(out)
 }
 
-pub fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> String {
+pub(crate) fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -> String {
     let mut s = format!(
         "wiretape: stopped ({why}) after {:.2} s: {} frames seen, {} written ({}), {} filtered out, {} dropped\n",
         r.duration.as_secs_f64(),

@@ -12,7 +12,7 @@ use wiretape::capture::tx::{self, GenSize, GenSource, Speed, TxConfig, TxReport}
 
 /// Options both commands share.
 #[derive(clap::Args)]
-pub struct TxArgs {
+pub(crate) struct TxArgs {
     /// Interface to send on.
     #[arg(short = 'i', long = "interface", value_name = "IFACE")]
     iface: String,
@@ -42,7 +42,7 @@ wiretape replay trace.pcap -i eth1 --speed 5gbit\n  \
 wiretape replay trace.pcap -i eth1 --speed 250000     # frames per second\n\n\
 Needs root (or CAP_NET_RAW, CAP_IPC_LOCK). Copy mode on veth; zero-copy where the driver has it (--zero-copy)."
 )]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// Capture file: pcap (ns or µs, either byte order) or pcapng.
     #[arg(value_name = "FILE")]
     file: PathBuf,
@@ -68,7 +68,7 @@ the flow, and the UTC time the frame was handed to the kernel (frames >= 64 byte
 of it shows every loss and each frame's one-way delay.\n\nExamples:\n  wiretape gen -i eth1 --size 64 --count 10000000\n  \
 wiretape gen -i eth1 --size imix --count 1000000 --rate 100000 --flows 16"
 )]
-pub struct GenArgs {
+pub(crate) struct GenArgs {
     #[command(flatten)]
     tx: TxArgs,
     /// Frame size in bytes without FCS (60..4000), or imix (7 x 64, 4 x 576, 1 x 1514).
@@ -173,7 +173,7 @@ fn print_report(a: &TxArgs, r: &TxReport, extra: serde_json::Value) {
     }
 }
 
-pub fn replay(a: ReplayArgs) -> Result<i32> {
+pub(crate) fn replay(a: ReplayArgs) -> Result<i32> {
     let mut src = wiretape::ReplaySource::open(&a.file, a.loops)?;
     if src.linktype() != wiretape::storage::LINKTYPE_ETHERNET {
         bail!(
@@ -203,7 +203,7 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
     Ok(if r.failed > 0 { 1 } else { 0 })
 }
 
-pub fn gen(a: GenArgs) -> Result<i32> {
+pub(crate) fn gen(a: GenArgs) -> Result<i32> {
     // Usage first (exit 2), then the interface and the rights.
     let speed = match a.rate {
         Some(r) if r > 0.0 && r.is_finite() => Speed::Pps(r),

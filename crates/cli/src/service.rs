@@ -9,22 +9,22 @@
 use sd_notify::NotifyState;
 
 /// Attached, files open: the service is up (`status` for `systemctl status`).
-pub fn ready(status: &str) {
+pub(crate) fn ready(status: &str) {
     let _ = sd_notify::notify(&[NotifyState::Ready, NotifyState::Status(status)]);
 }
 
 /// Still alive (feeds the watchdog), with the numbers so far.
-pub fn alive(status: &str) {
+pub(crate) fn alive(status: &str) {
     let _ = sd_notify::notify(&[NotifyState::Watchdog, NotifyState::Status(status)]);
 }
 
 /// A status line, without feeding the watchdog.
-pub fn status(status: &str) {
+pub(crate) fn status(status: &str) {
     let _ = sd_notify::notify(&[NotifyState::Status(status)]);
 }
 
 /// Stopping cleanly (files are being finished).
-pub fn stopping(why: &str) {
+pub(crate) fn stopping(why: &str) {
     let _ = sd_notify::notify(&[
         NotifyState::Stopping,
         NotifyState::Status(&format!("stopping: {why}")),

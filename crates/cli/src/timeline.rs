@@ -37,7 +37,7 @@ wiretape timeline /data --from -1h -o last-hour.svg --by queue\n  \
 wiretape timeline /data --filter-index 'host 10.1.2.3' -o when.png --width 1600 --height 400\n  \
 wiretape timeline https://s1:8443 https://s2:8443 --cert c.pem --key c.key --ca ca.pem -o fleet.svg"
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Directories and capture files of stores, and https://HOST:PORT sensors.
     #[arg(value_name = "DIR|FILE|https://HOST:PORT", required = true)]
     inputs: Vec<String>,
@@ -80,7 +80,7 @@ pub struct Args {
 /// Pictures are at least this and at most this many pixels a side.
 const PX: std::ops::RangeInclusive<u32> = 200..=8000;
 
-pub fn run(a: Args) -> Result<i32> {
+pub(crate) fn run(a: Args) -> Result<i32> {
     // Every usage problem is found before anything is read or asked.
     let png = match a.out.as_ref().and_then(|o| o.extension()) {
         None if a.out.is_none() => false,

@@ -15,7 +15,7 @@ INTERVAL ± JITTER when its ring is dry, takes up to BATCH frames, spends PER-FR
 Error: (stamp gap) − (true gap) between consecutive frames; the table gives its mean ± std-dev and the \
 99th percentile of its absolute value."
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Frames per pattern.
     #[arg(long, default_value_t = 200_000)]
     frames: usize,
@@ -68,7 +68,7 @@ fn us(ns: f64) -> String {
     }
 }
 
-pub fn run(a: Args) -> Result<i32> {
+pub(crate) fn run(a: Args) -> Result<i32> {
     let poller = Poller {
         interval_ns: a.interval_us * 1000.0,
         jitter_ns: a.jitter_us * 1000.0,

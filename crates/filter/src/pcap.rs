@@ -11,8 +11,7 @@ use std::ffi::{c_char, c_int, c_uint, CStr, CString};
 use std::sync::Mutex;
 use thiserror::Error;
 
-/// libpcap's `LINKTYPE_ETHERNET` / `DLT_EN10MB`.
-pub const LINKTYPE_ETHERNET: u32 = 1;
+pub use wiretape_format::pcap::LINKTYPE_ETHERNET;
 
 /// The snap length [`compile`] uses when given 0 (libpcap's maximum, 256 KiB,
 /// as `tcpdump -s 0`).

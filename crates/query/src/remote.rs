@@ -3,7 +3,7 @@
 //!
 //! A [`Client`] owns a small tokio runtime (one worker thread) that talks
 //! HTTP/1.1 over mutual TLS (rustls) to the sensors; everything above it is
-//! blocking. [`Client::extract`] asks a sensor for its frames and returns a
+//! blocking. [`Client::stream`] asks a sensor for its frames and returns a
 //! [`RemoteStream`] at once (the request goes out as the call returns, so
 //! every sensor is asked at the same time); the stream is a [`Read`] of the
 //! pcap the sensor sends, fed through a bounded channel (8 chunks: a

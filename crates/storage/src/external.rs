@@ -16,10 +16,7 @@
 
 use crate::pcapng;
 
-/// A filler block's type: of local use (bit 31), "WT" in the low bits.
-pub const FILL: u32 = 0x8000_5754;
-/// The smallest block: type, length, trailing length.
-pub const MIN_BLOCK: usize = 12;
+pub use wiretape_format::pcapng::{FILL, MIN_BLOCK};
 
 /// Lays a filler block over all of `dst` (at least [`MIN_BLOCK`] bytes, a
 /// multiple of 4): its type and length at the front, the length again at
@@ -118,12 +115,16 @@ pub fn walk_run(run: &[u8], mut each: impl FnMut(usize, u64, &[u8])) -> Result<R
             }
             let ts = ((rd(o + 12) as u64) << 32) | rd(o + 16) as u64;
             let cap = rd(o + 20) as usize;
-            if 28 + cap + 4 > total {
+            if pcapng::EPB_OVERHEAD + cap > total {
                 return Err(format!(
                     "captured length {cap} beyond its block at offset {o}"
                 ));
             }
-            each(o, ts, &run[o + 28..o + 28 + cap]);
+            each(
+                o,
+                ts,
+                &run[o + pcapng::EPB_HEAD..o + pcapng::EPB_HEAD + cap],
+            );
             info.frames += 1;
             info.bytes += cap as u64;
             info.first_ns.get_or_insert(ts);

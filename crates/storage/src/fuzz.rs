@@ -194,7 +194,7 @@ pub fn index(data: &[u8]) {
     }
 }
 
-/// The decompressing reader ([`zread`]): the input as a file (plain or,
+/// The decompressing reader ([`zread`](mod@zread)): the input as a file (plain or,
 /// by its magic, LZ4 or zstd), read through [`zread::open_buffered`] up to
 /// [`ZREAD_LIMIT`] bytes, then walked as a capture, then scanned as
 /// `info` scans it.

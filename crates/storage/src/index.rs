@@ -1,6 +1,6 @@
 //! The sidecar index (`<capture>.idx`): one entry per block of records the
 //! writer handed to the disk, so that a reader finds a time range without
-//! scanning the file (`wiretape info` reads it; [`crate::extract`] picks blocks
+//! scanning the file (`wiretape info` reads it; the extraction planner picks blocks
 //! by it), and, per block, the flow keys it holds (hosts, ports, protocols,
 //! VLANs, EtherTypes: [`FlowSet`]) so that a filter skips the blocks that
 //! cannot match.

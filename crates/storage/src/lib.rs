@@ -27,15 +27,19 @@
 
 #![deny(unsafe_code)]
 
+// This crate's tests name it as a dependency only to have its test hooks
+// (Cargo.toml: the feature fault-injection).
+#[cfg(test)]
+use wiretape_storage as _;
+
 // `unsafe` only in these modules, each block with its invariant beside it:
 // page-aligned buffers and slabs (mmap), the io_uring engine (registered
-// buffers and files), and the system calls on descriptors (statvfs, flock,
-// lseek).
+// buffers and files: its `submit` part, the rest of it is safe), and the
+// system calls (statvfs, flock, lseek, sysconf).
 #[allow(unsafe_code)]
 mod aligned;
 #[allow(unsafe_code)]
 mod sys;
-#[allow(unsafe_code)]
 pub mod uring;
 
 pub mod block;

@@ -3,18 +3,9 @@
 //! wiretape writes little-endian files with nanosecond timestamps (magic
 //! `a1b23c4d`) by default; the reader also takes microsecond and big-endian files.
 
-/// File magic of pcap with microsecond stamps (read in the file's byte order).
-pub const MAGIC_US: u32 = 0xa1b2_c3d4;
-/// File magic of pcap with nanosecond stamps: what wiretape writes by default.
-pub const MAGIC_NS: u32 = 0xa1b2_3c4d;
-/// Bytes of the file header: magic, version 2.4, thiszone, sigfigs,
-/// snaplen, link type.
-pub const FILE_HEADER_LEN: usize = 24;
-/// Bytes of a record header (seconds, fraction, caplen, orig_len: four
-/// u32s), which the captured bytes follow.
-pub const RECORD_HEADER_LEN: usize = 16;
-/// Link type of Ethernet frames: what wiretape records from interfaces.
-pub const LINKTYPE_ETHERNET: u32 = 1;
+pub use wiretape_format::pcap::{
+    FILE_HEADER_LEN, LINKTYPE_ETHERNET, MAGIC_NS, MAGIC_US, RECORD_HEADER_LEN,
+};
 /// libpcap's `MAXIMUM_SNAPLEN`: the largest caplen it accepts for most
 /// link types (see `wiretape_filter::linktype::max_caplen` for the others).
 pub const MAX_SNAPLEN: u32 = wiretape_filter::linktype::MAXIMUM_SNAPLEN;

@@ -9,24 +9,9 @@
 //! files, several interfaces with their own resolutions, and Simple Packet
 //! Blocks; other block types are skipped.
 
-/// Block type of a Section Header Block (the same bytes in either byte order).
-pub const SHB: u32 = 0x0A0D_0D0A;
-/// Block type of an Interface Description Block.
-pub const IDB: u32 = 1;
-/// Block type of a Simple Packet Block (read, never written: it has no stamp).
-pub const SPB: u32 = 3;
-/// Block type of an Enhanced Packet Block: one per record wiretape writes.
-pub const EPB: u32 = 6;
-/// The SHB's byte-order magic; read byte-swapped, the section is big-endian.
-pub const BYTE_ORDER_MAGIC: u32 = 0x1A2B_3C4D;
-/// Bytes of an EPB besides the (padded) packet data.
-pub const EPB_OVERHEAD: usize = 32;
-
-/// `n` rounded up to a multiple of 4 (pcapng pads data and options to 4 bytes).
-#[inline(always)]
-pub fn pad4(n: usize) -> usize {
-    (n + 3) & !3
-}
+pub use wiretape_format::pcapng::{
+    pad4, BYTE_ORDER_MAGIC, EPB, EPB_HEAD, EPB_OVERHEAD, IDB, SHB, SPB,
+};
 
 /// Options are (code, value) pairs, padded to 4 bytes, ended by code 0.
 fn push_opt(out: &mut Vec<u8>, code: u16, val: &[u8]) {
@@ -100,8 +85,8 @@ pub fn write_epb_on(dst: &mut [u8], interface: u32, ts_ns: u64, data: &[u8], ori
     w(dst, 16, ts_ns as u32);
     w(dst, 20, data.len() as u32);
     w(dst, 24, orig_len);
-    dst[28..28 + data.len()].copy_from_slice(data);
-    dst[28 + data.len()..total - 4].fill(0);
+    dst[EPB_HEAD..EPB_HEAD + data.len()].copy_from_slice(data);
+    dst[EPB_HEAD + data.len()..total - 4].fill(0);
     w(dst, total - 4, total as u32);
 }
 

@@ -71,7 +71,7 @@ pub struct StorageConfig {
     pub compress_threads: usize,
     /// Runs laid out in place are written from where they lie only while
     /// at most this many bytes wait for the disk, else copied
-    /// ([`crate::sink::BlockSink::set_direct_backlog_max`]).
+    /// ([`crate::sink::BlockSink::set_direct_backlog`]).
     pub direct_backlog_max: u64,
 }
 

@@ -1,5 +1,5 @@
 //! The system calls of the storage layer on paths and descriptors
-//! (statvfs, flock, fadvise, lseek): each one small, its invariant beside it.
+//! (statvfs, flock, fadvise, lseek, sysconf): each one small, its invariant beside it.
 
 use crate::StorageError;
 
@@ -138,4 +138,16 @@ pub fn is_being_written(file: &std::fs::File) -> bool {
         return false;
     }
     std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+}
+
+/// The machine's physical memory in bytes (0 if the system will not say).
+pub(crate) fn physical_memory() -> u64 {
+    // SAFETY: sysconf only reads system configuration; no memory involved.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages.max(0) as u64).saturating_mul(size.max(0) as u64)
 }

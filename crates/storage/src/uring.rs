@@ -8,12 +8,13 @@
 //! padded to a page, waits, and cuts the file to its exact length with
 //! `ftruncate`, so the file is a valid capture after every flush.
 //!
-//! The `unsafe` here: registering buffers with the kernel and pushing
-//! submission entries that point into them. Invariant: a buffer whose write
-//! is in flight is owned by `in_flight[slot]` (a merged write: the slot of its
-//! first block holds them all, see `UringSink::pump`) and is neither touched nor freed
-//! until its completion is reaped; all buffers outlive the ring (drop order:
-//! the ring is dropped after every write completed, see `Drop`).
+//! This module is the policy (when to grow the file, merge writes, register
+//! a lazy slab, what a completion means) and is safe code; registering
+//! buffers with the kernel and pushing submission entries that point into
+//! them is `submit`'s, the one place with `unsafe`, its invariant written
+//! there: a buffer whose write is in flight is owned by the write's entry
+//! in `in_flight` (or `ext_flight`) and is neither touched nor freed until
+//! its completion is reaped; all buffers outlive the ring (see `Drop`).
 //!
 //! Only the sink's own blocks are ever issued: each carries a lease (this
 //! sink's id, its slot) minted here and nowhere else, one block per slot
@@ -33,6 +34,10 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use wiretape_timestamp::hist::{self, Histogram};
+
+#[allow(unsafe_code)]
+mod submit;
+use submit::Iovecs;
 
 /// How much to allocate ahead of the write position.
 const FALLOC_STEP: u64 = 64 << 20;
@@ -113,17 +118,6 @@ struct InFlight {
     fault: bool,
 }
 
-/// The iovecs of a merged write: pointers into the blocks of the same
-/// [`InFlight`].
-struct Iovecs {
-    _iov: Box<[libc::iovec]>,
-}
-
-// SAFETY: the pointers name the buffers of the blocks held next to them in
-// the same InFlight (which are Send); they move together, and only the
-// kernel reads through them.
-unsafe impl Send for Iovecs {}
-
 impl InFlight {
     fn off(&self) -> u64 {
         self.parts[0].2
@@ -134,11 +128,13 @@ impl InFlight {
 }
 
 /// Fault injection for tests of a failing disk (`WIRETAPE_FAULT_WRITE_EIO=N`,
-/// read once): from the Nth block write of the process on, the engine
-/// issues a no-op instead of the write and reports EIO for it, as a disk
-/// that fails does. Everything after (the writer's failure, cutting the
-/// file back to its last complete record, the accounting, the stop) is the
-/// real code. Unset: no cost but one relaxed load per block write.
+/// read once; only with the cargo feature `fault-injection`, which the
+/// workspace's tests turn on): from the Nth block write of the process on,
+/// the engine issues a no-op instead of the write and reports EIO for it,
+/// as a disk that fails does. Everything after (the writer's failure,
+/// cutting the file back to its last complete record, the accounting, the
+/// stop) is the real code.
+#[cfg(feature = "fault-injection")]
 fn inject_eio() -> bool {
     static AT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
     static WRITES: AtomicU64 = AtomicU64::new(0);
@@ -150,6 +146,14 @@ fn inject_eio() -> bool {
         return false;
     };
     WRITES.fetch_add(1, Ordering::Relaxed) + 1 >= at
+}
+
+/// Without the feature `fault-injection` (every shipped build) no write
+/// ever fails on purpose, and no environment variable is read.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+fn inject_eio() -> bool {
+    false
 }
 
 /// One file written with O_DIRECT through io_uring.
@@ -222,7 +226,7 @@ pub struct UringSink {
     /// each with its offset.
     ext_pending: VecDeque<(crate::external::External, u64)>,
     /// Runs are written from where they lie only while at most this many
-    /// bytes wait for the disk ([`BlockSink::set_direct_backlog_max`]).
+    /// bytes wait for the disk ([`BlockSink::set_direct_backlog`]).
     direct_backlog_max: u64,
     /// Runs written from where they lie.
     runs_direct: u64,
@@ -286,18 +290,6 @@ struct LateSlab {
     blocks: usize,
     /// Merged writes may then go out as WRITEV_FIXED (probed).
     writev_fixed: bool,
-}
-
-/// Registers `iov` with `ring` as its fixed buffers; false if the kernel
-/// refuses (the blocks are then written as plain buffers).
-///
-/// # Safety
-/// Every iovec must point to memory that outlives the registration (the
-/// ring): an engine's (then its sink's) own blocks, or the slab they are
-/// carved from, which lives as long as any of them.
-unsafe fn register(ring: &IoUring, iov: &[libc::iovec]) -> bool {
-    // SAFETY: the caller's promise above.
-    unsafe { ring.submitter().register_buffers(iov) }.is_ok()
 }
 
 /// A lazy slab is registered once the sink has written this many times its
@@ -428,90 +420,6 @@ impl UringSink {
         Self::build(block_size, nbufs, growth, budget, true)
     }
 
-    /// As [`UringSink::prepare`]; `eager`: fault the blocks in and register
-    /// them now. Else (a file that may never see a frame: a recording's
-    /// first file per queue, opened at start for every RX queue, busy or
-    /// not) their pages come as they are first written, and the blocks are
-    /// registered only once the sink has written [`REGISTER_AFTER`] times
-    /// its blocks' worth (then every block was used: pinning them faults
-    /// nothing in). An idle queue's file then costs one page, not its
-    /// blocks (16 MiB by default); on the rig, three of four queues never
-    /// see a frame, and populating their blocks was a quarter of the
-    /// recorder's start-up CPU.
-    fn build(
-        block_size: usize,
-        nbufs: usize,
-        growth: Growth,
-        budget: Option<Arc<AtomicI64>>,
-        eager: bool,
-    ) -> std::io::Result<UringEngine> {
-        let block_size = block_size.max(ALIGN).div_ceil(ALIGN) * ALIGN;
-        let nbufs = nbufs.clamp(2, 64);
-        let ring = IoUring::new(nbufs as u32 * 2)?;
-        let owner = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
-        // The blocks back to back in one slab (on reserved huge pages where
-        // there are), registered as one buffer (index 0) that every write of
-        // them names, merged writes too (IORING_OP_WRITEV_FIXED, Linux
-        // 6.15): the kernel then pins no pages per write. Else separate
-        // buffers, one index each.
-        let (bufs, slab, populated) = match Slab::carve(nbufs, block_size, eager) {
-            Ok(c) => (c.bufs, Some((c.base, c.len)), c.populated),
-            Err(_) => (
-                (0..nbufs).map(|_| AlignedBuf::new(block_size)).collect(),
-                None,
-                true,
-            ),
-        };
-        let free: Vec<Block> = bufs
-            .into_iter()
-            .enumerate()
-            .map(|(i, b)| leased(owner, i, b))
-            .collect();
-        let iov: Vec<libc::iovec> = match slab {
-            Some((base, len)) => vec![libc::iovec {
-                iov_base: base as *mut _,
-                iov_len: len,
-            }],
-            None => free
-                .iter()
-                .map(|b| libc::iovec {
-                    iov_base: b.as_ptr() as *mut _,
-                    iov_len: b.capacity(),
-                })
-                .collect(),
-        };
-        let mut probe = io_uring::Probe::new();
-        let writev_fixed_ok = slab.is_some()
-            && ring.submitter().register_probe(&mut probe).is_ok()
-            && probe.is_supported(opcode::WritevFixed::CODE);
-        // Registering pins the pages, faulting in any that are not: a lazy
-        // slab is registered later (UringSink::register_late).
-        let later = (!populated).then(|| iov[0]);
-        // SAFETY: the iovecs are this engine's blocks (or their slab); they
-        // are freed only after the ring (see Drop), never while a write
-        // from one is in flight.
-        let registered = later.is_none() && unsafe { register(&ring, &iov) };
-        let one_buffer = registered && slab.is_some();
-        Ok(UringEngine {
-            ring,
-            owner,
-            free,
-            n_registered: if registered { nbufs } else { 0 },
-            one_buffer,
-            writev_fixed: one_buffer && writev_fixed_ok,
-            register_later: later.map(|v| LateSlab {
-                base: v.iov_base as usize,
-                len: v.iov_len,
-                blocks: nbufs,
-                writev_fixed: writev_fixed_ok,
-            }),
-            block_size,
-            nbufs,
-            growth,
-            budget,
-        })
-    }
-
     /// On ENOSPC, call `f` to free space and write again (until it says it
     /// freed nothing).
     pub fn set_make_room(&mut self, f: Option<crate::sink::MakeRoom>) {
@@ -629,28 +537,6 @@ impl UringSink {
         }
     }
 
-    /// Registers a lazy slab (see `build`): from now on its blocks are
-    /// written as fixed buffers. Writes in flight from it, issued as plain
-    /// ones, are unaffected. Should the kernel refuse (e.g. the memlock
-    /// limit), the blocks stay plain: slower per write, never wrong.
-    fn register_late(&mut self) {
-        let Some(late) = self.register_later.take() else {
-            return;
-        };
-        let iov = [libc::iovec {
-            iov_base: late.base as *mut libc::c_void,
-            iov_len: late.len,
-        }];
-        // SAFETY: the slab our blocks are carved from: every block (free,
-        // being filled, in flight) holds it alive, and the blocks outlive
-        // the ring (see Drop).
-        if unsafe { register(&self.ring, &iov) } {
-            self.n_registered = late.blocks;
-            self.one_buffer = true;
-            self.writev_fixed = late.writev_fixed;
-        }
-    }
-
     /// Whether the disk has room for allocating ahead.
     fn room_ahead(&self) -> bool {
         self.file
@@ -663,27 +549,6 @@ impl UringSink {
     /// block is registered.
     fn buf_index(&self, slot: u16) -> Option<u16> {
         ((slot as usize) < self.n_registered).then_some(if self.one_buffer { 0 } else { slot })
-    }
-
-    /// Queues an fallocate of `[from, from+len)` (`mode`: 0 sets the size,
-    /// or FALLOC_FL_KEEP_SIZE), completed in `reap_wait`.
-    fn fallocate(&mut self, from: u64, len: u64, mode: i32) {
-        let e = if self.fixed_file {
-            opcode::Fallocate::new(types::Fixed(0), len)
-                .offset(from)
-                .mode(mode)
-                .build()
-        } else {
-            opcode::Fallocate::new(types::Fd(self.fd()), len)
-                .offset(from)
-                .mode(mode)
-                .build()
-        }
-        .user_data(FALLOC_TAG);
-        // SAFETY: the entry references no memory, only our fd.
-        if unsafe { self.ring.submission().push(&e) }.is_ok() {
-            self.fallocs += 1;
-        }
     }
 
     /// Allocates ahead of a write of `len` bytes at `off` when it comes
@@ -726,117 +591,6 @@ impl UringSink {
         }
     }
 
-    /// Issues one write of `parts` (blocks of ours at consecutive offsets).
-    fn issue(&mut self, parts: Vec<(Block, u32, u64)>) -> Result<(), StorageError> {
-        let off = parts[0].2;
-        let len: u64 = parts.iter().map(|p| p.1 as u64).sum();
-        self.grow(off, len);
-        // Only our own blocks get here (submit/flush/finish copy others), so
-        // each slot is ours and, the block being in our hands, not in
-        // flight; checked anyway, as a bug here would let the kernel read
-        // freed memory.
-        for (block, _, _) in &parts {
-            match block.lease() {
-                Some(l) if l.owner == self.owner && !self.busy[l.slot as usize] => {}
-                _ => panic!("UringSink::issue: not a free block of this sink"),
-            }
-        }
-        self.blocks_written += parts.len() as u64;
-        if let Some(late) = self.register_later {
-            if self.blocks_written > REGISTER_AFTER * late.blocks as u64 {
-                self.register_late();
-            }
-        }
-        let idx = parts[0].0.lease().expect("checked").slot;
-        let fd = types::Fd(self.fd());
-        let (entry, iov) = if let [(block, len, _)] = parts.as_slice() {
-            let (ptr, len) = (block.as_ptr(), *len);
-            let e = match (self.buf_index(idx), self.fixed_file) {
-                (Some(i), true) => opcode::WriteFixed::new(types::Fixed(0), ptr, len, i)
-                    .offset(off)
-                    .build(),
-                (Some(i), false) => opcode::WriteFixed::new(fd, ptr, len, i).offset(off).build(),
-                (None, true) => opcode::Write::new(types::Fixed(0), ptr, len)
-                    .offset(off)
-                    .build(),
-                (None, false) => opcode::Write::new(fd, ptr, len).offset(off).build(),
-            };
-            (e, Box::default())
-        } else {
-            let iov: Box<[libc::iovec]> = parts
-                .iter()
-                .map(|(b, len, _)| libc::iovec {
-                    iov_base: b.as_ptr() as *mut libc::c_void,
-                    iov_len: *len as usize,
-                })
-                .collect();
-            let n = iov.len() as u32;
-            let fixed = self.writev_fixed
-                && parts
-                    .iter()
-                    .all(|(b, _, _)| self.buf_index(b.lease().expect("checked").slot) == Some(0));
-            let e = match (fixed, self.fixed_file) {
-                (true, true) => opcode::WritevFixed::new(types::Fixed(0), iov.as_ptr(), n, 0)
-                    .offset(off)
-                    .build(),
-                (true, false) => opcode::WritevFixed::new(fd, iov.as_ptr(), n, 0)
-                    .offset(off)
-                    .build(),
-                (false, true) => opcode::Writev::new(types::Fixed(0), iov.as_ptr(), n)
-                    .offset(off)
-                    .build(),
-                (false, false) => opcode::Writev::new(fd, iov.as_ptr(), n).offset(off).build(),
-            };
-            self.merged += 1;
-            (e, iov)
-        };
-        // Fault injection counts block writes: one per block of the write.
-        let fault = parts.iter().fold(false, |f, _| inject_eio() | f);
-        let entry = if fault {
-            opcode::Nop::new().build()
-        } else {
-            entry
-        }
-        .user_data(idx as u64);
-        for (block, _, _) in &parts {
-            self.busy[block.lease().expect("checked").slot as usize] = true;
-        }
-        self.writes += parts.len() as u64;
-        self.in_flight[idx as usize] = Some(InFlight {
-            parts,
-            _iov: Iovecs { _iov: iov },
-            at: Instant::now(),
-            stream: self.off,
-            fault,
-        });
-        self.n_in_flight += 1;
-        // SAFETY: the entry points into the buffers now owned by
-        // in_flight[idx] (and, for a merged write, into its iovecs, also
-        // kept there), which stay alive and untouched until its completion
-        // is reaped (module invariant).
-        unsafe { self.push_submit(&entry) }
-    }
-
-    /// Pushes `entry` (reaping completions while the queue is full) and
-    /// submits it.
-    ///
-    /// # Safety
-    /// The memory `entry` points to (buffers, iovecs) must stay alive and
-    /// unchanged until its completion is reaped.
-    unsafe fn push_submit(&mut self, entry: &io_uring::squeue::Entry) -> Result<(), StorageError> {
-        // SAFETY: the caller's promise above.
-        while unsafe { self.ring.submission().push(entry) }.is_err() {
-            self.ring
-                .submit()
-                .map_err(|e| StorageError::from_write(&self.path, e))?;
-            self.reap_wait(1)?;
-        }
-        self.ring
-            .submit()
-            .map_err(|e| StorageError::from_write(&self.path, e))?;
-        Ok(())
-    }
-
     /// A write issued at `at` completed: its latency, in the whole run's
     /// histogram and the latest writes' (once per write: a clock read and
     /// two histogram counts).
@@ -875,77 +629,6 @@ impl UringSink {
             }
         }
         false
-    }
-
-    /// Issues one write of `parts` (runs at consecutive offsets from
-    /// `off`; plain buffers: the memory is their owners', not registered),
-    /// in flight until its completion is reaped.
-    fn issue_external(
-        &mut self,
-        parts: Vec<crate::external::External>,
-        off: u64,
-    ) -> Result<(), StorageError> {
-        let len: u64 = parts.iter().map(|e| e.len() as u64).sum();
-        self.grow(off, len);
-        let slot = match self.ext_flight.iter().position(Option::is_none) {
-            Some(i) => i,
-            None => {
-                self.ext_flight.push(None);
-                self.ext_flight.len() - 1
-            }
-        };
-        let fault = parts.iter().fold(false, |f, _| inject_eio() | f);
-        let fd = types::Fd(self.fd());
-        let (entry, iov) = if let [one] = parts.as_slice() {
-            let (ptr, n) = (one.as_ptr(), one.len() as u32);
-            let e = if self.fixed_file {
-                opcode::Write::new(types::Fixed(0), ptr, n)
-                    .offset(off)
-                    .build()
-            } else {
-                opcode::Write::new(fd, ptr, n).offset(off).build()
-            };
-            (e, Box::default())
-        } else {
-            let iov: Box<[libc::iovec]> = parts
-                .iter()
-                .map(|e| libc::iovec {
-                    iov_base: e.as_ptr() as *mut libc::c_void,
-                    iov_len: e.len(),
-                })
-                .collect();
-            let n = iov.len() as u32;
-            let e = if self.fixed_file {
-                opcode::Writev::new(types::Fixed(0), iov.as_ptr(), n)
-                    .offset(off)
-                    .build()
-            } else {
-                opcode::Writev::new(fd, iov.as_ptr(), n).offset(off).build()
-            };
-            self.merged += 1;
-            (e, iov)
-        };
-        let entry = if fault {
-            opcode::Nop::new().build()
-        } else {
-            entry
-        }
-        .user_data(EXT_TAG | slot as u64);
-        self.writes += parts.len() as u64;
-        self.ext_flight[slot] = Some(ExtFlight {
-            parts,
-            off,
-            _iov: Iovecs { _iov: iov },
-            at: Instant::now(),
-            stream: self.off,
-            fault,
-        });
-        self.n_in_flight += 1;
-        // SAFETY: the entry points into the runs held by ext_flight[slot]
-        // (and, for a merged write, into its iovecs, also kept there) until
-        // its completion is reaped; a run's bytes stay where they are while
-        // it lives (External::new's contract).
-        unsafe { self.push_submit(&entry) }
     }
 
     /// The completion `res` of external write `slot`.
@@ -1509,14 +1192,7 @@ impl Drop for UringSink {
 
 /// A default RAM buffer budget: a quarter of the machine's memory, at most 4 GiB.
 pub fn default_buffer_budget() -> u64 {
-    // SAFETY: sysconf only reads system configuration.
-    let (pages, size) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    let ram = (pages.max(0) as u64).saturating_mul(size.max(0) as u64);
+    let ram = crate::sys::physical_memory();
     // Inside a memory cgroup (a container, a systemd unit with MemoryMax),
     // a quarter of its limit: the RAM buffer must never get us OOM-killed.
     let limit = cgroup_memory_limit().unwrap_or(u64::MAX);

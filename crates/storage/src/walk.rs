@@ -19,7 +19,7 @@
 //! empty record stamped 1970, when anything but zeros follows it. Only
 //! zeros to the end of the stream are padding. Telling the two apart reads
 //! ahead to the first non-zero byte; what was read ahead is handed out
-//! again ([`Ahead`]), so the walker needs no `Seek`.
+//! again (the private `Ahead`), so the walker needs no `Seek`.
 //!
 //! The walker states facts; each front applies its policy: the reader is
 //! strict ([`Stop::error`]: anything but a clean end is an error), repair
@@ -991,7 +991,7 @@ fn read_claimed(r: &mut impl Read, buf: &mut Vec<u8>, len: usize) -> std::io::Re
     Ok(buf.len())
 }
 
-/// Bytes [`read_claimed`] makes room for before any arrive: the largest
+/// Bytes `read_claimed` makes room for before any arrive: the largest
 /// caplen libpcap takes for most link types (256 KiB).
 pub const GROW_FROM: usize = 256 << 10;
 

@@ -5,7 +5,7 @@
 //! it as they read a plain file. A seek goes to the compressed unit the
 //! index ([`crate::index::Entry::z`]) names for that offset (or the nearest
 //! one before it), and only the units read are decompressed
-//! ([`ZReader::blocks_decompressed`]). [`open`] tells the kinds apart by the
+//! ([`ZReader::blocks_decompressed`]). [`ZReader::open`] tells the kinds apart by the
 //! first 4 bytes.
 
 use crate::compress::{Placed, LZ4_HEADER_LEN, LZ4_MAGIC, LZ4_MAX_BLOCK, LZ4_STORED, ZSTD_MAGIC};

@@ -3,7 +3,7 @@
 //! exclusive), the shared region mapped, and the ring walked as netmap(4)
 //! says: the slots from `head` to `tail` are ours; each slot names a buffer
 //! (`ring + buf_ofs + buf_idx * nr_buf_size`) that is handed to the pipeline
-//! as a [`Desc`] without a copy; once the writer has copied a batch and given
+//! as a [`crate::Desc`] without a copy; once the writer has copied a batch and given
 //! it back (in order), the poll thread moves `head` and `cur` past those
 //! slots, and `NIOCRXSYNC` hands them to the kernel and fetches new frames
 //! (`poll` waits for them). So the ring bounds what is in flight, as the UMEM
@@ -24,7 +24,7 @@
 //!
 //! What is proven without the kernel module: the ring walk, the buffer
 //! arithmetic, slot return and the timestamps run against a synthetic
-//! region laid out as `netmap_mem2.c` lays it out ([`synthetic`]), with a
+//! region laid out as `netmap_mem2.c` lays it out (`synthetic`), with a
 //! thread playing the kernel. What is not: the `NIOCCTRL` registration, the
 //! mapping of a real region and `NIOCRXSYNC`/`poll` against a real driver
 //! (`sys.rs`), which follow netmap's headers and source but have never run.

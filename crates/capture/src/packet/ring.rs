@@ -41,15 +41,14 @@ const ETH_P_ALL: u16 = 0x0003;
 const ETH_P_8021Q: u16 = 0x8100;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const PACKET_RESERVE: libc::c_int = 12;
-/// pcapng: Enhanced Packet Block, its fixed head (type, length, interface,
-/// stamp, lengths) and its whole overhead (the trailing length too).
-const EPB: u32 = 6;
-const EPB_HEAD: u32 = 28;
-const EPB_OVERHEAD: u32 = 32;
-/// pcapng: a filler block readers skip (local use; `wiretape_storage::external::FILL`).
-const FILL: u32 = 0x8000_5754;
+use wiretape_format::pcapng::{EPB, FILL};
+/// pcapng: an Enhanced Packet Block's fixed head (type, length, interface,
+/// stamp, lengths) and its whole overhead (the trailing length too), in
+/// the ring's own width (the numbers are `wiretape_format`'s).
+const EPB_HEAD: u32 = wiretape_format::pcapng::EPB_HEAD as u32;
+const EPB_OVERHEAD: u32 = wiretape_format::pcapng::EPB_OVERHEAD as u32;
 /// The smallest pcapng block (type, length, trailing length).
-const MIN_BLOCK: u32 = 12;
+const MIN_BLOCK: u32 = wiretape_format::pcapng::MIN_BLOCK as u32;
 /// Runs are written with O_DIRECT: whole pages.
 const PAGE: u32 = 4096;
 /// The longest frame laid out in place: wiretape's default snap length.
@@ -105,7 +104,7 @@ impl FrameHead {
 /// `n` rounded up to a multiple of 4 (pcapng's padding).
 #[inline(always)]
 fn pad4(n: u32) -> u32 {
-    (n + 3) & !3
+    wiretape_format::pcapng::pad4(n as usize) as u32
 }
 
 /// Where laying a block out in place stands (see [`Ring::lay_frame`]).

@@ -14,7 +14,7 @@
 //!   `{"error": "..."}` naming the parameter, unknown paths 404, other
 //!   methods 405, oversized request heads 431 (hyper's limit). `POST /query`
 //!   answers Stenographer's clients as Stenographer's server does
-//!   ([`steno`](self::steno)).
+//!   (its `steno` module, over [`crate::steno`]).
 //! - Each query runs on a blocking thread over the same [`Job`] as `wiretape
 //!   extract`; at most `max_queries` at once (the next gets 503 with
 //!   `Retry-After`). An extraction streams: the writer hands 256 KiB chunks

@@ -5,7 +5,7 @@
 //! * [`parse`]: the text to a [`Query`] (Stenographer's lexer and grammar;
 //!   errors name the byte position; bounded size and depth).
 //! * [`Selection`]: a query made into pieces of time, each with a classic
-//!   BPF program ([`bpf`]) that selects exactly the frames stenotype's index
+//!   BPF program (module `bpf`) that selects exactly the frames stenotype's index
 //!   would ([`Decoded`], [`eval`]), and what the flow index may skip.
 //! * [`client_config`]: the files Debian's `stenoread` and `stenocurl` read,
 //!   for `wiretape certs client ... --stenographer OUT`.
