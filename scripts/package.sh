@@ -3,6 +3,7 @@
 #
 #   scripts/package.sh                   # build, then package
 #   scripts/package.sh --no-build        # package the binary already built
+#   scripts/package.sh --tools           # only install the pinned cargo-deb
 #   scripts/package.sh --profile release # another Cargo profile (default: PROFILE below)
 #
 # From a fresh clone: needs what scripts/setup.sh installs (Rust, clang,
@@ -28,9 +29,11 @@ ROOT=$PWD
 CARGO_DEB_VERSION=3.8.0
 PROFILE=dist
 build=1
+tools_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --no-build) build=0 ;;
+    --tools) tools_only=1 ;;
     --profile) PROFILE=${2:?--profile NAME}; shift ;;
     *) sed -n '2,23p' "$0"; exit 2 ;;
   esac
@@ -44,6 +47,7 @@ if [ "$have" != "$CARGO_DEB_VERSION" ]; then
   echo "package: installing cargo-deb $CARGO_DEB_VERSION (was: ${have:-none}; a few minutes on two cores)"
   cargo install --locked --quiet "cargo-deb@=$CARGO_DEB_VERSION"
 fi
+[ "$tools_only" = 1 ] && exit 0
 
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 if [ "$build" = 1 ]; then

@@ -28,12 +28,22 @@ cargo test --release --workspace --locked
 echo "== netmap engine (cargo feature netmap: synthetic rings, no module needed)"
 cargo clippy --release -p wiretape-capture -p wiretape-pipeline -p wiretape-cli -p wiretape --all-targets --locked --features netmap -- -D warnings
 cargo test --release -p wiretape-capture -p wiretape-pipeline --locked --features netmap
+echo "== cargo-deb (pinned) for the package test"
+./scripts/package.sh --tools
+T=${CARGO_TARGET_DIR:-target}
+echo "== soak with analysts, 5 minutes (benches/soak.sh: nothing lost, every query right, flat, no error line), beside the package test and the demo"
+mkdir -p "$T/soak"
+benches/soak.sh 300 20000 512 "$T/soak" > "$T/soak/soak.log" 2>&1 &
+soak=$!
+trap 'kill "$soak" 2>/dev/null || true' EXIT
 echo "== the Debian package (tests/package.sh: built, lintian, installed in a booted bookworm container)"
 ./tests/package.sh
 echo "== wiretape demo"
-"${CARGO_TARGET_DIR:-target}/release/wiretape" demo
-echo "== soak with analysts, 5 minutes (benches/soak.sh: nothing lost, every query right, flat, no error line)"
-benches/soak.sh 300 20000 512 "${CARGO_TARGET_DIR:-target}/soak"
+"$T/release/wiretape" demo
+echo "== the soak's verdict"
+if ! wait "$soak"; then cat "$T/soak/soak.log" >&2; echo "test: the soak failed" >&2; exit 1; fi
+trap - EXIT
+tail -n 30 "$T/soak/soak.log"
 left=$(ip netns list | awk '/^wt-/{print $1}' | tr '\n' ' ')
 if [ -n "$left" ]; then
   echo "test: wt-* network namespaces left behind: $left" >&2
