@@ -3,7 +3,7 @@
 # integration tests (real veth pairs, XDP and AF_XDP: needs root), the demo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+./scripts/setup.sh --test
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

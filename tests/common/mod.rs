@@ -226,6 +226,19 @@ impl Recorder {
         self.stderr.join("\n")
     }
 
+    /// Every stderr line so far (waiting `settle` for lines on their way).
+    pub fn drain(&mut self, settle: Duration) -> String {
+        let deadline = Instant::now() + settle;
+        loop {
+            match self.lines.recv_timeout(Duration::from_millis(20)) {
+                Ok(l) => self.stderr.push(l),
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
+                Err(_) => break,
+            }
+        }
+        self.stderr.join("\n")
+    }
+
     /// Collects stderr until a line containing `want` (up to `secs`);
     /// true if it came.
     pub fn wait_line(&mut self, want: &str, secs: u64) -> bool {
