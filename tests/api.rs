@@ -1122,7 +1122,8 @@ fn every_tls_mistake_says_its_cause_and_its_fix_on_the_side_that_sees_it() {
     assert_eq!(code, 0, "{e}");
 
     // (what, URL, client flags, words on the client, words in the server's log)
-    let cases: Vec<(&str, String, Vec<String>, Vec<String>, Vec<String>)> = vec![
+    type Case<'a> = (&'a str, String, Vec<String>, Vec<String>, Vec<String>);
+    let cases: Vec<Case> = vec![
         (
             "expired client certificate",
             api.url.clone(),
@@ -1496,7 +1497,7 @@ fn help_and_manual_name_every_endpoint_and_every_status_field() {
         // `/` as a line of its own in --help.
         let line = help
             .lines()
-            .find(|l| l.trim_start().split_whitespace().next() == Some(ep.path));
+            .find(|l| l.split_whitespace().next() == Some(ep.path));
         assert!(line.is_some(), "api --help lacks {}:\n{help}", ep.path);
         assert!(
             man.contains(&format!("`{}", ep.path)),

@@ -7,12 +7,14 @@
 //! request it cannot parse) are turned into JSON like every other
 //! refusal, and logged.
 
+use super::body::ApiBody;
 use super::{handle, log_line, Client, State};
 use crate::text::clean;
+use hyper::body::{Body, Frame, SizeHint};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -246,17 +248,26 @@ where
 {
     let idle = state.cfg.idle_timeout;
     let rewritten = Arc::new(AtomicU16::new(0));
+    let answering = Arc::new(AtomicUsize::new(0));
     let io = hyper_util::rt::TokioIo::new(JsonErrors {
         inner: io,
         pending: Vec::new(),
         rewritten: rewritten.clone(),
+        answering: answering.clone(),
     });
     let st = state.clone();
     let cl = client.clone();
     let svc = hyper::service::service_fn(move |req| {
         let st = st.clone();
         let cl = cl.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(st, cl, req).await) }
+        let guard = Answering::new(answering.clone());
+        async move {
+            let r = handle(st, cl, req).await;
+            Ok::<_, std::convert::Infallible>(r.map(|body| Tracked {
+                body,
+                _guard: guard,
+            }))
+        }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
@@ -318,6 +329,49 @@ fn auto_error(buf: &[u8]) -> Option<u16> {
         .then_some(code)
 }
 
+/// Counts an answer of [`handle`] from the request until hyper drops its
+/// body: while one is on its way, no write is taken for hyper's own.
+struct Answering(Arc<AtomicUsize>);
+
+impl Answering {
+    fn new(n: Arc<AtomicUsize>) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        Answering(n)
+    }
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// An answer's body that holds its [`Answering`] count.
+struct Tracked {
+    body: ApiBody,
+    _guard: Answering,
+}
+
+impl Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = super::body::BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<bytes::Bytes>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// The connection as hyper sees it: writes pass through, but for hyper's
 /// own error answers, which become a JSON answer of the same status.
 struct JsonErrors<I> {
@@ -326,6 +380,9 @@ struct JsonErrors<I> {
     pending: Vec<u8>,
     /// The status rewritten (0: none).
     rewritten: Arc<AtomicU16>,
+    /// Answers of [`handle`] on their way (their bytes, captured frames
+    /// among them, are never taken for one of hyper's answers).
+    answering: Arc<AtomicUsize>,
 }
 
 impl<I: AsyncWrite + Unpin> JsonErrors<I> {
@@ -347,7 +404,9 @@ impl<I: AsyncWrite + Unpin> JsonErrors<I> {
     /// Takes `buf` as written when it is hyper's own error answer (the JSON
     /// one queued in its place).
     fn intercept(&mut self, buf: &[u8]) -> bool {
-        if self.rewritten.load(Ordering::Relaxed) != 0 {
+        if self.rewritten.load(Ordering::Relaxed) != 0
+            || self.answering.load(Ordering::Relaxed) != 0
+        {
             return false;
         }
         match auto_error(buf) {

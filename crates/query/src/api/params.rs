@@ -144,7 +144,7 @@ pub fn five_tuple(p: &HashMap<String, String>) -> Result<Option<String>, BadRequ
         } else {
             return Err(BadRequest(format!(
                 "parameter 'proto': {} is not one of {} or a protocol number (0 to 255)",
-                quote(&v),
+                quote(v),
                 PROTOS.join(", ")
             )));
         }
