@@ -118,6 +118,18 @@ fn certs(dir: &Path) {
     assert!(e.contains("--force"), "{e}");
 }
 
+/// `wiretape certs init DIR --server-name NAME...`, which must succeed:
+/// its standard output.
+fn init_ca(dir: &Path, names: &[&str]) -> String {
+    let mut a = vec!["certs", "init", dir.to_str().unwrap()];
+    for n in names {
+        a.extend(["--server-name", n]);
+    }
+    let (code, o, e) = run_wiretape(None, &a);
+    assert_eq!(code, 0, "{e}");
+    o
+}
+
 fn tls_server_args(certs: &Path) -> Vec<String> {
     let c = |f: &str| certs.join(f).to_str().unwrap().to_string();
     vec![
@@ -576,17 +588,7 @@ fn refusals_bad_requests_and_bounds() {
     certs(&cd);
     // Another CA, and an expired client of ours.
     let other = t.path().join("other");
-    let (code, _, e) = run_wiretape(
-        None,
-        &[
-            "certs",
-            "init",
-            other.to_str().unwrap(),
-            "--server-name",
-            "127.0.0.1",
-        ],
-    );
-    assert_eq!(code, 0, "{e}");
+    init_ca(&other, &["127.0.0.1"]);
     run_wiretape(
         None,
         &["certs", "client", other.to_str().unwrap(), "mallory"],
@@ -1034,36 +1036,32 @@ fn date(secs: i64) -> String {
     wiretape::query::tls::explain::utc(secs)
 }
 
-#[test]
-fn every_tls_mistake_says_its_cause_and_its_fix_on_the_side_that_sees_it() {
-    let t = TempDir::new("apitls");
+/// A store of `n` generated frames (seed `seed`), 100 µs apart, recorded
+/// by the file engine under `t`.
+fn small_store(t: &TempDir, seed: u64, n: usize) -> PathBuf {
     let store = t.path().join("store");
     let trace = t.path().join("t.pcap");
-    let frames: Vec<_> = mixed(0x7e1, 300)
+    let frames: Vec<_> = mixed(seed, n)
         .into_iter()
         .enumerate()
         .map(|(i, (f, w))| (f, w, T0_US + i as u64 * 100))
         .collect();
     write_us_pcap(&trace, &frames);
     record_file(&trace, &store, &[]);
+    store
+}
+
+#[test]
+fn every_tls_mistake_says_its_cause_and_its_fix_on_the_side_that_sees_it() {
+    let t = TempDir::new("apitls");
+    let store = small_store(&t, 0x7e1, 300);
     // A server certificate for 127.0.0.1 only (not localhost).
     let cd = t.path().join("tls");
-    let (code, _, e) = run_wiretape(
-        None,
-        &[
-            "certs",
-            "init",
-            cd.to_str().unwrap(),
-            "--server-name",
-            "127.0.0.1",
-        ],
-    );
-    assert_eq!(code, 0, "{e}");
+    init_ca(&cd, &["127.0.0.1"]);
     run_wiretape(None, &["certs", "client", cd.to_str().unwrap(), "alice"]);
     let other = t.path().join("other");
     let o = other.to_str().unwrap();
-    let (code, out, e) = run_wiretape(None, &["certs", "init", o, "--server-name", "127.0.0.1"]);
-    assert_eq!(code, 0, "{e}");
+    let out = init_ca(&other, &["127.0.0.1"]);
     assert!(out.contains("CA 'CN=wiretape CA 127.0.0.1 "), "{out}");
     run_wiretape(None, &["certs", "client", o, "mallory"]);
     // Two `certs init` CAs have names of their own: another site's
@@ -1104,7 +1102,7 @@ fn every_tls_mistake_says_its_cause_and_its_fix_on_the_side_that_sees_it() {
     )
     .unwrap();
     let mut api = tls_api(&store, &cd, &[]);
-    let plain = Api::start(&["-w", store.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let plain = Api::loopback(&store, false);
     let port = api.url.rsplit_once(':').unwrap().1.to_string();
     let with = |dir: &Path, name: &str, ca: &Path| -> Vec<String> {
         let c = |f: String| dir.join(f).to_str().unwrap().to_string();
@@ -1344,23 +1342,9 @@ fn every_tls_mistake_says_its_cause_and_its_fix_on_the_side_that_sees_it() {
 #[test]
 fn nothing_a_client_sends_reaches_a_log_or_an_answer_raw() {
     let t = TempDir::new("apiraw");
-    let store = t.path().join("store");
-    let trace = t.path().join("t.pcap");
-    let frames: Vec<_> = mixed(0x7e2, 200)
-        .into_iter()
-        .enumerate()
-        .map(|(i, (f, w))| (f, w, T0_US + i as u64 * 100))
-        .collect();
-    write_us_pcap(&trace, &frames);
-    record_file(&trace, &store, &[]);
+    let store = small_store(&t, 0x7e2, 200);
     // -q: answered requests are not logged, refusals are.
-    let mut api = Api::start(&[
-        "-w",
-        store.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "-q",
-    ]);
+    let mut api = Api::loopback(&store, true);
     let get = |q: &str, extra: &[&str]| -> (u32, Vec<u8>) {
         let o = Command::new("curl")
             .args(["-s", "-g", "-o", "-", "-w", "\n%{http_code}"])
@@ -1515,22 +1499,8 @@ fn help_and_manual_name_every_endpoint_and_every_status_field() {
     // Every field of /v1/status is documented (frames_partial included),
     // in the manual and in the OpenAPI document.
     let t = TempDir::new("apidoc");
-    let store = t.path().join("store");
-    let trace = t.path().join("t.pcap");
-    let frames: Vec<_> = mixed(0x7e3, 50)
-        .into_iter()
-        .enumerate()
-        .map(|(i, (f, w))| (f, w, T0_US + i as u64 * 100))
-        .collect();
-    write_us_pcap(&trace, &frames);
-    record_file(&trace, &store, &[]);
-    let api = Api::start(&[
-        "-w",
-        store.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "-q",
-    ]);
+    let store = small_store(&t, 0x7e3, 50);
+    let api = Api::loopback(&store, true);
     let get = |p: &str| -> Value {
         let o = Command::new("curl")
             .args(["-s", &format!("{}{p}", api.url)])

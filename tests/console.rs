@@ -270,14 +270,35 @@ const HOSTILE: &[&str] = &[
     "&lt;b&gt;x&amp;",
 ];
 
+/// A trace, its frames and the store recorded from it.
+struct Recorded {
+    trace: std::path::PathBuf,
+    frames: Vec<(Vec<u8>, u32, u64)>,
+    store: std::path::PathBuf,
+}
+
+/// The trace of [`frames`] recorded by the file engine under `t`.
+fn recorded(t: &TempDir) -> Recorded {
+    let trace = t.path().join("trace.pcap");
+    let frames = frames();
+    write_us_pcap(&trace, &frames);
+    let store = t.path().join("store");
+    record_file(&trace, &store, &["--block-kib", "64"]);
+    Recorded {
+        trace,
+        frames,
+        store,
+    }
+}
+
 #[test]
 fn the_console_in_headless_chromium() {
     let t = TempDir::new("console");
-    let trace = t.path().join("trace.pcap");
-    let fr = frames();
-    write_us_pcap(&trace, &fr);
-    let store = t.path().join("store");
-    record_file(&trace, &store, &["--block-kib", "64"]);
+    let Recorded {
+        trace,
+        frames: fr,
+        store,
+    } = recorded(&t);
     // Files named as markup, each a copy of the recording (with its index).
     let orig = pcaps(&store)[0].clone();
     let name = orig.file_name().unwrap().to_str().unwrap().to_string();
@@ -292,13 +313,7 @@ fn the_console_in_headless_chromium() {
         .unwrap();
     }
     let total = (fr.len() * (HOSTILE.len() + 1)) as u64;
-    let api = Api::start(&[
-        "-w",
-        store.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "-q",
-    ]);
+    let api = Api::loopback(&store, true);
 
     // The policy, by curl.
     let o = Command::new("curl")
@@ -607,18 +622,10 @@ fn a_p12_bundle_opens_the_console_over_mutual_tls() {
 #[test]
 fn the_console_names_its_three_bytes_and_shows_the_picture_loading() {
     let t = TempDir::new("console-bytes");
-    let trace = t.path().join("trace.pcap");
-    let fr = frames();
-    write_us_pcap(&trace, &fr);
-    let store = t.path().join("store");
-    record_file(&trace, &store, &["--block-kib", "64"]);
-    let api = Api::start(&[
-        "-w",
-        store.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "-q",
-    ]);
+    let Recorded {
+        frames: fr, store, ..
+    } = recorded(&t);
+    let api = Api::loopback(&store, true);
     // The three figures: the files' sizes, the records as the files hold
     // them (16-byte headers and the frames), the frames alone.
     let on_disk: u64 = pcaps(&store)

@@ -614,6 +614,15 @@ impl Api {
     pub fn pid(&self) -> u32 {
         self.proc.child.id()
     }
+
+    /// `wiretape api -w STORE --listen 127.0.0.1:0 [-q]`: plain HTTP on loopback.
+    pub fn loopback(store: &Path, quiet: bool) -> Api {
+        let mut a = vec!["-w", store.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+        if quiet {
+            a.push("-q");
+        }
+        Api::start(&a)
+    }
 }
 
 /// A PNG's width, height and the number of distinct pixel colours, decoded
