@@ -107,7 +107,7 @@ fn target_of(head: &[u8]) -> String {
     let line = String::from_utf8_lossy(line);
     let target = line.split(' ').nth(1).unwrap_or("/");
     let t = if target.starts_with('/') { target } else { "/" };
-    clean(t, 200)
+    clean(t.trim_end_matches('?'), 200)
 }
 
 pub(super) async fn connection(state: Arc<State>, tcp: TcpStream, peer: SocketAddr) {

@@ -536,6 +536,29 @@ fn object(props: &[(&str, Value)]) -> Value {
     })
 }
 
+/// The store's span (`store_span` of `/v1/count` and `/v1/timeline`).
+fn store_span() -> Value {
+    described(
+        json!({"anyOf": [
+            object(&[
+                ("first_ns", int()),
+                ("last_ns", int()),
+                ("first_time", json!({"type": "string"})),
+                ("last_time", json!({"type": "string"})),
+            ]),
+            {"type": "null"},
+        ]}),
+        "The first and last stamps the store's indexes and file names know (null: none).",
+    )
+}
+
+fn misses() -> Value {
+    described(
+        json!({"type": "boolean"}),
+        "The window holds none of the store's span: nothing was read.",
+    )
+}
+
 fn described(mut v: Value, d: &str) -> Value {
     v["description"] = d.into();
     v
@@ -587,6 +610,8 @@ fn schemas() -> Value {
             ("blocks_skipped_by_flow_index", int()),
             ("filter_narrows", json!({"type": "boolean"})),
             ("linktypes", json!({"type": "array", "items": object(&[("linktype", int()), ("name", json!({"type": "string"})), ("frames", int())])})),
+            ("store_span", store_span()),
+            ("window_misses_store", misses()),
         ]), "The summary of an extraction that writes nothing."),
         "Plan": object(&[
             ("blocks", json!({"type": "array", "items": object(&[
@@ -648,6 +673,8 @@ fn schemas() -> Value {
             ("files_without_index", strings()),
             ("blocks", int()),
             ("blocks_read", int()),
+            ("store_span", store_span()),
+            ("window_misses_store", misses()),
         ]),
         "OpenApi": {"type": "object", "required": ["openapi", "paths"]},
     })
