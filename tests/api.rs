@@ -1380,6 +1380,18 @@ fn nothing_a_client_sends_reaches_a_log_or_an_answer_raw() {
         "{} bytes: {msg:.300}",
         msg.len()
     );
+    // A C1 control as a time (it made the time parser panic: the
+    // connection closed without an answer, found by schemathesis).
+    let (code, body) = get("/v1/count?from=%C2%80", &[]);
+    assert_eq!(code, 400);
+    assert!(
+        json(&body)["error"]
+            .as_str()
+            .unwrap()
+            .contains("parameter 'from'"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
     // Unknown parameters and paths with controls in them.
     let (code, body) = get("/v1/count?%1b%5b2J=1", &[]);
     assert_eq!(code, 400);
@@ -1422,7 +1434,7 @@ fn nothing_a_client_sends_reaches_a_log_or_an_answer_raw() {
 
     // Every refusal has its line; no line holds a control character or
     // runs past 2,000 characters plus its prefix.
-    api.proc.wait_for_lines("-> 4", 7, 10);
+    api.proc.wait_for_lines("-> 4", 8, 10);
     let log = api.proc.drain(Duration::from_millis(300));
     let lines: Vec<&str> = log.lines().filter(|l| l.contains("-> ")).collect();
     for want in ["-> 400", "-> 404", "-> 405", "-> 431"] {

@@ -172,6 +172,7 @@ pub fn api(a: ApiArgs) -> Result<i32> {
     for w in server.warnings() {
         eprintln!("wiretape: api: warning: {w}: renew it (`wiretape certs server DIR --server-name NAME --force` for --tls-cert)");
     }
+    wiretape::query::api::escape_panics();
     let _ = wiretape::capture::sys::lower_thread_priority(10);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

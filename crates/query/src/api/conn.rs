@@ -261,8 +261,26 @@ where
         let st = st.clone();
         let cl = cl.clone();
         let guard = Answering::new(answering.clone());
+        let what = format!("{} {}", req.method(), req.uri());
         async move {
-            let r = handle(st, cl, req).await;
+            // A bug that panics answers 500 in JSON like every other
+            // failure (the panic's own line is escaped by the hook `api`
+            // sets), and the server goes on.
+            let r = match CatchUnwind(Box::pin(handle(st.clone(), cl.clone(), req))).await {
+                Ok(r) => r,
+                Err(()) => {
+                    log_line(
+                        &st,
+                        &cl.name,
+                        &what,
+                        "500 internal error (a bug: the line before says where)",
+                    );
+                    super::error(
+                        hyper::StatusCode::INTERNAL_SERVER_ERROR,
+                        "internal error in wiretape api (a bug: its log says where; please report it)",
+                    )
+                }
+            };
             Ok::<_, std::convert::Infallible>(r.map(|body| Tracked {
                 body,
                 _guard: guard,
@@ -327,6 +345,23 @@ fn auto_error(buf: &[u8]) -> Option<u16> {
     let head = std::str::from_utf8(buf).ok()?.to_ascii_lowercase();
     (head.contains("\r\ncontent-length: 0\r\n") && head.matches("\r\n\r\n").count() == 1)
         .then_some(code)
+}
+
+/// A future whose panic is caught: `Err(())` instead of unwinding into the
+/// connection (which would close it without an answer).
+struct CatchUnwind<F>(Pin<Box<F>>);
+
+impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
+    type Output = Result<F::Output, ()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let f = &mut self.0;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.as_mut().poll(cx))) {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(Err(())),
+        }
+    }
 }
 
 /// Counts an answer of [`handle`] from the request until hyper drops its
@@ -505,6 +540,24 @@ content-length: 0\r\ndate: Fri, 27 Nov 2026 14:04:19 GMT\r\n\r\n";
             "/v1/count?x=1"
         );
         assert_eq!(target_of(b"GET \x1b[31m HTTP/1.1"), "/");
+    }
+
+    #[test]
+    fn a_panic_in_a_handler_is_caught() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let quiet = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let r = rt.block_on(CatchUnwind(Box::pin(async {
+            if std::hint::black_box(true) {
+                panic!("a bug");
+            }
+            1
+        })));
+        std::panic::set_hook(quiet);
+        assert_eq!(r, Err(()));
+        assert_eq!(rt.block_on(CatchUnwind(Box::pin(async { 2 }))), Ok(2));
     }
 
     #[test]

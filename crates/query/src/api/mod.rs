@@ -149,6 +149,18 @@ impl ApiError {
     }
 }
 
+/// Makes a panic's line on stderr like the server's others: one line,
+/// `wiretape: api: internal error ...`, escaped (a panic's message may
+/// quote what a client sent). For the `api` command, before it serves.
+pub fn escape_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!(
+            "wiretape: api: internal error (a bug: please report it): {}",
+            clean(&info.to_string(), text::LINE_MAX)
+        );
+    }));
+}
+
 /// Whether `ip` is a loopback address (127.0.0.0/8, ::1, or an IPv4-mapped
 /// loopback).
 pub fn is_loopback(ip: std::net::IpAddr) -> bool {
@@ -390,7 +402,7 @@ fn json(status: StatusCode, v: &serde_json::Value) -> Response<ApiBody> {
 
 /// An error answer: `{"error": msg}` (control characters escaped, cut at
 /// [`text::LINE_MAX`]).
-fn error(status: StatusCode, msg: impl Into<String>) -> Response<ApiBody> {
+pub(super) fn error(status: StatusCode, msg: impl Into<String>) -> Response<ApiBody> {
     let m = clean(&msg.into(), text::LINE_MAX);
     json(status, &serde_json::json!({ "error": m }))
 }
