@@ -12,7 +12,11 @@
 //!   a bad filter shows libpcap's own message (as `tcpdump -d` prints it);
 //! * hostile file names and `?filter=` payloads run nothing: the `window.`
 //!   flags they would set stay unset, no element they would make exists;
-//! * a screenshot decodes at the window's size and is not one flat colour.
+//! * a screenshot decodes at the window's size and is not one flat colour;
+//! * with every answer held back 1.5 s, the picture says it is loading
+//!   until its data comes (and again, over the drawn one, on a refresh);
+//!   the three kinds of bytes are named and equal the files' sizes, the
+//!   records' bytes and the frames' bytes.
 
 mod common;
 #[allow(dead_code, unreachable_pub)]

@@ -1,20 +1,27 @@
 //! `wiretape api`: the stores of a sensor answered over HTTP(S).
 //!
 //! - Loopback addresses may be served as plain HTTP; any other address only
-//!   with mutual TLS ([`crate::tls::server_config`]): every client presents
+//!   with mutual TLS ([`crate::tls::ServerTls`]): every client presents
 //!   a certificate that chains to the client CA and is within its validity;
 //!   `allow_clients` narrows that to certificates carrying one of the names
 //!   (CN or SAN DNS). A refused client gets a failed handshake (no or a bad
-//!   certificate) or 403 (a name not admitted), never a byte of capture.
-//! - Endpoints (GET): `/v1/extract`, `/v1/count`, `/v1/plan`,
-//!   `/v1/status`, `/v1/index.parquet`, `/v1/timeline` (the JSON of
-//!   `wiretape timeline --json`), `/v1/files`; the console at `/` (one page,
-//!   its script and style embedded in the binary, served with a
-//!   `Content-Security-Policy` of `default-src 'self'`); bad requests 400 with
-//!   `{"error": "..."}` naming the parameter, unknown paths 404, other
-//!   methods 405, oversized request heads 431 (hyper's limit). `POST /query`
-//!   answers Stenographer's clients as Stenographer's server does
-//!   ([`steno`](self::steno)).
+//!   certificate; the log line says whose and why) or 403 (a name not
+//!   admitted), never a byte of capture. Plain HTTP sent to the TLS port
+//!   gets a plain 400 saying to use `https://`.
+//! - Endpoints (GET), their parameters and answers: the table of [`spec`],
+//!   which routing and the parameter checks use and `/v1/openapi.json`
+//!   describes: `/v1/extract`, `/v1/count`, `/v1/plan`, `/v1/status`,
+//!   `/v1/index.parquet`, `/v1/timeline` (the JSON of `wiretape timeline
+//!   --json`), `/v1/files`, `/v1/openapi.json`, `POST /query` (Stenographer's
+//!   clients answered as its server does: [`steno`](self::steno)); the
+//!   console at `/` (one
+//!   page, its script and style embedded in the binary, served with a
+//!   `Content-Security-Policy` of `default-src 'self'`). Every refusal is
+//!   JSON `{"error": "..."}` and a line on stderr: 400 naming the
+//!   parameter, 404, 405 with `Allow`, 431 for a head over 16 KiB and 400
+//!   for a request hyper cannot parse (hyper's own answers, made JSON),
+//!   500 for a store that cannot be read or a bug (a panic is caught).
+//!   What a client sent is escaped and cut ([`crate::text`]) in both.
 //! - Each query runs on a blocking thread over the same [`Job`] as `wiretape
 //!   extract`; at most `max_queries` at once (the next gets 503 with
 //!   `Retry-After`). An extraction streams: the writer hands 256 KiB chunks

@@ -211,7 +211,7 @@ fn expiring(list: &[(&'static str, &Path, &CertInfo)]) -> Vec<String> {
 
 /// The server's TLS: its certificate and key, and only clients with a
 /// certificate that chains to the client CA (and is within its validity)
-/// admitted. HTTP/1.1 by ALPN; TLS 1.3 and 1.2 ([`provider`]'s suites).
+/// admitted. HTTP/1.1 by ALPN; TLS 1.3 and 1.2 with ECDHE and AEAD suites only.
 pub struct ServerTls {
     provider: Arc<rustls::crypto::CryptoProvider>,
     verifier: Arc<dyn ClientCertVerifier>,
