@@ -14,9 +14,9 @@
 //!   `/v1/index.parquet`, `/v1/timeline` (the JSON of `wiretape timeline
 //!   --json`), `/v1/files`, `/v1/openapi.json`, `POST /query` (Stenographer's
 //!   clients answered as its server does: [`steno`](self::steno)); the
-//!   console at `/` (one
-//!   page, its script and style embedded in the binary, served with a
-//!   `Content-Security-Policy` of `default-src 'self'`). Every refusal is
+//!   console at `/` (one page, its script and style embedded in the binary,
+//!   served with a `Content-Security-Policy` of `default-src 'self'`).
+//!   Every refusal is
 //!   JSON `{"error": "..."}` and a line on stderr: 400 naming the
 //!   parameter, 404, 405 with `Allow`, 431 for a head over 16 KiB and 400
 //!   for a request hyper cannot parse (hyper's own answers, made JSON),
@@ -44,8 +44,8 @@ mod body;
 mod conn;
 mod console;
 pub mod params;
-mod steno;
 pub mod spec;
+mod steno;
 
 use crate::job::{self, Job, Request};
 use crate::text::{self, clean};
@@ -452,9 +452,6 @@ pub(super) async fn handle(
         log(&st, &client.name, &what, "403 not admitted");
         return error(StatusCode::FORBIDDEN, m);
     }
-    if path == steno::PATH {
-        return steno::query(st, client, req, what).await;
-    }
     let Some(ep) = spec::endpoint(&path) else {
         log(&st, &client.name, &what, "404");
         return error(
@@ -470,6 +467,10 @@ pub(super) async fn handle(
             ),
         );
     };
+    if ep.answer == spec::Answer::Steno {
+        // Its method, body and headers are its own (Stenographer's).
+        return steno::query(st, client, req, what).await;
+    }
     let head_ok = ep.is_asset() && req.method() == Method::HEAD;
     if req.method() != Method::GET && !head_ok {
         log(&st, &client.name, &what, "405");

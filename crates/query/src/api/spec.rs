@@ -20,9 +20,13 @@ pub enum Answer {
     Parquet,
     /// A file of the console: its media type.
     Asset(&'static str),
+    /// `POST /query`: a query in Stenographer's language in the body, a
+    /// pcap as Stenographer's server sends it ([`super::steno`]).
+    Steno,
 }
 
-/// One endpoint (GET only; the console's files also answer HEAD).
+/// One endpoint (GET only, but `POST /query`; the console's files also
+/// answer HEAD).
 #[derive(Clone, Copy, Debug)]
 pub struct Endpoint {
     /// Its path.
@@ -48,10 +52,18 @@ impl Endpoint {
 
     /// The methods it answers, for `Allow`.
     pub fn allow(&self) -> &'static str {
-        if self.is_asset() {
-            "GET, HEAD"
-        } else {
-            "GET"
+        match self.answer {
+            Answer::Asset(_) => "GET, HEAD",
+            Answer::Steno => "POST",
+            _ => "GET",
+        }
+    }
+
+    /// The method of its operation in the OpenAPI document and `--help`.
+    pub fn method(&self) -> &'static str {
+        match self.answer {
+            Answer::Steno => "POST",
+            _ => "GET",
         }
     }
 }
@@ -73,7 +85,20 @@ pub const MAX_NUMBER: u64 = 1_000_000_000_000_000_000;
 
 /// The query endpoints' parameters.
 pub const QUERY: &[&str] = &[
-    "from", "to", "filter", "format", "tsprec", "src", "dst", "sport", "dport", "proto",
+    "from", "to", "filter", "format", "tsprec", "src", "dst", "sport", "dport", "proto", "steno",
+];
+/// The headers of `POST /query` that bound its answer (`stenoread
+/// --limit-packets`, `--limit-bytes`).
+pub const STENO_LIMITS: &[(&str, &str)] = &[
+    (
+        "Steno-Limit-Packets",
+        "Stop after this many frames (the frame that reaches it is the last one sent).",
+    ),
+    (
+        "Steno-Limit-Bytes",
+        "Stop after this many bytes of the answer: the 16-byte file header and each frame's \
+         bytes with its 16-byte record header (the frame that reaches it is the last one sent).",
+    ),
 ];
 /// The parameters of `/v1/count` and `/v1/plan` (`format` and `tsprec`
 /// are taken as well, and checked, though they change nothing).
@@ -154,6 +179,21 @@ pub const ENDPOINTS: &[Endpoint] = &[
         answer: Answer::Json("OpenApi"),
         summary: "this description of the API (OpenAPI 3.1)",
         description: "",
+    },
+    Endpoint {
+        path: "/query",
+        params: &[],
+        query: true,
+        answer: Answer::Steno,
+        summary: "Stenographer's endpoint: a query in its language in the body, the pcap its server sends",
+        description: "What Stenographer's `stenoread` and `stenocurl` ask, answered as Stenographer's \
+            server answers (1.0.1): the frames of every store that the query selects, merged in time \
+            order, as a classic pcap with microsecond stamps and a snap length of 65536 (a longer \
+            frame is cut, its original length kept), streamed. The headers Steno-Limit-Packets and \
+            Steno-Limit-Bytes bound the answer; each is read as Go's strconv.ParseInt(v, 0, 64) \
+            (decimal, 0x, 0o, 0b, a leading 0 for octal, underscores between digits, a sign), \
+            empty or 0 is no limit, anything else a 400. A query that does not parse is a 400 \
+            naming the position; nothing is streamed then.",
     },
     Endpoint {
         path: "/",
@@ -304,6 +344,14 @@ pub const PARAMS: &[Param] = &[
         examples: &["udp", "TCP", "47"],
     },
     Param {
+        name: "steno",
+        schema: || json!({"type": "string"}),
+        description: "A query in Stenographer's language instead of `filter` (not with it nor the \
+            5-tuple form): what `extract --steno-query` selects, within from/to. One that does not \
+            parse is a 400 naming the position.",
+        examples: &["tcp and port 443", "host 10.0.0.1 or udp", "ip proto 47"],
+    },
+    Param {
         name: "by",
         schema: || json!({"type": "string", "enum": BY}),
         description: "Series of the timeline: none, one per interface, or one per queue.",
@@ -337,7 +385,11 @@ pub fn param(name: &str) -> Option<&'static Param> {
 
 /// The endpoints for `wiretape api --help`, one line each.
 pub fn help() -> String {
-    let w = ENDPOINTS.iter().map(|e| e.path.len()).max().unwrap_or(0);
+    let w = ENDPOINTS
+        .iter()
+        .map(|e| e.path.len() + if e.method() == "GET" { 0 } else { 5 })
+        .max()
+        .unwrap_or(0);
     ENDPOINTS
         .iter()
         .map(|e| {
@@ -346,7 +398,11 @@ pub fn help() -> String {
             } else {
                 format!(" ({})", e.params.join(", "))
             };
-            format!("  {:w$}  {}{params}", e.path, e.summary)
+            let path = match e.method() {
+                "GET" => e.path.to_string(),
+                m => format!("{m} {}", e.path),
+            };
+            format!("  {path:w$}  {}{params}", e.summary)
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -363,7 +419,7 @@ fn error_answer(description: &str) -> Value {
 pub fn openapi() -> Value {
     let mut paths = serde_json::Map::new();
     for e in ENDPOINTS {
-        let parameters: Vec<Value> = e
+        let mut parameters: Vec<Value> = e
             .params
             .iter()
             .filter_map(|n| param(n))
@@ -414,13 +470,38 @@ pub fn openapi() -> Value {
                     "content": { media: {"schema": {"type": "string"}} }
                 })
             }
+            Answer::Steno => json!({
+                "description": "The frames as a classic pcap (little-endian, microsecond stamps, snap length \
+                    65536, Ethernet), streamed (chunked), with the media type Stenographer's server gives it.",
+                "content": {
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                }
+            }),
         };
+        if e.answer == Answer::Steno {
+            parameters.extend(STENO_LIMITS.iter().map(|(name, d)| {
+                json!({
+                    "name": name,
+                    "in": "header",
+                    "required": false,
+                    "description": format!("{d} Read as Go's strconv.ParseInt(v, 0, 64); empty or 0: no limit."),
+                    "schema": {"type": "string"},
+                    "examples": {"e0": {"value": "10"}, "e1": {"value": "0x100"}},
+                })
+            }));
+        }
         let mut responses = serde_json::Map::new();
         responses.insert("200".into(), ok);
         if !e.is_asset() {
             responses.insert(
                 "400".into(),
-                error_answer("A bad request: the message names the parameter and what it takes."),
+                error_answer(if e.answer == Answer::Steno {
+                    "A query that does not parse (the message names the position and what was \
+                     expected), one longer than 64 KiB or nested too deep, a body that is not \
+                     UTF-8, or a Steno-Limit header that is not a number."
+                } else {
+                    "A bad request: the message names the parameter and what it takes."
+                }),
             );
         }
         responses.insert(
@@ -456,7 +537,22 @@ pub fn openapi() -> Value {
         if !e.description.is_empty() {
             op["description"] = e.description.into();
         }
-        paths.insert(e.path.to_string(), json!({ "get": op }));
+        if e.answer == Answer::Steno {
+            op["requestBody"] = json!({
+                "description": "The query, in Stenographer's language (`host 10.0.0.1 and tcp port 443 \
+                    and after 5m ago`), as UTF-8 text of at most 64 KiB.",
+                "required": true,
+                "content": {"text/plain": {
+                    "schema": {"type": "string", "maxLength": crate::steno::MAX_QUERY_BYTES},
+                    "examples": {
+                        "e0": {"value": "tcp and port 443"},
+                        "e1": {"value": "host 10.0.0.1 or udp"},
+                    },
+                }},
+            });
+        }
+        let method = e.method().to_ascii_lowercase();
+        paths.insert(e.path.to_string(), json!({ method: op }));
     }
     json!({
         "openapi": "3.1.0",
@@ -464,10 +560,11 @@ pub fn openapi() -> Value {
             "title": "wiretape sensor API",
             "version": env!("CARGO_PKG_VERSION"),
             "description": "The stores of a wiretape sensor, read-only: extractions, counts, plans, \
-                the status, the files, the timeline, the block index and the console. Served by \
-                `wiretape api`; every client presents a certificate of the server's --client-ca \
-                (mutual TLS) unless it serves loopback as plain HTTP. Every refusal is JSON \
-                {\"error\": \"...\"}; other methods than GET get 405 with Allow, unknown paths 404.",
+                the status, the files, the timeline, the block index, Stenographer's POST /query and \
+                the console. Served by `wiretape api`; every client presents a certificate of the \
+                server's --client-ca (mutual TLS) unless it serves loopback as plain HTTP. Every \
+                refusal is JSON {\"error\": \"...\"}; other methods than an endpoint's get 405 with \
+                Allow, unknown paths 404.",
         },
         "servers": [{"url": "/"}],
         "security": [{"clientCertificate": []}],
@@ -712,6 +809,13 @@ mod tests {
         assert_eq!(doc["paths"].as_object().unwrap().len(), ENDPOINTS.len());
         assert_eq!(operation_id("/v1/index.parquet"), "v1IndexParquet");
         assert_eq!(operation_id("/"), "console");
+        assert_eq!(operation_id("/query"), "query");
+        assert!(doc["paths"]["/query"]["post"]["requestBody"]["content"]["text/plain"].is_object());
+        assert!(doc["paths"]["/query"].get("get").is_none());
+        assert_eq!(
+            endpoint(super::super::steno::PATH).map(|e| e.allow()),
+            Some("POST")
+        );
         let h = help();
         for e in ENDPOINTS {
             assert!(h.contains(e.path), "--help lists {}", e.path);

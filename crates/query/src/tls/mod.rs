@@ -24,11 +24,11 @@
 mod certs;
 pub mod explain;
 
+pub(crate) use certs::write_file;
 pub use certs::{
     ca_common_name, check_days, client_p12, files, init, issue_client, issue_server, Validity,
     Written, CA_DAYS, CLIENT_DAYS, MAX_DAYS, SERVER_DAYS,
 };
-pub(crate) use certs::write_file;
 
 use explain::{cert_info, utc, CertInfo, ClientSide, Seen, ServerSide};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
