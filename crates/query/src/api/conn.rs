@@ -72,7 +72,7 @@ pub(super) fn more(n: u64) -> String {
 /// Closes `tcp` after a shutdown of its sending side and a short drain of
 /// what the client still sends: closing with unread data would reset the
 /// connection, and the client would lose the answer or the alert.
-async fn linger_close(mut tcp: TcpStream) {
+async fn linger_close<S: AsyncRead + AsyncWrite + Unpin>(mut tcp: S) {
     let _ = tcp.shutdown().await;
     let end = Instant::now() + LINGER;
     let mut buf = [0u8; 4096];
@@ -250,7 +250,13 @@ where
     let rewritten = Arc::new(AtomicU16::new(0));
     let answering = Arc::new(AtomicUsize::new(0));
     let io = hyper_util::rt::TokioIo::new(JsonErrors {
-        inner: io,
+        inner: Linger {
+            io: Some(io),
+            when: rewritten.clone(),
+            close: Some(Box::new(|io| {
+                tokio::spawn(linger_close(io));
+            })),
+        },
         pending: Vec::new(),
         rewritten: rewritten.clone(),
         answering: answering.clone(),
@@ -407,10 +413,81 @@ impl Body for Tracked {
     }
 }
 
+/// A connection that, dropped after one of hyper's own refusals (a 431:
+/// a head read only in part), is closed by [`linger_close`]: closed at
+/// once with the rest of the head unread, it would be reset, and the
+/// client could lose the answer (curl did, now and then, over TLS).
+struct Linger<I> {
+    io: Option<I>,
+    /// The status hyper's refusal was rewritten to (0: none).
+    when: Arc<AtomicU16>,
+    /// Spawns the lingering close.
+    close: Option<Box<dyn FnOnce(I) + Send>>,
+}
+
+impl<I> Linger<I> {
+    fn io(&mut self) -> Pin<&mut I>
+    where
+        I: Unpin,
+    {
+        Pin::new(self.io.as_mut().expect("taken only on drop"))
+    }
+}
+
+impl<I> Drop for Linger<I> {
+    fn drop(&mut self) {
+        if self.when.load(Ordering::Relaxed) != 0 {
+            if let (Some(io), Some(close)) = (self.io.take(), self.close.take()) {
+                close(io);
+            }
+        }
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Linger<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.io().poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Linger<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.io().poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.io().poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.as_ref().is_some_and(|i| i.is_write_vectored())
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.io().poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.io().poll_shutdown(cx)
+    }
+}
+
 /// The connection as hyper sees it: writes pass through, but for hyper's
 /// own error answers, which become a JSON answer of the same status.
 struct JsonErrors<I> {
-    inner: I,
+    inner: Linger<I>,
     /// The JSON answer still to write.
     pending: Vec<u8>,
     /// The status rewritten (0: none).
