@@ -3,7 +3,8 @@
 # builds the release binary: target/release/wiretape. `--tests` (what
 # scripts/test.sh passes): also the test targets, as the suite builds them
 # (with the test hooks, the storage crate's feature fault-injection), so the
-# suite builds nothing twice; with it, the MSRV toolchain is installed too.
+# suite builds nothing twice; with it, the MSRV toolchain and the test-only
+# tools that are not Debian packages (sslyze, schemathesis) are installed too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +25,7 @@ cd "$(dirname "$0")/.."
 # stenocurl, jq): tests/steno.rs asks the real Stenographer and wiretape the same queries.
 # dpkg-dev (dpkg-shlibdeps: the package's dependencies), lintian, debootstrap and
 # systemd-container (systemd-nspawn): scripts/package.sh and tests/package.sh.
-pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip systemd curl lz4 zstd chromium chromium-driver fonts-dejavu-core stenographer stenographer-client dpkg-dev lintian debootstrap systemd-container)
+pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip python3-venv systemd curl lz4 zstd chromium chromium-driver fonts-dejavu-core stenographer stenographer-client dpkg-dev lintian debootstrap systemd-container)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -49,6 +50,20 @@ fi
 if ! python3 -c 'import duckdb' >/dev/null 2>&1; then
   echo "setup: installing the duckdb Python package (test client)"
   python3 -m pip install -q --root-user-action=ignore duckdb
+fi
+
+# Test tools from PyPI, pinned, in .venv (Debian's own Python takes no pip installs outside
+# one): sslyze scans `wiretape api`'s TLS, schemathesis fuzzes it from /v1/openapi.json
+# (tests/scanners.rs). About 130 MB and 130 s on a fresh machine (no pip cache), nothing once installed.
+SSLYZE=6.3.1
+SCHEMATHESIS=4.32.5
+if [ "${1:-}" = --tests ]; then
+  have=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("sslyze"), m.version("schemathesis"))' 2>/dev/null || true)
+  if [ "$have" != "$SSLYZE $SCHEMATHESIS" ]; then
+    echo "setup: installing sslyze $SSLYZE and schemathesis $SCHEMATHESIS into .venv (test tools)"
+    python3 -m venv .venv
+    .venv/bin/python -m pip install -q --disable-pip-version-check "sslyze==$SSLYZE" "schemathesis==$SCHEMATHESIS"
+  fi
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

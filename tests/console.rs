@@ -12,7 +12,11 @@
 //!   a bad filter shows libpcap's own message (as `tcpdump -d` prints it);
 //! * hostile file names and `?filter=` payloads run nothing: the `window.`
 //!   flags they would set stay unset, no element they would make exists;
-//! * a screenshot decodes at the window's size and is not one flat colour.
+//! * a screenshot decodes at the window's size and is not one flat colour;
+//! * with every answer held back 1.5 s, the picture says it is loading
+//!   until its data comes (and again, over the drawn one, on a refresh);
+//!   the three kinds of bytes are named and equal the files' sizes, the
+//!   records' bytes and the frames' bytes.
 
 mod common;
 #[allow(dead_code, unreachable_pub)]
@@ -270,14 +274,35 @@ const HOSTILE: &[&str] = &[
     "&lt;b&gt;x&amp;",
 ];
 
+/// A trace, its frames and the store recorded from it.
+struct Recorded {
+    trace: std::path::PathBuf,
+    frames: Vec<(Vec<u8>, u32, u64)>,
+    store: std::path::PathBuf,
+}
+
+/// The trace of [`frames`] recorded by the file engine under `t`.
+fn recorded(t: &TempDir) -> Recorded {
+    let trace = t.path().join("trace.pcap");
+    let frames = frames();
+    write_us_pcap(&trace, &frames);
+    let store = t.path().join("store");
+    record_file(&trace, &store, &["--block-kib", "64"]);
+    Recorded {
+        trace,
+        frames,
+        store,
+    }
+}
+
 #[test]
 fn the_console_in_headless_chromium() {
     let t = TempDir::new("console");
-    let trace = t.path().join("trace.pcap");
-    let fr = frames();
-    write_us_pcap(&trace, &fr);
-    let store = t.path().join("store");
-    record_file(&trace, &store, &["--block-kib", "64"]);
+    let Recorded {
+        trace,
+        frames: fr,
+        store,
+    } = recorded(&t);
     // Files named as markup, each a copy of the recording (with its index).
     let orig = pcaps(&store)[0].clone();
     let name = orig.file_name().unwrap().to_str().unwrap().to_string();
@@ -292,13 +317,7 @@ fn the_console_in_headless_chromium() {
         .unwrap();
     }
     let total = (fr.len() * (HOSTILE.len() + 1)) as u64;
-    let api = Api::start(&[
-        "-w",
-        store.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "-q",
-    ]);
+    let api = Api::loopback(&store, true);
 
     // The policy, by curl.
     let o = Command::new("curl")
@@ -602,4 +621,132 @@ fn a_p12_bundle_opens_the_console_over_mutual_tls() {
         &format!("{}/", api.url),
     );
     assert_ne!(code, 0, "the wrong password opens nothing");
+}
+
+#[test]
+fn the_console_names_its_three_bytes_and_shows_the_picture_loading() {
+    let t = TempDir::new("console-bytes");
+    let Recorded {
+        frames: fr, store, ..
+    } = recorded(&t);
+    let api = Api::loopback(&store, true);
+    // The three figures: the files' sizes, the records as the files hold
+    // them (16-byte headers and the frames), the frames alone.
+    let on_disk: u64 = pcaps(&store)
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    let of_frames: u64 = fr.iter().map(|f| f.0.len() as u64).sum();
+    let of_records: u64 = fr.iter().map(|f| f.0.len() as u64 + 16).sum();
+    assert!(on_disk > of_records && of_records > of_frames);
+
+    let b = Browser::start();
+    // Every answer 1.5 s late: the picture must say it is loading.
+    b.call(
+        "POST",
+        "/chromium/network_conditions",
+        Some(&json!({"network_conditions": {
+            "offline": false, "latency": 1500,
+            "download_throughput": 100_000_000, "upload_throughput": 100_000_000
+        }})),
+    );
+    b.goto(&format!("{}/", api.url));
+    let loading = b.js(
+        "const s = document.getElementById('timeline'); \
+         return [s.getAttribute('data-loading'), s.textContent, document.body.dataset.ready || '']",
+    );
+    assert_eq!(loading[0], "1", "{loading}");
+    assert!(
+        loading[1]
+            .as_str()
+            .unwrap()
+            .contains("loading the timeline"),
+        "{loading}"
+    );
+    assert_eq!(loading[2], "", "not ready yet: {loading}");
+    let shot = t.path().join("loading.png");
+    b.screenshot(&shot);
+    let (w, h, colours) = png_info(&shot);
+    assert!(w >= 1000 && h >= 600 && colours > 5, "{w}x{h} {colours}");
+    if let Ok(keep) = std::env::var("WIRETAPE_CONSOLE_SHOT_LOADING") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+    b.wait_for(
+        "return document.body.dataset.ready === '1'",
+        "the page to load",
+    );
+    assert_eq!(
+        b.js("return document.getElementById('timeline').getAttribute('data-loading')"),
+        Value::Null,
+        "the sign goes once the picture is drawn"
+    );
+    assert_eq!(
+        b.js("return document.getElementById('timeline-loading') === null"),
+        true
+    );
+    // A refresh veils the picture drawn and says so again, until the new one.
+    b.js("document.getElementById('btn-all').click(); return 0");
+    assert_eq!(
+        b.js("return document.getElementById('timeline').getAttribute('data-loading')"),
+        "1"
+    );
+    assert!(
+        b.js("return document.querySelectorAll('#timeline #bars rect').length")
+            .as_u64()
+            .unwrap()
+            >= 3
+    );
+    b.wait_for(
+        "return document.getElementById('timeline').getAttribute('data-loading') === null",
+        "the refreshed picture",
+    );
+    b.call(
+        "POST",
+        "/chromium/network_conditions",
+        Some(&json!({"network_conditions": {
+            "offline": false, "latency": 0,
+            "download_throughput": 100_000_000, "upload_throughput": 100_000_000
+        }})),
+    );
+
+    // Each figure says which bytes it is, and is that one.
+    let digits = |v: Value| v.as_str().unwrap_or("").replace(',', "");
+    let status = b.js("return document.getElementById('status').textContent");
+    assert!(
+        status.as_str().unwrap().contains("bytes on disk"),
+        "{status}"
+    );
+    assert_eq!(
+        digits(b.js("return document.getElementById('status-bytes').title")),
+        format!("{on_disk} bytes")
+    );
+    let tl = digits(b.js("return document.getElementById('timeline-total').textContent"));
+    assert!(
+        tl.starts_with(&format!(
+            "{} frames in the window {of_records} bytes of records",
+            fr.len()
+        )),
+        "{tl}"
+    );
+    b.type_into("#filter", "ip or ip6 or not ip");
+    b.wait_for(
+        "return document.getElementById('count').textContent.includes('bytes of frames')",
+        "the count",
+    );
+    let count = digits(b.js("return document.getElementById('count').textContent"));
+    assert_eq!(
+        count,
+        format!("{} frames {of_frames} bytes of frames", fr.len())
+    );
+    let head = b.js("return document.querySelector('#files thead').textContent");
+    assert!(head.as_str().unwrap().contains("bytes on disk"), "{head}");
+    let legend = b.js("return document.getElementById('bytes-legend').textContent");
+    for w in ["on disk", "of records", "of frames"] {
+        assert!(legend.as_str().unwrap().contains(w), "{legend}");
+    }
+    let shot = t.path().join("bytes.png");
+    b.screenshot(&shot);
+    if let Ok(keep) = std::env::var("WIRETAPE_CONSOLE_SHOT_BYTES") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
 }

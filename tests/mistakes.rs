@@ -14,7 +14,8 @@
 //! * `record -w` with a missing parent refused unless `--mkdir` (or the
 //!   config's `create = true`); `record -r` says nothing of a kernel;
 //! * `info DIR` and `repair DIR`; a filter typo's word and fix;
-//! * docs/errors.md: every case it shows, run against the binary.
+//! * docs/errors.md: every case it shows, run against the binary (those of
+//!   sensors against two sensors of the scratch store, TLS and plain).
 //!
 //! Counts are checked against tcpdump reading the trace.
 
@@ -726,15 +727,94 @@ fn every_subcommand_refuses_bad_usage_in_one_line_and_creates_nothing() {
     }
 }
 
+/// The chapter's sensors in `d`: `tls/` (CA site-a, clients alice, expired
+/// a day ago, future from two days on), `other/` (CA site-b, client
+/// mallory, a server certificate that ended an hour ago), and two sensors
+/// of `store/`, TLS with `tls/` and plain: their ports.
+fn sensors(d: &Path) -> (Api, Api) {
+    use wiretape::query::tls::{issue_client, issue_server, Validity};
+    for (dir, name) in [("tls", "site-a"), ("other", "site-b")] {
+        let (code, _, e) = at(
+            d,
+            &[
+                "certs",
+                "init",
+                dir,
+                "--server-name",
+                "127.0.0.1",
+                "--name",
+                name,
+            ],
+        );
+        assert_eq!(code, 0, "{e}");
+    }
+    for (dir, client) in [("tls", "alice"), ("other", "mallory")] {
+        let (code, _, e) = at(d, &["certs", "client", dir, client]);
+        assert_eq!(code, 0, "{e}");
+    }
+    let now = (now_ns() / 1_000_000_000) as i64;
+    let tls = d.join("tls");
+    issue_client(
+        &tls,
+        "expired",
+        Validity::between(now - 10 * 86_400, now - 86_400),
+        false,
+    )
+    .unwrap();
+    issue_client(
+        &tls,
+        "future",
+        Validity::between(now + 2 * 86_400, now + 9 * 86_400),
+        false,
+    )
+    .unwrap();
+    issue_server(
+        &d.join("other"),
+        &["127.0.0.1".to_string()],
+        Validity::between(now - 5 * 86_400, now - 3_600),
+        true,
+    )
+    .unwrap();
+    let f = |n: &str| tls.join(n).to_str().unwrap().to_string();
+    let store = d.join("store");
+    let secure = Api::start(&[
+        "-w",
+        store.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "-q",
+        "--tls-cert",
+        &f("server.pem"),
+        "--tls-key",
+        &f("server.key"),
+        "--client-ca",
+        &f("ca.pem"),
+    ]);
+    (secure, api_on_store(d))
+}
+
 /// docs/errors.md: each case it shows (a `console` block: the command, the
 /// lines on stderr, the exit code) is what the binary says, in the
-/// scratch directory the chapter describes, and creates nothing.
+/// scratch directory the chapter describes, and creates nothing. The
+/// sensors' ports 8443 (TLS) and 8080 (plain) are read as the ports the
+/// two sensors of [`sensors`] were given.
 #[test]
 fn the_errors_chapter_is_what_the_binary_says() {
     let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/errors.md"))
         .unwrap();
     let t = scratch("mdoc");
     let d = t.path();
+    let (secure, plain) = sensors(d);
+    let port = |a: &Api| a.url.rsplit_once(':').unwrap().1.to_string();
+    let ports = [
+        (":8443", format!(":{}", port(&secure))),
+        (":8080", format!(":{}", port(&plain))),
+    ];
+    let here = |s: &str| {
+        ports
+            .iter()
+            .fold(s.to_string(), |acc, (doc, real)| acc.replace(doc, real))
+    };
     let mut cases = 0;
     let mut blocks = doc.split("```console\n").skip(1);
     for block in blocks.by_ref() {
@@ -752,7 +832,7 @@ fn the_errors_chapter_is_what_the_binary_says() {
             .expect("ends with `exit N`")
             .parse()
             .unwrap();
-        let args = shell_words(cmd);
+        let args = shell_words(&here(cmd));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let before = tree(d);
         let (code, _, err) = at(d, &args);
@@ -765,7 +845,7 @@ fn the_errors_chapter_is_what_the_binary_says() {
             .collect();
         assert_eq!(got.len(), want.len(), "`{cmd}`: {err}");
         for (g, w) in got.iter().zip(want) {
-            assert!(matches(g, w), "`{cmd}`:\n   got: {g}\n  docs: {w}");
+            assert!(matches(g, &here(w)), "`{cmd}`:\n   got: {g}\n  docs: {w}");
         }
         assert_eq!(tree(d), before, "`{cmd}` created or changed something");
         cases += 1;

@@ -226,6 +226,19 @@ impl Recorder {
         self.stderr.join("\n")
     }
 
+    /// Every stderr line so far (waiting `settle` for lines on their way).
+    pub fn drain(&mut self, settle: Duration) -> String {
+        let deadline = Instant::now() + settle;
+        loop {
+            match self.lines.recv_timeout(Duration::from_millis(20)) {
+                Ok(l) => self.stderr.push(l),
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
+                Err(_) => break,
+            }
+        }
+        self.stderr.join("\n")
+    }
+
     /// Collects stderr until a line containing `want` (up to `secs`);
     /// true if it came.
     pub fn wait_line(&mut self, want: &str, secs: u64) -> bool {
@@ -600,6 +613,15 @@ impl Api {
 
     pub fn pid(&self) -> u32 {
         self.proc.child.id()
+    }
+
+    /// `wiretape api -w STORE --listen 127.0.0.1:0 [-q]`: plain HTTP on loopback.
+    pub fn loopback(store: &Path, quiet: bool) -> Api {
+        let mut a = vec!["-w", store.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+        if quiet {
+            a.push("-q");
+        }
+        Api::start(&a)
     }
 }
 

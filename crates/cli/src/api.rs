@@ -12,23 +12,24 @@ use wiretape::query::api::{ApiConfig, Server, TlsFiles};
 use wiretape::query::remote::{Client, Remote};
 use wiretape::query::tls::{self, Validity};
 
-#[derive(clap::Args)]
-#[command(
-    after_help = "Serves the stores read-only: the same files `wiretape extract` reads, \
-including those a running `wiretape record` is writing (fresh within its flush interval). It is \
-its own process, at a lower CPU priority than the recorder (nice +10): run it beside `record` or on \
-a copy of the store.\n\n\
+/// The text after `wiretape api --help`'s options: the endpoints come
+/// from the API's own table (the one `/v1/openapi.json` describes).
+fn api_help() -> String {
+    format!(
+        "Serves the stores read-only: the same files `wiretape extract` reads, including those a \
+running `wiretape record` is writing (fresh within its flush interval). It is its own process, at a \
+lower CPU priority than the recorder (nice +10): run it beside `record` or on a copy of the store.\n\n\
 Loopback (127.0.0.0/8, ::1) may be served as plain HTTP; any other address (0.0.0.0 and [::] \
 included) needs all of --tls-cert, --tls-key and --client-ca: every client must then present a \
 certificate of that CA, within its validity; --allow-client NAME narrows that to certificates \
-whose CN or a SAN DNS name is NAME.\n\n\
-Endpoints (GET; TIME as extract takes it: RFC 3339, Unix seconds, -5m):\n  \
-/v1/extract?from=&to=&filter=&format=pcap|pcapng&tsprec=ns|us   what `wiretape extract` writes, streamed\n  \
-/v1/extract?src=&dst=&sport=&dport=&proto=          the 5-tuple form (Security Onion's stenoquery)\n  \
-/v1/count?...   the JSON of `extract --count-only --json`\n  \
-/v1/plan?...    the JSON of `extract --plan`\n  \
-/v1/status      first_ns, last_ns, files, bytes, frames, free_bytes, recording, version, node\n  \
-/v1/index.parquet?from=&to=   the block index as the Parquet table of `wiretape index --parquet`\n\n\
+whose CN or a SAN DNS name is NAME. A refused TLS handshake is logged with its cause (expired, \
+another CA, not a client certificate, ...), and plain HTTP sent to the TLS port is answered \
+\"this sensor speaks HTTPS\".\n\n\
+Endpoints (GET; TIME as extract takes it: RFC 3339, Unix seconds, -5m; the whole description, \
+parameters and answers: GET /v1/openapi.json):\n{}\n  \
+/v1/extract?src=&dst=&sport=&dport=&proto=  the 5-tuple form (Security Onion's stenoquery)\n\n\
+Every refusal is JSON {{\"error\": \"...\"}} and one line on stderr (what a client sent is \
+escaped and cut); -q drops the lines of answered requests, never those of refusals.\n\n\
 Examples:\n  \
 wiretape certs init /etc/wiretape/tls --server-name sensor1.example --server-name 10.0.0.5\n  \
 wiretape certs client /etc/wiretape/tls analyst1\n  \
@@ -36,8 +37,13 @@ wiretape api -w /data --listen 0.0.0.0:8443 --tls-cert /etc/wiretape/tls/server.
 --tls-key /etc/wiretape/tls/server.key --client-ca /etc/wiretape/tls/ca.pem --allow-client analyst1\n  \
 wiretape api -w /data --listen 127.0.0.1:8080      # local tools only, plain HTTP\n  \
 wiretape api --config /etc/wiretape/api.conf       # the flags from a TOML file (wiretape-api.service)\n  \
-curl -s 'http://127.0.0.1:8080/v1/extract?from=-5m&filter=tcp+port+443' | tshark -r -"
-)]
+curl -s 'http://127.0.0.1:8080/v1/extract?from=-5m&filter=tcp+port+443' | tshark -r -",
+        wiretape::query::api::spec::help()
+    )
+}
+
+#[derive(clap::Args)]
+#[command(after_help = api_help())]
 pub(crate) struct ApiArgs {
     /// A store to serve (a directory wiretape records into, or a capture
     /// file); repeatable. Stores are named only here (api takes no
@@ -81,7 +87,7 @@ pub(crate) struct ApiArgs {
     /// The node name in /v1/status and /v1/index.parquet (default: the host name).
     #[arg(long, value_name = "NAME")]
     node: Option<String>,
-    /// No line per query on stderr.
+    /// No line per answered request on stderr (refusals are still logged).
     #[arg(short = 'q', long)]
     quiet: bool,
     /// Read flags from FILE (TOML; keys are the long flag names, e.g.
@@ -92,6 +98,25 @@ pub(crate) struct ApiArgs {
     #[arg(long, value_name = "FILE")]
     #[allow(dead_code)] // read by config::expand, before this parse
     config: Option<PathBuf>,
+}
+
+/// Which of three flags (`given`) are missing, in words: `--key and --ca`.
+fn missing(flags: [(&str, bool); 3]) -> (String, String) {
+    let list = |want: bool| {
+        let v: Vec<&str> = flags
+            .iter()
+            .filter(|(_, g)| *g == want)
+            .map(|(f, _)| *f)
+            .collect();
+        match v.as_slice() {
+            [] => String::new(),
+            [a] => a.to_string(),
+            [a, b] => format!("{a} and {b}"),
+            [a, b, c] => format!("{a}, {b} and {c}"),
+            _ => v.join(", "),
+        }
+    };
+    (list(true), list(false))
 }
 
 pub(crate) fn api(a: ApiArgs) -> Result<i32> {
@@ -109,9 +134,15 @@ pub(crate) fn api(a: ApiArgs) -> Result<i32> {
             );
             return Ok(2);
         }
-        _ => {
+        (c, k, ca) => {
+            let (given, lacking) = missing([
+                ("--tls-cert", c.is_some()),
+                ("--tls-key", k.is_some()),
+                ("--client-ca", ca.is_some()),
+            ]);
             eprintln!(
-                "wiretape: error: mutual TLS needs all three of --tls-cert, --tls-key and --client-ca"
+                "wiretape: error: {given} given without {lacking}: mutual TLS needs all three of \
+                 --tls-cert, --tls-key and --client-ca (`wiretape certs init DIR --server-name NAME` makes them)"
             );
             return Ok(2);
         }
@@ -138,6 +169,10 @@ pub(crate) fn api(a: ApiArgs) -> Result<i32> {
     };
     // The recorder comes first: every thread of this process (the
     // runtime's, the queries') runs 10 nice steps lower.
+    for w in server.warnings() {
+        eprintln!("wiretape: api: warning: {w}: renew it (`wiretape certs server DIR --server-name NAME --force` for --tls-cert)");
+    }
+    wiretape::query::api::escape_panics();
     let _ = wiretape::capture::sys::lower_thread_priority(10);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -162,11 +197,22 @@ pub(crate) struct CertsArgs {
     cmd: CertsCmd,
 }
 
+/// `--days N`: 1 to 36500 (a certificate of 0 days would expire within
+/// two minutes).
+fn days_arg(s: &str) -> std::result::Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of days"))?;
+    tls::check_days(n)
+}
+
 #[derive(clap::Subcommand)]
 enum CertsCmd {
-    /// A new CA (self-signed) and a server certificate and key signed by it,
-    /// whose SANs are the --server-name names (DNS names, and IP addresses
-    /// where a name is one): DIR/ca.pem, ca.key, server.pem, server.key.
+    /// A new CA (self-signed, named `wiretape CA NAME`: --name, else the
+    /// first server name and a random tag, so that two sites' CAs differ)
+    /// and a server certificate and key signed by it, whose SANs are the
+    /// --server-name names (DNS names, and IP addresses where a name is
+    /// one): DIR/ca.pem, ca.key, server.pem, server.key.
     Init {
         /// Directory to write into (created).
         dir: PathBuf,
@@ -174,8 +220,34 @@ enum CertsCmd {
         /// repeatable.
         #[arg(long, value_name = "NAME", required = true)]
         server_name: Vec<String>,
-        /// Days the certificates are valid.
-        #[arg(long, value_name = "N", default_value_t = 825)]
+        /// The CA's name: `wiretape CA NAME` (default: the first
+        /// --server-name and a random tag).
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        /// Days the server certificate is valid (at most 366 is what
+        /// browsers and Mozilla's TLS configurations accept; renew it with
+        /// `certs server`).
+        #[arg(long, value_name = "N", default_value_t = tls::SERVER_DAYS, value_parser = days_arg)]
+        days: u32,
+        /// Days the CA is valid.
+        #[arg(long, value_name = "N", default_value_t = tls::CA_DAYS, value_parser = days_arg)]
+        ca_days: u32,
+        /// Overwrite existing files.
+        #[arg(long)]
+        force: bool,
+    },
+    /// A new server certificate and key signed by DIR's CA (renewal, or
+    /// other names): DIR/server.pem and server.key (--force replaces
+    /// them; restart `wiretape api` after).
+    Server {
+        /// The directory of `certs init`.
+        dir: PathBuf,
+        /// A name clients reach the server by (DNS name or IP address);
+        /// repeatable.
+        #[arg(long, value_name = "NAME", required = true)]
+        server_name: Vec<String>,
+        /// Days the certificate is valid.
+        #[arg(long, value_name = "N", default_value_t = tls::SERVER_DAYS, value_parser = days_arg)]
         days: u32,
         /// Overwrite existing files.
         #[arg(long)]
@@ -191,8 +263,8 @@ enum CertsCmd {
         dir: PathBuf,
         /// The client's name (its certificate's CN; what --allow-client admits).
         name: String,
-        /// Days the certificate is valid.
-        #[arg(long, value_name = "N", default_value_t = 825)]
+        /// Days the certificate is valid (cut at the CA's end).
+        #[arg(long, value_name = "N", default_value_t = tls::CLIENT_DAYS, value_parser = days_arg)]
         days: u32,
         /// Overwrite existing files.
         #[arg(long)]
@@ -283,14 +355,34 @@ pub(crate) fn certs(a: CertsArgs) -> Result<i32> {
         CertsCmd::Init {
             dir,
             server_name,
+            name,
             days,
+            ca_days,
             force,
         } => {
-            let w = tls::init(&dir, &server_name, Validity::days(days), force);
+            let w = Validity::days(days).and_then(|v| {
+                let ca = Validity::days(ca_days)?;
+                tls::init(&dir, &server_name, name.as_deref(), v, ca, force)
+            });
             let d = dir.display();
             let hint = format!(
                 "serve:   wiretape api -w DIR --listen 0.0.0.0:8443 --tls-cert {d}/server.pem --tls-key {d}/server.key --client-ca {d}/ca.pem\n\
                  clients: wiretape certs client {d} NAME"
+            );
+            (w, hint)
+        }
+        CertsCmd::Server {
+            dir,
+            server_name,
+            days,
+            force,
+        } => {
+            let w =
+                Validity::days(days).and_then(|v| tls::issue_server(&dir, &server_name, v, force));
+            let d = dir.display();
+            let hint = format!(
+                "serve:   wiretape api -w DIR --listen 0.0.0.0:8443 --tls-cert {d}/server.pem --tls-key {d}/server.key --client-ca {d}/ca.pem\n\
+                 (a running `wiretape api` reads its certificate at start: restart it)"
             );
             (w, hint)
         }
@@ -318,9 +410,9 @@ pub(crate) fn certs(a: CertsArgs) -> Result<i32> {
             .iter()
             .all(|f| dir.join(f).exists());
             let mut w = if (p12 || stenographer.is_some()) && have && !force {
-                Ok(tls::Written { files: Vec::new() })
+                Ok(tls::Written::default())
             } else {
-                tls::issue_client(&dir, &name, Validity::days(days), force)
+                Validity::days(days).and_then(|v| tls::issue_client(&dir, &name, v, force))
             };
             let mut steno_hint = None;
             if let (Ok(written), Some(out)) = (&mut w, &stenographer) {
@@ -374,6 +466,9 @@ pub(crate) fn certs(a: CertsArgs) -> Result<i32> {
             for f in &w.files {
                 println!("wrote {}", f.display());
             }
+            for n in &w.notes {
+                println!("{n}");
+            }
             println!("{hint}");
             Ok(0)
         }
@@ -410,7 +505,7 @@ impl ClientTls {
         }
         let tls = match (&self.cert, &self.key, &self.ca) {
             (Some(c), Some(k), Some(ca)) => {
-                Some(tls::client_config(c, k, ca).map_err(|e| e.to_string())?)
+                Some(tls::ClientTls::new(c, k, ca).map_err(|e| e.to_string())?)
             }
             (None, None, None) => {
                 if let Some(r) = remotes.iter().find(|r| r.tls) {
@@ -423,7 +518,18 @@ impl ClientTls {
                 }
                 None
             }
-            _ => return Err("give all three of --cert, --key and --ca".into()),
+            (c, k, ca) => {
+                let (given, lacking) = missing([
+                    ("--cert", c.is_some()),
+                    ("--key", k.is_some()),
+                    ("--ca", ca.is_some()),
+                ]);
+                return Err(format!(
+                    "{given} given without {lacking}: https:// sensors need all three of --cert, --key and \
+                     --ca (or WIRETAPE_CERT, WIRETAPE_KEY, WIRETAPE_CA): --ca is the ca.pem of the sensors' \
+                     `wiretape certs init`, --cert and --key this client's (`wiretape certs client DIR NAME`)"
+                ));
+            }
         };
         Client::new(tls).map(Some).map_err(|e| e.to_string())
     }

@@ -38,6 +38,7 @@ pub mod job;
 pub mod remote;
 pub mod status;
 pub mod steno;
+pub mod text;
 pub mod timeline;
 pub mod tls;
 

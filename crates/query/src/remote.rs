@@ -192,16 +192,85 @@ impl Read for RemoteStream {
 /// The client of one or more sensors.
 pub struct Client {
     rt: tokio::runtime::Runtime,
-    tls: Option<tokio_rustls::TlsConnector>,
+    tls: Option<Arc<crate::tls::ClientTls>>,
 }
 
 /// A connection's stream: TLS or plain.
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
+/// The rustls error somewhere in `e`'s chain (tokio-rustls wraps it in an
+/// I/O error, hyper in its own).
+fn rustls_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut cur = Some(e);
+    while let Some(x) = cur {
+        if let Some(r) = x.downcast_ref::<rustls::Error>() {
+            return Some(r);
+        }
+        if let Some(r) = x
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|i| i.downcast_ref::<rustls::Error>())
+        {
+            return Some(r);
+        }
+        cur = x.source();
+    }
+    None
+}
+
+/// The TLS of one connection: the client's and what the connection saw.
+type TlsCtx = (Arc<crate::tls::ClientTls>, crate::tls::SeenSlot);
+
+/// Why a request to `r` failed, from its error and its connection's: the
+/// TLS alert the sensor sent, a sensor that does not speak what the URL
+/// says, or the likely causes and where the sensor logs them.
+fn request_failure(
+    e: &hyper::Error,
+    conn: Option<&hyper::Error>,
+    tls: Option<&TlsCtx>,
+    r: &Remote,
+) -> String {
+    let causes: [Option<&(dyn std::error::Error + 'static)>; 2] = [
+        conn.map(|c| c as &(dyn std::error::Error + 'static)),
+        Some(e),
+    ];
+    for c in causes.into_iter().flatten() {
+        if let (Some(err), Some((t, seen))) = (rustls_cause(c), tls) {
+            return t.explain(err, seen, &r.host, r.port);
+        }
+    }
+    let hp = format!("{}:{}", url_host(&r.host), r.port);
+    if !r.tls && (e.is_parse() || conn.is_some_and(|c| c.is_parse())) {
+        return format!(
+            "the server at {hp} did not answer in HTTP ({}): if it speaks HTTPS (a `wiretape api` with \
+             TLS), use https://{hp} with --cert, --key and --ca",
+            conn.unwrap_or(e)
+        );
+    }
+    if r.tls {
+        return format!(
+            "the sensor closed the connection after the TLS handshake without saying why ({}): most \
+             often it refused this client's certificate (expired, of another CA) or had --max-connections \
+             open; its log (the stderr of `wiretape api`) says which",
+            conn.unwrap_or(e)
+        );
+    }
+    format!("the request failed: {}", conn.unwrap_or(e))
+}
+
+/// A host as it goes into a URL (an IPv6 address in brackets).
+fn url_host(h: &str) -> String {
+    if h.contains(':') {
+        format!("[{h}]")
+    } else {
+        h.to_string()
+    }
+}
+
 impl Client {
     /// A client with `tls` (None: plain http:// to loopback only).
-    pub fn new(tls: Option<rustls::ClientConfig>) -> Result<Client, RemoteError> {
+    pub fn new(tls: Option<crate::tls::ClientTls>) -> Result<Client, RemoteError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("wt-remote")
@@ -211,38 +280,59 @@ impl Client {
             .map_err(|e| RemoteError(format!("cannot start the client: {e}")))?;
         Ok(Client {
             rt,
-            tls: tls.map(|c| tokio_rustls::TlsConnector::from(Arc::new(c))),
+            tls: tls.map(Arc::new),
         })
     }
 
     /// Sends `GET path_and_query` to `r`; the response's head, and the
     /// body as it comes.
     async fn get(
-        tls: Option<tokio_rustls::TlsConnector>,
+        tls: Option<Arc<crate::tls::ClientTls>>,
         r: Remote,
         path_and_query: String,
         trailers: bool,
     ) -> Result<hyper::Response<hyper::body::Incoming>, RemoteError> {
         let addr = format!("{}:{}", r.host, r.port);
+        let hp = format!("{}:{}", url_host(&r.host), r.port);
         let step = |what: &str, e: &dyn std::fmt::Display| RemoteError(format!("{what}: {e}"));
         let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&addr))
             .await
             .map_err(|_| RemoteError(format!("no answer from {addr} within 10 s")))?
-            .map_err(|e| step("cannot connect", &e))?;
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                    RemoteError(format!(
+                        "cannot connect: nothing listens on {hp} (is `wiretape api` running there, on this port?)"
+                    ))
+                } else {
+                    step("cannot connect", &e)
+                }
+            })?;
         let _ = tcp.set_nodelay(true);
+        let mut ctx: Option<TlsCtx> = None;
         let io: Box<dyn Io> = if r.tls {
-            let Some(conn) = tls else {
+            let Some(t) = tls else {
                 return Err(RemoteError(
                     "https:// needs --cert, --key and --ca (or WIRETAPE_CERT, WIRETAPE_KEY, WIRETAPE_CA)"
                         .into(),
                 ));
             };
+            let (cfg, seen) = t.connection();
+            let conn = tokio_rustls::TlsConnector::from(cfg);
             let name = rustls::pki_types::ServerName::try_from(r.host.clone())
                 .map_err(|e| step("bad server name", &e))?;
             let s = tokio::time::timeout(CONNECT_TIMEOUT, conn.connect(name, tcp))
                 .await
-                .map_err(|_| RemoteError("TLS handshake: no answer within 10 s".into()))?
-                .map_err(|e| step("TLS handshake refused", &e))?;
+                .map_err(|_| {
+                    RemoteError(format!(
+                        "TLS handshake: no answer within 10 s (a plain-HTTP server waits for a request: \
+                         if {hp} serves plain HTTP, use http://{hp})"
+                    ))
+                })?
+                .map_err(|e| match rustls_cause(&e) {
+                    Some(err) => RemoteError(t.explain(err, &seen, &r.host, r.port)),
+                    None => step("TLS handshake refused", &e),
+                })?;
+            ctx = Some((t, seen));
             Box::new(s)
         } else {
             Box::new(tcp)
@@ -251,8 +341,13 @@ impl Client {
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io))
                 .await
                 .map_err(|e| step("HTTP", &e))?;
+        // The connection's own error says more than the request's (a TLS
+        // alert read after the handshake, a reply that is not HTTP).
+        let (conn_tx, conn_rx) = tokio::sync::oneshot::channel::<hyper::Error>();
         tokio::spawn(async move {
-            let _ = conn.await;
+            if let Err(e) = conn.await {
+                let _ = conn_tx.send(e);
+            }
         });
         let host = if r.host.contains(':') {
             format!("[{}]:{}", r.host, r.port)
@@ -271,14 +366,24 @@ impl Client {
         let req = req
             .body(http_body_util::Empty::<Bytes>::new())
             .map_err(|e| step("request", &e))?;
-        let resp = tokio::time::timeout(ANSWER_TIMEOUT, send.send_request(req))
-            .await
-            .map_err(|_| RemoteError("no answer within 120 s".into()))?
-            .map_err(|e| {
-                // A refused client certificate shows here (TLS 1.3 sends
-                // the alert after the handshake).
-                step("the request failed", &e)
-            })?;
+        let resp = match tokio::time::timeout(ANSWER_TIMEOUT, send.send_request(req)).await {
+            Err(_) => return Err(RemoteError("no answer within 120 s".into())),
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => {
+                // TLS 1.3: a refused client certificate shows here, the
+                // sensor's alert coming after the handshake.
+                let conn_err = tokio::time::timeout(Duration::from_secs(2), conn_rx)
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+                return Err(RemoteError(request_failure(
+                    &e,
+                    conn_err.as_ref(),
+                    ctx.as_ref(),
+                    &r,
+                )));
+            }
+        };
         if resp.status() != hyper::StatusCode::OK {
             let status = resp.status();
             let body = tokio::time::timeout(ANSWER_TIMEOUT, resp.into_body().collect())

@@ -95,8 +95,10 @@ pub fn parse_time_in(s: &str, now_ns: u64, zone: NoZone) -> Result<u64, String> 
 /// `5m`, `+90s`, `1.5h`: a span written without its minus sign.
 fn unsigned_span(t: &str) -> Option<&str> {
     let t = t.strip_prefix('+').unwrap_or(t);
-    let (num, unit) = t.split_at(t.len().checked_sub(1)?);
-    (matches!(unit, "s" | "m" | "h" | "d") && !num.is_empty() && num.parse::<f64>().is_ok())
+    // The last character, whatever its width (`5é` is no span, and no panic).
+    let (i, unit) = t.char_indices().last()?;
+    let num = &t[..i];
+    (matches!(unit, 's' | 'm' | 'h' | 'd') && !num.is_empty() && num.parse::<f64>().is_ok())
         .then_some(t)
 }
 
@@ -194,6 +196,9 @@ fn rfc3339(t: &str) -> Result<u64, Why> {
             };
             // ±HH:MM (RFC 3339) or ±HHMM (ISO 8601's basic form).
             let o = &rest[1..];
+            if !o.is_ascii() {
+                return Err(Why::Bad);
+            }
             let (hh, mm) = match o.len() {
                 5 if o.as_bytes()[2] == b':' => (&o[..2], &o[3..]),
                 4 => (&o[..2], &o[2..]),
@@ -239,6 +244,58 @@ pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn no_text_makes_the_parser_panic() {
+        // Every short string over ASCII that times are made of and
+        // characters of two, three and four bytes in UTF-8 (C1 controls
+        // among them: what a URL's %C2%80 decodes to), in every place.
+        let alphabet = [
+            "0",
+            "1",
+            "5",
+            "9",
+            "-",
+            "+",
+            ":",
+            ".",
+            "T",
+            " ",
+            "Z",
+            "s",
+            "m",
+            "d",
+            "\u{80}",
+            "é",
+            "€",
+            "\u{1f600}",
+        ];
+        let mut n = 0;
+        for a in alphabet {
+            for b in alphabet {
+                for c in alphabet {
+                    for s in [format!("{a}{b}{c}"), format!("{a}{b}"), a.to_string()] {
+                        let _ = parse_time(&s, 1_700_000_000_000_000_000);
+                        n += 1;
+                    }
+                }
+            }
+        }
+        for s in [
+            "2025-11-22T00:00:00+aéb",
+            "2025-11-22T00:00:00+é:1",
+            "2025-11-22T00:00:00\u{80}",
+            "2025-11-22T00:00:00.5é",
+            "2025-11-22Té0:00:00Z",
+            "-5é",
+            "+5é",
+            "5\u{80}",
+        ] {
+            assert!(parse_time(s, 0).is_err(), "{s}");
+            n += 1;
+        }
+        assert!(n > 5000);
+    }
+
     use super::*;
     use crate::format_rfc3339;
 

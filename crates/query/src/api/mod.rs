@@ -1,20 +1,27 @@
 //! `wiretape api`: the stores of a sensor answered over HTTP(S).
 //!
 //! - Loopback addresses may be served as plain HTTP; any other address only
-//!   with mutual TLS ([`crate::tls::server_config`]): every client presents
+//!   with mutual TLS ([`crate::tls::ServerTls`]): every client presents
 //!   a certificate that chains to the client CA and is within its validity;
 //!   `allow_clients` narrows that to certificates carrying one of the names
 //!   (CN or SAN DNS). A refused client gets a failed handshake (no or a bad
-//!   certificate) or 403 (a name not admitted), never a byte of capture.
-//! - Endpoints (GET): `/v1/extract`, `/v1/count`, `/v1/plan`,
-//!   `/v1/status`, `/v1/index.parquet`, `/v1/timeline` (the JSON of
-//!   `wiretape timeline --json`), `/v1/files`; the console at `/` (one page,
-//!   its script and style embedded in the binary, served with a
-//!   `Content-Security-Policy` of `default-src 'self'`); bad requests 400 with
-//!   `{"error": "..."}` naming the parameter, unknown paths 404, other
-//!   methods 405, oversized request heads 431 (hyper's limit). `POST /query`
-//!   answers Stenographer's clients as Stenographer's server does
-//!   (its `steno` module, over [`crate::steno`]).
+//!   certificate; the log line says whose and why) or 403 (a name not
+//!   admitted), never a byte of capture. Plain HTTP sent to the TLS port
+//!   gets a plain 400 saying to use `https://`.
+//! - Endpoints (GET), their parameters and answers: the table of [`spec`],
+//!   which routing and the parameter checks use and `/v1/openapi.json`
+//!   describes: `/v1/extract`, `/v1/count`, `/v1/plan`, `/v1/status`,
+//!   `/v1/index.parquet`, `/v1/timeline` (the JSON of `wiretape timeline
+//!   --json`), `/v1/files`, `/v1/openapi.json`, `POST /query` (Stenographer's
+//!   clients answered as its server does: its `steno` module, over [`crate::steno`]); the
+//!   console at `/` (one page, its script and style embedded in the binary,
+//!   served with a `Content-Security-Policy` of `default-src 'self'`).
+//!   Every refusal is
+//!   JSON `{"error": "..."}` and a line on stderr: 400 naming the
+//!   parameter, 404, 405 with `Allow`, 431 for a head over 16 KiB and 400
+//!   for a request hyper cannot parse (hyper's own answers, made JSON),
+//!   500 for a store that cannot be read or a bug (a panic is caught).
+//!   What a client sent is escaped and cut ([`crate::text`]) in both.
 //! - Each query runs on a blocking thread over the same [`Job`] as `wiretape
 //!   extract`; at most `max_queries` at once (the next gets 503 with
 //!   `Retry-After`). An extraction streams: the writer hands 256 KiB chunks
@@ -34,11 +41,14 @@
 //!   within the flush interval) and never touches the recorder.
 
 mod body;
+mod conn;
 mod console;
 pub mod params;
+pub mod spec;
 mod steno;
 
 use crate::job::{self, Job, Request};
+use crate::text::{self, clean};
 use crate::tls::{self, TlsError};
 use crate::QueryError;
 use body::{ApiBody, ChannelSink, StopOnDrop};
@@ -85,7 +95,7 @@ pub struct ApiConfig {
     pub prefix: Option<String>,
     /// The node name in `/v1/status` and `/v1/index.parquet`.
     pub node: String,
-    /// No line per query on stderr.
+    /// No line per answered request on stderr (refusals are still logged).
     pub quiet: bool,
     /// How long a TLS handshake may take.
     pub handshake_timeout: Duration,
@@ -146,6 +156,18 @@ impl ApiError {
     }
 }
 
+/// Makes a panic's line on stderr like the server's others: one line,
+/// `wiretape: api: internal error ...`, escaped (a panic's message may
+/// quote what a client sent). For the `api` command, before it serves.
+pub fn escape_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!(
+            "wiretape: api: internal error (a bug: please report it): {}",
+            clean(&info.to_string(), text::LINE_MAX)
+        );
+    }));
+}
+
 /// Whether `ip` is a loopback address (127.0.0.0/8, ::1, or an IPv4-mapped
 /// loopback).
 pub fn is_loopback(ip: std::net::IpAddr) -> bool {
@@ -159,7 +181,7 @@ pub fn is_loopback(ip: std::net::IpAddr) -> bool {
 
 /// Checks a configuration without listening: TLS where the address needs
 /// it, the files usable, the stores there. Returns the TLS configuration.
-pub fn check(cfg: &ApiConfig) -> Result<Option<Arc<rustls::ServerConfig>>, ApiError> {
+pub fn check(cfg: &ApiConfig) -> Result<Option<Arc<tls::ServerTls>>, ApiError> {
     if cfg.stores.is_empty() {
         return Err(ApiError::Usage(
             "give the stores to serve: -w DIR (repeatable)".into(),
@@ -190,7 +212,7 @@ pub fn check(cfg: &ApiConfig) -> Result<Option<Arc<rustls::ServerConfig>>, ApiEr
             "--allow-client needs mutual TLS: add --tls-cert, --tls-key and --client-ca".into(),
         )),
         None => Ok(None),
-        Some(t) => Ok(Some(Arc::new(tls::server_config(
+        Some(t) => Ok(Some(Arc::new(tls::ServerTls::new(
             &t.cert,
             &t.key,
             &t.client_ca,
@@ -198,24 +220,38 @@ pub fn check(cfg: &ApiConfig) -> Result<Option<Arc<rustls::ServerConfig>>, ApiEr
     }
 }
 
-struct State {
+pub(super) struct State {
     cfg: ApiConfig,
+    tls: Option<Arc<tls::ServerTls>>,
     queries: Arc<Semaphore>,
     conns: AtomicUsize,
     refused_conns: AtomicUsize,
+    /// Connections closed for --max-connections, logged once a second.
+    refused_throttle: conn::Throttle,
+    /// Connections that sent nothing or no whole handshake in time.
+    timeout_throttle: conn::Throttle,
+}
+
+impl State {
+    /// A line about a connection (no request yet): `wiretape: api: PEER MSG`.
+    fn log_conn(&self, peer: &str, msg: &str) {
+        eprintln!(
+            "wiretape: api: {}",
+            clean(&format!("{peer} {msg}"), text::LINE_MAX)
+        );
+    }
 }
 
 /// A server bound to its address, ready to [`Server::run`].
 pub struct Server {
     listener: std::net::TcpListener,
-    tls: Option<Arc<rustls::ServerConfig>>,
     state: Arc<State>,
     addr: SocketAddr,
 }
 
 /// The client of a connection.
 #[derive(Clone)]
-struct Client {
+pub(super) struct Client {
     /// Its certificate's first name, or its address on plain HTTP.
     name: Arc<str>,
     /// Whether its name is admitted.
@@ -239,14 +275,25 @@ impl Server {
             queries: Arc::new(Semaphore::new(cfg.max_queries)),
             conns: AtomicUsize::new(0),
             refused_conns: AtomicUsize::new(0),
+            refused_throttle: conn::Throttle::new(),
+            timeout_throttle: conn::Throttle::new(),
+            tls,
             cfg,
         });
         Ok(Server {
             listener,
-            tls,
             state,
             addr,
         })
+    }
+
+    /// Certificates that end within 30 days, one line each (for the start).
+    pub fn warnings(&self) -> Vec<String> {
+        self.state
+            .tls
+            .as_ref()
+            .map(|t| t.warnings().to_vec())
+            .unwrap_or_default()
     }
 
     /// The address listened on (the port chosen when 0 was given).
@@ -256,7 +303,11 @@ impl Server {
 
     /// The server's URL (`https://` with TLS, else `http://`).
     pub fn url(&self) -> String {
-        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let scheme = if self.state.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         format!("{scheme}://{}", self.addr)
     }
 
@@ -272,15 +323,11 @@ impl Server {
             .build()
             .map_err(ApiError::Runtime)?;
         let Server {
-            listener,
-            tls,
-            state,
-            ..
+            listener, state, ..
         } = self;
         rt.block_on(async move {
             let listener =
                 tokio::net::TcpListener::from_std(listener).map_err(ApiError::Runtime)?;
-            let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
             while !stop.load(Ordering::Relaxed) {
                 let r = match tokio::time::timeout(Duration::from_millis(100), listener.accept())
                     .await
@@ -296,11 +343,25 @@ impl Server {
                 if state.conns.load(Ordering::Relaxed) >= state.cfg.max_connections {
                     state.refused_conns.fetch_add(1, Ordering::Relaxed);
                     drop(tcp);
+                    if let Some(m) = state.refused_throttle.admit() {
+                        state.log_conn(
+                            &peer.to_string(),
+                            &format!(
+                                "closed at once: {} connections are open (--max-connections){}",
+                                state.cfg.max_connections,
+                                conn::more(m)
+                            ),
+                        );
+                    }
                     continue;
                 }
                 state.conns.fetch_add(1, Ordering::Relaxed);
                 let _ = tcp.set_nodelay(true);
-                tokio::spawn(connection(state.clone(), acceptor.clone(), tcp, peer));
+                let st = state.clone();
+                tokio::spawn(async move {
+                    let _guard = ConnGuard(st.clone());
+                    conn::connection(st, tcp, peer).await;
+                });
             }
             Ok::<(), ApiError>(())
         })?;
@@ -316,76 +377,6 @@ impl Drop for ConnGuard {
     fn drop(&mut self) {
         self.0.conns.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-async fn connection(
-    state: Arc<State>,
-    acceptor: Option<tokio_rustls::TlsAcceptor>,
-    tcp: tokio::net::TcpStream,
-    peer: SocketAddr,
-) {
-    let _guard = ConnGuard(state.clone());
-    match acceptor {
-        None => {
-            let client = Client {
-                name: peer.to_string().into(),
-                allowed: true,
-                names: Arc::new([]),
-            };
-            serve(state, hyper_util::rt::TokioIo::new(tcp), client).await;
-        }
-        Some(acc) => {
-            let hs = tokio::time::timeout(state.cfg.handshake_timeout, acc.accept(tcp)).await;
-            let stream = match hs {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    if !state.cfg.quiet {
-                        eprintln!("wiretape: api: {peer}: TLS handshake refused: {e}");
-                    }
-                    return;
-                }
-                Err(_) => return,
-            };
-            let names: Vec<String> = stream
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|c| c.first())
-                .map(|c| tls::cert_names(c))
-                .unwrap_or_default();
-            let allow = &state.cfg.allow_clients;
-            let allowed = allow.is_empty() || names.iter().any(|n| allow.contains(n));
-            let client = Client {
-                name: names
-                    .first()
-                    .cloned()
-                    .unwrap_or_else(|| format!("{peer} (unnamed certificate)"))
-                    .into(),
-                allowed,
-                names: names.into(),
-            };
-            serve(state, hyper_util::rt::TokioIo::new(stream), client).await;
-        }
-    }
-}
-
-async fn serve<I>(state: Arc<State>, io: I, client: Client)
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let idle = state.cfg.idle_timeout;
-    let svc = hyper::service::service_fn(move |req| {
-        let st = state.clone();
-        let cl = client.clone();
-        async move { Ok::<_, std::convert::Infallible>(handle(st, cl, req).await) }
-    });
-    let conn = hyper::server::conn::http1::Builder::new()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(Some(idle))
-        .max_buf_size(16 << 10)
-        .keep_alive(true)
-        .serve_connection(io, svc);
-    let _ = conn.await;
 }
 
 /// `v` as one line of JSON in ASCII only (what a header value may hold):
@@ -416,29 +407,32 @@ fn json(status: StatusCode, v: &serde_json::Value) -> Response<ApiBody> {
     r
 }
 
-/// An error answer: `{"error": msg}`.
-fn error(status: StatusCode, msg: impl Into<String>) -> Response<ApiBody> {
-    json(status, &serde_json::json!({ "error": msg.into() }))
+/// An error answer: `{"error": msg}` (control characters escaped, cut at
+/// [`text::LINE_MAX`]).
+pub(super) fn error(status: StatusCode, msg: impl Into<String>) -> Response<ApiBody> {
+    let m = clean(&msg.into(), text::LINE_MAX);
+    json(status, &serde_json::json!({ "error": m }))
 }
 
-fn log(st: &State, client: &str, what: &str, result: &str) {
-    if !st.cfg.quiet {
-        eprintln!("wiretape: api: {client} {what} -> {result}");
+/// The line of a request: `wiretape: api: CLIENT WHAT -> RESULT`, with
+/// everything a client sent escaped and the whole cut at
+/// [`text::LINE_MAX`].
+fn log_line(st: &State, client: &str, what: &str, result: &str) {
+    // -q: no line for an answered request; a refusal is always logged.
+    if !(st.cfg.quiet && result.starts_with('2')) {
+        let what = clean(what, 300);
+        eprintln!(
+            "wiretape: api: {}",
+            clean(&format!("{client} {what} -> {result}"), text::LINE_MAX)
+        );
     }
 }
 
-/// The endpoints and the parameters they take.
-const ENDPOINTS: &[(&str, &[&str])] = &[
-    ("/v1/extract", params::QUERY),
-    ("/v1/count", params::QUERY),
-    ("/v1/plan", params::QUERY),
-    ("/v1/status", &[]),
-    ("/v1/index.parquet", params::WINDOW),
-    ("/v1/timeline", params::TIMELINE),
-    ("/v1/files", &[]),
-];
+fn log(st: &State, client: &str, what: &str, result: &str) {
+    log_line(st, client, what, result)
+}
 
-async fn handle(
+pub(super) async fn handle(
     st: Arc<State>,
     client: Client,
     req: hyper::Request<hyper::body::Incoming>,
@@ -458,40 +452,48 @@ async fn handle(
         log(&st, &client.name, &what, "403 not admitted");
         return error(StatusCode::FORBIDDEN, m);
     }
-    if path == steno::PATH {
-        return steno::query(st, client, req, what).await;
-    }
-    if let Some(asset) = console::asset(&path) {
-        if req.method() != Method::GET && req.method() != Method::HEAD {
-            log(&st, &client.name, &what, "405");
-            return error(
-                StatusCode::METHOD_NOT_ALLOWED,
-                format!("{path} answers GET only, not {}", req.method()),
-            );
-        }
-        log(&st, &client.name, &what, "200");
-        return console::answer(asset);
-    }
-    let Some(&(_, allowed)) = ENDPOINTS.iter().find(|(p, _)| *p == path) else {
+    let Some(ep) = spec::endpoint(&path) else {
         log(&st, &client.name, &what, "404");
         return error(
             StatusCode::NOT_FOUND,
             format!(
-                "no such endpoint {path}: try {}",
-                ENDPOINTS.iter().map(|e| e.0).collect::<Vec<_>>().join(", ")
+                "no such endpoint {}: try {}",
+                text::quote(&path),
+                spec::ENDPOINTS
+                    .iter()
+                    .map(|e| e.path)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         );
     };
-    if req.method() != Method::GET {
+    if ep.answer == spec::Answer::Steno {
+        // Its method, body and headers are its own (Stenographer's).
+        return steno::query(st, client, req, what).await;
+    }
+    let head_ok = ep.is_asset() && req.method() == Method::HEAD;
+    if req.method() != Method::GET && !head_ok {
         log(&st, &client.name, &what, "405");
         let mut r = error(
             StatusCode::METHOD_NOT_ALLOWED,
-            format!("{path} answers GET only, not {}", req.method()),
+            format!(
+                "{path} answers {} only, not {}",
+                ep.allow(),
+                text::clean(req.method().as_str(), 20)
+            ),
         );
         r.headers_mut()
-            .insert(hyper::header::ALLOW, HeaderValue::from_static("GET"));
+            .insert(hyper::header::ALLOW, HeaderValue::from_static(ep.allow()));
         return r;
     }
+    if ep.is_asset() {
+        // The page reads its own query string (`/?filter=`).
+        if let Some(asset) = console::asset(&path) {
+            log(&st, &client.name, &what, "200");
+            return console::answer(asset);
+        }
+    }
+    let allowed = ep.params;
     let p = match params::parse(query.as_deref(), allowed, &path) {
         Ok(p) => p,
         Err(BadRequest(m)) => {
@@ -511,6 +513,10 @@ async fn handle(
     };
     if path == "/v1/status" {
         return config_json(st, client, what, status_json).await;
+    }
+    if path == "/v1/openapi.json" {
+        log(&st, &client.name, &what, "200");
+        return json(StatusCode::OK, &spec::openapi());
     }
     if path == "/v1/files" {
         return config_json(st, client, what, files_json).await;
@@ -566,9 +572,22 @@ async fn handle(
 
 /// A planning failure as an answer: 400 for a filter libpcap refuses, 500
 /// for a store that cannot be read.
+/// A filter's error as the API says it: the expression, quoted whole in
+/// the filter crate's message, cut to its first characters.
+fn filter_message(f: &wiretape_filter::FilterError) -> String {
+    use wiretape_filter::FilterError as F;
+    let expr = match f {
+        F::Syntax { expr, .. } | F::Argument { expr, .. } | F::Program { expr, .. } => expr,
+    };
+    text::cut_echo(&f.to_string(), expr)
+}
+
 fn plan_error(st: &State, client: &str, what: &str, e: &QueryError) -> Response<ApiBody> {
     let (code, m) = match e {
-        QueryError::Filter(f) => (StatusCode::BAD_REQUEST, format!("parameter 'filter': {f}")),
+        QueryError::Filter(f) => (
+            StatusCode::BAD_REQUEST,
+            format!("parameter 'filter': {}", filter_message(f)),
+        ),
         QueryError::MixedLinkTypes(m) => (StatusCode::BAD_REQUEST, m.clone()),
         other => (StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
     };
@@ -873,7 +892,7 @@ async fn timeline(
             json(StatusCode::OK, &t.to_json())
         }
         Ok(Err(QueryError::Filter(f))) => {
-            let m = format!("parameter 'filter_index': {f}");
+            let m = format!("parameter 'filter_index': {}", filter_message(&f));
             log(&st, &client.name, &what, &format!("400 {m}"));
             error(StatusCode::BAD_REQUEST, m)
         }

@@ -4,6 +4,7 @@
 
 use crate::extract::Window;
 use crate::job::Request;
+use crate::text::{cut_echo, quote};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use wiretape_storage::Format;
@@ -13,15 +14,17 @@ use wiretape_timestamp::{format_rfc3339, parse_time};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadRequest(pub String);
 
-/// The parameters every query endpoint takes.
-pub const QUERY: &[&str] = &[
-    "from", "to", "filter", "format", "tsprec", "src", "dst", "sport", "dport", "proto", "steno",
-];
-/// The parameters of `/v1/index.parquet`.
-pub const WINDOW: &[&str] = &["from", "to"];
+use super::spec::{BY, FORMATS, MAX_NUMBER, TSPRECS, WIDTH};
+pub use super::spec::{PROTOS, QUERY, TIMELINE, WINDOW};
 
-/// The parameters of `/v1/timeline`.
-pub const TIMELINE: &[&str] = &["from", "to", "by", "filter_index", "width", "bin_ns"];
+/// A number as the schemas' `integer` reads in a query string: decimal
+/// digits only (no sign, no space), at most [`MAX_NUMBER`].
+pub fn number(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 19 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok().filter(|&n| n <= MAX_NUMBER)
+}
 
 /// The decoded query string: each parameter at most once, each one known.
 pub fn parse(
@@ -33,16 +36,17 @@ pub fn parse(
     for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
         if !allowed.contains(&k.as_ref()) {
             return Err(BadRequest(if allowed.is_empty() {
-                format!("unknown parameter '{k}': {path} takes none")
+                format!("unknown parameter {}: {path} takes none", quote(&k))
             } else {
                 format!(
-                    "unknown parameter '{k}': {path} takes {}",
+                    "unknown parameter {}: {path} takes {}",
+                    quote(&k),
                     allowed.join(", ")
                 )
             }));
         }
         if out.insert(k.to_string(), v.to_string()).is_some() {
-            return Err(BadRequest(format!("parameter '{k}' given twice")));
+            return Err(BadRequest(format!("parameter {} given twice", quote(&k))));
         }
     }
     Ok(out)
@@ -52,7 +56,11 @@ pub fn parse(
 pub fn window(p: &HashMap<String, String>, now_ns: u64) -> Result<Window, BadRequest> {
     let time = |k: &str| -> Result<Option<u64>, BadRequest> {
         p.get(k)
-            .map(|s| parse_time(s, now_ns).map_err(|e| BadRequest(format!("parameter '{k}': {e}"))))
+            .map(|s| {
+                parse_time(s, now_ns).map_err(|e| {
+                    BadRequest(format!("parameter '{k}': {}", cut_echo(&e.to_string(), s)))
+                })
+            })
             .transpose()
     };
     let w = Window {
@@ -75,21 +83,26 @@ pub fn window(p: &HashMap<String, String>, now_ns: u64) -> Result<Window, BadReq
 pub fn format(p: &HashMap<String, String>) -> Result<Format, BadRequest> {
     let f = p.get("format").map_or("pcap", String::as_str);
     let t = p.get("tsprec").map_or("ns", String::as_str);
-    if !matches!(f, "pcap" | "pcapng") {
+    if !FORMATS.contains(&f) {
         return Err(BadRequest(format!(
-            "parameter 'format': '{f}' is not pcap or pcapng"
+            "parameter 'format': {} is not pcap or pcapng",
+            quote(f)
         )));
     }
-    if !matches!(t, "ns" | "us") {
+    if !TSPRECS.contains(&t) {
         return Err(BadRequest(format!(
-            "parameter 'tsprec': '{t}' is not ns or us"
+            "parameter 'tsprec': {} is not ns or us",
+            quote(t)
         )));
     }
-    Format::from_flags(f, t).map_err(BadRequest)
+    Format::from_flags(f, t).map_err(|m| {
+        BadRequest(format!(
+            "parameters 'format' and 'tsprec': {}",
+            m.replace("--tsprec", "tsprec")
+                .replace("--format", "format")
+        ))
+    })
 }
-
-/// The protocol names the 5-tuple form takes, as tcpdump spells them.
-pub const PROTOS: &[&str] = &["tcp", "udp", "icmp", "icmp6", "sctp"];
 
 /// The filter expression of the 5-tuple form: `host SRC and host DST and
 /// port SPORT and port DPORT and PROTO`, a term for each parameter given
@@ -100,9 +113,10 @@ pub fn five_tuple(p: &HashMap<String, String>) -> Result<Option<String>, BadRequ
     let mut terms = Vec::new();
     for k in ["src", "dst"] {
         if let Some(v) = p.get(k) {
-            let a: std::net::IpAddr = v.trim().parse().map_err(|_| {
+            let a: std::net::IpAddr = v.parse().map_err(|_| {
                 BadRequest(format!(
-                    "parameter '{k}': '{v}' is not an IPv4 or IPv6 address"
+                    "parameter '{k}': {} is not an IPv4 or IPv6 address",
+                    quote(v)
                 ))
             })?;
             terms.push(format!("host {a}"));
@@ -110,23 +124,27 @@ pub fn five_tuple(p: &HashMap<String, String>) -> Result<Option<String>, BadRequ
     }
     for k in ["sport", "dport"] {
         if let Some(v) = p.get(k) {
-            let n: u16 = v.trim().parse().map_err(|_| {
+            let n = number(v).filter(|&n| n <= 65535).ok_or_else(|| {
                 BadRequest(format!(
-                    "parameter '{k}': '{v}' is not a port number (0 to 65535)"
+                    "parameter '{k}': {} is not a port number (0 to 65535)",
+                    quote(v)
                 ))
             })?;
             terms.push(format!("port {n}"));
         }
     }
     if let Some(v) = p.get("proto") {
-        let v = v.trim().to_ascii_lowercase();
-        if PROTOS.contains(&v.as_str()) {
-            terms.push(v);
-        } else if let Ok(n) = v.parse::<u8>() {
+        let lower = v.to_ascii_lowercase();
+        // A number without leading zeros (the schema's pattern).
+        let num = number(v).filter(|&n| n <= 255 && (v == "0" || !v.starts_with('0')));
+        if PROTOS.contains(&lower.as_str()) {
+            terms.push(lower);
+        } else if let Some(n) = num {
             terms.push(format!("(ip proto {n} or ip6 proto {n})"));
         } else {
             return Err(BadRequest(format!(
-                "parameter 'proto': '{v}' is not one of {} or a protocol number (0 to 255)",
+                "parameter 'proto': {} is not one of {} or a protocol number (0 to 255)",
+                quote(v),
                 PROTOS.join(", ")
             )));
         }
@@ -187,28 +205,36 @@ pub fn timeline(
     r.window = window(p, now_ns)?;
     r.prefix = prefix.map(str::to_string);
     if let Some(b) = p.get("by") {
-        r.by = By::parse(b).ok_or_else(|| {
-            BadRequest(format!("parameter 'by': '{b}' is not none, iface or queue"))
-        })?;
+        r.by = BY
+            .contains(&b.as_str())
+            .then(|| By::parse(b))
+            .flatten()
+            .ok_or_else(|| {
+                BadRequest(format!(
+                    "parameter 'by': {} is not none, iface or queue",
+                    quote(b)
+                ))
+            })?;
     }
     r.filter_index = p
         .get("filter_index")
         .and_then(|f| crate::job::normalize_filter(f));
     if let Some(w) = p.get("width") {
-        r.width = w
-            .parse()
-            .ok()
-            .filter(|w| (200..=8000).contains(w))
+        r.width = number(w)
+            .filter(|w| (WIDTH.0..=WIDTH.1).contains(w))
+            .map(|w| w as u32)
             .ok_or_else(|| {
                 BadRequest(format!(
-                    "parameter 'width': '{w}' is not a number of pixels from 200 to 8000"
+                    "parameter 'width': {} is not a number of pixels from 200 to 8000",
+                    quote(w)
                 ))
             })?;
     }
     if let Some(b) = p.get("bin_ns") {
-        r.bin_ns = Some(b.parse().ok().filter(|&b: &u64| b > 0).ok_or_else(|| {
+        r.bin_ns = Some(number(b).filter(|&b| b > 0).ok_or_else(|| {
             BadRequest(format!(
-                "parameter 'bin_ns': '{b}' is not a positive number of nanoseconds"
+                "parameter 'bin_ns': {} is not a positive number of nanoseconds",
+                quote(b)
             ))
         })?);
     }
@@ -234,6 +260,10 @@ mod tests {
         );
         assert_eq!(f("dport=53&proto=UDP").unwrap().unwrap(), "port 53 and udp");
         assert_eq!(
+            f("dport=0080&proto=0").unwrap().unwrap(),
+            "port 80 and (ip proto 0 or ip6 proto 0)"
+        );
+        assert_eq!(
             f("proto=47").unwrap().unwrap(),
             "(ip proto 47 or ip6 proto 47)"
         );
@@ -250,6 +280,11 @@ mod tests {
             ("dport=-1", "'dport'"),
             ("proto=tcpx", "'proto'"),
             ("proto=256", "'proto'"),
+            ("proto=007", "'proto'"),
+            ("proto=+6", "'proto'"),
+            ("sport=+80", "'sport'"),
+            ("dport=%2080", "'dport'"),
+            ("src=%2010.0.0.1", "'src'"),
         ] {
             let e = f(q).unwrap_err();
             assert!(e.0.contains(k), "{q}: {}", e.0);

@@ -170,17 +170,30 @@ pub(crate) fn go_parse_int(s: &str) -> Option<i64> {
     }
 }
 
-/// What a client sent, for a log line: escaped, at most 200 characters.
-fn shown(text: &str) -> String {
-    let mut out: String = text
-        .chars()
-        .take(200)
-        .flat_map(char::escape_debug)
-        .collect();
-    if text.chars().nth(200).is_some() {
-        out.push_str("...");
+/// The bytes of a request body read (and dropped past what is kept)
+/// before a refusal; a longer body's connection is closed.
+const DRAIN: usize = 1 << 20;
+
+/// The first `keep` bytes of `body` and its length, reading at most
+/// `drain` bytes of it (the rest is left: the connection is then closed).
+async fn read_body(
+    mut body: hyper::body::Incoming,
+    keep: usize,
+    drain: usize,
+) -> Result<(bytes::Bytes, usize), hyper::Error> {
+    let mut kept = Vec::new();
+    let mut total = 0usize;
+    while let Some(f) = body.frame().await {
+        if let Ok(d) = f?.into_data() {
+            let room = keep.saturating_sub(kept.len());
+            kept.extend_from_slice(&d[..d.len().min(room)]);
+            total += d.len();
+            if total > drain {
+                break;
+            }
+        }
     }
-    format!("\"{out}\"")
+    Ok((kept.into(), total))
 }
 
 /// Answers `POST /query`.
@@ -207,31 +220,34 @@ pub(super) async fn query(
         log(&st, &client.name, what, &format!("400 {m}"));
         error(StatusCode::BAD_REQUEST, m)
     };
-    let mut limit = match Limit::from_headers(req.headers()) {
+    // The body is read (up to DRAIN bytes) before any answer, a refusal
+    // too: a client still sending it would otherwise meet a closed
+    // connection instead of the 400.
+    let (parts, body) = req.into_parts();
+    let (bytes, total) = match read_body(body, steno::MAX_QUERY_BYTES + 1, DRAIN).await {
+        Ok(b) => b,
+        Err(e) => return refuse(&what, format!("could not read request body: {e}")),
+    };
+    let mut limit = match Limit::from_headers(&parts.headers) {
         Ok(l) => l,
         Err(m) => return refuse(&what, m),
     };
-    let body = http_body_util::Limited::new(req.into_body(), steno::MAX_QUERY_BYTES + 1);
-    let bytes = match body.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return refuse(
-                &what,
-                format!(
+    if total > steno::MAX_QUERY_BYTES {
+        return refuse(
+            &what,
+            format!(
                 "could not parse query: it is longer than {} bytes: at most that many are taken",
                 steno::MAX_QUERY_BYTES
             ),
-            )
-        }
-        Err(e) => return refuse(&what, format!("could not read request body: {e}")),
-    };
+        );
+    }
     let Ok(text) = std::str::from_utf8(&bytes) else {
         return refuse(
             &what,
             "could not parse query: it is not UTF-8 text".to_string(),
         );
     };
-    let what = format!("{what} {}", shown(text));
+    let what = format!("{what} {}", crate::text::quote(text));
     let sel = match steno::compile(text, wiretape_timestamp::realtime_ns()) {
         Ok(s) => s,
         Err(e) => return refuse(&what, e.to_string()),

@@ -223,11 +223,37 @@ function drawTimeline(t) {
   }
   svg.appendChild(svgEl('rect', { id: 'selection', x: 0, y: top, width: 0, height: ph, fill: 'rgba(53,114,176,0.18)', stroke: '#3572b0', visibility: 'hidden' }));
   const tot = t.totals;
-  let text = thousands(tot.frames) + ' frames in the window, ' + thousands(tot.bytes) + ' bytes of records in the files (bins of ' +
+  let text = thousands(tot.frames) + ' frames in the window, ' + thousands(tot.bytes) + ' bytes of records (bins of ' +
     (Number(t.bin_ns) / 1e6).toString() + ' ms)';
   if (t.filter) text += '; the filter: at most ' + thousands(tot.filter_frames_max) + ' frames (flow index bound)';
   $('timeline-total').textContent = text;
   $('window-text').textContent = 'window ' + iso(from, 9) + 'Z to ' + iso(to, 9) + 'Z';
+}
+
+// The picture while its data is on its way: the last one veiled, or an
+// empty frame, with a word; `data-loading` says so to tests.
+function showLoading(what) {
+  const svg = $('timeline');
+  svg.setAttribute('data-loading', '1');
+  for (const id of ['timeline-veil', 'timeline-loading']) {
+    const old = document.getElementById(id);
+    if (old) old.remove();
+  }
+  if (!state.timeline) {
+    svg.replaceChildren(svgEl('rect', { x: 0, y: 0, width: CHART.w, height: CHART.h, fill: '#ffffff' }));
+  }
+  svg.appendChild(svgEl('rect', { id: 'timeline-veil', x: 0, y: 0, width: CHART.w, height: CHART.h, fill: 'rgba(255,255,255,0.6)' }));
+  svg.appendChild(svgEl('text', { id: 'timeline-loading', x: CHART.w / 2, y: CHART.h / 2, 'text-anchor': 'middle',
+    'font-size': 15, fill: '#555' }, what));
+}
+
+function doneLoading() {
+  const svg = $('timeline');
+  svg.removeAttribute('data-loading');
+  for (const id of ['timeline-veil', 'timeline-loading']) {
+    const old = document.getElementById(id);
+    if (old) old.remove();
+  }
 }
 
 async function loadTimeline() {
@@ -235,13 +261,26 @@ async function loadTimeline() {
   p.set('width', String(CHART.w));
   const f = filterText();
   if (f && state.filterOk) p.set('filter_index', f);
-  const r = await getJson('/v1/timeline?' + p.toString());
+  showLoading('loading the timeline…');
+  let r;
+  try {
+    r = await getJson('/v1/timeline?' + p.toString());
+  } catch (e) {
+    r = { ok: false, status: 0, body: { error: 'the timeline did not come: ' + e } };
+  }
   if (!r.ok) {
-    $('timeline-total').textContent = r.body.error || ('timeline: HTTP ' + r.status);
+    doneLoading();
+    const msg = r.body.error || ('timeline: HTTP ' + r.status);
+    $('timeline-total').textContent = msg;
+    if (!state.timeline) {
+      $('timeline').appendChild(svgEl('text', { id: 'timeline-error', x: CHART.w / 2, y: CHART.h / 2, 'text-anchor': 'middle',
+        'font-size': 13, fill: '#c0392b' }, msg));
+    }
     return;
   }
   state.timeline = r.body;
   drawTimeline(r.body);
+  doneLoading();
 }
 
 function updateDownload() {
@@ -259,6 +298,7 @@ async function updateCount() {
   if (state.count) state.count.abort();
   const ctl = new AbortController();
   state.count = ctl;
+  $('count').textContent = 'counting…';
   const p = windowParams(new URLSearchParams());
   const f = filterText();
   if (f) p.set('filter', f);
@@ -274,7 +314,7 @@ async function updateCount() {
     state.filterOk = true;
     box.classList.remove('bad');
     $('filter-error').textContent = '';
-    $('count').textContent = thousands(r.body.frames) + ' frames, ' + thousands(r.body.bytes) + ' bytes';
+    $('count').textContent = thousands(r.body.frames) + ' frames, ' + thousands(r.body.bytes) + ' bytes of frames';
   } else {
     state.filterOk = false;
     box.classList.add('bad');
@@ -285,6 +325,7 @@ async function updateCount() {
 }
 
 async function refresh() {
+  showLoading('loading the timeline…');
   updateDownload();
   await updateCount();
   await loadTimeline();
