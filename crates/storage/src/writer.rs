@@ -26,6 +26,12 @@ pub struct WriterStats {
     pub truncated: u64,
     /// Runs laid out in place written ([`PcapWriter::write_external`]).
     pub runs: u64,
+    /// Segments of the key index written ([`crate::keys`]).
+    pub key_segments: u64,
+    /// Blocks left out of the key index (its builder fell behind).
+    pub key_dropped_blocks: u64,
+    /// The key index could not be written (see the writer's notes).
+    pub key_failed: bool,
 }
 
 /// Writes frames as pcap records into blocks and blocks into a sink.
@@ -155,6 +161,22 @@ impl<S: BlockSink> PcapWriter<S> {
     /// ([`PcapWriter::index_error`] says why).
     pub fn with_index(self, capture_path: &Path) -> Self {
         self.index_with(capture_path, true)
+    }
+
+    /// With the index: also the exact key index `<capture>.kdx`
+    /// ([`crate::keys`]), its segments built by `builder` (None: on the
+    /// writer's thread at each cut, and at close); `wait`: wait for a busy
+    /// builder (a file source) instead of leaving a segment out.
+    pub fn with_keys(
+        mut self,
+        capture_path: &Path,
+        builder: Option<std::sync::Arc<crate::keys::Builder>>,
+        wait: bool,
+    ) -> Self {
+        if let Some(i) = self.index.take() {
+            self.index = Some(i.with_keys(capture_path, builder, wait));
+        }
+        self
     }
 
     /// [`PcapWriter::with_index`] without the blocks' flow sets (time only).
@@ -442,9 +464,16 @@ impl<S: BlockSink> PcapWriter<S> {
                     i.block_done();
                 }
                 self.note_placed();
-                if let Some(i) = self.index.take() {
-                    if let Err(e) = i.finish() {
-                        self.index_error = Some(e.to_string());
+                if let Some(mut i) = self.index.take() {
+                    match i.finish_keeping() {
+                        Ok((report, why)) => {
+                            if let Some(r) = report {
+                                self.stats.key_segments = r.segments;
+                                self.stats.key_dropped_blocks = r.dropped_blocks;
+                            }
+                            self.stats.key_failed = why.is_some() && report.is_none();
+                        }
+                        Err(e) => self.index_error = Some(e.to_string()),
                     }
                 }
                 return Ok(self.stats);
@@ -464,7 +493,8 @@ impl<S: BlockSink> PcapWriter<S> {
                 self.stats.bytes = bytes;
                 self.stats.lost = accepted - frames;
                 // The index described blocks that may not have landed.
-                if self.index.take().is_some() {
+                if let Some(i) = self.index.take() {
+                    i.abandon();
                     if let Err(e) = crate::index::rebuild(self.sink.path(), block_size) {
                         self.index_error = Some(e.to_string());
                     }

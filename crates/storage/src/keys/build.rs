@@ -1,0 +1,726 @@
+//! Writing the key index: a segment's tables from rows ([`build_segment`]),
+//! the store's builder thread ([`Builder`]), and the per-file state on the
+//! writer's side ([`KeyWriter`]) that cuts segments and hands them over.
+
+use super::*;
+use crate::StorageError;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use wiretape_filter::flow::{FlowCollector, FrameKeys, Rows};
+
+/// Rows a segment holds before it is cut (32 bytes each on the writer's
+/// side, plain IPv4): a file that never rotates gets its index in segments
+/// of this many rows, in bounded memory.
+pub const ROWS_BUDGET: usize = 1 << 19;
+/// Blocks a segment holds at most (a quiet link: few rows, many blocks).
+const BLOCKS_BUDGET: u64 = 4096;
+/// Segments waiting for the builder at most, all files of a store together.
+pub const BUILD_QUEUE: usize = 4;
+
+/// One segment to build.
+#[derive(Debug, Default)]
+pub struct SegmentInput {
+    /// The `.kdx` it goes to.
+    pub path: PathBuf,
+    /// The file's first segment: the `.kdx` is made anew.
+    pub first: bool,
+    /// Its first block's number.
+    pub block0: u64,
+    /// The fixed `.idx` entries of its blocks, `entry_len` bytes each.
+    pub blocks: Vec<u8>,
+    /// Bytes of each entry (32 or 56).
+    pub entry_len: u32,
+    /// The rows of its blocks.
+    pub rows: Rows,
+    /// Where the `.idx` entry after its last block starts.
+    pub idx_next: u64,
+    /// The last segment of a finished file: the capture (its length goes
+    /// into the header).
+    pub last_of: Option<PathBuf>,
+    /// The capture's link type.
+    pub linktype: u32,
+}
+
+/// A sorted table being written in pages (see the module docs of `keys`).
+struct Paged {
+    width: usize,
+    host: bool,
+    data: Vec<u8>,
+    fences: Vec<u128>,
+    page: Vec<u8>,
+    /// The open group: key, records, their count, the last block.
+    gkey: Option<u128>,
+    grecs: Vec<u8>,
+    gn: u64,
+    glast: u32,
+    rec: Vec<u8>,
+    records: u64,
+    keys: u64,
+}
+
+fn var_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+impl Paged {
+    fn new(width: usize, host: bool) -> Self {
+        Paged {
+            width,
+            host,
+            data: Vec::new(),
+            fences: Vec::new(),
+            page: vec![0, 0],
+            gkey: None,
+            grecs: Vec::new(),
+            gn: 0,
+            glast: 0,
+            rec: Vec::new(),
+            records: 0,
+            keys: 0,
+        }
+    }
+
+    /// Adds a record (keys ascending; within a key, blocks ascending).
+    fn push(&mut self, key: u128, block: u32, first: u32, span: u32, frames: u32, payload: &[u8]) {
+        if self.gkey != Some(key) {
+            self.close_group();
+            self.gkey = Some(key);
+            self.keys += 1;
+        }
+        loop {
+            self.rec.clear();
+            let delta = if self.gn == 0 {
+                block
+            } else {
+                block - self.glast
+            };
+            put_record(&mut self.rec, delta, first, span, frames);
+            self.rec.extend_from_slice(payload);
+            let hdr = self.width + var_len(self.gn + 1);
+            if self.page.len() + hdr + self.grecs.len() + self.rec.len() <= PAGE {
+                self.grecs.extend_from_slice(&self.rec);
+                self.gn += 1;
+                self.glast = block;
+                self.records += 1;
+                return;
+            }
+            assert!(
+                self.gn > 0 || self.page.len() > 2,
+                "a record larger than a page"
+            );
+            self.close_group();
+            self.close_page();
+            self.gkey = Some(key);
+        }
+    }
+
+    fn close_group(&mut self) {
+        let Some(k) = self.gkey.take() else { return };
+        if self.gn == 0 {
+            return;
+        }
+        if self.page.len() == 2 {
+            self.fences.push(k);
+        }
+        put_key(&mut self.page, k, self.width);
+        put_var(&mut self.page, self.gn);
+        self.page.extend_from_slice(&self.grecs);
+        self.grecs.clear();
+        self.gn = 0;
+    }
+
+    fn close_page(&mut self) {
+        if self.page.len() <= 2 {
+            return;
+        }
+        let used = self.page.len() as u16;
+        self.page[..2].copy_from_slice(&used.to_le_bytes());
+        self.page.resize(PAGE, 0);
+        self.data.extend_from_slice(&self.page);
+        self.page.clear();
+        self.page.extend_from_slice(&[0, 0]);
+    }
+
+    /// The section's pages (data, then fence levels) and its shape.
+    fn finish(mut self) -> (Vec<u8>, Section) {
+        self.close_group();
+        self.close_page();
+        let _ = self.host;
+        let pages = (self.data.len() / PAGE) as u32;
+        let mut s = Section {
+            pages,
+            records: self.records,
+            keys: self.keys,
+            ..Section::default()
+        };
+        let mut out = self.data;
+        if pages > 1 {
+            let fanout = PAGE / self.width;
+            let mut level: Vec<u128> = self.fences;
+            loop {
+                let n = level.len().div_ceil(fanout);
+                let mut next = Vec::with_capacity(n);
+                for chunk in level.chunks(fanout) {
+                    next.push(chunk[0]);
+                    let mut p = Vec::with_capacity(PAGE);
+                    for &k in chunk {
+                        put_key(&mut p, k, self.width);
+                    }
+                    p.resize(PAGE, 0);
+                    out.extend_from_slice(&p);
+                }
+                s.level_pages[s.levels as usize] = n as u32;
+                s.levels += 1;
+                if n <= 1 || s.levels as usize == MAX_LEVELS {
+                    break;
+                }
+                level = next;
+            }
+        }
+        (out, s)
+    }
+}
+
+/// A row of the segment, by list and position (bit 31: `Rows::keys`).
+#[derive(Clone, Copy)]
+struct RowRef(u32);
+
+const KEYS_ROW: u32 = 1 << 31;
+
+fn row_keys(rows: &Rows, r: RowRef) -> (FrameKeys, u32, u32, u32, u32) {
+    if r.0 & KEYS_ROW == 0 {
+        let x = &rows.sig[r.0 as usize];
+        (
+            FrameKeys::from_sig(x.sig),
+            x.block,
+            x.first,
+            x.last,
+            x.frames,
+        )
+    } else {
+        let x = &rows.keys[(r.0 & !KEYS_ROW) as usize];
+        (x.keys, x.block, x.first, x.last, x.frames)
+    }
+}
+
+fn all_rows(rows: &Rows) -> impl Iterator<Item = RowRef> + '_ {
+    (0..rows.sig.len() as u32)
+        .map(RowRef)
+        .chain((0..rows.keys.len() as u32).map(|i| RowRef(i | KEYS_ROW)))
+}
+
+/// Hull postings of one kind: (key, block) → first, last, frames.
+fn hull_section(
+    rows: &Rows,
+    block0: u32,
+    width: usize,
+    keys_of: impl Fn(&FrameKeys, &mut Vec<u128>),
+) -> (Vec<u8>, Section) {
+    let mut v: Vec<(u128, u32, u32, u32, u32)> = Vec::new();
+    let mut ks = Vec::with_capacity(4);
+    for r in all_rows(rows) {
+        let (k, block, first, last, frames) = row_keys(rows, r);
+        ks.clear();
+        keys_of(&k, &mut ks);
+        ks.sort_unstable();
+        ks.dedup();
+        for &key in &ks {
+            v.push((key, block - block0, first, last, frames));
+        }
+    }
+    v.sort_unstable_by_key(|x| (x.0, x.1));
+    let mut p = Paged::new(width, false);
+    let mut i = 0;
+    while i < v.len() {
+        let (key, block, mut first, mut last, mut frames) = v[i];
+        i += 1;
+        while i < v.len() && v[i].0 == key && v[i].1 == block {
+            first = first.min(v[i].2);
+            last = last.max(v[i].3);
+            frames = frames.saturating_add(v[i].4);
+            i += 1;
+        }
+        p.push(key, block, first, last - first, frames, &[]);
+    }
+    p.finish()
+}
+
+/// Host records of one family: one per (address, row).
+fn host_section(rows: &Rows, block0: u32, v6: bool) -> (Vec<u8>, Section) {
+    let mut v: Vec<(u128, u32, u32, RowRef)> = Vec::new();
+    for r in all_rows(rows) {
+        let (k, block, first, _, _) = row_keys(rows, r);
+        if v6 {
+            let a = k.ip6();
+            for (i, &x) in a.iter().enumerate() {
+                if !a[..i].contains(&x) {
+                    v.push((x, block - block0, first, r));
+                }
+            }
+        } else {
+            let a = k.ip4();
+            for (i, &x) in a.iter().enumerate() {
+                if !a[..i].contains(&x) {
+                    v.push((x as u128, block - block0, first, r));
+                }
+            }
+        }
+    }
+    v.sort_unstable_by_key(|x| (x.0, x.1, x.2));
+    let mut p = Paged::new(if v6 { 16 } else { 4 }, true);
+    let mut payload = Vec::with_capacity(64);
+    for &(addr, block, _, r) in &v {
+        let (k, _, first, last, frames) = row_keys(rows, r);
+        payload.clear();
+        let me = if v6 {
+            Me::V6(addr)
+        } else {
+            Me::V4(addr as u32)
+        };
+        put_payload(&mut payload, &k, me);
+        p.push(addr, block, first, last - first, frames, &payload);
+    }
+    p.finish()
+}
+
+/// The bytes of a segment: its header page and sections.
+pub fn build_segment(input: &SegmentInput) -> Vec<u8> {
+    let el = input.entry_len as usize;
+    let nblocks = input.blocks.len().checked_div(el).unwrap_or(0) as u64;
+    let rd = |i: usize, o: usize| {
+        u64::from_le_bytes(input.blocks[i * el + o..i * el + o + 8].try_into().unwrap())
+    };
+    let (mut first_ns, mut last_ns, mut frames) = (0, 0, 0);
+    if nblocks > 0 {
+        first_ns = rd(0, 8);
+        last_ns = rd(nblocks as usize - 1, 16);
+        frames = (0..nblocks as usize).map(|i| rd(i, 24)).sum();
+    }
+    let b0 = input.block0 as u32;
+    let rows = &input.rows;
+    let mut h = SegmentHeader {
+        flags: if input.last_of.is_some() { F_FINAL } else { 0 },
+        block0: input.block0,
+        nblocks,
+        first_ns,
+        last_ns,
+        frames,
+        rows: rows.len() as u64,
+        idx_next: input.idx_next,
+        capture_len: input
+            .last_of
+            .as_ref()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map_or(0, |m| m.len()),
+        entry_len: input.entry_len,
+        linktype: input.linktype,
+        ..SegmentHeader::default()
+    };
+    let mut out = vec![0u8; PAGE];
+    let put = |out: &mut Vec<u8>, bytes: &[u8], mut s: Section| {
+        s.offset = out.len() as u64;
+        out.extend_from_slice(bytes);
+        out.resize(out.len().div_ceil(PAGE) * PAGE, 0);
+        s
+    };
+    let blocks = Section {
+        pages: input.blocks.len().div_ceil(PAGE) as u32,
+        records: nblocks,
+        ..Section::default()
+    };
+    h.sections[S_BLOCKS] = put(&mut out, &input.blocks, blocks);
+    let (b, s) = host_section(rows, b0, false);
+    h.sections[S_HOST4] = put(&mut out, &b, s);
+    let (b, s) = host_section(rows, b0, true);
+    h.sections[S_HOST6] = put(&mut out, &b, s);
+    let (b, s) = hull_section(rows, b0, 2, |k, v| {
+        v.extend(k.ports().iter().map(|&p| p as u128))
+    });
+    h.sections[S_PORT] = put(&mut out, &b, s);
+    let (b, s) = hull_section(rows, b0, 3, |k, v| {
+        v.extend(
+            k.ether_types()
+                .iter()
+                .map(|&e| (K_ETHERTYPE as u128) << 16 | e as u128),
+        );
+        v.extend(
+            k.vlans()
+                .iter()
+                .map(|&e| (K_VLAN as u128) << 16 | e as u128),
+        );
+        v.extend(k.proto().map(|p| (K_PROTO as u128) << 16 | p as u128));
+    });
+    h.sections[S_OTHER] = put(&mut out, &b, s);
+    h.seg_len = out.len() as u64;
+    out[..PAGE].copy_from_slice(&h.encode());
+    out
+}
+
+/// Builds `input`'s segment and appends it to its `.kdx` (made anew for a
+/// file's first segment; synced for its last).
+fn write_segment(input: &SegmentInput) -> Result<(), StorageError> {
+    let bytes = build_segment(input);
+    let mut o = std::fs::OpenOptions::new();
+    if input.first {
+        o.write(true).create(true).truncate(true);
+    } else {
+        o.append(true);
+    }
+    let mut f = o
+        .open(&input.path)
+        .map_err(|e| StorageError::from_write(&input.path, e))?;
+    f.write_all(&bytes)
+        .map_err(|e| StorageError::from_write(&input.path, e))?;
+    if input.last_of.is_some() {
+        f.sync_data()
+            .map_err(|e| StorageError::from_write(&input.path, e))?;
+    }
+    Ok(())
+}
+
+/// What a file's segments went through, shared with the builder.
+#[derive(Debug, Default)]
+struct Shared {
+    segments: AtomicU64,
+    error: Mutex<Option<String>>,
+}
+
+enum Job {
+    Segment {
+        input: Box<SegmentInput>,
+        shared: Arc<Shared>,
+        recycle: Sender<Rows>,
+    },
+    Barrier(SyncSender<()>),
+}
+
+/// The store's key index builder: one thread, at a low priority, building
+/// and appending segments in the order they come (see the module docs of
+/// `keys`). Dropping the last handle ends the thread once its queue is done.
+pub struct Builder {
+    tx: Mutex<Option<SyncSender<Job>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Segments built.
+    pub built: AtomicU64,
+    /// Nanoseconds of CPU the thread spent building (its own clock).
+    pub cpu_ns: AtomicU64,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("built", &self.built.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Builder {
+    /// Starts the thread.
+    pub fn start() -> std::io::Result<Arc<Builder>> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(BUILD_QUEUE);
+        let b = Arc::new(Builder {
+            tx: Mutex::new(Some(tx)),
+            thread: Mutex::new(None),
+            built: AtomicU64::new(0),
+            cpu_ns: AtomicU64::new(0),
+        });
+        let me = Arc::downgrade(&b);
+        let h = std::thread::Builder::new()
+            .name("wt-keys".into())
+            .spawn(move || run(rx, me))?;
+        *b.thread.lock().expect("builder") = Some(h);
+        Ok(b)
+    }
+
+    fn submit(&self, job: Job, wait: bool) -> Result<(), Job> {
+        let tx = self.tx.lock().expect("builder").clone();
+        let Some(tx) = tx else { return Err(job) };
+        if wait {
+            return tx.send(job).map_err(|e| e.0);
+        }
+        match tx.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(j)) | Err(TrySendError::Disconnected(j)) => Err(j),
+        }
+    }
+
+    /// Waits for every segment queued so far, then ends the thread.
+    pub fn shutdown(&self) {
+        self.tx.lock().expect("builder").take();
+        if let Some(h) = self.thread.lock().expect("builder").take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Builder {
+    fn drop(&mut self) {
+        if let Ok(mut t) = self.tx.lock() {
+            t.take();
+        }
+        // The thread holds no strong handle: it ends with the channel.
+    }
+}
+
+fn run(rx: Receiver<Job>, me: std::sync::Weak<Builder>) {
+    crate::sys::lower_priority();
+    while let Ok(job) = rx.recv() {
+        match job {
+            Job::Segment {
+                mut input,
+                shared,
+                recycle,
+            } => {
+                let t0 = crate::sys::thread_cpu_ns();
+                match write_segment(&input) {
+                    Ok(()) => {
+                        shared.segments.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        let mut err = shared.error.lock().expect("key index");
+                        err.get_or_insert(e.to_string());
+                    }
+                }
+                if let Some(b) = me.upgrade() {
+                    b.built.fetch_add(1, Ordering::Relaxed);
+                    b.cpu_ns
+                        .fetch_add(crate::sys::thread_cpu_ns() - t0, Ordering::Relaxed);
+                }
+                let mut rows = std::mem::take(&mut input.rows);
+                rows.clear();
+                let _ = recycle.send(rows);
+            }
+            Job::Barrier(d) => {
+                let _ = d.send(());
+            }
+        }
+    }
+}
+
+/// One file's key index on the writer's side: the blocks of the segment
+/// being gathered, and the cut (see the module docs of `keys`). Used by
+/// [`crate::index::IndexWriter`]; its rows are in the writer's collector.
+pub struct KeyWriter {
+    path: PathBuf,
+    capture: PathBuf,
+    builder: Option<Arc<Builder>>,
+    wait: bool,
+    shared: Arc<Shared>,
+    recycle_tx: Sender<Rows>,
+    recycle_rx: Receiver<Rows>,
+    first: bool,
+    block0: u64,
+    blocks: Vec<u8>,
+    nblocks: u64,
+    entry_len: u32,
+    linktype: u32,
+    idx_pos: u64,
+    budget: usize,
+    /// Blocks whose segment was dropped (the builder was behind).
+    pub dropped_blocks: u64,
+    /// Segments handed over (or built here).
+    pub segments: u64,
+}
+
+impl std::fmt::Debug for KeyWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyWriter")
+            .field("path", &self.path)
+            .field("block0", &self.block0)
+            .field("nblocks", &self.nblocks)
+            .finish()
+    }
+}
+
+impl KeyWriter {
+    /// The key index of `capture`, built by `builder` (None: on the calling
+    /// thread, at each cut); `wait`: block when the builder's queue is full
+    /// instead of dropping the segment.
+    pub fn new(
+        capture: &Path,
+        builder: Option<Arc<Builder>>,
+        wait: bool,
+        entry_len: u32,
+        linktype: u32,
+    ) -> KeyWriter {
+        let path = path_for(capture);
+        let (recycle_tx, recycle_rx) = std::sync::mpsc::channel();
+        KeyWriter {
+            path,
+            capture: capture.to_owned(),
+            builder,
+            wait,
+            shared: Arc::new(Shared::default()),
+            recycle_tx,
+            recycle_rx,
+            first: true,
+            block0: 0,
+            blocks: Vec::new(),
+            nblocks: 0,
+            entry_len,
+            linktype,
+            idx_pos: crate::index::HEADER_LEN as u64,
+            budget: ROWS_BUDGET,
+            dropped_blocks: 0,
+            segments: 0,
+        }
+    }
+
+    /// Writes to `path` instead of `<capture>.kdx` (a rebuild's temporary).
+    pub fn to_path(mut self, path: PathBuf) -> Self {
+        self.path = path;
+        self
+    }
+
+    /// Cuts segments at `rows` rows (tests, and the rebuild).
+    pub fn with_budget(mut self, rows: usize) -> Self {
+        self.budget = rows.max(1);
+        self
+    }
+
+    /// The `.kdx` being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The first error of a segment write, if any.
+    pub fn error(&self) -> Option<String> {
+        self.shared.error.lock().expect("key index").clone()
+    }
+
+    /// The `.idx` entry of the next block went out (its fixed part
+    /// `fixed`), and the `.idx` is now `idx_len` bytes long. Cuts a segment
+    /// when the rows are over budget.
+    pub fn entry_written(&mut self, fixed: &[u8], idx_len: u64, col: &mut FlowCollector) {
+        self.blocks.extend_from_slice(fixed);
+        self.nblocks += 1;
+        self.idx_pos = idx_len;
+        let over = col.rows().is_some_and(|r| r.len() >= self.budget);
+        if over || self.nblocks >= BLOCKS_BUDGET {
+            self.cut(col, None);
+        }
+    }
+
+    /// Hands the segment gathered so far over (`last_of`: the final one,
+    /// always waited for: it is cut on the thread closing the file).
+    fn cut(&mut self, col: &mut FlowCollector, last_of: Option<PathBuf>) {
+        if self.nblocks == 0 && last_of.is_none() {
+            return;
+        }
+        let mut rows = self.recycle_rx.try_recv().unwrap_or_default();
+        col.take_rows(&mut rows);
+        // Rows of blocks not in the segment (entries still on their way)
+        // go back to the collector.
+        let end = (self.block0 + self.nblocks) as u32;
+        col.give_back_rows_from(end, &mut rows);
+        let wait = self.wait || last_of.is_some();
+        let input = Box::new(SegmentInput {
+            path: self.path.clone(),
+            first: self.first,
+            block0: self.block0,
+            blocks: std::mem::take(&mut self.blocks),
+            entry_len: self.entry_len,
+            rows,
+            idx_next: self.idx_pos,
+            last_of,
+            linktype: self.linktype,
+        });
+        let nblocks = self.nblocks;
+        self.block0 += self.nblocks;
+        self.nblocks = 0;
+        let Some(b) = &self.builder else {
+            // No builder: here and now (a rebuild, or a writer used alone).
+            if let Err(e) = write_segment(&input) {
+                self.note_error(e);
+            }
+            self.first = false;
+            self.segments += 1;
+            self.recycle(input);
+            return;
+        };
+        let job = Job::Segment {
+            input,
+            shared: self.shared.clone(),
+            recycle: self.recycle_tx.clone(),
+        };
+        match b.submit(job, wait) {
+            Ok(()) => {
+                self.first = false;
+                self.segments += 1;
+            }
+            // The builder is behind: this segment's blocks go unindexed.
+            Err(Job::Segment { input, .. }) => {
+                self.dropped_blocks += nblocks;
+                self.recycle(input);
+            }
+            Err(Job::Barrier(_)) => {}
+        }
+    }
+
+    fn recycle(&self, mut input: Box<SegmentInput>) {
+        let mut r = std::mem::take(&mut input.rows);
+        r.clear();
+        let _ = self.recycle_tx.send(r);
+    }
+
+    fn note_error(&self, e: StorageError) {
+        self.shared
+            .error
+            .lock()
+            .expect("key index")
+            .get_or_insert(e.to_string());
+    }
+
+    /// The file is finished: its last segment, waited for.
+    pub fn finish(mut self, col: &mut FlowCollector) -> Result<KeyReport, StorageError> {
+        let capture = self.capture.clone();
+        self.cut(col, Some(capture));
+        self.wait_done();
+        let report = KeyReport {
+            segments: self.segments,
+            dropped_blocks: self.dropped_blocks,
+        };
+        match self.error() {
+            Some(e) => Err(StorageError::Write {
+                path: self.path.clone(),
+                source: std::io::Error::other(e),
+            }),
+            None => Ok(report),
+        }
+    }
+
+    /// Waits until the builder is done with this file's segments (those
+    /// handed over so far).
+    pub fn wait_done(&self) {
+        if let Some(b) = &self.builder {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            if b.submit(Job::Barrier(tx), true).is_ok() {
+                let _ = rx.recv();
+            }
+        }
+    }
+}
+
+/// What a file's key index came to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyReport {
+    /// Segments written.
+    pub segments: u64,
+    /// Blocks left out (the builder was behind when their segment was due).
+    pub dropped_blocks: u64,
+}
+
+/// Writes the key index of `capture` from its rows as `walk` meets them:
+/// used by [`crate::index::rebuild_with`], which walks the file once for
+/// both indexes. Returns the writer to feed (entry by entry) and finish.
+pub fn rebuild_file(capture: &Path, entry_len: u32, linktype: u32) -> KeyWriter {
+    let tmp = {
+        let mut p = path_for(capture).into_os_string();
+        p.push(".tmp");
+        PathBuf::from(p)
+    };
+    KeyWriter::new(capture, None, true, entry_len, linktype).to_path(tmp)
+}

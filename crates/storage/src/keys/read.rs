@@ -1,0 +1,556 @@
+//! Reading the key index: [`KeyIndex`] (its segments), block entries by
+//! number, and a filter's [`Needs`] answered as [`Hit`]s.
+
+use super::*;
+use crate::index::Entry;
+use crate::StorageError;
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use wiretape_filter::flow::{FrameKeys, Key};
+
+/// One segment of a `.kdx`: where it starts in the file, and its header.
+#[derive(Clone, Debug)]
+pub struct Segment {
+    /// Byte offset of its header page in the `.kdx`.
+    pub at: u64,
+    /// Its header.
+    pub header: SegmentHeader,
+}
+
+impl Segment {
+    /// The blocks it covers (numbers among the file's `.idx` entries).
+    pub fn blocks(&self) -> std::ops::Range<u64> {
+        self.header.block0..self.header.block0 + self.header.nblocks
+    }
+}
+
+/// A place that may hold a frame the filter accepts: in block `block`, the
+/// records starting from `first` to `last` bytes after the block's first
+/// record (both inclusive: `last` is where the last such record starts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Hit {
+    /// The block (its number among the file's `.idx` entries).
+    pub block: u64,
+    /// Offset of the first record, from the block's first record.
+    pub first: u32,
+    /// Offset of the last record, likewise.
+    pub last: u32,
+    /// Frames of the place that may match (a bound: frames of rows
+    /// holding every key of an alternative, or the fewest frames of any of
+    /// its keys in the block).
+    pub frames: u64,
+}
+
+/// An open `.kdx`.
+#[derive(Debug)]
+pub struct KeyIndex {
+    path: PathBuf,
+    file: File,
+    len: u64,
+    segments: Vec<Segment>,
+    read: std::cell::Cell<u64>,
+}
+
+/// A posting of a hull section: block (segment-relative), first, last, frames.
+#[derive(Clone, Copy, Debug)]
+struct Posting {
+    block: u32,
+    first: u32,
+    last: u32,
+    frames: u32,
+}
+
+impl KeyIndex {
+    /// Opens the key index of `capture` and reads its segment headers.
+    /// None: there is none. Segments are taken in order while they follow
+    /// each other (blocks consecutive, none after a final one); a torn or
+    /// foreign tail ends the list.
+    pub fn open(capture: &Path) -> Result<Option<KeyIndex>, StorageError> {
+        let path = path_for(capture);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(StorageError::Read { path, source }),
+        };
+        crate::sys::advise_random(&file);
+        let len = file
+            .metadata()
+            .map_err(|source| StorageError::Read {
+                path: path.clone(),
+                source,
+            })?
+            .len();
+        let k = KeyIndex {
+            path,
+            file,
+            len,
+            segments: Vec::new(),
+            read: std::cell::Cell::new(0),
+        };
+        Ok(Some(k.with_segments()))
+    }
+
+    fn with_segments(mut self) -> Self {
+        let mut at = 0u64;
+        let mut next_block = 0u64;
+        let mut page = vec![0u8; PAGE];
+        while at + PAGE as u64 <= self.len {
+            if self.read_at(&mut page, at).is_err() {
+                break;
+            }
+            let Some(h) = SegmentHeader::decode(&page) else {
+                break;
+            };
+            if at + h.seg_len > self.len || h.block0 < next_block {
+                break;
+            }
+            next_block = h.block0 + h.nblocks;
+            let last = h.is_final();
+            at += h.seg_len;
+            self.segments.push(Segment {
+                at: at - h.seg_len,
+                header: h,
+            });
+            if last {
+                break;
+            }
+        }
+        self
+    }
+
+    /// The `.kdx`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its segments, in block order (there may be gaps between them: a
+    /// segment the builder could not take in time).
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// Whether it is complete for a finished capture of `capture_len` bytes:
+    /// segments from block 0 without gaps up to a final one that was
+    /// written for a capture of that length.
+    pub fn complete_for(&self, capture_len: u64) -> bool {
+        let mut next = 0;
+        for s in &self.segments {
+            if s.header.block0 != next {
+                return false;
+            }
+            next += s.header.nblocks;
+        }
+        self.segments
+            .last()
+            .is_some_and(|s| s.header.is_final() && s.header.capture_len == capture_len)
+    }
+
+    /// Bytes read from the `.kdx` so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.read.get()
+    }
+
+    fn read_at(&self, buf: &mut [u8], at: u64) -> Result<(), StorageError> {
+        self.file
+            .read_exact_at(buf, at)
+            .map_err(|source| StorageError::Read {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.read.set(self.read.get() + buf.len() as u64);
+        Ok(())
+    }
+
+    fn corrupt(&self, seg: &Segment, why: &str) -> StorageError {
+        StorageError::Corrupt {
+            path: self.path.clone(),
+            offset: seg.at,
+            why: format!("key index segment: {why}; `wiretape index --force` rebuilds it"),
+        }
+    }
+
+    /// Reads `pages` pages of a section from its page `p0` on.
+    fn pages(&self, seg: &Segment, off: u64, p0: u64, n: u64) -> Result<Vec<u8>, StorageError> {
+        let at = seg.at + off + p0 * PAGE as u64;
+        let len = n * PAGE as u64;
+        if at + len > seg.at + seg.header.seg_len {
+            return Err(self.corrupt(seg, "a page beyond the segment"));
+        }
+        let mut b = vec![0u8; len as usize];
+        self.read_at(&mut b, at)?;
+        Ok(b)
+    }
+
+    /// The entries of blocks `range` (segment-relative) of `seg`, without
+    /// flow sets.
+    pub fn entries(
+        &self,
+        seg: &Segment,
+        range: std::ops::Range<u64>,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let h = &seg.header;
+        let el = h.entry_len as u64;
+        let range = range.start.min(h.nblocks)..range.end.min(h.nblocks);
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let s = &h.sections[S_BLOCKS];
+        let (a, b) = (range.start * el, range.end * el);
+        let p0 = a / PAGE as u64;
+        let p1 = b.div_ceil(PAGE as u64);
+        let bytes = self.pages(seg, s.offset, p0, p1 - p0)?;
+        let base = (a - p0 * PAGE as u64) as usize;
+        let mut out = Vec::with_capacity((range.end - range.start) as usize);
+        for i in 0..(range.end - range.start) as usize {
+            let e = &bytes[base + i * el as usize..base + (i + 1) * el as usize];
+            out.push(crate::index::Entry::from_fixed(e));
+        }
+        Ok(out)
+    }
+
+    /// The entries of `blocks` (segment-relative, ascending, each below
+    /// the segment's count) of `seg`, in that order: only the pages that
+    /// hold them are read.
+    pub fn entries_at(&self, seg: &Segment, blocks: &[u64]) -> Result<Vec<Entry>, StorageError> {
+        let h = &seg.header;
+        let el = h.entry_len as u64;
+        let s = &h.sections[S_BLOCKS];
+        let page_of = |b: u64| b * el / PAGE as u64;
+        let mut out = Vec::with_capacity(blocks.len());
+        let mut i = 0;
+        while i < blocks.len() {
+            // A run of blocks whose pages touch.
+            let p0 = page_of(blocks[i]);
+            let mut j = i + 1;
+            while j < blocks.len() && page_of(blocks[j]) <= page_of(blocks[j - 1] + 1) + 1 {
+                j += 1;
+            }
+            let last = blocks[j - 1];
+            if last >= h.nblocks || (j > i + 1 && blocks[j - 1] < blocks[j - 2]) {
+                return Err(self.corrupt(seg, "a block beyond the segment"));
+            }
+            let p1 = ((last + 1) * el).div_ceil(PAGE as u64);
+            let bytes = self.pages(seg, s.offset, p0, p1 - p0)?;
+            for &b in &blocks[i..j] {
+                let o = (b * el - p0 * PAGE as u64) as usize;
+                out.push(Entry::from_fixed(&bytes[o..o + el as usize]));
+            }
+            i = j;
+        }
+        Ok(out)
+    }
+
+    /// The entry of block `block` (a file-wide number) if a segment has it.
+    pub fn entry(&self, block: u64) -> Result<Option<Entry>, StorageError> {
+        let Some(seg) = self.segments.iter().find(|s| s.blocks().contains(&block)) else {
+            return Ok(None);
+        };
+        let b = block - seg.header.block0;
+        Ok(self.entries(seg, b..b + 1)?.pop())
+    }
+
+    /// The data pages of section `sec` of `seg` that may hold keys in
+    /// `lo..=hi`, found through its fence levels: (first page, last page).
+    fn page_range(
+        &self,
+        seg: &Segment,
+        sec: usize,
+        lo: u128,
+        hi: u128,
+    ) -> Result<Option<(u64, u64)>, StorageError> {
+        let s = &seg.header.sections[sec];
+        let w = KEY_WIDTH[sec];
+        if s.pages == 0 || w == 0 {
+            return Ok(None);
+        }
+        if s.levels == 0 {
+            return Ok(Some((0, 0)));
+        }
+        let fanout = (PAGE / w) as u64;
+        let levels = s.levels as usize;
+        // Page offsets of each level: data first, then level 1, 2...
+        let mut level_at = [0u64; MAX_LEVELS];
+        let mut at = s.pages as u64;
+        for (l, la) in level_at.iter_mut().enumerate().take(levels) {
+            *la = at;
+            at += s.level_pages[l] as u64;
+        }
+        let mut range = (0u64, 0u64);
+        for l in (0..levels).rev() {
+            let below = if l == 0 {
+                s.pages as u64
+            } else {
+                s.level_pages[l - 1] as u64
+            };
+            let bytes = self.pages(seg, s.offset, level_at[l] + range.0, range.1 - range.0 + 1)?;
+            let first_item = range.0 * fanout;
+            let n = (((range.1 + 1) * fanout).min(below)).saturating_sub(first_item) as usize;
+            if n == 0 || n * w > bytes.len() {
+                return Err(self.corrupt(seg, "a fence level shorter than the level below"));
+            }
+            let key = |i: usize| key_from(&bytes[i * w..(i + 1) * w]);
+            let a = partition(n, |i| key(i) < lo).saturating_sub(1);
+            let b = partition(n, |i| key(i) <= hi).saturating_sub(1).max(a);
+            range = (first_item + a as u64, first_item + b as u64);
+        }
+        if range.1 >= s.pages as u64 {
+            return Err(self.corrupt(seg, "a fence beyond the data"));
+        }
+        Ok(Some(range))
+    }
+
+    /// Walks the records of keys `lo..=hi` in section `sec` of `seg`:
+    /// `each(key, block, first, span, frames, payload bytes, at)`.
+    fn scan(
+        &self,
+        seg: &Segment,
+        sec: usize,
+        lo: u128,
+        hi: u128,
+        each: &mut dyn FnMut(u128, Posting, &[u8], &mut usize) -> Option<()>,
+    ) -> Result<(), StorageError> {
+        let Some((p0, p1)) = self.page_range(seg, sec, lo, hi)? else {
+            return Ok(());
+        };
+        let s = seg.header.sections[sec];
+        let w = KEY_WIDTH[sec];
+        let bytes = self.pages(seg, s.offset, p0, p1 - p0 + 1)?;
+        let bad = || self.corrupt(seg, "a data page does not parse");
+        for page in bytes.chunks_exact(PAGE) {
+            let used = u16::from_le_bytes([page[0], page[1]]) as usize;
+            if !(2..=PAGE).contains(&used) {
+                return Err(bad());
+            }
+            let page = &page[..used];
+            let mut at = 2;
+            while at < used {
+                let key = key_from(page.get(at..at + w).ok_or_else(bad)?);
+                at += w;
+                let n = get_var(page, &mut at).ok_or_else(bad)?;
+                if key > hi {
+                    return Ok(());
+                }
+                let mut block = 0u32;
+                for i in 0..n {
+                    let (d, f, sp, fr) = get_record(page, &mut at).ok_or_else(bad)?;
+                    let v = [d, f, sp, fr];
+                    let delta = u32::try_from(v[0]).map_err(|_| bad())?;
+                    block = if i == 0 {
+                        delta
+                    } else {
+                        block.checked_add(delta).ok_or_else(bad)?
+                    };
+                    let first = u32::try_from(v[1]).map_err(|_| bad())?;
+                    let last = u32::try_from(v[1] + v[2]).map_err(|_| bad())?;
+                    let p = Posting {
+                        block,
+                        first,
+                        last,
+                        frames: u32::try_from(v[3]).unwrap_or(u32::MAX),
+                    };
+                    if key >= lo {
+                        each(key, p, page, &mut at).ok_or_else(bad)?;
+                    } else if sec == S_HOST4 || sec == S_HOST6 {
+                        // Skip the payload of a record not wanted.
+                        let me = if sec == S_HOST4 {
+                            Me::V4(key as u32)
+                        } else {
+                            Me::V6(key)
+                        };
+                        get_payload(page, &mut at, me).ok_or_else(bad)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows of host `key` (an Ip4 or Ip6 key) in `seg`: postings and
+    /// their keys.
+    fn host_rows(
+        &self,
+        seg: &Segment,
+        key: &Key,
+    ) -> Result<Vec<(Posting, FrameKeys)>, StorageError> {
+        let (sec, k, me) = match *key {
+            Key::Ip4(a) => (S_HOST4, a as u128, Me::V4(a)),
+            Key::Ip6(a) => (S_HOST6, a, Me::V6(a)),
+            _ => return Ok(Vec::new()),
+        };
+        let mut out = Vec::new();
+        self.scan(seg, sec, k, k, &mut |_, p, page, at| {
+            let keys = get_payload(page, at, me)?;
+            out.push((p, keys));
+            Some(())
+        })?;
+        Ok(out)
+    }
+
+    /// The hull postings of `key` (a port, EtherType, VLAN or protocol) in
+    /// `seg`, by block.
+    fn postings(&self, seg: &Segment, key: &Key) -> Result<Vec<Posting>, StorageError> {
+        let (sec, k) = match *key {
+            Key::Port(p) => (S_PORT, p as u128),
+            Key::EtherType(e) => (S_OTHER, (K_ETHERTYPE as u128) << 16 | e as u128),
+            Key::Vlan(v) => (S_OTHER, (K_VLAN as u128) << 16 | v as u128),
+            Key::Proto(p) => (S_OTHER, (K_PROTO as u128) << 16 | p as u128),
+            Key::Ip4(_) | Key::Ip6(_) => {
+                // A host's hull per block, from its rows.
+                let mut v: Vec<Posting> =
+                    self.host_rows(seg, key)?.into_iter().map(|r| r.0).collect();
+                v.sort_unstable_by_key(|p| p.block);
+                let mut out: Vec<Posting> = Vec::new();
+                for p in v {
+                    match out.last_mut() {
+                        Some(l) if l.block == p.block => {
+                            l.first = l.first.min(p.first);
+                            l.last = l.last.max(p.last);
+                            l.frames = l.frames.saturating_add(p.frames);
+                        }
+                        _ => out.push(p),
+                    }
+                }
+                return Ok(out);
+            }
+        };
+        let mut out = Vec::new();
+        self.scan(seg, sec, k, k, &mut |_, p, _, _| {
+            out.push(p);
+            Some(())
+        })?;
+        Ok(out)
+    }
+
+    /// Where in `seg` a frame that `needs` asks for may be: for each
+    /// alternative, the rows of one of its hosts that hold all of its keys
+    /// (exact per row), or, without a host, the blocks where every one of
+    /// its keys is, each cut to where all of their frames overlap. Sorted by
+    /// block and offset; hits of several alternatives may overlap.
+    pub fn select(&self, seg: &Segment, needs: &Needs) -> Result<Vec<Hit>, StorageError> {
+        let b0 = seg.header.block0;
+        let mut out = Vec::new();
+        let mut hosts: HashMap<Key, Vec<(Posting, FrameKeys)>> = HashMap::new();
+        let mut hulls: HashMap<Key, Vec<Posting>> = HashMap::new();
+        for alt in needs.alternatives() {
+            if let Some(h) = alt.iter().find(|k| matches!(k, Key::Ip4(_) | Key::Ip6(_))) {
+                if !hosts.contains_key(h) {
+                    let rows = self.host_rows(seg, h)?;
+                    hosts.insert(*h, rows);
+                }
+                for (p, keys) in &hosts[h] {
+                    if alt.iter().all(|k| keys.holds(k)) {
+                        out.push(Hit {
+                            block: b0 + p.block as u64,
+                            first: p.first,
+                            last: p.last,
+                            frames: p.frames as u64,
+                        });
+                    }
+                }
+                continue;
+            }
+            // No host: intersect the keys' hulls block by block.
+            let mut acc: Option<Vec<Posting>> = None;
+            for k in alt {
+                if !hulls.contains_key(k) {
+                    let p = self.postings(seg, k)?;
+                    hulls.insert(*k, p);
+                }
+                let next = &hulls[k];
+                acc = Some(match acc {
+                    None => next.clone(),
+                    Some(a) => intersect(&a, next),
+                });
+                if acc.as_ref().is_some_and(Vec::is_empty) {
+                    break;
+                }
+            }
+            for p in acc.unwrap_or_default() {
+                out.push(Hit {
+                    block: b0 + p.block as u64,
+                    first: p.first,
+                    last: p.last,
+                    frames: p.frames as u64,
+                });
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// Every key of `seg` by block: (block, key) pairs of hosts, ports,
+    /// EtherTypes, VLANs and protocols (the fleet table's exact lists).
+    pub fn keys_by_block(&self, seg: &Segment) -> Result<Vec<(u64, Key)>, StorageError> {
+        let b0 = seg.header.block0;
+        let mut out = Vec::new();
+        for sec in [S_HOST4, S_HOST6, S_PORT, S_OTHER] {
+            self.scan(seg, sec, 0, u128::MAX, &mut |k, p, page, at| {
+                let key = match sec {
+                    S_HOST4 => {
+                        get_payload(page, at, Me::V4(k as u32))?;
+                        Key::Ip4(k as u32)
+                    }
+                    S_HOST6 => {
+                        get_payload(page, at, Me::V6(k))?;
+                        Key::Ip6(k)
+                    }
+                    S_PORT => Key::Port(k as u16),
+                    _ => match (k >> 16) as u8 {
+                        K_ETHERTYPE => Key::EtherType(k as u16),
+                        K_VLAN => Key::Vlan(k as u16),
+                        _ => Key::Proto(k as u8),
+                    },
+                };
+                out.push((b0 + p.block as u64, key));
+                Some(())
+            })?;
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+}
+
+/// Blocks in both (by block), the hull cut to the overlap, frames the
+/// fewer; blocks where the hulls do not overlap are out.
+fn intersect(a: &[Posting], b: &[Posting]) -> Vec<Posting> {
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].block.cmp(&b[j].block) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                let first = a[i].first.max(b[j].first);
+                let last = a[i].last.min(b[j].last);
+                if first <= last {
+                    out.push(Posting {
+                        block: a[i].block,
+                        first,
+                        last,
+                        frames: a[i].frames.min(b[j].frames),
+                    });
+                }
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The first `i` in `0..n` where `pred(i)` is false (`pred` true then false).
+fn partition(n: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
