@@ -220,29 +220,44 @@ impl IndexWriter {
     /// full, wait (a file source) instead of leaving that segment out. Needs
     /// the flow sets (Ethernet).
     pub fn with_keys(
+        self,
+        capture: &Path,
+        builder: Option<std::sync::Arc<crate::keys::Builder>>,
+        wait: bool,
+    ) -> Self {
+        self.with_keys_budget(capture, builder, wait, crate::keys::ROWS_BUDGET)
+    }
+
+    /// [`IndexWriter::with_keys`], cutting a segment every `rows` rows
+    /// (bounds the memory the rows take: 32 bytes each).
+    pub fn with_keys_budget(
         mut self,
         capture: &Path,
         builder: Option<std::sync::Arc<crate::keys::Builder>>,
         wait: bool,
+        rows: usize,
     ) -> Self {
         if let Some(f) = self.flows.take() {
             self.flows = Some(if f.has_rows() {
                 f
             } else {
-                FlowCollector::new().with_rows(crate::keys::ROWS_BUDGET + 65536)
+                FlowCollector::new().with_rows(rows.saturating_add(65536))
             });
             let entry_len = if self.compressed {
                 ENTRY_LEN_V3
             } else {
                 ENTRY_LEN
             } as u32;
-            self.keys = Some(crate::keys::KeyWriter::new(
-                capture,
-                builder,
-                wait,
-                entry_len,
-                crate::pcap::LINKTYPE_ETHERNET,
-            ));
+            self.keys = Some(
+                crate::keys::KeyWriter::new(
+                    capture,
+                    builder,
+                    wait,
+                    entry_len,
+                    crate::pcap::LINKTYPE_ETHERNET,
+                )
+                .with_budget(rows),
+            );
         }
         self
     }

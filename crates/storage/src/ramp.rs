@@ -15,9 +15,10 @@ pub const READ_BUFFER: usize = 1 << 20;
 /// Bytes of a reader's first read after a seek; each further read doubles
 /// it up to [`READ_BUFFER`] (a narrow window reads little).
 const FIRST_READ: usize = 64 << 10;
-/// Bytes read beyond a hinted span ([`RampReader::hint`]): a full-size
-/// Ethernet frame's record and its header.
-const HINT_SLACK: usize = 2 << 10;
+/// Bytes read beyond a hinted span ([`RampReader::hint`]), for its last
+/// record (whose length is not known): a small frame's. A longer one that
+/// crosses into the next page costs a second read.
+const HINT_SLACK: usize = 512;
 /// Bytes of the first read of a file: its header (and, read whole, the
 /// first records).
 const HEAD_READ: usize = 4 << 10;

@@ -168,13 +168,25 @@ impl<S: BlockSink> PcapWriter<S> {
     /// writer's thread at each cut, and at close); `wait`: wait for a busy
     /// builder (a file source) instead of leaving a segment out.
     pub fn with_keys(
-        mut self,
+        self,
         capture_path: &Path,
         builder: Option<std::sync::Arc<crate::keys::Builder>>,
         wait: bool,
     ) -> Self {
+        self.with_keys_budget(capture_path, builder, wait, crate::keys::ROWS_BUDGET)
+    }
+
+    /// [`PcapWriter::with_keys`], a segment cut every `rows` rows (32 bytes
+    /// each in memory until then).
+    pub fn with_keys_budget(
+        mut self,
+        capture_path: &Path,
+        builder: Option<std::sync::Arc<crate::keys::Builder>>,
+        wait: bool,
+        rows: usize,
+    ) -> Self {
         if let Some(i) = self.index.take() {
-            self.index = Some(i.with_keys(capture_path, builder, wait));
+            self.index = Some(i.with_keys_budget(capture_path, builder, wait, rows));
         }
         self
     }

@@ -613,3 +613,204 @@ mod tests {
         assert_eq!(SegmentHeader::decode(&bad), None);
     }
 }
+
+#[cfg(test)]
+mod segment_tests {
+    //! A segment built from rows and read back: lookups of every kind of
+    //! key against a brute force over the rows, through several fence
+    //! levels (a host section of thousands of pages).
+    use super::*;
+    use std::io::Write as _;
+    use wiretape_filter::flow::{Key, KeysRow, Needs, Rows, SigRow};
+
+    fn sig(proto: u8, src: u32, dst: u32, sp: u16, dp: u16) -> u128 {
+        1 << 127
+            | (proto as u128) << 96
+            | ((src as u128) << 32 | dst as u128) << 32
+            | ((sp as u32) << 16 | dp as u32) as u128
+    }
+
+    fn needs(alts: Vec<Vec<Key>>) -> Needs {
+        // Needs has no public constructor: compile a filter of those keys.
+        let mut parts = Vec::new();
+        for alt in &alts {
+            let mut p = Vec::new();
+            for k in alt {
+                p.push(match *k {
+                    Key::Ip4(a) => format!("host {}", std::net::Ipv4Addr::from(a)),
+                    Key::Port(x) => format!("port {x}"),
+                    Key::Vlan(v) => format!("vlan {v}"),
+                    Key::Proto(6) => "tcp".into(),
+                    Key::Proto(17) => "udp".into(),
+                    _ => unreachable!(),
+                });
+            }
+            parts.push(format!("({})", p.join(" and ")));
+        }
+        let prog = wiretape_filter::compile(&parts.join(" or "), 1, 65535).unwrap();
+        Needs::of(prog.insns()).unwrap()
+    }
+
+    #[test]
+    fn lookups_through_several_fence_levels_match_a_brute_force() {
+        // 150,000 rows over 150 blocks: the HOST4 section takes more than
+        // a thousand pages, so two fence levels.
+        let mut rows = Rows::default();
+        let mut x = 7u64;
+        let mut rnd = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            x >> 20
+        };
+        let blocks = 150u32;
+        for b in 0..blocks {
+            for k in 0..1000u32 {
+                let src = 0x0a00_0000 | (rnd() % 200_000) as u32;
+                let dst = 0xc0a8_0000 | (rnd() % 50) as u32;
+                let (sp, dp) = (
+                    1024 + (rnd() % 60000) as u16,
+                    [80u16, 443, 53][(rnd() % 3) as usize],
+                );
+                let proto = if dp == 53 { 17 } else { 6 };
+                rows.sig.push(SigRow {
+                    sig: sig(proto, src, dst, sp, dp),
+                    block: 5 + b,
+                    first: k * 500,
+                    last: k * 500 + (rnd() % 3) as u32 * 100,
+                    frames: 1 + (rnd() % 3) as u32,
+                });
+            }
+            // A tagged frame now and then.
+            let keys = FrameKeys::from_parts(
+                &[0x8100, 0x0800],
+                &[42],
+                Some(17),
+                &[0x0a00_0001, 0x0a00_0002],
+                &[],
+                &[53, 5353],
+            )
+            .unwrap();
+            rows.keys.push(KeysRow {
+                keys,
+                block: 5 + b,
+                first: 7,
+                last: 7,
+                frames: 1,
+            });
+        }
+        let mut blocks_bytes = Vec::new();
+        for b in 0..blocks as u64 {
+            let e = crate::index::Entry {
+                offset: 24 + b * (1 << 20),
+                first_ns: b * 1000,
+                last_ns: b * 1000 + 999,
+                count: 2001,
+                flows: None,
+                z: None,
+            };
+            blocks_bytes.extend_from_slice(&e.fixed_bytes());
+        }
+        let d = std::env::temp_dir().join(format!("wt-keys-seg-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let cap = d.join("c.pcap");
+        std::fs::write(&cap, b"").unwrap();
+        let input = SegmentInput {
+            path: path_for(&cap),
+            first: true,
+            block0: 5,
+            blocks: blocks_bytes,
+            entry_len: 32,
+            rows,
+            idx_next: 0,
+            last_of: None,
+            linktype: 1,
+        };
+        let bytes = build_segment(&input);
+        // An empty segment (0 blocks) before it would be refused: it starts at block 5.
+        let mut f = std::fs::File::create(path_for(&cap)).unwrap();
+        let empty = SegmentInput {
+            path: path_for(&cap),
+            blocks: (0..5u64)
+                .flat_map(|b| {
+                    crate::index::Entry {
+                        offset: b,
+                        ..Default::default()
+                    }
+                    .fixed_bytes()
+                })
+                .collect(),
+            entry_len: 32,
+            ..SegmentInput::default()
+        };
+        f.write_all(&build_segment(&empty)).unwrap();
+        f.write_all(&bytes).unwrap();
+        drop(f);
+        let k = KeyIndex::open(&cap).unwrap().unwrap();
+        assert_eq!(k.segments().len(), 2);
+        let seg = &k.segments()[1];
+        let h4 = &seg.header.sections[S_HOST4];
+        assert!(h4.levels >= 2, "{h4:?}");
+        assert_eq!(
+            h4.records,
+            input.rows.sig.len() as u64 * 2 + blocks as u64 * 2
+        );
+        let rows = &input.rows;
+        let brute = |alt: &[Key]| -> Vec<(u64, u32)> {
+            let mut v: Vec<(u64, u32)> = rows
+                .sig
+                .iter()
+                .map(|r| (FrameKeys::from_sig(r.sig), r.block, r.first))
+                .chain(rows.keys.iter().map(|r| (r.keys, r.block, r.first)))
+                .filter(|(k, _, _)| alt.iter().all(|x| k.holds(x)))
+                .map(|(_, b, f)| (b as u64, f))
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        for probe in 0..40u32 {
+            let a = 0x0a00_0000 | (probe * 4999) % 200_000;
+            let alt = vec![Key::EtherType(0x0800), Key::Ip4(a)];
+            let hits = k.select(seg, &needs(vec![vec![Key::Ip4(a)]])).unwrap();
+            let mut got: Vec<(u64, u32)> = hits.iter().map(|h| (h.block, h.first)).collect();
+            got.dedup();
+            assert_eq!(got, brute(&alt), "host {a:x}");
+            let alt2 = vec![Key::EtherType(0x0800), Key::Ip4(a), Key::Port(443)];
+            let hits = k
+                .select(seg, &needs(vec![vec![Key::Ip4(a), Key::Port(443)]]))
+                .unwrap();
+            let mut got: Vec<(u64, u32)> = hits.iter().map(|h| (h.block, h.first)).collect();
+            got.dedup();
+            assert_eq!(got, brute(&alt2), "host {a:x} and port 443");
+        }
+        // Hull postings: the tagged frames' VLAN, every block.
+        let hits = k.select(seg, &needs(vec![vec![Key::Vlan(42)]])).unwrap();
+        assert_eq!(hits.len(), blocks as usize);
+        assert!(hits.iter().all(|h| h.first == 7 && h.last == 7));
+        // Port 53 over UDP: a block-by-block intersection of hulls.
+        let hits = k
+            .select(seg, &needs(vec![vec![Key::Proto(17), Key::Port(53)]]))
+            .unwrap();
+        assert_eq!(hits.len(), blocks as usize);
+        // Entries by number.
+        let es = k.entries_at(seg, &[0, 1, 100, 149]).unwrap();
+        assert_eq!(
+            es.iter().map(|e| e.first_ns).collect::<Vec<_>>(),
+            vec![0, 1000, 100_000, 149_000]
+        );
+        assert_eq!(k.entry(5 + 100).unwrap().unwrap().first_ns, 100_000);
+        // One rare host's lookup: the two segments' header pages, the
+        // root, one fence page per level below it and its data page(s).
+        let k = KeyIndex::open(&cap).unwrap().unwrap();
+        let seg = &k.segments()[1];
+        let a = 0x0a00_0000 | 12345;
+        let hits = k.select(seg, &needs(vec![vec![Key::Ip4(a)]])).unwrap();
+        assert_eq!(hits.len(), brute(&[Key::Ip4(a)]).len());
+        let pages = k.bytes_read() / PAGE as u64;
+        assert!(
+            pages <= 2 + h4.levels as u64 + 2,
+            "{pages} pages read for one host"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
