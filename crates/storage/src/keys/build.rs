@@ -72,7 +72,7 @@ impl Paged {
             host,
             data: Vec::new(),
             fences: Vec::new(),
-            page: vec![0, 0],
+            page: vec![0; PAGE_HEADER],
             gkey: None,
             grecs: Vec::new(),
             gn: 0,
@@ -108,7 +108,7 @@ impl Paged {
                 return;
             }
             assert!(
-                self.gn > 0 || self.page.len() > 2,
+                self.gn > 0 || self.page.len() > PAGE_HEADER,
                 "a record larger than a page"
             );
             self.close_group();
@@ -122,7 +122,7 @@ impl Paged {
         if self.gn == 0 {
             return;
         }
-        if self.page.len() == 2 {
+        if self.page.len() == PAGE_HEADER {
             self.fences.push(k);
         }
         put_key(&mut self.page, k, self.width);
@@ -133,15 +133,15 @@ impl Paged {
     }
 
     fn close_page(&mut self) {
-        if self.page.len() <= 2 {
+        if self.page.len() <= PAGE_HEADER {
             return;
         }
-        let used = self.page.len() as u16;
-        self.page[..2].copy_from_slice(&used.to_le_bytes());
+        let used = self.page.len();
         self.page.resize(PAGE, 0);
+        seal(&mut self.page, used);
         self.data.extend_from_slice(&self.page);
         self.page.clear();
-        self.page.extend_from_slice(&[0, 0]);
+        self.page.resize(PAGE_HEADER, 0);
     }
 
     /// The section's pages (data, then fence levels) and its shape.
@@ -158,18 +158,19 @@ impl Paged {
         };
         let mut out = self.data;
         if pages > 1 {
-            let fanout = PAGE / self.width;
+            let fanout = PAGE_ROOM / self.width;
             let mut level: Vec<u128> = self.fences;
             loop {
                 let n = level.len().div_ceil(fanout);
                 let mut next = Vec::with_capacity(n);
                 for chunk in level.chunks(fanout) {
                     next.push(chunk[0]);
-                    let mut p = Vec::with_capacity(PAGE);
+                    let mut p = vec![0u8; PAGE_HEADER];
                     for &k in chunk {
                         put_key(&mut p, k, self.width);
                     }
                     p.resize(PAGE, 0);
+                    seal(&mut p, chunk.len());
                     out.extend_from_slice(&p);
                 }
                 s.level_pages[s.levels as usize] = n as u32;
@@ -326,12 +327,22 @@ pub fn build_segment(input: &SegmentInput) -> Vec<u8> {
         out.resize(out.len().div_ceil(PAGE) * PAGE, 0);
         s
     };
+    // The block entries, whole entries to a page.
+    let per_page = PAGE_ROOM / el.max(1);
+    let mut bpages = Vec::new();
+    for chunk in input.blocks.chunks(per_page * el.max(1)) {
+        let mut p = vec![0u8; PAGE_HEADER];
+        p.extend_from_slice(chunk);
+        p.resize(PAGE, 0);
+        seal(&mut p, chunk.len() / el.max(1));
+        bpages.extend_from_slice(&p);
+    }
     let blocks = Section {
-        pages: input.blocks.len().div_ceil(PAGE) as u32,
+        pages: (bpages.len() / PAGE) as u32,
         records: nblocks,
         ..Section::default()
     };
-    h.sections[S_BLOCKS] = put(&mut out, &input.blocks, blocks);
+    h.sections[S_BLOCKS] = put(&mut out, &bpages, blocks);
     let (b, s) = host_section(rows, b0, false);
     h.sections[S_HOST4] = put(&mut out, &b, s);
     let (b, s) = host_section(rows, b0, true);

@@ -99,6 +99,13 @@ use wiretape_filter::flow::FrameKeys;
 pub const MAGIC: &[u8; 8] = b"WTKDX\x01\0\0";
 /// Bytes of a page (and of a segment's header).
 pub const PAGE: usize = 4096;
+/// Bytes of every section page's header: the xxh32 of the rest of the
+/// page, then (u16) the bytes used (data pages) or the items held (fence
+/// and block pages), then two zero bytes. A page whose sum differs is an
+/// error, never a silent miss: the planner then uses the `.idx`.
+pub const PAGE_HEADER: usize = 8;
+/// Room for items in a page after its header.
+const PAGE_ROOM: usize = PAGE - PAGE_HEADER;
 /// Bytes of a segment header's meaningful part (the rest of its page is 0).
 const HEADER_USED: usize = 420;
 /// Sections of a segment, in order.
@@ -265,9 +272,12 @@ impl SegmentHeader {
             r.u32()?;
             r.u32()?;
         }
+        let b = &h.sections[S_BLOCKS];
         let sane = h.seg_len >= PAGE as u64
             && h.seg_len.is_multiple_of(PAGE as u64)
             && (h.entry_len == 32 || h.entry_len == 56)
+            && b.records == h.nblocks
+            && h.nblocks <= b.pages as u64 * (PAGE_ROOM as u64 / h.entry_len.max(1) as u64)
             && h.sections.iter().all(|s| {
                 s.offset.is_multiple_of(PAGE as u64)
                     && s.levels as usize <= MAX_LEVELS
@@ -284,6 +294,21 @@ fn section_pages(s: &Section) -> u64 {
             .iter()
             .map(|&p| p as u64)
             .sum::<u64>()
+}
+
+/// Writes a section page's header: `n` (bytes used or items) and the sum.
+fn seal(page: &mut [u8], n: usize) {
+    page[4..6].copy_from_slice(&(n as u16).to_le_bytes());
+    page[6..8].copy_from_slice(&[0, 0]);
+    let sum = xxh32(&page[4..]);
+    page[..4].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// A section page's `n` if its sum holds.
+fn unseal(page: &[u8]) -> Option<usize> {
+    let sum = u32::from_le_bytes(page.get(..4)?.try_into().ok()?);
+    (page.len() == PAGE && xxh32(&page[4..]) == sum)
+        .then(|| u16::from_le_bytes([page[4], page[5]]) as usize)
 }
 
 fn xxh32(b: &[u8]) -> u32 {
@@ -587,7 +612,7 @@ mod tests {
 
     #[test]
     fn headers_check_themselves() {
-        let h = SegmentHeader {
+        let mut h = SegmentHeader {
             flags: F_FINAL,
             seg_len: 8 * PAGE as u64,
             block0: 3,
@@ -606,6 +631,7 @@ mod tests {
                 ..Section::default()
             }; SECTIONS],
         };
+        h.sections[S_BLOCKS].records = 9;
         let b = h.encode();
         assert_eq!(SegmentHeader::decode(&b), Some(h));
         let mut bad = b.clone();

@@ -171,7 +171,8 @@ impl KeyIndex {
         }
     }
 
-    /// Reads `pages` pages of a section from its page `p0` on.
+    /// Reads `pages` pages of a section from its page `p0` on, each
+    /// checked against its sum.
     fn pages(&self, seg: &Segment, off: u64, p0: u64, n: u64) -> Result<Vec<u8>, StorageError> {
         let at = seg.at + off + p0 * PAGE as u64;
         let len = n * PAGE as u64;
@@ -180,6 +181,9 @@ impl KeyIndex {
         }
         let mut b = vec![0u8; len as usize];
         self.read_at(&mut b, at)?;
+        if b.chunks_exact(PAGE).any(|p| unseal(p).is_none()) {
+            return Err(self.corrupt(seg, "a page whose checksum does not match"));
+        }
         Ok(b)
     }
 
@@ -191,23 +195,9 @@ impl KeyIndex {
         range: std::ops::Range<u64>,
     ) -> Result<Vec<Entry>, StorageError> {
         let h = &seg.header;
-        let el = h.entry_len as u64;
         let range = range.start.min(h.nblocks)..range.end.min(h.nblocks);
-        if range.is_empty() {
-            return Ok(Vec::new());
-        }
-        let s = &h.sections[S_BLOCKS];
-        let (a, b) = (range.start * el, range.end * el);
-        let p0 = a / PAGE as u64;
-        let p1 = b.div_ceil(PAGE as u64);
-        let bytes = self.pages(seg, s.offset, p0, p1 - p0)?;
-        let base = (a - p0 * PAGE as u64) as usize;
-        let mut out = Vec::with_capacity((range.end - range.start) as usize);
-        for i in 0..(range.end - range.start) as usize {
-            let e = &bytes[base + i * el as usize..base + (i + 1) * el as usize];
-            out.push(crate::index::Entry::from_fixed(e));
-        }
-        Ok(out)
+        let blocks: Vec<u64> = range.collect();
+        self.entries_at(seg, &blocks)
     }
 
     /// The entries of `blocks` (segment-relative, ascending, each below
@@ -215,27 +205,35 @@ impl KeyIndex {
     /// hold them are read.
     pub fn entries_at(&self, seg: &Segment, blocks: &[u64]) -> Result<Vec<Entry>, StorageError> {
         let h = &seg.header;
-        let el = h.entry_len as u64;
+        let el = h.entry_len as usize;
+        let per = (PAGE_ROOM / el) as u64;
         let s = &h.sections[S_BLOCKS];
-        let page_of = |b: u64| b * el / PAGE as u64;
-        let mut out = Vec::with_capacity(blocks.len());
+        let mut out = Vec::with_capacity(blocks.len().min(1 << 16));
         let mut i = 0;
         while i < blocks.len() {
-            // A run of blocks whose pages touch.
-            let p0 = page_of(blocks[i]);
+            // A run of blocks on the same or touching pages: one read.
+            let p0 = blocks[i] / per;
             let mut j = i + 1;
-            while j < blocks.len() && page_of(blocks[j]) <= page_of(blocks[j - 1] + 1) + 1 {
+            while j < blocks.len()
+                && blocks[j] >= blocks[j - 1]
+                && blocks[j] / per <= blocks[j - 1] / per + 1
+            {
                 j += 1;
             }
             let last = blocks[j - 1];
-            if last >= h.nblocks || (j > i + 1 && blocks[j - 1] < blocks[j - 2]) {
+            if last >= h.nblocks || blocks[i..j].windows(2).any(|w| w[1] < w[0]) {
                 return Err(self.corrupt(seg, "a block beyond the segment"));
             }
-            let p1 = ((last + 1) * el).div_ceil(PAGE as u64);
-            let bytes = self.pages(seg, s.offset, p0, p1 - p0)?;
+            let p1 = last / per;
+            let bytes = self.pages(seg, s.offset, p0, p1 - p0 + 1)?;
             for &b in &blocks[i..j] {
-                let o = (b * el - p0 * PAGE as u64) as usize;
-                out.push(Entry::from_fixed(&bytes[o..o + el as usize]));
+                let page = (b / per - p0) as usize;
+                let held = unseal(&bytes[page * PAGE..(page + 1) * PAGE]).unwrap_or(0) as u64;
+                if b % per >= held {
+                    return Err(self.corrupt(seg, "a block page holds fewer entries"));
+                }
+                let o = page * PAGE + PAGE_HEADER + (b % per) as usize * el;
+                out.push(Entry::from_fixed(&bytes[o..o + el]));
             }
             i = j;
         }
@@ -268,7 +266,7 @@ impl KeyIndex {
         if s.levels == 0 {
             return Ok(Some((0, 0)));
         }
-        let fanout = (PAGE / w) as u64;
+        let fanout = (PAGE_ROOM / w) as u64;
         let levels = s.levels as usize;
         // Page offsets of each level: data first, then level 1, 2...
         let mut level_at = [0u64; MAX_LEVELS];
@@ -287,10 +285,14 @@ impl KeyIndex {
             let bytes = self.pages(seg, s.offset, level_at[l] + range.0, range.1 - range.0 + 1)?;
             let first_item = range.0 * fanout;
             let n = (((range.1 + 1) * fanout).min(below)).saturating_sub(first_item) as usize;
-            if n == 0 || n * w > bytes.len() {
+            let per = fanout as usize;
+            if n == 0 || n.div_ceil(per) * PAGE > bytes.len() {
                 return Err(self.corrupt(seg, "a fence level shorter than the level below"));
             }
-            let key = |i: usize| key_from(&bytes[i * w..(i + 1) * w]);
+            let key = |i: usize| {
+                let o = (i / per) * PAGE + PAGE_HEADER + (i % per) * w;
+                key_from(&bytes[o..o + w])
+            };
             let a = partition(n, |i| key(i) < lo).saturating_sub(1);
             let b = partition(n, |i| key(i) <= hi).saturating_sub(1).max(a);
             range = (first_item + a as u64, first_item + b as u64);
@@ -319,12 +321,12 @@ impl KeyIndex {
         let bytes = self.pages(seg, s.offset, p0, p1 - p0 + 1)?;
         let bad = || self.corrupt(seg, "a data page does not parse");
         for page in bytes.chunks_exact(PAGE) {
-            let used = u16::from_le_bytes([page[0], page[1]]) as usize;
-            if !(2..=PAGE).contains(&used) {
+            let used = unseal(page).ok_or_else(bad)?;
+            if !(PAGE_HEADER..=PAGE).contains(&used) {
                 return Err(bad());
             }
             let page = &page[..used];
-            let mut at = 2;
+            let mut at = PAGE_HEADER;
             while at < used {
                 let key = key_from(page.get(at..at + w).ok_or_else(bad)?);
                 at += w;
