@@ -420,7 +420,10 @@ fn busy_frame(r: &mut Rng, client: u32, server: u32, sport: u16, dport: u16) -> 
 /// rare pair of a busy host and a port (10 frames of its ~400): `extract
 /// --json` reads at most 2x the blocks that hold a match and at most 1 %
 /// of the store's bytes (capture and index bytes read), and extracts
-/// exactly the frames tcpdump selects from the trace.
+/// exactly the frames tcpdump selects from the trace. Then the fleet's
+/// Parquet tables of two sensors (`wiretape index --parquet`): DuckDB
+/// finds exactly the sensors and blocks that hold the rare host (read from
+/// the captures themselves), and lists every block's hosts.
 #[test]
 fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
     let t = common::TempDir::new("keys-busy");
@@ -546,4 +549,69 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
         assert!(j2["blocks_read"].as_u64().unwrap() >= all, "{j2}");
         eprintln!("'{expr}': key index {j}\n  flow sets alone {j2}");
     }
+    // The fleet's Parquet table, two sensors (the second recorded the
+    // trace's first 50,000 frames): DuckDB finds exactly the sensors and
+    // blocks that hold the rare host, and no block's host list is NULL.
+    let part = t.path().join("part.pcap");
+    let head: Vec<(Vec<u8>, u32, u64)> = common::read_all(&trace)
+        .into_iter()
+        .take(50_000)
+        .map(|r| {
+            let w = r.data.len() as u32;
+            (r.data, w, r.ts_ns / 1000)
+        })
+        .collect();
+    common::write_us_pcap(&part, &head);
+    let dir_b = t.path().join("store-b");
+    common::record_file(&part, &dir_b, &[]);
+    let pq = t.path().join("pq");
+    std::fs::create_dir_all(&pq).unwrap();
+    for (node, d) in [("sensor-a", &dir), ("sensor-b", &dir_b)] {
+        let out = pq.join(format!("{node}.parquet"));
+        let (code, _, e) = common::run_wiretape(
+            None,
+            &["index", d.to_str().unwrap(), "--parquet", out.to_str().unwrap(), "--node", node, "-q"],
+        );
+        assert_eq!(code, 0, "{e}");
+    }
+    // The truth: the blocks whose records (read whole) hold the host.
+    let rare = [172u8, 31, 9, 9];
+    let mut want: Vec<(String, String, u64)> = Vec::new();
+    for (node, d) in [("sensor-a", &dir), ("sensor-b", &dir_b)] {
+        for f in common::pcaps(d) {
+            let es = wiretape::storage::index::read(&wiretape::storage::index::path_for(&f)).unwrap();
+            let src = wiretape::storage::zread::open_buffered(&f).unwrap();
+            let mut walk = Walker::new(src);
+            let mut data = Vec::new();
+            let abs = std::fs::canonicalize(&f).unwrap().display().to_string();
+            while let Some(m) = walk.next_into(&mut data) {
+                if data[26..30] == rare || data[30..34] == rare {
+                    let b = es.partition_point(|e| e.offset <= m.offset) - 1;
+                    want.push((node.into(), abs.clone(), b as u64));
+                }
+            }
+        }
+    }
+    want.sort();
+    want.dedup();
+    assert!(want.len() >= 10 && want.iter().any(|w| w.0 == "sensor-b"), "{want:?}");
+    let script = format!(
+        "import duckdb, json\n\
+         t = \"'{}/*.parquet'\"\n\
+         rows = duckdb.sql(f\"SELECT node, file, block FROM {{t}} WHERE list_contains(ip4, '172.31.9.9') ORDER BY 1, 2, 3\").fetchall()\n\
+         nulls = duckdb.sql(f\"SELECT count(*) FROM {{t}} WHERE ip4 IS NULL OR ports IS NULL\").fetchall()[0][0]\n\
+         print(json.dumps({{'rows': rows, 'nulls': nulls}}))\n",
+        pq.display()
+    );
+    let o = std::process::Command::new("python3").args(["-c", &script]).output().unwrap();
+    assert!(o.status.success(), "DuckDB: {}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let got: Vec<(String, String, u64)> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[0].as_str().unwrap().into(), r[1].as_str().unwrap().into(), r[2].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got, want, "DuckDB's blocks of 172.31.9.9");
+    assert_eq!(v["nulls"], 0, "a block whose hosts are not listed");
 }

@@ -922,6 +922,22 @@ impl FlowSet {
         sort_cap(&mut self.ports, a5);
     }
 
+    /// Sorts and removes repeats, listing every value however many (an
+    /// exact set, as the key index gives: not for [`FlowSet::encode`],
+    /// which lists at most [`MAX_PER_KIND`] of a kind).
+    pub fn normalize_exact(&mut self) {
+        fn sd<T: Ord>(v: &mut Vec<T>) {
+            v.sort_unstable();
+            v.dedup();
+        }
+        sd(&mut self.ether_types);
+        sd(&mut self.vlans);
+        sd(&mut self.protos);
+        sd(&mut self.ip4);
+        sd(&mut self.ip6);
+        sd(&mut self.ports);
+    }
+
     /// Whether the block may hold `k`.
     pub fn may_hold(&self, k: &Key) -> bool {
         match *k {

@@ -229,7 +229,7 @@ pub fn keys(data: &[u8]) {
             assert_eq!(es.len() as u64, n.min(4096));
         }
         let _ = k.entries_at(seg, &[0, n / 2, n.saturating_sub(1)]);
-        let _ = k.keys_by_block(seg);
+        let _ = k.flow_sets(seg);
     }
     let _ = std::fs::remove_file(&kdx);
 }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use wiretape_filter::flow::{FrameKeys, Key};
+use wiretape_filter::flow::{FlowSet, FrameKeys, Key};
 
 /// One segment of a `.kdx`: where it starts in the file, and its header.
 #[derive(Clone, Debug)]
@@ -482,11 +482,12 @@ impl KeyIndex {
         Ok(out)
     }
 
-    /// Every key of `seg` by block: (block, key) pairs of hosts, ports,
-    /// EtherTypes, VLANs and protocols (the fleet table's exact lists).
-    pub fn keys_by_block(&self, seg: &Segment) -> Result<Vec<(u64, Key)>, StorageError> {
-        let b0 = seg.header.block0;
-        let mut out = Vec::new();
+    /// Every key of each block of `seg` (segment-relative, in order), as
+    /// flow sets that list them all, however many: the exact lists of the
+    /// fleet's table.
+    pub fn flow_sets(&self, seg: &Segment) -> Result<Vec<FlowSet>, StorageError> {
+        let n = seg.header.nblocks as usize;
+        let mut sets = vec![FlowSet::default(); n];
         for sec in [S_HOST4, S_HOST6, S_PORT, S_OTHER] {
             self.scan(seg, sec, 0, u128::MAX, &mut |k, p, page, at| {
                 let key = match sec {
@@ -505,13 +506,14 @@ impl KeyIndex {
                         _ => Key::Proto(k as u8),
                     },
                 };
-                out.push((b0 + p.block as u64, key));
+                sets.get_mut(p.block as usize)?.push(key);
                 Some(())
             })?;
         }
-        out.sort_unstable();
-        out.dedup();
-        Ok(out)
+        for s in &mut sets {
+            s.normalize_exact();
+        }
+        Ok(sets)
     }
 }
 
