@@ -614,4 +614,29 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
         .collect();
     assert_eq!(got, want, "DuckDB's blocks of 172.31.9.9");
     assert_eq!(v["nulls"], 0, "a block whose hosts are not listed");
+    // The timeline's bound: the frames of exactly the blocks holding it.
+    let (code, o, e) = common::run_wiretape(
+        None,
+        &["timeline", dir.to_str().unwrap(), "--json", "--filter-index", "host 172.31.9.9"],
+    );
+    assert_eq!(code, 0, "{e}");
+    let tl: serde_json::Value = serde_json::from_str(o.trim()).unwrap();
+    let may: u64 = tl["bins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["filter_frames_max"].as_u64().unwrap())
+        .sum();
+    let held: u64 = want
+        .iter()
+        .filter(|w| w.0 == "sensor-a")
+        .map(|w| {
+            let f = files
+                .iter()
+                .position(|f| std::fs::canonicalize(f).unwrap().display().to_string() == w.1)
+                .unwrap();
+            per_file[f][w.2 as usize].count
+        })
+        .sum();
+    assert_eq!(may, held, "timeline --filter-index: {tl}");
 }

@@ -351,6 +351,36 @@ fn plan_with_keys(
     Some(plan)
 }
 
+/// The blocks of `capture` its key index covers (numbers `0..covered`),
+/// and those of them in `window` that may hold a frame `needs` asks for:
+/// exact for filters that are conjunctions of keys (a block holds a row
+/// with all of them). None when the file has no usable key index.
+pub fn blocks_with(
+    capture: &Path,
+    needs: &Needs,
+    window: &Window,
+) -> Option<(u64, std::collections::HashSet<u64>)> {
+    let kdx = KeyIndex::open(capture).ok()??;
+    let len = std::fs::metadata(capture).ok()?.len();
+    if !kdx.complete_for(len) && !crate::fleet::being_written(capture) {
+        return None;
+    }
+    let mut next = 0;
+    let mut hit = std::collections::HashSet::new();
+    for seg in kdx.segments() {
+        let h = &seg.header;
+        if h.block0 != next {
+            return None;
+        }
+        next += h.nblocks;
+        if h.nblocks == 0 || !window.overlaps(h.first_ns, h.last_ns) {
+            continue;
+        }
+        hit.extend(kdx.select(seg, needs).ok()?.into_iter().map(|h| h.block));
+    }
+    Some((next, hit))
+}
+
 /// Places sorted and joined where they overlap or lie within
 /// [`JOIN_GAP`] of each other.
 fn join(mut v: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
