@@ -570,7 +570,15 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
         let out = pq.join(format!("{node}.parquet"));
         let (code, _, e) = common::run_wiretape(
             None,
-            &["index", d.to_str().unwrap(), "--parquet", out.to_str().unwrap(), "--node", node, "-q"],
+            &[
+                "index",
+                d.to_str().unwrap(),
+                "--parquet",
+                out.to_str().unwrap(),
+                "--node",
+                node,
+                "-q",
+            ],
         );
         assert_eq!(code, 0, "{e}");
     }
@@ -579,7 +587,8 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
     let mut want: Vec<(String, String, u64)> = Vec::new();
     for (node, d) in [("sensor-a", &dir), ("sensor-b", &dir_b)] {
         for f in common::pcaps(d) {
-            let es = wiretape::storage::index::read(&wiretape::storage::index::path_for(&f)).unwrap();
+            let es =
+                wiretape::storage::index::read(&wiretape::storage::index::path_for(&f)).unwrap();
             let src = wiretape::storage::zread::open_buffered(&f).unwrap();
             let mut walk = Walker::new(src);
             let mut data = Vec::new();
@@ -594,7 +603,10 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
     }
     want.sort();
     want.dedup();
-    assert!(want.len() >= 10 && want.iter().any(|w| w.0 == "sensor-b"), "{want:?}");
+    assert!(
+        want.len() >= 10 && want.iter().any(|w| w.0 == "sensor-b"),
+        "{want:?}"
+    );
     let script = format!(
         "import duckdb, json\n\
          t = \"'{}/*.parquet'\"\n\
@@ -603,21 +615,40 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
          print(json.dumps({{'rows': rows, 'nulls': nulls}}))\n",
         pq.display()
     );
-    let o = std::process::Command::new("python3").args(["-c", &script]).output().unwrap();
-    assert!(o.status.success(), "DuckDB: {}", String::from_utf8_lossy(&o.stderr));
+    let o = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "DuckDB: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let got: Vec<(String, String, u64)> = v["rows"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r[0].as_str().unwrap().into(), r[1].as_str().unwrap().into(), r[2].as_u64().unwrap()))
+        .map(|r| {
+            (
+                r[0].as_str().unwrap().into(),
+                r[1].as_str().unwrap().into(),
+                r[2].as_u64().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(got, want, "DuckDB's blocks of 172.31.9.9");
     assert_eq!(v["nulls"], 0, "a block whose hosts are not listed");
     // The timeline's bound: the frames of exactly the blocks holding it.
     let (code, o, e) = common::run_wiretape(
         None,
-        &["timeline", dir.to_str().unwrap(), "--json", "--filter-index", "host 172.31.9.9"],
+        &[
+            "timeline",
+            dir.to_str().unwrap(),
+            "--json",
+            "--filter-index",
+            "host 172.31.9.9",
+        ],
     );
     assert_eq!(code, 0, "{e}");
     let tl: serde_json::Value = serde_json::from_str(o.trim()).unwrap();

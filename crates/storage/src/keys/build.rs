@@ -207,81 +207,275 @@ fn row_keys(rows: &Rows, r: RowRef) -> (FrameKeys, u32, u32, u32, u32) {
     }
 }
 
-fn all_rows(rows: &Rows) -> impl Iterator<Item = RowRef> + '_ {
-    (0..rows.sig.len() as u32)
-        .map(RowRef)
-        .chain((0..rows.keys.len() as u32).map(|i| RowRef(i | KEYS_ROW)))
+/// A plain IPv4 row's fields, straight from its packed signature
+/// ([`FrameKeys::from_sig`]'s layout): protocol, source, destination, ports.
+#[inline]
+fn sig_fields(sig: u128) -> (u8, u32, u32, u16, u16) {
+    let addrs = (sig >> 32) as u64;
+    let ports = sig as u32;
+    (
+        (sig >> 96) as u8,
+        (addrs >> 32) as u32,
+        addrs as u32,
+        (ports >> 16) as u16,
+        ports as u16,
+    )
 }
 
-/// Hull postings of one kind: (key, block) → first, last, frames.
-fn hull_section(
-    rows: &Rows,
-    block0: u32,
-    width: usize,
-    keys_of: impl Fn(&FrameKeys, &mut Vec<u128>),
-) -> (Vec<u8>, Section) {
-    let mut v: Vec<(u128, u32, u32, u32, u32)> = Vec::new();
-    let mut ks = Vec::with_capacity(4);
-    for r in all_rows(rows) {
-        let (k, block, first, last, frames) = row_keys(rows, r);
-        ks.clear();
-        keys_of(&k, &mut ks);
-        ks.sort_unstable();
-        ks.dedup();
-        for &key in &ks {
-            v.push((key, block - block0, first, last, frames));
+/// Sorts `v` by `key` (stable LSD radix sort, 16 bits a pass; a pass whose
+/// digit is the same in every item is skipped): a segment's sorts are its
+/// builder's main cost, and their keys are small integers.
+fn radix_sort<T: Copy>(v: &mut Vec<T>, key: impl Fn(&T) -> u64) {
+    if v.len() < 2 {
+        return;
+    }
+    let (mut or, mut and) = (0u64, !0u64);
+    for x in v.iter() {
+        let k = key(x);
+        or |= k;
+        and &= k;
+    }
+    let varying = or ^ and;
+    let mut tmp = v.clone();
+    let mut counts = vec![0usize; 1 << 16];
+    for shift in (0..64).step_by(16) {
+        if (varying >> shift) & 0xffff == 0 {
+            continue;
+        }
+        counts.iter_mut().for_each(|c| *c = 0);
+        for x in v.iter() {
+            counts[((key(x) >> shift) & 0xffff) as usize] += 1;
+        }
+        let mut at = 0;
+        for c in counts.iter_mut() {
+            let n = *c;
+            *c = at;
+            at += n;
+        }
+        for x in v.iter() {
+            let d = ((key(x) >> shift) & 0xffff) as usize;
+            tmp[counts[d]] = *x;
+            counts[d] += 1;
+        }
+        std::mem::swap(v, &mut tmp);
+    }
+}
+
+/// A hull posting being gathered: key << 32 | block, first, last, frames.
+#[derive(Clone, Copy)]
+struct Hull {
+    kb: u64,
+    first: u32,
+    last: u32,
+    frames: u32,
+}
+
+impl Hull {
+    fn widen(&mut self, first: u32, last: u32, frames: u32) {
+        self.first = self.first.min(first);
+        self.last = self.last.max(last);
+        self.frames = self.frames.saturating_add(frames);
+    }
+}
+
+/// The rows of both lists merged in block order (each list is): (block,
+/// row). Records made in this order and then sorted stably by key come out
+/// sorted by key and block.
+fn in_block_order(rows: &Rows) -> Vec<(u32, RowRef)> {
+    let mut out = Vec::with_capacity(rows.len());
+    let (mut i, mut j) = (0, 0);
+    while i < rows.sig.len() || j < rows.keys.len() {
+        let take_sig =
+            j >= rows.keys.len() || (i < rows.sig.len() && rows.sig[i].block <= rows.keys[j].block);
+        if take_sig {
+            out.push((rows.sig[i].block, RowRef(i as u32)));
+            i += 1;
+        } else {
+            out.push((rows.keys[j].block, RowRef(j as u32 | KEYS_ROW)));
+            j += 1;
         }
     }
-    v.sort_unstable_by_key(|x| (x.0, x.1));
-    let mut p = Paged::new(width, false);
-    let mut i = 0;
-    while i < v.len() {
-        let (key, block, mut first, mut last, mut frames) = v[i];
-        i += 1;
-        while i < v.len() && v[i].0 == key && v[i].1 == block {
-            first = first.min(v[i].2);
-            last = last.max(v[i].3);
-            frames = frames.saturating_add(v[i].4);
-            i += 1;
+    out
+}
+
+/// Hull postings of one kind: (key, block) → first, last, frames. Per
+/// block, a key's rows are merged through a table (`table` slots, keys
+/// below it); the postings are then put in key order by one stable
+/// counting pass (they were made in block order).
+fn hull_section(
+    rows: &Rows,
+    order: &[(u32, RowRef)],
+    block0: u32,
+    width: usize,
+    table: usize,
+    keys_of: impl Fn(&Rows, RowRef, &mut Vec<u32>),
+) -> (Vec<u8>, Section) {
+    let mut slot = vec![u32::MAX; table];
+    let mut touched: Vec<u32> = Vec::new();
+    let mut v: Vec<Hull> = Vec::with_capacity(order.len() * 2);
+    let mut ks = Vec::with_capacity(8);
+    let mut cur = u32::MAX;
+    for &(block, r) in order {
+        if block != cur {
+            for &k in &touched {
+                slot[k as usize] = u32::MAX;
+            }
+            touched.clear();
+            cur = block;
         }
-        p.push(key, block, first, last - first, frames, &[]);
+        let (first, last, frames) = place(rows, r);
+        ks.clear();
+        keys_of(rows, r, &mut ks);
+        for &k in &ks {
+            let at = &mut slot[k as usize];
+            if *at == u32::MAX {
+                *at = v.len() as u32;
+                touched.push(k);
+                v.push(Hull {
+                    kb: (k as u64) << 32 | (block - block0) as u64,
+                    first,
+                    last,
+                    frames,
+                });
+            } else {
+                v[*at as usize].widen(first, last, frames);
+            }
+        }
+    }
+    radix_sort(&mut v, |h| h.kb >> 32);
+    let mut p = Paged::new(width, false);
+    for h in &v {
+        p.push(
+            (h.kb >> 32) as u128,
+            h.kb as u32,
+            h.first,
+            h.last - h.first,
+            h.frames,
+            &[],
+        );
     }
     p.finish()
 }
 
-/// Host records of one family: one per (address, row).
-fn host_section(rows: &Rows, block0: u32, v6: bool) -> (Vec<u8>, Section) {
-    let mut v: Vec<(u128, u32, u32, RowRef)> = Vec::new();
-    for r in all_rows(rows) {
-        let (k, block, first, _, _) = row_keys(rows, r);
-        if v6 {
-            let a = k.ip6();
-            for (i, &x) in a.iter().enumerate() {
-                if !a[..i].contains(&x) {
-                    v.push((x, block - block0, first, r));
-                }
+/// A row's place: first, last, frames.
+#[inline]
+fn place(rows: &Rows, r: RowRef) -> (u32, u32, u32) {
+    if r.0 & KEYS_ROW == 0 {
+        let x = &rows.sig[r.0 as usize];
+        (x.first, x.last, x.frames)
+    } else {
+        let x = &rows.keys[(r.0 & !KEYS_ROW) as usize];
+        (x.first, x.last, x.frames)
+    }
+}
+
+/// A host record being gathered: address << 32 | block, the row's place,
+/// and a plain row's peer, ports and protocol (so that writing the sorted
+/// records reads them in order, never the rows at random); `proto` with
+/// [`KEYS_ROW`] set: a row of `Rows::keys` (its index), whose keys are
+/// read from there.
+#[derive(Clone, Copy)]
+struct Host4 {
+    kb: u64,
+    first: u32,
+    last: u32,
+    frames: u32,
+    peer: u32,
+    ports: u32,
+    proto: u32,
+}
+
+/// Host records of IPv4: one per (address, row), sorted by address and
+/// block; a plain row's payload made from its signature.
+fn host4_section(rows: &Rows, order: &[(u32, RowRef)], block0: u32) -> (Vec<u8>, Section) {
+    let mut v: Vec<Host4> = Vec::with_capacity(order.len() * 2);
+    for &(block, r) in order {
+        let b = (block - block0) as u64;
+        if r.0 & KEYS_ROW == 0 {
+            let x = &rows.sig[r.0 as usize];
+            let (proto, src, dst, sp, dp) = sig_fields(x.sig);
+            let mut h = Host4 {
+                kb: (src as u64) << 32 | b,
+                first: x.first,
+                last: x.last,
+                frames: x.frames,
+                peer: dst,
+                ports: (sp as u32) << 16 | dp as u32,
+                proto: proto as u32,
+            };
+            v.push(h);
+            if dst != src {
+                h.kb = (dst as u64) << 32 | b;
+                h.peer = src;
+                v.push(h);
             }
         } else {
-            let a = k.ip4();
-            for (i, &x) in a.iter().enumerate() {
-                if !a[..i].contains(&x) {
-                    v.push((x as u128, block - block0, first, r));
+            let x = &rows.keys[(r.0 & !KEYS_ROW) as usize];
+            let a = x.keys.ip4();
+            for (j, &addr) in a.iter().enumerate() {
+                if !a[..j].contains(&addr) {
+                    v.push(Host4 {
+                        kb: (addr as u64) << 32 | b,
+                        first: x.first,
+                        last: x.last,
+                        frames: x.frames,
+                        peer: 0,
+                        ports: 0,
+                        proto: r.0,
+                    });
                 }
             }
         }
     }
-    v.sort_unstable_by_key(|x| (x.0, x.1, x.2));
-    let mut p = Paged::new(if v6 { 16 } else { 4 }, true);
+    // Made in block order: a stable sort by address keeps it within one.
+    radix_sort(&mut v, |e| e.kb >> 32);
+    let mut p = Paged::new(4, true);
     let mut payload = Vec::with_capacity(64);
-    for &(addr, block, _, r) in &v {
-        let (k, _, first, last, frames) = row_keys(rows, r);
+    for h in &v {
+        let addr = (h.kb >> 32) as u32;
         payload.clear();
-        let me = if v6 {
-            Me::V6(addr)
+        if h.proto & KEYS_ROW == 0 {
+            put_plain4(
+                &mut payload,
+                h.proto as u8,
+                h.peer,
+                (h.ports >> 16) as u16,
+                h.ports as u16,
+            );
         } else {
-            Me::V4(addr as u32)
-        };
-        put_payload(&mut payload, &k, me);
+            let x = &rows.keys[(h.proto & !KEYS_ROW) as usize];
+            put_payload(&mut payload, &x.keys, Me::V4(addr));
+        }
+        p.push(
+            addr as u128,
+            h.kb as u32,
+            h.first,
+            h.last - h.first,
+            h.frames,
+            &payload,
+        );
+    }
+    p.finish()
+}
+
+/// Host records of IPv6 (rows of tagged or IPv6 frames only: few).
+fn host6_section(rows: &Rows, block0: u32) -> (Vec<u8>, Section) {
+    let mut v: Vec<(u128, u32, u32)> = Vec::new();
+    for (i, r) in rows.keys.iter().enumerate() {
+        let a = r.keys.ip6();
+        for (j, &x) in a.iter().enumerate() {
+            if !a[..j].contains(&x) {
+                v.push((x, r.block - block0, i as u32));
+            }
+        }
+    }
+    v.sort_unstable_by_key(|x| (x.0, x.1));
+    let mut p = Paged::new(16, true);
+    let mut payload = Vec::with_capacity(64);
+    for &(addr, block, i) in &v {
+        let (k, _, first, last, frames) = row_keys(rows, RowRef(i | KEYS_ROW));
+        payload.clear();
+        put_payload(&mut payload, &k, Me::V6(addr));
         p.push(addr, block, first, last - first, frames, &payload);
     }
     p.finish()
@@ -320,12 +514,11 @@ pub fn build_segment(input: &SegmentInput) -> Vec<u8> {
         linktype: input.linktype,
         ..SegmentHeader::default()
     };
-    let mut out = vec![0u8; PAGE];
-    let put = |out: &mut Vec<u8>, bytes: &[u8], mut s: Section| {
-        s.offset = out.len() as u64;
-        out.extend_from_slice(bytes);
-        out.resize(out.len().div_ceil(PAGE) * PAGE, 0);
-        s
+    // Sections are built first, then laid out once (no copies of a
+    // growing segment).
+    let mut parts: Vec<(usize, Vec<u8>, Section)> = Vec::with_capacity(SECTIONS);
+    let put = |parts: &mut Vec<(usize, Vec<u8>, Section)>, i: usize, bytes: Vec<u8>, s: Section| {
+        parts.push((i, bytes, s));
     };
     // The block entries, whole entries to a page.
     let per_page = PAGE_ROOM / el.max(1);
@@ -342,29 +535,66 @@ pub fn build_segment(input: &SegmentInput) -> Vec<u8> {
         records: nblocks,
         ..Section::default()
     };
-    h.sections[S_BLOCKS] = put(&mut out, &bpages, blocks);
-    let (b, s) = host_section(rows, b0, false);
-    h.sections[S_HOST4] = put(&mut out, &b, s);
-    let (b, s) = host_section(rows, b0, true);
-    h.sections[S_HOST6] = put(&mut out, &b, s);
-    let (b, s) = hull_section(rows, b0, 2, |k, v| {
-        v.extend(k.ports().iter().map(|&p| p as u128))
+    put(&mut parts, S_BLOCKS, bpages, blocks);
+    let order = in_block_order(rows);
+    let (b, s) = host4_section(rows, &order, b0);
+    put(&mut parts, S_HOST4, b, s);
+    let (b, s) = host6_section(rows, b0);
+    put(&mut parts, S_HOST6, b, s);
+    let (b, s) = hull_section(rows, &order, b0, 2, 1 << 16, |rows, r, v| {
+        if r.0 & KEYS_ROW == 0 {
+            let (_, _, _, sp, dp) = sig_fields(rows.sig[r.0 as usize].sig);
+            v.push(sp as u32);
+            if dp != sp {
+                v.push(dp as u32);
+            }
+        } else {
+            let p = rows.keys[(r.0 & !KEYS_ROW) as usize].keys;
+            for (j, &x) in p.ports().iter().enumerate() {
+                if !p.ports()[..j].contains(&x) {
+                    v.push(x as u32);
+                }
+            }
+        }
     });
-    h.sections[S_PORT] = put(&mut out, &b, s);
-    let (b, s) = hull_section(rows, b0, 3, |k, v| {
-        v.extend(
+    put(&mut parts, S_PORT, b, s);
+    let (b, s) = hull_section(rows, &order, b0, 3, 3 << 16, |rows, r, v| {
+        if r.0 & KEYS_ROW == 0 {
+            let (proto, ..) = sig_fields(rows.sig[r.0 as usize].sig);
+            v.push((K_ETHERTYPE as u32) << 16 | 0x0800);
+            v.push((K_PROTO as u32) << 16 | proto as u32);
+        } else {
+            let k = rows.keys[(r.0 & !KEYS_ROW) as usize].keys;
+            let mut add = |x: u32| {
+                if !v.contains(&x) {
+                    v.push(x);
+                }
+            };
             k.ether_types()
                 .iter()
-                .map(|&e| (K_ETHERTYPE as u128) << 16 | e as u128),
-        );
-        v.extend(
+                .for_each(|&e| add((K_ETHERTYPE as u32) << 16 | e as u32));
             k.vlans()
                 .iter()
-                .map(|&e| (K_VLAN as u128) << 16 | e as u128),
-        );
-        v.extend(k.proto().map(|p| (K_PROTO as u128) << 16 | p as u128));
+                .for_each(|&e| add((K_VLAN as u32) << 16 | e as u32));
+            if let Some(p) = k.proto() {
+                add((K_PROTO as u32) << 16 | p as u32);
+            }
+        }
     });
-    h.sections[S_OTHER] = put(&mut out, &b, s);
+    put(&mut parts, S_OTHER, b, s);
+    let total = PAGE
+        + parts
+            .iter()
+            .map(|p| p.1.len().div_ceil(PAGE) * PAGE)
+            .sum::<usize>();
+    let mut out = Vec::with_capacity(total);
+    out.resize(PAGE, 0);
+    for (i, bytes, mut s) in parts {
+        s.offset = out.len() as u64;
+        out.extend_from_slice(&bytes);
+        out.resize(out.len().div_ceil(PAGE) * PAGE, 0);
+        h.sections[i] = s;
+    }
     h.seg_len = out.len() as u64;
     out[..PAGE].copy_from_slice(&h.encode());
     out
@@ -621,7 +851,18 @@ impl KeyWriter {
         if self.nblocks == 0 && last_of.is_none() {
             return;
         }
-        let mut rows = self.recycle_rx.try_recv().unwrap_or_default();
+        // The collector goes on in a buffer of the builder's (given back
+        // emptied), or a new one made as large as the last: no growing
+        // (copies and page faults) while frames come.
+        let mut rows = self.recycle_rx.try_recv().unwrap_or_else(|_| {
+            let cap = col
+                .rows()
+                .map_or((0, 0), |r| (r.sig.capacity(), r.keys.capacity()));
+            Rows {
+                sig: Vec::with_capacity(cap.0),
+                keys: Vec::with_capacity(cap.1),
+            }
+        });
         col.take_rows(&mut rows);
         // Rows of blocks not in the segment (entries still on their way)
         // go back to the collector.

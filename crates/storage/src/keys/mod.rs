@@ -424,15 +424,8 @@ fn put_payload(out: &mut Vec<u8>, k: &FrameKeys, me: Me) {
     if let (true, Me::V4(a)) = (plain, me) {
         let v4 = k.ip4();
         let peer = if v4[0] == a { v4[1] } else { v4[0] };
-        match k.proto().unwrap_or(0) {
-            6 => out.push(PLAIN4_TCP),
-            17 => out.push(PLAIN4_UDP),
-            p => out.extend_from_slice(&[PLAIN4, p]),
-        }
-        out.extend_from_slice(&peer.to_le_bytes());
-        for p in k.ports() {
-            out.extend_from_slice(&p.to_le_bytes());
-        }
+        let p = k.ports();
+        put_plain4(out, k.proto().unwrap_or(0), peer, p[0], p[1]);
         return;
     }
     let mut v4: Vec<u32> = k.ip4().to_vec();
@@ -471,6 +464,18 @@ fn put_payload(out: &mut Vec<u8>, k: &FrameKeys, me: Me) {
     k.ports()
         .iter()
         .for_each(|e| out.extend_from_slice(&e.to_le_bytes()));
+}
+
+/// Appends a plain IPv4 row's payload (see [`put_payload`]).
+fn put_plain4(out: &mut Vec<u8>, proto: u8, peer: u32, sp: u16, dp: u16) {
+    match proto {
+        6 => out.push(PLAIN4_TCP),
+        17 => out.push(PLAIN4_UDP),
+        p => out.extend_from_slice(&[PLAIN4, p]),
+    }
+    out.extend_from_slice(&peer.to_le_bytes());
+    out.extend_from_slice(&sp.to_le_bytes());
+    out.extend_from_slice(&dp.to_le_bytes());
 }
 
 /// The address a host record is filed under.
