@@ -428,8 +428,12 @@ pub struct FlowCollector {
     last_sig: u128,
     last_slot: usize,
     sigs: Box<[SigSlot]>,
+    /// The slots of `sigs` in use (so that a block's end visits those
+    /// only, not the whole table).
+    used_sigs: Vec<u16>,
     /// Other frames' keys, likewise (rows only).
     slow: Box<[KeysSlot]>,
+    used_slow: Vec<u16>,
     last_slow: usize,
     rows: Option<Rows>,
     /// The block the rows being collected belong to.
@@ -572,7 +576,9 @@ impl FlowCollector {
             last_sig: 0,
             last_slot: 0,
             sigs: vec![SigSlot::default(); SIGS].into_boxed_slice(),
+            used_sigs: Vec::with_capacity(SIGS),
             slow: Box::new([]),
+            used_slow: Vec::new(),
             last_slow: 0,
             rows: None,
             block: 0,
@@ -589,6 +595,7 @@ impl FlowCollector {
     /// of them (more are taken, growing the list).
     pub fn with_rows(mut self, capacity: usize) -> Self {
         self.slow = vec![KeysSlot::default(); SLOW].into_boxed_slice();
+        self.used_slow = Vec::with_capacity(SLOW);
         self.rows = Some(Rows {
             sig: Vec::with_capacity(capacity),
             keys: Vec::with_capacity(capacity / 16 + 64),
@@ -679,6 +686,8 @@ impl FlowCollector {
                         frames: s.frames,
                     });
                 }
+            } else {
+                self.used_sigs.push(i as u16);
             }
             *s = SigSlot {
                 sig,
@@ -724,6 +733,8 @@ impl FlowCollector {
                     frames: s.frames,
                 });
             }
+        } else {
+            self.used_slow.push(i as u16);
         }
         *s = KeysSlot {
             keys: *k,
@@ -805,36 +816,41 @@ impl FlowCollector {
         self.fresh = true;
         self.last_sig = 0;
         let block = self.block;
+        // The slots in use only: a block of a few flows costs a few.
         match &mut self.rows {
             Some(r) => {
-                for slot in self.sigs.iter_mut() {
-                    if slot.sig != 0 {
-                        r.sig.push(SigRow {
-                            sig: slot.sig,
-                            block,
-                            first: slot.first,
-                            last: slot.last,
-                            frames: slot.frames,
-                        });
-                        slot.sig = 0;
-                    }
+                for &i in &self.used_sigs {
+                    let slot = &mut self.sigs[i as usize];
+                    r.sig.push(SigRow {
+                        sig: slot.sig,
+                        block,
+                        first: slot.first,
+                        last: slot.last,
+                        frames: slot.frames,
+                    });
+                    slot.sig = 0;
                 }
-                for slot in self.slow.iter_mut() {
-                    if slot.used {
-                        r.keys.push(KeysRow {
-                            keys: slot.keys,
-                            block,
-                            first: slot.first,
-                            last: slot.last,
-                            frames: slot.frames,
-                        });
-                        slot.used = false;
-                    }
+                for &i in &self.used_slow {
+                    let slot = &mut self.slow[i as usize];
+                    r.keys.push(KeysRow {
+                        keys: slot.keys,
+                        block,
+                        first: slot.first,
+                        last: slot.last,
+                        frames: slot.frames,
+                    });
+                    slot.used = false;
                 }
                 self.block = block.wrapping_add(1);
             }
-            None => self.sigs.iter_mut().for_each(|s| s.sig = 0),
+            None => {
+                for &i in &self.used_sigs {
+                    self.sigs[i as usize].sig = 0;
+                }
+            }
         }
+        self.used_sigs.clear();
+        self.used_slow.clear();
         s
     }
 }

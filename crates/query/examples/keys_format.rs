@@ -15,6 +15,7 @@
 //! page cache (root; else the figures are warm), opens the index and finds
 //! the host's records; reports the disk bytes read (/proc/self/io
 //! read_bytes) and the time, median [min..max], and the file sizes.
+#![allow(unused_crate_dependencies)] // an example uses only some of them
 
 use arrow_array::{Int32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};

@@ -91,14 +91,17 @@ impl Entry {
 
     /// The fixed part as the `.idx` holds it: 32 bytes, or 56 with the
     /// compressed unit ([`Entry::z`]).
-    pub fn fixed_bytes(&self) -> Vec<u8> {
-        let mut b = self.encode_fixed().to_vec();
+    pub fn fixed_bytes(&self) -> FixedBytes {
+        let mut b = [0u8; ENTRY_LEN_V3];
+        b[..ENTRY_LEN].copy_from_slice(&self.encode_fixed());
+        let mut n = ENTRY_LEN;
         if let Some(z) = &self.z {
             for v in [z.c_off, z.c_len, z.u_start] {
-                b.extend_from_slice(&v.to_le_bytes());
+                b[n..n + 8].copy_from_slice(&v.to_le_bytes());
+                n += 8;
             }
         }
-        b
+        FixedBytes(b, n as u8)
     }
 
     /// An entry from its fixed part ([`Entry::fixed_bytes`]: 32 or 56
@@ -136,6 +139,18 @@ impl Entry {
     /// for (always, without a flow set).
     pub fn may_match(&self, needs: &wiretape_filter::flow::Needs) -> bool {
         self.flows.as_ref().is_none_or(|f| needs.may_match(f))
+    }
+}
+
+/// An entry's fixed part ([`Entry::fixed_bytes`]), without allocating: it
+/// derefs to its 32 or 56 bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct FixedBytes([u8; ENTRY_LEN_V3], u8);
+
+impl std::ops::Deref for FixedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0[..self.1 as usize]
     }
 }
 

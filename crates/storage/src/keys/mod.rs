@@ -757,7 +757,7 @@ mod segment_tests {
             linktype: 1,
         };
         let bytes = build_segment(&input);
-        // An empty segment (0 blocks) before it would be refused: it starts at block 5.
+        // A first segment of blocks 0-4 (no rows), then the big one at block 5.
         let mut f = std::fs::File::create(path_for(&cap)).unwrap();
         let empty = SegmentInput {
             path: path_for(&cap),
@@ -768,6 +768,7 @@ mod segment_tests {
                         ..Default::default()
                     }
                     .fixed_bytes()
+                    .to_vec()
                 })
                 .collect(),
             entry_len: 32,
