@@ -54,7 +54,7 @@ command -v tcpreplay >/dev/null && command -v capinfos >/dev/null || apt-get ins
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 cargo build --release -q -p wiretape-cli
 W=${CARGO_TARGET_DIR:-$ROOT/target}/release/wiretape
-mkdir -p "$OUT"
+mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)   # Stenographer's config wants absolute paths
 STORES=$OUT/stores; TRACE=$OUT/trace.pcap
 ip netns list | grep -q '^pbcap\b' || "$RIG/veth.sh" up >/dev/null
 
@@ -72,11 +72,12 @@ SDIR=$STORES/steno
 cleanup() {
   [ -n "${WTPID:-}" ] && kill -INT "$WTPID" 2>/dev/null || true
   ip netns exec pbcap "$RIG/steno.sh" down "$SDIR" >/dev/null 2>&1 || true
-  for cg in /sys/fs/cgroup/wtsteno-$$-*; do [ -d "$cg" ] && rmdir "$cg" 2>/dev/null; done
+  for cg in /sys/fs/cgroup/wtsteno-$$-* /sys/fs/cgroup/*/wtsteno-$$-*; do [ -d "$cg" ] && rmdir "$cg" 2>/dev/null; done
   [ "$KEEP" = 1 ] || rm -rf "$STORES"
 }
 trap cleanup EXIT
-FILEAGE=${FILEAGE:-10} ip netns exec pbcap "$RIG/steno.sh" up pb-cap "$SDIR" 18123 >/dev/null
+export FILEAGE=${FILEAGE:-10}
+ip netns exec pbcap "$RIG/steno.sh" up pb-cap "$SDIR" 18123 >/dev/null
 SCONF=$SDIR/config
 SPID=$(cat "$SDIR/server.pid")
 ip netns exec pbcap "$W" record -i pb-cap --engine packet -w "$STORES/wt" -q --rotate-size 1G \
@@ -112,21 +113,45 @@ WWIN[time]="--from $T0 --to $T1"
 SECTOR_DEV=$(basename "$(df --output=source "$STORES" | tail -1)")
 SECTOR_DEV=${SECTOR_DEV%%[0-9]*}; [ -e "/sys/block/$SECTOR_DEV/stat" ] || SECTOR_DEV=$(ls /sys/block | grep -v loop | head -1)
 sectors() { awk '{print $3}' "/sys/block/$SECTOR_DEV/stat"; }
-[ -f /sys/fs/cgroup/cgroup.controllers ] && echo "+io" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+# Per query, a cgroup counts the client's CPU and disk reads: cgroup v2
+# (cpu.stat, io.stat), or v1's cpuacct and blkio hierarchies.
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+  CGV=2; echo "+io" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+else
+  CGV=1
+fi
+cg_dirs() { if [ "$CGV" = 2 ]; then echo "/sys/fs/cgroup/$1"; else echo "/sys/fs/cgroup/cpuacct/$1 /sys/fs/cgroup/blkio/$1"; fi; }
 N=0
-# measure NAME CMD...: runs CMD in a fresh cgroup on a cold page cache; sets
+# The clients' programs and their libraries.
+PROGRAMS=()
+for p in "$W" bash env ip which dirname jq curl tcpdump stenoread stenocurl; do
+  b=$(command -v "$p") || continue
+  PROGRAMS+=("$b")
+  while read -r lib; do [ -f "$lib" ] && PROGRAMS+=("$lib"); done < <(ldd "$b" 2>/dev/null | awk '/=> \// {print $3}')
+done
+# measure CMD...: runs CMD in a fresh cgroup on a cold page cache; sets
 # M_WALL (s), M_CPU (s), M_READ (bytes), M_SECT (bytes of the disk's reads).
 measure() {
-  N=$((N + 1)); local cg=/sys/fs/cgroup/wtsteno-$$-$N; mkdir "$cg"
+  N=$((N + 1)); local name=wtsteno-$$-$N d
+  for d in $(cg_dirs "$name"); do mkdir "$d"; done
   sync; echo 3 > /proc/sys/vm/drop_caches; sleep 1
+  # The programs (not the data): both sides' clients read from the page
+  # cache as a sensor's tools would be, so that only the stores' bytes count.
+  cat "${PROGRAMS[@]}" > /dev/null 2>&1 || true
   local s0 a b; s0=$(sectors); a=$(date +%s%N)
-  (echo $BASHPID > "$cg/cgroup.procs"; exec "$@") || true
+  (for d in $(cg_dirs "$name"); do echo $BASHPID > "$d/cgroup.procs"; done; exec "$@") || true
   b=$(date +%s%N)
   M_SECT=$(( ($(sectors) - s0) * 512 ))
   M_WALL=$(python3 -c "print(f'{($b - $a) / 1e9:.3f}')")
-  M_CPU=$(awk '/usage_usec/ {printf "%.3f", $2 / 1e6}' "$cg/cpu.stat")
-  M_READ=$(awk '{for (i = 2; i <= NF; i++) if ($i ~ /^rbytes=/) {split($i, v, "="); s += v[2]}} END {print s + 0}' "$cg/io.stat")
-  rmdir "$cg" 2>/dev/null || true
+  if [ "$CGV" = 2 ]; then
+    local cg=/sys/fs/cgroup/$name
+    M_CPU=$(awk '/usage_usec/ {printf "%.3f", $2 / 1e6}' "$cg/cpu.stat")
+    M_READ=$(awk '{for (i = 2; i <= NF; i++) if ($i ~ /^rbytes=/) {split($i, v, "="); s += v[2]}} END {print s + 0}' "$cg/io.stat")
+  else
+    M_CPU=$(awk '{printf "%.3f", $1 / 1e9}' "/sys/fs/cgroup/cpuacct/$name/cpuacct.usage")
+    M_READ=$(awk '$2 == "Read" {s += $3} END {print s + 0}' "/sys/fs/cgroup/blkio/$name/blkio.throttle.io_service_bytes")
+  fi
+  for d in $(cg_dirs "$name"); do rmdir "$d" 2>/dev/null || true; done
 }
 proc_io() { awk '/^read_bytes/ {print $2}' "/proc/$1/io"; }
 proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.3f", ($14 + $15) / hz}' "/proc/$1/stat"; }

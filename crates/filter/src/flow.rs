@@ -63,7 +63,7 @@ pub enum Key {
 
 /// What one frame holds, as the module docs describe (a fixed-size value:
 /// nothing allocated per frame).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FrameKeys {
     /// Bits: 0..3 ethertypes present (count in `n_eth`), see fields.
     n_eth: u8,
@@ -410,10 +410,11 @@ impl Bits {
 /// ([`FlowCollector::finish`]).
 ///
 /// With rows on ([`FlowCollector::with_rows`]), the collector also keeps,
-/// per block, one [`SigRow`] or [`KeysRow`] per distinct frame signature
+/// per block, [`SigRow`]s or [`KeysRow`]s per distinct frame signature
 /// (all of a frame's keys: a plain IPv4 frame's packed [`fast_sig`], any
 /// other frame's [`FrameKeys`]) with the stream offsets of its first and
-/// last frame in the block and their count: the exact key index is built
+/// last frame in the block and their count (a new row where a frame comes
+/// more than [`ROW_GAP`] after the signature's last one): the exact key index is built
 /// from these rows (the `keys` module of the storage crate). The tables
 /// that spot a signature already seen in the block are direct-mapped, so a
 /// signature pushed out by a collision starts a second row: rows are exact
@@ -561,6 +562,11 @@ impl std::fmt::Debug for FlowCollector {
 /// Slots of the table of other frames' signatures (rows only).
 const SLOW: usize = 256;
 
+/// A row ends where the next frame of its signature starts more than this
+/// many bytes after its last one (a page: reading a row's bytes then never
+/// reads a page between two of its frames that holds none of them).
+pub const ROW_GAP: u32 = 4096;
+
 #[inline(always)]
 fn sig_slot(sig: u128) -> usize {
     let h = ((sig as u64) ^ (sig >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -662,20 +668,18 @@ impl FlowCollector {
             // The common case: its keys are all in `sig`; one seen in this
             // block already adds nothing but its row's end.
             if sig == self.last_sig {
-                let s = &mut self.sigs[self.last_slot];
-                s.last = off;
-                s.frames += 1;
+                let i = self.last_slot;
+                self.extend_sig(i, off);
                 return;
             }
             self.last_sig = sig;
             let i = sig_slot(sig);
             self.last_slot = i;
-            let s = &mut self.sigs[i];
-            if s.sig == sig {
-                s.last = off;
-                s.frames += 1;
+            if self.sigs[i].sig == sig {
+                self.extend_sig(i, off);
                 return;
             }
+            let s = &mut self.sigs[i];
             if s.sig != 0 {
                 if let Some(r) = &mut self.rows {
                     r.sig.push(SigRow {
@@ -706,23 +710,66 @@ impl FlowCollector {
         self.add_keys(k);
     }
 
+    /// A frame of the signature in slot `i`, `off` bytes into the block:
+    /// its row grows to it, or (rows on, more than [`ROW_GAP`] after the
+    /// row's last frame) the row goes out and a new one starts here, so
+    /// that no row spans a gap wider than a page between two of its frames.
+    #[inline(always)]
+    fn extend_sig(&mut self, i: usize, off: u32) {
+        let s = &mut self.sigs[i];
+        if off.wrapping_sub(s.last) > ROW_GAP {
+            if let Some(r) = &mut self.rows {
+                r.sig.push(SigRow {
+                    sig: s.sig,
+                    block: self.block,
+                    first: s.first,
+                    last: s.last,
+                    frames: s.frames,
+                });
+                s.first = off;
+                s.frames = 0;
+            }
+        }
+        s.last = off;
+        s.frames += 1;
+    }
+
+    /// As [`FlowCollector::extend_sig`], for a slot of other frames.
+    #[inline]
+    fn extend_slow(&mut self, i: usize, off: u32) {
+        let s = &mut self.slow[i];
+        if off.wrapping_sub(s.last) > ROW_GAP {
+            if let Some(r) = &mut self.rows {
+                r.keys.push(KeysRow {
+                    keys: s.keys,
+                    block: self.block,
+                    first: s.first,
+                    last: s.last,
+                    frames: s.frames,
+                });
+                s.first = off;
+                s.frames = 0;
+            }
+        }
+        s.last = off;
+        s.frames += 1;
+    }
+
     /// A frame without a fast signature, into its row.
     #[inline]
     fn add_slow_row(&mut self, k: &FrameKeys, off: u32) {
-        let s = &mut self.slow[self.last_slow];
-        if s.used && s.keys == *k {
-            s.last = off;
-            s.frames += 1;
+        let j = self.last_slow;
+        if self.slow[j].used && self.slow[j].keys == *k {
+            self.extend_slow(j, off);
             return;
         }
         let i = k.slot_hash() % SLOW;
         self.last_slow = i;
-        let s = &mut self.slow[i];
-        if s.used && s.keys == *k {
-            s.last = off;
-            s.frames += 1;
+        if self.slow[i].used && self.slow[i].keys == *k {
+            self.extend_slow(i, off);
             return;
         }
+        let s = &mut self.slow[i];
         if s.used {
             if let Some(r) = &mut self.rows {
                 r.keys.push(KeysRow {

@@ -47,7 +47,6 @@ pub struct SegmentInput {
 /// A sorted table being written in pages (see the module docs of `keys`).
 struct Paged {
     width: usize,
-    host: bool,
     data: Vec<u8>,
     fences: Vec<u128>,
     page: Vec<u8>,
@@ -66,11 +65,10 @@ fn var_len(v: u64) -> usize {
 }
 
 impl Paged {
-    fn new(width: usize, host: bool) -> Self {
+    fn new(width: usize, capacity: usize) -> Self {
         Paged {
             width,
-            host,
-            data: Vec::new(),
+            data: Vec::with_capacity(capacity.div_ceil(PAGE) * PAGE),
             fences: Vec::new(),
             page: vec![0; PAGE_HEADER],
             gkey: None,
@@ -83,37 +81,42 @@ impl Paged {
         }
     }
 
-    /// Adds a record (keys ascending; within a key, blocks ascending).
-    fn push(&mut self, key: u128, block: u32, first: u32, span: u32, frames: u32, payload: &[u8]) {
+    /// Adds the places `ranges` (ascending) of `frames` frames of `key` in
+    /// `block`, then `payload` (keys ascending; within a key, blocks
+    /// ascending). More ranges than a record holds go into several records.
+    fn push(&mut self, key: u128, block: u32, frames: u32, ranges: &[(u32, u32)], payload: &[u8]) {
         if self.gkey != Some(key) {
             self.close_group();
             self.gkey = Some(key);
             self.keys += 1;
         }
-        loop {
-            self.rec.clear();
-            let delta = if self.gn == 0 {
-                block
-            } else {
-                block - self.glast
-            };
-            put_record(&mut self.rec, delta, first, span, frames);
-            self.rec.extend_from_slice(payload);
-            let hdr = self.width + var_len(self.gn + 1);
-            if self.page.len() + hdr + self.grecs.len() + self.rec.len() <= PAGE {
-                self.grecs.extend_from_slice(&self.rec);
-                self.gn += 1;
-                self.glast = block;
-                self.records += 1;
-                return;
+        for (k, chunk) in ranges.chunks(RANGES_PER_RECORD).enumerate() {
+            let frames = if k == 0 { frames } else { 0 };
+            loop {
+                self.rec.clear();
+                let delta = if self.gn == 0 {
+                    block
+                } else {
+                    block - self.glast
+                };
+                put_record(&mut self.rec, delta, frames, chunk);
+                self.rec.extend_from_slice(payload);
+                let hdr = self.width + var_len(self.gn + 1);
+                if self.page.len() + hdr + self.grecs.len() + self.rec.len() <= PAGE {
+                    self.grecs.extend_from_slice(&self.rec);
+                    self.gn += 1;
+                    self.glast = block;
+                    self.records += 1;
+                    break;
+                }
+                assert!(
+                    self.gn > 0 || self.page.len() > PAGE_HEADER,
+                    "a record larger than a page"
+                );
+                self.close_group();
+                self.close_page();
+                self.gkey = Some(key);
             }
-            assert!(
-                self.gn > 0 || self.page.len() > PAGE_HEADER,
-                "a record larger than a page"
-            );
-            self.close_group();
-            self.close_page();
-            self.gkey = Some(key);
         }
     }
 
@@ -148,7 +151,6 @@ impl Paged {
     fn finish(mut self) -> (Vec<u8>, Section) {
         self.close_group();
         self.close_page();
-        let _ = self.host;
         let pages = (self.data.len() / PAGE) as u32;
         let mut s = Section {
             pages,
@@ -185,27 +187,9 @@ impl Paged {
     }
 }
 
-/// A row of the segment, by list and position (bit 31: `Rows::keys`).
-#[derive(Clone, Copy)]
-struct RowRef(u32);
-
+/// A row of `Rows::keys` (bit 31 set) or of `Rows::sig` (bit 31 clear), by
+/// position.
 const KEYS_ROW: u32 = 1 << 31;
-
-fn row_keys(rows: &Rows, r: RowRef) -> (FrameKeys, u32, u32, u32, u32) {
-    if r.0 & KEYS_ROW == 0 {
-        let x = &rows.sig[r.0 as usize];
-        (
-            FrameKeys::from_sig(x.sig),
-            x.block,
-            x.first,
-            x.last,
-            x.frames,
-        )
-    } else {
-        let x = &rows.keys[(r.0 & !KEYS_ROW) as usize];
-        (x.keys, x.block, x.first, x.last, x.frames)
-    }
-}
 
 /// A plain IPv4 row's fields, straight from its packed signature
 /// ([`FrameKeys::from_sig`]'s layout): protocol, source, destination, ports.
@@ -261,119 +245,182 @@ fn radix_sort<T: Copy>(v: &mut Vec<T>, key: impl Fn(&T) -> u64) {
     }
 }
 
-/// A hull posting being gathered: key << 32 | block, first, last, frames.
+/// One flow of a block: a signature's rows there (a plain IPv4 row's
+/// signature, or a row of `Rows::keys` by index: `kidx` with [`KEYS_ROW`]),
+/// its frames, and its places (ranges `r0..r0 + rn` of the arena).
 #[derive(Clone, Copy)]
-struct Hull {
-    kb: u64,
-    first: u32,
-    last: u32,
+struct Flow {
+    sig: u128,
+    kidx: u32,
+    block: u32,
     frames: u32,
+    r0: u32,
+    rn: u32,
 }
 
-impl Hull {
-    fn widen(&mut self, first: u32, last: u32, frames: u32) {
-        self.first = self.first.min(first);
-        self.last = self.last.max(last);
-        self.frames = self.frames.saturating_add(frames);
+/// Appends `(first, last)` to the ranges `out[start..]`, joining it with
+/// the last one when it overlaps or lies within [`ROW_GAP`] of it (ranges
+/// come in ascending order of their first).
+#[inline]
+fn join_range(out: &mut Vec<(u32, u32)>, start: usize, first: u32, last: u32) {
+    if out.len() > start {
+        let l = out.last_mut().expect("a range");
+        if first <= l.1.saturating_add(wiretape_filter::flow::ROW_GAP) {
+            l.1 = l.1.max(last);
+            return;
+        }
     }
+    out.push((first, last));
 }
 
-/// The rows of both lists merged in block order (each list is): (block,
-/// row). Records made in this order and then sorted stably by key come out
-/// sorted by key and block.
-fn in_block_order(rows: &Rows) -> Vec<(u32, RowRef)> {
-    let mut out = Vec::with_capacity(rows.len());
+/// The flows of the rows (per block, a signature's rows coalesced, their
+/// places joined), in block order, and the arena of their places.
+fn flows_of(rows: &Rows, block0: u32) -> (Vec<Flow>, Vec<(u32, u32)>) {
+    let mut flows = Vec::with_capacity(rows.len());
+    let mut arena: Vec<(u32, u32)> = Vec::with_capacity(rows.len());
     let (mut i, mut j) = (0, 0);
+    let mut sigs: Vec<(u128, u32, u32, u32)> = Vec::new();
+    let mut keys: Vec<(FrameKeys, u32, u32, u32, u32)> = Vec::new();
     while i < rows.sig.len() || j < rows.keys.len() {
-        let take_sig =
-            j >= rows.keys.len() || (i < rows.sig.len() && rows.sig[i].block <= rows.keys[j].block);
-        if take_sig {
-            out.push((rows.sig[i].block, RowRef(i as u32)));
+        let block = match (rows.sig.get(i), rows.keys.get(j)) {
+            (Some(a), Some(b)) => a.block.min(b.block),
+            (Some(a), None) => a.block,
+            (None, Some(b)) => b.block,
+            (None, None) => break,
+        };
+        sigs.clear();
+        while let Some(r) = rows.sig.get(i).filter(|r| r.block == block) {
+            sigs.push((r.sig, r.first, r.last, r.frames));
             i += 1;
-        } else {
-            out.push((rows.keys[j].block, RowRef(j as u32 | KEYS_ROW)));
+        }
+        keys.clear();
+        while let Some(r) = rows.keys.get(j).filter(|r| r.block == block) {
+            keys.push((r.keys, r.first, r.last, r.frames, j as u32));
             j += 1;
         }
+        let rel = block - block0;
+        sigs.sort_unstable_by_key(|x| (x.0, x.1));
+        let mut k = 0;
+        while k < sigs.len() {
+            let sig = sigs[k].0;
+            let r0 = arena.len();
+            let mut frames = 0u32;
+            while k < sigs.len() && sigs[k].0 == sig {
+                join_range(&mut arena, r0, sigs[k].1, sigs[k].2);
+                frames = frames.saturating_add(sigs[k].3);
+                k += 1;
+            }
+            flows.push(Flow {
+                sig,
+                kidx: 0,
+                block: rel,
+                frames,
+                r0: r0 as u32,
+                rn: (arena.len() - r0) as u32,
+            });
+        }
+        keys.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let mut k = 0;
+        while k < keys.len() {
+            let key = keys[k].0;
+            let r0 = arena.len();
+            let mut frames = 0u32;
+            let idx = keys[k].4;
+            while k < keys.len() && keys[k].0 == key {
+                join_range(&mut arena, r0, keys[k].1, keys[k].2);
+                frames = frames.saturating_add(keys[k].3);
+                k += 1;
+            }
+            flows.push(Flow {
+                sig: 0,
+                kidx: idx | KEYS_ROW,
+                block: rel,
+                frames,
+                r0: r0 as u32,
+                rn: (arena.len() - r0) as u32,
+            });
+        }
     }
-    out
+    (flows, arena)
 }
 
-/// Hull postings of one kind: (key, block) → first, last, frames. Per
-/// block, a key's rows are merged through a table (`table` slots, keys
-/// below it); the postings are then put in key order by one stable
-/// counting pass (they were made in block order).
-fn hull_section(
-    rows: &Rows,
-    order: &[(u32, RowRef)],
-    block0: u32,
+/// A flow's keys.
+fn flow_keys(rows: &Rows, f: &Flow) -> FrameKeys {
+    if f.kidx & KEYS_ROW == 0 {
+        FrameKeys::from_sig(f.sig)
+    } else {
+        rows.keys[(f.kidx & !KEYS_ROW) as usize].keys
+    }
+}
+
+/// Postings of one kind: per (key, block), the places of its flows there
+/// joined into ranges, and their frames; `keys_of` gives a flow's keys of
+/// the kind. Made block by block (a small sort per block), then put in key
+/// order by one stable radix sort.
+fn posting_section(
+    flows: &[Flow],
+    arena: &[(u32, u32)],
     width: usize,
-    table: usize,
-    keys_of: impl Fn(&Rows, RowRef, &mut Vec<u32>),
+    keys_of: impl Fn(&Flow, &mut Vec<u32>),
 ) -> (Vec<u8>, Section) {
-    let mut slot = vec![u32::MAX; table];
-    let mut touched: Vec<u32> = Vec::new();
-    let mut v: Vec<Hull> = Vec::with_capacity(order.len() * 2);
+    // (key, block, frames, r0, rn) into `out_ranges`.
+    let mut post: Vec<(u64, u32, u32, u32)> = Vec::with_capacity(flows.len() * 2);
+    let mut out_ranges: Vec<(u32, u32)> = Vec::with_capacity(arena.len() * 2);
+    let mut scratch: Vec<(u32, u32, u32, u32)> = Vec::new();
     let mut ks = Vec::with_capacity(8);
-    let mut cur = u32::MAX;
-    for &(block, r) in order {
-        if block != cur {
-            for &k in &touched {
-                slot[k as usize] = u32::MAX;
+    let mut i = 0;
+    while i < flows.len() {
+        let block = flows[i].block;
+        scratch.clear();
+        while i < flows.len() && flows[i].block == block {
+            let f = &flows[i];
+            ks.clear();
+            keys_of(f, &mut ks);
+            for &k in &ks {
+                for (n, &(a, b)) in arena[f.r0 as usize..(f.r0 + f.rn) as usize]
+                    .iter()
+                    .enumerate()
+                {
+                    let frames = if n == 0 { f.frames } else { 0 };
+                    scratch.push((k, a, b, frames));
+                }
             }
-            touched.clear();
-            cur = block;
+            i += 1;
         }
-        let (first, last, frames) = place(rows, r);
-        ks.clear();
-        keys_of(rows, r, &mut ks);
-        for &k in &ks {
-            let at = &mut slot[k as usize];
-            if *at == u32::MAX {
-                *at = v.len() as u32;
-                touched.push(k);
-                v.push(Hull {
-                    kb: (k as u64) << 32 | (block - block0) as u64,
-                    first,
-                    last,
-                    frames,
-                });
-            } else {
-                v[*at as usize].widen(first, last, frames);
+        scratch.sort_unstable_by_key(|x| (x.0, x.1));
+        let mut k = 0;
+        while k < scratch.len() {
+            let key = scratch[k].0;
+            let r0 = out_ranges.len();
+            let mut frames = 0u32;
+            while k < scratch.len() && scratch[k].0 == key {
+                join_range(&mut out_ranges, r0, scratch[k].1, scratch[k].2);
+                frames = frames.saturating_add(scratch[k].3);
+                k += 1;
             }
+            post.push((
+                (key as u64) << 32 | block as u64,
+                frames,
+                r0 as u32,
+                (out_ranges.len() - r0) as u32,
+            ));
         }
     }
-    radix_sort(&mut v, |h| h.kb >> 32);
-    let mut p = Paged::new(width, false);
-    for h in &v {
-        p.push(
-            (h.kb >> 32) as u128,
-            h.kb as u32,
-            h.first,
-            h.last - h.first,
-            h.frames,
-            &[],
-        );
+    radix_sort(&mut post, |p| p.0 >> 32);
+    let mut p = Paged::new(width, post.len() * 8 + out_ranges.len() * 4);
+    for &(kb, frames, r0, rn) in &post {
+        let ranges = &out_ranges[r0 as usize..(r0 + rn) as usize];
+        p.push((kb >> 32) as u128, kb as u32, frames, ranges, &[]);
     }
     p.finish()
 }
 
-/// A row's place: first, last, frames.
-#[inline]
-fn place(rows: &Rows, r: RowRef) -> (u32, u32, u32) {
-    if r.0 & KEYS_ROW == 0 {
-        let x = &rows.sig[r.0 as usize];
-        (x.first, x.last, x.frames)
-    } else {
-        let x = &rows.keys[(r.0 & !KEYS_ROW) as usize];
-        (x.first, x.last, x.frames)
-    }
-}
-
-/// A host record being gathered: address << 32 | block, the row's place,
-/// and a plain row's peer, ports and protocol (so that writing the sorted
-/// records reads them in order, never the rows at random); `proto` with
-/// [`KEYS_ROW`] set: a row of `Rows::keys` (its index), whose keys are
-/// read from there.
+/// A host record being gathered (32 bytes: sorting moves them): address
+/// << 32 | block, the flow's frames, its one place inline (most flows have
+/// one), a plain flow's peer, ports and protocol, so that writing the
+/// sorted records reads nothing else. `proto` flags: [`KEYS_ROW`], a flow
+/// of `Rows::keys` (its index in `peer`); [`MULTI`], a flow of several
+/// places (its index in `first`, or `peer` for a flow of `Rows::keys`).
 #[derive(Clone, Copy)]
 struct Host4 {
     kb: u64,
@@ -385,23 +432,30 @@ struct Host4 {
     proto: u32,
 }
 
-/// Host records of IPv4: one per (address, row), sorted by address and
-/// block; a plain row's payload made from its signature.
-fn host4_section(rows: &Rows, order: &[(u32, RowRef)], block0: u32) -> (Vec<u8>, Section) {
-    let mut v: Vec<Host4> = Vec::with_capacity(order.len() * 2);
-    for &(block, r) in order {
-        let b = (block - block0) as u64;
-        if r.0 & KEYS_ROW == 0 {
-            let x = &rows.sig[r.0 as usize];
-            let (proto, src, dst, sp, dp) = sig_fields(x.sig);
+/// [`Host4::proto`]: the flow has several places.
+const MULTI: u32 = 1 << 30;
+
+/// Host records of IPv4: one per (address, flow), sorted by address and
+/// block; a plain flow's payload made from its signature.
+fn host4_section(rows: &Rows, flows: &[Flow], arena: &[(u32, u32)]) -> (Vec<u8>, Section) {
+    let mut v: Vec<Host4> = Vec::with_capacity(flows.len() * 2);
+    for (n, f) in flows.iter().enumerate() {
+        let b = f.block as u64;
+        let (mut first, last) = arena[f.r0 as usize];
+        let multi = if f.rn > 1 { MULTI } else { 0 };
+        if f.kidx & KEYS_ROW == 0 {
+            if multi != 0 {
+                first = n as u32;
+            }
+            let (proto, src, dst, sp, dp) = sig_fields(f.sig);
             let mut h = Host4 {
                 kb: (src as u64) << 32 | b,
-                first: x.first,
-                last: x.last,
-                frames: x.frames,
+                first,
+                last,
+                frames: f.frames,
                 peer: dst,
                 ports: (sp as u32) << 16 | dp as u32,
-                proto: proto as u32,
+                proto: proto as u32 | multi,
             };
             v.push(h);
             if dst != src {
@@ -410,18 +464,18 @@ fn host4_section(rows: &Rows, order: &[(u32, RowRef)], block0: u32) -> (Vec<u8>,
                 v.push(h);
             }
         } else {
-            let x = &rows.keys[(r.0 & !KEYS_ROW) as usize];
-            let a = x.keys.ip4();
+            let k = flow_keys(rows, f);
+            let a = k.ip4();
             for (j, &addr) in a.iter().enumerate() {
                 if !a[..j].contains(&addr) {
                     v.push(Host4 {
                         kb: (addr as u64) << 32 | b,
-                        first: x.first,
-                        last: x.last,
-                        frames: x.frames,
-                        peer: 0,
+                        first,
+                        last,
+                        frames: f.frames,
+                        peer: n as u32,
                         ports: 0,
-                        proto: r.0,
+                        proto: KEYS_ROW | multi,
                     });
                 }
             }
@@ -429,12 +483,24 @@ fn host4_section(rows: &Rows, order: &[(u32, RowRef)], block0: u32) -> (Vec<u8>,
     }
     // Made in block order: a stable sort by address keeps it within one.
     radix_sort(&mut v, |e| e.kb >> 32);
-    let mut p = Paged::new(4, true);
+    let mut p = Paged::new(4, v.len() * 16);
     let mut payload = Vec::with_capacity(64);
     for h in &v {
         let addr = (h.kb >> 32) as u32;
         payload.clear();
-        if h.proto & KEYS_ROW == 0 {
+        let keys_flow = h.proto & KEYS_ROW != 0;
+        let flow = match (keys_flow, h.proto & MULTI != 0) {
+            (true, _) => Some(h.peer),
+            (false, true) => Some(h.first),
+            (false, false) => None,
+        };
+        if keys_flow {
+            put_payload(
+                &mut payload,
+                &flow_keys(rows, &flows[h.peer as usize]),
+                Me::V4(addr),
+            );
+        } else {
             put_plain4(
                 &mut payload,
                 h.proto as u8,
@@ -442,41 +508,44 @@ fn host4_section(rows: &Rows, order: &[(u32, RowRef)], block0: u32) -> (Vec<u8>,
                 (h.ports >> 16) as u16,
                 h.ports as u16,
             );
-        } else {
-            let x = &rows.keys[(h.proto & !KEYS_ROW) as usize];
-            put_payload(&mut payload, &x.keys, Me::V4(addr));
         }
-        p.push(
-            addr as u128,
-            h.kb as u32,
-            h.first,
-            h.last - h.first,
-            h.frames,
-            &payload,
-        );
+        let one = [(h.first, h.last)];
+        let ranges = match flow {
+            Some(n) if h.proto & MULTI != 0 => {
+                let f = &flows[n as usize];
+                &arena[f.r0 as usize..(f.r0 + f.rn) as usize]
+            }
+            _ => &one[..],
+        };
+        p.push(addr as u128, h.kb as u32, h.frames, ranges, &payload);
     }
     p.finish()
 }
 
-/// Host records of IPv6 (rows of tagged or IPv6 frames only: few).
-fn host6_section(rows: &Rows, block0: u32) -> (Vec<u8>, Section) {
+/// Host records of IPv6 (flows of tagged or IPv6 frames only: few).
+fn host6_section(rows: &Rows, flows: &[Flow], arena: &[(u32, u32)]) -> (Vec<u8>, Section) {
     let mut v: Vec<(u128, u32, u32)> = Vec::new();
-    for (i, r) in rows.keys.iter().enumerate() {
-        let a = r.keys.ip6();
+    for (n, f) in flows.iter().enumerate() {
+        if f.kidx & KEYS_ROW == 0 {
+            continue;
+        }
+        let k = flow_keys(rows, f);
+        let a = k.ip6();
         for (j, &x) in a.iter().enumerate() {
             if !a[..j].contains(&x) {
-                v.push((x, r.block - block0, i as u32));
+                v.push((x, f.block, n as u32));
             }
         }
     }
     v.sort_unstable_by_key(|x| (x.0, x.1));
-    let mut p = Paged::new(16, true);
+    let mut p = Paged::new(16, v.len() * 64);
     let mut payload = Vec::with_capacity(64);
-    for &(addr, block, i) in &v {
-        let (k, _, first, last, frames) = row_keys(rows, RowRef(i | KEYS_ROW));
+    for &(addr, block, n) in &v {
+        let f = &flows[n as usize];
         payload.clear();
-        put_payload(&mut payload, &k, Me::V6(addr));
-        p.push(addr, block, first, last - first, frames, &payload);
+        put_payload(&mut payload, &flow_keys(rows, f), Me::V6(addr));
+        let ranges = &arena[f.r0 as usize..(f.r0 + f.rn) as usize];
+        p.push(addr, block, f.frames, ranges, &payload);
     }
     p.finish()
 }
@@ -536,35 +605,35 @@ pub fn build_segment(input: &SegmentInput) -> Vec<u8> {
         ..Section::default()
     };
     put(&mut parts, S_BLOCKS, bpages, blocks);
-    let order = in_block_order(rows);
-    let (b, s) = host4_section(rows, &order, b0);
+    let (flows, arena) = flows_of(rows, b0);
+    let (b, s) = host4_section(rows, &flows, &arena);
     put(&mut parts, S_HOST4, b, s);
-    let (b, s) = host6_section(rows, b0);
+    let (b, s) = host6_section(rows, &flows, &arena);
     put(&mut parts, S_HOST6, b, s);
-    let (b, s) = hull_section(rows, &order, b0, 2, 1 << 16, |rows, r, v| {
-        if r.0 & KEYS_ROW == 0 {
-            let (_, _, _, sp, dp) = sig_fields(rows.sig[r.0 as usize].sig);
+    let (b, s) = posting_section(&flows, &arena, 2, |f, v| {
+        if f.kidx & KEYS_ROW == 0 {
+            let (_, _, _, sp, dp) = sig_fields(f.sig);
             v.push(sp as u32);
             if dp != sp {
                 v.push(dp as u32);
             }
         } else {
-            let p = rows.keys[(r.0 & !KEYS_ROW) as usize].keys;
-            for (j, &x) in p.ports().iter().enumerate() {
-                if !p.ports()[..j].contains(&x) {
+            let k = flow_keys(rows, f);
+            for (j, &x) in k.ports().iter().enumerate() {
+                if !k.ports()[..j].contains(&x) {
                     v.push(x as u32);
                 }
             }
         }
     });
     put(&mut parts, S_PORT, b, s);
-    let (b, s) = hull_section(rows, &order, b0, 3, 3 << 16, |rows, r, v| {
-        if r.0 & KEYS_ROW == 0 {
-            let (proto, ..) = sig_fields(rows.sig[r.0 as usize].sig);
+    let (b, s) = posting_section(&flows, &arena, 3, |f, v| {
+        if f.kidx & KEYS_ROW == 0 {
+            let (proto, ..) = sig_fields(f.sig);
             v.push((K_ETHERTYPE as u32) << 16 | 0x0800);
             v.push((K_PROTO as u32) << 16 | proto as u32);
         } else {
-            let k = rows.keys[(r.0 & !KEYS_ROW) as usize].keys;
+            let k = flow_keys(rows, f);
             let mut add = |x: u32| {
                 if !v.contains(&x) {
                     v.push(x);

@@ -53,13 +53,13 @@ pub struct KeyIndex {
     read: std::cell::Cell<u64>,
 }
 
-/// A posting of a hull section: block (segment-relative), first, last, frames.
-#[derive(Clone, Copy, Debug)]
+/// A record's places: its block (segment-relative), frames, and ranges
+/// (first and last record's offsets from the block's first record).
+#[derive(Clone, Debug, Default)]
 struct Posting {
     block: u32,
-    first: u32,
-    last: u32,
     frames: u32,
+    ranges: Vec<(u32, u32)>,
 }
 
 impl KeyIndex {
@@ -336,22 +336,16 @@ impl KeyIndex {
                 }
                 let mut block = 0u32;
                 for i in 0..n {
-                    let (d, f, sp, fr) = get_record(page, &mut at).ok_or_else(bad)?;
-                    let v = [d, f, sp, fr];
-                    let delta = u32::try_from(v[0]).map_err(|_| bad())?;
+                    let mut p = Posting::default();
+                    let (d, fr) = get_record(page, &mut at, &mut p.ranges).ok_or_else(bad)?;
+                    let delta = u32::try_from(d).map_err(|_| bad())?;
                     block = if i == 0 {
                         delta
                     } else {
                         block.checked_add(delta).ok_or_else(bad)?
                     };
-                    let first = u32::try_from(v[1]).map_err(|_| bad())?;
-                    let last = u32::try_from(v[1] + v[2]).map_err(|_| bad())?;
-                    let p = Posting {
-                        block,
-                        first,
-                        last,
-                        frames: u32::try_from(v[3]).unwrap_or(u32::MAX),
-                    };
+                    p.block = block;
+                    p.frames = u32::try_from(fr).unwrap_or(u32::MAX);
                     if key >= lo {
                         each(key, p, page, &mut at).ok_or_else(bad)?;
                     } else if sec == S_HOST4 || sec == S_HOST6 {
@@ -399,16 +393,15 @@ impl KeyIndex {
             Key::Vlan(v) => (S_OTHER, (K_VLAN as u128) << 16 | v as u128),
             Key::Proto(p) => (S_OTHER, (K_PROTO as u128) << 16 | p as u128),
             Key::Ip4(_) | Key::Ip6(_) => {
-                // A host's hull per block, from its rows.
+                // A host's places per block, from its flows.
                 let mut v: Vec<Posting> =
                     self.host_rows(seg, key)?.into_iter().map(|r| r.0).collect();
-                v.sort_unstable_by_key(|p| p.block);
+                v.sort_by_key(|p| p.block);
                 let mut out: Vec<Posting> = Vec::new();
                 for p in v {
                     match out.last_mut() {
                         Some(l) if l.block == p.block => {
-                            l.first = l.first.min(p.first);
-                            l.last = l.last.max(p.last);
+                            l.ranges = union(&l.ranges, &p.ranges);
                             l.frames = l.frames.saturating_add(p.frames);
                         }
                         _ => out.push(p),
@@ -417,9 +410,16 @@ impl KeyIndex {
                 return Ok(out);
             }
         };
-        let mut out = Vec::new();
+        let mut out: Vec<Posting> = Vec::new();
         self.scan(seg, sec, k, k, &mut |_, p, _, _| {
-            out.push(p);
+            match out.last_mut() {
+                // A key's places in one block spread over several records.
+                Some(l) if l.block == p.block => {
+                    l.ranges = union(&l.ranges, &p.ranges);
+                    l.frames = l.frames.saturating_add(p.frames);
+                }
+                _ => out.push(p),
+            }
             Some(())
         })?;
         Ok(out)
@@ -443,17 +443,12 @@ impl KeyIndex {
                 }
                 for (p, keys) in &hosts[h] {
                     if alt.iter().all(|k| keys.holds(k)) {
-                        out.push(Hit {
-                            block: b0 + p.block as u64,
-                            first: p.first,
-                            last: p.last,
-                            frames: p.frames as u64,
-                        });
+                        push_hits(&mut out, b0, p.block, p.frames, &p.ranges);
                     }
                 }
                 continue;
             }
-            // No host: intersect the keys' hulls block by block.
+            // No host: intersect the keys' places block by block.
             let mut acc: Option<Vec<Posting>> = None;
             for k in alt {
                 if !hulls.contains_key(k) {
@@ -470,12 +465,7 @@ impl KeyIndex {
                 }
             }
             for p in acc.unwrap_or_default() {
-                out.push(Hit {
-                    block: b0 + p.block as u64,
-                    first: p.first,
-                    last: p.last,
-                    frames: p.frames as u64,
-                });
+                push_hits(&mut out, b0, p.block, p.frames, &p.ranges);
             }
         }
         out.sort_unstable();
@@ -517,8 +507,55 @@ impl KeyIndex {
     }
 }
 
-/// Blocks in both (by block), the hull cut to the overlap, frames the
-/// fewer; blocks where the hulls do not overlap are out.
+/// One hit per range of a place (the frames go with the first).
+fn push_hits(out: &mut Vec<Hit>, b0: u64, block: u32, frames: u32, ranges: &[(u32, u32)]) {
+    for (i, &(first, last)) in ranges.iter().enumerate() {
+        out.push(Hit {
+            block: b0 + block as u64,
+            first,
+            last,
+            frames: if i == 0 { frames as u64 } else { 0 },
+        });
+    }
+}
+
+/// The union of two ascending lists of ranges, ascending, overlapping
+/// ones joined.
+fn union(a: &[(u32, u32)], b: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let mut v: Vec<(u32, u32)> = a.iter().chain(b).copied().collect();
+    v.sort_unstable();
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(v.len());
+    for (x, y) in v {
+        match out.last_mut() {
+            Some(l) if x <= l.1 => l.1 = l.1.max(y),
+            _ => out.push((x, y)),
+        }
+    }
+    out
+}
+
+/// The overlaps of two ascending lists of ranges (a frame holding keys of
+/// both lies in both).
+fn overlaps(a: &[(u32, u32)], b: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let lo = a[i].0.max(b[j].0);
+        let hi = a[i].1.min(b[j].1);
+        if lo <= hi {
+            out.push((lo, hi));
+        }
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
+}
+
+/// Blocks in both (by block), their places cut to where both lists
+/// overlap, frames the fewer; blocks where they do not overlap are out.
 fn intersect(a: &[Posting], b: &[Posting]) -> Vec<Posting> {
     let mut out = Vec::new();
     let (mut i, mut j) = (0, 0);
@@ -527,14 +564,12 @@ fn intersect(a: &[Posting], b: &[Posting]) -> Vec<Posting> {
             std::cmp::Ordering::Less => i += 1,
             std::cmp::Ordering::Greater => j += 1,
             std::cmp::Ordering::Equal => {
-                let first = a[i].first.max(b[j].first);
-                let last = a[i].last.min(b[j].last);
-                if first <= last {
+                let ranges = overlaps(&a[i].ranges, &b[j].ranges);
+                if !ranges.is_empty() {
                     out.push(Posting {
                         block: a[i].block,
-                        first,
-                        last,
                         frames: a[i].frames.min(b[j].frames),
+                        ranges,
                     });
                 }
                 i += 1;
