@@ -146,10 +146,10 @@ measure() {
   if [ "$CGV" = 2 ]; then
     local cg=/sys/fs/cgroup/$name
     M_CPU=$(awk '/usage_usec/ {printf "%.3f", $2 / 1e6}' "$cg/cpu.stat")
-    M_READ=$(awk '{for (i = 2; i <= NF; i++) if ($i ~ /^rbytes=/) {split($i, v, "="); s += v[2]}} END {print s + 0}' "$cg/io.stat")
+    M_READ=$(awk '{for (i = 2; i <= NF; i++) if ($i ~ /^rbytes=/) {split($i, v, "="); s += v[2]}} END {printf "%.0f\n", s + 0}' "$cg/io.stat")
   else
     M_CPU=$(awk '{printf "%.3f", $1 / 1e9}' "/sys/fs/cgroup/cpuacct/$name/cpuacct.usage")
-    M_READ=$(awk '$2 == "Read" {s += $3} END {print s + 0}' "/sys/fs/cgroup/blkio/$name/blkio.throttle.io_service_bytes")
+    M_READ=$(awk '$2 == "Read" {s += $3} END {printf "%.0f\n", s + 0}' "/sys/fs/cgroup/blkio/$name/blkio.throttle.io_service_bytes")
   fi
   for d in $(cg_dirs "$name"); do rmdir "$d" 2>/dev/null || true; done
 }

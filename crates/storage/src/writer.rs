@@ -455,17 +455,23 @@ impl<S: BlockSink> PcapWriter<S> {
     /// Flushes and closes the file; returns the final counts. After a write
     /// error the file is cut back to its last complete record, and the
     /// counts say exactly what it holds.
+    // The counts travel with the error: what the file holds after it.
+    #[allow(clippy::result_large_err)]
     pub fn close(self) -> Result<WriterStats, (WriterStats, StorageError)> {
         self.close_keeping_sink().0
     }
 
     /// [`PcapWriter::close`], giving back the finished sink too (its
     /// statistics then cover the last writes, made while closing).
+    // The counts travel with the error: what the file holds after it.
+    #[allow(clippy::result_large_err)]
     pub fn close_keeping_sink(mut self) -> (Result<WriterStats, (WriterStats, StorageError)>, S) {
         let r = self.finish_file();
         (r, self.sink)
     }
 
+    // The counts travel with the error: what the file holds after it.
+    #[allow(clippy::result_large_err)]
     fn finish_file(&mut self) -> Result<WriterStats, (WriterStats, StorageError)> {
         // finish() also after a failure: it waits for every write in flight.
         let b = self.block.take();

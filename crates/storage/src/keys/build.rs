@@ -319,7 +319,7 @@ fn flows_of(rows: &Rows, block0: u32) -> (Vec<Flow>, Vec<(u32, u32)>) {
                 rn: (arena.len() - r0) as u32,
             });
         }
-        keys.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        keys.sort_unstable_by_key(|a| (a.0, a.1));
         let mut k = 0;
         while k < keys.len() {
             let key = keys[k].0;
@@ -938,7 +938,7 @@ impl KeyWriter {
         let end = (self.block0 + self.nblocks) as u32;
         col.give_back_rows_from(end, &mut rows);
         let wait = self.wait || last_of.is_some();
-        let input = Box::new(SegmentInput {
+        let mut input = Box::new(SegmentInput {
             path: self.path.clone(),
             first: self.first,
             block0: self.block0,
@@ -959,7 +959,7 @@ impl KeyWriter {
             }
             self.first = false;
             self.segments += 1;
-            self.recycle(input);
+            self.recycle(&mut input);
             return;
         };
         let job = Job::Segment {
@@ -973,15 +973,15 @@ impl KeyWriter {
                 self.segments += 1;
             }
             // The builder is behind: this segment's blocks go unindexed.
-            Err(Job::Segment { input, .. }) => {
+            Err(Job::Segment { mut input, .. }) => {
                 self.dropped_blocks += nblocks;
-                self.recycle(input);
+                self.recycle(&mut input);
             }
             Err(Job::Barrier(_)) => {}
         }
     }
 
-    fn recycle(&self, mut input: Box<SegmentInput>) {
+    fn recycle(&self, input: &mut SegmentInput) {
         let mut r = std::mem::take(&mut input.rows);
         r.clear();
         let _ = self.recycle_tx.send(r);

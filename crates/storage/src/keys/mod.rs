@@ -51,7 +51,9 @@
 //!   that `host X and port P` or `host X and host Y` is decided per row,
 //!   exactly, from one lookup;
 //! * `PORT`, `OTHER` (EtherTypes, VLAN ids, protocols): per (key, block)
-//!   the hull of the offsets of its frames and their count.
+//!   the ranges of the offsets of its frames (ranges closer than a page
+//!   joined) and their count, so that a sparse key (`udp`, `icmp`) reads
+//!   the pages of its frames, not the span from its first to its last.
 //!
 //! A section is a sorted table of 4 KiB pages of groups (key, record
 //! count, records: varints, the block delta-coded) with fence levels above
@@ -824,7 +826,7 @@ mod segment_tests {
             v
         };
         for probe in 0..40u32 {
-            let a = 0x0a00_0000 | (probe * 4999) % 200_000;
+            let a = 0x0a00_0000 | ((probe * 4999) % 200_000);
             let alt = vec![Key::EtherType(0x0800), Key::Ip4(a)];
             let hits = k.select(seg, &needs(vec![vec![Key::Ip4(a)]])).unwrap();
             let mut got: Vec<(u64, u32)> = hits.iter().map(|h| (h.block, h.first)).collect();

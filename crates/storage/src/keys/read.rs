@@ -43,6 +43,10 @@ pub struct Hit {
     pub frames: u64,
 }
 
+/// What [`KeyIndex::scan`] calls per record: (key, its places, the payload
+/// bytes, where the next record starts); None stops the walk.
+type EachRecord<'a> = dyn FnMut(u128, Posting, &[u8], &mut usize) -> Option<()> + 'a;
+
 /// An open `.kdx`.
 #[derive(Debug)]
 pub struct KeyIndex {
@@ -311,7 +315,7 @@ impl KeyIndex {
         sec: usize,
         lo: u128,
         hi: u128,
-        each: &mut dyn FnMut(u128, Posting, &[u8], &mut usize) -> Option<()>,
+        each: &mut EachRecord<'_>,
     ) -> Result<(), StorageError> {
         let Some((p0, p1)) = self.page_range(seg, sec, lo, hi)? else {
             return Ok(());
