@@ -489,30 +489,10 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
     std::fs::create_dir_all(&scratch).unwrap();
     for (expr, want) in [("host 172.31.9.9", 10), ("host 10.3.0.1 and port 443", 10)] {
         let out = scratch.join("x.pcap");
-        let (code, o, e) = common::run_wiretape(
-            None,
-            &[
-                "extract",
-                dir.to_str().unwrap(),
-                "-w",
-                out.to_str().unwrap(),
-                "--json",
-                expr,
-            ],
-        );
-        assert_eq!(code, 0, "{e}");
-        let j: serde_json::Value = serde_json::from_str(o.trim()).unwrap();
+        let j = extract_json(&dir, &out, expr);
         let u = |k: &str| j[k].as_u64().unwrap_or_else(|| panic!("{k} in {j}"));
         assert_eq!(u("frames"), want, "'{expr}': {j}");
-        let got = common::read_all(&out);
-        let reference = common::tcpdump_select(&trace, expr, &scratch);
-        assert_eq!(got.len(), reference.len(), "'{expr}'");
-        assert!(
-            got.iter()
-                .zip(&reference)
-                .all(|(a, b)| a.data == b.data && a.ts_ns == b.ts_ns),
-            "'{expr}': frames differ from tcpdump's"
-        );
+        same_frames(&out, &common::tcpdump_select(&trace, expr, &scratch), expr);
         assert!(
             u("blocks_read") <= 2 * u("blocks_matched"),
             "'{expr}': {} blocks read, {} held a match: {j}",
@@ -685,32 +665,42 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
             std::fs::remove_file(&side).unwrap();
         }
         let out = scratch.join("old.pcap");
-        let (code, o, e) = common::run_wiretape(
-            None,
-            &[
-                "extract",
-                dir.to_str().unwrap(),
-                "-w",
-                out.to_str().unwrap(),
-                "--json",
-                expr,
-            ],
-        );
-        assert_eq!(code, 0, "{e}");
-        let j: serde_json::Value = serde_json::from_str(o.trim()).unwrap();
+        let j = extract_json(&dir, &out, expr);
         assert_eq!(j["files_key_index"].as_u64(), Some(key_files), "{j}");
         assert_eq!(
             j["files_without_index"].as_array().unwrap().len() as u64,
             whole_files,
             "{j}"
         );
-        let got = common::read_all(&out);
-        assert_eq!(got.len(), reference.len(), "{j}");
-        assert!(
-            got.iter()
-                .zip(&reference)
-                .all(|(a, b)| a.data == b.data && a.ts_ns == b.ts_ns),
-            "an old store: frames differ from tcpdump's"
-        );
+        same_frames(&out, &reference, "an old store");
     }
+}
+
+/// `extract DIR -w OUT --json EXPR`: its JSON (exit 0 asserted).
+fn extract_json(dir: &Path, out: &Path, expr: &str) -> serde_json::Value {
+    let (code, o, e) = common::run_wiretape(
+        None,
+        &[
+            "extract",
+            dir.to_str().unwrap(),
+            "-w",
+            out.to_str().unwrap(),
+            "--json",
+            expr,
+        ],
+    );
+    assert_eq!(code, 0, "{e}");
+    serde_json::from_str(o.trim()).unwrap()
+}
+
+/// The frames of `out` are `reference`'s (bytes and stamps, in order).
+fn same_frames(out: &Path, reference: &[wiretape::storage::Record], what: &str) {
+    let got = common::read_all(out);
+    assert_eq!(got.len(), reference.len(), "'{what}'");
+    assert!(
+        got.iter()
+            .zip(reference)
+            .all(|(a, b)| a.data == b.data && a.ts_ns == b.ts_ns),
+        "'{what}': frames differ from tcpdump's"
+    );
 }
