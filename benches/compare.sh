@@ -37,6 +37,8 @@
 # pcapng out in place in its ring and writes it as it lies, frames not
 # copied: stenotype's way; blocks copied into RAM only while the disk is
 # behind);
+# wiretape-nokeys: as wiretape, without the key index (.kdx): the flow sets of
+# the .idx alone, as before the key index (what the key index costs);
 # wiretape-pcap: record with every default (pcap: frames copied, RAM buffer);
 # wiretape-afxdp / wiretape-packet: --engine afxdp / packet forced (pcap);
 # wiretape-packet-ng / wiretape-ng-copy: --format pcapng, frames copied.
@@ -59,16 +61,19 @@ while getopts "r:n:N:s:m:o:b:w:g:h" o; do
   case $o in
     r) RUNS=$OPTARG ;; n) N64=$OPTARG ;; N) N1514=$OPTARG ;; s) SIZES=$OPTARG ;;
     m) MEM=$OPTARG ;; o) OUT=$OPTARG ;; b) RATE=$OPTARG ;; w) WBPS=$OPTARG ;; g) GEN64=$(realpath "$OPTARG") ;;
-    *) sed -n '2,39p' "$0"; exit 2 ;;
+    *) sed -n '2,41p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND-1))
 TOOLS=("$@"); [ ${#TOOLS[@]} -gt 0 ] || TOOLS=(none wiretape tcpdump netsniff-ng dumpcap stenotype)
-RIG=$(cd "$ROOT/../shared/rig" 2>/dev/null && pwd) || { echo "compare.sh: the rig ../shared/rig is missing" >&2; exit 1; }
-if [ -n "$GEN64" ]; then
-  [ -f "$GEN64" ] || { echo "compare.sh: -g $GEN64: no such trafgen config" >&2; exit 2; }
-  rm -rf "$ROOT/target/rig"; mkdir -p "$ROOT/target"; cp -r "$RIG" "$ROOT/target/rig"
-  RIG=$ROOT/target/rig; cp "$GEN64" "$RIG/gen/udp64.trafgen"; rm -f "$RIG"/tmp/*.pcap
+RIG=$(cd "${RIG:-$ROOT/../shared/rig}" 2>/dev/null && pwd) || { echo "compare.sh: the rig ../shared/rig is missing (RIG=DIR names another)" >&2; exit 1; }
+# A private copy of the rig (it writes into its tmp/): with -g, or when the
+# shared one is not ours to write (a read-only checkout).
+if [ -n "$GEN64" ] || [ ! -w "$RIG" ] || [ "$(stat -c %a "$RIG")" = 555 ]; then
+  [ -z "$GEN64" ] || [ -f "$GEN64" ] || { echo "compare.sh: -g $GEN64: no such trafgen config" >&2; exit 2; }
+  rm -rf "$ROOT/target/rig"; mkdir -p "$ROOT/target"; cp -r "$RIG" "$ROOT/target/rig"; chmod -R u+w "$ROOT/target/rig"
+  RIG=$ROOT/target/rig; rm -rf "$RIG"/tmp
+  [ -z "$GEN64" ] || cp "$GEN64" "$RIG/gen/udp64.trafgen"
 fi
 [ "$(id -u)" = 0 ] || { echo "compare.sh: run as root (namespaces, XDP, cgroups)" >&2; exit 1; }
 
@@ -126,6 +131,7 @@ spec() { # the rig's tool argument
   case $1 in
     wiretape) echo "cmd:wiretape=$W record -i {IF} -w {DIR} -q --format pcapng --packet-in-place" ;;
     wiretape-pcap) echo "cmd:wiretape-pcap=$W record -i {IF} -w {DIR} -q" ;;
+    wiretape-nokeys) echo "cmd:wiretape-nokeys=$W record -i {IF} -w {DIR} -q --format pcapng --packet-in-place --no-key-index" ;;
     wiretape-ng-copy) echo "cmd:wiretape-ng-copy=$W record -i {IF} -w {DIR} -q --format pcapng" ;;
     wiretape-before) [ -x "${BEFORE:-}" ] || { echo "compare.sh: wiretape-before needs BEFORE=/path/to/wiretape" >&2; exit 2; }
                      echo "cmd:wiretape-before=$BEFORE record -i {IF} -w {DIR} -q" ;;

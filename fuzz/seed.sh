@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes the seed corpus of the fuzz targets: OUT/{walk,info,repair,zread,index}/
+# Makes the seed corpus of the fuzz targets: OUT/{walk,info,repair,zread,index,keys}/
 # (default OUT: fuzz/corpus). Captures with each oddity libpcap reads or
 # refuses (as tests/conformance.rs generates them: link-type fields with flag
 # bits, orig_len 0 and below caplen, caplen above the snap length, fractions
@@ -7,12 +7,12 @@
 # resolutions, other link types, pcapng with several interfaces, link types,
 # sections and simple packet blocks, torn tails, zero padding), plus
 # captures made by editcap and mergecap, and (when target/release/wiretape
-# is built) wiretape's own files: .idx sidecars, lz4 and zstd captures.
+# is built) wiretape's own files: .idx and .kdx sidecars, lz4 and zstd captures.
 # Small files (a few KiB): libFuzzer mutates them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-fuzz/corpus}
-mkdir -p "$out"/{walk,info,repair,zread,index}
+mkdir -p "$out"/{walk,info,repair,zread,index,keys}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -150,6 +150,7 @@ if [ -x "$wt" ]; then
         for f in "$d"/*; do
             case "$f" in
             *.idx) cp "$f" "$out/index/$c-$(basename "$f")" ;;
+            *.kdx) cp "$f" "$out/keys/$c-$(basename "$f")" ;;
             *) cp "$f" "$tmp/wt-$c-$(basename "$f")" ;;
             esac
         done
@@ -158,10 +159,11 @@ if [ -x "$wt" ]; then
 fi
 # An index of each version's shape by hand too (header only, one entry).
 printf 'WTIX' > "$out/index/magic-only.idx"
+printf 'WTKDX\001\000\000' > "$out/keys/magic-only.kdx"
 
 for f in "$tmp"/*; do
     [ -f "$f" ] || continue
     for t in walk info repair zread; do cp "$f" "$out/$t/"; done
 done
 n=$(ls "$out/walk" | wc -l)
-echo "seed: $n captures in $out/{walk,info,repair,zread}, $(ls "$out/index" | wc -l) indexes in $out/index"
+echo "seed: $n captures in $out/{walk,info,repair,zread}, $(ls "$out/index" | wc -l) indexes in $out/index, $(ls "$out/keys" | wc -l) key indexes in $out/keys"

@@ -364,9 +364,16 @@ fn extract_says_what_it_skips_and_fails_on_damage() {
         j["blocks_skipped"].as_u64().unwrap() > j["blocks_read"].as_u64().unwrap(),
         "{j}"
     );
-    // Without an index: read whole, and said so.
+    // Without its `.idx`: planned by its key index (`.kdx`, exact and
+    // complete for a finished file).
     let victim = &files[files.len() / 2];
     std::fs::remove_file(index::path_for(victim)).unwrap();
+    let (code, o, e) = run_wiretape(None, &["extract", d, "--count-only", "--json"]);
+    assert_eq!(code, 0, "{e}");
+    assert_eq!(json(&o)["frames"], 3000);
+    assert_eq!(json(&o)["files_scanned_without_index"], 0, "{o}");
+    // Without either index: read whole, and said so.
+    std::fs::remove_file(wiretape::storage::keys::path_for(victim)).unwrap();
     let (code, o, e) = run_wiretape(None, &["extract", d, "--count-only", "--json"]);
     assert_eq!(code, 0, "{e}");
     assert_eq!(json(&o)["frames"], 3000);

@@ -22,6 +22,7 @@ const BODIES: &[(&str, Body)] = &[
     ("repair", wiretape_storage::fuzz::repair),
     ("zread", wiretape_storage::fuzz::zread),
     ("index", wiretape_storage::fuzz::index),
+    ("keys", wiretape_storage::fuzz::keys),
 ];
 
 /// Inputs that broke a property (target, bytes), each fixed since: found

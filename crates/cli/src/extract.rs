@@ -8,7 +8,7 @@ use anyhow::{anyhow, bail, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use wiretape::filter::LINKTYPE_ETHERNET;
-use wiretape::query::job::{self, Job, Outcome, Request};
+use wiretape::query::job::{self, Job, Outcome, PlanStats, Request};
 use wiretape::query::remote::{self, Client, Remote, RemoteSource, Source, Sources};
 use wiretape::query::{Note, QueryError, Stats, StoreSpan, Window};
 use wiretape::storage::pcap::MAX_SNAPLEN;
@@ -106,14 +106,19 @@ pub(crate) struct Args {
     /// No summary line on stderr.
     #[arg(short = 'q', long)]
     quiet: bool,
-    /// Do not use the indexes' flow sets to skip blocks the filter cannot
-    /// match (read every block of the window; for comparisons).
+    /// Do not use the indexes (key index and flow sets) to skip blocks the
+    /// filter cannot match (read every block of the window; for comparisons).
     #[arg(long)]
     no_flow_index: bool,
+    /// Do not use the exact key index (`.kdx`): only the `.idx` flow sets
+    /// narrow (for comparisons).
+    #[arg(long)]
+    no_key_index: bool,
     /// Print the plan as JSON and read nothing: the index blocks that the
-    /// window and the flow index select (file, offset, first_ns, last_ns,
-    /// frames), and the files to be read whole. The blocks a fleet-wide
-    /// SQL query over `wiretape index --parquet` tables finds.
+    /// window and the indexes select (file, offset, first_ns, last_ns,
+    /// frames; with the key index, the byte ranges read in the block), and
+    /// the files to be read whole. The blocks a fleet-wide SQL query over
+    /// `wiretape index --parquet` tables finds.
     #[arg(long, conflicts_with = "count_only")]
     plan: bool,
     #[command(flatten)]
@@ -251,6 +256,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                 filter: expr.clone(),
                 prefix: a.prefix.clone(),
                 flow_index: !a.no_flow_index,
+                key_index: !a.no_key_index,
                 list_blocks: a.plan,
                 steno: steno.clone(),
             };
@@ -358,7 +364,10 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let mut writer = open_output(out, to_stdout, format, &files, &lts)?;
     let (narrows, by_flow) = (
         jobs.iter().any(|j| j.filter_narrows),
-        jobs.iter().map(|j| j.skipped_by_flow).sum::<u64>(),
+        jobs.iter().fold(PlanStats::default(), |mut a, j| {
+            a += j.plan_stats;
+            a
+        }),
     );
     let started = std::time::Instant::now();
     let jobs_len = jobs.len();
@@ -455,7 +464,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         let mut j = job::summary_json(
             expr.as_deref(),
             narrows,
-            by_flow,
+            &by_flow,
             &window,
             &outcome,
             Some(&out_name),
@@ -503,7 +512,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             stats.files_without_index,
             stats.blocks_read,
             stats.blocks_read + stats.blocks_skipped,
-            by_flow,
+            by_flow.skipped_by_flow + by_flow.skipped_by_keys,
             bytes_h(stats.bytes_read),
             outcome.seconds
         );
@@ -557,10 +566,16 @@ fn plan(jobs: &[Job], client: Option<&Client>, remotes: &[&Remote], query: &str)
                         a.extend(b.iter().cloned());
                     }
                 }
-                all["blocks_skipped_by_flow_index"] =
-                    (all["blocks_skipped_by_flow_index"].as_u64().unwrap_or(0)
-                        + p["blocks_skipped_by_flow_index"].as_u64().unwrap_or(0))
-                    .into();
+                for k in [
+                    "blocks_skipped_by_flow_index",
+                    "blocks_skipped_by_key_index",
+                    "blocks_selected",
+                    "runs",
+                    "files_key_index",
+                    "index_bytes_read",
+                ] {
+                    all[k] = (all[k].as_u64().unwrap_or(0) + p[k].as_u64().unwrap_or(0)).into();
+                }
                 all["filter_narrows"] = p["filter_narrows"].clone();
                 all["from_ns"] = p["from_ns"].clone();
                 all["to_ns"] = p["to_ns"].clone();
@@ -605,7 +620,10 @@ fn count(
     let mut notes = Vec::new();
     let (narrows, by_flow) = (
         jobs.iter().any(|j| j.filter_narrows),
-        jobs.iter().map(|j| j.skipped_by_flow).sum::<u64>(),
+        jobs.iter().fold(PlanStats::default(), |mut a, j| {
+            a += j.plan_stats;
+            a
+        }),
     );
     let started = std::time::Instant::now();
     for job in jobs {
@@ -655,7 +673,7 @@ fn count(
         stopped: false,
     };
     if a.json {
-        let mut j = job::summary_json(filter, narrows, by_flow, window, &outcome, None, format);
+        let mut j = job::summary_json(filter, narrows, &by_flow, window, &outcome, None, format);
         j["linktypes"] = job::linktypes_json(&linktypes);
         if let Some(q) = &a.steno_query {
             j["steno_query"] = q.as_str().into();

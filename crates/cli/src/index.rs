@@ -14,15 +14,20 @@ use wiretape::query::Window;
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "An index is rebuilt when it is missing, unreadable, of an older format \
-(no flow sets) or older than its capture file; --force rebuilds every one. Files being written \
-are left to their writer (its index grows as blocks go out). In a directory only files named like \
-wiretape's are indexed; a file named on the command line is indexed whatever its name.\n\n\
+    after_help = "Each capture file has two indexes: its .idx (per block: time, offset, frames, and \
+flow sets of at most 1,024 values of a kind) and its key index, .kdx (every host, port, protocol, \
+VLAN and EtherType to the places of its frames, however many a block holds). They are rebuilt \
+(both, in one read of the file) when the .idx is missing, unreadable, of an older format (no flow \
+sets) or older than its capture file, or the .kdx is missing, incomplete (a crash, or its builder \
+fell behind while recording) or stale; --force rebuilds every one. Files being written are left to \
+their writer (its indexes grow as blocks go out). In a directory only files named like wiretape's \
+are indexed; a file named on the command line is indexed whatever its name.\n\n\
 --parquet writes one row per block: node, file, iface, queue, block, offset, bytes, frames, \
 first_ns, last_ns, first_time, last_time, and the flow keys ether_types, vlans, protos, ip4, ip6, \
-ports (lists; NULL when the block held too many of that kind to list, or its index has no flow \
-sets: such a block may hold anything). Every sensor writes its own table to a shared place; one \
-SQL query over all of them says which sensors and files hold what:\n\n  \
+ports (lists). A file with a key index has exact lists: every value of the block, never NULL. \
+Otherwise they are the .idx flow sets: NULL when the block held too many of that kind to list, or \
+its index has no flow sets (such a block may hold anything). Every sensor writes its own table to \
+a shared place; one SQL query over all of them says which sensors and files hold what:\n\n  \
 SELECT node, file, offset FROM 'idx/*.parquet'\n   \
 WHERE last_ns >= 1763820120000000000 AND first_ns < 1763820300000000000\n     \
 AND (ip4 IS NULL OR list_contains(ip4, '10.1.2.3'))\n\n\

@@ -19,7 +19,8 @@ wiretape info --json trace.pcap"
 pub(crate) struct Args {
     /// Capture files (pcap ns or µs, either byte order, or pcapng; plain
     /// or compressed) and directories of them. A wiretape `.idx` sidecar,
-    /// if present, is read and checked too.
+    /// if present, is read and checked too, and a `.kdx` key index summed
+    /// up (segments, blocks, rows, complete).
     #[arg(required = true, value_name = "FILE|DIR")]
     files: Vec<PathBuf>,
     /// Print JSON, one object per file.
@@ -88,6 +89,22 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                         })
                     }
                 };
+                // The key index: segments, blocks covered, complete or not.
+                let kdx = wiretape::storage::keys::KeyIndex::open(f);
+                let keys_json = match &kdx {
+                    Ok(None) => serde_json::Value::Null,
+                    Err(e) => serde_json::json!({ "error": e.to_string() }),
+                    Ok(Some(k)) => {
+                        let segs = k.segments();
+                        let rows: u64 = segs.iter().map(|s| s.header.rows).sum();
+                        let blocks: u64 = segs.iter().map(|s| s.header.nblocks).sum();
+                        serde_json::json!({
+                            "segments": segs.len(), "blocks": blocks, "rows": rows,
+                            "bytes": std::fs::metadata(k.path()).map_or(0, |m| m.len()),
+                            "complete": k.complete_for(i.file_bytes),
+                        })
+                    }
+                };
                 if a.json {
                     println!(
                         "{}",
@@ -100,6 +117,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                             "records_odd": i.records_odd,
                             "compression": i.compression,
                             "index": idx_json,
+                            "key_index": keys_json,
                             "error": damage.as_ref().map(|e| e.to_string()),
                         })
                     );
@@ -136,6 +154,22 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                             " (agrees with the file)"
                         } else {
                             " (DISAGREES with the file: `wiretape repair` rebuilds it)"
+                        }
+                    ),
+                }
+                match (&kdx, &keys_json) {
+                    (Ok(None), _) => {}
+                    (Err(e), _) => println!("  key index    unreadable: {e}"),
+                    (Ok(Some(_)), j) => println!(
+                        "  key index    {} segments, {} blocks, {} rows, {}{}",
+                        j["segments"],
+                        j["blocks"],
+                        thousands(j["rows"].as_u64().unwrap_or(0)),
+                        bytes_h(j["bytes"].as_u64().unwrap_or(0)),
+                        if j["complete"] == true {
+                            ""
+                        } else {
+                            " (not complete: being written, or `wiretape index` rebuilds it)"
                         }
                     ),
                 }

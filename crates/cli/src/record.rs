@@ -276,9 +276,15 @@ pub(crate) struct Args {
     #[arg(long)]
     no_index: bool,
     /// Index blocks by time only, without their flow keys (filtered
-    /// `extract` then reads every block of the window).
+    /// `extract` then reads every block of the window); no key index either.
     #[arg(long)]
     no_flow_index: bool,
+    /// No exact key index (`<file>.kdx`: every host, port, protocol and
+    /// VLAN to the places of its frames, built off the capture threads as
+    /// each file closes, or every half million flows of a long one); the
+    /// flow sets of the .idx still narrow (for comparisons).
+    #[arg(long)]
+    no_key_index: bool,
     /// Compress files at rest: lz4 (one LZ4 frame per file: `.pcap.lz4`,
     /// opened by Wireshark, `lz4 -dc`) or zstd[:LEVEL] (a zstd frame per
     /// block: `.pcap.zst`, read by `zstdcat F | tcpdump -r -`; level 3 by
@@ -1012,6 +1018,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         wiretape::storage::Format::from_flags(&a.format, &a.tsprec).map_err(crate::usage)?;
     st.index = !a.no_index;
     st.flow_index = !a.no_flow_index;
+    st.key_index = !a.no_key_index;
     st.compress = a.compress.parse().map_err(crate::usage)?;
     if let Some(n) = a.compress_threads {
         st.compress_threads = n as usize;

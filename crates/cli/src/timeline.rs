@@ -22,8 +22,10 @@ gives finer bins. A block crossing a bin edge is apportioned over its bins in pr
 the totals are the window's frames. bytes: the bytes the records take in the files (headers \
 included). Files without an .idx count nothing (listed in the JSON); a file being written counts up \
 to its last index entry.\n\n\
---filter-index EXPR: per bin, the frames of the blocks whose flow sets may hold a match of EXPR: an \
-upper bound of the matching frames (`extract --count-only` gives the exact count).\n\n\
+--filter-index EXPR: per bin, the frames of the blocks that may hold a match of EXPR: an upper \
+bound of the matching frames (`extract --count-only` gives the exact count). Files with a key index \
+(.kdx) say exactly which blocks hold a frame with EXPR's hosts, ports and protocols together; \
+others, which blocks' flow sets may.\n\n\
 TIME as extract takes it: RFC 3339 (with a zone, or --utc), Unix seconds, or back from now (-5m, \
 -1h). A window that misses the store draws nothing and says the store's span (stderr, and \
 store_span in --json).\n\n\

@@ -63,7 +63,7 @@ pub enum Key {
 
 /// What one frame holds, as the module docs describe (a fixed-size value:
 /// nothing allocated per frame).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FrameKeys {
     /// Bits: 0..3 ethertypes present (count in `n_eth`), see fields.
     n_eth: u8,
@@ -173,6 +173,111 @@ impl FrameKeys {
             self.port[self.n_port as usize] = p;
             self.n_port += 1;
         }
+    }
+
+    /// The keys of a plain IPv4 frame from its packed signature (a
+    /// [`SigRow::sig`]): what [`FrameKeys::of`] gives for the frame.
+    pub fn from_sig(sig: u128) -> FrameKeys {
+        let addrs = (sig >> 32) as u64;
+        let ports = sig as u32;
+        FrameKeys {
+            n_eth: 1,
+            eth: [ETH_IP4, 0, 0],
+            has_proto: true,
+            proto: (sig >> 96) as u8,
+            n_v4: 2,
+            v4: [(addrs >> 32) as u32, addrs as u32],
+            n_port: 2,
+            port: [(ports >> 16) as u16, ports as u16],
+            ..FrameKeys::default()
+        }
+    }
+
+    /// The keys from their lists (each at most as long as a frame has:
+    /// 3 EtherTypes, 2 VLAN ids, 2 of each address and 2 ports; None if
+    /// longer).
+    pub fn from_parts(
+        eth: &[u16],
+        vlans: &[u16],
+        proto: Option<u8>,
+        v4: &[u32],
+        v6: &[u128],
+        ports: &[u16],
+    ) -> Option<FrameKeys> {
+        if eth.len() > 3 || vlans.len() > 2 || v4.len() > 2 || v6.len() > 2 || ports.len() > 2 {
+            return None;
+        }
+        let mut k = FrameKeys {
+            n_eth: eth.len() as u8,
+            n_vlan: vlans.len() as u8,
+            has_proto: proto.is_some(),
+            proto: proto.unwrap_or(0),
+            n_v4: v4.len() as u8,
+            n_v6: v6.len() as u8,
+            n_port: ports.len() as u8,
+            ..FrameKeys::default()
+        };
+        k.eth[..eth.len()].copy_from_slice(eth);
+        k.vlan[..vlans.len()].copy_from_slice(vlans);
+        k.v4[..v4.len()].copy_from_slice(v4);
+        k.v6[..v6.len()].copy_from_slice(v6);
+        k.port[..ports.len()].copy_from_slice(ports);
+        Some(k)
+    }
+
+    /// The EtherTypes (outer first).
+    pub fn ether_types(&self) -> &[u16] {
+        &self.eth[..self.n_eth as usize]
+    }
+
+    /// The VLAN ids (outer first).
+    pub fn vlans(&self) -> &[u16] {
+        &self.vlan[..self.n_vlan as usize]
+    }
+
+    /// The IP protocol, if the frame holds one.
+    pub fn proto(&self) -> Option<u8> {
+        self.has_proto.then_some(self.proto)
+    }
+
+    /// The IPv4 addresses (source, destination; ARP's sender, target).
+    pub fn ip4(&self) -> &[u32] {
+        &self.v4[..self.n_v4 as usize]
+    }
+
+    /// The IPv6 addresses.
+    pub fn ip6(&self) -> &[u128] {
+        &self.v6[..self.n_v6 as usize]
+    }
+
+    /// The ports.
+    pub fn ports(&self) -> &[u16] {
+        &self.port[..self.n_port as usize]
+    }
+
+    /// Whether the frame holds `k`.
+    pub fn holds(&self, k: &Key) -> bool {
+        match *k {
+            Key::EtherType(v) => self.ether_types().contains(&v),
+            Key::Vlan(v) => self.vlans().contains(&v),
+            Key::Proto(v) => self.proto() == Some(v),
+            Key::Ip4(v) => self.ip4().contains(&v),
+            Key::Ip6(v) => self.ip6().contains(&v),
+            Key::Port(v) => self.ports().contains(&v),
+        }
+    }
+
+    /// A hash of the keys for the collector's direct-mapped table.
+    #[inline]
+    fn slot_hash(&self) -> usize {
+        let mut h = (self.n_eth as u64) << 8 | self.n_vlan as u64;
+        h ^= (self.eth[0] as u64) << 16 ^ (self.eth[1] as u64) << 32 ^ (self.vlan[0] as u64) << 48;
+        h ^= (self.proto as u64) << 40 ^ (self.v4[0] as u64) ^ (self.v4[1] as u64) << 29;
+        h ^= (self.port[0] as u64) << 7 ^ (self.port[1] as u64) << 23;
+        for a in &self.v6 {
+            h ^= (*a as u64) ^ (*a >> 64) as u64;
+        }
+        (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize
     }
 
     /// Calls `f` with each key of the frame.
@@ -303,19 +408,139 @@ impl Bits {
 /// direct-mapped tables for addresses) and listed if new. Nothing is
 /// allocated per frame; sorting happens once per block
 /// ([`FlowCollector::finish`]).
+///
+/// With rows on ([`FlowCollector::with_rows`]), the collector also keeps,
+/// per block, [`SigRow`]s or [`KeysRow`]s per distinct frame signature
+/// (all of a frame's keys: a plain IPv4 frame's packed `fast_sig`, any
+/// other frame's [`FrameKeys`]) with the stream offsets of its first and
+/// last frame in the block and their count (a new row where a frame comes
+/// more than [`ROW_GAP`] after the signature's last one): the exact key index is built
+/// from these rows (the `keys` module of the storage crate). The tables
+/// that spot a signature already seen in the block are direct-mapped, so a
+/// signature pushed out by a collision starts a second row: rows are exact
+/// (every frame is in exactly one row, whose keys are its keys), not
+/// necessarily one per signature. A frame seen before costs one store more
+/// than without rows (its row's last offset).
 pub struct FlowCollector {
     last: FrameKeys,
     fresh: bool,
-    /// Plain IPv4 frames' keys packed ([`fast_sig`]): the last one, and a
-    /// direct-mapped table of those seen in this block (0: empty).
+    /// Plain IPv4 frames' keys packed ([`fast_sig`]): the last one's slot,
+    /// and a direct-mapped table of those seen in this block (sig 0: empty).
     last_sig: u128,
-    sigs: Box<[u128]>,
+    last_slot: usize,
+    sigs: Box<[SigSlot]>,
+    /// The slots of `sigs` in use (so that a block's end visits those
+    /// only, not the whole table).
+    used_sigs: Vec<u16>,
+    /// Other frames' keys, likewise (rows only).
+    slow: Box<[KeysSlot]>,
+    used_slow: Vec<u16>,
+    last_slow: usize,
+    rows: Option<Rows>,
+    /// The block the rows being collected belong to.
+    block: u32,
     eth: Vec<u16>,
     vlans: Bits,
     protos: Bits,
     ports: Bits,
     ip4: Seen<u32>,
     ip6: Seen<u128>,
+}
+
+/// One slot of the table of plain IPv4 signatures: the signature (0:
+/// empty), and the stream offsets (relative to the block's first record) of
+/// the first and last frame with it, and their count.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(32))]
+struct SigSlot {
+    sig: u128,
+    first: u32,
+    last: u32,
+    frames: u32,
+}
+
+#[derive(Clone, Copy, Default)]
+struct KeysSlot {
+    keys: FrameKeys,
+    used: bool,
+    first: u32,
+    last: u32,
+    frames: u32,
+}
+
+/// A row of a plain IPv4 signature ([`FrameKeys::from_sig`] gives its keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SigRow {
+    /// The signature (`fast_sig`'s packing).
+    pub sig: u128,
+    /// The block (as numbered by [`FlowCollector::set_block`] and counted up
+    /// by each [`FlowCollector::finish`]).
+    pub block: u32,
+    /// Offset of the first frame's record, from the block's first record.
+    pub first: u32,
+    /// Offset of the last frame's record, likewise.
+    pub last: u32,
+    /// Frames.
+    pub frames: u32,
+}
+
+/// A row of any other frame signature: its keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeysRow {
+    /// Every key of its frames.
+    pub keys: FrameKeys,
+    /// As [`SigRow::block`].
+    pub block: u32,
+    /// As [`SigRow::first`].
+    pub first: u32,
+    /// As [`SigRow::last`].
+    pub last: u32,
+    /// Frames.
+    pub frames: u32,
+}
+
+/// Rows of one or more blocks, in block order ([`FlowCollector::take_rows`]).
+#[derive(Clone, Debug, Default)]
+pub struct Rows {
+    /// Plain IPv4 signatures.
+    pub sig: Vec<SigRow>,
+    /// Other signatures.
+    pub keys: Vec<KeysRow>,
+}
+
+impl Rows {
+    /// Rows in all.
+    pub fn len(&self) -> usize {
+        self.sig.len() + self.keys.len()
+    }
+
+    /// No row.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the rows take in memory.
+    pub fn bytes(&self) -> usize {
+        self.sig.len() * std::mem::size_of::<SigRow>()
+            + self.keys.len() * std::mem::size_of::<KeysRow>()
+    }
+
+    /// Empties both lists, keeping their memory.
+    pub fn clear(&mut self) {
+        self.sig.clear();
+        self.keys.clear();
+    }
+
+    /// Moves the rows of blocks `block` and later into `rest` (the lists
+    /// are in block order).
+    pub fn split_off_from(&mut self, block: u32, rest: &mut Rows) {
+        let i = self.sig.partition_point(|r| r.block < block);
+        rest.sig.extend_from_slice(&self.sig[i..]);
+        self.sig.truncate(i);
+        let i = self.keys.partition_point(|r| r.block < block);
+        rest.keys.extend_from_slice(&self.keys[i..]);
+        self.keys.truncate(i);
+    }
 }
 
 impl Default for FlowCollector {
@@ -329,8 +554,23 @@ impl std::fmt::Debug for FlowCollector {
         f.debug_struct("FlowCollector")
             .field("ip4", &self.ip4.list.len())
             .field("ports", &self.ports.list.len())
+            .field("rows", &self.rows.as_ref().map(Rows::len))
             .finish()
     }
+}
+
+/// Slots of the table of other frames' signatures (rows only).
+const SLOW: usize = 256;
+
+/// A row ends where the next frame of its signature starts more than this
+/// many bytes after its last one (a page: reading a row's bytes then never
+/// reads a page between two of its frames that holds none of them).
+pub const ROW_GAP: u32 = 4096;
+
+#[inline(always)]
+fn sig_slot(sig: u128) -> usize {
+    let h = ((sig as u64) ^ (sig >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h >> 53) as usize % SIGS
 }
 
 impl FlowCollector {
@@ -340,7 +580,14 @@ impl FlowCollector {
             last: FrameKeys::default(),
             fresh: true,
             last_sig: 0,
-            sigs: vec![0; SIGS].into_boxed_slice(),
+            last_slot: 0,
+            sigs: vec![SigSlot::default(); SIGS].into_boxed_slice(),
+            used_sigs: Vec::with_capacity(SIGS),
+            slow: Box::new([]),
+            used_slow: Vec::new(),
+            last_slow: 0,
+            rows: None,
+            block: 0,
             eth: Vec::with_capacity(16),
             vlans: Bits::new(4096),
             protos: Bits::new(256),
@@ -350,24 +597,203 @@ impl FlowCollector {
         }
     }
 
-    /// Adds one frame (its stored bytes).
+    /// Also collects rows (see the type's docs), room made for `capacity`
+    /// of them (more are taken, growing the list).
+    pub fn with_rows(mut self, capacity: usize) -> Self {
+        self.slow = vec![KeysSlot::default(); SLOW].into_boxed_slice();
+        self.used_slow = Vec::with_capacity(SLOW);
+        self.rows = Some(Rows {
+            sig: Vec::with_capacity(capacity),
+            keys: Vec::with_capacity(capacity / 16 + 64),
+        });
+        self
+    }
+
+    /// Whether rows are collected.
+    pub fn has_rows(&self) -> bool {
+        self.rows.is_some()
+    }
+
+    /// Numbers the block being collected (each [`FlowCollector::finish`]
+    /// counts one up).
+    pub fn set_block(&mut self, block: u32) {
+        self.block = block;
+    }
+
+    /// The number of the block being collected.
+    pub fn block(&self) -> u32 {
+        self.block
+    }
+
+    /// Rows collected so far (of finished blocks, and of signatures of the
+    /// current one pushed out of their slot).
+    pub fn rows(&self) -> Option<&Rows> {
+        self.rows.as_ref()
+    }
+
+    /// Swaps the rows collected so far with `other` (emptied first): the
+    /// caller takes them, the collector goes on into `other`'s memory.
+    pub fn take_rows(&mut self, other: &mut Rows) {
+        other.clear();
+        if let Some(r) = &mut self.rows {
+            std::mem::swap(r, other);
+        }
+    }
+
+    /// Moves the rows of blocks `block` and later from `other` back to the
+    /// front of the collector's (`other` came from [`FlowCollector::take_rows`]).
+    pub fn give_back_rows_from(&mut self, block: u32, other: &mut Rows) {
+        if let Some(r) = &mut self.rows {
+            let mut rest = Rows::default();
+            other.split_off_from(block, &mut rest);
+            rest.sig.append(&mut r.sig);
+            rest.keys.append(&mut r.keys);
+            std::mem::swap(&mut r.sig, &mut rest.sig);
+            std::mem::swap(&mut r.keys, &mut rest.keys);
+        }
+    }
+
+    /// Adds one frame (its stored bytes); with rows, its record is at
+    /// offset 0 of the block (see [`FlowCollector::add_at`]).
     #[inline]
     pub fn add(&mut self, frame: &[u8]) {
+        self.add_at(frame, 0)
+    }
+
+    /// Adds one frame (its stored bytes) whose record starts `off` bytes
+    /// after the block's first record.
+    #[inline]
+    pub fn add_at(&mut self, frame: &[u8], off: u32) {
         if let Some(sig) = fast_sig(frame) {
             // The common case: its keys are all in `sig`; one seen in this
-            // block already adds nothing.
+            // block already adds nothing but its row's end.
             if sig == self.last_sig {
+                let i = self.last_slot;
+                self.extend_sig(i, off);
                 return;
             }
             self.last_sig = sig;
-            let h = ((sig as u64) ^ (sig >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let i = (h >> 53) as usize % SIGS;
-            if self.sigs[i] == sig {
+            let i = sig_slot(sig);
+            self.last_slot = i;
+            if self.sigs[i].sig == sig {
+                self.extend_sig(i, off);
                 return;
             }
-            self.sigs[i] = sig;
+            let s = &mut self.sigs[i];
+            if s.sig != 0 {
+                if let Some(r) = &mut self.rows {
+                    r.sig.push(SigRow {
+                        sig: s.sig,
+                        block: self.block,
+                        first: s.first,
+                        last: s.last,
+                        frames: s.frames,
+                    });
+                }
+            } else {
+                self.used_sigs.push(i as u16);
+            }
+            *s = SigSlot {
+                sig,
+                first: off,
+                last: off,
+                frames: 1,
+            };
+            let k = FrameKeys::of(frame);
+            self.add_keys(k);
+            return;
         }
         let k = FrameKeys::of(frame);
+        if self.rows.is_some() {
+            self.add_slow_row(&k, off);
+        }
+        self.add_keys(k);
+    }
+
+    /// A frame of the signature in slot `i`, `off` bytes into the block:
+    /// its row grows to it, or (rows on, more than [`ROW_GAP`] after the
+    /// row's last frame) the row goes out and a new one starts here, so
+    /// that no row spans a gap wider than a page between two of its frames.
+    #[inline(always)]
+    fn extend_sig(&mut self, i: usize, off: u32) {
+        let s = &mut self.sigs[i];
+        if off.wrapping_sub(s.last) > ROW_GAP {
+            if let Some(r) = &mut self.rows {
+                r.sig.push(SigRow {
+                    sig: s.sig,
+                    block: self.block,
+                    first: s.first,
+                    last: s.last,
+                    frames: s.frames,
+                });
+                s.first = off;
+                s.frames = 0;
+            }
+        }
+        s.last = off;
+        s.frames += 1;
+    }
+
+    /// As [`FlowCollector::extend_sig`], for a slot of other frames.
+    #[inline]
+    fn extend_slow(&mut self, i: usize, off: u32) {
+        let s = &mut self.slow[i];
+        if off.wrapping_sub(s.last) > ROW_GAP {
+            if let Some(r) = &mut self.rows {
+                r.keys.push(KeysRow {
+                    keys: s.keys,
+                    block: self.block,
+                    first: s.first,
+                    last: s.last,
+                    frames: s.frames,
+                });
+                s.first = off;
+                s.frames = 0;
+            }
+        }
+        s.last = off;
+        s.frames += 1;
+    }
+
+    /// A frame without a fast signature, into its row.
+    #[inline]
+    fn add_slow_row(&mut self, k: &FrameKeys, off: u32) {
+        let j = self.last_slow;
+        if self.slow[j].used && self.slow[j].keys == *k {
+            self.extend_slow(j, off);
+            return;
+        }
+        let i = k.slot_hash() % SLOW;
+        self.last_slow = i;
+        if self.slow[i].used && self.slow[i].keys == *k {
+            self.extend_slow(i, off);
+            return;
+        }
+        let s = &mut self.slow[i];
+        if s.used {
+            if let Some(r) = &mut self.rows {
+                r.keys.push(KeysRow {
+                    keys: s.keys,
+                    block: self.block,
+                    first: s.first,
+                    last: s.last,
+                    frames: s.frames,
+                });
+            }
+        } else {
+            self.used_slow.push(i as u16);
+        }
+        *s = KeysSlot {
+            keys: *k,
+            used: true,
+            first: off,
+            last: off,
+            frames: 1,
+        };
+    }
+
+    #[inline]
+    fn add_keys(&mut self, k: FrameKeys) {
         if k == self.last && !self.fresh {
             return;
         }
@@ -400,7 +826,27 @@ impl FlowCollector {
         self.fresh
     }
 
-    /// The block's set; the collector starts over for the next block.
+    /// Forgets the frames added since the last finish (their block never
+    /// went out): no set, no rows; the block number stays.
+    pub fn discard(&mut self) {
+        let b = self.block;
+        let rows = self.rows.as_ref().map(|r| (r.sig.len(), r.keys.len()));
+        let _ = self.finish();
+        if let (Some(r), Some((ns, nk))) = (&mut self.rows, rows) {
+            r.sig.truncate(ns);
+            r.keys.truncate(nk);
+            // Rows pushed out of their slot during the block go too.
+            let i = r.sig.partition_point(|x| x.block < b);
+            r.sig.truncate(i);
+            let i = r.keys.partition_point(|x| x.block < b);
+            r.keys.truncate(i);
+        }
+        self.block = b;
+    }
+
+    /// The block's set; the collector starts over for the next block (with
+    /// rows: the block's rows are added to the list and the block number
+    /// counts up).
     pub fn finish(&mut self) -> FlowSet {
         let mut s = FlowSet::default();
         let [a0, a1, a2, a3, a4, a5] = &mut s.any;
@@ -416,7 +862,42 @@ impl FlowCollector {
         self.last = FrameKeys::default();
         self.fresh = true;
         self.last_sig = 0;
-        self.sigs.fill(0);
+        let block = self.block;
+        // The slots in use only: a block of a few flows costs a few.
+        match &mut self.rows {
+            Some(r) => {
+                for &i in &self.used_sigs {
+                    let slot = &mut self.sigs[i as usize];
+                    r.sig.push(SigRow {
+                        sig: slot.sig,
+                        block,
+                        first: slot.first,
+                        last: slot.last,
+                        frames: slot.frames,
+                    });
+                    slot.sig = 0;
+                }
+                for &i in &self.used_slow {
+                    let slot = &mut self.slow[i as usize];
+                    r.keys.push(KeysRow {
+                        keys: slot.keys,
+                        block,
+                        first: slot.first,
+                        last: slot.last,
+                        frames: slot.frames,
+                    });
+                    slot.used = false;
+                }
+                self.block = block.wrapping_add(1);
+            }
+            None => {
+                for &i in &self.used_sigs {
+                    self.sigs[i as usize].sig = 0;
+                }
+            }
+        }
+        self.used_sigs.clear();
+        self.used_slow.clear();
         s
     }
 }
@@ -502,6 +983,22 @@ impl FlowSet {
         sort_cap(&mut self.ip4, a3);
         sort_cap(&mut self.ip6, a4);
         sort_cap(&mut self.ports, a5);
+    }
+
+    /// Sorts and removes repeats, listing every value however many (an
+    /// exact set, as the key index gives: not for [`FlowSet::encode`],
+    /// which lists at most [`MAX_PER_KIND`] of a kind).
+    pub fn normalize_exact(&mut self) {
+        fn sd<T: Ord>(v: &mut Vec<T>) {
+            v.sort_unstable();
+            v.dedup();
+        }
+        sd(&mut self.ether_types);
+        sd(&mut self.vlans);
+        sd(&mut self.protos);
+        sd(&mut self.ip4);
+        sd(&mut self.ip6);
+        sd(&mut self.ports);
     }
 
     /// Whether the block may hold `k`.

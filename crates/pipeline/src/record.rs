@@ -298,6 +298,8 @@ fn record_inner(
             let mut f = f.clone();
             // The files written keep the input's link type.
             storage.linktype = FileSource::open(&f.path)?.linktype();
+            // A file loses nothing by waiting: its key index is complete.
+            storage.key_index_wait = true;
             if let Some(e) = &cfg.filter {
                 f.filter = Some(CaptureFilter::compile(
                     e,

@@ -191,6 +191,7 @@ pub struct Span {
     /// Offset where the run ends (the next unselected block), or None.
     pub end: Option<u64>,
     /// The index entries (blocks) the run covers (empty without an index).
+    /// Runs of the key index may share one block (several places in it).
     pub blocks: Range<usize>,
 }
 
@@ -222,6 +223,11 @@ pub struct FilePlan {
     pub skip: Option<Skip>,
     /// No frame of the spans is stamped before this (0: unknown).
     pub lower_ns: u64,
+    /// Blocks the file's indexes list (its `.idx` entries; with the key
+    /// index, `entries` holds only those the spans read).
+    pub blocks_total: u64,
+    /// Planned by the exact key index ([`storage::keys`]).
+    pub key_index: bool,
 }
 
 /// The files of a query, in tie order, and the window.
@@ -284,6 +290,19 @@ pub fn plan_with(
     prefix: Option<&str>,
     check: &mut dyn FnMut(&Path, &Entry) -> bool,
 ) -> Result<Plan, StorageError> {
+    plan_files(inputs, window, prefix, &mut |path, start, next| {
+        plan_ours(path, start, next, &window, check)
+    })
+}
+
+/// Lists `inputs` as [`plan_with`] does and plans each file: ours (named
+/// like ours: `ours(path, start_ns, next_start_ns)`), or read whole.
+pub(crate) fn plan_files(
+    inputs: &[PathBuf],
+    window: Window,
+    prefix: Option<&str>,
+    ours: &mut dyn FnMut(PathBuf, u64, Option<u64>) -> FilePlan,
+) -> Result<Plan, StorageError> {
     let rd = |p: &Path, source| StorageError::Read {
         path: p.to_owned(),
         source,
@@ -338,7 +357,7 @@ pub fn plan_with(
         .into_iter()
         .enumerate()
         .map(|(i, path)| match names[i] {
-            Some((_, start)) => plan_ours(path, start, next_start[i], &window, check),
+            Some((_, start)) => ours(path, start, next_start[i]),
             None => {
                 let index = if index::path_for(&path).exists() {
                     IndexUse::Ignored
@@ -353,7 +372,7 @@ pub fn plan_with(
 }
 
 /// A file read from start to end.
-fn whole(path: PathBuf, ordered: bool, index: IndexUse, lower_ns: u64) -> FilePlan {
+pub(crate) fn whole(path: PathBuf, ordered: bool, index: IndexUse, lower_ns: u64) -> FilePlan {
     FilePlan {
         path,
         ordered,
@@ -366,6 +385,8 @@ fn whole(path: PathBuf, ordered: bool, index: IndexUse, lower_ns: u64) -> FilePl
         }],
         skip: None,
         lower_ns,
+        blocks_total: 0,
+        key_index: false,
     }
 }
 
@@ -403,7 +424,7 @@ fn index_may_lag(capture: &Path, idx: &Path) -> bool {
     }
 }
 
-fn plan_ours(
+pub(crate) fn plan_ours(
     path: PathBuf,
     start_ns: u64,
     next_ns: Option<u64>,
@@ -427,14 +448,16 @@ fn plan_ours(
             },
         }
     };
-    let skipped = |skip, index, entries| FilePlan {
+    let skipped = |skip, index, entries: Vec<Entry>| FilePlan {
         path: path.clone(),
         ordered: true,
         index,
+        blocks_total: entries.len() as u64,
         entries,
         spans: Vec::new(),
         skip: Some(skip),
         lower_ns: lower,
+        key_index: false,
     };
     if w.is_past(lower) {
         return skipped(Skip::StartsAfter, index, entries);
@@ -451,6 +474,7 @@ fn plan_ours(
         p.entries = entries;
         return p;
     }
+    let blocks_total = entries.len() as u64;
     let n = entries.len();
     // Blocks before `first` end before the window; from `end` on they
     // start after it (entries are in time order).
@@ -501,6 +525,8 @@ fn plan_ours(
         spans,
         skip: None,
         lower_ns,
+        blocks_total,
+        key_index: false,
     }
 }
 
@@ -570,6 +596,9 @@ pub struct Stats {
     pub files_live: u64,
     /// Index blocks read from (at least one record).
     pub blocks_read: u64,
+    /// Of those, blocks that held a frame the window and filter kept (the
+    /// rest were read for nothing: the index's false positives).
+    pub blocks_matched: u64,
     /// Index blocks of the files' indexes not read.
     pub blocks_skipped: u64,
     /// Bytes read from the files.
@@ -605,6 +634,7 @@ impl std::ops::AddAssign for Stats {
         self.files_without_index += o.files_without_index;
         self.files_live += o.files_live;
         self.blocks_read += o.blocks_read;
+        self.blocks_matched += o.blocks_matched;
         self.blocks_skipped += o.blocks_skipped;
         self.bytes_read += o.bytes_read;
         self.blocks_decompressed += o.blocks_decompressed;
@@ -626,9 +656,11 @@ struct Stream {
     offset: u64,
     /// The span being read.
     span: usize,
-    /// The index block of the last record, and whether it was counted.
+    /// The index block of the last record; the last block counted as read,
+    /// and as holding a match.
     block: usize,
-    block_counted: bool,
+    counted: Option<usize>,
+    matched: Option<usize>,
     prev_ts: u64,
     out_of_order: u64,
     live: bool,
@@ -681,7 +713,7 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
         for (i, f) in plan.files.iter().enumerate() {
             if f.skip.is_some() {
                 stats.files_skipped += 1;
-                stats.blocks_skipped += f.entries.len() as u64;
+                stats.blocks_skipped += f.blocks_total;
                 continue;
             }
             let why = match &f.index {
@@ -856,9 +888,13 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
             self.stats.blocks_decompressed += walk.get_ref().blocks_decompressed();
             return self.note(i, None, NoteKind::Error, m);
         }
-        let first = self.files[i].spans[0].start;
+        let sp = &self.files[i].spans[0];
+        let first = sp.start;
         walk.seek_to(first);
-        let block = self.files[i].spans[0].blocks.start;
+        if let Some(end) = sp.end {
+            walk.get_mut().hint(end.saturating_sub(first));
+        }
+        let block = sp.blocks.start;
         self.streams[i] = Some(Stream {
             walk,
             data: Vec::with_capacity(2048),
@@ -867,7 +903,8 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
             offset: 0,
             span: 0,
             block,
-            block_counted: false,
+            counted: None,
+            matched: None,
             prev_ts: 0,
             out_of_order: 0,
             live,
@@ -916,10 +953,19 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
                 let Some(next) = f.spans.get(s.span) else {
                     return false;
                 };
-                s.walk.seek_to(next.start);
                 s.block = next.blocks.start;
-                s.block_counted = false;
-                continue;
+                if next.start > m.offset {
+                    s.walk.seek_to(next.start);
+                    if let Some(end) = next.end {
+                        s.walk.get_mut().hint(end.saturating_sub(next.start));
+                    }
+                    continue;
+                }
+                // The next run starts at this very record (runs of the key
+                // index can touch): it is the run's first.
+                if next.end.is_some_and(|e| m.offset >= e) {
+                    continue;
+                }
             }
             if !f.entries.is_empty() {
                 while f
@@ -928,10 +974,9 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
                     .is_some_and(|e| e.offset <= m.offset)
                 {
                     s.block += 1;
-                    s.block_counted = false;
                 }
-                if !s.block_counted {
-                    s.block_counted = true;
+                if s.counted != Some(s.block) {
+                    s.counted = Some(s.block);
                     self.stats.blocks_read += 1;
                 }
             }
@@ -944,6 +989,10 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
             if !self.window.contains(m.ts_ns) || !(self.preds[s.lt].1)(&s.data, m.orig_len, m.ts_ns)
             {
                 continue;
+            }
+            if !f.entries.is_empty() && s.matched != Some(s.block) {
+                s.matched = Some(s.block);
+                self.stats.blocks_matched += 1;
             }
             s.ts_ns = m.ts_ns;
             s.orig_len = m.orig_len;
@@ -1003,7 +1052,8 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
                 return None;
             }
             let j = sp.blocks.clone().find(|&j| f.entries[j].offset > at)?;
-            Some((k, j, f.entries[j].offset))
+            // A key index's run may start inside its block.
+            Some((k, j, f.entries[j].offset.max(sp.start)))
         });
         match resume {
             Some((k, j, off)) => {
@@ -1011,7 +1061,6 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
                 self.note(i, Some(at), NoteKind::Damage, m);
                 s.span = k;
                 s.block = j;
-                s.block_counted = false;
                 s.walk.seek_to(off);
                 s.walk.stop().is_none()
             }
@@ -1052,7 +1101,7 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
             .files
             .iter()
             .filter(|f| f.skip.is_none())
-            .map(|f| f.entries.len() as u64)
+            .map(|f| f.blocks_total)
             .sum();
         let mut st = self.stats;
         st.blocks_skipped += opened.saturating_sub(st.blocks_read);

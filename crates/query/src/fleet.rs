@@ -1,9 +1,12 @@
-//! The index of a store, for the fleet: the `.idx` sidecars rebuilt where
-//! they are missing or stale ([`rebuild`]), and the block index of a store
+//! The index of a store, for the fleet: the `.idx` and `.kdx` sidecars
+//! rebuilt where they are missing or stale ([`rebuild`]), and the block index of a store
 //! as one Parquet table ([`block_table`], [`write_table`]): one row per
 //! block, with its node, file, time range and flow keys, so that one SQL
 //! query (DuckDB, Trino, Spark, ClickHouse) over the tables of many sensors
-//! says which sensors, files and blocks hold what. [`read_table`] takes a
+//! says which sensors, files and blocks hold what. Where a file has a key
+//! index (`.kdx`), its blocks' lists are exact and complete (every host of
+//! a block, however many; never NULL); elsewhere they come from the
+//! `.idx` flow sets (NULL: more than 1,024 of a kind). [`read_table`] takes a
 //! sensor's table back, so the tables of several sensors become one
 //! ([`write_table`] of all their rows).
 
@@ -19,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use wiretape_storage::block::DEFAULT_BLOCK_SIZE;
 use wiretape_storage::index::{self, Entry, FlowSet};
+use wiretape_storage::keys::KeyIndex;
 use wiretape_storage::{naming, StorageError};
 
 /// Why an index must be rebuilt, or None when it is current (`force`:
@@ -42,8 +46,15 @@ pub fn stale(capture: &Path, force: bool) -> Option<&'static str> {
         Ok(_) => {}
     }
     match (cm.modified(), im.modified()) {
-        (Ok(c), Ok(i)) if i < c => Some("older than its capture"),
-        _ => None,
+        (Ok(c), Ok(i)) if i < c => return Some("older than its capture"),
+        _ => {}
+    }
+    // With flow sets (Ethernet), a finished file has a complete key index.
+    match KeyIndex::open(capture) {
+        Ok(Some(k)) if k.complete_for(cm.len()) => None,
+        Ok(Some(_)) => Some("key index incomplete or stale"),
+        Ok(None) => Some("no key index"),
+        Err(_) => Some("key index unreadable"),
     }
 }
 
@@ -264,13 +275,14 @@ pub fn block_table(
             }
         };
     for f in files {
-        let entries: Vec<Entry> = match index::read(&index::path_for(f)) {
+        let mut entries: Vec<Entry> = match index::read(&index::path_for(f)) {
             Ok(e) => e,
             Err(e) => {
                 skipped(f, &e);
                 continue;
             }
         };
+        exact_flow_sets(f, &mut entries, window);
         let abs = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
         let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let parsed = naming::parse_any(name);
@@ -367,6 +379,36 @@ pub fn block_table(
         path: PathBuf::from("<block table>"),
         why: e.to_string(),
     })
+}
+
+/// The blocks of `entries` (a file's `.idx`) that its key index covers,
+/// in `window`, get exact flow sets from it: every host, port, protocol,
+/// VLAN and EtherType, however many (the `.idx` lists at most 1,024 of a
+/// kind). A key index that is stale, has a gap or cannot be read changes
+/// nothing.
+fn exact_flow_sets(capture: &Path, entries: &mut [Entry], window: &Window) {
+    let Ok(Some(k)) = KeyIndex::open(capture) else {
+        return;
+    };
+    let len = std::fs::metadata(capture).map_or(0, |m| m.len());
+    if !k.complete_for(len) && !being_written(capture) {
+        return;
+    }
+    let mut next = 0;
+    for seg in k.segments() {
+        let h = &seg.header;
+        if h.block0 != next || h.block0 + h.nblocks > entries.len() as u64 {
+            return;
+        }
+        next += h.nblocks;
+        if h.nblocks == 0 || !window.overlaps(h.first_ns, h.last_ns) {
+            continue;
+        }
+        let Ok(sets) = k.flow_sets(seg) else { return };
+        for (i, s) in sets.into_iter().enumerate() {
+            entries[h.block0 as usize + i].flows = Some(s);
+        }
+    }
 }
 
 /// Writes `batches` as one Parquet table into `w` (`name` for errors).

@@ -8,6 +8,8 @@
 //! what the command prints.
 
 use crate::extract::{self, Frame, Merge, Note, NoteKind, Plan, Stats, Window};
+use crate::narrow::Narrow;
+pub use crate::narrow::PlanStats;
 use crate::steno::Selection;
 use crate::QueryError;
 use std::io::Write;
@@ -38,6 +40,9 @@ pub struct Request {
     pub prefix: Option<String>,
     /// Skip blocks whose flow sets rule the filter out (default true).
     pub flow_index: bool,
+    /// Use the exact key index (`.kdx`) where a file has one (default
+    /// true; with `flow_index` only).
+    pub key_index: bool,
     /// Keep the list of planned blocks (for [`Job::plan_json`]).
     pub list_blocks: bool,
     /// A Stenographer query instead of `filter` ([`crate::steno`]): its
@@ -54,6 +59,7 @@ impl Request {
             filter: None,
             prefix: None,
             flow_index: true,
+            key_index: true,
             list_blocks: false,
             steno: None,
         }
@@ -73,19 +79,9 @@ pub struct PlannedBlock {
     pub last_ns: u64,
     /// Frames in it.
     pub frames: u64,
-}
-
-impl PlannedBlock {
-    /// Block `e` of file `p`.
-    fn of(p: &Path, e: &Entry) -> PlannedBlock {
-        PlannedBlock {
-            file: std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned()),
-            offset: e.offset,
-            first_ns: e.first_ns,
-            last_ns: e.last_ns,
-            frames: e.count,
-        }
-    }
+    /// Byte ranges `[start, end)` of the file read in it, when the key
+    /// index picked places in the block (empty: the whole block).
+    pub ranges: Vec<(u64, u64)>,
 }
 
 /// A planned query, ready to run.
@@ -99,8 +95,12 @@ pub struct Job {
     progs: Vec<(u32, Option<Program>)>,
     /// Whether the flow index narrowed the plan (the filter needs keys).
     pub filter_narrows: bool,
-    /// Index blocks in the window that the flow index ruled out.
+    /// Index blocks in the window that the indexes ruled out (flow sets
+    /// and key index together).
     pub skipped_by_flow: u64,
+    /// What planning found (blocks selected, ruled out by each index,
+    /// index bytes read).
+    pub plan_stats: PlanStats,
     /// The blocks read (with [`Request::list_blocks`]).
     pub blocks: Vec<PlannedBlock>,
     /// The link types of the files to read, each with its files (in plan
@@ -167,23 +167,24 @@ impl Job {
         prog: Option<Program>,
     ) -> Result<Job, QueryError> {
         // The keys (hosts, ports, protocols...) the filter needs: blocks
-        // whose flow set lacks them are not read.
+        // (and places in them) that lack them are not read.
         let needs = match (&prog, req.flow_index) {
             (Some(p), true) => Needs::of(p.insns()),
             _ => None,
         };
         let started = Instant::now();
-        let mut skipped_by_flow = 0u64;
-        let mut blocks = Vec::new();
-        let mut check = |p: &Path, e: &Entry| {
-            let keep = needs.as_ref().is_none_or(|n| e.may_match(n));
-            skipped_by_flow += u64::from(!keep);
-            if keep && req.list_blocks {
-                blocks.push(PlannedBlock::of(p, e));
-            }
-            keep
+        let narrow = Narrow {
+            needs: needs.as_ref(),
+            key_index: req.flow_index && req.key_index,
         };
-        let plan = extract::plan_with(&req.inputs, req.window, req.prefix.as_deref(), &mut check)?;
+        let (plan, plan_stats) =
+            crate::narrow::plan(&req.inputs, req.window, req.prefix.as_deref(), narrow)?;
+        let blocks = if req.list_blocks {
+            planned_blocks(&plan)
+        } else {
+            Vec::new()
+        };
+        let skipped_by_flow = plan_stats.skipped_by_flow + plan_stats.skipped_by_keys;
         let linktypes = linktypes_of(&plan);
         // The filter as libpcap compiles it for each of the files' link
         // types (the caller's program is Ethernet's): its program differs
@@ -211,6 +212,7 @@ impl Job {
             filter_narrows: needs.is_some() && ethernet,
             linktypes,
             skipped_by_flow,
+            plan_stats,
             blocks,
             started,
             stop: None,
@@ -228,15 +230,11 @@ impl Job {
         let started = Instant::now();
         let hull = sel.hull();
         let mut skipped_by_flow = 0u64;
-        let mut blocks = Vec::new();
-        let mut check = |p: &Path, e: &Entry| {
+        let mut check = |_: &Path, e: &Entry| {
             let in_time = sel.may_hold(e.first_ns, e.last_ns, |_| true);
             let keep = in_time
                 && sel.may_hold(e.first_ns, e.last_ns, |n| !req.flow_index || e.may_match(n));
             skipped_by_flow += u64::from(in_time && !keep);
-            if keep && req.list_blocks {
-                blocks.push(PlannedBlock::of(p, e));
-            }
             keep
         };
         let mut plan = extract::plan_with(
@@ -259,12 +257,31 @@ impl Job {
         });
         plan.files.retain(|f| !not_ethernet.contains(&f.path));
         let narrows = req.flow_index && sel.parts.iter().any(|p| p.needs.is_some());
+        // Planned by the flow sets of the `.idx` (a Stenographer query's
+        // pieces are not looked up in the key index).
+        let blocks = if req.list_blocks {
+            planned_blocks(&plan)
+        } else {
+            Vec::new()
+        };
+        let plan_stats = PlanStats {
+            skipped_by_flow,
+            selected: blocks_selected(&plan),
+            runs: plan
+                .files
+                .iter()
+                .filter(|f| f.skip.is_none())
+                .map(|f| f.spans.len() as u64)
+                .sum(),
+            ..PlanStats::default()
+        };
         Ok(Job {
             plan,
             filter: None,
             progs: vec![(LINKTYPE_ETHERNET, None)],
             filter_narrows: narrows,
             skipped_by_flow,
+            plan_stats,
             blocks,
             linktypes,
             started,
@@ -344,18 +361,33 @@ impl Job {
             .blocks
             .iter()
             .map(|b| {
-                serde_json::json!({
+                let mut j = serde_json::json!({
                     "file": b.file.display().to_string(),
                     "offset": b.offset,
                     "first_ns": b.first_ns,
                     "last_ns": b.last_ns,
                     "frames": b.frames,
-                })
+                });
+                if !b.ranges.is_empty() {
+                    j["ranges"] = b
+                        .ranges
+                        .iter()
+                        .map(|r| vec![r.0, r.1])
+                        .collect::<Vec<_>>()
+                        .into();
+                }
+                j
             })
             .collect();
+        let st = &self.plan_stats;
         serde_json::json!({
             "blocks": blocks,
             "blocks_skipped_by_flow_index": self.skipped_by_flow,
+            "blocks_skipped_by_key_index": st.skipped_by_keys,
+            "blocks_selected": st.selected,
+            "runs": st.runs,
+            "files_key_index": st.files_key_index,
+            "index_bytes_read": st.index_bytes_read,
             "filter_narrows": self.filter_narrows,
             "files_read_whole": whole,
             "from_ns": self.plan.window.from_ns,
@@ -421,7 +453,7 @@ pub fn format_name(format: Format) -> &'static str {
 pub fn summary_json(
     job_filter: Option<&str>,
     filter_narrows: bool,
-    skipped_by_flow: u64,
+    plan: &PlanStats,
     window: &Window,
     out: &Outcome,
     output: Option<&str>,
@@ -472,11 +504,64 @@ pub fn summary_json(
         "format": format_name(format),
         "corrupt": list(NoteKind::Damage),
         "errors": list(NoteKind::Error),
-        "blocks_skipped_by_flow_index": skipped_by_flow,
+        "blocks_skipped_by_flow_index": plan.skipped_by_flow + plan.skipped_by_keys,
+        "blocks_skipped_by_key_index": plan.skipped_by_keys,
+        "blocks_selected": plan.selected,
+        "blocks_matched": st.blocks_matched,
+        "blocks_false_positive": st.blocks_read.saturating_sub(st.blocks_matched),
+        "runs": plan.runs,
+        "files_key_index": plan.files_key_index,
+        "index_bytes_read": plan.index_bytes_read,
         "filter_narrows": filter_narrows,
         "store_span": st.store_span.map(|s| s.to_json()),
         "window_misses_store": st.store_span.is_some_and(|s| s.misses(window)),
     })
+}
+
+/// How many blocks `plan` reads from (each once).
+fn blocks_selected(plan: &Plan) -> u64 {
+    let mut n = 0;
+    for f in plan.files.iter().filter(|f| f.skip.is_none()) {
+        let mut last = None;
+        for k in f.spans.iter().flat_map(|s| s.blocks.clone()) {
+            n += u64::from(last != Some(k));
+            last = Some(k);
+        }
+    }
+    n
+}
+
+/// The blocks `plan` reads, each once, with the places read in it when
+/// the key index picked them.
+fn planned_blocks(plan: &Plan) -> Vec<PlannedBlock> {
+    let mut out: Vec<PlannedBlock> = Vec::new();
+    for f in plan.files.iter().filter(|f| f.skip.is_none()) {
+        let file = std::fs::canonicalize(&f.path).unwrap_or_else(|_| f.path.clone());
+        let mut last: Option<usize> = None;
+        for sp in &f.spans {
+            for k in sp.blocks.clone() {
+                let e = &f.entries[k];
+                if last != Some(k) {
+                    last = Some(k);
+                    out.push(PlannedBlock {
+                        file: file.clone(),
+                        offset: e.offset,
+                        first_ns: e.first_ns,
+                        last_ns: e.last_ns,
+                        frames: e.count,
+                        ranges: Vec::new(),
+                    });
+                }
+                // A key index's run within one block: the bytes it reads.
+                if f.key_index && sp.blocks.len() == 1 {
+                    if let (Some(b), Some(end)) = (out.last_mut(), sp.end) {
+                        b.ranges.push((sp.start, end));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A capture writer into any byte stream (a file, stdout, an HTTP body),

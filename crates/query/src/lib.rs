@@ -11,8 +11,10 @@
 //!
 //! - [`extract`]: the planner (which files and which `.idx` blocks can hold
 //!   frames of a window) and the k-way merge of their records in time order.
+//! - [`narrow`]: the plan narrowed by the indexes: the exact key index
+//!   (`.kdx`) where a file has one, the `.idx` flow sets elsewhere.
 //! - [`job`]: one query as the command and the API run it: the filter
-//!   compiled, the flow index asked, the plan, the merge, and the JSON that
+//!   compiled, the indexes asked, the plan, the merge, and the JSON that
 //!   `extract --json`, `--count-only --json` and `--plan` print.
 //! - [`fleet`]: the index rebuild over a store and the block index as a
 //!   Parquet table (`wiretape index`, `/v1/index.parquet`).
@@ -26,7 +28,7 @@
 //!
 //! It reads the files `wiretape record` writes, including those being
 //! written (up to what has been flushed); it never writes into a store
-//! except the `.idx` sidecars the rebuild makes.
+//! except the `.idx` and `.kdx` sidecars the rebuild makes.
 
 #![deny(unsafe_code)]
 
@@ -35,6 +37,7 @@ pub mod chart;
 pub mod extract;
 pub mod fleet;
 pub mod job;
+pub mod narrow;
 pub mod remote;
 pub mod status;
 pub mod steno;

@@ -17,9 +17,12 @@
 //! - `bytes` are the bytes the records take in the file (record headers
 //!   included: 16 per frame in pcap, the packet block in pcapng).
 //! - With a filter ([`Request::filter_index`]), per bin the frames of the
-//!   blocks whose flow sets may hold a match: an upper bound of the
-//!   matching frames, never below them (blocks of a version 1 index, with
-//!   no flow sets, always may).
+//!   blocks that may hold a match: an upper bound of the matching frames,
+//!   never below them. A file with a key index (`.kdx`) says exactly which
+//!   blocks hold a frame with all the keys of one of the filter's
+//!   alternatives (so `host X` counts only X's blocks, however busy the
+//!   link); elsewhere the blocks whose flow sets may hold them (blocks of
+//!   a version 1 index, with no flow sets, always may).
 //! - Files without an `.idx` count nothing (they are listed); a file being
 //!   written counts up to its last index entry.
 
@@ -86,6 +89,9 @@ pub struct Request {
     /// A filter expression: per bin, the frames of the blocks whose flow
     /// sets may hold a match.
     pub filter_index: Option<String>,
+    /// With `filter_index`: use the files' key indexes where they have
+    /// them (default true; else the `.idx` flow sets alone).
+    pub key_index: bool,
     /// The picture's width in pixels (it chooses the bin width).
     pub width: u32,
     /// The bin width, given (for a timeline that must line up with
@@ -103,6 +109,7 @@ impl Request {
             window: Window::default(),
             by: By::None,
             filter_index: None,
+            key_index: true,
             width: 1000,
             bin_ns: None,
         }
@@ -613,14 +620,25 @@ pub fn build(req: &Request) -> Result<Timeline, QueryError> {
             .entry(series_of(&f.path, req.by))
             .or_insert_with(|| vec![Counts::default(); nbins as usize]);
         let mut walker: Option<Walker<Source<BufReader<std::fs::File>>>> = None;
+        // The key index, where the file has one, says exactly which blocks
+        // hold the filter's keys.
+        let keyed = match &needs {
+            Some(Some(n)) if req.key_index => crate::narrow::blocks_with(&f.path, n, &window),
+            _ => None,
+        };
         for (i, e) in f.entries.iter().enumerate() {
             if !window.overlaps(e.first_ns, e.last_ns) {
                 continue;
             }
             tl.blocks += 1;
-            let may = needs
-                .as_ref()
-                .is_some_and(|n| n.as_ref().is_none_or(|n| e.may_match(n)));
+            let may = match (&needs, &keyed) {
+                (Some(Some(_)), Some((covered, hit))) if (i as u64) < *covered => {
+                    hit.contains(&(i as u64))
+                }
+                _ => needs
+                    .as_ref()
+                    .is_some_and(|n| n.as_ref().is_none_or(|n| e.may_match(n))),
+            };
             let next = f.entries.get(i + 1).map(|n| n.offset);
             let cut = e.first_ns < from || e.last_ns >= to;
             if cut || (next.is_none() && (f.live || f.compressed)) {

@@ -194,6 +194,46 @@ pub fn index(data: &[u8]) {
     }
 }
 
+/// The key index reader ([`crate::keys::KeyIndex`]): the input as the
+/// `.kdx` of a capture; every segment it takes is asked for a few filters'
+/// places, its block entries and all its keys: Ok or an error, never a
+/// panic, and no allocation beyond the file's size.
+pub fn keys(data: &[u8]) {
+    let p = put("keys", b"");
+    let kdx = crate::keys::path_for(&p);
+    std::fs::write(&kdx, data).expect("write the input");
+    let needs: Vec<_> = [
+        "host 10.0.0.1",
+        "tcp port 80 or udp",
+        "vlan 7 and host 10.0.0.2 and port 53",
+    ]
+    .iter()
+    .filter_map(|e| wiretape_filter::compile(e, 1, 65535).ok())
+    .filter_map(|p| wiretape_filter::flow::Needs::of(p.insns()))
+    .collect();
+    let Ok(Some(k)) = crate::keys::KeyIndex::open(&p) else {
+        return;
+    };
+    let _ = k.complete_for(data.len() as u64);
+    for seg in k.segments() {
+        assert!(seg.header.seg_len as usize <= data.len());
+        for n in &needs {
+            if let Ok(hits) = k.select(seg, n) {
+                assert!(hits
+                    .iter()
+                    .all(|h| seg.blocks().contains(&h.block) || h.block >= seg.header.block0));
+            }
+        }
+        let n = seg.header.nblocks;
+        if let Ok(es) = k.entries(seg, 0..n.min(4096)) {
+            assert_eq!(es.len() as u64, n.min(4096));
+        }
+        let _ = k.entries_at(seg, &[0, n / 2, n.saturating_sub(1)]);
+        let _ = k.flow_sets(seg);
+    }
+    let _ = std::fs::remove_file(&kdx);
+}
+
 /// The decompressing reader ([`zread`](mod@zread)): the input as a file (plain or,
 /// by its magic, LZ4 or zstd), read through [`zread::open_buffered`] up to
 /// [`ZREAD_LIMIT`] bytes, then walked as a capture, then scanned as

@@ -89,6 +89,40 @@ impl Entry {
         out[at..at + 4].copy_from_slice(&n.to_le_bytes());
     }
 
+    /// The fixed part as the `.idx` holds it: 32 bytes, or 56 with the
+    /// compressed unit ([`Entry::z`]).
+    pub fn fixed_bytes(&self) -> FixedBytes {
+        let mut b = [0u8; ENTRY_LEN_V3];
+        b[..ENTRY_LEN].copy_from_slice(&self.encode_fixed());
+        let mut n = ENTRY_LEN;
+        if let Some(z) = &self.z {
+            for v in [z.c_off, z.c_len, z.u_start] {
+                b[n..n + 8].copy_from_slice(&v.to_le_bytes());
+                n += 8;
+            }
+        }
+        FixedBytes(b, n as u8)
+    }
+
+    /// An entry from its fixed part ([`Entry::fixed_bytes`]: 32 or 56
+    /// bytes; no flow set). Shorter input reads as zeros.
+    pub fn from_fixed(b: &[u8]) -> Self {
+        let mut x = [0u8; ENTRY_LEN_V3];
+        let n = b.len().min(ENTRY_LEN_V3);
+        x[..n].copy_from_slice(&b[..n]);
+        let mut e = Entry::decode_fixed(&x);
+        if b.len() >= ENTRY_LEN_V3 {
+            let r = |o: usize| u64::from_le_bytes(x[o..o + 8].try_into().unwrap());
+            e.z = Some(crate::compress::Placed {
+                c_off: r(32),
+                c_len: r(40),
+                u_start: r(48),
+                u_len: 0,
+            });
+        }
+        e
+    }
+
     fn decode_fixed(b: &[u8]) -> Self {
         let r = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
         Entry {
@@ -105,6 +139,18 @@ impl Entry {
     /// for (always, without a flow set).
     pub fn may_match(&self, needs: &wiretape_filter::flow::Needs) -> bool {
         self.flows.as_ref().is_none_or(|f| needs.may_match(f))
+    }
+}
+
+/// An entry's fixed part ([`Entry::fixed_bytes`]), without allocating: it
+/// derefs to its 32 or 56 bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct FixedBytes([u8; ENTRY_LEN_V3], u8);
+
+impl std::ops::Deref for FixedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0[..self.1 as usize]
     }
 }
 
@@ -138,6 +184,14 @@ pub struct IndexWriter {
     pub entries: u64,
     /// The first write error (the index is then abandoned, the capture not).
     pub error: Option<String>,
+    /// The exact key index ([`crate::keys`]), fed entry by entry.
+    keys: Option<crate::keys::KeyWriter>,
+    /// Bytes of the `.idx` written so far.
+    idx_len: u64,
+    /// What the key index came to, once finished.
+    pub keys_report: Option<crate::keys::KeyReport>,
+    /// Why the key index is missing or incomplete, if it is.
+    pub keys_error: Option<String>,
 }
 
 impl IndexWriter {
@@ -154,6 +208,9 @@ impl IndexWriter {
         let mut file = crate::create_new(&path, 0)?;
         file.write_all(&header(compressed))
             .map_err(|e| StorageError::from_write(&path, e))?;
+        // An old key index of that name (no capture of it is left: captures
+        // are never overwritten) must not describe the new file.
+        let _ = std::fs::remove_file(crate::keys::path_for(capture));
         Ok(IndexWriter {
             file: Some(file),
             path,
@@ -165,13 +222,66 @@ impl IndexWriter {
             pending: Default::default(),
             entries: 0,
             error: None,
+            keys: None,
+            idx_len: HEADER_LEN as u64,
+            keys_report: None,
+            keys_error: None,
         })
     }
 
+    /// Also writes the exact key index `<capture>.kdx` ([`crate::keys`]),
+    /// its segments built by `builder` (None: on this thread, at each cut
+    /// and at [`IndexWriter::finish`]); `wait`: when the builder's queue is
+    /// full, wait (a file source) instead of leaving that segment out. Needs
+    /// the flow sets (Ethernet).
+    pub fn with_keys(
+        self,
+        capture: &Path,
+        builder: Option<std::sync::Arc<crate::keys::Builder>>,
+        wait: bool,
+    ) -> Self {
+        self.with_keys_budget(capture, builder, wait, crate::keys::ROWS_BUDGET)
+    }
+
+    /// [`IndexWriter::with_keys`], cutting a segment every `rows` rows
+    /// (bounds the memory the rows take: 32 bytes each).
+    pub fn with_keys_budget(
+        mut self,
+        capture: &Path,
+        builder: Option<std::sync::Arc<crate::keys::Builder>>,
+        wait: bool,
+        rows: usize,
+    ) -> Self {
+        if let Some(f) = self.flows.take() {
+            self.flows = Some(if f.has_rows() {
+                f
+            } else {
+                FlowCollector::new().with_rows(rows.saturating_add(65536))
+            });
+            let entry_len = if self.compressed {
+                ENTRY_LEN_V3
+            } else {
+                ENTRY_LEN
+            } as u32;
+            self.keys = Some(
+                crate::keys::KeyWriter::new(
+                    capture,
+                    builder,
+                    wait,
+                    entry_len,
+                    crate::pcap::LINKTYPE_ETHERNET,
+                )
+                .with_budget(rows),
+            );
+        }
+        self
+    }
+
     /// Without flow sets (blocks then may hold anything; `wiretape index`
-    /// adds them later).
+    /// adds them later), hence without the key index.
     pub fn without_flows(mut self) -> Self {
         self.flows = None;
+        self.keys = None;
         self
     }
 
@@ -186,7 +296,7 @@ impl IndexWriter {
         self.cur.last_ns = ts_ns;
         self.cur.count += 1;
         if let Some(f) = &mut self.flows {
-            f.add(frame);
+            f.add_at(frame, (offset - self.cur.offset) as u32);
         }
     }
 
@@ -195,7 +305,7 @@ impl IndexWriter {
     pub(crate) fn discard_current(&mut self) {
         self.cur = Entry::default();
         if let Some(f) = &mut self.flows {
-            let _ = f.finish();
+            f.discard();
         }
     }
 
@@ -243,20 +353,62 @@ impl IndexWriter {
             if let Err(err) = f.write_all(&self.buf) {
                 self.error = Some(format!("index {}: {err}", self.path.display()));
                 self.file = None;
+                // The key index cannot go on without its entries.
+                if self.keys.take().is_some() {
+                    self.keys_error = Some("its .idx could not be written".into());
+                }
             } else {
                 self.entries += 1;
+                self.idx_len += self.buf.len() as u64;
+                if let (Some(k), Some(f)) = (&mut self.keys, &mut self.flows) {
+                    k.entry_written(&e.fixed_bytes(), self.idx_len, f);
+                }
             }
         }
     }
 
-    /// Closes the index (durable along with its capture file).
+    /// Closes the index (durable along with its capture file), and writes
+    /// the key index's last segment (waiting for it: call it off the
+    /// capture threads).
     pub fn finish(mut self) -> Result<(), StorageError> {
+        self.finish_keeping().map(|_| ())
+    }
+
+    /// [`IndexWriter::finish`], giving back what the key index came to and
+    /// why it is incomplete, if it is.
+    pub fn finish_keeping(
+        &mut self,
+    ) -> Result<(Option<crate::keys::KeyReport>, Option<String>), StorageError> {
         self.block_done();
         if let Some(f) = self.file.take() {
             f.sync_data()
                 .map_err(|e| StorageError::from_write(&self.path, e))?;
+            if let (Some(k), Some(flows)) = (self.keys.take(), &mut self.flows) {
+                match k.finish(flows) {
+                    Ok(r) => {
+                        if r.dropped_blocks > 0 {
+                            self.keys_error = Some(format!(
+                                "{} blocks left out of the key index (its builder fell behind); \
+                                 `wiretape index --force` rebuilds it",
+                                r.dropped_blocks
+                            ));
+                        }
+                        self.keys_report = Some(r);
+                    }
+                    Err(e) => self.keys_error = Some(e.to_string()),
+                }
+            }
         }
-        Ok(())
+        Ok((self.keys_report, self.keys_error.clone()))
+    }
+
+    /// Gives the index up (its file is to be rebuilt): waits until the key
+    /// index's builder is done with this file, so that nothing is appended
+    /// to the key index after the rebuild.
+    pub fn abandon(mut self) {
+        if let Some(k) = self.keys.take() {
+            k.wait_done();
+        }
     }
 
     /// The index file being written: `<capture>.idx`.
@@ -308,6 +460,13 @@ fn bad_magic(index: &Path) -> StorageError {
 /// entry is ignored; a flow set that does not decode is an error (naming
 /// its offset), as is a bad header.
 pub fn parse(index: &Path, b: &[u8]) -> Result<(Vec<Entry>, u8), StorageError> {
+    let version = check_header(index, b)?;
+    let out = parse_entries(index, b, HEADER_LEN, version)?;
+    Ok((out, version))
+}
+
+/// The version of index bytes `b` (1, 2 or 3) from their header, checked.
+fn check_header(index: &Path, b: &[u8]) -> Result<u8, StorageError> {
     if b.len() < HEADER_LEN {
         return Err(bad_magic(index));
     }
@@ -317,7 +476,6 @@ pub fn parse(index: &Path, b: &[u8]) -> Result<(Vec<Entry>, u8), StorageError> {
         m if m == MAGIC_V1 => 1,
         _ => return Err(bad_magic(index)),
     };
-    let v2 = version >= 2;
     let want = if version == 3 {
         ENTRY_LEN_V3
     } else {
@@ -331,8 +489,23 @@ pub fn parse(index: &Path, b: &[u8]) -> Result<(Vec<Entry>, u8), StorageError> {
             why: format!("entry size {fixed}, expected {want}; `wiretape index` rebuilds it"),
         });
     }
+    Ok(version)
+}
+
+/// The entries of index bytes `b` from byte `at` on (an entry's start).
+fn parse_entries(
+    index: &Path,
+    b: &[u8],
+    mut at: usize,
+    version: u8,
+) -> Result<Vec<Entry>, StorageError> {
+    let v2 = version >= 2;
+    let want = if version == 3 {
+        ENTRY_LEN_V3
+    } else {
+        ENTRY_LEN
+    };
     let mut out = Vec::new();
-    let mut at = HEADER_LEN;
     while at + want <= b.len() {
         let mut e = Entry::decode_fixed(&b[at..at + ENTRY_LEN]);
         if version == 3 {
@@ -366,7 +539,29 @@ pub fn parse(index: &Path, b: &[u8]) -> Result<(Vec<Entry>, u8), StorageError> {
         out.push(e);
         at = next;
     }
-    Ok((out, version))
+    Ok(out)
+}
+
+/// The entries of the index at `index` from byte `from` on (an entry's
+/// start, e.g. a key index segment's [`crate::keys::SegmentHeader::idx_next`]),
+/// and the bytes read: the entries after those a key index covers, without
+/// reading the ones before.
+pub fn read_from(index: &Path, from: u64) -> Result<(Vec<Entry>, u64), StorageError> {
+    use std::io::{Seek, SeekFrom};
+    let rd = |source| StorageError::Read {
+        path: index.to_owned(),
+        source,
+    };
+    let mut f = File::open(index).map_err(rd)?;
+    let mut h = [0u8; HEADER_LEN];
+    f.read_exact(&mut h).map_err(rd)?;
+    let version = check_header(index, &h)?;
+    let from = from.max(HEADER_LEN as u64);
+    f.seek(SeekFrom::Start(from)).map_err(rd)?;
+    let mut b = Vec::new();
+    f.read_to_end(&mut b).map_err(rd)?;
+    let n = (HEADER_LEN + b.len()) as u64;
+    Ok((parse_entries(index, &b, 0, version)?, n))
 }
 
 /// Rewrites the index of `capture` from the file itself, one entry per
@@ -406,9 +601,27 @@ pub fn rebuild_with(
     let ethernet = walk.header().linktype == crate::pcap::LINKTYPE_ETHERNET;
     let mut cur = Entry::default();
     let mut flows = FlowCollector::new();
+    // The key index is rebuilt in the same walk (into a temporary, renamed
+    // with the `.idx`); its segments are built on this thread.
+    let mut keys = ethernet.then(|| {
+        flows = FlowCollector::new().with_rows(crate::keys::ROWS_BUDGET + 65536);
+        let el = if kind.is_some() {
+            ENTRY_LEN_V3
+        } else {
+            ENTRY_LEN
+        };
+        crate::keys::rebuild_file(capture, el as u32, crate::pcap::LINKTYPE_ETHERNET)
+    });
     let mut data = Vec::new();
     let mut entries = 0;
     let block = block.max(1);
+    let mut put = |cur: &mut Entry, flows: &mut FlowCollector, out: &mut Vec<u8>| {
+        cur.flows = Some(flows.finish()).filter(|_| ethernet);
+        cur.encode(out);
+        if let Some(k) = &mut keys {
+            k.entry_written(&cur.fixed_bytes(), out.len() as u64, flows);
+        }
+    };
     while let Some(m) = walk.next_into(&mut data) {
         let unit = walk.get_ref().z().and_then(|z| z.unit_of(m.offset));
         let new_block = match (unit, cur.z) {
@@ -416,8 +629,7 @@ pub fn rebuild_with(
             _ => m.offset / block != cur.offset / block,
         };
         if cur.count > 0 && new_block {
-            cur.flows = Some(flows.finish()).filter(|_| ethernet);
-            cur.encode(&mut out);
+            put(&mut cur, &mut flows, &mut out);
             entries += 1;
             cur = Entry::default();
         }
@@ -429,19 +641,36 @@ pub fn rebuild_with(
         cur.last_ns = m.ts_ns;
         cur.count += 1;
         if ethernet {
-            flows.add(&data);
+            flows.add_at(&data, (m.offset - cur.offset) as u32);
         }
         progress(m.offset);
     }
     if let Some(e) = walk.stop().and_then(|s| s.error(capture, len)) {
+        if let Some(k) = &keys {
+            let _ = std::fs::remove_file(k.path());
+        }
         return Err(e);
     }
     if cur.count > 0 {
-        cur.flows = Some(flows.finish()).filter(|_| ethernet);
-        cur.encode(&mut out);
+        put(&mut cur, &mut flows, &mut out);
         entries += 1;
     }
     std::fs::write(&tmp, &out).map_err(|e| StorageError::from_write(&tmp, e))?;
+    let kdx = crate::keys::path_for(capture);
+    match keys {
+        Some(k) => {
+            let ktmp = k.path().to_owned();
+            if let Err(e) = k.finish(&mut flows) {
+                let _ = std::fs::remove_file(&ktmp);
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+            std::fs::rename(&ktmp, &kdx).map_err(|e| StorageError::from_write(&kdx, e))?;
+        }
+        None => {
+            let _ = std::fs::remove_file(&kdx);
+        }
+    }
     std::fs::rename(&tmp, &path).map_err(|e| StorageError::from_write(&path, e))?;
     Ok(entries)
 }

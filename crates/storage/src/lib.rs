@@ -47,6 +47,7 @@ pub mod compress;
 pub mod external;
 pub mod fuzz;
 pub mod index;
+pub mod keys;
 pub mod naming;
 pub mod pcap;
 pub mod pcapng;

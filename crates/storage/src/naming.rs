@@ -3,7 +3,8 @@
 //!
 //! A capture file is `<prefix>-<iface>-q<queue>-<YYYYMMDDTHHMMSS.nnnnnnnnnZ>.<ext>`
 //! (`ext` = `pcap` or `pcapng`), the time being the UTC stamp of its first
-//! frame, so names sort by time. Its sidecar index is `<file>.idx`.
+//! frame, so names sort by time. Its sidecar indexes are `<file>.idx` and
+//! `<file>.kdx`.
 //! Retention deletes only names that [`parse`] accepts.
 
 use crate::pcap::Format;
@@ -187,6 +188,28 @@ pub fn index_path(capture: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// The key index of a capture file: `<file>.kdx` ([`crate::keys`]).
+pub fn keys_path(capture: &Path) -> PathBuf {
+    let mut p = capture.as_os_str().to_owned();
+    p.push(".kdx");
+    PathBuf::from(p)
+}
+
+/// Bytes of a capture file's sidecars (its `.idx` and `.kdx`).
+pub fn sidecar_bytes(capture: &Path) -> u64 {
+    [index_path(capture), keys_path(capture)]
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Deletes a capture file's sidecars (its `.idx` and `.kdx`), if there.
+pub fn remove_sidecars(capture: &Path) {
+    let _ = std::fs::remove_file(index_path(capture));
+    let _ = std::fs::remove_file(keys_path(capture));
+}
+
 /// One of our files in a directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OurFile {
@@ -215,9 +238,7 @@ pub fn list(dir: &Path, prefix: &str) -> Vec<OurFile> {
                 return None;
             }
             let path = e.path();
-            let side = std::fs::metadata(index_path(&path))
-                .map(|m| m.len())
-                .unwrap_or(0);
+            let side = sidecar_bytes(&path);
             Some(OurFile {
                 path,
                 start,

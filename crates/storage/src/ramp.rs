@@ -15,6 +15,10 @@ pub const READ_BUFFER: usize = 1 << 20;
 /// Bytes of a reader's first read after a seek; each further read doubles
 /// it up to [`READ_BUFFER`] (a narrow window reads little).
 const FIRST_READ: usize = 64 << 10;
+/// Bytes read beyond a hinted span ([`RampReader::hint`]), for its last
+/// record (whose length is not known): a small frame's. A longer one that
+/// crosses into the next page costs a second read.
+const HINT_SLACK: usize = 512;
 /// Bytes of the first read of a file: its header (and, read whole, the
 /// first records).
 const HEAD_READ: usize = 4 << 10;
@@ -86,6 +90,20 @@ impl RampReader {
     /// Bytes read from the file so far.
     pub fn bytes_read(&self) -> u64 {
         self.read
+    }
+
+    /// The next read (after a seek) is about `len` bytes: the records of a
+    /// span the query wants, plus room for its last record (whose length
+    /// the caller does not know). A selective query then reads a few pages
+    /// per frame instead of the usual 64 KiB first read; reads after it double
+    /// as usual.
+    pub fn hint(&mut self, len: u64) {
+        let want = (len as usize).saturating_add(HINT_SLACK);
+        self.next_fill = want
+            .div_ceil(ALIGN)
+            .max(1)
+            .saturating_mul(ALIGN)
+            .min(READ_BUFFER);
     }
 
     /// Refills the buffer with the bytes from file offset `cur` on.

@@ -2,7 +2,7 @@
 //! for months. Only wiretape's own files are ever deleted: names of the exact
 //! form `<prefix>-<iface>-q<N>-<YYYYMMDDTHHMMSS.nnnnnnnnnZ>.pcap[ng]` (what
 //! [`crate::naming::file_name`] makes) in the output directory, with their
-//! `.idx` sidecars; any other file is left alone, whatever its name or age.
+//! `.idx` and `.kdx` sidecars; any other file is left alone, whatever its name or age.
 //! Files being written are never deleted. Oldest first, by the UTC start
 //! time in the name (files of earlier runs with the same prefix included:
 //! they are part of the ring).
@@ -84,9 +84,7 @@ impl Catalog {
         let Some(k) = self.key(p, prefix) else { return };
         match std::fs::metadata(p) {
             Ok(md) if md.is_file() => {
-                let side = std::fs::metadata(crate::naming::index_path(p))
-                    .map(|m| m.len())
-                    .unwrap_or(0);
+                let side = crate::naming::sidecar_bytes(p);
                 let at = md.modified().unwrap_or(SystemTime::UNIX_EPOCH);
                 self.files.insert(k, (md.len() + side, at));
             }
@@ -234,7 +232,7 @@ impl Retention {
         if gone.is_err() {
             return false;
         }
-        let _ = std::fs::remove_file(crate::naming::index_path(&f.path));
+        crate::naming::remove_sidecars(&f.path);
         self.deleted_files.fetch_add(1, Ordering::Relaxed);
         self.deleted_bytes.fetch_add(f.bytes, Ordering::Relaxed);
         if let Some(n) = f
@@ -365,6 +363,7 @@ mod tests {
             std::fs::write(name(i), vec![0u8; 1000]).unwrap();
         }
         std::fs::write(crate::naming::index_path(&name(0)), b"x").unwrap();
+        std::fs::write(crate::naming::keys_path(&name(0)), b"y").unwrap();
         let foreign = [
             d.join("notes.txt"),
             d.join("other-eth0-q0-20261122T101000.000000000Z.pcap"),
@@ -401,6 +400,7 @@ mod tests {
         );
         assert_eq!(r2.enforce(), 1); // 0 (with its sidecar) goes
         assert!(!name(0).exists() && !crate::naming::index_path(&name(0)).exists());
+        assert!(!crate::naming::keys_path(&name(0)).exists());
         assert!(r2.make_room(&name(5)));
         assert!(!name(4).exists() && name(5).exists());
         assert!(!r2.make_room(&name(5)), "nothing else of ours to delete");

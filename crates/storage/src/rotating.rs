@@ -57,6 +57,13 @@ pub struct StorageConfig {
     /// With the index, the flow keys of each block (hosts, ports,
     /// protocols, VLANs), so that filtered extraction skips blocks.
     pub flow_index: bool,
+    /// With the flow index, the exact key index of each file (`.kdx`,
+    /// [`crate::keys`]), built off the capture threads.
+    pub key_index: bool,
+    /// The key index's builder may be waited for (a file source: nothing
+    /// is lost by waiting); else a segment it cannot take in time is left
+    /// out and the report says so.
+    pub key_index_wait: bool,
     /// Which of our files to keep (`--keep-*`, `--min-free`).
     pub retention: Policy,
     /// On a full disk: delete our oldest files and go on (else stop).
@@ -92,6 +99,8 @@ impl StorageConfig {
             format: Format::PcapNs,
             index: true,
             flow_index: true,
+            key_index: true,
+            key_index_wait: false,
             retention: Policy::default(),
             on_full_rotate: false,
             linktype: crate::pcap::LINKTYPE_ETHERNET,
@@ -312,6 +321,8 @@ pub struct Store {
     rotate_epoch: Arc<AtomicU64>,
     /// The compression threads (with `--compress`).
     pool: Option<Arc<crate::compress::Pool>>,
+    /// The key index's builder thread (with the key index).
+    keys: Option<Arc<crate::keys::Builder>>,
 }
 
 impl Store {
@@ -359,6 +370,22 @@ impl Store {
         } else {
             None
         };
+        let keys_on = cfg.index
+            && cfg.flow_index
+            && cfg.key_index
+            && cfg.linktype == crate::pcap::LINKTYPE_ETHERNET;
+        let keys = if keys_on {
+            Some(
+                crate::keys::Builder::start().map_err(|e| StorageError::Create {
+                    path: cfg.dir.clone(),
+                    source: std::io::Error::other(format!(
+                        "cannot start the key index's thread: {e}"
+                    )),
+                })?,
+            )
+        } else {
+            None
+        };
         let retention = Arc::new(Retention::new(&cfg.dir, &cfg.prefix, cfg.retention.clone()));
         retention.enforce();
         notices.extend(retention.take_log());
@@ -371,9 +398,20 @@ impl Store {
                 gauges: Mutex::new(Vec::new()),
                 rotate_epoch: Arc::new(AtomicU64::new(0)),
                 pool,
+                keys,
             },
             notices,
         ))
+    }
+
+    /// The key index's builder: segments built, and its CPU time (ns).
+    pub fn key_builder_stats(&self) -> Option<(u64, u64)> {
+        self.keys.as_ref().map(|b| {
+            (
+                b.built.load(Ordering::Relaxed),
+                b.cpu_ns.load(Ordering::Relaxed),
+            )
+        })
     }
 
     /// The configuration.
@@ -438,6 +476,7 @@ impl Store {
             seen_epoch: self.rotate_epoch.load(Ordering::Acquire),
             rotate_requested: false,
             pool: self.pool.clone(),
+            keys: self.keys.clone(),
         };
         let path = w.path_for(start_ns);
         w.writer = Some(w.open(&path, None, None)?);
@@ -566,6 +605,10 @@ pub struct WriterReport {
     pub runs_direct: u64,
     /// Things worth saying that are not errors (e.g. an incomplete index).
     pub notes: Vec<String>,
+    /// Key index segments written.
+    pub key_segments: u64,
+    /// Blocks left out of the key index (its builder fell behind).
+    pub key_dropped_blocks: u64,
 }
 
 impl WriterReport {
@@ -608,6 +651,8 @@ impl WriterReport {
         self.runs += r.runs;
         self.runs_direct += r.runs_direct;
         self.notes.extend(r.notes);
+        self.key_segments += r.key_segments;
+        self.key_dropped_blocks += r.key_dropped_blocks;
     }
 }
 
@@ -652,6 +697,8 @@ pub struct RotatingWriter {
     rotate_requested: bool,
     /// The store's compression threads (with `--compress`).
     pool: Option<Arc<crate::compress::Pool>>,
+    /// The store's key index builder.
+    keys: Option<Arc<crate::keys::Builder>>,
 }
 
 impl RotatingWriter {
@@ -707,6 +754,10 @@ impl RotatingWriter {
             .compressed(c.compress.is_on() && self.pool.is_some());
         let flows = c.flow_index && c.linktype == crate::pcap::LINKTYPE_ETHERNET;
         Ok(match (c.index, flows) {
+            (true, true) if self.keys.is_some() => {
+                w.with_index(path)
+                    .with_keys(path, self.keys.clone(), c.key_index_wait)
+            }
             (true, true) => w.with_index(path),
             (true, false) => w.with_index_no_flows(path),
             (false, _) => w,
@@ -1080,7 +1131,7 @@ fn close_file(w: PcapWriter<AnySink>, retention: &Retention, gauge: &Gauge) -> W
     }
     r.error = err.map(Arc::new);
     r.truncated = st.truncated;
-    r.files.push(path);
+    r.files.push(path.clone());
     r.block_writes = ws.writes;
     r.block_waits = ws.waits;
     r.latency_p50_us = ws.latency_p50_us;
@@ -1090,6 +1141,22 @@ fn close_file(w: PcapWriter<AnySink>, retention: &Retention, gauge: &Gauge) -> W
     r.full_retries = ws.full_retries;
     r.runs = st.runs;
     r.runs_direct = ws.runs_direct;
+    r.key_segments = st.key_segments;
+    r.key_dropped_blocks = st.key_dropped_blocks;
+    if st.key_dropped_blocks > 0 {
+        r.notes.push(format!(
+            "key index of {}: {} blocks left out (its builder fell behind; they are found by \
+             their flow sets); `wiretape index --force` rebuilds it",
+            path.display(),
+            st.key_dropped_blocks
+        ));
+    }
+    if st.key_failed {
+        r.notes.push(format!(
+            "key index of {} not complete (a write failed); `wiretape index --force` rebuilds it",
+            path.display()
+        ));
+    }
     r
 }
 

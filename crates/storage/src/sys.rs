@@ -151,3 +151,38 @@ pub(crate) fn physical_memory() -> u64 {
     };
     (pages.max(0) as u64).saturating_mul(size.max(0) as u64)
 }
+
+/// Lowers the calling thread's priority (nice 10): the key index builder
+/// runs beside the capture and writer threads and must yield to them.
+/// Linux: the nice value is per thread, and `setpriority` on the thread id
+/// sets this thread's only. Best effort (an error leaves it as it was).
+pub(crate) fn lower_priority() {
+    // SAFETY: gettid and setpriority take and return integers only; no
+    // memory involved.
+    unsafe {
+        let tid = libc::gettid();
+        let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
+    }
+}
+
+/// CPU time the calling thread has used, ns (CLOCK_THREAD_CPUTIME_ID; 0 if
+/// the clock cannot be read). Read once per index segment, never per frame.
+pub(crate) fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable timespec: the call only writes into it.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Tells the kernel `file` is read at random places (a key index: a few
+/// pages per lookup), so that it does not read ahead around each page.
+pub(crate) fn advise_random(file: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: advice on a descriptor the caller keeps open; no memory involved.
+    let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+}

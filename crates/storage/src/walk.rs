@@ -361,6 +361,12 @@ impl<R: Read> Walker<R> {
         &self.inner.inner
     }
 
+    /// The stream read from, to change how it reads (e.g. a read hint),
+    /// never where: reading or seeking it would lose the walk's place.
+    pub fn get_mut(&mut self) -> &mut R {
+        &mut self.inner.inner
+    }
+
     /// How the walk ended (None while it goes on).
     pub fn stop(&self) -> Option<&Stop> {
         self.stop.as_ref()

@@ -26,6 +26,12 @@ pub struct WriterStats {
     pub truncated: u64,
     /// Runs laid out in place written ([`PcapWriter::write_external`]).
     pub runs: u64,
+    /// Segments of the key index written ([`crate::keys`]).
+    pub key_segments: u64,
+    /// Blocks left out of the key index (its builder fell behind).
+    pub key_dropped_blocks: u64,
+    /// The key index could not be written (see the writer's notes).
+    pub key_failed: bool,
 }
 
 /// Writes frames as pcap records into blocks and blocks into a sink.
@@ -155,6 +161,34 @@ impl<S: BlockSink> PcapWriter<S> {
     /// ([`PcapWriter::index_error`] says why).
     pub fn with_index(self, capture_path: &Path) -> Self {
         self.index_with(capture_path, true)
+    }
+
+    /// With the index: also the exact key index `<capture>.kdx`
+    /// ([`crate::keys`]), its segments built by `builder` (None: on the
+    /// writer's thread at each cut, and at close); `wait`: wait for a busy
+    /// builder (a file source) instead of leaving a segment out.
+    pub fn with_keys(
+        self,
+        capture_path: &Path,
+        builder: Option<std::sync::Arc<crate::keys::Builder>>,
+        wait: bool,
+    ) -> Self {
+        self.with_keys_budget(capture_path, builder, wait, crate::keys::ROWS_BUDGET)
+    }
+
+    /// [`PcapWriter::with_keys`], a segment cut every `rows` rows (32 bytes
+    /// each in memory until then).
+    pub fn with_keys_budget(
+        mut self,
+        capture_path: &Path,
+        builder: Option<std::sync::Arc<crate::keys::Builder>>,
+        wait: bool,
+        rows: usize,
+    ) -> Self {
+        if let Some(i) = self.index.take() {
+            self.index = Some(i.with_keys_budget(capture_path, builder, wait, rows));
+        }
+        self
     }
 
     /// [`PcapWriter::with_index`] without the blocks' flow sets (time only).
@@ -421,17 +455,23 @@ impl<S: BlockSink> PcapWriter<S> {
     /// Flushes and closes the file; returns the final counts. After a write
     /// error the file is cut back to its last complete record, and the
     /// counts say exactly what it holds.
+    // The counts travel with the error: what the file holds after it.
+    #[allow(clippy::result_large_err)]
     pub fn close(self) -> Result<WriterStats, (WriterStats, StorageError)> {
         self.close_keeping_sink().0
     }
 
     /// [`PcapWriter::close`], giving back the finished sink too (its
     /// statistics then cover the last writes, made while closing).
+    // The counts travel with the error: what the file holds after it.
+    #[allow(clippy::result_large_err)]
     pub fn close_keeping_sink(mut self) -> (Result<WriterStats, (WriterStats, StorageError)>, S) {
         let r = self.finish_file();
         (r, self.sink)
     }
 
+    // The counts travel with the error: what the file holds after it.
+    #[allow(clippy::result_large_err)]
     fn finish_file(&mut self) -> Result<WriterStats, (WriterStats, StorageError)> {
         // finish() also after a failure: it waits for every write in flight.
         let b = self.block.take();
@@ -442,9 +482,16 @@ impl<S: BlockSink> PcapWriter<S> {
                     i.block_done();
                 }
                 self.note_placed();
-                if let Some(i) = self.index.take() {
-                    if let Err(e) = i.finish() {
-                        self.index_error = Some(e.to_string());
+                if let Some(mut i) = self.index.take() {
+                    match i.finish_keeping() {
+                        Ok((report, why)) => {
+                            if let Some(r) = report {
+                                self.stats.key_segments = r.segments;
+                                self.stats.key_dropped_blocks = r.dropped_blocks;
+                            }
+                            self.stats.key_failed = why.is_some() && report.is_none();
+                        }
+                        Err(e) => self.index_error = Some(e.to_string()),
                     }
                 }
                 return Ok(self.stats);
@@ -464,7 +511,8 @@ impl<S: BlockSink> PcapWriter<S> {
                 self.stats.bytes = bytes;
                 self.stats.lost = accepted - frames;
                 // The index described blocks that may not have landed.
-                if self.index.take().is_some() {
+                if let Some(i) = self.index.take() {
+                    i.abandon();
                     if let Err(e) = crate::index::rebuild(self.sink.path(), block_size) {
                         self.index_error = Some(e.to_string());
                     }

@@ -507,6 +507,15 @@ pub fn open_buffered(path: &Path) -> std::io::Result<Source<BufReader<File>>> {
 }
 
 impl Source<crate::ramp::RampReader> {
+    /// A plain file: its next read is about `len` bytes
+    /// ([`crate::ramp::RampReader::hint`]); a compressed one reads whole
+    /// units anyway.
+    pub fn hint(&mut self, len: u64) {
+        if let Source::Plain(r) = self {
+            r.hint(len);
+        }
+    }
+
     /// Opens `path` for a query: a plain file through a
     /// [`crate::ramp::RampReader`], a compressed one decompressed; and
     /// whether a writer holds it ([`crate::is_being_written`]).

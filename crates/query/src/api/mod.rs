@@ -617,7 +617,7 @@ async fn count_or_plan(
         let (f, n, s, w) = (
             job.filter.clone(),
             job.filter_narrows,
-            job.skipped_by_flow,
+            job.plan_stats,
             request.window,
         );
         // Frames per link type, as `extract --count-only --json` lists them.
@@ -631,7 +631,7 @@ async fn count_or_plan(
             },
             |_| {},
         )?;
-        let mut j = job::summary_json(f.as_deref(), n, s, &w, &out, None, format);
+        let mut j = job::summary_json(f.as_deref(), n, &s, &w, &out, None, format);
         j["linktypes"] = job::linktypes_json(&per_lt);
         Ok::<_, QueryError>(j)
     })
@@ -693,7 +693,7 @@ async fn extract(
         };
         job.stop_on(flag.clone());
         let _ = planned_tx.send(Ok(()));
-        let (f, n, s) = (job.filter.clone(), job.filter_narrows, job.skipped_by_flow);
+        let (f, n, s) = (job.filter.clone(), job.filter_narrows, job.plan_stats);
         let sink = ChannelSink::new(tx.clone(), flag.clone(), CHUNK);
         let lts = job.linktype_list();
         let mut out = wiretape_storage::PcapWriter::with_links(
@@ -745,7 +745,7 @@ async fn extract(
         let written: Vec<(u32, u64)> = lts.iter().copied().zip(per_lt).collect();
         let summary = outcome.as_ref().map(|o| {
             let mut j =
-                job::summary_json(f.as_deref(), n, s, &request.window, o, Some("-"), format);
+                job::summary_json(f.as_deref(), n, &s, &request.window, o, Some("-"), format);
             j["linktypes"] = job::linktypes_json(&written);
             j
         });

@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# benches/steno.sh: wiretape against Stenographer, head to head, on the same
+# traffic recorded at the same time (issue 42; the Stenographer drop-in,
+# issue 36, adds its columns here).
+#
+#   benches/steno.sh [-g GB] [-c CLIENTS] [-p PPS] [-o DIR] [-k]
+#
+# 1. Makes a trace (benches/steno_gen.py: GB gigabytes, default 2.2, of
+#    connections between CLIENTS clients, default 6000, and 200 servers;
+#    with a rare host, a busy host, ...) and what each query must return.
+# 2. On the rig's veth (netns pbgen -> pbcap): Debian's Stenographer
+#    (`stenographer` server and `stenotype`, installed if missing; set up
+#    as the rig's steno.sh does) and `wiretape record --engine packet`
+#    (both read AF_PACKET taps of pb-cap, so both see every frame) record
+#    while tcpreplay sends the trace at PPS frames/s (default 40000).
+# 3. Waits for Stenographer to index its last file, stops wiretape.
+# 4. Asks every system every query, each on a cold page cache (`sync; echo 3
+#    > /proc/sys/vm/drop_caches` before each), one run each:
+#      rare host, busy host, a port, a net, 'udp or icmp', a conjunction
+#      (host and port), a time-bounded selective query (host, 20 % of the
+#      recording's time).
+#    Systems (columns): stenographer = Debian's `stenoread` against the
+#    Stenographer server (HTTPS, then tcpdump -w); wiretape = `wiretape
+#    extract` on wiretape's store. A system is a function `ask_<name> KEY`
+#    plus its name in SYSTEMS: a later column (e.g. `stenoread` against
+#    `wiretape api`'s Stenographer-compatible /query) is one more function.
+# 5. Per query and system: frames returned (capinfos), wall time, CPU
+#    (the client's processes, and the server's for a server), bytes read
+#    from disk (the client's cgroup io.stat rbytes plus the server's
+#    /proc/PID/io read_bytes), and the disk's sectors read meanwhile (the
+#    whole machine: other work on it counts too). Output: DIR/steno.md
+#    (table), DIR/steno.csv (rows), DIR/*.json (wiretape's --json).
+#
+# Root, the rig (RIG=DIR, default ../shared/rig), ~3x GB of free disk, and
+# the bench lock: run it as `flock /path/to/rig.lock benches/steno.sh`.
+# -k keeps the stores (DIR/stores) for more queries.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+GB=2.2; CLIENTS=6000; PPS=40000; OUT=$ROOT/target/steno; KEEP=0
+while getopts "g:c:p:o:kh" o; do
+  case $o in
+    g) GB=$OPTARG ;; c) CLIENTS=$OPTARG ;; p) PPS=$OPTARG ;; o) OUT=$OPTARG ;; k) KEEP=1 ;;
+    *) sed -n '2,37p' "$0"; exit 2 ;;
+  esac
+done
+[ "$(id -u)" = 0 ] || { echo "steno.sh: run as root (namespaces, AF_PACKET, drop_caches)" >&2; exit 1; }
+RIG=$(cd "${RIG:-$ROOT/../shared/rig}" 2>/dev/null && pwd) || { echo "steno.sh: the rig ../shared/rig is missing (RIG=DIR)" >&2; exit 1; }
+export DEBIAN_FRONTEND=noninteractive
+command -v stenographer >/dev/null && command -v stenoread >/dev/null ||
+  apt-get install -y -qq stenographer stenographer-client jq >/dev/null 2>&1 || apt-get install -y -qq stenographer jq >/dev/null
+command -v stenoread >/dev/null || { echo "steno.sh: cannot install Debian's stenographer (stenoread)" >&2; exit 1; }
+command -v tcpreplay >/dev/null && command -v capinfos >/dev/null || apt-get install -y -qq tcpreplay tshark >/dev/null
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+cargo build --release -q -p wiretape-cli
+W=${CARGO_TARGET_DIR:-$ROOT/target}/release/wiretape
+mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)   # Stenographer's config wants absolute paths
+STORES=$OUT/stores; TRACE=$OUT/trace.pcap
+ip netns list | grep -q '^pbcap\b' || "$RIG/veth.sh" up >/dev/null
+
+# 1. The trace (kept for the next run when its parameters are the same).
+want="$GB $CLIENTS"
+if [ ! -s "$TRACE" ] || [ "$(cat "$TRACE.params" 2>/dev/null)" != "$want" ]; then
+  python3 "$ROOT/benches/steno_gen.py" "$TRACE" --bytes "$(python3 -c "print(int($GB*1e9))")" --clients "$CLIENTS"
+  echo "$want" > "$TRACE.params"
+fi
+truth() { python3 -c "import json;print(json.load(open('$TRACE.json'))$1)"; }
+
+# 2. Both record at once.
+rm -rf "$STORES"; mkdir -p "$STORES/wt"
+SDIR=$STORES/steno
+cleanup() {
+  [ -n "${WTPID:-}" ] && kill -INT "$WTPID" 2>/dev/null || true
+  ip netns exec pbcap "$RIG/steno.sh" down "$SDIR" >/dev/null 2>&1 || true
+  for cg in /sys/fs/cgroup/wtsteno-$$-* /sys/fs/cgroup/*/wtsteno-$$-*; do [ -d "$cg" ] && rmdir "$cg" 2>/dev/null; done
+  [ "$KEEP" = 1 ] || rm -rf "$STORES"
+}
+trap cleanup EXIT
+export FILEAGE=${FILEAGE:-10}
+ip netns exec pbcap "$RIG/steno.sh" up pb-cap "$SDIR" 18123 >/dev/null
+SCONF=$SDIR/config
+SPID=$(cat "$SDIR/server.pid")
+ip netns exec pbcap "$W" record -i pb-cap --engine packet -w "$STORES/wt" -q --rotate-size 1G \
+  --summary-json "$OUT/record.json" & WTPID=$!
+sleep 4
+t0=$(date +%s%N)
+ip netns exec pbgen tcpreplay -q -i pb-gen --pps="$PPS" "$TRACE" > "$OUT/tcpreplay.txt" 2>&1
+t1=$(date +%s%N)
+sent=$(truth "['frames']")
+echo "steno.sh: sent $sent frames in $(( (t1 - t0) / 1000000 )) ms"
+# 3. Stenographer indexes a file once stenotype rotates it (FILEAGE s) and
+# its server's next scan (up to ~30 s here).
+sleep $(( FILEAGE + 40 ))
+kill -INT "$WTPID"; wait "$WTPID" || true; WTPID=""
+sleep 2
+
+# 4. The queries. KEY -> Stenographer's query, wiretape's filter, its window.
+mid0=$(( t0 + (t1 - t0) * 4 / 10 )); mid1=$(( t0 + (t1 - t0) * 6 / 10 ))
+rfc() { date -u -d "@$(( $1 / 1000000000 ))" +%Y-%m-%dT%H:%M:%SZ; }
+T0=$(rfc $mid0); T1=$(rfc $(( mid1 + 1000000000 )))
+RARE=$(truth "['rare_host']"); BUSY=$(truth "['busy_host']"); CONJ=$(truth "['conj_host']")
+KEYS=(rare busy port net udp_icmp conj time)
+declare -A SQ WQ WWIN LABEL
+LABEL[rare]="rare host: host $RARE";            SQ[rare]="host $RARE";                  WQ[rare]="host $RARE"
+LABEL[busy]="busy host: host $BUSY";            SQ[busy]="host $BUSY";                  WQ[busy]="host $BUSY"
+LABEL[port]="port 8080";                        SQ[port]="port 8080";                   WQ[port]="port 8080"
+LABEL[net]="net 10.1.0.0/16";                   SQ[net]="net 10.1.0.0/16";              WQ[net]="net 10.1.0.0/16"
+LABEL[udp_icmp]="udp or icmp";                  SQ[udp_icmp]="udp or icmp";             WQ[udp_icmp]="udp or icmp"
+LABEL[conj]="host $CONJ and port 443";          SQ[conj]="host $CONJ and port 443";     WQ[conj]="host $CONJ and port 443"
+LABEL[time]="host $CONJ, $T0 to $T1";           SQ[time]="host $CONJ and after $T0 and before $T1"; WQ[time]="host $CONJ"
+WWIN[time]="--from $T0 --to $T1"
+
+SECTOR_DEV=$(basename "$(df --output=source "$STORES" | tail -1)")
+SECTOR_DEV=${SECTOR_DEV%%[0-9]*}; [ -e "/sys/block/$SECTOR_DEV/stat" ] || SECTOR_DEV=$(ls /sys/block | grep -v loop | head -1)
+sectors() { awk '{print $3}' "/sys/block/$SECTOR_DEV/stat"; }
+# Per query, a cgroup counts the client's CPU and disk reads: cgroup v2
+# (cpu.stat, io.stat), or v1's cpuacct and blkio hierarchies.
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+  CGV=2; echo "+io" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+else
+  CGV=1
+fi
+cg_dirs() { if [ "$CGV" = 2 ]; then echo "/sys/fs/cgroup/$1"; else echo "/sys/fs/cgroup/cpuacct/$1 /sys/fs/cgroup/blkio/$1"; fi; }
+N=0
+# The clients' programs and their libraries.
+PROGRAMS=()
+for p in "$W" bash env ip which dirname jq curl tcpdump stenoread stenocurl; do
+  b=$(command -v "$p") || continue
+  PROGRAMS+=("$b")
+  while read -r lib; do [ -f "$lib" ] && PROGRAMS+=("$lib"); done < <(ldd "$b" 2>/dev/null | awk '/=> \// {print $3}')
+done
+# measure CMD...: runs CMD in a fresh cgroup on a cold page cache; sets
+# M_WALL (s), M_CPU (s), M_READ (bytes), M_SECT (bytes of the disk's reads).
+measure() {
+  N=$((N + 1)); local name=wtsteno-$$-$N d
+  for d in $(cg_dirs "$name"); do mkdir "$d"; done
+  sync; echo 3 > /proc/sys/vm/drop_caches; sleep 1
+  # The programs (not the data): both sides' clients read from the page
+  # cache as a sensor's tools would be, so that only the stores' bytes count.
+  cat "${PROGRAMS[@]}" > /dev/null 2>&1 || true
+  local s0 a b; s0=$(sectors); a=$(date +%s%N)
+  (for d in $(cg_dirs "$name"); do echo $BASHPID > "$d/cgroup.procs"; done; exec "$@") || true
+  b=$(date +%s%N)
+  M_SECT=$(( ($(sectors) - s0) * 512 ))
+  M_WALL=$(python3 -c "print(f'{($b - $a) / 1e9:.3f}')")
+  if [ "$CGV" = 2 ]; then
+    local cg=/sys/fs/cgroup/$name
+    M_CPU=$(awk '/usage_usec/ {printf "%.3f", $2 / 1e6}' "$cg/cpu.stat")
+    M_READ=$(awk '{for (i = 2; i <= NF; i++) if ($i ~ /^rbytes=/) {split($i, v, "="); s += v[2]}} END {printf "%.0f\n", s + 0}' "$cg/io.stat")
+  else
+    M_CPU=$(awk '{printf "%.3f", $1 / 1e9}' "/sys/fs/cgroup/cpuacct/$name/cpuacct.usage")
+    M_READ=$(awk '$2 == "Read" {s += $3} END {printf "%.0f\n", s + 0}' "/sys/fs/cgroup/blkio/$name/blkio.throttle.io_service_bytes")
+  fi
+  for d in $(cg_dirs "$name"); do rmdir "$d" 2>/dev/null || true; done
+}
+proc_io() { awk '/^read_bytes/ {print $2}' "/proc/$1/io"; }
+proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.3f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+frames() { [ -s "$1" ] && capinfos -c -M "$1" 2>/dev/null | awk '/Number of packets/ {print $NF}' || echo 0; }
+
+# ask_stenoread CONFIG SERVER_PID KEY: Debian's stenoread against a server
+# that speaks Stenographer's /query (Stenographer's own, or later wiretape's).
+ask_stenoread() {
+  local conf=$1 pid=$2 key=$3 o=$OUT/out-$4-$3.pcap
+  rm -f "$o"
+  local r0 c0; r0=$(proc_io "$pid"); c0=$(proc_cpu "$pid")
+  measure ip netns exec pbcap env STENOGRAPHER_CONFIG="$conf" stenoread "${SQ[$key]}" -w "$o"
+  R_FRAMES=$(frames "$o"); R_WALL=$M_WALL; R_CPU=$M_CPU; R_SECT=$M_SECT
+  R_SCPU=$(python3 -c "print(f'{$(proc_cpu "$pid") - $c0:.3f}')")
+  R_READ=$(( M_READ + $(proc_io "$pid") - r0 ))
+}
+ask_stenographer() { ask_stenoread "$SCONF" "$SPID" "$1" stenographer; }
+# ask_wiretape KEY: wiretape extract over wiretape's store.
+ask_wiretape() {
+  local key=$1 o=$OUT/out-wiretape-$1.pcap
+  rm -f "$o"
+  # shellcheck disable=SC2086
+  measure "$W" extract "$STORES/wt" -w "$o" --json -q ${WWIN[$key]:-} ${WQ[$key]} > "$OUT/wiretape-$key.json"
+  R_FRAMES=$(frames "$o"); R_WALL=$M_WALL; R_CPU=$M_CPU; R_SCPU=0; R_READ=$M_READ; R_SECT=$M_SECT
+}
+SYSTEMS=${SYSTEMS:-"stenographer wiretape"}
+
+echo "query,system,frames,wall_s,cpu_s,server_cpu_s,read_bytes,disk_read_bytes" > "$OUT/steno.csv"
+for key in "${KEYS[@]}"; do
+  for sys in $SYSTEMS; do
+    "ask_$sys" "$key"
+    echo "$key,$sys,$R_FRAMES,$R_WALL,$R_CPU,$R_SCPU,$R_READ,$R_SECT" >> "$OUT/steno.csv"
+    printf '%-44s %-14s %9s frames %8ss cpu %6ss+%6ss read %12s B (disk %12s B)\n' \
+      "${LABEL[$key]}" "$sys" "$R_FRAMES" "$R_WALL" "$R_CPU" "$R_SCPU" "$R_READ" "$R_SECT"
+  done
+done
+
+# 5. The table.
+python3 - "$OUT" "$TRACE.json" "$OUT/record.json" "$STORES" <<'PY' > "$OUT/steno.md"
+import csv, json, os, sys
+out, tj, rj, stores = sys.argv[1:5]
+t = json.load(open(tj)); c = t["counts"]
+rows = list(csv.DictReader(open(f"{out}/steno.csv")))
+systems = []
+for r in rows:
+    if r["system"] not in systems:
+        systems.append(r["system"])
+def size(d):
+    return sum(os.path.getsize(os.path.join(p, f)) for p, _, fs in os.walk(d) for f in fs)
+want = {"rare": c["rare"], "busy": c["busy"], "port": c["port8080"], "net": c["net"],
+        "udp_icmp": c["udp_or_icmp"], "conj": c["conj"], "time": None}
+label = {"rare": "rare host", "busy": "busy host", "port": "port 8080", "net": "net 10.1.0.0/16",
+         "udp_icmp": "udp or icmp", "conj": "host and port 443", "time": "host, 20 % of the time"}
+def h(b):
+    b = float(b)
+    for u in ["B", "KB", "MB", "GB"]:
+        if b < 1000 or u == "GB":
+            return f"{b:.0f} {u}" if u == "B" else f"{b:.1f} {u}"
+        b /= 1000
+rec = json.load(open(rj)) if os.path.exists(rj) else {}
+print(f"Trace: {t['frames']:,} frames, {t['bytes'] / 1e9:.2f} GB, {t['hosts']:,} hosts "
+      f"(benches/steno_gen.py); sent by tcpreplay at a fixed rate, recorded by both at once.\n")
+if os.path.isdir(stores):
+    print(f"Stores: stenographer {h(size(stores + '/steno'))}, wiretape {h(size(stores + '/wt'))}.\n")
+hdr = "| query (frames sent) | " + " | ".join(f"{s}: frames, wall, CPU, read" for s in systems) + " |"
+print(hdr)
+print("|" + "---|" * (1 + len(systems)))
+for k in ["rare", "busy", "port", "net", "udp_icmp", "conj", "time"]:
+    cells = []
+    for s in systems:
+        r = next((x for x in rows if x["query"] == k and x["system"] == s), None)
+        if r is None:
+            cells.append("-"); continue
+        cpu = float(r["cpu_s"]) + float(r["server_cpu_s"])
+        cells.append(f"{int(r['frames']):,}, {float(r['wall_s']):.2f} s, {cpu:.2f} s, {h(r['read_bytes'])}")
+    w = f" ({want[k]:,})" if want[k] is not None else ""
+    print(f"| {label[k]}{w} | " + " | ".join(cells) + " |")
+print("\nCPU: the client's processes plus, for a server, the server's. Read: the client's "
+      "cgroup (io.stat rbytes) plus the server's /proc/PID/io read_bytes, each query on a cold "
+      "page cache. The disk's own count (whole machine) is in steno.csv.")
+PY
+cat "$OUT/steno.md"

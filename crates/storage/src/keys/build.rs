@@ -1,0 +1,1047 @@
+//! Writing the key index: a segment's tables from rows ([`build_segment`]),
+//! the store's builder thread ([`Builder`]), and the per-file state on the
+//! writer's side ([`KeyWriter`]) that cuts segments and hands them over.
+
+use super::*;
+use crate::StorageError;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use wiretape_filter::flow::{FlowCollector, FrameKeys, Rows};
+
+/// Rows a segment holds before it is cut (32 bytes each on the writer's
+/// side, plain IPv4): a file that never rotates gets its index in segments
+/// of this many rows, in bounded memory.
+pub const ROWS_BUDGET: usize = 1 << 19;
+/// Blocks a segment holds at most (a quiet link: few rows, many blocks).
+const BLOCKS_BUDGET: u64 = 4096;
+/// Segments waiting for the builder at most, all files of a store together.
+pub const BUILD_QUEUE: usize = 4;
+
+/// One segment to build.
+#[derive(Debug, Default)]
+pub struct SegmentInput {
+    /// The `.kdx` it goes to.
+    pub path: PathBuf,
+    /// The file's first segment: the `.kdx` is made anew.
+    pub first: bool,
+    /// Its first block's number.
+    pub block0: u64,
+    /// The fixed `.idx` entries of its blocks, `entry_len` bytes each.
+    pub blocks: Vec<u8>,
+    /// Bytes of each entry (32 or 56).
+    pub entry_len: u32,
+    /// The rows of its blocks.
+    pub rows: Rows,
+    /// Where the `.idx` entry after its last block starts.
+    pub idx_next: u64,
+    /// The last segment of a finished file: the capture (its length goes
+    /// into the header).
+    pub last_of: Option<PathBuf>,
+    /// The capture's link type.
+    pub linktype: u32,
+}
+
+/// A sorted table being written in pages (see the module docs of `keys`).
+struct Paged {
+    width: usize,
+    data: Vec<u8>,
+    fences: Vec<u128>,
+    page: Vec<u8>,
+    /// The open group: key, records, their count, the last block.
+    gkey: Option<u128>,
+    grecs: Vec<u8>,
+    gn: u64,
+    glast: u32,
+    rec: Vec<u8>,
+    records: u64,
+    keys: u64,
+}
+
+fn var_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+impl Paged {
+    fn new(width: usize, capacity: usize) -> Self {
+        Paged {
+            width,
+            data: Vec::with_capacity(capacity.div_ceil(PAGE) * PAGE),
+            fences: Vec::new(),
+            page: vec![0; PAGE_HEADER],
+            gkey: None,
+            grecs: Vec::new(),
+            gn: 0,
+            glast: 0,
+            rec: Vec::new(),
+            records: 0,
+            keys: 0,
+        }
+    }
+
+    /// Adds the places `ranges` (ascending) of `frames` frames of `key` in
+    /// `block`, then `payload` (keys ascending; within a key, blocks
+    /// ascending). More ranges than a record holds go into several records.
+    fn push(&mut self, key: u128, block: u32, frames: u32, ranges: &[(u32, u32)], payload: &[u8]) {
+        if self.gkey != Some(key) {
+            self.close_group();
+            self.gkey = Some(key);
+            self.keys += 1;
+        }
+        for (k, chunk) in ranges.chunks(RANGES_PER_RECORD).enumerate() {
+            let frames = if k == 0 { frames } else { 0 };
+            loop {
+                self.rec.clear();
+                let delta = if self.gn == 0 {
+                    block
+                } else {
+                    block - self.glast
+                };
+                put_record(&mut self.rec, delta, frames, chunk);
+                self.rec.extend_from_slice(payload);
+                let hdr = self.width + var_len(self.gn + 1);
+                if self.page.len() + hdr + self.grecs.len() + self.rec.len() <= PAGE {
+                    self.grecs.extend_from_slice(&self.rec);
+                    self.gn += 1;
+                    self.glast = block;
+                    self.records += 1;
+                    break;
+                }
+                assert!(
+                    self.gn > 0 || self.page.len() > PAGE_HEADER,
+                    "a record larger than a page"
+                );
+                self.close_group();
+                self.close_page();
+                self.gkey = Some(key);
+            }
+        }
+    }
+
+    fn close_group(&mut self) {
+        let Some(k) = self.gkey.take() else { return };
+        if self.gn == 0 {
+            return;
+        }
+        if self.page.len() == PAGE_HEADER {
+            self.fences.push(k);
+        }
+        put_key(&mut self.page, k, self.width);
+        put_var(&mut self.page, self.gn);
+        self.page.extend_from_slice(&self.grecs);
+        self.grecs.clear();
+        self.gn = 0;
+    }
+
+    fn close_page(&mut self) {
+        if self.page.len() <= PAGE_HEADER {
+            return;
+        }
+        let used = self.page.len();
+        self.page.resize(PAGE, 0);
+        seal(&mut self.page, used);
+        self.data.extend_from_slice(&self.page);
+        self.page.clear();
+        self.page.resize(PAGE_HEADER, 0);
+    }
+
+    /// The section's pages (data, then fence levels) and its shape.
+    fn finish(mut self) -> (Vec<u8>, Section) {
+        self.close_group();
+        self.close_page();
+        let pages = (self.data.len() / PAGE) as u32;
+        let mut s = Section {
+            pages,
+            records: self.records,
+            keys: self.keys,
+            ..Section::default()
+        };
+        let mut out = self.data;
+        if pages > 1 {
+            let fanout = PAGE_ROOM / self.width;
+            let mut level: Vec<u128> = self.fences;
+            loop {
+                let n = level.len().div_ceil(fanout);
+                let mut next = Vec::with_capacity(n);
+                for chunk in level.chunks(fanout) {
+                    next.push(chunk[0]);
+                    let mut p = vec![0u8; PAGE_HEADER];
+                    for &k in chunk {
+                        put_key(&mut p, k, self.width);
+                    }
+                    p.resize(PAGE, 0);
+                    seal(&mut p, chunk.len());
+                    out.extend_from_slice(&p);
+                }
+                s.level_pages[s.levels as usize] = n as u32;
+                s.levels += 1;
+                if n <= 1 || s.levels as usize == MAX_LEVELS {
+                    break;
+                }
+                level = next;
+            }
+        }
+        (out, s)
+    }
+}
+
+/// A row of `Rows::keys` (bit 31 set) or of `Rows::sig` (bit 31 clear), by
+/// position.
+const KEYS_ROW: u32 = 1 << 31;
+
+/// A plain IPv4 row's fields, straight from its packed signature
+/// ([`FrameKeys::from_sig`]'s layout): protocol, source, destination, ports.
+#[inline]
+fn sig_fields(sig: u128) -> (u8, u32, u32, u16, u16) {
+    let addrs = (sig >> 32) as u64;
+    let ports = sig as u32;
+    (
+        (sig >> 96) as u8,
+        (addrs >> 32) as u32,
+        addrs as u32,
+        (ports >> 16) as u16,
+        ports as u16,
+    )
+}
+
+/// Sorts `v` by `key` (stable LSD radix sort, 16 bits a pass; a pass whose
+/// digit is the same in every item is skipped): a segment's sorts are its
+/// builder's main cost, and their keys are small integers.
+fn radix_sort<T: Copy>(v: &mut Vec<T>, key: impl Fn(&T) -> u64) {
+    if v.len() < 2 {
+        return;
+    }
+    let (mut or, mut and) = (0u64, !0u64);
+    for x in v.iter() {
+        let k = key(x);
+        or |= k;
+        and &= k;
+    }
+    let varying = or ^ and;
+    let mut tmp = v.clone();
+    let mut counts = vec![0usize; 1 << 16];
+    for shift in (0..64).step_by(16) {
+        if (varying >> shift) & 0xffff == 0 {
+            continue;
+        }
+        counts.iter_mut().for_each(|c| *c = 0);
+        for x in v.iter() {
+            counts[((key(x) >> shift) & 0xffff) as usize] += 1;
+        }
+        let mut at = 0;
+        for c in counts.iter_mut() {
+            let n = *c;
+            *c = at;
+            at += n;
+        }
+        for x in v.iter() {
+            let d = ((key(x) >> shift) & 0xffff) as usize;
+            tmp[counts[d]] = *x;
+            counts[d] += 1;
+        }
+        std::mem::swap(v, &mut tmp);
+    }
+}
+
+/// One flow of a block: a signature's rows there (a plain IPv4 row's
+/// signature, or a row of `Rows::keys` by index: `kidx` with [`KEYS_ROW`]),
+/// its frames, and its places (ranges `r0..r0 + rn` of the arena).
+#[derive(Clone, Copy)]
+struct Flow {
+    sig: u128,
+    kidx: u32,
+    block: u32,
+    frames: u32,
+    r0: u32,
+    rn: u32,
+}
+
+/// Appends `(first, last)` to the ranges `out[start..]`, joining it with
+/// the last one when it overlaps or lies within [`ROW_GAP`] of it (ranges
+/// come in ascending order of their first).
+#[inline]
+fn join_range(out: &mut Vec<(u32, u32)>, start: usize, first: u32, last: u32) {
+    if out.len() > start {
+        let l = out.last_mut().expect("a range");
+        if first <= l.1.saturating_add(wiretape_filter::flow::ROW_GAP) {
+            l.1 = l.1.max(last);
+            return;
+        }
+    }
+    out.push((first, last));
+}
+
+/// The flows of the rows (per block, a signature's rows coalesced, their
+/// places joined), in block order, and the arena of their places.
+fn flows_of(rows: &Rows, block0: u32) -> (Vec<Flow>, Vec<(u32, u32)>) {
+    let mut flows = Vec::with_capacity(rows.len());
+    let mut arena: Vec<(u32, u32)> = Vec::with_capacity(rows.len());
+    let (mut i, mut j) = (0, 0);
+    let mut sigs: Vec<(u128, u32, u32, u32)> = Vec::new();
+    let mut keys: Vec<(FrameKeys, u32, u32, u32, u32)> = Vec::new();
+    while i < rows.sig.len() || j < rows.keys.len() {
+        let block = match (rows.sig.get(i), rows.keys.get(j)) {
+            (Some(a), Some(b)) => a.block.min(b.block),
+            (Some(a), None) => a.block,
+            (None, Some(b)) => b.block,
+            (None, None) => break,
+        };
+        sigs.clear();
+        while let Some(r) = rows.sig.get(i).filter(|r| r.block == block) {
+            sigs.push((r.sig, r.first, r.last, r.frames));
+            i += 1;
+        }
+        keys.clear();
+        while let Some(r) = rows.keys.get(j).filter(|r| r.block == block) {
+            keys.push((r.keys, r.first, r.last, r.frames, j as u32));
+            j += 1;
+        }
+        let rel = block - block0;
+        sigs.sort_unstable_by_key(|x| (x.0, x.1));
+        let mut k = 0;
+        while k < sigs.len() {
+            let sig = sigs[k].0;
+            let r0 = arena.len();
+            let mut frames = 0u32;
+            while k < sigs.len() && sigs[k].0 == sig {
+                join_range(&mut arena, r0, sigs[k].1, sigs[k].2);
+                frames = frames.saturating_add(sigs[k].3);
+                k += 1;
+            }
+            flows.push(Flow {
+                sig,
+                kidx: 0,
+                block: rel,
+                frames,
+                r0: r0 as u32,
+                rn: (arena.len() - r0) as u32,
+            });
+        }
+        keys.sort_unstable_by_key(|a| (a.0, a.1));
+        let mut k = 0;
+        while k < keys.len() {
+            let key = keys[k].0;
+            let r0 = arena.len();
+            let mut frames = 0u32;
+            let idx = keys[k].4;
+            while k < keys.len() && keys[k].0 == key {
+                join_range(&mut arena, r0, keys[k].1, keys[k].2);
+                frames = frames.saturating_add(keys[k].3);
+                k += 1;
+            }
+            flows.push(Flow {
+                sig: 0,
+                kidx: idx | KEYS_ROW,
+                block: rel,
+                frames,
+                r0: r0 as u32,
+                rn: (arena.len() - r0) as u32,
+            });
+        }
+    }
+    (flows, arena)
+}
+
+/// A flow's keys.
+fn flow_keys(rows: &Rows, f: &Flow) -> FrameKeys {
+    if f.kidx & KEYS_ROW == 0 {
+        FrameKeys::from_sig(f.sig)
+    } else {
+        rows.keys[(f.kidx & !KEYS_ROW) as usize].keys
+    }
+}
+
+/// Postings of one kind: per (key, block), the places of its flows there
+/// joined into ranges, and their frames; `keys_of` gives a flow's keys of
+/// the kind. Made block by block (a small sort per block), then put in key
+/// order by one stable radix sort.
+fn posting_section(
+    flows: &[Flow],
+    arena: &[(u32, u32)],
+    width: usize,
+    keys_of: impl Fn(&Flow, &mut Vec<u32>),
+) -> (Vec<u8>, Section) {
+    // (key, block, frames, r0, rn) into `out_ranges`.
+    let mut post: Vec<(u64, u32, u32, u32)> = Vec::with_capacity(flows.len() * 2);
+    let mut out_ranges: Vec<(u32, u32)> = Vec::with_capacity(arena.len() * 2);
+    let mut scratch: Vec<(u32, u32, u32, u32)> = Vec::new();
+    let mut ks = Vec::with_capacity(8);
+    let mut i = 0;
+    while i < flows.len() {
+        let block = flows[i].block;
+        scratch.clear();
+        while i < flows.len() && flows[i].block == block {
+            let f = &flows[i];
+            ks.clear();
+            keys_of(f, &mut ks);
+            for &k in &ks {
+                for (n, &(a, b)) in arena[f.r0 as usize..(f.r0 + f.rn) as usize]
+                    .iter()
+                    .enumerate()
+                {
+                    let frames = if n == 0 { f.frames } else { 0 };
+                    scratch.push((k, a, b, frames));
+                }
+            }
+            i += 1;
+        }
+        scratch.sort_unstable_by_key(|x| (x.0, x.1));
+        let mut k = 0;
+        while k < scratch.len() {
+            let key = scratch[k].0;
+            let r0 = out_ranges.len();
+            let mut frames = 0u32;
+            while k < scratch.len() && scratch[k].0 == key {
+                join_range(&mut out_ranges, r0, scratch[k].1, scratch[k].2);
+                frames = frames.saturating_add(scratch[k].3);
+                k += 1;
+            }
+            post.push((
+                (key as u64) << 32 | block as u64,
+                frames,
+                r0 as u32,
+                (out_ranges.len() - r0) as u32,
+            ));
+        }
+    }
+    radix_sort(&mut post, |p| p.0 >> 32);
+    let mut p = Paged::new(width, post.len() * 8 + out_ranges.len() * 4);
+    for &(kb, frames, r0, rn) in &post {
+        let ranges = &out_ranges[r0 as usize..(r0 + rn) as usize];
+        p.push((kb >> 32) as u128, kb as u32, frames, ranges, &[]);
+    }
+    p.finish()
+}
+
+/// A host record being gathered (32 bytes: sorting moves them): address
+/// << 32 | block, the flow's frames, its one place inline (most flows have
+/// one), a plain flow's peer, ports and protocol, so that writing the
+/// sorted records reads nothing else. `proto` flags: [`KEYS_ROW`], a flow
+/// of `Rows::keys` (its index in `peer`); [`MULTI`], a flow of several
+/// places (its index in `first`, or `peer` for a flow of `Rows::keys`).
+#[derive(Clone, Copy)]
+struct Host4 {
+    kb: u64,
+    first: u32,
+    last: u32,
+    frames: u32,
+    peer: u32,
+    ports: u32,
+    proto: u32,
+}
+
+/// [`Host4::proto`]: the flow has several places.
+const MULTI: u32 = 1 << 30;
+
+/// Host records of IPv4: one per (address, flow), sorted by address and
+/// block; a plain flow's payload made from its signature.
+fn host4_section(rows: &Rows, flows: &[Flow], arena: &[(u32, u32)]) -> (Vec<u8>, Section) {
+    let mut v: Vec<Host4> = Vec::with_capacity(flows.len() * 2);
+    for (n, f) in flows.iter().enumerate() {
+        let b = f.block as u64;
+        let (mut first, last) = arena[f.r0 as usize];
+        let multi = if f.rn > 1 { MULTI } else { 0 };
+        if f.kidx & KEYS_ROW == 0 {
+            if multi != 0 {
+                first = n as u32;
+            }
+            let (proto, src, dst, sp, dp) = sig_fields(f.sig);
+            let mut h = Host4 {
+                kb: (src as u64) << 32 | b,
+                first,
+                last,
+                frames: f.frames,
+                peer: dst,
+                ports: (sp as u32) << 16 | dp as u32,
+                proto: proto as u32 | multi,
+            };
+            v.push(h);
+            if dst != src {
+                h.kb = (dst as u64) << 32 | b;
+                h.peer = src;
+                v.push(h);
+            }
+        } else {
+            let k = flow_keys(rows, f);
+            let a = k.ip4();
+            for (j, &addr) in a.iter().enumerate() {
+                if !a[..j].contains(&addr) {
+                    v.push(Host4 {
+                        kb: (addr as u64) << 32 | b,
+                        first,
+                        last,
+                        frames: f.frames,
+                        peer: n as u32,
+                        ports: 0,
+                        proto: KEYS_ROW | multi,
+                    });
+                }
+            }
+        }
+    }
+    // Made in block order: a stable sort by address keeps it within one.
+    radix_sort(&mut v, |e| e.kb >> 32);
+    let mut p = Paged::new(4, v.len() * 16);
+    let mut payload = Vec::with_capacity(64);
+    for h in &v {
+        let addr = (h.kb >> 32) as u32;
+        payload.clear();
+        let keys_flow = h.proto & KEYS_ROW != 0;
+        let flow = match (keys_flow, h.proto & MULTI != 0) {
+            (true, _) => Some(h.peer),
+            (false, true) => Some(h.first),
+            (false, false) => None,
+        };
+        if keys_flow {
+            put_payload(
+                &mut payload,
+                &flow_keys(rows, &flows[h.peer as usize]),
+                Me::V4(addr),
+            );
+        } else {
+            put_plain4(
+                &mut payload,
+                h.proto as u8,
+                h.peer,
+                (h.ports >> 16) as u16,
+                h.ports as u16,
+            );
+        }
+        let one = [(h.first, h.last)];
+        let ranges = match flow {
+            Some(n) if h.proto & MULTI != 0 => {
+                let f = &flows[n as usize];
+                &arena[f.r0 as usize..(f.r0 + f.rn) as usize]
+            }
+            _ => &one[..],
+        };
+        p.push(addr as u128, h.kb as u32, h.frames, ranges, &payload);
+    }
+    p.finish()
+}
+
+/// Host records of IPv6 (flows of tagged or IPv6 frames only: few).
+fn host6_section(rows: &Rows, flows: &[Flow], arena: &[(u32, u32)]) -> (Vec<u8>, Section) {
+    let mut v: Vec<(u128, u32, u32)> = Vec::new();
+    for (n, f) in flows.iter().enumerate() {
+        if f.kidx & KEYS_ROW == 0 {
+            continue;
+        }
+        let k = flow_keys(rows, f);
+        let a = k.ip6();
+        for (j, &x) in a.iter().enumerate() {
+            if !a[..j].contains(&x) {
+                v.push((x, f.block, n as u32));
+            }
+        }
+    }
+    v.sort_unstable_by_key(|x| (x.0, x.1));
+    let mut p = Paged::new(16, v.len() * 64);
+    let mut payload = Vec::with_capacity(64);
+    for &(addr, block, n) in &v {
+        let f = &flows[n as usize];
+        payload.clear();
+        put_payload(&mut payload, &flow_keys(rows, f), Me::V6(addr));
+        let ranges = &arena[f.r0 as usize..(f.r0 + f.rn) as usize];
+        p.push(addr, block, f.frames, ranges, &payload);
+    }
+    p.finish()
+}
+
+/// The bytes of a segment: its header page and sections.
+pub fn build_segment(input: &SegmentInput) -> Vec<u8> {
+    let el = input.entry_len as usize;
+    let nblocks = input.blocks.len().checked_div(el).unwrap_or(0) as u64;
+    let rd = |i: usize, o: usize| {
+        u64::from_le_bytes(input.blocks[i * el + o..i * el + o + 8].try_into().unwrap())
+    };
+    let (mut first_ns, mut last_ns, mut frames) = (0, 0, 0);
+    if nblocks > 0 {
+        first_ns = rd(0, 8);
+        last_ns = rd(nblocks as usize - 1, 16);
+        frames = (0..nblocks as usize).map(|i| rd(i, 24)).sum();
+    }
+    let b0 = input.block0 as u32;
+    let rows = &input.rows;
+    let mut h = SegmentHeader {
+        flags: if input.last_of.is_some() { F_FINAL } else { 0 },
+        block0: input.block0,
+        nblocks,
+        first_ns,
+        last_ns,
+        frames,
+        rows: rows.len() as u64,
+        idx_next: input.idx_next,
+        capture_len: input
+            .last_of
+            .as_ref()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map_or(0, |m| m.len()),
+        entry_len: input.entry_len,
+        linktype: input.linktype,
+        ..SegmentHeader::default()
+    };
+    // Sections are built first, then laid out once (no copies of a
+    // growing segment).
+    let mut parts: Vec<(usize, Vec<u8>, Section)> = Vec::with_capacity(SECTIONS);
+    let put = |parts: &mut Vec<(usize, Vec<u8>, Section)>, i: usize, bytes: Vec<u8>, s: Section| {
+        parts.push((i, bytes, s));
+    };
+    // The block entries, whole entries to a page.
+    let per_page = PAGE_ROOM / el.max(1);
+    let mut bpages = Vec::new();
+    for chunk in input.blocks.chunks(per_page * el.max(1)) {
+        let mut p = vec![0u8; PAGE_HEADER];
+        p.extend_from_slice(chunk);
+        p.resize(PAGE, 0);
+        seal(&mut p, chunk.len() / el.max(1));
+        bpages.extend_from_slice(&p);
+    }
+    let blocks = Section {
+        pages: (bpages.len() / PAGE) as u32,
+        records: nblocks,
+        ..Section::default()
+    };
+    put(&mut parts, S_BLOCKS, bpages, blocks);
+    let (flows, arena) = flows_of(rows, b0);
+    let (b, s) = host4_section(rows, &flows, &arena);
+    put(&mut parts, S_HOST4, b, s);
+    let (b, s) = host6_section(rows, &flows, &arena);
+    put(&mut parts, S_HOST6, b, s);
+    let (b, s) = posting_section(&flows, &arena, 2, |f, v| {
+        if f.kidx & KEYS_ROW == 0 {
+            let (_, _, _, sp, dp) = sig_fields(f.sig);
+            v.push(sp as u32);
+            if dp != sp {
+                v.push(dp as u32);
+            }
+        } else {
+            let k = flow_keys(rows, f);
+            for (j, &x) in k.ports().iter().enumerate() {
+                if !k.ports()[..j].contains(&x) {
+                    v.push(x as u32);
+                }
+            }
+        }
+    });
+    put(&mut parts, S_PORT, b, s);
+    let (b, s) = posting_section(&flows, &arena, 3, |f, v| {
+        if f.kidx & KEYS_ROW == 0 {
+            let (proto, ..) = sig_fields(f.sig);
+            v.push((K_ETHERTYPE as u32) << 16 | 0x0800);
+            v.push((K_PROTO as u32) << 16 | proto as u32);
+        } else {
+            let k = flow_keys(rows, f);
+            let mut add = |x: u32| {
+                if !v.contains(&x) {
+                    v.push(x);
+                }
+            };
+            k.ether_types()
+                .iter()
+                .for_each(|&e| add((K_ETHERTYPE as u32) << 16 | e as u32));
+            k.vlans()
+                .iter()
+                .for_each(|&e| add((K_VLAN as u32) << 16 | e as u32));
+            if let Some(p) = k.proto() {
+                add((K_PROTO as u32) << 16 | p as u32);
+            }
+        }
+    });
+    put(&mut parts, S_OTHER, b, s);
+    let total = PAGE
+        + parts
+            .iter()
+            .map(|p| p.1.len().div_ceil(PAGE) * PAGE)
+            .sum::<usize>();
+    let mut out = Vec::with_capacity(total);
+    out.resize(PAGE, 0);
+    for (i, bytes, mut s) in parts {
+        s.offset = out.len() as u64;
+        out.extend_from_slice(&bytes);
+        out.resize(out.len().div_ceil(PAGE) * PAGE, 0);
+        h.sections[i] = s;
+    }
+    h.seg_len = out.len() as u64;
+    out[..PAGE].copy_from_slice(&h.encode());
+    out
+}
+
+/// Builds `input`'s segment and appends it to its `.kdx` (made anew for a
+/// file's first segment; synced for its last).
+fn write_segment(input: &SegmentInput) -> Result<(), StorageError> {
+    let bytes = build_segment(input);
+    let mut o = std::fs::OpenOptions::new();
+    if input.first {
+        o.write(true).create(true).truncate(true);
+    } else {
+        o.append(true);
+    }
+    let mut f = o
+        .open(&input.path)
+        .map_err(|e| StorageError::from_write(&input.path, e))?;
+    f.write_all(&bytes)
+        .map_err(|e| StorageError::from_write(&input.path, e))?;
+    if input.last_of.is_some() {
+        f.sync_data()
+            .map_err(|e| StorageError::from_write(&input.path, e))?;
+    }
+    Ok(())
+}
+
+/// What a file's segments went through, shared with the builder.
+#[derive(Debug, Default)]
+struct Shared {
+    segments: AtomicU64,
+    error: Mutex<Option<String>>,
+}
+
+enum Job {
+    Segment {
+        input: Box<SegmentInput>,
+        shared: Arc<Shared>,
+        recycle: Sender<Rows>,
+    },
+    Barrier(SyncSender<()>),
+}
+
+/// The store's key index builder: one thread, at a low priority, building
+/// and appending segments in the order they come (see the module docs of
+/// `keys`). Dropping the last handle ends the thread once its queue is done.
+pub struct Builder {
+    tx: Mutex<Option<SyncSender<Job>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Segments built.
+    pub built: AtomicU64,
+    /// Nanoseconds of CPU the thread spent building (its own clock).
+    pub cpu_ns: AtomicU64,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("built", &self.built.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Builder {
+    /// Starts the thread.
+    pub fn start() -> std::io::Result<Arc<Builder>> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(BUILD_QUEUE);
+        let b = Arc::new(Builder {
+            tx: Mutex::new(Some(tx)),
+            thread: Mutex::new(None),
+            built: AtomicU64::new(0),
+            cpu_ns: AtomicU64::new(0),
+        });
+        let me = Arc::downgrade(&b);
+        let h = std::thread::Builder::new()
+            .name("wt-keys".into())
+            .spawn(move || run(rx, me))?;
+        *b.thread.lock().expect("builder") = Some(h);
+        Ok(b)
+    }
+
+    fn submit(&self, job: Job, wait: bool) -> Result<(), Job> {
+        let tx = self.tx.lock().expect("builder").clone();
+        let Some(tx) = tx else { return Err(job) };
+        if wait {
+            return tx.send(job).map_err(|e| e.0);
+        }
+        match tx.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(j)) | Err(TrySendError::Disconnected(j)) => Err(j),
+        }
+    }
+
+    /// Waits for every segment queued so far, then ends the thread.
+    pub fn shutdown(&self) {
+        self.tx.lock().expect("builder").take();
+        if let Some(h) = self.thread.lock().expect("builder").take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Builder {
+    fn drop(&mut self) {
+        if let Ok(mut t) = self.tx.lock() {
+            t.take();
+        }
+        // The thread holds no strong handle: it ends with the channel.
+    }
+}
+
+fn run(rx: Receiver<Job>, me: std::sync::Weak<Builder>) {
+    crate::sys::lower_priority();
+    while let Ok(job) = rx.recv() {
+        match job {
+            Job::Segment {
+                mut input,
+                shared,
+                recycle,
+            } => {
+                let t0 = crate::sys::thread_cpu_ns();
+                match write_segment(&input) {
+                    Ok(()) => {
+                        shared.segments.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        let mut err = shared.error.lock().expect("key index");
+                        err.get_or_insert(e.to_string());
+                    }
+                }
+                if let Some(b) = me.upgrade() {
+                    b.built.fetch_add(1, Ordering::Relaxed);
+                    b.cpu_ns
+                        .fetch_add(crate::sys::thread_cpu_ns() - t0, Ordering::Relaxed);
+                }
+                let mut rows = std::mem::take(&mut input.rows);
+                rows.clear();
+                let _ = recycle.send(rows);
+            }
+            Job::Barrier(d) => {
+                let _ = d.send(());
+            }
+        }
+    }
+}
+
+/// One file's key index on the writer's side: the blocks of the segment
+/// being gathered, and the cut (see the module docs of `keys`). Used by
+/// [`crate::index::IndexWriter`]; its rows are in the writer's collector.
+pub struct KeyWriter {
+    path: PathBuf,
+    capture: PathBuf,
+    builder: Option<Arc<Builder>>,
+    wait: bool,
+    shared: Arc<Shared>,
+    recycle_tx: Sender<Rows>,
+    recycle_rx: Receiver<Rows>,
+    first: bool,
+    block0: u64,
+    blocks: Vec<u8>,
+    nblocks: u64,
+    entry_len: u32,
+    linktype: u32,
+    idx_pos: u64,
+    budget: usize,
+    /// Blocks whose segment was dropped (the builder was behind).
+    pub dropped_blocks: u64,
+    /// Segments handed over (or built here).
+    pub segments: u64,
+}
+
+impl std::fmt::Debug for KeyWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyWriter")
+            .field("path", &self.path)
+            .field("block0", &self.block0)
+            .field("nblocks", &self.nblocks)
+            .finish()
+    }
+}
+
+impl KeyWriter {
+    /// The key index of `capture`, built by `builder` (None: on the calling
+    /// thread, at each cut); `wait`: block when the builder's queue is full
+    /// instead of dropping the segment.
+    pub fn new(
+        capture: &Path,
+        builder: Option<Arc<Builder>>,
+        wait: bool,
+        entry_len: u32,
+        linktype: u32,
+    ) -> KeyWriter {
+        let path = path_for(capture);
+        let (recycle_tx, recycle_rx) = std::sync::mpsc::channel();
+        KeyWriter {
+            path,
+            capture: capture.to_owned(),
+            builder,
+            wait,
+            shared: Arc::new(Shared::default()),
+            recycle_tx,
+            recycle_rx,
+            first: true,
+            block0: 0,
+            blocks: Vec::new(),
+            nblocks: 0,
+            entry_len,
+            linktype,
+            idx_pos: crate::index::HEADER_LEN as u64,
+            budget: ROWS_BUDGET,
+            dropped_blocks: 0,
+            segments: 0,
+        }
+    }
+
+    /// Writes to `path` instead of `<capture>.kdx` (a rebuild's temporary).
+    pub fn to_path(mut self, path: PathBuf) -> Self {
+        self.path = path;
+        self
+    }
+
+    /// Cuts segments at `rows` rows (tests, and the rebuild).
+    pub fn with_budget(mut self, rows: usize) -> Self {
+        self.budget = rows.max(1);
+        self
+    }
+
+    /// The `.kdx` being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The first error of a segment write, if any.
+    pub fn error(&self) -> Option<String> {
+        self.shared.error.lock().expect("key index").clone()
+    }
+
+    /// The `.idx` entry of the next block went out (its fixed part
+    /// `fixed`), and the `.idx` is now `idx_len` bytes long. Cuts a segment
+    /// when the rows are over budget.
+    pub fn entry_written(&mut self, fixed: &[u8], idx_len: u64, col: &mut FlowCollector) {
+        self.blocks.extend_from_slice(fixed);
+        self.nblocks += 1;
+        self.idx_pos = idx_len;
+        let over = col.rows().is_some_and(|r| r.len() >= self.budget);
+        if over || self.nblocks >= BLOCKS_BUDGET {
+            self.cut(col, None);
+        }
+    }
+
+    /// Hands the segment gathered so far over (`last_of`: the final one,
+    /// always waited for: it is cut on the thread closing the file).
+    fn cut(&mut self, col: &mut FlowCollector, last_of: Option<PathBuf>) {
+        if self.nblocks == 0 && last_of.is_none() {
+            return;
+        }
+        // The collector goes on in a buffer of the builder's (given back
+        // emptied), or a new one made as large as the last: no growing
+        // (copies and page faults) while frames come.
+        let mut rows = self.recycle_rx.try_recv().unwrap_or_else(|_| {
+            let cap = col
+                .rows()
+                .map_or((0, 0), |r| (r.sig.capacity(), r.keys.capacity()));
+            Rows {
+                sig: Vec::with_capacity(cap.0),
+                keys: Vec::with_capacity(cap.1),
+            }
+        });
+        col.take_rows(&mut rows);
+        // Rows of blocks not in the segment (entries still on their way)
+        // go back to the collector.
+        let end = (self.block0 + self.nblocks) as u32;
+        col.give_back_rows_from(end, &mut rows);
+        let wait = self.wait || last_of.is_some();
+        let mut input = Box::new(SegmentInput {
+            path: self.path.clone(),
+            first: self.first,
+            block0: self.block0,
+            blocks: std::mem::take(&mut self.blocks),
+            entry_len: self.entry_len,
+            rows,
+            idx_next: self.idx_pos,
+            last_of,
+            linktype: self.linktype,
+        });
+        let nblocks = self.nblocks;
+        self.block0 += self.nblocks;
+        self.nblocks = 0;
+        let Some(b) = &self.builder else {
+            // No builder: here and now (a rebuild, or a writer used alone).
+            if let Err(e) = write_segment(&input) {
+                self.note_error(e);
+            }
+            self.first = false;
+            self.segments += 1;
+            self.recycle(&mut input);
+            return;
+        };
+        let job = Job::Segment {
+            input,
+            shared: self.shared.clone(),
+            recycle: self.recycle_tx.clone(),
+        };
+        match b.submit(job, wait) {
+            Ok(()) => {
+                self.first = false;
+                self.segments += 1;
+            }
+            // The builder is behind: this segment's blocks go unindexed.
+            Err(Job::Segment { mut input, .. }) => {
+                self.dropped_blocks += nblocks;
+                self.recycle(&mut input);
+            }
+            Err(Job::Barrier(_)) => {}
+        }
+    }
+
+    fn recycle(&self, input: &mut SegmentInput) {
+        let mut r = std::mem::take(&mut input.rows);
+        r.clear();
+        let _ = self.recycle_tx.send(r);
+    }
+
+    fn note_error(&self, e: StorageError) {
+        self.shared
+            .error
+            .lock()
+            .expect("key index")
+            .get_or_insert(e.to_string());
+    }
+
+    /// The file is finished: its last segment, waited for.
+    pub fn finish(mut self, col: &mut FlowCollector) -> Result<KeyReport, StorageError> {
+        let capture = self.capture.clone();
+        self.cut(col, Some(capture));
+        self.wait_done();
+        let report = KeyReport {
+            segments: self.segments,
+            dropped_blocks: self.dropped_blocks,
+        };
+        match self.error() {
+            Some(e) => Err(StorageError::Write {
+                path: self.path.clone(),
+                source: std::io::Error::other(e),
+            }),
+            None => Ok(report),
+        }
+    }
+
+    /// Waits until the builder is done with this file's segments (those
+    /// handed over so far).
+    pub fn wait_done(&self) {
+        if let Some(b) = &self.builder {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            if b.submit(Job::Barrier(tx), true).is_ok() {
+                let _ = rx.recv();
+            }
+        }
+    }
+}
+
+/// What a file's key index came to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyReport {
+    /// Segments written.
+    pub segments: u64,
+    /// Blocks left out (the builder was behind when their segment was due).
+    pub dropped_blocks: u64,
+}
+
+/// Writes the key index of `capture` from its rows as `walk` meets them:
+/// used by [`crate::index::rebuild_with`], which walks the file once for
+/// both indexes. Returns the writer to feed (entry by entry) and finish.
+pub fn rebuild_file(capture: &Path, entry_len: u32, linktype: u32) -> KeyWriter {
+    let tmp = {
+        let mut p = path_for(capture).into_os_string();
+        p.push(".tmp");
+        PathBuf::from(p)
+    };
+    KeyWriter::new(capture, None, true, entry_len, linktype).to_path(tmp)
+}
