@@ -5,7 +5,7 @@ the console by curl) every few seconds and check every answer against a
 local `wiretape extract` of the same window:
 
   /v1/files     kept: each file's frames and bytes once it is complete (and
-                its .idx sidecar's size), so that the frames and bytes
+                its .idx and .kdx sidecars' sizes), so that the frames and bytes
                 retention deletes can be summed at the end
   /v1/count     frames and bytes = `extract DIR --count-only --json`
   /v1/extract   the body's bytes from the 25th on = `extract DIR -w -`
@@ -101,10 +101,16 @@ def poll_files():
         if not f["being_written"] and f["frames"] is not None:
             e = files.setdefault(f["name"], {})
             e.update({k: f[k] for k in ("frames", "bytes", "first_ns", "last_ns")})
-            try:  # retention counts the sidecar's bytes too
-                e["idx_bytes"] = os.stat(f"{store}/{f['name']}.idx").st_size
-            except FileNotFoundError:
-                e.setdefault("idx_bytes", 0)
+            # Retention counts the sidecars' bytes too (.idx, and the key
+            # index .kdx, written by its builder once the file closed):
+            # looked at again every round while the file is listed.
+            side = 0
+            for ext in (".idx", ".kdx"):
+                try:
+                    side += os.stat(f"{store}/{f['name']}{ext}").st_size
+                except FileNotFoundError:
+                    pass
+            e["idx_bytes"] = max(side, e.get("idx_bytes", 0))
     note("files", True, n=len(fl), ms=round(ms, 1))
     return fl
 
