@@ -16,8 +16,9 @@
 #     in /v1/files before it went); the deleted files' count and bytes = the
 #     recorder's summary; no drops, its identity holds;
 #   - every query answered correctly;
-#   - flat: the first WINDOW s against the last WINDOW s (WINDOW = a third of
-#     the run, at most 600 s), medians, within the thresholds below;
+#   - flat: after a warm-up (the first fifth of the run, at most 120 s), its
+#     first WINDOW s against the run's last WINDOW s (WINDOW = a third of the
+#     rest, at most 600 s), medians, within the thresholds below;
 #   - no error line in the recorder's or the API's log.
 # Exit 1 if any of these fails.
 #
