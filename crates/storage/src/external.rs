@@ -12,9 +12,9 @@
 //! the frames and, between them, fillers ([`FILL`]) that readers skip: a
 //! block type of local use (the top bit set), which the pcapng spec
 //! reserves for applications and tells readers to skip. Wireshark, tshark,
-//! libpcap and this crate's [`crate::walk`] skip it.
+//! libpcap and this crate's [`wiretape_files::walk`] skip it.
 
-use crate::pcapng;
+use wiretape_files::pcapng;
 
 pub use wiretape_format::pcapng::{FILL, MIN_BLOCK};
 
@@ -138,7 +138,8 @@ pub fn walk_run(run: &[u8], mut each: impl FnMut(usize, u64, &[u8])) -> Result<R
 mod tests {
     use super::*;
     use crate::sink::Block;
-    use crate::{Format, PcapReader, PcapWriter, Record};
+    use crate::PcapWriter;
+    use wiretape_files::{Format, PcapReader, Record};
 
     /// A run in a block of our own, laid out as an engine lays a ring
     /// block out: a filler first, then each frame's packet block with a

@@ -22,7 +22,6 @@
 //! (from `Block::new`, another sink's) is copied into blocks of ours; its
 //! slot is never trusted.
 
-use crate::aligned::{AlignedBuf, Slab, ALIGN};
 use crate::sink::{Block, BlockSink, Lease, SinkStats};
 use crate::StorageError;
 use io_uring::{opcode, types, IoUring};
@@ -33,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use wiretape_files::aligned::{AlignedBuf, Slab, ALIGN};
 use wiretape_timestamp::hist::{self, Histogram};
 
 #[allow(unsafe_code)]
@@ -1233,7 +1233,8 @@ pub fn cgroup_memory_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FileInfo, FileSink, PcapWriter};
+    use crate::{FileSink, PcapWriter};
+    use wiretape_files::FileInfo;
 
     fn tmpdir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("wt-uring-{name}-{}", std::process::id()));
