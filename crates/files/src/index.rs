@@ -25,7 +25,7 @@
 //! [`read_from`], [`parse`]). Writing one (as blocks go out, or rebuilt
 //! from the file) is `wiretape-storage`'s `index`.
 
-use crate::StorageError;
+use crate::error::StorageError;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;

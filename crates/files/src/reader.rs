@@ -3,7 +3,7 @@
 
 use crate::pcap::{FileHeader, Format};
 use crate::walk::{End, Walker};
-use crate::StorageError;
+use crate::error::StorageError;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek};
 use std::path::{Path, PathBuf};

@@ -27,7 +27,7 @@
 
 use crate::pcap::{FileHeader, Format, FILE_HEADER_LEN, MAX_SNAPLEN, RECORD_HEADER_LEN};
 use crate::pcapng::{self, Interface};
-use crate::StorageError;
+use crate::error::StorageError;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
 use wiretape_filter::linktype;

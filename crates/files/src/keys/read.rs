@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::index::Entry;
-use crate::StorageError;
+use crate::error::StorageError;
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
