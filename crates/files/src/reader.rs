@@ -1,9 +1,9 @@
 //! Reading pcap files back: for `wiretape info`, verification and tests.
 //! Strict: a truncated or corrupt file is an error that says where it breaks.
 
+use crate::error::StorageError;
 use crate::pcap::{FileHeader, Format};
 use crate::walk::{End, Walker};
-use crate::error::StorageError;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek};
 use std::path::{Path, PathBuf};

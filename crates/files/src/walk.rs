@@ -25,9 +25,9 @@
 //! strict ([`Stop::error`]: anything but a clean end is an error), repair
 //! trims torn tails and zero padding and refuses to cut anything else.
 
+use crate::error::StorageError;
 use crate::pcap::{FileHeader, Format, FILE_HEADER_LEN, MAX_SNAPLEN, RECORD_HEADER_LEN};
 use crate::pcapng::{self, Interface};
-use crate::error::StorageError;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
 use wiretape_filter::linktype;
