@@ -9,7 +9,6 @@
 //! ([`crate::index`]).
 
 use crate::sink::{Block, BlockSink, SinkStats};
-use crate::StorageError;
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::Hasher;
 use std::path::Path;
@@ -17,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use wiretape_files::compress::{lz4_blocks, lz4_frame_header, zstd_stored_frame, Compress, Placed};
+use wiretape_files::StorageError;
 
 /// Counts of the compression of a recording (all queues), shared by the
 /// writers and read by the summary, `ctl status` and `/metrics`.

@@ -5,12 +5,12 @@
 //! from the capture itself (`repair`, `wiretape index`, after a write
 //! error).
 
-use crate::StorageError;
 use std::fs::File;
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use wiretape_files::index::{header, path_for, Entry, ENTRY_LEN, ENTRY_LEN_V3, HEADER_LEN};
 use wiretape_files::walk::Walker;
+use wiretape_files::StorageError;
 use wiretape_filter::flow::FlowCollector;
 
 /// Collects the records of the current block and appends an entry per block.
@@ -50,7 +50,7 @@ impl IndexWriter {
     /// written once [`IndexWriter::placed`] says where its block went.
     pub fn create_with(capture: &Path, unit: u64, compressed: bool) -> Result<Self, StorageError> {
         let path = path_for(capture);
-        let mut file = crate::create_new(&path, 0)?;
+        let mut file = crate::sys::create_new(&path, 0)?;
         file.write_all(&header(compressed))
             .map_err(|e| StorageError::from_write(&path, e))?;
         // An old key index of that name (no capture of it is left: captures
@@ -379,7 +379,8 @@ pub fn rebuild_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FileSink, PcapWriter};
+    use crate::sink::FileSink;
+    use crate::writer::PcapWriter;
     use wiretape_files::index::read;
     use wiretape_files::Format;
 

@@ -4,13 +4,13 @@
 //! per-file state on the writer's side ([`KeyWriter`]) that cuts segments
 //! and hands them over.
 
-use crate::StorageError;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use wiretape_files::keys::{build_segment, path_for, SegmentInput};
+use wiretape_files::StorageError;
 use wiretape_filter::flow::{FlowCollector, Rows};
 
 /// Rows a segment holds before it is cut (32 bytes each on the writer's

@@ -66,7 +66,6 @@ pub use sink::{
     AnySink, Block, BlockSink, FileSink, Gate, IoMode, MakeRoom, PreparedSink, SinkStats, WriteSink,
 };
 pub use sys::fs_space;
-pub(crate) use sys::{create_new, first_hole, free_bytes, unlock};
 pub use writer::{PcapWriter, WriterStats};
 
 /// The one error of wiretape's files, read or written: the readers' type,

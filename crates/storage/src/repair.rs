@@ -18,12 +18,12 @@
 //! lock of a recorder that was killed outlives it for a moment (until the
 //! kernel has finished its writes in flight): repair waits for that.
 
-use crate::StorageError;
 use std::fs::{File, OpenOptions};
 use std::io::BufReader;
 use std::path::Path;
 use wiretape_files::pcapng;
 use wiretape_files::walk::{End, Walker, Why};
+use wiretape_files::StorageError;
 
 /// What [`repair`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -271,7 +271,7 @@ fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
     let len_before = std::fs::metadata(path).map_err(rd)?.len();
     let hole = File::open(path)
         .ok()
-        .and_then(|f| crate::first_hole(&f, len_before));
+        .and_then(|f| crate::sys::first_hole(&f, len_before));
     if let Some(h) = hole {
         truncate(path, h)?;
     }
@@ -353,7 +353,7 @@ fn repair_plain(path: &Path) -> Result<Outcome, StorageError> {
     // records end at the first one at the latest.
     let hole = File::open(path)
         .ok()
-        .and_then(|f| crate::first_hole(&f, len_before));
+        .and_then(|f| crate::sys::first_hole(&f, len_before));
     let len = hole.unwrap_or(len_before);
     if let Some(h) = hole {
         truncate(path, h)?;
@@ -386,7 +386,8 @@ fn repair_plain(path: &Path) -> Result<Outcome, StorageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FileSink, PcapWriter};
+    use crate::sink::FileSink;
+    use crate::writer::PcapWriter;
 
     fn file_with(n: u64, name: &str) -> (std::path::PathBuf, Vec<u8>) {
         let d = std::env::temp_dir().join(format!("wt-repair-{name}-{}", std::process::id()));
@@ -571,7 +572,7 @@ mod tests {
         assert!(p.exists());
         // Held by a writer: left alone, whatever it holds.
         std::fs::remove_file(&p).unwrap();
-        let held = crate::create_new(&p, 0).unwrap();
+        let held = crate::sys::create_new(&p, 0).unwrap();
         let r = repair(&p).unwrap();
         assert!(r.busy && !r.changed(), "{r:?}");
         assert!(p.exists());

@@ -52,7 +52,7 @@ impl Policy {
     }
 }
 
-use crate::fs_space;
+use crate::sys::fs_space;
 pub use wiretape_files::naming::OurFile;
 
 /// Our files in `dir`, oldest first (see [`wiretape_files::naming::list`]).

@@ -12,7 +12,6 @@
 use crate::retention::{Policy, Retention};
 use crate::sink::{AnySink, BlockSink, Gate, IoMode, PreparedSink};
 use crate::writer::PcapWriter;
-use crate::StorageError;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,6 +19,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use wiretape_files::naming;
 use wiretape_files::pcap::Format;
+use wiretape_files::StorageError;
 use wiretape_timestamp::hist::{self, Histogram};
 use wiretape_timestamp::monotonic_ns;
 
@@ -554,7 +554,7 @@ impl Store {
             }
         }
         (st.deleted_files, st.deleted_bytes) = self.retention.deleted();
-        st.fs_space = crate::fs_space(&self.cfg.dir);
+        st.fs_space = crate::sys::fs_space(&self.cfg.dir);
         st.buffer_limit_bytes = self.cfg.buffer_bytes;
         st
     }

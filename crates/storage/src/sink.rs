@@ -19,13 +19,13 @@
 //! block of its own before it is written. A block dropped outside is simply
 //! lost to its sink (never reused, so never written twice).
 
-use crate::StorageError;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use wiretape_files::aligned::AlignedBuf;
+use wiretape_files::StorageError;
 
 /// An aligned buffer and how much of it holds data (see the module docs
 /// for who owns it).
@@ -414,7 +414,7 @@ impl FileSink {
         block_size: usize,
     ) -> Result<Self, StorageError> {
         let path = path.into();
-        let file = crate::create_new(&path, 0)?;
+        let file = crate::sys::create_new(&path, 0)?;
         Ok(FileSink {
             file: Some(file),
             path,
@@ -492,7 +492,7 @@ impl BlockSink for FileSink {
         if let Some(f) = self.file.take() {
             f.sync_data()
                 .map_err(|e| StorageError::from_write(&self.path, e))?;
-            crate::unlock(&f);
+            crate::sys::unlock(&f);
         }
         Ok(())
     }

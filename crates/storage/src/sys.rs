@@ -3,7 +3,7 @@
 //! invariant beside it. The readers' (the lock tests, read advice) are
 //! `wiretape_files::sys`'s.
 
-use crate::StorageError;
+use wiretape_files::StorageError;
 
 /// (free for unprivileged users, total) bytes of the filesystem holding `dir`.
 pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {

@@ -7,10 +7,10 @@
 use crate::block::BlockBuilder;
 use crate::index::IndexWriter;
 use crate::sink::BlockSink;
-use crate::StorageError;
 use std::collections::VecDeque;
 use std::path::Path;
 use wiretape_files::pcap::Format;
+use wiretape_files::StorageError;
 
 /// What a writer has done.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
