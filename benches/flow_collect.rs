@@ -112,8 +112,8 @@ fn bench(c: &mut Criterion) {
 /// segment of 524,288 rows of random flows (every frame a new flow, the
 /// worst case) sorted into its tables: the time per row.
 fn build(c: &mut Criterion) {
+    use wiretape::files::keys::{build_segment, SegmentInput};
     use wiretape::filter::flow::SigRow;
-    use wiretape::storage::keys::{build_segment, SegmentInput};
     let n = 1usize << 19;
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut rnd = move || {

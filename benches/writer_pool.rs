@@ -11,7 +11,8 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use wiretape::storage::{AnySink, Block, BlockBuilder, Format, IoMode, PcapWriter};
+use wiretape::files::Format;
+use wiretape::storage::{AnySink, Block, BlockBuilder, IoMode, PcapWriter};
 
 const FRAME: usize = 1514;
 

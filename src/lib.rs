@@ -93,6 +93,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub use wiretape_capture as capture;
+pub use wiretape_files as files;
 pub use wiretape_filter as filter;
 pub use wiretape_pipeline as pipeline;
 /// Live consumers: subscribers, [`live::Policy`], the ring, PCAP-over-IP

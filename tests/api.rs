@@ -507,7 +507,7 @@ fn three_sensors_answer_exactly_as_local_extract() {
     let blocks: usize = pcaps(&st[2])
         .iter()
         .map(|f| {
-            wiretape::storage::index::read(&wiretape::storage::index::path_for(f))
+            wiretape::files::index::read(&wiretape::files::index::path_for(f))
                 .unwrap()
                 .len()
         })

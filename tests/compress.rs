@@ -16,7 +16,7 @@ use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use wiretape::storage::index;
+use wiretape::files::index;
 use wiretape_testbed::{SizeFn, Testbed};
 
 /// Compressed capture files in `dir`, sorted.

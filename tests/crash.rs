@@ -27,8 +27,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use wiretape::storage::walk::Walker;
-use wiretape::storage::{zread, Format, PcapWriter};
+use wiretape::files::walk::Walker;
+use wiretape::files::{zread, Format};
+use wiretape::storage::PcapWriter;
 use wiretape_testbed::{frames, SizeFn, Testbed};
 
 /// splitmix64: the kill instants and modes.
@@ -249,7 +250,7 @@ fn check_after_kill(
     let deadline = Instant::now() + Duration::from_secs(10);
     while captures(dir)
         .iter()
-        .any(|f| std::fs::File::open(f).is_ok_and(|f| wiretape::storage::is_being_written(&f)))
+        .any(|f| std::fs::File::open(f).is_ok_and(|f| wiretape::files::is_being_written(&f)))
     {
         assert!(
             Instant::now() < deadline,
@@ -295,7 +296,7 @@ fn check_after_kill(
             );
             assert_eq!(*lead, 0, "{ctx}: {name} removed with {lead} frames in it");
             assert!(
-                !wiretape::storage::index::path_for(f).exists(),
+                !wiretape::files::index::path_for(f).exists(),
                 "{ctx}: {name}: its index stays"
             );
             t.removed += 1;

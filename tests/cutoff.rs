@@ -414,7 +414,7 @@ fn replay_in_chunks(tb: &Testbed, frames: &[Vec<u8>], scratch: &Path) {
 }
 
 /// Positions in `all` of `sel`, a subsequence of it (tcpdump's selection).
-fn positions(all: &[Vec<u8>], sel: &[wiretape::storage::Record]) -> Vec<usize> {
+fn positions(all: &[Vec<u8>], sel: &[wiretape::files::Record]) -> Vec<usize> {
     let mut out = Vec::new();
     let mut at = 0;
     for r in sel {

@@ -26,7 +26,8 @@ use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use wiretape::storage::{index, Record};
+use wiretape::files::index;
+use wiretape::files::Record;
 use wiretape_testbed::{SizeFn, Testbed, GEN_IF};
 
 /// 24 expressions: hosts, nets, ports, protocols, IPv6, VLAN, ARP, ICMP,
@@ -373,7 +374,7 @@ fn extract_says_what_it_skips_and_fails_on_damage() {
     assert_eq!(json(&o)["frames"], 3000);
     assert_eq!(json(&o)["files_scanned_without_index"], 0, "{o}");
     // Without either index: read whole, and said so.
-    std::fs::remove_file(wiretape::storage::keys::path_for(victim)).unwrap();
+    std::fs::remove_file(wiretape::files::keys::path_for(victim)).unwrap();
     let (code, o, e) = run_wiretape(None, &["extract", d, "--count-only", "--json"]);
     assert_eq!(code, 0, "{e}");
     assert_eq!(json(&o)["frames"], 3000);
@@ -386,7 +387,7 @@ fn extract_says_what_it_skips_and_fails_on_damage() {
     // extracted, the file and offset named, exit 1 (0 with --ignore-corrupt).
     let bad = &files[0];
     let recs = {
-        let mut w = wiretape::storage::walk::Walker::new(std::io::BufReader::new(
+        let mut w = wiretape::files::walk::Walker::new(std::io::BufReader::new(
             std::fs::File::open(bad).unwrap(),
         ));
         std::iter::from_fn(|| w.next()).collect::<Vec<_>>()

@@ -9,7 +9,8 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use wiretape::storage::{FileSink, Format, PcapReader, PcapWriter, Record};
+use wiretape::files::{Format, PcapReader, Record};
+use wiretape::storage::{FileSink, PcapWriter};
 
 const N: u64 = 100_000;
 

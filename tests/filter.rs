@@ -16,7 +16,7 @@ mod gen;
 use common::*;
 use std::path::Path;
 
-use wiretape::storage::Record;
+use wiretape::files::Record;
 use wiretape_testbed::{Testbed, GEN_IF};
 
 /// At least 30 expressions: host/net/port/portrange/proto/vlan, byte

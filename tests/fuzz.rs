@@ -24,8 +24,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+use wiretape::files::index;
+use wiretape::files::{FileInfo, PcapReader, Record};
 use wiretape::query::extract::{self, Merge, Window};
-use wiretape::storage::{index, repair, FileInfo, PcapReader, Record};
+use wiretape::storage::repair;
 
 const T0: u64 = 1_795_000_000_000_000_000;
 
@@ -430,7 +432,7 @@ fn lay_out(
     if base.v2 {
         // Format 2 as the writer makes it: rebuilt from the intact file.
         std::fs::write(&f, &b).unwrap();
-        index::rebuild(&f, 512).unwrap();
+        wiretape::storage::index::rebuild(&f, 512).unwrap();
         idx = std::fs::read(&i).unwrap();
     }
     let be = matches!(base.kind, Kind::NsBe);
@@ -572,7 +574,7 @@ proptest! {
         let (dir, slot) = scratch_once("idx");
         let _c = Case::start(slot, &dir);
         let (f, i) = lay_out(&dir, &base, &fm, &[]);
-        if index::rebuild(&f, block).is_ok() {
+        if wiretape::storage::index::rebuild(&f, block).is_ok() {
             let es = index::read(&i).unwrap();
             let (n, err) = read_records(&f);
             if err.is_none() {

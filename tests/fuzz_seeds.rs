@@ -56,7 +56,7 @@ fn regressions() -> Vec<(&'static str, Vec<u8>)> {
     v.push(("walk", b));
     // wiretape's LZ4 frame with a 10-byte block: the decoder made room
     // for a whole 4 MB unit behind it.
-    let mut b = wiretape_storage::compress::lz4_frame_header().to_vec();
+    let mut b = wiretape_files::compress::lz4_frame_header().to_vec();
     b.extend_from_slice(&10u32.to_le_bytes());
     b.extend_from_slice(&[0x1f; 10]);
     v.push(("zread", b));

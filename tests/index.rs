@@ -18,7 +18,7 @@ use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use wiretape::storage::index;
+use wiretape::files::index;
 
 const PHASES: u8 = 8;
 const PER_PHASE: usize = 900;

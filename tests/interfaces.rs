@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use wiretape::storage::{PcapReader, Record};
+use wiretape::files::{PcapReader, Record};
 use wiretape_testbed::{frames, SizeFn, Testbed, CAP_IF, GEN_IF};
 
 const CAP2: &str = "wt-cap2";

@@ -28,12 +28,13 @@ mod common;
 
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
+use wiretape::files::walk::Walker;
+use wiretape::files::{naming, Format};
 use wiretape::filter::flow::Needs;
 use wiretape::filter::LINKTYPE_ETHERNET;
 use wiretape::query::extract::{Merge, Plan, Window};
 use wiretape::query::narrow::{self, Narrow};
-use wiretape::storage::walk::Walker;
-use wiretape::storage::{naming, FileSink, Format, PcapWriter};
+use wiretape::storage::{FileSink, PcapWriter};
 
 const T0: u64 = 1_790_000_000_000_000_000;
 const V4: [[u8; 4]; 6] = [
@@ -296,7 +297,7 @@ fn full_scan(files: &[PathBuf], prog: &wiretape::filter::Program, w: &Window) ->
     let mut out = Vec::new();
     let mut data = Vec::new();
     for (i, f) in files.iter().enumerate() {
-        let src = wiretape::storage::zread::open_buffered(f).unwrap();
+        let src = wiretape::files::zread::open_buffered(f).unwrap();
         let mut walk = Walker::new(src);
         while let Some(m) = walk.next_into(&mut data) {
             if w.contains(m.ts_ns) && prog.matches(&data, m.orig_len) {
@@ -343,7 +344,7 @@ proptest! {
         // catch it, and the file is planned from its `.idx`.
         let mut damaged = false;
         if let Some((f, at, x)) = corrupt {
-            let kdx = wiretape::storage::keys::path_for(&files[f % files.len()]);
+            let kdx = wiretape::files::keys::path_for(&files[f % files.len()]);
             if let Ok(mut b) = std::fs::read(&kdx) {
                 if !b.is_empty() {
                     let i = (at % b.len() as u64) as usize;
@@ -473,7 +474,7 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
     // more hosts than a flow set lists.
     let per_file: Vec<Vec<_>> = files
         .iter()
-        .map(|f| wiretape::storage::index::read(&wiretape::storage::index::path_for(f)).unwrap())
+        .map(|f| wiretape::files::index::read(&wiretape::files::index::path_for(f)).unwrap())
         .collect();
     let entries: Vec<_> = per_file.iter().flatten().cloned().collect();
     assert!(entries.len() >= 60, "{} blocks", entries.len());
@@ -567,9 +568,8 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
     let mut want: Vec<(String, String, u64)> = Vec::new();
     for (node, d) in [("sensor-a", &dir), ("sensor-b", &dir_b)] {
         for f in common::pcaps(d) {
-            let es =
-                wiretape::storage::index::read(&wiretape::storage::index::path_for(&f)).unwrap();
-            let src = wiretape::storage::zread::open_buffered(&f).unwrap();
+            let es = wiretape::files::index::read(&wiretape::files::index::path_for(&f)).unwrap();
+            let src = wiretape::files::zread::open_buffered(&f).unwrap();
             let mut walk = Walker::new(src);
             let mut data = Vec::new();
             let abs = std::fs::canonicalize(&f).unwrap().display().to_string();
@@ -658,9 +658,9 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
     for (strip, key_files, whole_files) in [(true, 0, 0), (false, 0, files.len() as u64)] {
         for f in &files {
             let side = if strip {
-                wiretape::storage::keys::path_for(f)
+                wiretape::files::keys::path_for(f)
             } else {
-                wiretape::storage::index::path_for(f)
+                wiretape::files::index::path_for(f)
             };
             std::fs::remove_file(&side).unwrap();
         }
@@ -694,7 +694,7 @@ fn extract_json(dir: &Path, out: &Path, expr: &str) -> serde_json::Value {
 }
 
 /// The frames of `out` are `reference`'s (bytes and stamps, in order).
-fn same_frames(out: &Path, reference: &[wiretape::storage::Record], what: &str) {
+fn same_frames(out: &Path, reference: &[wiretape::files::Record], what: &str) {
     let got = common::read_all(out);
     assert_eq!(got.len(), reference.len(), "'{what}'");
     assert!(

@@ -13,8 +13,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use wiretape::files::Record;
 use wiretape::live::Recv;
-use wiretape::storage::Record;
 use wiretape::{RecordConfig, Recording, ServeConfig, SubscribeOptions};
 use wiretape_testbed::{frames, SizeFn, Testbed, CAP_IF, GEN_IF};
 

@@ -13,7 +13,7 @@ use common::*;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use wiretape::storage::{PcapReader, Record};
+use wiretape::files::{PcapReader, Record};
 use wiretape_testbed::{frames, SizeFn, Testbed, CAP_IF, GEN_IF};
 
 /// The throttled-disk test holds this alone (its verdict depends on the

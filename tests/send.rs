@@ -6,7 +6,8 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use wiretape::storage::{FileSink, Format, PcapReader, PcapWriter, Record};
+use wiretape::files::{Format, PcapReader, Record};
+use wiretape::storage::{FileSink, PcapWriter};
 use wiretape_testbed::{frames, Testbed, GEN_IF};
 
 /// Every record of the capture files in `dir`, in order.

@@ -47,8 +47,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use wiretape::files::Record;
 use wiretape::query::steno::{self, Decoded};
-use wiretape::storage::Record;
 use wiretape_testbed::{SizeFn, Testbed, CAP_IF, GEN_IF};
 
 /// Stenographer's port inside the namespace.

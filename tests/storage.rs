@@ -240,7 +240,7 @@ fn sigkill_mid_write_then_restart_trims_the_torn_tail() {
         "a killed recorder leaves no XDP program behind (bpf_link)"
     );
     let f = pcaps(out.path()).remove(0);
-    let torn = wiretape::storage::FileInfo::scan(&f).is_err();
+    let torn = wiretape::files::FileInfo::scan(&f).is_err();
     // A new recording in the same directory repairs the old file first.
     let json = out.path().join("s.json");
     let mut again = Recorder::start(
@@ -306,9 +306,9 @@ fn rotation(tag: &str, args: &[&str]) -> (Vec<PathBuf>, TempDir) {
         "the summary lists every file"
     );
     let mut seqs = Vec::new();
-    let mut rec = wiretape::storage::Record::default();
+    let mut rec = wiretape::files::Record::default();
     for f in &files {
-        let mut r = wiretape::storage::PcapReader::open(f).unwrap();
+        let mut r = wiretape::files::PcapReader::open(f).unwrap();
         let before = seqs.len();
         while r.next_into(&mut rec).unwrap() {
             seqs.push(wiretape_testbed::frames::parse(&rec.data).unwrap().0);
@@ -332,7 +332,7 @@ fn rotation_by_size() {
         assert!(len <= 4 << 20, "{} is {len} bytes", f.display());
         assert_eq!(
             tshark_count(f),
-            wiretape::storage::FileInfo::scan(f).unwrap().packets
+            wiretape::files::FileInfo::scan(f).unwrap().packets
         );
     }
 }
@@ -343,7 +343,7 @@ fn rotation_by_time() {
     // 30k frames at 20k/s: 1.5 s of packet time, a file per 0.3 s.
     assert!(files.len() >= 4, "{} files", files.len());
     for f in &files {
-        let i = wiretape::storage::FileInfo::scan(f).unwrap();
+        let i = wiretape::files::FileInfo::scan(f).unwrap();
         let span = i.last_ns.unwrap() - i.first_ns.unwrap();
         assert!(span < 300_000_000, "{} spans {span} ns", f.display());
     }
@@ -462,7 +462,7 @@ fn pcapng_with_ns_and_pcap_with_us_read_by_tshark() {
 /// but look close: retention may delete only the first.
 fn plant_files(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
     std::fs::create_dir_all(dir).unwrap();
-    let hdr = wiretape::storage::FileHeader::new(65535, true).encode();
+    let hdr = wiretape::files::FileHeader::new(65535, true).encode();
     let old = dir.join(format!(
         "wiretape-{CAP_IF}-q0-20200101T000000.000000000Z.pcap"
     ));
@@ -484,7 +484,7 @@ fn ours(dir: &Path) -> Vec<PathBuf> {
         .into_iter()
         .filter(|p| {
             let n = p.file_name().unwrap().to_str().unwrap();
-            wiretape::storage::naming::parse(n, "wiretape").is_some()
+            wiretape::files::naming::parse(n, "wiretape").is_some()
         })
         .collect()
 }
@@ -493,9 +493,9 @@ fn ours(dir: &Path) -> Vec<PathBuf> {
 fn newest_kept(files: &[PathBuf], n: u64) -> u64 {
     let v = verify_files(files, n, usize::MAX, 0, u64::MAX, true);
     let mut seqs = Vec::new();
-    let mut rec = wiretape::storage::Record::default();
+    let mut rec = wiretape::files::Record::default();
     for f in files {
-        let mut r = wiretape::storage::PcapReader::open(f).unwrap();
+        let mut r = wiretape::files::PcapReader::open(f).unwrap();
         while r.next_into(&mut rec).unwrap() {
             seqs.push(wiretape_testbed::frames::parse(&rec.data).unwrap().0);
         }
@@ -550,7 +550,7 @@ fn retention_keep_files_deletes_only_our_oldest() {
         assert!(f.exists(), "{} is not ours: untouched", f.display());
     }
     for f in &kept {
-        assert!(wiretape::storage::index::path_for(f).exists());
+        assert!(wiretape::files::index::path_for(f).exists());
         let ours = verify_files(std::slice::from_ref(f), n, usize::MAX, 0, u64::MAX, true);
         assert_eq!(
             tshark_count(f),
@@ -635,7 +635,7 @@ fn rotation_by_size_pcapng_counts_pcapng_records() {
         assert!(len <= 1 << 20, "{} is {len} bytes", f.display());
         assert_eq!(
             tshark_count(f),
-            wiretape::storage::FileInfo::scan(f).unwrap().packets
+            wiretape::files::FileInfo::scan(f).unwrap().packets
         );
     }
 }

@@ -24,7 +24,7 @@ use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use wiretape::storage::index;
+use wiretape::files::index;
 
 const T0_NS: u64 = 1_700_000_000_000_000_000;
 const MS: u64 = 1_000_000;
@@ -131,7 +131,7 @@ fn u(v: &Value, k: &str) -> u64 {
 /// Every index block of the store: (first_ns, last_ns, frames).
 fn blocks(dir: &Path) -> Vec<(u64, u64, u64)> {
     let mut out = Vec::new();
-    for f in wiretape::storage::naming::list_any(dir, None).unwrap() {
+    for f in wiretape::files::naming::list_any(dir, None).unwrap() {
         for e in index::read(&index::path_for(&f)).unwrap() {
             out.push((e.first_ns, e.last_ns, e.count));
         }

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use wiretape::storage::{PcapReader, Record};
+use wiretape::files::{PcapReader, Record};
 use wiretape_testbed::{SizeFn, Testbed};
 
 fn run_mode(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use wiretape::storage::{PcapReader, Record};
+use wiretape::files::{PcapReader, Record};
 use wiretape_testbed::{frames, Testbed, CAP_IF};
 
 /// The `wiretape` binary built beside the test executable (target/<profile>/wiretape).

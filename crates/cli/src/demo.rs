@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 use wiretape::capture::{CaptureConfig, XdpMode};
-use wiretape::storage::{PcapReader, Record};
+use wiretape::files::{PcapReader, Record};
 use wiretape::timestamp::{format_rfc3339, realtime_ns};
 use wiretape::{Event, Input, RecordConfig};
 use wiretape_testbed::{frames, sys, SizeFn, Testbed, CAP_IF, GEN_IF};

@@ -7,12 +7,12 @@ use crate::report::{bytes_h, thousands};
 use anyhow::{anyhow, bail, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use wiretape::files::pcap::MAX_SNAPLEN;
+use wiretape::files::Format;
 use wiretape::filter::LINKTYPE_ETHERNET;
 use wiretape::query::job::{self, Job, Outcome, PlanStats, Request};
 use wiretape::query::remote::{self, Client, Remote, RemoteSource, Source, Sources};
 use wiretape::query::{Note, QueryError, Stats, StoreSpan, Window};
-use wiretape::storage::pcap::MAX_SNAPLEN;
-use wiretape::storage::Format;
 use wiretape::timestamp::{format_rfc3339, parse_time_in, realtime_ns, NoZone};
 
 #[derive(clap::Args)]

@@ -3,7 +3,8 @@
 use crate::report::{bytes_h, thousands};
 use anyhow::Result;
 use std::path::PathBuf;
-use wiretape::storage::{index, FileInfo, Format};
+use wiretape::files::index;
+use wiretape::files::{FileInfo, Format};
 use wiretape::timestamp::format_rfc3339;
 
 #[derive(clap::Args)]
@@ -35,7 +36,7 @@ pub(crate) fn captures(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let files = wiretape::storage::naming::list_any(p, None)
+            let files = wiretape::files::naming::list_any(p, None)
                 .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", p.display()))?;
             if files.is_empty() {
                 eprintln!(
@@ -90,7 +91,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                     }
                 };
                 // The key index: segments, blocks covered, complete or not.
-                let kdx = wiretape::storage::keys::KeyIndex::open(f);
+                let kdx = wiretape::files::keys::KeyIndex::open(f);
                 let keys_json = match &kdx {
                     Ok(None) => serde_json::Value::Null,
                     Err(e) => serde_json::json!({ "error": e.to_string() }),

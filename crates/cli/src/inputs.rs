@@ -16,9 +16,9 @@
 //! naming a file is refused the same way (`-F WORD` is the file).
 
 use std::path::Path;
+use wiretape::files::naming::EXTENSIONS;
 use wiretape::filter::words::is_filter_word;
 use wiretape::query::remote;
-use wiretape::storage::naming::EXTENSIONS;
 
 /// A word read as an input whatever exists: a URL, a path by its look, a
 /// capture file by its extension.

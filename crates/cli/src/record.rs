@@ -1014,8 +1014,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     if let Some(m) = a.buffer_mib {
         st.buffer_bytes = m << 20;
     }
-    st.format =
-        wiretape::storage::Format::from_flags(&a.format, &a.tsprec).map_err(crate::usage)?;
+    st.format = wiretape::files::Format::from_flags(&a.format, &a.tsprec).map_err(crate::usage)?;
     st.index = !a.no_index;
     st.flow_index = !a.no_flow_index;
     st.key_index = !a.no_key_index;

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 use std::time::Duration;
 use wiretape::capture::{BindMode, StartInfo};
-use wiretape::storage::Format;
+use wiretape::files::Format;
 use wiretape::{CaptureReport, Drops, RecordConfig, Snapshot, StorageProgress};
 
 /// 1234567 -> "1,234,567"

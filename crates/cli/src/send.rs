@@ -175,7 +175,7 @@ fn print_report(a: &TxArgs, r: &TxReport, extra: serde_json::Value) {
 
 pub(crate) fn replay(a: ReplayArgs) -> Result<i32> {
     let mut src = wiretape::ReplaySource::open(&a.file, a.loops)?;
-    if src.linktype() != wiretape::storage::LINKTYPE_ETHERNET {
+    if src.linktype() != wiretape::files::LINKTYPE_ETHERNET {
         bail!(
             "{}: link type {} is not Ethernet (1): only Ethernet captures can be replayed on an interface",
             a.file.display(),

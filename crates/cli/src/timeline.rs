@@ -112,7 +112,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         if let Err(e) = wiretape::filter::compile(
             e,
             wiretape::filter::LINKTYPE_ETHERNET,
-            wiretape::storage::pcap::MAX_SNAPLEN,
+            wiretape::files::pcap::MAX_SNAPLEN,
         ) {
             eprintln!("wiretape: error: --filter-index: {e}");
             return Ok(QueryError::from(e).exit_code());

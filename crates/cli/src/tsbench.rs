@@ -207,7 +207,7 @@ fn svg(rows: &[Accuracy]) -> String {
 /// The live measurement on a veth pair; prints a table.
 fn live(a: &Args) -> Result<()> {
     use std::sync::atomic::AtomicBool;
-    use wiretape::storage::{PcapReader, Record};
+    use wiretape::files::{PcapReader, Record};
     use wiretape_testbed::{frames, Testbed, CAP_IF};
     crate::record::check_basic_privileges()?;
     let tb = Testbed::create("tsb", 1)?;

@@ -5,12 +5,13 @@
 use std::path::{Path, PathBuf};
 use wiretape_capture::tx::Source;
 use wiretape_capture::{PcapInPlace, RecordHead, RecordSource};
-use wiretape_storage::{Format, PcapReader, Record, StorageError};
+use wiretape_files::{Format, PcapReader, Record};
+use wiretape_storage::StorageError;
 
 /// Frames of a capture file, `loops` times over.
 pub struct ReplaySource {
     path: PathBuf,
-    reader: PcapReader<wiretape_storage::reader::FileSource>,
+    reader: PcapReader<wiretape_files::reader::FileSource>,
     rec: Record,
     loops_left: u64,
     /// Stamp of the current pass's first frame.
@@ -96,7 +97,7 @@ impl Source for ReplaySource {
 /// The records of a capture file (pcap ns/µs either byte order, pcapng),
 /// for the file engine.
 pub struct FileSource {
-    reader: PcapReader<wiretape_storage::reader::FileSource>,
+    reader: PcapReader<wiretape_files::reader::FileSource>,
     rec: Record,
     error: Option<StorageError>,
 }
@@ -151,14 +152,14 @@ impl RecordSource for FileSource {
         // The file already opened (and its header checked), not its path
         // again: the same file even if the path was renamed over since.
         // A compressed capture is read through `next`/`fill`, decompressed.
-        let wiretape_storage::zread::Source::Plain(plain) = self.reader.get_ref() else {
+        let wiretape_files::zread::Source::Plain(plain) = self.reader.get_ref() else {
             return None;
         };
         let file = plain.get_ref().try_clone().ok()?;
         // A file wiretape is still writing is cut to its exact length at
         // every flush (it grows ahead of the writes): a mapping would fault
         // (SIGBUS) past such a cut. It is read through the ring instead.
-        if wiretape_storage::is_being_written(&file) {
+        if wiretape_files::is_being_written(&file) {
             return None;
         }
         let h = self.reader.header();

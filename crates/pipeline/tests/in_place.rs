@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wiretape_capture::tx::Speed;
 use wiretape_capture::{CaptureFilter, FileConfig, FileEngine};
+use wiretape_files::Format;
 use wiretape_pipeline::{FileSource, FrameSink, Running, StageConfig, StopReason};
-use wiretape_storage::{FileSink, Format, PcapWriter, StorageError, WriterReport};
+use wiretape_storage::{FileSink, PcapWriter, StorageError, WriterReport};
 use wiretape_timestamp::TsMode;
 
 mod common;

@@ -7,9 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use wiretape_capture::tx::Speed;
+use wiretape_files::{PcapReader, Record};
 use wiretape_pipeline::live::Recv;
 use wiretape_pipeline::{DumpRequest, Input, RecordConfig, Recording, SubscribeOptions};
-use wiretape_storage::{FileSink, PcapReader, PcapWriter, Record};
+use wiretape_storage::{FileSink, PcapWriter};
 
 mod common;
 use common::Dir;

@@ -10,8 +10,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use wiretape_capture::netmap::{synthetic, Netmap, SyntheticSpec};
 use wiretape_capture::NetmapConfig;
+use wiretape_files::{Format, PcapReader, Record};
 use wiretape_pipeline::{Running, StageConfig, StopReason};
-use wiretape_storage::{Format, PcapReader, Record, StorageConfig, Store};
+use wiretape_storage::{StorageConfig, Store};
 use wiretape_timestamp::TsMode;
 
 mod common;

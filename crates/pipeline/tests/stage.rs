@@ -8,12 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use wiretape_capture::{FileConfig, FileEngine};
+use wiretape_files::{Format, PcapReader, Record};
 use wiretape_pipeline::{
     record, Event, FileSource, FrameSink, RecordConfig, Running, StageConfig, StopReason,
 };
-use wiretape_storage::{
-    FileSink, Format, PcapReader, PcapWriter, Record, StorageError, WriterReport,
-};
+use wiretape_storage::{FileSink, PcapWriter, StorageError, WriterReport};
 use wiretape_timestamp::TsMode;
 
 mod common;

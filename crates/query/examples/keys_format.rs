@@ -1,5 +1,5 @@
 //! Which format for the local key index: the paged table of
-//! `wiretape_storage::keys` (fixed-width fence pages over 4 KiB pages of
+//! `wiretape_files::keys` (fixed-width fence pages over 4 KiB pages of
 //! varint records) against a Parquet file of the same host records sorted
 //! by address in row groups of 4,096 with their statistics (what a reader
 //! prunes with: "Parquet sorted by key with row-group statistics"), both
@@ -22,8 +22,8 @@ use arrow_schema::{DataType, Field, Schema};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
+use wiretape_files::keys::{build_segment, KeyIndex, SegmentInput};
 use wiretape_filter::flow::{FrameKeys, Needs, Rows, SigRow};
-use wiretape_storage::keys::{build_segment, KeyIndex, SegmentInput};
 
 fn read_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/io")
@@ -102,7 +102,7 @@ fn main() {
     std::fs::write(&cap, b"").unwrap();
     let mut blocks_bytes = Vec::new();
     for b in 0..blocks as u64 {
-        let e = wiretape_storage::index::Entry {
+        let e = wiretape_files::index::Entry {
             offset: 24 + (b << 20),
             first_ns: b,
             last_ns: b,
@@ -112,7 +112,7 @@ fn main() {
         blocks_bytes.extend_from_slice(&e.fixed_bytes());
     }
     let input = SegmentInput {
-        path: wiretape_storage::keys::path_for(&cap),
+        path: wiretape_files::keys::path_for(&cap),
         first: true,
         block0: 0,
         blocks: blocks_bytes,

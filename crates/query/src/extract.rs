@@ -52,7 +52,7 @@
 //!
 //! # Damage and files being written
 //!
-//! A file held open by a writer ([`storage::is_being_written`]) ends where
+//! A file held open by a writer ([`wiretape_files::is_being_written`]) ends where
 //! its writes in flight end: a torn record or zero pages there are not
 //! damage; reading stops quietly. In a finished file, a torn tail or a
 //! corrupt record is damage ([`NoteKind::Damage`]): what comes before it is
@@ -65,15 +65,14 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use wiretape_storage as storage;
-use wiretape_storage::index::{self, Entry};
-use wiretape_storage::naming;
-use wiretape_storage::ramp::RampReader;
-use wiretape_storage::walk::{End, Walker};
-use wiretape_storage::zread::Source;
+use wiretape_files::index::{self, Entry};
+use wiretape_files::naming;
+use wiretape_files::ramp::RampReader;
+use wiretape_files::walk::{End, Walker};
+use wiretape_files::zread::Source;
 use wiretape_storage::StorageError;
 
-pub use wiretape_storage::ramp::READ_BUFFER;
+pub use wiretape_files::ramp::READ_BUFFER;
 
 /// A time window: `from_ns` inclusive, `to_ns` exclusive (UTC ns); either
 /// may be open.
@@ -226,7 +225,7 @@ pub struct FilePlan {
     /// Blocks the file's indexes list (its `.idx` entries; with the key
     /// index, `entries` holds only those the spans read).
     pub blocks_total: u64,
-    /// Planned by the exact key index ([`storage::keys`]).
+    /// Planned by the exact key index ([`wiretape_files::keys`]).
     pub key_index: bool,
 }
 
@@ -1008,7 +1007,7 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
             return false;
         };
         let at = stop.offset;
-        let live = s.live || storage::is_being_written(s.walk.get_ref().file());
+        let live = s.live || wiretape_files::is_being_written(s.walk.get_ref().file());
         let what = match &stop.end {
             End::Clean => return false,
             End::Io(e) => {
@@ -1118,8 +1117,9 @@ mod tests {
     //! (stamp, file order), stably.
     use super::*;
     use std::fs::File;
-    use wiretape_storage::walk::Walker;
-    use wiretape_storage::{FileSink, Format, PcapWriter};
+    use wiretape_files::walk::Walker;
+    use wiretape_files::Format;
+    use wiretape_storage::{FileSink, PcapWriter};
 
     struct Dir(PathBuf);
     impl Dir {
@@ -1624,7 +1624,7 @@ mod tests {
         #[allow(unsafe_code)]
         let rc = unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX) };
         assert_eq!(rc, 0);
-        assert!(storage::is_being_written(&File::open(&p).unwrap()));
+        assert!(wiretape_files::is_being_written(&File::open(&p).unwrap()));
         let (got, st, notes, _) = run(std::slice::from_ref(&p), late, &|_| true);
         assert_eq!(got.len(), 100, "past the last index entry to the end");
         assert_eq!(got[0].0, stamps[1900]);
@@ -1639,10 +1639,10 @@ mod tests {
         // Our writer holds its files while it writes them.
         let q = d.0.join("wt-x-q0-20251122T101010.000000000Z.pcap");
         let sink = FileSink::with_block_size(&q, 4096).unwrap();
-        assert!(storage::is_being_written(&File::open(&q).unwrap()));
+        assert!(wiretape_files::is_being_written(&File::open(&q).unwrap()));
         let w = PcapWriter::new(sink, 100);
         w.close().unwrap();
-        assert!(!storage::is_being_written(&File::open(&q).unwrap()));
+        assert!(!wiretape_files::is_being_written(&File::open(&q).unwrap()));
     }
 
     #[test]

@@ -20,10 +20,11 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use wiretape_files::index::{self, Entry, FlowSet};
+use wiretape_files::keys::KeyIndex;
+use wiretape_files::naming;
 use wiretape_storage::block::DEFAULT_BLOCK_SIZE;
-use wiretape_storage::index::{self, Entry, FlowSet};
-use wiretape_storage::keys::KeyIndex;
-use wiretape_storage::{naming, StorageError};
+use wiretape_storage::StorageError;
 
 /// Why an index must be rebuilt, or None when it is current (`force`:
 /// always, when it exists).
@@ -79,7 +80,7 @@ pub fn captures(inputs: &[PathBuf], prefix: Option<&str>) -> Result<Vec<PathBuf>
 
 /// Whether a writer holds `p` (its index grows as its blocks go out).
 pub fn being_written(p: &Path) -> bool {
-    std::fs::File::open(p).is_ok_and(|f| wiretape_storage::is_being_written(&f))
+    std::fs::File::open(p).is_ok_and(|f| wiretape_files::is_being_written(&f))
 }
 
 /// What [`rebuild`] did to one file.
@@ -165,7 +166,9 @@ pub fn rebuild(
     };
     for (i, (f, why)) in todo.iter().enumerate() {
         let len = std::fs::metadata(f).map_or(0, |m| m.len());
-        let res = index::rebuild_with(f, DEFAULT_BLOCK_SIZE as u64, &mut |at| progress(i + 1, at));
+        let res = wiretape_storage::index::rebuild_with(f, DEFAULT_BLOCK_SIZE as u64, &mut |at| {
+            progress(i + 1, at)
+        });
         r.bytes += len;
         match res {
             Ok(n) => {

@@ -17,11 +17,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
+use wiretape_files::index::Entry;
+use wiretape_files::pcap::MAX_SNAPLEN;
+use wiretape_files::Format;
 use wiretape_filter::flow::Needs;
 use wiretape_filter::{Program, LINKTYPE_ETHERNET};
-use wiretape_storage::index::Entry;
-use wiretape_storage::pcap::MAX_SNAPLEN;
-use wiretape_storage::{Format, PcapWriter, WriteSink};
+use wiretape_storage::{PcapWriter, WriteSink};
 
 /// The frame predicate of a job's merge (`data`, wire length, stamp): the
 /// compiled filter, a Stenographer query's pieces, or every frame.
@@ -670,7 +671,7 @@ fn linktypes_of(plan: &Plan) -> Vec<(u32, Vec<PathBuf>)> {
     let mut out: Vec<(u32, Vec<PathBuf>)> = Vec::new();
     for f in plan.files.iter().filter(|f| f.skip.is_none()) {
         // Its header only (a compressed capture through its decompressor).
-        use wiretape_storage::zread::{Source, ZReader};
+        use wiretape_files::zread::{Source, ZReader};
         let src = match ZReader::open(&f.path) {
             Ok(Some(z)) => Source::Z(Box::new(z)),
             Ok(None) => match std::fs::File::open(&f.path) {
@@ -679,7 +680,7 @@ fn linktypes_of(plan: &Plan) -> Vec<(u32, Vec<PathBuf>)> {
             },
             Err(_) => continue,
         };
-        let w = wiretape_storage::walk::Walker::new(src);
+        let w = wiretape_files::walk::Walker::new(src);
         if w.format().is_none() {
             continue;
         }

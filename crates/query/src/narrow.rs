@@ -1,6 +1,6 @@
 //! Planning with the indexes: which blocks (and where in them) a filtered
 //! query reads. A finished file with a complete key index (`.kdx`,
-//! [`wiretape_storage::keys`]) is planned from it alone: the filter's
+//! [`wiretape_files::keys`]) is planned from it alone: the filter's
 //! [`Needs`] are looked up per segment, and the plan reads only the places
 //! of the rows that hold them (a run per place, not per block), plus the
 //! block entries it needs; its `.idx` is not read. A file being written is
@@ -14,9 +14,9 @@
 use crate::extract::{self, FilePlan, IndexUse, Plan, Skip, Span, Window};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use wiretape_files::index::{self, Entry};
+use wiretape_files::keys::{Hit, KeyIndex};
 use wiretape_filter::flow::Needs;
-use wiretape_storage::index::{self, Entry};
-use wiretape_storage::keys::{Hit, KeyIndex};
 use wiretape_storage::StorageError;
 
 /// How a plan narrows.

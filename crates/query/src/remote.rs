@@ -24,7 +24,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use wiretape_storage::walk::Walker;
+use wiretape_files::walk::Walker;
 
 /// Bytes of the chunks a sensor's stream hands to the merge.
 const CHUNK: usize = 256 << 10;
@@ -619,7 +619,7 @@ impl RemoteSource {
                     self.failure = match (s.failure(), self.walk.stop()) {
                         (Some(f), _) => Some(f.to_string()),
                         (None, Some(stop)) => {
-                            use wiretape_storage::walk::End;
+                            use wiretape_files::walk::End;
                             match &stop.end {
                                 End::Clean => None,
                                 other => Some(format!(

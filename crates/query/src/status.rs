@@ -5,8 +5,8 @@
 //! a file past its index (at most [`TAIL_LIMIT`] bytes of it).
 
 use std::path::{Path, PathBuf};
-use wiretape_storage::index;
-use wiretape_storage::walk::Walker;
+use wiretape_files::index;
+use wiretape_files::walk::Walker;
 
 /// Bytes of a file's tail (past its last index entry, or a file without
 /// an index) walked at most to find its last stamp and frames.
@@ -139,7 +139,7 @@ pub fn file_status(path: &Path) -> FileStatus {
         fs.partial = true;
         return fs;
     }
-    let Ok(src) = wiretape_storage::zread::open_buffered(path) else {
+    let Ok(src) = wiretape_files::zread::open_buffered(path) else {
         return fs;
     };
     let mut w = Walker::new(src);

@@ -31,11 +31,11 @@ use crate::QueryError;
 use std::collections::BTreeMap;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
+use wiretape_files::index::{self, Entry};
+use wiretape_files::naming;
+use wiretape_files::walk::Walker;
+use wiretape_files::zread::{self, Source};
 use wiretape_filter::flow::Needs;
-use wiretape_storage::index::{self, Entry};
-use wiretape_storage::naming;
-use wiretape_storage::walk::Walker;
-use wiretape_storage::zread::{self, Source};
 
 /// Pixels of the picture's width per bin, at least.
 pub const PX_PER_BIN: u32 = 4;
@@ -544,7 +544,7 @@ pub fn build(req: &Request) -> Result<Timeline, QueryError> {
             let p = wiretape_filter::compile(
                 e,
                 wiretape_filter::LINKTYPE_ETHERNET,
-                wiretape_storage::pcap::MAX_SNAPLEN,
+                wiretape_files::pcap::MAX_SNAPLEN,
             )?;
             Some(Needs::of(p.insns()))
         }

@@ -33,17 +33,17 @@ fn populate(dir: &Path, total: usize, ours: usize) {
     let t0 = 1_795_000_000_000_000_000u64;
     let files = ours / 2; // each of ours has its .idx
     for i in 0..files {
-        let name = wiretape_storage::naming::file_name(
+        let name = wiretape_files::naming::file_name(
             "wiretape",
             "eth0",
             (i % 4) as u32,
             t0 + i as u64 * 1_000_000_000,
-            wiretape_storage::Format::PcapNs,
+            wiretape_files::Format::PcapNs,
         );
         let p = dir.join(name);
         std::fs::write(&p, &pcap).unwrap();
         std::fs::write(
-            wiretape_storage::index::path_for(&p),
+            wiretape_files::index::path_for(&p),
             b"WTIDX\x01\0\0 \0\0\0\0\0\0\0",
         )
         .unwrap();
@@ -94,9 +94,9 @@ fn main() {
         passes[passes.len() - 1]
     );
     // The file just written goes, so the next run starts the same.
-    for f in wiretape_storage::naming::list(dir, "wiretape") {
+    for f in wiretape_files::naming::list(dir, "wiretape") {
         if f.start.starts_with("2030") {
-            let _ = std::fs::remove_file(wiretape_storage::index::path_for(&f.path));
+            let _ = std::fs::remove_file(wiretape_files::index::path_for(&f.path));
             let _ = std::fs::remove_file(&f.path);
         }
     }

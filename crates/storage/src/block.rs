@@ -1,7 +1,7 @@
 //! Building large aligned blocks of pcap records: the one copy of every frame.
 
-use crate::pcap::{record_header, Format, RECORD_HEADER_LEN};
 use crate::sink::Block;
+use wiretape_files::pcap::{record_header, Format, RECORD_HEADER_LEN};
 
 /// Default block size: 1 MiB (>= 512 KiB was best in the HPCAP measurements).
 pub const DEFAULT_BLOCK_SIZE: usize = 1 << 20;
@@ -47,7 +47,7 @@ impl BlockBuilder {
     /// Hands the block on (to a sink).
     pub fn take(&mut self) -> Block {
         self.records = 0;
-        std::mem::replace(&mut self.block, Block::new(crate::aligned::ALIGN))
+        std::mem::replace(&mut self.block, Block::new(wiretape_files::aligned::ALIGN))
     }
 
     /// Continues in `block` (from a sink), after the bytes it holds.
@@ -95,7 +95,7 @@ impl BlockBuilder {
         }
         let dst = &mut buf[start..end];
         if self.format == Format::PcapNg {
-            crate::pcapng::write_epb_on(dst, interface, ts_ns, data, orig_len);
+            wiretape_files::pcapng::write_epb_on(dst, interface, ts_ns, data, orig_len);
         } else {
             let nanos = self.format == Format::PcapNs;
             let hdr = record_header(ts_ns, nanos, data.len() as u32, orig_len);

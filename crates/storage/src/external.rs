@@ -1,4 +1,4 @@
-//! Bytes written straight from memory that is not a [`crate::Block`]: a run
+//! Bytes written straight from memory that is not a [`crate::sink::Block`]: a run
 //! of pcapng blocks an engine laid out in place (the TPACKET_V3 engine
 //! turns each ring block into one, see `wiretape_capture::packet`), which a
 //! sink writes with O_DIRECT from where it lies, and then says so
@@ -12,9 +12,9 @@
 //! the frames and, between them, fillers ([`FILL`]) that readers skip: a
 //! block type of local use (the top bit set), which the pcapng spec
 //! reserves for applications and tells readers to skip. Wireshark, tshark,
-//! libpcap and this crate's [`crate::walk`] skip it.
+//! libpcap and this crate's [`wiretape_files::walk`] skip it.
 
-use crate::pcapng;
+use wiretape_files::pcapng;
 
 pub use wiretape_format::pcapng::{FILL, MIN_BLOCK};
 
@@ -138,7 +138,8 @@ pub fn walk_run(run: &[u8], mut each: impl FnMut(usize, u64, &[u8])) -> Result<R
 mod tests {
     use super::*;
     use crate::sink::Block;
-    use crate::{Format, PcapReader, PcapWriter, Record};
+    use crate::writer::PcapWriter;
+    use wiretape_files::{Format, PcapReader, Record};
 
     /// A run in a block of our own, laid out as an engine lays a ring
     /// block out: a filler first, then each frame's packet block with a
@@ -187,11 +188,11 @@ mod tests {
         ] {
             let path = dir.join(format!("{name}.pcapng"));
             let mut sink = if direct {
-                crate::AnySink::Direct(Box::new(
+                crate::sink::AnySink::Direct(Box::new(
                     crate::uring::UringSink::create(&path, 1 << 16, 4).unwrap(),
                 ))
             } else {
-                crate::AnySink::Buffered(crate::FileSink::create(&path).unwrap())
+                crate::sink::AnySink::Buffered(crate::sink::FileSink::create(&path).unwrap())
             };
             let shared = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
             crate::sink::BlockSink::set_direct_backlog(&mut sink, backlog, shared.clone());

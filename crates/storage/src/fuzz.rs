@@ -11,13 +11,13 @@
 //! write the input to a scratch file of their own in the temporary
 //! directory (one per process and body, reused).
 
-use crate::index;
 use crate::repair;
-use crate::walk::{End, Walker};
-use crate::zread;
-use crate::{FileInfo, PcapReader, Record};
 use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
+use wiretape_files::index;
+use wiretape_files::walk::{End, Walker};
+use wiretape_files::zread;
+use wiretape_files::{FileInfo, PcapReader, Record};
 
 /// The largest allocation a reader may make for one record whatever the
 /// input: a pcap record of the largest caplen libpcap takes for most link
@@ -194,13 +194,13 @@ pub fn index(data: &[u8]) {
     }
 }
 
-/// The key index reader ([`crate::keys::KeyIndex`]): the input as the
+/// The key index reader ([`wiretape_files::keys::KeyIndex`]): the input as the
 /// `.kdx` of a capture; every segment it takes is asked for a few filters'
 /// places, its block entries and all its keys: Ok or an error, never a
 /// panic, and no allocation beyond the file's size.
 pub fn keys(data: &[u8]) {
     let p = put("keys", b"");
-    let kdx = crate::keys::path_for(&p);
+    let kdx = wiretape_files::keys::path_for(&p);
     std::fs::write(&kdx, data).expect("write the input");
     let needs: Vec<_> = [
         "host 10.0.0.1",
@@ -211,7 +211,7 @@ pub fn keys(data: &[u8]) {
     .filter_map(|e| wiretape_filter::compile(e, 1, 65535).ok())
     .filter_map(|p| wiretape_filter::flow::Needs::of(p.insns()))
     .collect();
-    let Ok(Some(k)) = crate::keys::KeyIndex::open(&p) else {
+    let Ok(Some(k)) = wiretape_files::keys::KeyIndex::open(&p) else {
         return;
     };
     let _ = k.complete_for(data.len() as u64);

@@ -1,5 +1,10 @@
-//! wiretape's storage: record formats, block building and the writers that put
-//! blocks on disk; plus readers to verify what was written.
+//! wiretape's write path: the blocks, sinks and writers that put captured
+//! frames on disk, and the care of a store (rotation, retention, repair,
+//! the index builders). One job: to write. The formats and every reader
+//! (headers, the record walker, compressed readers, the `.idx` and `.kdx`
+//! readers, names) are `wiretape-files`'s, below this crate; what answers
+//! questions about a store (the extraction planner and merge, the fleet
+//! index, the API) is `wiretape-query`'s, above both.
 //!
 //! The data path is: frames are copied once into a large aligned block of pcap
 //! records ([`BlockBuilder`]); a full block goes to a [`BlockSink`], which
@@ -7,21 +12,19 @@
 //! together and counts what was written. Engines: [`uring::UringSink`]
 //! (io_uring, O_DIRECT, several blocks in flight: the default) and
 //! [`FileSink`] (buffered `write(2)`: where the filesystem refuses O_DIRECT);
-//! [`AnySink`] chooses. [`repair`] trims torn tails. An engine that lays
-//! frames out as pcapng in its own memory (the TPACKET_V3 engine's ring
-//! blocks) hands them over as [`external::External`] runs, which the
-//! io_uring sink writes as they lie (no copy) and the others copy.
-
+//! [`AnySink`] chooses. An engine that lays frames out as pcapng in its own
+//! memory (the TPACKET_V3 engine's ring blocks) hands them over as
+//! [`external::External`] runs, which the io_uring sink writes as they lie
+//! (no copy) and the others copy. [`compress`] compresses blocks on their
+//! way out; [`index`] and [`keys`] write the sidecars as blocks go out.
 //!
-//! Reading: one record walker ([`walk`]) under the [`PcapReader`],
-//! [`repair`] and the index rebuild ([`index`]); [`ramp`] reads a file for
-//! a query (small reads after a seek, growing; O_DIRECT; read-ahead). What
-//! answers questions about a store (the extraction planner and merge, the
-//! fleet index, the API) is the `wiretape-query` crate's, above this one.
-//! A writer holds an advisory lock on each file while it writes it
-//! ([`is_being_written`]), so readers tell writes in flight from damage.
-//! [`fuzz`] holds the readers' fuzz bodies (the `fuzz/` targets and the
-//! stable `tests/fuzz_seeds.rs` run them).
+//! A store: [`Store`] opens a directory (checked, torn tails repaired) and
+//! hands out a [`RotatingWriter`] per queue; [`retention`] keeps it within
+//! its bounds; [`repair`] trims torn tails after a crash and rebuilds the
+//! sidecars. A writer holds an advisory lock on each file while it writes
+//! it, which readers test (`wiretape_files::is_being_written`).
+//! [`fuzz`] holds the fuzz bodies of the file readers and of repair (the
+//! `fuzz/` targets and the stable `tests/fuzz_seeds.rs` run them).
 //!
 //! Usable on its own, e.g. by other capture tools.
 
@@ -33,11 +36,9 @@
 use wiretape_storage as _;
 
 // `unsafe` only in these modules, each block with its invariant beside it:
-// page-aligned buffers and slabs (mmap), the io_uring engine (registered
-// buffers and files: its `submit` part, the rest of it is safe), and the
-// system calls (statvfs, flock, lseek, sysconf).
-#[allow(unsafe_code)]
-mod aligned;
+// the io_uring engine (registered buffers and files: its `submit` part, the
+// rest of it is safe) and the system calls (statvfs, flock, lseek, sysconf,
+// setpriority). The page-aligned buffers are `wiretape_files::aligned`'s.
 #[allow(unsafe_code)]
 mod sys;
 pub mod uring;
@@ -48,23 +49,14 @@ pub mod external;
 pub mod fuzz;
 pub mod index;
 pub mod keys;
-pub mod naming;
-pub mod pcap;
-pub mod pcapng;
-pub mod ramp;
-pub mod reader;
 pub mod repair;
 pub mod retention;
 pub mod rotating;
 pub mod sink;
-pub mod walk;
 pub mod writer;
-pub mod zread;
 
 pub use block::BlockBuilder;
-pub use compress::{Compress, CompressReport, CompressStats};
-pub use pcap::{FileHeader, Format, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
-pub use reader::{FileInfo, PcapReader, Record};
+pub use compress::{CompressReport, CompressStats};
 pub use retention::{MinFree, Policy, Retention};
 pub use rotating::{
     prepare_dir, repair_dir, Gauge, QueueStorage, RotatingWriter, StorageConfig, StorageProgress,
@@ -73,132 +65,11 @@ pub use rotating::{
 pub use sink::{
     AnySink, Block, BlockSink, FileSink, Gate, IoMode, MakeRoom, PreparedSink, SinkStats, WriteSink,
 };
-pub(crate) use sys::{create_new, first_hole, free_bytes, unlock};
-pub use sys::{fs_space, is_being_written, lock_owner_gone};
+pub use sys::fs_space;
 pub use writer::{PcapWriter, WriterStats};
 
-use std::path::PathBuf;
-
-/// Errors of the storage layer.
-#[derive(Debug, thiserror::Error)]
-pub enum StorageError {
-    /// A write found the filesystem full or the user's quota spent (ENOSPC,
-    /// EDQUOT; a short O_DIRECT write counts too).
-    #[error("disk full while writing {path}: free space or point -w at another disk")]
-    DiskFull {
-        /// The file being written when space ran out.
-        path: PathBuf,
-    },
-    /// A write, flush or fsync failed for another reason than a full disk;
-    /// also what a writer returns for frames offered after such a failure.
-    #[error("cannot write {path}: {source}")]
-    Write {
-        /// The file being written (capture or index).
-        path: PathBuf,
-        /// The OS error (after an earlier failure: that failure's text).
-        #[source]
-        source: std::io::Error,
-    },
-    /// A new file could not be created: it exists already (wiretape never
-    /// overwrites a capture), the directory refuses it, or the io_uring
-    /// engine meant to write it could not be set up.
-    #[error("cannot create {path}: {source}")]
-    Create {
-        /// The file that was to be created.
-        path: PathBuf,
-        /// The OS error (`AlreadyExists` for an existing file).
-        #[source]
-        source: std::io::Error,
-    },
-    /// Opening, measuring or reading a file failed (readers, repair, index
-    /// rebuild, and recovery after a failed write).
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file being read.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file starts with neither a pcap magic nor a pcapng section header,
-    /// or a pcapng section's byte-order magic is wrong.
-    #[error("{path}: not a pcap file, nor pcapng (first bytes {:02x} {:02x} {:02x} {:02x}); expected a pcap or pcapng capture (wiretape, tcpdump, tshark)", magic & 0xff, magic >> 8 & 0xff, magic >> 16 & 0xff, magic >> 24)]
-    BadMagic {
-        /// The file read.
-        path: PathBuf,
-        /// The magic found: the first 4 bytes, read little-endian (pcapng:
-        /// the section's byte-order field).
-        magic: u32,
-    },
-    /// A file ends inside its header, a record or a block: a torn tail (a
-    /// crash or a full disk), which [`repair`] trims (a file without a
-    /// complete header, `good_end` 0, it removes).
-    #[error("{path}: truncated {what} at byte {offset} (file is {len} bytes); {}", repair_hint(*.good_end))]
-    Truncated {
-        /// The file read.
-        path: PathBuf,
-        /// What was cut short, e.g. "file header", "record data", "block".
-        what: &'static str,
-        /// Byte offset where the cut-short part starts.
-        offset: u64,
-        /// Length of the file in bytes.
-        len: u64,
-        /// End of the last complete record: the length repair cuts to.
-        good_end: u64,
-    },
-    /// The output path (`-w`) exists and is not a directory.
-    #[error("output path {0} exists and is not a directory: give -w a directory")]
-    NotADirectory(PathBuf),
-    /// The output directory cannot be created or written to (a probe file
-    /// fails), or `--io direct` was asked of a filesystem that refuses O_DIRECT.
-    #[error("output directory {path} is not writable ({source}): choose another -w directory or fix its permissions")]
-    NotWritable {
-        /// The output directory.
-        path: PathBuf,
-        /// The OS error, or what the filesystem refuses.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A bug, not a disk or file problem: e.g. the thread closing a file
-    /// panicked. The text says what went wrong.
-    #[error("internal error: {0}")]
-    Internal(&'static str),
-    /// Bytes where a record should be are not one (and are not a torn tail);
-    /// also an index with a bad magic, and a record too large for a block.
-    #[error("{path}: corrupt record at byte {offset}: {why}")]
-    Corrupt {
-        /// The file read (or written, for a record too large).
-        path: PathBuf,
-        /// Byte offset where the damage was found (mostly where the last good
-        /// record ends).
-        offset: u64,
-        /// What is wrong, in words for the user.
-        why: String,
-    },
-}
-
-/// What `wiretape repair` does to a torn file whose last complete record
-/// ends at `good_end` (0: nothing whole, not even the header).
-fn repair_hint(good_end: u64) -> String {
-    if good_end == 0 {
-        "no complete file header, no frame in it; `wiretape repair` removes it".into()
-    } else {
-        format!("the last complete record ends at byte {good_end}; `wiretape repair` trims it")
-    }
-}
-
-impl StorageError {
-    /// Maps an I/O error of a write to [`StorageError::DiskFull`] or [`StorageError::Write`].
-    pub fn from_write(path: &std::path::Path, e: std::io::Error) -> Self {
-        if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) {
-            StorageError::DiskFull {
-                path: path.to_owned(),
-            }
-        } else {
-            StorageError::Write {
-                path: path.to_owned(),
-                source: e,
-            }
-        }
-    }
-}
+/// The one error of wiretape's files, read or written: the readers' type,
+/// re-exported on purpose, so that whoever writes (the pipeline) and reads
+/// (the query side) handles one error, and `StorageError::DiskFull` and
+/// `StorageError::Truncated` stay variants of the same enum.
+pub use wiretape_files::StorageError;

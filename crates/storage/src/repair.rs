@@ -13,17 +13,17 @@
 //! not there, and a header made up from the name could not know the run's
 //! snap length, link type or interface. Only files cut short or zeroed are
 //! removed; a file whose first bytes are not a capture's is refused as
-//! before. A file a running recorder holds ([`crate::is_being_written`])
+//! before. A file a running recorder holds ([`wiretape_files::is_being_written`])
 //! is left alone ([`Repaired::busy`]): its end is a write in flight. The
 //! lock of a recorder that was killed outlives it for a moment (until the
 //! kernel has finished its writes in flight): repair waits for that.
 
-use crate::pcapng;
-use crate::walk::{End, Walker, Why};
-use crate::StorageError;
 use std::fs::{File, OpenOptions};
 use std::io::BufReader;
 use std::path::Path;
+use wiretape_files::pcapng;
+use wiretape_files::walk::{End, Walker, Why};
+use wiretape_files::StorageError;
 
 /// What [`repair`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -69,7 +69,7 @@ pub fn truncate(path: &Path, len: u64) -> Result<(), StorageError> {
 
 /// Scans records from `start` (an offset where a record begins) to the end.
 /// Returns (end of the last complete record, records, captured bytes).
-/// The lenient front of [`crate::walk::Walker`]: a torn tail, zero padding
+/// The lenient front of [`wiretape_files::walk::Walker`]: a torn tail, zero padding
 /// and a last block torn inside end the records; other damage is an error.
 pub fn scan_from(path: &Path, start: u64) -> Result<(u64, u64, u64), StorageError> {
     scan(path, start).map(|s| (s.end, s.records, s.bytes))
@@ -155,7 +155,8 @@ fn refuse(path: &Path, offset: u64, why: &Why) -> StorageError {
 }
 
 fn index_disagrees(idx: &Path, records: u64) -> bool {
-    crate::index::read(idx).map_or(true, |e| e.iter().map(|e| e.count).sum::<u64>() != records)
+    wiretape_files::index::read(idx)
+        .map_or(true, |e| e.iter().map(|e| e.count).sum::<u64>() != records)
 }
 
 /// What the internal repairs found.
@@ -176,7 +177,7 @@ pub fn repair(path: &Path) -> Result<Repaired, StorageError> {
     };
     let f = File::open(path).map_err(rd)?;
     let len = f.metadata().map_err(rd)?.len();
-    if crate::is_being_written(&f) && !released_by_the_dead(&f) {
+    if wiretape_files::is_being_written(&f) && !released_by_the_dead(&f) {
         return Ok(Repaired {
             len_before: len,
             len_after: len,
@@ -189,9 +190,12 @@ pub fn repair(path: &Path) -> Result<Repaired, StorageError> {
         Outcome::Repaired(r, _) => Ok(r),
         Outcome::Headerless(len_before) => {
             std::fs::remove_file(path).map_err(|e| StorageError::from_write(path, e))?;
-            match std::fs::remove_file(crate::index::path_for(path)) {
+            match std::fs::remove_file(wiretape_files::index::path_for(path)) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(StorageError::from_write(&crate::index::path_for(path), e))
+                    return Err(StorageError::from_write(
+                        &wiretape_files::index::path_for(path),
+                        e,
+                    ))
                 }
                 _ => {}
             }
@@ -210,15 +214,15 @@ pub fn repair(path: &Path) -> Result<Repaired, StorageError> {
 /// waits for the lock (up to 10 s) so that no late write lands after the
 /// repair. False while a live process holds it.
 fn released_by_the_dead(f: &File) -> bool {
-    if !crate::lock_owner_gone(f) {
+    if !wiretape_files::lock_owner_gone(f) {
         // No dead owner in /proc/locks: a live one holds the lock, or the
         // lock went between the caller's look and this one (the killed
         // recorder's ring torn down just then: 1 kill in 5 under load).
-        return !crate::is_being_written(f);
+        return !wiretape_files::is_being_written(f);
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while std::time::Instant::now() < deadline {
-        if !crate::is_being_written(f) {
+        if !wiretape_files::is_being_written(f) {
             return true;
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
@@ -249,7 +253,7 @@ fn repair_outcome(path: &Path) -> Result<Outcome, StorageError> {
         path: path.to_owned(),
         source,
     };
-    if crate::zread::kind(path).map_err(rd)?.is_some() {
+    if wiretape_files::zread::kind(path).map_err(rd)?.is_some() {
         return repair_compressed(path);
     }
     repair_plain(path)
@@ -259,7 +263,7 @@ fn repair_outcome(path: &Path) -> Result<Outcome, StorageError> {
 /// end mark and content checksum there); then every record is read to
 /// count them (damage inside a whole unit is an error, not cut).
 fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
-    use crate::zread::{Kind, ZEnd, ZReader};
+    use wiretape_files::zread::{Kind, ZEnd, ZReader};
     let rd = |source| StorageError::Read {
         path: path.to_owned(),
         source,
@@ -267,7 +271,7 @@ fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
     let len_before = std::fs::metadata(path).map_err(rd)?.len();
     let hole = File::open(path)
         .ok()
-        .and_then(|f| crate::first_hole(&f, len_before));
+        .and_then(|f| crate::sys::first_hole(&f, len_before));
     if let Some(h) = hole {
         truncate(path, h)?;
     }
@@ -288,7 +292,7 @@ fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
         // Its first unit cut short: nothing whole to keep, and a cut there
         // would leave no capture at all (zstd: no bytes; found by fuzzing:
         // the reopen below panicked): no complete header.
-        if c == 0 || (kind == Kind::Lz4 && c <= crate::compress::LZ4_HEADER_LEN) {
+        if c == 0 || (kind == Kind::Lz4 && c <= wiretape_files::compress::LZ4_HEADER_LEN) {
             return Ok(Outcome::Headerless(len_before));
         }
         truncate(path, c)?;
@@ -324,7 +328,7 @@ fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
         ));
         return Err(e);
     }
-    let idx = crate::index::path_for(path);
+    let idx = wiretape_files::index::path_for(path);
     if idx.exists() && (len_after != len_before || index_disagrees(&idx, records)) {
         crate::index::rebuild(path, crate::block::DEFAULT_BLOCK_SIZE as u64)?;
     }
@@ -349,7 +353,7 @@ fn repair_plain(path: &Path) -> Result<Outcome, StorageError> {
     // records end at the first one at the latest.
     let hole = File::open(path)
         .ok()
-        .and_then(|f| crate::first_hole(&f, len_before));
+        .and_then(|f| crate::sys::first_hole(&f, len_before));
     let len = hole.unwrap_or(len_before);
     if let Some(h) = hole {
         truncate(path, h)?;
@@ -364,7 +368,7 @@ fn repair_plain(path: &Path) -> Result<Outcome, StorageError> {
         truncate(path, s.end)?;
     }
     // A sidecar index is rebuilt to describe exactly what the file holds.
-    let idx = crate::index::path_for(path);
+    let idx = wiretape_files::index::path_for(path);
     if idx.exists() && (s.end < len_before || index_disagrees(&idx, s.records)) {
         crate::index::rebuild(path, crate::block::DEFAULT_BLOCK_SIZE as u64)?;
     }
@@ -382,7 +386,8 @@ fn repair_plain(path: &Path) -> Result<Outcome, StorageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FileSink, PcapWriter};
+    use crate::sink::FileSink;
+    use crate::writer::PcapWriter;
 
     fn file_with(n: u64, name: &str) -> (std::path::PathBuf, Vec<u8>) {
         let d = std::env::temp_dir().join(format!("wt-repair-{name}-{}", std::process::id()));
@@ -468,27 +473,27 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         let p = d.join("a.pcapng");
         let sink = FileSink::with_block_size(&p, 4096).unwrap();
-        let mut w =
-            PcapWriter::with_format(sink, 65535, crate::Format::PcapNg, "veth0").with_index(&p);
+        let mut w = PcapWriter::with_format(sink, 65535, wiretape_files::Format::PcapNg, "veth0")
+            .with_index(&p);
         for i in 0..50u64 {
             w.write(1_000 + i, &vec![i as u8 | 1; 61 + i as usize])
                 .unwrap();
         }
         w.close().unwrap();
         let full = std::fs::read(&p).unwrap();
-        let info = crate::FileInfo::scan(&p).unwrap();
+        let info = wiretape_files::FileInfo::scan(&p).unwrap();
         assert_eq!(
             (info.packets, info.first_ns, info.nanos),
             (50, Some(1_000), true)
         );
-        assert_eq!(info.format, Some(crate::Format::PcapNg));
+        assert_eq!(info.format, Some(wiretape_files::Format::PcapNg));
         // torn in the last block
         std::fs::write(&p, &full[..full.len() - 7]).unwrap();
-        assert!(crate::FileInfo::scan(&p).is_err());
+        assert!(wiretape_files::FileInfo::scan(&p).is_err());
         let r = repair(&p).unwrap();
         assert_eq!(r.records, 49);
-        assert_eq!(crate::FileInfo::scan(&p).unwrap().packets, 49);
-        let idx = crate::index::read(&crate::index::path_for(&p)).unwrap();
+        assert_eq!(wiretape_files::FileInfo::scan(&p).unwrap().packets, 49);
+        let idx = wiretape_files::index::read(&wiretape_files::index::path_for(&p)).unwrap();
         assert_eq!(idx.iter().map(|e| e.count).sum::<u64>(), 49);
         // zero padding
         let mut padded = full.clone();
@@ -513,14 +518,14 @@ mod tests {
     #[test]
     fn a_file_without_a_complete_header_is_removed() {
         let (p, full) = file_with(3, "headerless");
-        let idx = crate::index::path_for(&p);
+        let idx = wiretape_files::index::path_for(&p);
         let mut ng = Vec::new();
         {
             let q = p.with_extension("pcapng");
             let mut w = PcapWriter::with_format(
                 FileSink::create(&q).unwrap(),
                 65535,
-                crate::Format::PcapNg,
+                wiretape_files::Format::PcapNg,
                 "eth0",
             );
             w.write(1, &[1u8; 60]).unwrap();
@@ -567,7 +572,7 @@ mod tests {
         assert!(p.exists());
         // Held by a writer: left alone, whatever it holds.
         std::fs::remove_file(&p).unwrap();
-        let held = crate::create_new(&p, 0).unwrap();
+        let held = crate::sys::create_new(&p, 0).unwrap();
         let r = repair(&p).unwrap();
         assert!(r.busy && !r.changed(), "{r:?}");
         assert!(p.exists());

@@ -1,7 +1,7 @@
 //! Retention: keeping a bounded ring of capture files, the way recorders run
 //! for months. Only wiretape's own files are ever deleted: names of the exact
 //! form `<prefix>-<iface>-q<N>-<YYYYMMDDTHHMMSS.nnnnnnnnnZ>.pcap[ng]` (what
-//! [`crate::naming::file_name`] makes) in the output directory, with their
+//! [`wiretape_files::naming::file_name`] makes) in the output directory, with their
 //! `.idx` and `.kdx` sidecars; any other file is left alone, whatever its name or age.
 //! Files being written are never deleted. Oldest first, by the UTC start
 //! time in the name (files of earlier runs with the same prefix included:
@@ -52,12 +52,12 @@ impl Policy {
     }
 }
 
-use crate::fs_space;
-pub use crate::naming::OurFile;
+use crate::sys::fs_space;
+pub use wiretape_files::naming::OurFile;
 
-/// Our files in `dir`, oldest first (see [`crate::naming::list`]).
+/// Our files in `dir`, oldest first (see [`wiretape_files::naming::list`]).
 pub fn our_files(dir: &Path, prefix: &str) -> Vec<OurFile> {
-    crate::naming::list(dir, prefix)
+    wiretape_files::naming::list(dir, prefix)
 }
 
 /// How often the directory is listed again (files added or removed by
@@ -75,7 +75,9 @@ struct Catalog {
 impl Catalog {
     fn key(&self, p: &Path, prefix: &str) -> Option<(String, PathBuf)> {
         let name = p.file_name()?.to_str()?;
-        let start = crate::naming::parse(name, prefix)?.start.to_string();
+        let start = wiretape_files::naming::parse(name, prefix)?
+            .start
+            .to_string();
         Some((start, p.to_owned()))
     }
 
@@ -84,7 +86,7 @@ impl Catalog {
         let Some(k) = self.key(p, prefix) else { return };
         match std::fs::metadata(p) {
             Ok(md) if md.is_file() => {
-                let side = crate::naming::sidecar_bytes(p);
+                let side = wiretape_files::naming::sidecar_bytes(p);
                 let at = md.modified().unwrap_or(SystemTime::UNIX_EPOCH);
                 self.files.insert(k, (md.len() + side, at));
             }
@@ -232,14 +234,14 @@ impl Retention {
         if gone.is_err() {
             return false;
         }
-        crate::naming::remove_sidecars(&f.path);
+        wiretape_files::naming::remove_sidecars(&f.path);
         self.deleted_files.fetch_add(1, Ordering::Relaxed);
         self.deleted_bytes.fetch_add(f.bytes, Ordering::Relaxed);
         if let Some(n) = f
             .path
             .file_name()
             .and_then(|n| n.to_str())
-            .and_then(|n| crate::naming::parse(n, &self.prefix))
+            .and_then(|n| wiretape_files::naming::parse(n, &self.prefix))
         {
             let mut m = self.by_series.lock().unwrap();
             let e = m.entry((n.ifname.to_string(), n.queue)).or_default();
@@ -362,8 +364,8 @@ mod tests {
         for i in 0..6 {
             std::fs::write(name(i), vec![0u8; 1000]).unwrap();
         }
-        std::fs::write(crate::naming::index_path(&name(0)), b"x").unwrap();
-        std::fs::write(crate::naming::keys_path(&name(0)), b"y").unwrap();
+        std::fs::write(wiretape_files::naming::index_path(&name(0)), b"x").unwrap();
+        std::fs::write(wiretape_files::naming::keys_path(&name(0)), b"y").unwrap();
         let foreign = [
             d.join("notes.txt"),
             d.join("other-eth0-q0-20261122T101000.000000000Z.pcap"),
@@ -388,7 +390,7 @@ mod tests {
         for i in [1, 2, 3] {
             assert!(!name(i).exists(), "{i} deleted");
         }
-        assert!(crate::naming::index_path(&name(0)).exists());
+        assert!(wiretape_files::naming::index_path(&name(0)).exists());
         r.closed(&name(0));
         let r2 = Retention::new(
             &d,
@@ -399,8 +401,8 @@ mod tests {
             },
         );
         assert_eq!(r2.enforce(), 1); // 0 (with its sidecar) goes
-        assert!(!name(0).exists() && !crate::naming::index_path(&name(0)).exists());
-        assert!(!crate::naming::keys_path(&name(0)).exists());
+        assert!(!name(0).exists() && !wiretape_files::naming::index_path(&name(0)).exists());
+        assert!(!wiretape_files::naming::keys_path(&name(0)).exists());
         assert!(r2.make_room(&name(5)));
         assert!(!name(4).exists() && name(5).exists());
         assert!(!r2.make_room(&name(5)), "nothing else of ours to delete");

@@ -1,7 +1,7 @@
 //! A recording's output: [`Store`] opens the directory once (checked, torn
 //! tails repaired, O_DIRECT probed, RAM budget and retention set up) and
 //! hands out one [`RotatingWriter`] per queue, which writes the queue's
-//! frames into files named by [`crate::naming`], rotating them by size or
+//! frames into files named by [`wiretape_files::naming`], rotating them by size or
 //! packet time, with one final [`WriterReport`] and one live [`Gauge`].
 //!
 //! Rotation happens between two frames on the writer's thread: the old file
@@ -9,17 +9,17 @@
 //! engine is prepared ahead on another, so no frame is lost or written twice
 //! at a boundary and the writer never waits for either.
 
-use crate::naming;
-use crate::pcap::Format;
 use crate::retention::{Policy, Retention};
 use crate::sink::{AnySink, BlockSink, Gate, IoMode, PreparedSink};
 use crate::writer::PcapWriter;
-use crate::StorageError;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use wiretape_files::naming;
+use wiretape_files::pcap::Format;
+use wiretape_files::StorageError;
 use wiretape_timestamp::hist::{self, Histogram};
 use wiretape_timestamp::monotonic_ns;
 
@@ -73,7 +73,7 @@ pub struct StorageConfig {
     /// only (other link types get time-only index entries).
     pub linktype: u32,
     /// Compress files at rest (`--compress`; [`crate::compress`]).
-    pub compress: crate::compress::Compress,
+    pub compress: wiretape_files::compress::Compress,
     /// Compression threads, all queues together (`--compress-threads`).
     pub compress_threads: usize,
     /// Runs laid out in place are written from where they lie only while
@@ -103,8 +103,8 @@ impl StorageConfig {
             key_index_wait: false,
             retention: Policy::default(),
             on_full_rotate: false,
-            linktype: crate::pcap::LINKTYPE_ETHERNET,
-            compress: crate::compress::Compress::None,
+            linktype: wiretape_files::pcap::LINKTYPE_ETHERNET,
+            compress: wiretape_files::compress::Compress::None,
             compress_threads: default_compress_threads(),
             direct_backlog_max: crate::uring::DIRECT_BACKLOG_MAX,
         }
@@ -373,7 +373,7 @@ impl Store {
         let keys_on = cfg.index
             && cfg.flow_index
             && cfg.key_index
-            && cfg.linktype == crate::pcap::LINKTYPE_ETHERNET;
+            && cfg.linktype == wiretape_files::pcap::LINKTYPE_ETHERNET;
         let keys = if keys_on {
             Some(
                 crate::keys::Builder::start().map_err(|e| StorageError::Create {
@@ -554,7 +554,7 @@ impl Store {
             }
         }
         (st.deleted_files, st.deleted_bytes) = self.retention.deleted();
-        st.fs_space = crate::fs_space(&self.cfg.dir);
+        st.fs_space = crate::sys::fs_space(&self.cfg.dir);
         st.buffer_limit_bytes = self.cfg.buffer_bytes;
         st
     }
@@ -752,7 +752,7 @@ impl RotatingWriter {
         }
         let w = PcapWriter::with_link(sink, c.snaplen, c.format, &self.ifname, c.linktype)
             .compressed(c.compress.is_on() && self.pool.is_some());
-        let flows = c.flow_index && c.linktype == crate::pcap::LINKTYPE_ETHERNET;
+        let flows = c.flow_index && c.linktype == wiretape_files::pcap::LINKTYPE_ETHERNET;
         Ok(match (c.index, flows) {
             (true, true) if self.keys.is_some() => {
                 w.with_index(path)

@@ -19,13 +19,13 @@
 //! block of its own before it is written. A block dropped outside is simply
 //! lost to its sink (never reused, so never written twice).
 
-use crate::aligned::AlignedBuf;
-use crate::StorageError;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use wiretape_files::aligned::AlignedBuf;
+use wiretape_files::StorageError;
 
 /// An aligned buffer and how much of it holds data (see the module docs
 /// for who owns it).
@@ -208,8 +208,8 @@ pub trait BlockSink: Send {
         None
     }
     /// Where blocks went in a compressed file, each once, in order (plain
-    /// sinks: none; see [`crate::compress::Placed`]).
-    fn take_placed(&mut self, _out: &mut Vec<crate::compress::Placed>) {}
+    /// sinks: none; see [`wiretape_files::compress::Placed`]).
+    fn take_placed(&mut self, _out: &mut Vec<wiretape_files::compress::Placed>) {}
     /// Takes a filled block whose length is a multiple of 4096 (the file's
     /// next bytes), then `ext` (the bytes after it), and returns the block
     /// to fill next. `ext` is finished (its memory the owner's again) once
@@ -414,7 +414,7 @@ impl FileSink {
         block_size: usize,
     ) -> Result<Self, StorageError> {
         let path = path.into();
-        let file = crate::create_new(&path, 0)?;
+        let file = crate::sys::create_new(&path, 0)?;
         Ok(FileSink {
             file: Some(file),
             path,
@@ -492,7 +492,7 @@ impl BlockSink for FileSink {
         if let Some(f) = self.file.take() {
             f.sync_data()
                 .map_err(|e| StorageError::from_write(&self.path, e))?;
-            crate::unlock(&f);
+            crate::sys::unlock(&f);
         }
         Ok(())
     }
@@ -696,7 +696,7 @@ impl AnySink {
     /// This sink behind a compressor (`compress` not none), else itself.
     pub fn compressed(
         self,
-        compress: crate::compress::Compress,
+        compress: wiretape_files::compress::Compress,
         pool: Option<&std::sync::Arc<crate::compress::Pool>>,
     ) -> Result<Self, StorageError> {
         match pool {
@@ -789,7 +789,7 @@ impl BlockSink for AnySink {
     fn latency(&self) -> Option<&wiretape_timestamp::hist::Histogram<u64>> {
         both!(self, s => s.latency())
     }
-    fn take_placed(&mut self, out: &mut Vec<crate::compress::Placed>) {
+    fn take_placed(&mut self, out: &mut Vec<wiretape_files::compress::Placed>) {
         both!(self, s => s.take_placed(out))
     }
     fn submit_external(

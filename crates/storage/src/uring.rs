@@ -22,9 +22,7 @@
 //! (from `Block::new`, another sink's) is copied into blocks of ours; its
 //! slot is never trusted.
 
-use crate::aligned::{AlignedBuf, Slab, ALIGN};
 use crate::sink::{Block, BlockSink, Lease, SinkStats};
-use crate::StorageError;
 use io_uring::{opcode, types, IoUring};
 use std::collections::VecDeque;
 use std::fs::File;
@@ -33,6 +31,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use wiretape_files::aligned::{AlignedBuf, Slab, ALIGN};
+use wiretape_files::StorageError;
 use wiretape_timestamp::hist::{self, Histogram};
 
 #[allow(unsafe_code)]
@@ -300,7 +300,7 @@ impl UringEngine {
     /// Creates `path` (never overwrites) and returns the sink writing it.
     pub fn open(self, path: impl Into<PathBuf>) -> Result<UringSink, StorageError> {
         let path = path.into();
-        let file = crate::create_new(&path, libc::O_DIRECT)?;
+        let file = crate::sys::create_new(&path, libc::O_DIRECT)?;
         let ring = self.ring;
         // A registered file saves the kernel an fd lookup per write.
         let fixed_file = ring.submitter().register_files(&[file.as_raw_fd()]).is_ok();
@@ -362,7 +362,7 @@ impl UringEngine {
 /// Does the filesystem under `dir` take O_DIRECT? (tmpfs may not.)
 pub fn direct_supported(dir: &Path) -> bool {
     let probe = dir.join(format!(".wiretape-odirect-{}", std::process::id()));
-    let ok = crate::create_new(&probe, libc::O_DIRECT).is_ok();
+    let ok = crate::sys::create_new(&probe, libc::O_DIRECT).is_ok();
     let _ = std::fs::remove_file(&probe);
     ok
 }
@@ -541,7 +541,7 @@ impl UringSink {
     fn room_ahead(&self) -> bool {
         self.file
             .as_ref()
-            .and_then(crate::free_bytes)
+            .and_then(crate::sys::free_bytes)
             .is_some_and(|free| free >= EXTEND_MIN_FREE)
     }
 
@@ -1082,7 +1082,7 @@ impl BlockSink for UringSink {
         if let Some(f) = self.file.take() {
             f.sync_data()
                 .map_err(|e| StorageError::from_write(&self.path, e))?;
-            crate::unlock(&f);
+            crate::sys::unlock(&f);
             self.release_file();
         }
         Ok(())
@@ -1233,7 +1233,9 @@ pub fn cgroup_memory_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FileInfo, FileSink, PcapWriter};
+    use crate::sink::FileSink;
+    use crate::writer::PcapWriter;
+    use wiretape_files::FileInfo;
 
     fn tmpdir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("wt-uring-{name}-{}", std::process::id()));
@@ -1265,11 +1267,11 @@ mod tests {
         let d = tmpdir("gate");
         for (direct_old, direct_new) in [(true, true), (false, true), (true, false), (false, false)]
         {
-            let sink = |p: &Path, direct: bool| -> crate::AnySink {
+            let sink = |p: &Path, direct: bool| -> crate::sink::AnySink {
                 if direct {
-                    crate::AnySink::Direct(Box::new(UringSink::create(p, 65536, 4).unwrap()))
+                    crate::sink::AnySink::Direct(Box::new(UringSink::create(p, 65536, 4).unwrap()))
                 } else {
-                    crate::AnySink::Buffered(FileSink::with_block_size(p, 65536).unwrap())
+                    crate::sink::AnySink::Buffered(FileSink::with_block_size(p, 65536).unwrap())
                 }
             };
             let (pa, pb) = (d.join("a.pcap"), d.join("b.pcap"));
@@ -1491,7 +1493,7 @@ mod tests {
             .collect();
         assert_eq!(slots, want);
         // The other sink goes on with what it has left.
-        let mut w = crate::PcapWriter::new(other, 65535);
+        let mut w = crate::writer::PcapWriter::new(other, 65535);
         w.write(1, &[7; 100]).unwrap();
         w.close().unwrap();
         std::fs::remove_dir_all(d).unwrap();

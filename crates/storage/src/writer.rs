@@ -6,11 +6,11 @@
 
 use crate::block::BlockBuilder;
 use crate::index::IndexWriter;
-use crate::pcap::Format;
 use crate::sink::BlockSink;
-use crate::StorageError;
 use std::collections::VecDeque;
 use std::path::Path;
+use wiretape_files::pcap::Format;
+use wiretape_files::StorageError;
 
 /// What a writer has done.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub struct PcapWriter<S: BlockSink> {
     /// The failure was a full disk.
     failed_full: bool,
     /// Where the compressed sink put blocks, for the index.
-    placed: Vec<crate::compress::Placed>,
+    placed: Vec<wiretape_files::compress::Placed>,
     /// The file is compressed ([`crate::compress`]).
     compressed: bool,
 }
@@ -85,7 +85,7 @@ impl<S: BlockSink> PcapWriter<S> {
             snaplen,
             format,
             ifname,
-            crate::pcap::LINKTYPE_ETHERNET,
+            wiretape_files::pcap::LINKTYPE_ETHERNET,
         )
     }
 
@@ -112,7 +112,7 @@ impl<S: BlockSink> PcapWriter<S> {
         );
         let mut block = BlockBuilder::with_format(sink.first_block(), format);
         let header = match format {
-            Format::PcapNg => crate::pcapng::file_header_links(snaplen, ifname, linktypes),
+            Format::PcapNg => wiretape_files::pcapng::file_header_links(snaplen, ifname, linktypes),
             _ => format.file_header(snaplen, ifname, linktypes[0]),
         };
         assert!(block.push_raw(&header), "the file header fits a block");
@@ -306,7 +306,7 @@ impl<S: BlockSink> PcapWriter<S> {
             self.stats.lost += frames;
             return Err(self.failure());
         }
-        const PAGE: usize = crate::aligned::ALIGN;
+        const PAGE: usize = wiretape_files::aligned::ALIGN;
         // Where the run will start (after the filler below).
         let rem = (self.stream_len % PAGE as u64) as usize;
         let mut gap = 0;
@@ -680,7 +680,8 @@ mod tests {
                 }
             }
             let (st, _e) = w.close().expect_err("the sink failed");
-            let info = crate::FileInfo::scan(&p).expect("the file is valid after the failure");
+            let info =
+                wiretape_files::FileInfo::scan(&p).expect("the file is valid after the failure");
             assert_eq!(
                 st.frames, info.packets,
                 "frames = records in the file ({fail_at}, {flush_every})"
@@ -690,7 +691,7 @@ mod tests {
                 n,
                 "every frame offered is written or lost ({fail_at}, {flush_every})"
             );
-            let idx = crate::index::read(&crate::index::path_for(&p)).unwrap();
+            let idx = wiretape_files::index::read(&wiretape_files::index::path_for(&p)).unwrap();
             assert_eq!(
                 idx.iter().map(|e| e.count).sum::<u64>(),
                 st.frames,

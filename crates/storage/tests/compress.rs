@@ -8,12 +8,13 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use wiretape_storage::compress::{Compress, Pool};
-use wiretape_storage::walk::Walker;
-use wiretape_storage::zread::ZReader;
-use wiretape_storage::{
-    index, AnySink, FileInfo, FileSink, Format, PcapReader, PcapWriter, Record,
-};
+use wiretape_files::compress::Compress;
+use wiretape_files::index;
+use wiretape_files::walk::Walker;
+use wiretape_files::zread::ZReader;
+use wiretape_files::{FileInfo, Format, PcapReader, Record};
+use wiretape_storage::compress::Pool;
+use wiretape_storage::{AnySink, FileSink, PcapWriter};
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("wt-compress-{name}-{}", std::process::id()));
@@ -165,7 +166,7 @@ fn every_frame_back_through_every_reader() {
             first_frame += e.count;
         }
         // The rebuilt index says the same.
-        let k = index::rebuild(&p, 1 << 20).unwrap();
+        let k = wiretape_storage::index::rebuild(&p, 1 << 20).unwrap();
         let again = index::read(&index::path_for(&p)).unwrap();
         assert_eq!(k as usize, again.len());
         let strip = |v: &[index::Entry]| {

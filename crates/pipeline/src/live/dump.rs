@@ -11,7 +11,8 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use wiretape_storage::{naming, FileSink, Format, PcapWriter, StorageError};
+use wiretape_files::{naming, Format};
+use wiretape_storage::{FileSink, PcapWriter, StorageError};
 use wiretape_timestamp::{monotonic_ns, realtime_ns};
 
 /// Which frames a dump writes: stamped in `[from_ns, to_ns)` (UTC ns) and

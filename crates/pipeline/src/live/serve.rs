@@ -169,10 +169,10 @@ impl Server {
             ..SubscribeOptions::lossy().name("serve")
         });
         // The frames' link type (the input file's for `record -r`).
-        let mut header = wiretape_storage::FileHeader::new(hub.snaplen(), true);
+        let mut header = wiretape_files::FileHeader::new(hub.snaplen(), true);
         header.linktype = hub
             .target()
-            .map_or(wiretape_storage::LINKTYPE_ETHERNET, |t| t.linktype);
+            .map_or(wiretape_files::LINKTYPE_ETHERNET, |t| t.linktype);
         let header = header.encode();
         let (st, stp) = (stats.clone(), stop.clone());
         let thread = std::thread::Builder::new()

@@ -507,7 +507,7 @@ pub(super) async fn handle(
     });
     let now = realtime_ns();
     let prefix = st.cfg.prefix.clone();
-    let built = || -> Result<(Request, wiretape_storage::Format), BadRequest> {
+    let built = || -> Result<(Request, wiretape_files::Format), BadRequest> {
         let r = params::request(&p, &st.cfg.stores, prefix.as_deref(), now)?;
         Ok((r, params::format(&p)?))
     };
@@ -600,7 +600,7 @@ async fn count_or_plan(
     client: Client,
     what: String,
     mut request: Request,
-    format: wiretape_storage::Format,
+    format: wiretape_files::Format,
     plan_only: bool,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Response<ApiBody> {
@@ -669,7 +669,7 @@ async fn extract(
     client: Client,
     what: String,
     request: Request,
-    format: wiretape_storage::Format,
+    format: wiretape_files::Format,
     trailers: bool,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Response<ApiBody> {
@@ -698,7 +698,7 @@ async fn extract(
         let lts = job.linktype_list();
         let mut out = wiretape_storage::PcapWriter::with_links(
             sink,
-            wiretape_storage::pcap::MAX_SNAPLEN,
+            wiretape_files::pcap::MAX_SNAPLEN,
             format,
             "wiretape-extract",
             &lts,
@@ -805,7 +805,7 @@ async fn extract(
     }
     let mut r = Response::new(ApiBody::stream(rx, stop));
     let ctype = match format {
-        wiretape_storage::Format::PcapNg => "application/x-pcapng",
+        wiretape_files::Format::PcapNg => "application/x-pcapng",
         _ => "application/vnd.tcpdump.pcap",
     };
     r.headers_mut()

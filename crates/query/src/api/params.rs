@@ -7,7 +7,7 @@ use crate::job::Request;
 use crate::text::{cut_echo, quote};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use wiretape_storage::Format;
+use wiretape_files::Format;
 use wiretape_timestamp::{format_rfc3339, parse_time};
 
 /// A bad request: the message names the parameter.

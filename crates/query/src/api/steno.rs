@@ -35,8 +35,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
+use wiretape_files::Format;
 use wiretape_filter::LINKTYPE_ETHERNET;
-use wiretape_storage::{Format, PcapWriter};
+use wiretape_storage::PcapWriter;
 
 /// The endpoint's path.
 pub(super) const PATH: &str = "/query";

@@ -522,7 +522,7 @@ impl Source<crate::ramp::RampReader> {
     pub fn open_query(path: &Path) -> std::io::Result<(Self, bool)> {
         match ZReader::open(path)? {
             Some(z) => {
-                let live = crate::is_being_written(z.file());
+                let live = crate::sys::is_being_written(z.file());
                 Ok((Source::Z(Box::new(z)), live))
             }
             None => {

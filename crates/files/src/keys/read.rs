@@ -2,8 +2,8 @@
 //! number, and a filter's [`Needs`] answered as [`Hit`]s.
 
 use super::*;
+use crate::error::StorageError;
 use crate::index::Entry;
-use crate::StorageError;
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 /// Alignment of every buffer: a page, which satisfies O_DIRECT on any
 /// filesystem with a block size up to 4 KiB.
-pub(crate) const ALIGN: usize = 4096;
+pub const ALIGN: usize = 4096;
 
 /// A zeroed, page-aligned, fixed-size buffer.
-pub(crate) struct AlignedBuf {
+pub struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
     /// None: its own heap allocation (freed on drop). Some: a part of this
@@ -29,9 +29,8 @@ unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
-    /// Allocates `len` bytes (rounded up to a whole page), zeroed. Crate
-    /// only: outside code gets buffers inside [`crate::Block`]s.
-    pub(crate) fn new(len: usize) -> Self {
+    /// Allocates `len` bytes (rounded up to a whole page), zeroed.
+    pub fn new(len: usize) -> Self {
         let len = len.max(ALIGN).div_ceil(ALIGN) * ALIGN;
         let layout = Layout::from_size_align(len, ALIGN).expect("buffer size overflows");
         // SAFETY: layout has a non-zero size (len >= ALIGN).
@@ -44,17 +43,25 @@ impl AlignedBuf {
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// Its length in bytes (a whole number of pages).
+    pub fn len(&self) -> usize {
         self.len
     }
 
-    pub(crate) fn as_slice(&self) -> &[u8] {
+    /// Never: a buffer holds a page at least.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Its bytes.
+    pub fn as_slice(&self) -> &[u8] {
         // SAFETY: ptr is valid for len initialised (zeroed) bytes for as long
         // as self lives, and &self forbids concurrent mutation.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+    /// Its bytes, to fill.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above, and &mut self makes this the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
@@ -85,7 +92,7 @@ const HUGE: usize = 2 << 20;
 /// populated at once or, if the caller asks, as they are first written
 /// (transparent huge pages are not asked for: see the UMEM's `Mmap::anon`
 /// in the capture crate for why).
-pub(crate) struct Slab {
+pub struct Slab {
     ptr: NonNull<u8>,
     len: usize,
 }
@@ -102,7 +109,7 @@ impl Slab {
     /// address range. `populate`: fault every page in now; else plain pages
     /// come as they are first written (huge pages are always populated).
     /// Err when the mapping cannot be made: then use [`AlignedBuf::new`].
-    pub(crate) fn carve(n: usize, size: usize, populate: bool) -> std::io::Result<Carved> {
+    pub fn carve(n: usize, size: usize, populate: bool) -> std::io::Result<Carved> {
         assert!(
             size > 0 && size.is_multiple_of(ALIGN),
             "slab part size {size}"
@@ -164,14 +171,15 @@ impl Slab {
 }
 
 /// What [`Slab::carve`] made.
-pub(crate) struct Carved {
+pub struct Carved {
     /// The buffers, in address order.
-    pub(crate) bufs: Vec<AlignedBuf>,
-    /// The mapping's start and length.
-    pub(crate) base: *const u8,
-    pub(crate) len: usize,
+    pub bufs: Vec<AlignedBuf>,
+    /// The mapping's start (to register it with io_uring, say).
+    pub base: *const u8,
+    /// The mapping's length in bytes.
+    pub len: usize,
     /// Every page is in (else they come as the buffers are first written).
-    pub(crate) populated: bool,
+    pub populated: bool,
 }
 
 impl Drop for Slab {

@@ -4,13 +4,13 @@
 //! the walker gives what they gave. Test-only.
 #![allow(dead_code, clippy::all)]
 
-use crate::index::Entry;
-use crate::pcap::{FileHeader, Format, FILE_HEADER_LEN, MAX_SNAPLEN, RECORD_HEADER_LEN};
-use crate::pcapng;
-use crate::StorageError;
 use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use wiretape_files::index::Entry;
+use wiretape_files::pcap::{FileHeader, Format, FILE_HEADER_LEN, MAX_SNAPLEN, RECORD_HEADER_LEN};
+use wiretape_files::pcapng;
+use wiretape_files::StorageError;
 
 /// A streaming reader of pcap (ns or µs, either byte order) and pcapng files.
 pub(super) struct OldReader<R: Read> {
@@ -267,7 +267,7 @@ impl<R: Read> OldReader<R> {
     /// Reads the next record into `rec`; Ok(false) at a clean end of file.
     pub(super) fn next_into(
         &mut self,
-        rec: &mut crate::reader::Record,
+        rec: &mut wiretape_files::reader::Record,
     ) -> Result<bool, StorageError> {
         if self.ng.is_some() {
             return self.next_ng(rec);
@@ -335,7 +335,7 @@ impl<R: Read> OldReader<R> {
         Ok(true)
     }
 
-    fn next_ng(&mut self, rec: &mut crate::reader::Record) -> Result<bool, StorageError> {
+    fn next_ng(&mut self, rec: &mut wiretape_files::reader::Record) -> Result<bool, StorageError> {
         loop {
             let pending = self.ng.as_mut().expect("pcapng").pending.take();
             let (kind, body) = match pending {
@@ -615,7 +615,7 @@ pub(super) fn rebuild_entries(capture: &Path, block: u64) -> Result<Vec<Entry>, 
     })?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let mut r = OldReader::new(BufReader::with_capacity(1 << 20, f), capture, len)?;
-    let mut rec = crate::reader::Record::default();
+    let mut rec = wiretape_files::reader::Record::default();
     let mut cur = Entry::default();
     let block = block.max(1);
     while r.next_into(&mut rec)? {

@@ -53,7 +53,7 @@ impl RampReader {
     pub fn open(path: &Path) -> std::io::Result<(Self, bool)> {
         use std::os::unix::fs::OpenOptionsExt;
         let file = File::open(path)?;
-        let live = crate::is_being_written(&file);
+        let live = crate::sys::is_being_written(&file);
         let direct = if live {
             None
         } else {

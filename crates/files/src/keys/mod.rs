@@ -27,7 +27,8 @@
 //! closes, or the rows reach their budget: a file that never rotates still
 //! gets its index in bounded memory). The segment (its rows and the fixed
 //! `.idx` entries of its blocks) then goes to the store's builder thread
-//! ([`Builder`]: one per store, at a low priority), which sorts it into
+//! (the write path's, `wiretape_storage::keys::Builder`: one per store, at
+//! a low priority), which sorts it into
 //! tables and appends it to the `.kdx` in one write. The writer never waits
 //! for it when recording an interface: if the builder falls that far behind,
 //! that segment is dropped (its blocks are then found by their flow sets,
@@ -88,10 +89,7 @@
 mod build;
 mod read;
 
-pub use build::{
-    build_segment, rebuild_file, Builder, KeyReport, KeyWriter, SegmentInput, BUILD_QUEUE,
-    ROWS_BUDGET,
-};
+pub use build::{build_segment, SegmentInput};
 pub use read::{Hit, KeyIndex, Segment};
 pub use wiretape_filter::flow::Needs;
 

@@ -1,0 +1,48 @@
+//! wiretape's files, as they lie on disk: their formats and their readers.
+//! One job: to say what the bytes of a capture file and its sidecars are,
+//! and to read them back. Nothing here writes a file; the write path (sinks,
+//! io_uring, rotation, retention, the index builders, repair) is
+//! `wiretape-storage`'s, above this crate, and so are the queries
+//! (`wiretape-query`).
+//!
+//! - Formats: classic pcap ([`pcap`]: the file header, [`Format`]), pcapng
+//!   ([`pcapng`]: blocks, interfaces), compression at rest ([`compress`]:
+//!   one LZ4 frame or zstd frames, a unit per block), the sidecar index
+//!   ([`index`], `.idx`) and the exact key index ([`keys`], `.kdx`,
+//!   encoder and reader), and the files' names ([`naming`]).
+//! - Reading: one record walker ([`walk`]) under the [`PcapReader`], the
+//!   file summary ([`FileInfo`]), repair's scan and the index rebuild;
+//!   [`zread`] reads compressed files a unit at a time; [`ramp`] reads a
+//!   file for a query (small reads after a seek, growing; O_DIRECT;
+//!   read-ahead).
+//! - A writer holds an advisory lock on each file while it writes it
+//!   ([`is_being_written`]), so readers tell writes in flight from damage.
+//!
+//! Usable on its own, e.g. by other tools that read wiretape's files.
+
+#![deny(unsafe_code)]
+
+// `unsafe` only in these modules, each block with its invariant beside it:
+// page-aligned buffers and slabs (mmap; the write path carves its blocks
+// from them too) and the system calls (flock, fadvise).
+#[allow(unsafe_code)]
+pub mod aligned;
+#[allow(unsafe_code)]
+pub mod sys;
+
+pub mod compress;
+mod error;
+pub mod index;
+pub mod keys;
+pub mod naming;
+pub mod pcap;
+pub mod pcapng;
+pub mod ramp;
+pub mod reader;
+pub mod walk;
+pub mod zread;
+
+pub use error::StorageError;
+pub use pcap::{FileHeader, Format, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
+pub use reader::{FileInfo, PcapReader, Record};
+pub use sys::{is_being_written, lock_owner_gone};
