@@ -1581,12 +1581,16 @@ fn keys_of(facts: &[Fact]) -> Path {
                 }
                 for o in [base + 8, base + 24] {
                     // Each word's range; the address lies between the
-                    // words' lows and highs (a prefix: exactly).
-                    let (mut lo, mut hi, mut known) = (0u128, 0u128, false);
+                    // words' lows and highs (a prefix: exactly). Only when
+                    // the last word was compared: a frame holds an address
+                    // key only if all 16 bytes are stored, and a program
+                    // that compared fewer words (`ip6 net X/64`) accepts a
+                    // frame cut after them.
+                    let (mut lo, mut hi, mut last) = (0u128, 0u128, false);
                     for i in 0..4 {
                         let (a, b) = match field_range(facts, abs_at(o + 4 * i, 4), 4)? {
                             Some(r) => {
-                                known = true;
+                                last = i == 3;
                                 r
                             }
                             None => (0, u64::from(u32::MAX)),
@@ -1594,7 +1598,7 @@ fn keys_of(facts: &[Fact]) -> Path {
                         lo = lo << 32 | u128::from(a);
                         hi = hi << 32 | u128::from(b);
                     }
-                    if known && (lo, hi) != (0, u128::MAX) {
+                    if last && (lo, hi) != (0, u128::MAX) {
                         keys.push(Key::net6(lo, hi));
                     }
                 }
