@@ -335,6 +335,35 @@ fn full_scan(files: &[PathBuf], prog: &wiretape::filter::Program, w: &Window) ->
     out
 }
 
+/// The property tests' configuration: [`cases`] cases, no persistence.
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: cases(),
+        max_shrink_iters: 200,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// The first record of `want` (file, offset) that lies in no run of
+/// `plan`, said in a line (None: every one is read).
+fn unread(plan: &Plan, files: &[PathBuf], want: &[(usize, u64)]) -> Option<String> {
+    want.iter().find_map(|&(i, off)| {
+        let fp = plan.files.iter().find(|f| f.path == files[i])?;
+        let inside = fp.skip.is_none()
+            && fp
+                .spans
+                .iter()
+                .any(|sp| sp.start <= off && sp.end.is_none_or(|e| off < e));
+        (!inside).then(|| {
+            format!(
+                "record {off} of file {i} in no run: {:?} ({:?})",
+                fp.spans, fp.skip
+            )
+        })
+    })
+}
+
 fn merged(plan: Plan, prog: &wiretape::filter::Program, files: &[PathBuf]) -> Vec<(usize, u64)> {
     let paths: Vec<PathBuf> = plan.files.iter().map(|f| f.path.clone()).collect();
     let p = prog.clone();
@@ -351,12 +380,7 @@ fn merged(plan: Plan, prog: &wiretape::filter::Program, files: &[PathBuf]) -> Ve
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: cases(),
-        max_shrink_iters: 200,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(config())]
 
     #[test]
     fn the_key_index_never_skips_a_frame_the_filter_accepts(
@@ -399,12 +423,8 @@ proptest! {
         let inputs = vec![t.path().to_owned()];
         let (plan, st) = narrow::plan(&inputs, w, None, Narrow { needs: needs.as_ref(), key_index: true }).unwrap();
         // No false negative: every accepted record is in a run of the plan.
-        for &(i, off) in &want {
-            let fp = plan.files.iter().find(|f| f.path == files[i]).unwrap();
-            prop_assert!(fp.skip.is_none(), "'{expr}' {s:?}: file {i} skipped, holds a match at {off}");
-            let inside = fp.spans.iter().any(|sp| sp.start <= off && sp.end.is_none_or(|e| off < e));
-            prop_assert!(inside, "'{expr}' {s:?} {w:?}: record {off} of file {i} in no run: {:?}", fp.spans);
-        }
+        let miss = unread(&plan, &files, &want);
+        prop_assert!(miss.is_none(), "'{}' {:?} {:?}: {}", expr, s, w, miss.unwrap_or_default());
         if !s.live && s.snap == 65535 && !damaged {
             // Finished files with their whole keys: planned by the key index.
             prop_assert_eq!(st.files_key_index as usize + plan.files.iter().filter(|f| f.skip.is_some() && f.key_index).count(), s.files);
@@ -501,12 +521,7 @@ fn steno_frames(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: cases(),
-        max_shrink_iters: 200,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(config())]
 
     /// Stenographer queries planned by the key index (each piece of time
     /// by its own needs): the frames are exactly those the query language's
@@ -538,12 +553,8 @@ proptest! {
         }
         want.sort_unstable();
         let (got, plan, st) = steno_frames(t.path(), &files, &sel, true, true);
-        for &(i, off) in &want {
-            let fp = plan.files.iter().find(|f| f.path == files[i]).unwrap();
-            let inside = fp.skip.is_none()
-                && fp.spans.iter().any(|sp| sp.start <= off && sp.end.is_none_or(|e| off < e));
-            prop_assert!(inside, "'{text}' {s:?}: record {off} of file {i} in no run: {:?}", fp.spans);
-        }
+        let miss = unread(&plan, &files, &want);
+        prop_assert!(miss.is_none(), "'{}' {:?}: {}", text, s, miss.unwrap_or_default());
         prop_assert_eq!(&got, &want, "'{}' {:?}: key index", text, s);
         if !s.live && s.snap == 65535 && sel.parts.iter().any(|p| p.needs.is_some()) {
             // Finished files with their whole keys: planned by the key index.

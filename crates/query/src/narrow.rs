@@ -157,6 +157,10 @@ pub fn plan_pieces(
     Ok((plan, st))
 }
 
+/// Where in a block to read: None, all of it; else the places (first,
+/// last record offsets from the block's first record).
+type Places = Option<Vec<(u32, u32)>>;
+
 /// One block to read: whole (to `end`), or at places.
 struct Pick {
     block: u64,
@@ -268,7 +272,7 @@ fn plan_with_keys(
             .filter(|p| p.overlaps(h.first_ns, h.last_ns))
             .collect();
         // The blocks of the segment to read: whole (None) or at places.
-        let mut want: BTreeMap<u64, (Entry, Option<Vec<(u32, u32)>>)> = BTreeMap::new();
+        let mut want: BTreeMap<u64, (Entry, Places)> = BTreeMap::new();
         // Every entry of the segment, read once if needed.
         let mut all: Option<Vec<Entry>> = None;
         for p in &live {
