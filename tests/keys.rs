@@ -12,7 +12,8 @@
 //!   from small pools so that filters hit. The last file is sometimes left
 //!   open (its writer holds it, as a recording does): planned from its key
 //!   index's segments and, after them, its `.idx` (freshness);
-//! * filters: random trees of `host`, `src`/`dst host`, `net`, `port`,
+//! * filters: random trees of `host`, `src`/`dst host`, `net` (prefixes,
+//!   masks, IPv6: ranges of the sorted hosts), `port`, `portrange`,
 //!   `tcp`/`udp port`, `tcp`, `udp`, `icmp`, `arp`, `ip6`, `ip6 host`,
 //!   `vlan` (which moves libpcap's offsets for what follows), `ip proto`,
 //!   `and`, `or`, `not`, parentheses; sometimes a window.
@@ -21,8 +22,10 @@
 //! plan reads (no false negative), and the merge's frames are exactly the
 //! full scan's, with the key index, with the flow sets alone, and with no
 //! index narrowing at all; also when a byte of a key index was flipped
-//! (its page checksums refuse it: the `.idx` plans that file). Cases: 48
-//! by default, `WIRETAPE_PROP_CASES=N`.
+//! (its page checksums refuse it: the `.idx` plans that file). Likewise
+//! Stenographer queries (hosts, nets, ports, protocols, VLANs, time
+//! bounds, `and`/`or`), against the query language's reference evaluator.
+//! Cases: 48 by default, `WIRETAPE_PROP_CASES=N`.
 
 mod common;
 
@@ -181,7 +184,7 @@ fn filter(picks: &[u16]) -> String {
     };
     let atom = |p: u16| -> String {
         let k = p / 8;
-        match p % 22 {
+        match p % 26 {
             0 => format!("host {}", ip(k)),
             1 => format!("src host {}", ip(k)),
             2 => format!("dst host {}", ip(k)),
@@ -203,6 +206,31 @@ fn filter(picks: &[u16]) -> String {
             18 => format!("host {} and host {}", ip(k), ip(k / 6)),
             19 => format!("ether proto 0x88cc or host {}", ip(k)),
             20 => format!("tcp and host {}", ip(k)),
+            22 => [
+                "net 10.0.0.0/24",
+                "net 10.0.0.0/8",
+                "dst net 192.168.0.0/16",
+                "net 10.0.1.0 mask 255.0.255.0",
+            ][k as usize % 4]
+                .into(),
+            23 => [
+                "ip6 net 2001:db8::/126",
+                "ip6 net 2001:db8::2/127",
+                "ip6 net fe80::/10",
+            ][k as usize % 3]
+                .into(),
+            24 => [
+                "portrange 50-90",
+                "portrange 400-8080",
+                "tcp portrange 1000-50000",
+                "udp src portrange 53-53",
+            ][k as usize % 4]
+                .into(),
+            25 => format!(
+                "net 10.0.0.0/24 and portrange {}-{}",
+                PORTS[k as usize % 6],
+                PORTS[k as usize % 6] + 10
+            ),
             _ => format!("ip6 and port {}", PORTS[k as usize % 6]),
         }
     };
@@ -308,6 +336,35 @@ fn full_scan(files: &[PathBuf], prog: &wiretape::filter::Program, w: &Window) ->
     out
 }
 
+/// The property tests' configuration: [`cases`] cases, no persistence.
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: cases(),
+        max_shrink_iters: 200,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// The first record of `want` (file, offset) that lies in no run of
+/// `plan`, said in a line (None: every one is read).
+fn unread(plan: &Plan, files: &[PathBuf], want: &[(usize, u64)]) -> Option<String> {
+    want.iter().find_map(|&(i, off)| {
+        let fp = plan.files.iter().find(|f| f.path == files[i])?;
+        let inside = fp.skip.is_none()
+            && fp
+                .spans
+                .iter()
+                .any(|sp| sp.start <= off && sp.end.is_none_or(|e| off < e));
+        (!inside).then(|| {
+            format!(
+                "record {off} of file {i} in no run: {:?} ({:?})",
+                fp.spans, fp.skip
+            )
+        })
+    })
+}
+
 fn merged(plan: Plan, prog: &wiretape::filter::Program, files: &[PathBuf]) -> Vec<(usize, u64)> {
     let paths: Vec<PathBuf> = plan.files.iter().map(|f| f.path.clone()).collect();
     let p = prog.clone();
@@ -324,12 +381,7 @@ fn merged(plan: Plan, prog: &wiretape::filter::Program, files: &[PathBuf]) -> Ve
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: cases(),
-        max_shrink_iters: 200,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(config())]
 
     #[test]
     fn the_key_index_never_skips_a_frame_the_filter_accepts(
@@ -372,12 +424,8 @@ proptest! {
         let inputs = vec![t.path().to_owned()];
         let (plan, st) = narrow::plan(&inputs, w, None, Narrow { needs: needs.as_ref(), key_index: true }).unwrap();
         // No false negative: every accepted record is in a run of the plan.
-        for &(i, off) in &want {
-            let fp = plan.files.iter().find(|f| f.path == files[i]).unwrap();
-            prop_assert!(fp.skip.is_none(), "'{expr}' {s:?}: file {i} skipped, holds a match at {off}");
-            let inside = fp.spans.iter().any(|sp| sp.start <= off && sp.end.is_none_or(|e| off < e));
-            prop_assert!(inside, "'{expr}' {s:?} {w:?}: record {off} of file {i} in no run: {:?}", fp.spans);
-        }
+        let miss = unread(&plan, &files, &want);
+        prop_assert!(miss.is_none(), "'{}' {:?} {:?}: {}", expr, s, w, miss.unwrap_or_default());
         if !s.live && s.snap == 65535 && !damaged {
             // Finished files with their whole keys: planned by the key index.
             prop_assert_eq!(st.files_key_index as usize + plan.files.iter().filter(|f| f.skip.is_some() && f.key_index).count(), s.files);
@@ -391,6 +439,133 @@ proptest! {
         prop_assert_eq!(&merged(plan2, &prog, &files), &want_sorted, "'{}': flow sets", expr);
         let (plan3, _) = narrow::plan(&inputs, w, None, Narrow { needs: None, key_index: true }).unwrap();
         prop_assert_eq!(&merged(plan3, &prog, &files), &want_sorted, "'{}': time only", expr);
+        drop(live);
+    }
+}
+
+/// A Stenographer query from `picks` over the stores' pools (hosts,
+/// nets as prefixes and as masks, ports, protocols, VLANs, time bounds at
+/// `span`-relative instants), joined by `and`/`or` with parentheses.
+fn steno_query(picks: &[u16], span: u64) -> String {
+    let ip = |i: u16| {
+        let a = V4[i as usize % 6];
+        format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
+    };
+    let atom = |p: u16| -> String {
+        let k = p / 16;
+        match p % 16 {
+            0 | 1 => format!("host {}", ip(k)),
+            2 => format!("host 2001:db8::{}", V6[k as usize % 3]),
+            3 => [
+                "net 10.0.0.0/30",
+                "net 10.0.0.0/24",
+                "net 10.0.0.0/8",
+                "net 192.168.0.0/16",
+                "net 10.0.0.2 mask 255.255.255.254",
+                "net 10.0.1.0 mask 255.0.255.0",
+            ][k as usize % 6]
+                .into(),
+            4 => ["net 2001:db8::/126", "net 2001:db8::2/127", "net ::/0"][k as usize % 3].into(),
+            5 | 6 => format!("port {}", PORTS[k as usize % 6]),
+            7 => ["tcp", "udp", "icmp"][k as usize % 3].into(),
+            8 => "ip proto 17".into(),
+            9 => format!("vlan {}", VLANS[k as usize % 3]),
+            10 => format!("host {} and port {}", ip(k), PORTS[(k / 6) as usize % 6]),
+            11 => format!("net 10.0.0.0/24 and port {}", PORTS[k as usize % 6]),
+            12 | 13 => {
+                let t = T0 + span * u64::from(k % 100) / 100;
+                let w = if p % 16 == 12 { "after" } else { "before" };
+                format!("{w} {}", wiretape::timestamp::format_rfc3339(t))
+            }
+            _ => format!("(host {} or host {}) and tcp", ip(k), ip(k / 6)),
+        }
+    };
+    let mut e = atom(picks[0]);
+    for w in picks[1..].chunks(2) {
+        if w.len() < 2 {
+            break;
+        }
+        let b = atom(w[1]);
+        e = match w[0] % 3 {
+            0 => format!("({e}) and ({b})"),
+            1 => format!("({e}) or ({b})"),
+            _ => format!("{b} and ({e})"),
+        };
+    }
+    e
+}
+
+/// The frames a Stenographer query's job reads and selects: (file, offset).
+fn steno_frames(
+    dir: &Path,
+    files: &[PathBuf],
+    sel: &std::sync::Arc<wiretape::query::steno::Selection>,
+    key_index: bool,
+    flow_index: bool,
+) -> (Vec<(usize, u64)>, Plan, wiretape::query::job::PlanStats) {
+    let mut req = wiretape::query::job::Request::new(vec![dir.to_owned()]);
+    req.steno = Some(sel.clone());
+    req.key_index = key_index;
+    req.flow_index = flow_index;
+    let job = wiretape::query::job::Job::plan(&req).unwrap();
+    let stats = job.plan_stats;
+    let plan = job.plan.clone();
+    let paths: Vec<PathBuf> = plan.files.iter().map(|f| f.path.clone()).collect();
+    let (mut m, _) = job.into_merge();
+    let mut out = Vec::new();
+    while let Some(f) = m.next() {
+        let i = files.iter().position(|x| *x == paths[f.file]).unwrap();
+        out.push((i, f.offset));
+    }
+    out.sort_unstable();
+    (out, plan, stats)
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Stenographer queries planned by the key index (each piece of time
+    /// by its own needs): the frames are exactly those the query language's
+    /// reference ([`wiretape::query::steno::eval`] of each frame's keys)
+    /// selects in a full scan, every one of them in a run of the plan; the
+    /// same with the flow sets alone and with no narrowing.
+    #[test]
+    fn steno_queries_planned_by_the_key_index_select_what_a_full_scan_does(
+        s in store(),
+        picks in prop::collection::vec(0u16..1600, 1..6),
+    ) {
+        use wiretape::query::steno;
+        let t = common::TempDir::new("keys-steno");
+        let (files, live) = write_store(t.path(), &s);
+        let span = s.files as u64 * (s.frames as u64 * 3000 + 1_000_000);
+        let text = steno_query(&picks, span);
+        let sel = std::sync::Arc::new(steno::compile(&text, T0).unwrap());
+        // The reference: every record, its keys as stenotype reads them.
+        let mut want = Vec::new();
+        let mut data = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            let src = wiretape::storage::zread::open_buffered(f).unwrap();
+            let mut walk = Walker::new(src);
+            while let Some(m) = walk.next_into(&mut data) {
+                if steno::eval(&sel.query, &steno::Decoded::of(&data), m.ts_ns) {
+                    want.push((i, m.offset));
+                }
+            }
+        }
+        want.sort_unstable();
+        let (got, plan, st) = steno_frames(t.path(), &files, &sel, true, true);
+        let miss = unread(&plan, &files, &want);
+        prop_assert!(miss.is_none(), "'{}' {:?}: {}", text, s, miss.unwrap_or_default());
+        prop_assert_eq!(&got, &want, "'{}' {:?}: key index", text, s);
+        if !s.live && s.snap == 65535 && sel.parts.iter().any(|p| p.needs.is_some()) {
+            // Finished files with their whole keys: planned by the key index.
+            let skipped = plan.files.iter().filter(|f| f.skip.is_some() && f.key_index).count();
+            prop_assert_eq!(st.files_key_index as usize + skipped, s.files, "'{}'", text);
+        }
+        let (flow, _, _) = steno_frames(t.path(), &files, &sel, false, true);
+        prop_assert_eq!(&flow, &want, "'{}': flow sets", text);
+        let (none, _, _) = steno_frames(t.path(), &files, &sel, false, false);
+        prop_assert_eq!(&none, &want, "'{}': time only", text);
         drop(live);
     }
 }
@@ -529,6 +704,43 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
         let all = (entries.len() - files.len()) as u64;
         assert!(j2["blocks_read"].as_u64().unwrap() >= all, "{j2}");
         eprintln!("'{expr}': key index {j}\n  flow sets alone {j2}");
+    }
+    // Stenographer's language (`--steno-query`: a rare host, its /24, a
+    // busy host with a port, a rare port) and the BPF forms of a net and a
+    // port range: planned by the key index, which skips most blocks; the
+    // frames tcpdump selects with the same conditions.
+    for (steno, expr) in [
+        (true, "host 172.31.9.9"),
+        (true, "net 172.31.9.0/24"),
+        (true, "host 10.3.0.1 and port 443"),
+        (true, "port 40000"),
+        (false, "net 172.31.9.0/24"),
+        (false, "portrange 40000-40001"),
+    ] {
+        let out = scratch.join("q.pcap");
+        let args: &[&str] = if steno {
+            &["--steno-query", expr]
+        } else {
+            &[expr]
+        };
+        let j = extract_json_args(&dir, &out, args);
+        let u = |k: &str| j[k].as_u64().unwrap_or_else(|| panic!("{k} in {j}"));
+        let reference = common::tcpdump_select(&trace, expr, &scratch);
+        assert!(!reference.is_empty(), "'{expr}' selects nothing");
+        same_frames(&out, &reference, expr);
+        assert_eq!(u("files_key_index") as usize, files.len(), "'{expr}': {j}");
+        assert!(
+            u("blocks_skipped_by_key_index") * 2 >= entries.len() as u64,
+            "'{expr}': the key index skipped {} of {} blocks: {j}",
+            u("blocks_skipped_by_key_index"),
+            entries.len()
+        );
+        assert!(
+            u("bytes_read") * 20 <= store,
+            "'{expr}' (steno {steno}): {} bytes read of {store}: {j}",
+            u("bytes_read")
+        );
+        eprintln!("'{expr}' (steno {steno}): {j}");
     }
     // The fleet's Parquet table, two sensors (the second recorded the
     // trace's first 50,000 frames): DuckDB finds exactly the sensors and
@@ -678,17 +890,20 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
 
 /// `extract DIR -w OUT --json EXPR`: its JSON (exit 0 asserted).
 fn extract_json(dir: &Path, out: &Path, expr: &str) -> serde_json::Value {
-    let (code, o, e) = common::run_wiretape(
-        None,
-        &[
-            "extract",
-            dir.to_str().unwrap(),
-            "-w",
-            out.to_str().unwrap(),
-            "--json",
-            expr,
-        ],
-    );
+    extract_json_args(dir, out, &[expr])
+}
+
+/// `extract DIR -w OUT --json ARGS...`: its JSON (exit 0 asserted).
+fn extract_json_args(dir: &Path, out: &Path, args: &[&str]) -> serde_json::Value {
+    let mut all = vec![
+        "extract",
+        dir.to_str().unwrap(),
+        "-w",
+        out.to_str().unwrap(),
+        "--json",
+    ];
+    all.extend_from_slice(args);
+    let (code, o, e) = common::run_wiretape(None, &all);
     assert_eq!(code, 0, "{e}");
     serde_json::from_str(o.trim()).unwrap()
 }

@@ -608,6 +608,15 @@ fn stenoread_gets_the_same_frames_from_wiretape_as_from_stenographer() {
         sent,
         "wiretape recorded every frame sent"
     );
+    // Finished files with complete key indexes: the queries below are
+    // planned by them (each piece of time by its own keys).
+    for p in pcaps(&store) {
+        let len = std::fs::metadata(&p).unwrap().len();
+        let k = wiretape::storage::keys::KeyIndex::open(&p)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{}: no key index", p.display()));
+        assert!(k.complete_for(len), "{}: key index incomplete", p.display());
+    }
 
     // wiretape's API over its store, and stenoread's configs.
     let tls: Vec<String> = ["server.pem", "server.key", "ca.pem"]

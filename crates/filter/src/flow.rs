@@ -59,6 +59,68 @@ pub enum Key {
     Ip6(u128),
     /// A TCP/UDP/SCTP port (source or destination).
     Port(u16),
+    /// Any IPv4 address in `lo..=hi` (a filter's `net`: a prefix, or any
+    /// mask, taken as the range of the values it admits). Only a filter
+    /// needs it; a frame holds addresses.
+    Net4(u32, u32),
+    /// Any IPv6 address in `lo..=hi`.
+    Net6(u128, u128),
+    /// Any port in `lo..=hi` (`portrange`).
+    Ports(u16, u16),
+}
+
+impl Key {
+    /// The host key this range of addresses is: one address, or a range.
+    pub fn net4(lo: u32, hi: u32) -> Key {
+        if lo == hi {
+            Key::Ip4(lo)
+        } else {
+            Key::Net4(lo, hi)
+        }
+    }
+
+    /// As [`Key::net4`], IPv6.
+    pub fn net6(lo: u128, hi: u128) -> Key {
+        if lo == hi {
+            Key::Ip6(lo)
+        } else {
+            Key::Net6(lo, hi)
+        }
+    }
+
+    /// One port, or a range of them.
+    pub fn ports(lo: u16, hi: u16) -> Key {
+        if lo == hi {
+            Key::Port(lo)
+        } else {
+            Key::Ports(lo, hi)
+        }
+    }
+
+    /// Whether it is an address or a range of them (the key index files
+    /// frames under their hosts).
+    pub fn is_host(&self) -> bool {
+        matches!(
+            self,
+            Key::Ip4(_) | Key::Ip6(_) | Key::Net4(..) | Key::Net6(..)
+        )
+    }
+
+    /// How many values it admits (1 for a plain key).
+    pub fn width(&self) -> u128 {
+        match *self {
+            Key::Net4(lo, hi) => u128::from(hi.saturating_sub(lo)) + 1,
+            Key::Net6(lo, hi) => hi.saturating_sub(lo).saturating_add(1),
+            Key::Ports(lo, hi) => u128::from(hi.saturating_sub(lo)) + 1,
+            _ => 1,
+        }
+    }
+}
+
+/// Whether a sorted list holds a value in `lo..=hi`.
+fn any_in<T: Ord + Copy>(sorted: &[T], lo: T, hi: T) -> bool {
+    let i = sorted.partition_point(|&v| v < lo);
+    sorted.get(i).is_some_and(|&v| v <= hi)
 }
 
 /// What one frame holds, as the module docs describe (a fixed-size value:
@@ -264,6 +326,9 @@ impl FrameKeys {
             Key::Ip4(v) => self.ip4().contains(&v),
             Key::Ip6(v) => self.ip6().contains(&v),
             Key::Port(v) => self.ports().contains(&v),
+            Key::Net4(lo, hi) => self.ip4().iter().any(|a| (lo..=hi).contains(a)),
+            Key::Net6(lo, hi) => self.ip6().iter().any(|a| (lo..=hi).contains(a)),
+            Key::Ports(lo, hi) => self.ports().iter().any(|p| (lo..=hi).contains(p)),
         }
     }
 
@@ -962,7 +1027,8 @@ impl FlowSet {
         }
     }
 
-    /// Adds one key (call [`FlowSet::normalize`] before asking).
+    /// Adds one key (call [`FlowSet::normalize`] before asking). A range
+    /// (which no frame holds) makes its kind "any": the set stays sound.
     pub fn push(&mut self, k: Key) {
         match k {
             Key::EtherType(v) => self.ether_types.push(v),
@@ -971,6 +1037,9 @@ impl FlowSet {
             Key::Ip4(v) => self.ip4.push(v),
             Key::Ip6(v) => self.ip6.push(v),
             Key::Port(v) => self.ports.push(v),
+            Key::Net4(..) => self.any[3] = true,
+            Key::Net6(..) => self.any[4] = true,
+            Key::Ports(..) => self.any[5] = true,
         }
     }
 
@@ -1010,6 +1079,9 @@ impl FlowSet {
             Key::Ip4(v) => self.any[3] || self.ip4.binary_search(&v).is_ok(),
             Key::Ip6(v) => self.any[4] || self.ip6.binary_search(&v).is_ok(),
             Key::Port(v) => self.any[5] || self.ports.binary_search(&v).is_ok(),
+            Key::Net4(lo, hi) => self.any[3] || any_in(&self.ip4, lo, hi),
+            Key::Net6(lo, hi) => self.any[4] || any_in(&self.ip6, lo, hi),
+            Key::Ports(lo, hi) => self.any[5] || any_in(&self.ports, lo, hi),
         }
     }
 
@@ -1124,10 +1196,14 @@ const WALK_BUDGET: u32 = 1 << 16;
 /// Alternatives kept at most (more: the filter does not narrow).
 const MAX_ALTS: usize = 256;
 
+/// What a path knows of a loaded value: it lies in `lo..=hi` (an equality
+/// is `k..=k`; `lo > hi`: no value, the path is impossible).
+type Fact = (Val, u64, u64);
+
 struct Walk<'a> {
     insns: &'a [Insn],
     budget: u32,
-    facts: Vec<(Val, u32)>,
+    facts: Vec<Fact>,
     alts: Vec<Vec<Key>>,
     /// A path accepts with nothing recognisable: no narrowing.
     open: bool,
@@ -1200,8 +1276,16 @@ impl Needs {
 
 impl Walk<'_> {
     /// Walks every path from `pc`; false when the budget ran out or an
-    /// instruction was not understood.
-    fn go(&mut self, mut pc: usize, mut st: State) -> bool {
+    /// instruction was not understood. The facts it learns on its way (the
+    /// false branches of comparisons) are forgotten when it returns.
+    fn go(&mut self, pc: usize, st: State) -> bool {
+        let depth = self.facts.len();
+        let ok = self.path(pc, st);
+        self.facts.truncate(depth);
+        ok
+    }
+
+    fn path(&mut self, mut pc: usize, mut st: State) -> bool {
         loop {
             if self.budget == 0 || self.alts.len() > MAX_ALTS || self.open {
                 return false;
@@ -1300,17 +1384,32 @@ impl Walk<'_> {
                         continue;
                     }
                     let (t, f) = (next + i.jt as usize, next + i.jf as usize);
-                    let eq_k = i.code & 0xf0 == op::JEQ && i.code & 0x08 == op::K;
-                    let fact = matches!(st.a, Val::Abs { .. } | Val::Ind { .. }) && eq_k;
-                    if fact {
-                        self.facts.push((st.a, i.k));
+                    // What each branch learns of a loaded value: `jeq`
+                    // (true: equal), `jgt` and `jge` (a range either way).
+                    let known =
+                        matches!(st.a, Val::Abs { .. } | Val::Ind { .. }) && i.code & 0x08 == op::K;
+                    let k = u64::from(i.k);
+                    let (on_true, on_false) = match i.code & 0xf0 {
+                        _ if !known => (None, None),
+                        op::JEQ => (Some((k, k)), None),
+                        op::JGT => (Some((k + 1, u64::MAX)), Some((0, k))),
+                        op::JGE if k == 0 => (Some((0, u64::MAX)), Some((1, 0))),
+                        op::JGE => (Some((k, u64::MAX)), Some((0, k - 1))),
+                        _ => (None, None),
+                    };
+                    if let Some((lo, hi)) = on_true {
+                        self.facts.push((st.a, lo, hi));
                     }
                     let ok = self.go(t, st.clone());
-                    if fact {
+                    if on_true.is_some() {
                         self.facts.pop();
                     }
                     if !ok {
                         return false;
+                    }
+                    // Kept for the rest of this path (`go` forgets it).
+                    if let Some((lo, hi)) = on_false {
+                        self.facts.push((st.a, lo, hi));
                     }
                     pc = f;
                     continue;
@@ -1337,28 +1436,76 @@ enum Path {
     Needs(Vec<Key>),
 }
 
-/// The value every fact on `off`/`size`/`mask` agrees on; `Err` if two differ.
-fn abs(facts: &[(Val, u32)], off: u32, size: u8, mask: u32) -> Result<Option<u32>, ()> {
-    let mut got = None;
-    for &(v, k) in facts {
-        if v == (Val::Abs { off, size, mask }) {
-            match got {
-                Some(g) if g != k => return Err(()),
-                _ => got = Some(k),
+/// The range of values every fact on `v` allows (None: no fact on it);
+/// `Err` when none is allowed.
+fn range_of(facts: &[Fact], v: Val) -> Result<Option<(u64, u64)>, ()> {
+    let mut got: Option<(u64, u64)> = None;
+    for &(w, lo, hi) in facts {
+        if w == v {
+            let (a, b) = got.map_or((lo, hi), |(a, b)| (a.max(lo), b.min(hi)));
+            if a > b {
+                return Err(());
             }
+            got = Some((a, b));
         }
     }
     Ok(got)
 }
 
-fn keys_of(facts: &[(Val, u32)]) -> Path {
-    // Contradictions on any load make the path impossible.
-    for (i, &(v, k)) in facts.iter().enumerate() {
-        if facts[i + 1..].iter().any(|&(w, j)| w == v && j != k) {
+/// The range a whole `size`-byte field's value is known to lie in from the
+/// facts on it: a range (or an equality) of the whole field, and an
+/// equality of it under a mask (`net`: `[k & m, k & m | !m]`, every value
+/// it admits, exactly the prefix for a prefix mask). None when nothing is
+/// known; `Err` when nothing is possible.
+fn field_range(
+    facts: &[Fact],
+    at: impl Fn(&Val) -> Option<u32>,
+    size: u8,
+) -> Result<Option<(u64, u64)>, ()> {
+    let full = full_mask(size);
+    let mut got: Option<(u64, u64)> = None;
+    for &(v, lo, hi) in facts {
+        let Some(mask) = at(&v) else { continue };
+        let (lo, hi) = if mask == full {
+            (lo, hi.min(u64::from(full)))
+        } else if lo == hi {
+            let base = lo & u64::from(mask);
+            (base, base | u64::from(full & !mask))
+        } else {
+            // A range of a masked value bounds nothing simply.
+            continue;
+        };
+        let (a, b) = got.map_or((lo, hi), |(a, b)| (a.max(lo), b.min(hi)));
+        if a > b {
+            return Err(());
+        }
+        got = Some((a, b));
+    }
+    Ok(got)
+}
+
+fn keys_of(facts: &[Fact]) -> Path {
+    // Facts on one load that no value meets make the path impossible.
+    for &(v, _, _) in facts {
+        if range_of(facts, v).is_err() {
             return Path::Impossible;
         }
     }
-    let get = |off, size: u8, mask| abs(facts, off, size, mask).ok().flatten();
+    // A single value every fact on the load agrees on.
+    let get = |off, size: u8, mask| match range_of(facts, Val::Abs { off, size, mask }) {
+        Ok(Some((lo, hi))) if lo == hi => u32::try_from(lo).ok(),
+        _ => None,
+    };
+    let abs_at = |off: u32, size: u8| {
+        move |v: &Val| match *v {
+            Val::Abs {
+                off: o,
+                size: s,
+                mask,
+            } if o == off && s == size => Some(mask),
+            _ => None,
+        }
+    };
     let mut keys = Vec::new();
     let Some(e0) = get(12, 2, 0xffff) else {
         return Path::Needs(keys);
@@ -1380,68 +1527,98 @@ fn keys_of(facts: &[(Val, u32)]) -> Path {
             _ => break,
         }
     }
-    let ports_at = |keys: &mut Vec<Key>, xoff: Option<u32>, off: u32| {
-        for &(v, k) in facts {
-            let hit = match (v, xoff) {
-                (
-                    Val::Ind {
-                        xoff: x,
-                        off: o,
-                        size: 2,
-                        mask: 0xffff,
-                    },
-                    Some(want),
-                ) => x == want && (o == off || o == off + 2),
-                (
-                    Val::Abs {
-                        off: o,
-                        size: 2,
-                        mask: 0xffff,
-                    },
-                    None,
-                ) => o == off || o == off + 2,
-                _ => false,
-            };
-            if hit {
-                keys.push(Key::Port(k as u16));
-            }
-        }
+    // A port field's range: at `off` from the transport header (IPv4:
+    // `X + off` with X from the header length byte at `xoff`).
+    let port = |xoff: Option<u32>, off: u32| -> Result<Option<Key>, ()> {
+        let at = move |v: &Val| match (*v, xoff) {
+            (
+                Val::Ind {
+                    xoff: x,
+                    off: o,
+                    size: 2,
+                    mask,
+                },
+                Some(want),
+            ) if x == want && o == off => Some(mask),
+            (
+                Val::Abs {
+                    off: o,
+                    size: 2,
+                    mask,
+                },
+                None,
+            ) if o == off => Some(mask),
+            _ => None,
+        };
+        Ok(field_range(facts, at, 2)?
+            .filter(|&(lo, hi)| (lo, hi) != (0, 0xffff))
+            .map(|(lo, hi)| Key::ports(lo as u16, hi as u16)))
     };
-    match e {
-        Some(ETH_IP4) => {
-            if let Some(p) = get(base + 9, 1, 0xff) {
-                keys.push(Key::Proto(p as u8));
-            }
-            for o in [base + 12, base + 16] {
-                if let Some(a) = get(o, 4, u32::MAX) {
-                    keys.push(Key::Ip4(a));
-                }
-            }
-            ports_at(&mut keys, Some(base), base);
-        }
-        Some(ETH_IP6) => {
-            if let Some(p) = get(base + 6, 1, 0xff) {
-                keys.push(Key::Proto(p as u8));
-            }
-            for o in [base + 8, base + 24] {
-                let w: Option<Vec<u32>> = (0..4).map(|i| get(o + 4 * i, 4, u32::MAX)).collect();
-                if let Some(w) = w {
-                    let a = w.iter().fold(0u128, |acc, &x| acc << 32 | x as u128);
-                    keys.push(Key::Ip6(a));
-                }
-            }
-            ports_at(&mut keys, None, base + 40);
-        }
-        Some(ETH_ARP) | Some(ETH_RARP) => {
-            for o in [base + 14, base + 24] {
-                if let Some(a) = get(o, 4, u32::MAX) {
-                    keys.push(Key::Ip4(a));
-                }
+    let addr4 = |keys: &mut Vec<Key>, off: u32| -> Result<(), ()> {
+        if let Some((lo, hi)) = field_range(facts, abs_at(off, 4), 4)? {
+            if (lo, hi) != (0, u64::from(u32::MAX)) {
+                keys.push(Key::net4(lo as u32, hi as u32));
             }
         }
-        _ => {}
+        Ok(())
+    };
+    let found = (|| -> Result<(), ()> {
+        match e {
+            Some(ETH_IP4) => {
+                if let Some(p) = get(base + 9, 1, 0xff) {
+                    keys.push(Key::Proto(p as u8));
+                }
+                for o in [base + 12, base + 16] {
+                    addr4(&mut keys, o)?;
+                }
+                for o in [base, base + 2] {
+                    keys.extend(port(Some(base), o)?);
+                }
+            }
+            Some(ETH_IP6) => {
+                if let Some(p) = get(base + 6, 1, 0xff) {
+                    keys.push(Key::Proto(p as u8));
+                }
+                for o in [base + 8, base + 24] {
+                    // Each word's range; the address lies between the
+                    // words' lows and highs (a prefix: exactly). Only when
+                    // the last word was compared: a frame holds an address
+                    // key only if all 16 bytes are stored, and a program
+                    // that compared fewer words (`ip6 net X/64`) accepts a
+                    // frame cut after them.
+                    let (mut lo, mut hi, mut last) = (0u128, 0u128, false);
+                    for i in 0..4 {
+                        let (a, b) = match field_range(facts, abs_at(o + 4 * i, 4), 4)? {
+                            Some(r) => {
+                                last = i == 3;
+                                r
+                            }
+                            None => (0, u64::from(u32::MAX)),
+                        };
+                        lo = lo << 32 | u128::from(a);
+                        hi = hi << 32 | u128::from(b);
+                    }
+                    if last && (lo, hi) != (0, u128::MAX) {
+                        keys.push(Key::net6(lo, hi));
+                    }
+                }
+                for o in [base + 40, base + 42] {
+                    keys.extend(port(None, o)?);
+                }
+            }
+            Some(ETH_ARP) | Some(ETH_RARP) => {
+                for o in [base + 14, base + 24] {
+                    addr4(&mut keys, o)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    })();
+    match found {
+        Ok(()) => Path::Needs(keys),
+        Err(()) => Path::Impossible,
     }
-    Path::Needs(keys)
 }
 
 #[cfg(test)]

@@ -7,17 +7,16 @@
 //! too ([`Job::plan_json`], [`summary_json`]), so the API answers exactly
 //! what the command prints.
 
-use crate::extract::{self, Frame, Merge, Note, NoteKind, Plan, Stats, Window};
+use crate::extract::{Frame, Merge, Note, NoteKind, Plan, Stats, Window};
 use crate::narrow::Narrow;
 pub use crate::narrow::PlanStats;
 use crate::steno::Selection;
 use crate::QueryError;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
-use wiretape_files::index::Entry;
 use wiretape_files::pcap::MAX_SNAPLEN;
 use wiretape_files::Format;
 use wiretape_filter::flow::Needs;
@@ -223,30 +222,34 @@ impl Job {
     }
 
     /// [`Job::plan`] of a Stenographer query: the plan covers its pieces
-    /// of time (blocks outside them, or whose flow sets cannot hold a
-    /// selected frame, are not read); files of other link types are left
-    /// out ([`Job::not_ethernet`]).
+    /// of time, each piece narrowed by its needs as a filter's are (the
+    /// key index where a file has a usable one, else the flow sets of its
+    /// `.idx`): blocks outside the pieces, or that cannot hold a selected
+    /// frame, are not read. Files of other link types are left out
+    /// ([`Job::not_ethernet`]).
     fn plan_steno(req: &Request, sel: &Selection) -> Result<Job, QueryError> {
         let sel = Arc::new(sel.within(req.window));
         let started = Instant::now();
         let hull = sel.hull();
-        let mut skipped_by_flow = 0u64;
-        let mut check = |_: &Path, e: &Entry| {
-            let in_time = sel.may_hold(e.first_ns, e.last_ns, |_| true);
-            let keep = in_time
-                && sel.may_hold(e.first_ns, e.last_ns, |n| !req.flow_index || e.may_match(n));
-            skipped_by_flow += u64::from(in_time && !keep);
-            keep
-        };
-        let mut plan = extract::plan_with(
+        let pieces: Vec<crate::narrow::Piece<'_>> = sel
+            .parts
+            .iter()
+            .map(|p| crate::narrow::Piece {
+                window: p.window,
+                needs: p.needs.as_ref().filter(|_| req.flow_index),
+            })
+            .collect();
+        let (mut plan, mut plan_stats) = crate::narrow::plan_pieces(
             &req.inputs,
             hull.unwrap_or(req.window),
             req.prefix.as_deref(),
-            &mut check,
+            &pieces,
+            req.flow_index && req.key_index,
         )?;
         if hull.is_none() {
             // No piece of time: nothing to read.
             plan.files.clear();
+            plan_stats = PlanStats::default();
         }
         let mut linktypes = linktypes_of(&plan);
         let mut not_ethernet = Vec::new();
@@ -258,24 +261,22 @@ impl Job {
         });
         plan.files.retain(|f| !not_ethernet.contains(&f.path));
         let narrows = req.flow_index && sel.parts.iter().any(|p| p.needs.is_some());
-        // Planned by the flow sets of the `.idx` (a Stenographer query's
-        // pieces are not looked up in the key index).
         let blocks = if req.list_blocks {
             planned_blocks(&plan)
         } else {
             Vec::new()
         };
-        let plan_stats = PlanStats {
-            skipped_by_flow,
-            selected: blocks_selected(&plan),
-            runs: plan
+        if !not_ethernet.is_empty() {
+            // Their blocks are not read: not counted as selected.
+            plan_stats.selected = blocks_selected(&plan);
+            plan_stats.runs = plan
                 .files
                 .iter()
                 .filter(|f| f.skip.is_none())
                 .map(|f| f.spans.len() as u64)
-                .sum(),
-            ..PlanStats::default()
-        };
+                .sum();
+        }
+        let skipped_by_flow = plan_stats.skipped_by_flow + plan_stats.skipped_by_keys;
         Ok(Job {
             plan,
             filter: None,

@@ -12,7 +12,8 @@
 //! written before the key index existed are.
 
 use crate::extract::{self, FilePlan, IndexUse, Plan, Skip, Span, Window};
-use std::collections::HashMap;
+use std::collections::btree_map::Entry::{Occupied, Vacant};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use wiretape_files::index::{self, Entry};
 use wiretape_files::keys::{Hit, KeyIndex};
@@ -71,6 +72,38 @@ const READ_COST: u32 = 64 << 10;
 /// gaps doubled the bytes of `udp or icmp` for no time gained).
 const JOIN_GAP: u32 = 8 << 10;
 
+/// One piece of time of a query and what a block must hold in it (a
+/// Stenographer query is several: its time bounds cut the time line, and
+/// in each piece its formula differs).
+#[derive(Clone, Copy, Debug)]
+pub struct Piece<'a> {
+    /// The piece's window.
+    pub window: Window,
+    /// What a block must hold in it (None: every block of the piece).
+    pub needs: Option<&'a Needs>,
+}
+
+impl Piece<'_> {
+    /// Whether a block of stamps `first..=last` may hold a frame of the
+    /// piece, by time.
+    fn overlaps(&self, first: u64, last: u64) -> bool {
+        self.window.overlaps(first, last)
+    }
+}
+
+/// Whether a block (by its `.idx` entry, its flow sets) is read: (in the
+/// pieces' time, kept).
+fn keep_entry(pieces: &[Piece<'_>], e: &Entry) -> (bool, bool) {
+    let mut in_time = false;
+    for p in pieces.iter().filter(|p| p.overlaps(e.first_ns, e.last_ns)) {
+        in_time = true;
+        if p.needs.is_none_or(|n| e.may_match(n)) {
+            return (true, true);
+        }
+    }
+    (in_time, false)
+}
+
 /// Plans a query over `inputs` (see [`extract::plan_with`] for the
 /// listing and the time rules), narrowed as `narrow` says.
 pub fn plan(
@@ -79,19 +112,37 @@ pub fn plan(
     prefix: Option<&str>,
     narrow: Narrow<'_>,
 ) -> Result<(Plan, PlanStats), StorageError> {
+    let piece = Piece {
+        window,
+        needs: narrow.needs,
+    };
+    plan_pieces(inputs, window, prefix, &[piece], narrow.key_index)
+}
+
+/// Plans a query of several pieces of time over `inputs`: files and blocks
+/// in `hull` (the window holding every piece), a block read when one
+/// piece it overlaps may match in it (by the key index where a file has a
+/// usable one and `key_index`, else by the flow sets of its `.idx`).
+pub fn plan_pieces(
+    inputs: &[PathBuf],
+    hull: Window,
+    prefix: Option<&str>,
+    pieces: &[Piece<'_>],
+    key_index: bool,
+) -> Result<(Plan, PlanStats), StorageError> {
     let mut st = PlanStats::default();
-    let plan = extract::plan_files(inputs, window, prefix, &mut |path, start, next| {
-        if narrow.key_index {
-            if let Some(p) = plan_keys(&path, start, next, &window, narrow.needs, &mut st) {
+    let plan = extract::plan_files(inputs, hull, prefix, &mut |path, start, next| {
+        if key_index {
+            if let Some(p) = plan_keys(&path, start, next, &hull, pieces, &mut st) {
                 return p;
             }
         }
         let ip = index::path_for(&path);
         st.index_bytes_read += std::fs::metadata(&ip).map_or(0, |m| m.len());
         let mut skipped = 0u64;
-        let p = extract::plan_ours(path, start, next, &window, &mut |_, e| {
-            let keep = narrow.needs.is_none_or(|n| e.may_match(n));
-            skipped += u64::from(!keep);
+        let p = extract::plan_ours(path, start, next, &hull, &mut |_, e| {
+            let (in_time, keep) = keep_entry(pieces, e);
+            skipped += u64::from(in_time && !keep);
             keep
         });
         st.skipped_by_flow += skipped;
@@ -105,6 +156,10 @@ pub fn plan(
     })?;
     Ok((plan, st))
 }
+
+/// Where in a block to read: None, all of it; else the places (first,
+/// last record offsets from the block's first record).
+type Places = Option<Vec<(u32, u32)>>;
 
 /// One block to read: whole (to `end`), or at places.
 struct Pick {
@@ -123,11 +178,11 @@ fn plan_keys(
     start_ns: u64,
     next_ns: Option<u64>,
     w: &Window,
-    needs: Option<&Needs>,
+    pieces: &[Piece<'_>],
     st: &mut PlanStats,
 ) -> Option<FilePlan> {
     let kdx = KeyIndex::open(path).ok()??;
-    let r = plan_with_keys(&kdx, path, start_ns, next_ns, w, needs, st);
+    let r = plan_with_keys(&kdx, path, start_ns, next_ns, w, pieces, st);
     st.index_bytes_read += kdx.bytes_read();
     r
 }
@@ -138,7 +193,7 @@ fn plan_with_keys(
     start_ns: u64,
     next_ns: Option<u64>,
     w: &Window,
-    needs: Option<&Needs>,
+    pieces: &[Piece<'_>],
     st: &mut PlanStats,
 ) -> Option<FilePlan> {
     let segs = kdx.segments();
@@ -212,67 +267,92 @@ fn plan_with_keys(
         if h.nblocks == 0 || !w.overlaps(h.first_ns, h.last_ns) {
             continue;
         }
-        let inside = w.from_ns.is_none_or(|f| h.first_ns >= f) && !w.is_past(h.last_ns);
-        match needs {
-            Some(n) => {
-                let hits = kdx.select(seg, n).ok()?;
-                let mut by_block: Vec<(u64, Vec<(u32, u32)>)> = Vec::new();
-                for Hit {
-                    block, first, last, ..
-                } in hits
-                {
-                    match by_block.last_mut() {
-                        Some((b, v)) if *b == block => v.push((first, last)),
-                        _ => by_block.push((block, vec![(first, last)])),
+        let live: Vec<&Piece<'_>> = pieces
+            .iter()
+            .filter(|p| p.overlaps(h.first_ns, h.last_ns))
+            .collect();
+        // The blocks of the segment to read: whole (None) or at places.
+        let mut want: BTreeMap<u64, (Entry, Places)> = BTreeMap::new();
+        // Every entry of the segment, read once if needed.
+        let mut all: Option<Vec<Entry>> = None;
+        for p in &live {
+            match p.needs {
+                Some(n) => {
+                    let hits = kdx.select(seg, n).ok()?;
+                    let mut by_block: Vec<(u64, Vec<(u32, u32)>)> = Vec::new();
+                    for Hit {
+                        block, first, last, ..
+                    } in hits
+                    {
+                        match by_block.last_mut() {
+                            Some((b, v)) if *b == block => v.push((first, last)),
+                            _ => by_block.push((block, vec![(first, last)])),
+                        }
+                    }
+                    let rel: Vec<u64> = by_block.iter().map(|b| b.0 - h.block0).collect();
+                    let entries = match &all {
+                        Some(a) => rel.iter().map(|&r| a.get(r as usize).cloned()).collect(),
+                        None => Some(kdx.entries_at(seg, &rel).ok()?),
+                    }?;
+                    for ((block, places), e) in by_block.into_iter().zip(entries) {
+                        if !p.overlaps(e.first_ns, e.last_ns) {
+                            continue;
+                        }
+                        match want.entry(block) {
+                            Vacant(v) => {
+                                v.insert((e, Some(places)));
+                            }
+                            Occupied(mut o) => {
+                                if let Some(pl) = &mut o.get_mut().1 {
+                                    pl.extend(places);
+                                }
+                            }
+                        }
                     }
                 }
-                let rel: Vec<u64> = by_block.iter().map(|b| b.0 - h.block0).collect();
-                let entries = kdx.entries_at(seg, &rel).ok()?;
-                let mut kept = 0;
-                for ((block, places), e) in by_block.into_iter().zip(entries) {
-                    if !w.overlaps(e.first_ns, e.last_ns) {
-                        continue;
+                None => {
+                    if all.is_none() {
+                        all = Some(kdx.entries(seg, 0..h.nblocks).ok()?);
                     }
-                    kept += 1;
-                    picks.push(Pick {
-                        block,
-                        entry: e,
-                        places: Some(join(places)),
-                        to_eof: false,
-                    });
+                    for (i, e) in all.iter().flatten().enumerate() {
+                        if p.overlaps(e.first_ns, e.last_ns) {
+                            want.insert(h.block0 + i as u64, (e.clone(), None));
+                        }
+                    }
                 }
-                // Blocks of the window the key index ruled out.
-                let in_window = if inside {
-                    h.nblocks
-                } else {
-                    let all = kdx.entries(seg, 0..h.nblocks).ok()?;
-                    all.iter()
-                        .filter(|e| w.overlaps(e.first_ns, e.last_ns))
-                        .count() as u64
-                };
-                st.skipped_by_keys += in_window.saturating_sub(kept);
             }
-            None => {
-                let all = kdx.entries(seg, 0..h.nblocks).ok()?;
-                for (i, e) in all.into_iter().enumerate() {
-                    if w.overlaps(e.first_ns, e.last_ns) {
-                        picks.push(Pick {
-                            block: h.block0 + i as u64,
-                            entry: e,
-                            places: None,
-                            to_eof: false,
-                        });
-                    }
+        }
+        if live.iter().any(|p| p.needs.is_some()) {
+            // Blocks of the pieces' windows the key index ruled out.
+            let inside = live.iter().any(|p| {
+                p.window.from_ns.is_none_or(|f| h.first_ns >= f) && !p.window.is_past(h.last_ns)
+            });
+            let in_window = if inside {
+                h.nblocks
+            } else {
+                if all.is_none() {
+                    all = Some(kdx.entries(seg, 0..h.nblocks).ok()?);
                 }
-            }
+                all.iter()
+                    .flatten()
+                    .filter(|e| live.iter().any(|p| p.overlaps(e.first_ns, e.last_ns)))
+                    .count() as u64
+            };
+            st.skipped_by_keys += in_window.saturating_sub(want.len() as u64);
+        }
+        for (block, (entry, places)) in want {
+            picks.push(Pick {
+                block,
+                entry,
+                places: places.map(join),
+                to_eof: false,
+            });
         }
     }
     for (i, e) in tail.iter().enumerate() {
-        if !w.overlaps(e.first_ns, e.last_ns) {
-            continue;
-        }
-        if needs.is_some_and(|n| !e.may_match(n)) {
-            st.skipped_by_flow += 1;
+        let (in_time, keep) = keep_entry(pieces, e);
+        if !keep {
+            st.skipped_by_flow += u64::from(in_time);
             continue;
         }
         picks.push(Pick {

@@ -43,6 +43,11 @@ pub struct Hit {
     pub frames: u64,
 }
 
+/// Values of a range key (a net, a port range) above which it is looked
+/// up only when nothing narrower is at hand: a wide range reads a large
+/// part of a table.
+const WIDE: u128 = 4096;
+
 /// What [`KeyIndex::scan`] calls per record: (key, its places, the payload
 /// bytes, where the next record starts); None stops the walk.
 type EachRecord<'a> = dyn FnMut(u128, Posting, &[u8], &mut usize) -> Option<()> + 'a;
@@ -55,7 +60,14 @@ pub struct KeyIndex {
     len: u64,
     segments: Vec<Segment>,
     read: std::cell::Cell<u64>,
+    /// Single pages read so far (checked), by offset: a query's lookups
+    /// share roots, fences and the small `OTHER` table (a Stenographer
+    /// query asks the tag EtherTypes for every condition).
+    cache: std::cell::RefCell<HashMap<u64, Vec<u8>>>,
 }
+
+/// Single pages a [`KeyIndex`] keeps at most.
+const CACHE_PAGES: usize = 256;
 
 /// A record's places: its block (segment-relative), frames, and ranges
 /// (first and last record's offsets from the block's first record).
@@ -92,6 +104,7 @@ impl KeyIndex {
             len,
             segments: Vec::new(),
             read: std::cell::Cell::new(0),
+            cache: Default::default(),
         };
         Ok(Some(k.with_segments()))
     }
@@ -183,10 +196,21 @@ impl KeyIndex {
         if at + len > seg.at + seg.header.seg_len {
             return Err(self.corrupt(seg, "a page beyond the segment"));
         }
+        if n == 1 {
+            if let Some(p) = self.cache.borrow().get(&at) {
+                return Ok(p.clone());
+            }
+        }
         let mut b = vec![0u8; len as usize];
         self.read_at(&mut b, at)?;
         if b.chunks_exact(PAGE).any(|p| unseal(p).is_none()) {
             return Err(self.corrupt(seg, "a page whose checksum does not match"));
+        }
+        if n == 1 {
+            let mut c = self.cache.borrow_mut();
+            if c.len() < CACHE_PAGES {
+                c.insert(at, b.clone());
+            }
         }
         Ok(b)
     }
@@ -367,20 +391,27 @@ impl KeyIndex {
         Ok(())
     }
 
-    /// The rows of host `key` (an Ip4 or Ip6 key) in `seg`: postings and
-    /// their keys.
+    /// The rows of host `key` (an address or a range of them: a key
+    /// range of the sorted table) in `seg`: postings and their keys.
     fn host_rows(
         &self,
         seg: &Segment,
         key: &Key,
     ) -> Result<Vec<(Posting, FrameKeys)>, StorageError> {
-        let (sec, k, me) = match *key {
-            Key::Ip4(a) => (S_HOST4, a as u128, Me::V4(a)),
-            Key::Ip6(a) => (S_HOST6, a, Me::V6(a)),
+        let (sec, lo, hi) = match *key {
+            Key::Ip4(a) => (S_HOST4, a as u128, a as u128),
+            Key::Ip6(a) => (S_HOST6, a, a),
+            Key::Net4(a, b) => (S_HOST4, a as u128, b as u128),
+            Key::Net6(a, b) => (S_HOST6, a, b),
             _ => return Ok(Vec::new()),
         };
         let mut out = Vec::new();
-        self.scan(seg, sec, k, k, &mut |_, p, page, at| {
+        self.scan(seg, sec, lo, hi, &mut |k, p, page, at| {
+            let me = if sec == S_HOST4 {
+                Me::V4(k as u32)
+            } else {
+                Me::V6(k)
+            };
             let keys = get_payload(page, at, me)?;
             out.push((p, keys));
             Some(())
@@ -388,59 +419,60 @@ impl KeyIndex {
         Ok(out)
     }
 
-    /// The hull postings of `key` (a port, EtherType, VLAN or protocol) in
-    /// `seg`, by block.
+    /// The hull postings of `key` (a port or a range of them, an
+    /// EtherType, VLAN or protocol; a host's from its rows) in `seg`, by
+    /// block: a block's places of every key in its range joined.
     fn postings(&self, seg: &Segment, key: &Key) -> Result<Vec<Posting>, StorageError> {
-        let (sec, k) = match *key {
-            Key::Port(p) => (S_PORT, p as u128),
-            Key::EtherType(e) => (S_OTHER, (K_ETHERTYPE as u128) << 16 | e as u128),
-            Key::Vlan(v) => (S_OTHER, (K_VLAN as u128) << 16 | v as u128),
-            Key::Proto(p) => (S_OTHER, (K_PROTO as u128) << 16 | p as u128),
-            Key::Ip4(_) | Key::Ip6(_) => {
+        let (sec, lo, hi) = match *key {
+            Key::Port(p) => (S_PORT, p as u128, p as u128),
+            Key::Ports(a, b) => (S_PORT, a as u128, b as u128),
+            Key::EtherType(e) => {
+                let k = (K_ETHERTYPE as u128) << 16 | e as u128;
+                (S_OTHER, k, k)
+            }
+            Key::Vlan(v) => {
+                let k = (K_VLAN as u128) << 16 | v as u128;
+                (S_OTHER, k, k)
+            }
+            Key::Proto(p) => {
+                let k = (K_PROTO as u128) << 16 | p as u128;
+                (S_OTHER, k, k)
+            }
+            Key::Ip4(_) | Key::Ip6(_) | Key::Net4(..) | Key::Net6(..) => {
                 // A host's places per block, from its flows.
-                let mut v: Vec<Posting> =
-                    self.host_rows(seg, key)?.into_iter().map(|r| r.0).collect();
-                v.sort_by_key(|p| p.block);
-                let mut out: Vec<Posting> = Vec::new();
-                for p in v {
-                    match out.last_mut() {
-                        Some(l) if l.block == p.block => {
-                            l.ranges = union(&l.ranges, &p.ranges);
-                            l.frames = l.frames.saturating_add(p.frames);
-                        }
-                        _ => out.push(p),
-                    }
-                }
-                return Ok(out);
+                let v = self.host_rows(seg, key)?.into_iter().map(|r| r.0).collect();
+                return Ok(by_block(v));
             }
         };
         let mut out: Vec<Posting> = Vec::new();
-        self.scan(seg, sec, k, k, &mut |_, p, _, _| {
-            match out.last_mut() {
-                // A key's places in one block spread over several records.
-                Some(l) if l.block == p.block => {
-                    l.ranges = union(&l.ranges, &p.ranges);
-                    l.frames = l.frames.saturating_add(p.frames);
-                }
-                _ => out.push(p),
-            }
+        self.scan(seg, sec, lo, hi, &mut |_, p, _, _| {
+            out.push(p);
             Some(())
         })?;
-        Ok(out)
+        // One key's records come in block order; a range's keys each start
+        // over (a key's places in one block may spread over records too).
+        Ok(by_block(out))
     }
 
     /// Where in `seg` a frame that `needs` asks for may be: for each
-    /// alternative, the rows of one of its hosts that hold all of its keys
-    /// (exact per row), or, without a host, the blocks where every one of
-    /// its keys is, each cut to where all of their frames overlap. Sorted by
-    /// block and offset; hits of several alternatives may overlap.
+    /// alternative, the rows of its narrowest host (an address, or a net: a
+    /// range of the sorted keys) that hold all of its keys (exact per
+    /// row), or, without a host (or with only a host range wider than
+    /// [`WIDE`] beside a narrow port or VLAN), the blocks where its keys
+    /// are, each cut to where all of their frames overlap. Sorted by block
+    /// and offset; hits of several alternatives may overlap.
     pub fn select(&self, seg: &Segment, needs: &Needs) -> Result<Vec<Hit>, StorageError> {
         let b0 = seg.header.block0;
         let mut out = Vec::new();
         let mut hosts: HashMap<Key, Vec<(Posting, FrameKeys)>> = HashMap::new();
         let mut hulls: HashMap<Key, Vec<Posting>> = HashMap::new();
         for alt in needs.alternatives() {
-            if let Some(h) = alt.iter().find(|k| matches!(k, Key::Ip4(_) | Key::Ip6(_))) {
+            let host = alt.iter().filter(|k| k.is_host()).min_by_key(|k| k.width());
+            let narrow_other = alt.iter().any(|k| {
+                matches!(k, Key::Port(_) | Key::Ports(..) | Key::Vlan(_)) && k.width() <= WIDE
+            });
+            if let Some(h) = host.filter(|h| h.width() <= WIDE || !narrow_other) {
+                // The host's rows, each checked for every other key.
                 if !hosts.contains_key(h) {
                     let rows = self.host_rows(seg, h)?;
                     hosts.insert(*h, rows);
@@ -452,9 +484,18 @@ impl KeyIndex {
                 }
                 continue;
             }
-            // No host: intersect the keys' places block by block.
+            // Intersect the keys' places block by block, narrowest first; a
+            // key wider than WIDE after the first is left out (the
+            // complement a `portrange`'s other port gets, `port >= 40002`:
+            // it would read most of a table to rule out little; leaving a
+            // key out only reads more).
+            let mut keys: Vec<&Key> = alt.iter().collect();
+            keys.sort_by_key(|k| k.width());
             let mut acc: Option<Vec<Posting>> = None;
-            for k in alt {
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 && k.width() > WIDE {
+                    continue;
+                }
                 if !hulls.contains_key(k) {
                     let p = self.postings(seg, k)?;
                     hulls.insert(*k, p);
@@ -509,6 +550,23 @@ impl KeyIndex {
         }
         Ok(sets)
     }
+}
+
+/// Postings sorted by block, those of one block joined (places united,
+/// frames added).
+fn by_block(mut v: Vec<Posting>) -> Vec<Posting> {
+    v.sort_by_key(|p| p.block);
+    let mut out: Vec<Posting> = Vec::with_capacity(v.len());
+    for p in v {
+        match out.last_mut() {
+            Some(l) if l.block == p.block => {
+                l.ranges = union(&l.ranges, &p.ranges);
+                l.frames = l.frames.saturating_add(p.frames);
+            }
+            _ => out.push(p),
+        }
+    }
+    out
 }
 
 /// One hit per range of a place (the frames go with the first).

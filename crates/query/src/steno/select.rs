@@ -291,19 +291,34 @@ fn needs(f: &Formula, atoms: &[Atom]) -> Option<Vec<Vec<Key>>> {
             if a.kind == Kind::Mpls {
                 return Some(alts);
             }
-            if count > MAX_KEYS {
-                return None;
-            }
-            for v in values() {
-                let k = match a.kind {
-                    Kind::Ip4 => Key::Ip4(v as u32),
-                    Kind::Ip6 => Key::Ip6(v),
-                    Kind::Proto => Key::Proto(v as u8),
-                    Kind::Port => Key::Port(v as u16),
-                    Kind::Vlan if v < 4096 => Key::Vlan(v as u16),
-                    Kind::Vlan | Kind::Mpls => continue,
-                };
-                alts.push(vec![k]);
+            match a.kind {
+                // Addresses and ports: each range of the set one key (a
+                // net is a range of the key index's sorted hosts).
+                Kind::Ip4 | Kind::Ip6 | Kind::Port => {
+                    if a.set.len() > MAX_ALTS {
+                        return None;
+                    }
+                    alts.extend(a.set.iter().map(|&(lo, hi)| {
+                        vec![match a.kind {
+                            Kind::Ip4 => Key::net4(lo as u32, hi as u32),
+                            Kind::Ip6 => Key::net6(lo, hi),
+                            _ => Key::ports(lo as u16, hi as u16),
+                        }]
+                    }));
+                }
+                _ => {
+                    if count > MAX_KEYS {
+                        return None;
+                    }
+                    for v in values() {
+                        let k = match a.kind {
+                            Kind::Proto => Key::Proto(v as u8),
+                            Kind::Vlan if v < 4096 => Key::Vlan(v as u16),
+                            _ => continue,
+                        };
+                        alts.push(vec![k]);
+                    }
+                }
             }
             Some(alts)
         }

@@ -423,6 +423,48 @@ fn needs_let_the_flow_index_skip_blocks_soundly() {
     assert!(skipped > 100, "the needs never narrow: {skipped}");
 }
 
+#[test]
+fn needs_hold_for_every_selected_frame_row_by_row() {
+    use wiretape_filter::flow::FrameKeys;
+    // The key index answers a piece's needs per row (a frame's keys), with
+    // nets as ranges of its sorted hosts: every selected frame must hold
+    // all the keys of one alternative of its piece's needs.
+    let mut r = Rng(0x5743_0005);
+    let mut m = mixed::Rng::new(5);
+    let pool: Vec<Vec<u8>> = (0..600).map(|_| any_frame(&mut r, &mut m)).collect();
+    let keys: Vec<FrameKeys> = pool.iter().map(|f| FrameKeys::of(f)).collect();
+    let (mut ruled_out, mut nets) = (0u64, 0u64);
+    for _ in 0..400 {
+        let text = query(&mut r, 2, true);
+        let sel = compile(&text, T0).unwrap();
+        for p in &sel.parts {
+            let Some(n) = &p.needs else { continue };
+            nets += u64::from(n.alternatives().iter().flatten().any(|k| k.width() > 1));
+            for ts in [p.window.from_ns.unwrap_or(0), T0] {
+                if !p.window.contains(ts) {
+                    continue;
+                }
+                for (f, k) in pool.iter().zip(&keys) {
+                    let held = n
+                        .alternatives()
+                        .iter()
+                        .any(|alt| alt.iter().all(|x| k.holds(x)));
+                    if sel.matches(f, ts) {
+                        assert!(
+                            held,
+                            "{text}: frame {f:02x?} selected at {ts}, holds no alternative of {:?}",
+                            n.alternatives()
+                        );
+                    }
+                    ruled_out += u64::from(!held);
+                }
+            }
+        }
+    }
+    assert!(nets > 20, "few nets: {nets}");
+    assert!(ruled_out > 10_000, "the needs rule out little: {ruled_out}");
+}
+
 /// A parse as Stenographer's own parser prints it in golden.txt: and/or
 /// binary, nested left to right; addresses as hex ranges; times as Unix
 /// seconds with nine decimals.
