@@ -74,7 +74,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             let mut sender = None;
             let rep = wiretape::record(&opts, &stop, |ev| match ev {
                 Event::Started(info) => {
-                    println!("demo: {}", report::start_line(info, &opts));
+                    println!("demo: {}", report::start_line(info, &opts, None));
                     let tb = &tb;
                     sender =
                         Some(s.spawn(move || tb.send(0..a.count, SizeFn::Mixed, 8, Some(a.rate))));

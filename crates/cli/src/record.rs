@@ -714,26 +714,19 @@ fn in_place_conflict(a: &Args) -> Option<&'static str> {
     None
 }
 
-/// Why `--engine auto` picked the engine it did (shown in the start line
-/// and the summary JSON as `engine_reason`); unset for an engine given.
-pub(crate) static ENGINE_REASON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// `--engine auto` resolved: packet where no interface's driver offers
-/// AF_XDP zero-copy and each hands XDP skbs (veth, tun, no native XDP), and
-/// no option only afxdp has is given; else afxdp.
-fn resolve_engine(a: &Args) -> String {
+/// `--engine auto` resolved (see [`wiretape::choose_engine`]), with its
+/// reason (none for an engine given).
+fn resolve_engine(a: &Args) -> (String, Option<String>) {
     if a.engine != "auto" {
-        return a.engine.clone();
+        return (a.engine.clone(), None);
     }
+    let mut hints = wiretape::AutoHints::default();
     // What auto means on this host (a site's choice; the integration tests
     // written for AF_XDP set afxdp).
-    if let Ok(e) = std::env::var("WIRETAPE_ENGINE") {
-        if matches!(e.as_str(), "afxdp" | "packet") {
-            let _ = ENGINE_REASON.set(format!("auto: {e}, as WIRETAPE_ENGINE says"));
-            return e;
-        }
-    }
-    let afxdp_only = [
+    hints.site = std::env::var("WIRETAPE_ENGINE")
+        .ok()
+        .and_then(|e| wiretape::pipeline::Engine::from_name(&e));
+    hints.afxdp_only = [
         (a.cutoff.is_some(), "--cutoff"),
         (a.busy_poll.is_some(), "--busy-poll"),
         (a.xdp_mode.is_some(), "--xdp-mode"),
@@ -744,49 +737,12 @@ fn resolve_engine(a: &Args) -> String {
             a.queues.as_deref().is_some_and(|q| q.trim() != "all"),
             "--queues",
         ),
-    ];
-    if let Some((_, flag)) = afxdp_only.iter().find(|(given, _)| *given) {
-        let _ = ENGINE_REASON.set(format!("auto: afxdp, as {flag} needs it"));
-        return "afxdp".into();
-    }
-    use wiretape::capture::bpf::{xdp_features, XDP_ACT_BASIC, XDP_ACT_XSK_ZEROCOPY};
-    let mut skb_devices = Vec::new();
-    for name in &a.iface {
-        // Unknown (no such interface: afxdp says so; a kernel before 6.3).
-        let Some(features) = sys::ifindex(name).and_then(xdp_features) else {
-            return "afxdp".into();
-        };
-        let driver = sys::driver_name(name).unwrap_or_default();
-        if features & XDP_ACT_XSK_ZEROCOPY != 0 {
-            let _ = ENGINE_REASON.set(format!("auto: afxdp, {name} offers AF_XDP zero-copy"));
-            return "afxdp".into();
-        }
-        // Frames that reach the driver as skbs (veth, tun) or a driver
-        // without native XDP: XDP first copies each skb into an XDP
-        // buffer, then AF_XDP copies it again. A NIC with native XDP but
-        // no zero-copy makes one copy and no skb in AF_XDP's copy mode:
-        // afxdp stays.
-        if matches!(driver.as_str(), "veth" | "tun") || features & XDP_ACT_BASIC == 0 {
-            skb_devices.push(format!(
-                "{name} ({})",
-                if driver.is_empty() {
-                    "no native XDP"
-                } else {
-                    driver.as_str()
-                }
-            ));
-        } else {
-            let _ = ENGINE_REASON.set(format!(
-                "auto: afxdp, {name} runs XDP natively ({driver}): copy mode makes one copy and no skb"
-            ));
-            return "afxdp".into();
-        }
-    }
-    let _ = ENGINE_REASON.set(format!(
-        "auto: packet, {} has no AF_XDP zero-copy and hands XDP skbs, which AF_XDP would copy twice and AF_PACKET copies once; --engine afxdp to force",
-        skb_devices.join(", ")
-    ));
-    "packet".into()
+    ]
+    .iter()
+    .find(|(given, _)| *given)
+    .map(|(_, flag)| flag.to_string());
+    let c = wiretape::choose_engine(&a.iface, &hints);
+    (c.engine.name().to_string(), c.reason)
 }
 
 /// Refuses the AF_XDP socket and UMEM flags for another engine; `ring`
@@ -807,8 +763,9 @@ fn refuse_socket_flags(a: &Args, ring: &str) -> Result<()> {
     Ok(())
 }
 
-/// The capture side of the options (-i or -r).
-fn input(a: &Args) -> Result<Input> {
+/// The capture side of the options (-i or -r), with the reason of
+/// `--engine auto`'s choice.
+fn input(a: &Args) -> Result<(Input, Option<String>)> {
     if let Some(path) = &a.read {
         if a.busy_poll.is_some() {
             return Err(crate::usage("--busy-poll applies to interfaces (-i, --engine afxdp) only: a capture file (-r) has no driver to poll"));
@@ -821,7 +778,7 @@ fn input(a: &Args) -> Result<Input> {
         f.cpu = cpu_list(&a.cpus, "--cpus")?.and_then(|c| c.first().copied());
         f.writer_cpu = cpu_list(&a.writer_cpus, "--writer-cpus")?.and_then(|c| c.first().copied());
         f.cutoff = a.cutoff.map(|size| (size, a.cutoff_flows as usize));
-        return Ok(Input::File(f));
+        return Ok((Input::File(f), None));
     }
     if a.packet_in_place {
         if let Some(why) = in_place_conflict(a) {
@@ -832,12 +789,12 @@ fn input(a: &Args) -> Result<Input> {
         || a.packet_block_kib.is_some()
         || a.packet_retire_ms.is_some()
         || a.packet_sockets.is_some();
-    let engine = if packet_sized || a.packet_in_place {
+    let (engine, reason) = if packet_sized || a.packet_in_place {
         // Sizes of the packet engine's ring: that engine (auto included).
         if a.engine == "auto" {
-            "packet".to_string()
+            ("packet".to_string(), None)
         } else {
-            a.engine.clone()
+            (a.engine.clone(), None)
         }
     } else {
         resolve_engine(a)
@@ -872,7 +829,7 @@ fn input(a: &Args) -> Result<Input> {
         c.cpus = cpu_list(&a.cpus, "--cpus")?;
         c.writer_cpus = cpu_list(&a.writer_cpus, "--writer-cpus")?;
         c.slots = a.netmap_slots;
-        return Ok(Input::Netmap(c));
+        return Ok((Input::Netmap(c), reason));
     }
     if a.netmap_slots.is_some() {
         return Err(crate::usage(
@@ -924,7 +881,7 @@ fn input(a: &Args) -> Result<Input> {
         if let Some(c) = list.first() {
             c.check_sizes().map_err(|e| crate::usage(e.to_string()))?;
         }
-        return Ok(Input::Packet(list));
+        return Ok((Input::Packet(list), reason));
     }
     let mut c = CaptureConfig::new(&iface);
     c.queues = match a.queues.as_deref().map(str::trim) {
@@ -960,25 +917,28 @@ fn input(a: &Args) -> Result<Input> {
     });
     if a.iface.len() > 1 {
         // The same settings on each; the CPU lists cover all queues.
-        return Ok(Input::Interfaces(
-            a.iface
-                .iter()
-                .map(|name| {
-                    let mut c = c.clone();
-                    c.ifname = name.clone();
-                    c
-                })
-                .collect(),
+        return Ok((
+            Input::Interfaces(
+                a.iface
+                    .iter()
+                    .map(|name| {
+                        let mut c = c.clone();
+                        c.ifname = name.clone();
+                        c
+                    })
+                    .collect(),
+            ),
+            reason,
         ));
     }
-    Ok(Input::Interface(c))
+    Ok((Input::Interface(c), reason))
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
     if a.engine == "netmap" && !wiretape::capture::netmap::BUILT {
         return Err(wiretape::capture::CaptureError::NetmapNotBuilt.into());
     }
-    let input = input(&a)?;
+    let (input, engine_reason) = input(&a)?;
     let words = crate::inputs::filter_only(&a.expression, &a.after).map_err(crate::usage)?;
     let filter = filter_expression(&words, a.filter_file.as_deref())?;
     let netmap = matches!(input, Input::Netmap(_));
@@ -1164,7 +1124,10 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             } else {
                 crate::service::ready(&what);
             }
-            eprintln!("{}", report::start_line(info, &opts))
+            eprintln!(
+                "{}",
+                report::start_line(info, &opts, engine_reason.as_deref())
+            )
         }
         Event::Progress {
             elapsed,
@@ -1222,7 +1185,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     }
     eprint!("{}", report::summary_text(&rep, &why, &fin));
     if let Some(p) = &a.summary_json {
-        let j = report::summary_json(&rep, &why, &opts, &fin);
+        let j = report::summary_json(&rep, &why, &opts, &fin, engine_reason.as_deref());
         std::fs::write(p, serde_json::to_string_pretty(&j)? + "\n")
             .map_err(|e| anyhow::anyhow!("cannot write the summary {}: {e}", p.display()))?;
     }

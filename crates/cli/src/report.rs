@@ -35,13 +35,13 @@ pub(crate) fn bytes_h(n: u64) -> String {
     }
 }
 
-pub(crate) fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
+pub(crate) fn start_line(info: &StartInfo, opts: &RecordConfig, reason: Option<&str>) -> String {
     if !info.interfaces.is_empty() {
         // Several interfaces: one line each.
         return info
             .interfaces
             .iter()
-            .map(|i| start_line(i, opts))
+            .map(|i| start_line(i, opts, reason))
             .collect::<Vec<_>>()
             .join("\n");
     }
@@ -76,7 +76,7 @@ pub(crate) fn start_line(info: &StartInfo, opts: &RecordConfig) -> String {
             ts_text(info),
         );
     }
-    let why = match crate::record::ENGINE_REASON.get() {
+    let why = match reason {
         Some(r) => format!(" ({r})"),
         None => String::new(),
     };
@@ -318,6 +318,7 @@ pub(crate) fn summary_json(
     why: &str,
     opts: &RecordConfig,
     st: &StorageProgress,
+    engine_reason: Option<&str>,
 ) -> Value {
     let mut t = wiretape::timestamp::StampStats::default();
     for q in &r.queues {
@@ -338,7 +339,7 @@ pub(crate) fn summary_json(
         "interface": r.info.ifname,
         "queues": r.info.queues,
         "engine": r.info.engine,
-        "engine_reason": crate::record::ENGINE_REASON.get(),
+        "engine_reason": engine_reason,
         "in_place": r.info.in_place,
         "rx_queues": r.info.rx_queues,
         "source": r.info.source.as_ref().map(|p| p.display().to_string()),

@@ -29,6 +29,7 @@
 //! handle other tools embed (start, subscribe, dump, stop).
 #![deny(unsafe_code)]
 
+pub mod engine;
 pub mod live;
 pub mod record;
 mod recording;
@@ -36,6 +37,7 @@ pub mod replay;
 pub mod report;
 pub mod stage;
 
+pub use engine::{choose_engine, AutoHints, Engine, EngineChoice};
 pub use live::{
     Batch, DumpReport, DumpRequest, Frame, LiveConfig, LiveError, LiveReport, Merger, Policy,
     ServeConfig, SubscribeOptions, Subscriber, SubscriberReport,
