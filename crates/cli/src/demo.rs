@@ -96,7 +96,8 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         })?
     };
     let t1 = realtime_ns();
-    print!("{}", report::summary_text(&rep, &why, &Default::default()));
+    let summary = wiretape::RunSummary::new(&rep, &opts, &why, &Default::default(), None);
+    print!("{}", summary.text());
 
     // Read back what was recorded and check it against what was sent.
     let mut problems = Vec::new();

@@ -1183,10 +1183,10 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     for r in readers {
         let _ = r.join();
     }
-    eprint!("{}", report::summary_text(&rep, &why, &fin));
+    let summary = wiretape::RunSummary::new(&rep, &opts, &why, &fin, engine_reason.as_deref());
+    eprint!("{}", summary.text());
     if let Some(p) = &a.summary_json {
-        let j = report::summary_json(&rep, &why, &opts, &fin, engine_reason.as_deref());
-        std::fs::write(p, serde_json::to_string_pretty(&j)? + "\n")
+        std::fs::write(p, summary.to_json())
             .map_err(|e| anyhow::anyhow!("cannot write the summary {}: {e}", p.display()))?;
     }
     let errors = rep.errors();

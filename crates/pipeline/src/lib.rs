@@ -36,6 +36,7 @@ mod recording;
 pub mod replay;
 pub mod report;
 pub mod stage;
+pub mod summary;
 
 pub use engine::{choose_engine, AutoHints, Engine, EngineChoice};
 pub use live::{
@@ -47,6 +48,7 @@ pub use recording::Recording;
 pub use replay::{FileSource, ReplaySource};
 pub use report::{Drops, Gap, QueueReport, QueueSnapshot, RecordReport, Snapshot};
 pub use stage::{FrameSink, Running, StageConfig, StopReason};
+pub use summary::RunSummary;
 
 /// Errors of a recording: the capture side's or the storage side's, typed.
 #[derive(Debug, thiserror::Error)]
