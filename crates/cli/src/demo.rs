@@ -35,7 +35,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
-    crate::record::check_basic_privileges()
+    wiretape::pipeline::preflight::check_basic_rights()
         .context("the demo creates a network namespace and attaches XDP")?;
     let (dir, temp) = match &a.dir {
         Some(d) => (d.clone(), false),

@@ -581,70 +581,6 @@ fn default_control(dir: &std::path::Path) -> Option<PathBuf> {
     Some(p)
 }
 
-/// Fails early, naming each missing capability and what it is for, when
-/// the process lacks the rights to capture (checked against its effective
-/// capabilities, also as root: a container may have dropped some).
-/// `locked_bytes`: the UMEM it will pin; `perfmon`: the filter reads the
-/// frame length.
-pub(crate) fn check_privileges(locked_bytes: u64, perfmon: bool) -> Result<()> {
-    let missing = sys::missing_capabilities(locked_bytes, perfmon);
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let list = missing
-        .iter()
-        .map(|m| format!("{} ({})", m.name, m.why))
-        .collect::<Vec<_>>()
-        .join(", ");
-    bail!(
-        "missing {} {list}: run as root, or grant CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and \
-         CAP_IPC_LOCK (`setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep $(command -v wiretape)`, \
-         or AmbientCapabilities= in its systemd unit)",
-        if missing.len() == 1 {
-            "capability"
-        } else {
-            "capabilities"
-        }
-    );
-}
-
-/// The rights `demo`, `tsbench --live`, `replay` and `gen` check before
-/// they start: root, or at least CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF.
-pub(crate) fn check_basic_privileges() -> Result<()> {
-    if sys::is_root() {
-        return Ok(());
-    }
-    let caps = sys::effective_caps();
-    let has = |n: u32| caps & (1u64 << n) != 0;
-    // CAP_NET_ADMIN 12, CAP_NET_RAW 13, CAP_SYS_ADMIN 21, CAP_BPF 39
-    if !(has(12) && has(13) && (has(39) || has(21))) {
-        bail!(
-            "not root and missing capabilities: run as root (sudo), or grant them once with \
-             `setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep $(command -v wiretape)`"
-        );
-    }
-    Ok(())
-}
-
-/// The UMEM bytes a recording of `c` pins: frames x frame size per queue.
-pub(crate) fn locked_bytes(c: &CaptureConfig) -> u64 {
-    let queues = match &c.queues {
-        Some(q) => q.len() as u64,
-        None => sys::rx_queue_count(&c.ifname).unwrap_or(1).max(1) as u64,
-    };
-    queues * c.frames as u64 * c.frame_size as u64
-}
-
-/// Does `expr` need CAP_PERFMON in the XDP program (it reads the length)?
-/// False when it does not compile (the recording reports that itself).
-pub(crate) fn filter_needs_perfmon(expr: Option<&str>, snaplen: u32) -> bool {
-    expr.and_then(|e| {
-        wiretape::capture::CaptureFilter::compile(e, wiretape::filter::LINKTYPE_ETHERNET, snaplen)
-            .ok()
-    })
-    .is_some_and(|f| f.needs_perfmon())
-}
-
 /// A CPU list flag, each CPU checked against the CPUs this process may run
 /// on (a usage error, exit 2, before anything is attached).
 fn cpu_list(s: &Option<String>, what: &str) -> Result<Option<Vec<usize>>> {
@@ -1037,10 +973,11 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     }
     // netmap needs no capabilities, only /dev/netmap (root's by default:
     // opening it says so).
+    use wiretape::pipeline::preflight::{check_rights, filter_needs_perfmon, locked_bytes};
     let perfmon = filter_needs_perfmon(opts.filter.as_deref(), opts.storage.snaplen);
     match &opts.input {
-        Input::Interface(c) => check_privileges(locked_bytes(c), perfmon)?,
-        Input::Interfaces(list) => check_privileges(list.iter().map(locked_bytes).sum(), perfmon)?,
+        Input::Interface(c) => check_rights(locked_bytes(c), perfmon)?,
+        Input::Interfaces(list) => check_rights(list.iter().map(locked_bytes).sum(), perfmon)?,
         _ => {}
     }
     if let Some(us) = a.busy_poll {
@@ -1219,7 +1156,7 @@ fn check_output_dir(dir: &std::path::Path, mkdir: bool) -> Result<()> {
                 parent.display()
             )));
         }
-        crate::check::nearest_existing(dir)
+        wiretape::pipeline::preflight::nearest_existing(dir)
     };
     if !probe_in.is_dir() {
         bail!(StorageError::NotADirectory(probe_in));

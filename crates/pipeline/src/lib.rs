@@ -31,6 +31,7 @@
 
 pub mod engine;
 pub mod live;
+pub mod preflight;
 pub mod record;
 mod recording;
 pub mod replay;
@@ -43,6 +44,7 @@ pub use live::{
     Batch, DumpReport, DumpRequest, Frame, LiveConfig, LiveError, LiveReport, Merger, Policy,
     ServeConfig, SubscribeOptions, Subscriber, SubscriberReport,
 };
+pub use preflight::{preflight, Preflight, PreflightError};
 pub use record::{record, record_live, Controls, Event, Input, RecordConfig};
 pub use recording::Recording;
 pub use replay::{FileSource, ReplaySource};
