@@ -939,11 +939,9 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     lv.trigger_window = a.dump_window;
     lv.trigger = Some(trigger.clone());
     if let Some(addr) = a.serve {
-        if !addr.ip().is_loopback() && !a.serve_allow_remote {
-            eprintln!(
-                "wiretape: error: --serve {addr}: not a loopback address, so anyone who can reach it \
-                 receives every frame recorded; use 127.0.0.1:PORT, or add --serve-allow-remote"
-            );
+        if !wiretape::live::may_listen(addr, a.serve_allow_remote) {
+            let e = wiretape::LiveError::NotLoopback(addr);
+            eprintln!("wiretape: error: {e}");
             return Ok(2);
         }
         let mut sc = wiretape::ServeConfig::new(addr);
@@ -998,12 +996,12 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     wiretape::capture::bpflog::set_verbose(a.verbose);
     let metrics = match a.metrics {
         Some(addr) => {
-            let m = crate::metrics::Metrics::serve(
-                addr,
-                a.metrics_allow_remote,
-                &opts.ifname(),
-                a.dir.clone(),
-            )?;
+            use wiretape::pipeline::metrics::{Metrics, MetricsError};
+            let m = Metrics::serve(addr, a.metrics_allow_remote, &opts.ifname(), a.dir.clone())
+                .map_err(|e| match e {
+                    MetricsError::Remote(_) => crate::usage(e.to_string()),
+                    e => e.into(),
+                })?;
             eprintln!("wiretape: metrics on http://{}/metrics", m.addr);
             Some(m)
         }

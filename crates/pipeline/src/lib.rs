@@ -31,6 +31,7 @@
 
 pub mod engine;
 pub mod live;
+pub mod metrics;
 pub mod preflight;
 pub mod record;
 mod recording;
