@@ -1,13 +1,13 @@
 //! `wiretape ctl`: talk to a running `wiretape record` over its control
 //! socket (status; dump a window of the time-travel ring).
 
+use crate::common::usage_exit as usage;
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The control socket's name in the output directory (record's default).
-pub(crate) const SOCKET_NAME: &str = ".wiretape-control.sock";
+use wiretape::live::control::SOCKET_NAME;
 
 #[derive(clap::Args)]
 #[command(
@@ -96,17 +96,12 @@ fn socket(a: &Args) -> Result<PathBuf> {
     ))
 }
 
-fn usage(msg: impl std::fmt::Display) -> Result<i32> {
-    eprintln!("wiretape: error: {msg}");
-    Ok(2)
-}
-
 pub(crate) fn run(a: Args) -> Result<i32> {
     let now = wiretape::timestamp::realtime_ns();
     let (req, timeout) = match &a.cmd {
         Cmd::Status => (json!({ "cmd": "status" }), Duration::from_secs(10)),
         Cmd::Dump(d) => {
-            let zone = crate::extract::no_zone(d.utc);
+            let zone = crate::common::no_zone(d.utc);
             let t = |s: &str| wiretape::timestamp::parse_time_in(s, now, zone);
             let (from, to) = match (&d.last, &d.from, &d.to) {
                 (Some(l), _, _) => match parse_span(l) {
@@ -125,11 +120,11 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                     (from, to)
                 }
             };
-            let words = match crate::inputs::filter_only(&d.expression, &d.after) {
+            let words = match crate::common::inputs::filter_only(&d.expression, &d.after) {
                 Ok(w) => w,
                 Err(e) => return usage(e),
             };
-            let filter = crate::record::filter_expression(&words, d.filter_file.as_deref())?;
+            let filter = crate::common::filter_expression(&words, d.filter_file.as_deref())?;
             (
                 json!({ "cmd": "dump", "from_ns": from, "to_ns": to, "filter": filter }),
                 // A large window of a large ring is written at disk speed.

@@ -3,13 +3,14 @@
 //! real engine (XDP + AF_XDP), read back and checked byte for byte; then
 //! everything is removed.
 
-use crate::report::{self, thousands};
+use crate::common::report;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 use wiretape::capture::{CaptureConfig, XdpMode};
+use wiretape::pipeline::summary::thousands;
 use wiretape::storage::{PcapReader, Record};
 use wiretape::timestamp::{format_rfc3339, realtime_ns};
 use wiretape::{Event, Input, RecordConfig};

@@ -1,6 +1,5 @@
 //! `wiretape replay` and `wiretape gen`: AF_XDP transmit, paced.
 
-use crate::report::{bytes_h, thousands};
 use anyhow::{bail, Result};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -9,6 +8,7 @@ use std::time::Duration;
 use wiretape::capture::sys;
 use wiretape::capture::tx::{self, GenSize, GenSource, Speed, TxConfig, TxReport};
 use wiretape::pipeline::preflight::check_basic_rights;
+use wiretape::pipeline::summary::{bytes_h, thousands};
 
 /// Options both commands share.
 #[derive(clap::Args)]

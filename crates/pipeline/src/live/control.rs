@@ -20,6 +20,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// The control socket's name in a recording's output directory (where
+/// `wiretape record` puts it unless told otherwise).
+pub const SOCKET_NAME: &str = ".wiretape-control.sock";
+
 /// A status request waiting for the recording's loop to answer.
 pub(crate) type StatusRequest = mpsc::Sender<Value>;
 

@@ -1,6 +1,11 @@
 //! `wiretape record`.
 
-use crate::report;
+mod check;
+mod metrics;
+mod service;
+
+use crate::common::filter_expression;
+use crate::common::report;
 use anyhow::{bail, Result};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -394,7 +399,7 @@ pub(crate) struct Args {
     /// filtered and dropped by reason, bytes, disk write latency, RAM
     /// buffer, files open/rotated/deleted, free space, last error. ADDR:
     /// 127.0.0.1:9750, [::1]:9750 or a bare port (on 127.0.0.1).
-    #[arg(long, value_name = "ADDR", value_parser = crate::metrics::parse_addr)]
+    #[arg(long, value_name = "ADDR", value_parser = metrics::parse_addr)]
     metrics: Option<std::net::SocketAddr>,
     /// Let --metrics listen on an address other machines can reach.
     #[arg(long, requires = "metrics")]
@@ -413,33 +418,6 @@ pub(crate) struct Args {
     /// here is taken as the filter).
     #[arg(last = true, value_name = "FILTER")]
     after: Vec<String>,
-}
-
-/// The capture filter of `-F FILE` or the trailing words (None: none, or
-/// blank). Both at once is an error, as is an unreadable file.
-pub(crate) fn filter_expression(
-    words: &[String],
-    file: Option<&std::path::Path>,
-) -> Result<Option<String>> {
-    let expr = match file {
-        Some(p) if !words.is_empty() => bail!(
-            "give the filter either as trailing words or with -F {}, not both (words: '{}')",
-            p.display(),
-            words.join(" ")
-        ),
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| anyhow::anyhow!("cannot read the filter file {}: {e}", p.display()))?;
-            // As tcpdump's -F: '#' to the end of a line is a comment.
-            text.lines()
-                .map(|l| l.split('#').next().unwrap_or(""))
-                .collect::<Vec<_>>()
-                .join(" ")
-        }
-        None => words.join(" "),
-    };
-    let expr = expr.split_whitespace().collect::<Vec<_>>().join(" ");
-    Ok((!expr.is_empty()).then_some(expr))
 }
 
 /// A rotation size: [`parse_bytes`], at least 64K.
@@ -563,7 +541,7 @@ pub(crate) fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
 /// wiretape listens there or the path is too long for a socket (then none,
 /// with a notice).
 fn default_control(dir: &std::path::Path) -> Option<PathBuf> {
-    let p = dir.join(crate::ctl::SOCKET_NAME);
+    let p = dir.join(wiretape::live::control::SOCKET_NAME);
     if p.as_os_str().len() >= 108 {
         eprintln!(
             "wiretape: no control socket: {} is too long for a Unix socket (give --control PATH)",
@@ -875,7 +853,8 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         return Err(wiretape::capture::CaptureError::NetmapNotBuilt.into());
     }
     let (input, engine_reason) = input(&a)?;
-    let words = crate::inputs::filter_only(&a.expression, &a.after).map_err(crate::usage)?;
+    let words =
+        crate::common::inputs::filter_only(&a.expression, &a.after).map_err(crate::usage)?;
     let filter = filter_expression(&words, a.filter_file.as_deref())?;
     let netmap = matches!(input, Input::Netmap(_));
     let mut opts = match &input {
@@ -953,7 +932,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     // A typo in -w is refused before anything else is looked at.
     check_output_dir(&a.dir, a.mkdir)?;
     if a.check {
-        return crate::check::run(&opts, a.metrics);
+        return check::run(&opts, a.metrics);
     }
 
     // Cheap checks first, so that bad input fails before anything is
@@ -1055,9 +1034,9 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                 opts.storage.dir.display()
             );
             if std::mem::replace(&mut ready, true) {
-                crate::service::status(&format!("{what} (again)"));
+                service::status(&format!("{what} (again)"));
             } else {
-                crate::service::ready(&what);
+                service::ready(&what);
             }
             eprintln!(
                 "{}",
@@ -1072,7 +1051,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             if let Some(m) = &metrics {
                 m.update(&snapshot, &storage);
             }
-            crate::service::alive(&format!(
+            service::alive(&format!(
                 "{} frames seen, {} written, {} dropped by the kernel{}",
                 snapshot.seen(),
                 snapshot.written(),
@@ -1096,7 +1075,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Event::Finished(st) => fin = st,
         Event::Notice(n) => eprintln!("wiretape: {n}"),
         Event::Stopping(w) => {
-            crate::service::stopping(w);
+            service::stopping(w);
             if tty && !quiet {
                 eprintln!();
             }
@@ -1108,7 +1087,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         // before anything is attached.
         Err(wiretape::PipelineError::Filter(e)) => {
             eprintln!("wiretape: error: {e}");
-            return Ok(crate::filter::exit_code(&e));
+            return Ok(crate::common::exit_code(&e));
         }
         Err(e) => return Err(e.into()),
     };

@@ -18,7 +18,7 @@ pub(crate) fn run(opts: &RecordConfig, metrics: Option<SocketAddr>) -> Result<i3
         // As a recording: a filter libpcap refuses is a usage error.
         Err(PreflightError::Filter(e)) => {
             eprintln!("wiretape: error: {e}");
-            Ok(crate::filter::exit_code(&e))
+            Ok(crate::common::exit_code(&e))
         }
         Err(e) => Err(e.into()),
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use wiretape::capture::{BindMode, StartInfo};
 use wiretape::{RecordConfig, Snapshot, StorageProgress};
 
-pub(crate) use wiretape::pipeline::summary::{bytes_h, thousands};
+use wiretape::pipeline::summary::{bytes_h, thousands};
 
 pub(crate) fn start_line(info: &StartInfo, opts: &RecordConfig, reason: Option<&str>) -> String {
     if !info.interfaces.is_empty() {
