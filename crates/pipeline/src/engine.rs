@@ -2,8 +2,9 @@
 //! suits the interfaces of a recording, with the reason as a value that the
 //! start line and the run summary show (see [`choose_engine`]).
 
+use crate::{Input, RecordConfig};
 use wiretape_capture::bpf::{xdp_features, XDP_ACT_BASIC, XDP_ACT_XSK_ZEROCOPY};
-use wiretape_capture::sys;
+use wiretape_capture::{sys, PacketConfig};
 
 /// An engine the automatic choice can pick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +129,27 @@ pub fn choose_engine<S: AsRef<str>>(ifaces: &[S], hints: &AutoHints) -> EngineCh
             skb_devices.join(", ")
         )),
     )
+}
+
+impl RecordConfig {
+    /// The defaults for recording `ifnames` into `dir` with the engine
+    /// [`choose_engine`] picks for them, and that choice (what `wiretape
+    /// record -i IFACE` does with `--engine auto`).
+    pub fn auto(
+        ifnames: &[&str],
+        dir: impl Into<std::path::PathBuf>,
+        hints: &AutoHints,
+    ) -> (RecordConfig, EngineChoice) {
+        let choice = choose_engine(ifnames, hints);
+        let mut c = match ifnames {
+            [one] => RecordConfig::interface(one, dir),
+            several => RecordConfig::interfaces(several, dir),
+        };
+        if choice.engine == Engine::Packet {
+            c.input = Input::Packet(ifnames.iter().map(|n| PacketConfig::new(*n)).collect());
+        }
+        (c, choice)
+    }
 }
 
 #[cfg(test)]
