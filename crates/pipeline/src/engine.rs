@@ -158,8 +158,10 @@ mod tests {
 
     #[test]
     fn the_site_and_an_afxdp_only_option_decide_before_the_interfaces() {
-        let mut h = AutoHints::default();
-        h.afxdp_only = Some("--cutoff".into());
+        let mut h = AutoHints {
+            afxdp_only: Some("--cutoff".into()),
+            ..AutoHints::default()
+        };
         let c = choose_engine(&["no-such-if0"], &h);
         assert_eq!(c.engine, Engine::Afxdp);
         assert_eq!(
