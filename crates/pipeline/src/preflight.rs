@@ -153,6 +153,18 @@ pub fn nearest_existing(p: &Path) -> PathBuf {
     }
 }
 
+/// Whether a file can be made in `probe_in` (the output directory `dir`,
+/// or where it would be created): a probe file is made and removed.
+pub fn probe_writable(probe_in: &Path, dir: &Path) -> Result<(), StorageError> {
+    let probe = probe_in.join(format!(".wiretape-probe-{}", std::process::id()));
+    std::fs::File::create(&probe).map_err(|source| StorageError::NotWritable {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
 /// Runs the checks of a recording of `config` (see the module docs);
 /// `metrics`: the address the metrics endpoint would listen on.
 pub fn preflight(
@@ -336,12 +348,7 @@ fn check_dir(config: &RecordConfig) -> Result<String, PreflightError> {
     } else {
         (nearest_existing(dir), true)
     };
-    let probe = probe_in.join(format!(".wiretape-check-{}", std::process::id()));
-    std::fs::File::create(&probe).map_err(|source| StorageError::NotWritable {
-        path: dir.clone(),
-        source,
-    })?;
-    let _ = std::fs::remove_file(&probe);
+    probe_writable(&probe_in, dir)?;
     let direct = wiretape_storage::uring::direct_supported(&probe_in);
     let engine = match st.io {
         IoMode::Direct if !direct => return Err(PreflightError::NoDirect(dir.clone())),

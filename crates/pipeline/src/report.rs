@@ -127,7 +127,7 @@ impl Snapshot {
 }
 
 /// Frames not written, by reason.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Drops {
     /// The socket's RX ring was full (the poll thread fell behind).
     pub rx_ring_full: u64,
@@ -155,7 +155,7 @@ impl Drops {
             + self.disk_full
     }
 
-    fn add(&mut self, o: &Drops) {
+    pub(crate) fn add(&mut self, o: &Drops) {
         self.rx_ring_full += o.rx_ring_full;
         self.fill_ring_empty += o.fill_ring_empty;
         self.other += o.other;

@@ -181,18 +181,9 @@ impl StampSummary {
 #[derive(Clone, Copy, Debug, Serialize)]
 #[non_exhaustive]
 pub struct DropSummary {
-    /// The socket's RX ring was full.
-    pub rx_ring_full: u64,
-    /// No free UMEM frame in the fill ring.
-    pub fill_ring_empty: u64,
-    /// Other kernel drops.
-    pub other: u64,
-    /// Received after the count was reached.
-    pub after_count: u64,
-    /// A write error.
-    pub write_error: u64,
-    /// The disk was full.
-    pub disk_full: u64,
+    /// By reason (serialized as fields of this object).
+    #[serde(flatten)]
+    pub by_reason: Drops,
     /// All reasons.
     pub total: u64,
 }
@@ -200,12 +191,7 @@ pub struct DropSummary {
 impl From<Drops> for DropSummary {
     fn from(d: Drops) -> DropSummary {
         DropSummary {
-            rx_ring_full: d.rx_ring_full,
-            fill_ring_empty: d.fill_ring_empty,
-            other: d.other,
-            after_count: d.after_count,
-            write_error: d.write_error,
-            disk_full: d.disk_full,
+            by_reason: d,
             total: d.total(),
         }
     }
@@ -214,7 +200,8 @@ impl From<Drops> for DropSummary {
 impl DropSummary {
     /// The kernel's (ring full, fill ring empty, other).
     pub fn kernel(&self) -> u64 {
-        self.rx_ring_full + self.fill_ring_empty + self.other
+        let d = &self.by_reason;
+        d.rx_ring_full + d.fill_ring_empty + d.other
     }
 }
 
@@ -493,12 +480,7 @@ impl InterfaceSummary {
         let sum = |f: fn(&QueueSummary) -> u64| per_queue.iter().map(f).sum::<u64>();
         let mut d = Drops::default();
         for q in &per_queue {
-            d.rx_ring_full += q.drops.rx_ring_full;
-            d.fill_ring_empty += q.drops.fill_ring_empty;
-            d.other += q.drops.other;
-            d.after_count += q.drops.after_count;
-            d.write_error += q.drops.write_error;
-            d.disk_full += q.drops.disk_full;
+            d.add(&q.drops.by_reason);
         }
         InterfaceSummary {
             interface: info.ifname.clone(),
@@ -686,7 +668,7 @@ impl RunSummary {
                 );
             }
             for q in &i.per_queue {
-                let d = &q.drops;
+                let d = &q.drops.by_reason;
                 s += &format!(
                     "  {:>5} {:>11} {:>11} {:>11} {:>10} {:>10} {:>8} {:>11} {:>9} {:>9}  {}\n",
                     q.queue,

@@ -1138,12 +1138,7 @@ fn check_output_dir(dir: &std::path::Path, mkdir: bool) -> Result<()> {
     if !probe_in.is_dir() {
         bail!(StorageError::NotADirectory(probe_in));
     }
-    let probe = probe_in.join(format!(".wiretape-probe-{}", std::process::id()));
-    std::fs::File::create(&probe).map_err(|source| StorageError::NotWritable {
-        path: dir.to_owned(),
-        source,
-    })?;
-    let _ = std::fs::remove_file(&probe);
+    wiretape::pipeline::preflight::probe_writable(&probe_in, dir)?;
     Ok(())
 }
 
