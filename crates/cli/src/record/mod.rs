@@ -848,11 +848,14 @@ fn input(a: &Args) -> Result<(Input, Option<String>)> {
     Ok((Input::Interface(c), reason))
 }
 
-pub(crate) fn run(a: Args) -> Result<i32> {
+/// The recording the options ask for, the reason of `--engine auto`'s
+/// choice, and the SIGUSR1 dump trigger the config holds. Usage errors
+/// (exit 2) only: nothing is looked at beyond the options.
+fn config(a: &Args) -> Result<(RecordConfig, Option<String>, Arc<AtomicBool>)> {
     if a.engine == "netmap" && !wiretape::capture::netmap::BUILT {
         return Err(wiretape::capture::CaptureError::NetmapNotBuilt.into());
     }
-    let (input, engine_reason) = input(&a)?;
+    let (input, engine_reason) = input(a)?;
     let words =
         crate::common::inputs::filter_only(&a.expression, &a.after).map_err(crate::usage)?;
     let filter = filter_expression(&words, a.filter_file.as_deref())?;
@@ -920,24 +923,20 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     if let Some(addr) = a.serve {
         if !wiretape::live::may_listen(addr, a.serve_allow_remote) {
             let e = wiretape::LiveError::NotLoopback(addr);
-            eprintln!("wiretape: error: {e}");
-            return Ok(2);
+            return Err(crate::usage(e.to_string()));
         }
         let mut sc = wiretape::ServeConfig::new(addr);
         sc.max_clients = a.serve_max_clients as usize;
         sc.allow_remote = a.serve_allow_remote;
         lv.serve = Some(sc);
     }
+    Ok((opts, engine_reason, trigger))
+}
 
-    // A typo in -w is refused before anything else is looked at.
-    check_output_dir(&a.dir, a.mkdir)?;
-    if a.check {
-        return check::run(&opts, a.metrics);
-    }
-
-    // Cheap checks first, so that bad input fails before anything is
-    // attached. Nothing is created here: the recording makes DIR once the
-    // filter is compiled and the input opened.
+/// The cheap checks a recording makes first, so that bad input fails
+/// before anything is attached (nothing is created: the recording makes DIR
+/// once the filter is compiled and the input opened).
+fn refuse_early(a: &Args, opts: &RecordConfig) -> Result<()> {
     for iface in &a.iface {
         if sys::ifindex(iface).is_none() {
             bail!(
@@ -972,6 +971,18 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             }
         }
     }
+    Ok(())
+}
+
+pub(crate) fn run(a: Args) -> Result<i32> {
+    let (mut opts, engine_reason, trigger) = config(&a)?;
+    // A typo in -w is refused before anything else is looked at.
+    check_output_dir(&a.dir, a.mkdir)?;
+    if a.check {
+        return check::run(&opts, a.metrics);
+    }
+
+    refuse_early(&a, &opts)?;
     wiretape::capture::bpflog::set_verbose(a.verbose);
     let metrics = match a.metrics {
         Some(addr) => {
