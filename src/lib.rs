@@ -104,10 +104,10 @@ pub use wiretape_storage as storage;
 pub use wiretape_timestamp as timestamp;
 
 pub use pipeline::{
-    record, record_live, Batch, Controls, Drops, DumpReport, DumpRequest, Event, Frame, Gap, Input,
-    LiveConfig, LiveError, LiveReport, Merger, PipelineError, QueueReport, RecordConfig,
-    RecordReport, Recording, ReplaySource, ServeConfig, Snapshot, StageConfig, StopReason,
-    SubscribeOptions, Subscriber, SubscriberReport,
+    choose_engine, record, record_live, AutoHints, Batch, Controls, Drops, DumpReport, DumpRequest,
+    EngineChoice, Event, Frame, Gap, Input, LiveConfig, LiveError, LiveReport, Merger,
+    PipelineError, QueueReport, RecordConfig, RecordReport, Recording, ReplaySource, RunSummary,
+    ServeConfig, Snapshot, StageConfig, StopReason, SubscribeOptions, Subscriber, SubscriberReport,
 };
 pub use storage::{MinFree, Policy, StorageConfig, StorageProgress, DEFAULT_SNAPLEN};
 

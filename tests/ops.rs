@@ -13,6 +13,7 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use wiretape::pipeline::summary::thousands;
 use wiretape_testbed::{SizeFn, Testbed, CAP_IF, GEN_IF};
 
 const CAPS: [&str; 4] = ["net_admin", "bpf", "net_raw", "ipc_lock"];
@@ -480,16 +481,4 @@ fn sighup_rotates_every_file_and_sigusr2_prints_the_summary_so_far() {
     let j = read_json(&json);
     assert_identity(&j);
     assert_eq!(j["files"].as_array().unwrap().len(), 6);
-}
-
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }

@@ -320,6 +320,40 @@ pub fn missing_capabilities(locked_bytes: u64, perfmon: bool) -> Vec<MissingCap>
     caps_missing_from(effective_caps(), memlock_limit(), locked_bytes, perfmon)
 }
 
+/// The capabilities that sending and the smaller tools (`demo`, `tsbench
+/// --live`, `replay`, `gen`) need and this process lacks: CAP_NET_ADMIN,
+/// CAP_NET_RAW and CAP_BPF (or CAP_SYS_ADMIN); none for root.
+pub fn missing_basic_capabilities() -> Vec<MissingCap> {
+    if is_root() {
+        return Vec::new();
+    }
+    let caps = effective_caps();
+    let has = |n: u32| caps & (1u64 << n) != 0;
+    let mut v = Vec::new();
+    for (cap, name, why) in [
+        (
+            CAP_NET_ADMIN,
+            "CAP_NET_ADMIN",
+            "to make interfaces and attach XDP",
+        ),
+        (CAP_NET_RAW, "CAP_NET_RAW", "to open raw sockets"),
+    ] {
+        if !has(cap) {
+            v.push(MissingCap {
+                name,
+                why: why.to_string(),
+            });
+        }
+    }
+    if !(has(CAP_BPF) || has(CAP_SYS_ADMIN)) {
+        v.push(MissingCap {
+            name: "CAP_BPF",
+            why: "to load BPF programs".to_string(),
+        });
+    }
+    v
+}
+
 fn caps_missing_from(
     caps: u64,
     memlock: Option<u64>,

@@ -3,13 +3,14 @@
 //! The server, the TLS and the certificates are the query crate's
 //! (`query::api`, `query::tls`); this is the command line around them.
 
+use crate::common::tls::missing;
 use anyhow::Result;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use wiretape::query::api::{ApiConfig, Server, TlsFiles};
-use wiretape::query::remote::{Client, Remote};
+
 use wiretape::query::tls::{self, Validity};
 
 /// The text after `wiretape api --help`'s options: the endpoints come
@@ -98,25 +99,6 @@ pub(crate) struct ApiArgs {
     #[arg(long, value_name = "FILE")]
     #[allow(dead_code)] // read by config::expand, before this parse
     config: Option<PathBuf>,
-}
-
-/// Which of three flags (`given`) are missing, in words: `--key and --ca`.
-fn missing(flags: [(&str, bool); 3]) -> (String, String) {
-    let list = |want: bool| {
-        let v: Vec<&str> = flags
-            .iter()
-            .filter(|(_, g)| *g == want)
-            .map(|(f, _)| *f)
-            .collect();
-        match v.as_slice() {
-            [] => String::new(),
-            [a] => a.to_string(),
-            [a, b] => format!("{a} and {b}"),
-            [a, b, c] => format!("{a}, {b} and {c}"),
-            _ => v.join(", "),
-        }
-    };
-    (list(true), list(false))
 }
 
 pub(crate) fn api(a: ApiArgs) -> Result<i32> {
@@ -476,61 +458,5 @@ pub(crate) fn certs(a: CertsArgs) -> Result<i32> {
             eprintln!("wiretape: error: {e}");
             Ok(1)
         }
-    }
-}
-
-/// The TLS flags of a client of sensors (`extract`, `index`, `timeline`).
-#[derive(clap::Args, Clone, Debug, Default)]
-pub(crate) struct ClientTls {
-    /// This client's certificate (PEM), for https:// sensors.
-    #[arg(long, value_name = "PEM", env = "WIRETAPE_CERT")]
-    cert: Option<PathBuf>,
-    /// This client's private key (PEM), for https:// sensors.
-    #[arg(long, value_name = "PEM", env = "WIRETAPE_KEY")]
-    key: Option<PathBuf>,
-    /// The CA the sensors' certificates chain to (PEM).
-    #[arg(long, value_name = "PEM", env = "WIRETAPE_CA")]
-    ca: Option<PathBuf>,
-}
-
-impl ClientTls {
-    /// The client of `remotes` (None without any): mutual TLS from
-    /// --cert/--key/--ca for https://. Err: a usage problem, in words.
-    pub(crate) fn client(
-        &self,
-        remotes: &[&Remote],
-    ) -> std::result::Result<Option<Client>, String> {
-        if remotes.is_empty() {
-            return Ok(None);
-        }
-        let tls = match (&self.cert, &self.key, &self.ca) {
-            (Some(c), Some(k), Some(ca)) => {
-                Some(tls::ClientTls::new(c, k, ca).map_err(|e| e.to_string())?)
-            }
-            (None, None, None) => {
-                if let Some(r) = remotes.iter().find(|r| r.tls) {
-                    return Err(format!(
-                        "{}: https:// sensors need this client's certificate: give --cert PEM --key PEM \
-                         --ca PEM (or WIRETAPE_CERT, WIRETAPE_KEY, WIRETAPE_CA; `wiretape certs client DIR \
-                         NAME` makes them)",
-                        r.url
-                    ));
-                }
-                None
-            }
-            (c, k, ca) => {
-                let (given, lacking) = missing([
-                    ("--cert", c.is_some()),
-                    ("--key", k.is_some()),
-                    ("--ca", ca.is_some()),
-                ]);
-                return Err(format!(
-                    "{given} given without {lacking}: https:// sensors need all three of --cert, --key and \
-                     --ca (or WIRETAPE_CERT, WIRETAPE_KEY, WIRETAPE_CA): --ca is the ca.pem of the sensors' \
-                     `wiretape certs init`, --cert and --key this client's (`wiretape certs client DIR NAME`)"
-                ));
-            }
-        };
-        Client::new(tls).map(Some).map_err(|e| e.to_string())
     }
 }

@@ -1,13 +1,12 @@
 //! `wiretape ctl`: talk to a running `wiretape record` over its control
 //! socket (status; dump a window of the time-travel ring).
 
+use crate::common::usage_exit as usage;
 use anyhow::{bail, Result};
-use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The control socket's name in the output directory (record's default).
-pub(crate) const SOCKET_NAME: &str = ".wiretape-control.sock";
+use wiretape::live::control::{self, Reply, Request, SOCKET_NAME};
 
 #[derive(clap::Args)]
 #[command(
@@ -96,17 +95,12 @@ fn socket(a: &Args) -> Result<PathBuf> {
     ))
 }
 
-fn usage(msg: impl std::fmt::Display) -> Result<i32> {
-    eprintln!("wiretape: error: {msg}");
-    Ok(2)
-}
-
 pub(crate) fn run(a: Args) -> Result<i32> {
     let now = wiretape::timestamp::realtime_ns();
     let (req, timeout) = match &a.cmd {
-        Cmd::Status => (json!({ "cmd": "status" }), Duration::from_secs(10)),
+        Cmd::Status => (Request::Status, Duration::from_secs(10)),
         Cmd::Dump(d) => {
-            let zone = crate::extract::no_zone(d.utc);
+            let zone = crate::common::no_zone(d.utc);
             let t = |s: &str| wiretape::timestamp::parse_time_in(s, now, zone);
             let (from, to) = match (&d.last, &d.from, &d.to) {
                 (Some(l), _, _) => match parse_span(l) {
@@ -125,13 +119,13 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                     (from, to)
                 }
             };
-            let words = match crate::inputs::filter_only(&d.expression, &d.after) {
+            let words = match crate::common::inputs::filter_only(&d.expression, &d.after) {
                 Ok(w) => w,
                 Err(e) => return usage(e),
             };
-            let filter = crate::record::filter_expression(&words, d.filter_file.as_deref())?;
+            let filter = crate::common::filter_expression(&words, d.filter_file.as_deref())?;
             (
-                json!({ "cmd": "dump", "from_ns": from, "to_ns": to, "filter": filter }),
+                Request::dump(from, to, filter),
                 // A large window of a large ring is written at disk speed.
                 Duration::from_secs(3600),
             )
@@ -139,36 +133,43 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     };
     // Usage problems first (above), then which recorder.
     let path = socket(&a)?;
-    let reply = match wiretape::live::control::request(&path, &req, timeout) {
+    let reply = match control::request(&path, &req, timeout) {
         Ok(r) => r,
         Err(e) => bail!(
             "cannot reach the recorder at {}: {e} (is `wiretape record` running with this -w DIR or --control PATH?)",
             path.display()
         ),
     };
-    if let Some(e) = reply["error"].as_str() {
-        if reply["usage"] == Value::Bool(true) {
-            return usage(e);
+    match reply {
+        Reply::Refused { error, usage: true } => usage(error),
+        Reply::Refused { error, .. } => bail!("{error}"),
+        Reply::Status(v) => {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(0)
         }
-        bail!("{e}");
-    }
-    println!("{}", serde_json::to_string_pretty(&reply)?);
-    if let Cmd::Dump(_) = a.cmd {
-        match reply["file"].as_str() {
-            Some(f) => eprintln!(
-                "wiretape: dumped {} frames ({} bytes) to {f}{}",
-                reply["frames"],
-                reply["bytes"],
-                if reply["window_overwritten"] == Value::Bool(true) {
-                    " (the ring no longer held the start of the window)"
-                } else {
-                    ""
-                }
-            ),
-            None => eprintln!("wiretape: no frame in the window: nothing written"),
+        Reply::Dump(d) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::to_value(&d)?)?
+            );
+            match &d.file {
+                Some(f) => eprintln!(
+                    "wiretape: dumped {} frames ({} bytes) to {}{}",
+                    d.frames,
+                    d.bytes,
+                    f.display(),
+                    if d.window_overwritten {
+                        " (the ring no longer held the start of the window)"
+                    } else {
+                        ""
+                    }
+                ),
+                None => eprintln!("wiretape: no frame in the window: nothing written"),
+            }
+            Ok(0)
         }
+        _ => bail!("the recorder answered with a reply this wiretape does not know"),
     }
-    Ok(0)
 }
 
 /// `30s`, `5m`, `1.5h`, `2d`, `90` (seconds) to ns.

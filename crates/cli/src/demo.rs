@@ -3,7 +3,7 @@
 //! real engine (XDP + AF_XDP), read back and checked byte for byte; then
 //! everything is removed.
 
-use crate::report::{self, thousands};
+use crate::common::report;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,6 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 use wiretape::capture::{CaptureConfig, XdpMode};
 use wiretape::files::{PcapReader, Record};
+use wiretape::pipeline::summary::thousands;
 use wiretape::timestamp::{format_rfc3339, realtime_ns};
 use wiretape::{Event, Input, RecordConfig};
 use wiretape_testbed::{frames, sys, SizeFn, Testbed, CAP_IF, GEN_IF};
@@ -35,7 +36,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
-    crate::record::check_basic_privileges()
+    wiretape::pipeline::preflight::check_basic_rights()
         .context("the demo creates a network namespace and attaches XDP")?;
     let (dir, temp) = match &a.dir {
         Some(d) => (d.clone(), false),
@@ -74,7 +75,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             let mut sender = None;
             let rep = wiretape::record(&opts, &stop, |ev| match ev {
                 Event::Started(info) => {
-                    println!("demo: {}", report::start_line(info, &opts));
+                    println!("demo: {}", report::start_line(info, &opts, None));
                     let tb = &tb;
                     sender =
                         Some(s.spawn(move || tb.send(0..a.count, SizeFn::Mixed, 8, Some(a.rate))));
@@ -96,7 +97,8 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         })?
     };
     let t1 = realtime_ns();
-    print!("{}", report::summary_text(&rep, &why, &Default::default()));
+    let summary = wiretape::RunSummary::new(&rep, &opts, &why, &Default::default(), None);
+    print!("{}", summary.text());
 
     // Read back what was recorded and check it against what was sent.
     let mut problems = Vec::new();

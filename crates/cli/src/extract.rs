@@ -3,17 +3,18 @@
 //! planning, merging and the JSON are the query crate's (`query::job`);
 //! this is the command line around them.
 
-use crate::report::{bytes_h, thousands};
+use crate::common::{usage_exit as usage, window_flags};
 use anyhow::{anyhow, bail, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use wiretape::files::pcap::MAX_SNAPLEN;
 use wiretape::files::Format;
 use wiretape::filter::LINKTYPE_ETHERNET;
+use wiretape::pipeline::summary::{bytes_h, thousands};
 use wiretape::query::job::{self, Job, Outcome, PlanStats, Request};
 use wiretape::query::remote::{self, Client, Remote, RemoteSource, Source, Sources};
 use wiretape::query::{Note, QueryError, Stats, StoreSpan, Window};
-use wiretape::timestamp::{format_rfc3339, parse_time_in, realtime_ns, NoZone};
+use wiretape::timestamp::realtime_ns;
 
 #[derive(clap::Args)]
 #[command(
@@ -122,51 +123,7 @@ pub(crate) struct Args {
     #[arg(long, conflicts_with = "count_only")]
     plan: bool,
     #[command(flatten)]
-    tls: crate::api::ClientTls,
-}
-
-/// A usage error: one line, exit 2.
-pub(crate) fn usage(msg: impl std::fmt::Display) -> Result<i32> {
-    eprintln!("wiretape: error: {msg}");
-    Ok(2)
-}
-
-/// How `--utc` reads a TIME without a zone.
-pub(crate) fn no_zone(utc: bool) -> NoZone {
-    if utc {
-        NoZone::Utc
-    } else {
-        NoZone::Refuse(Some("--utc"))
-    }
-}
-
-/// The window of `--from` and `--to` (TIME: RFC 3339, Unix seconds, back
-/// from now; without a zone UTC when `utc`), checked: Err is the usage
-/// error's line.
-pub(crate) fn window_flags(
-    from: Option<&str>,
-    to: Option<&str>,
-    utc: bool,
-) -> std::result::Result<Window, String> {
-    let now = realtime_ns();
-    let time = |s: Option<&str>, what: &str| -> std::result::Result<Option<u64>, String> {
-        s.map(|s| parse_time_in(s, now, no_zone(utc)).map_err(|e| format!("--{what}: {e}")))
-            .transpose()
-    };
-    let window = Window {
-        from_ns: time(from, "from")?,
-        to_ns: time(to, "to")?,
-    };
-    if let (Some(f), Some(t)) = (window.from_ns, window.to_ns) {
-        if t <= f {
-            return Err(format!(
-                "--to {} is not after --from {}: the window [from, to) is empty",
-                format_rfc3339(t),
-                format_rfc3339(f)
-            ));
-        }
-    }
-    Ok(window)
+    tls: crate::common::tls::ClientTls,
 }
 
 /// The inputs in order: runs of local paths (one merge each) and sensors.
@@ -194,11 +151,11 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Ok(f) => f,
         Err(e) => return usage(e),
     };
-    let (words, filter_words) = match crate::inputs::split(&a.words, &a.after) {
+    let (words, filter_words) = match crate::common::inputs::split(&a.words, &a.after) {
         Ok(w) => w,
         Err(e) => return usage(e),
     };
-    let expr = match crate::record::filter_expression(&filter_words, a.filter_file.as_deref()) {
+    let expr = match crate::common::filter_expression(&filter_words, a.filter_file.as_deref()) {
         Ok(e) => e,
         Err(e) => return usage(e),
     };

@@ -2,6 +2,7 @@
 //! `--explain`, shows the classic BPF libpcap makes of it (as `tcpdump -d`)
 //! and the eBPF program wiretape loads into the XDP program.
 
+use crate::common::exit_code;
 use anyhow::Result;
 use std::path::PathBuf;
 use wiretape::capture::xdpfilter::{explain, tail_program, FilterMaps};
@@ -37,20 +38,13 @@ pub(crate) struct Args {
     after: Vec<String>,
 }
 
-/// 2: an expression refused is a usage error, whether libpcap refuses it
-/// or compiles it into what cannot run here (Linux ancillary loads, which
-/// tcpdump refuses for a saved file too; a loop in XDP).
-pub(crate) fn exit_code(_: &wiretape::filter::FilterError) -> i32 {
-    2
-}
-
 pub(crate) fn run(a: Args) -> Result<i32> {
-    let words = match crate::inputs::filter_only(&a.expression, &a.after) {
+    let words = match crate::common::inputs::filter_only(&a.expression, &a.after) {
         Ok(w) => w,
-        Err(e) => return crate::extract::usage(e),
+        Err(e) => return crate::common::usage_exit(e),
     };
     let expr =
-        crate::record::filter_expression(&words, a.filter_file.as_deref())?.unwrap_or_default();
+        crate::common::filter_expression(&words, a.filter_file.as_deref())?.unwrap_or_default();
     let f = match CaptureFilter::compile(&expr, LINKTYPE_ETHERNET, a.snaplen) {
         Ok(f) => f,
         Err(e) => {

@@ -3,11 +3,11 @@
 //! a store as a Parquet table for fleet-wide queries (`--parquet`). The
 //! rebuild and the table are the query crate's (`query::fleet`).
 
-use crate::report::{bytes_h, thousands};
 use anyhow::{anyhow, bail, Result};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use wiretape::pipeline::summary::{bytes_h, thousands};
 use wiretape::query::fleet::{self, Outcome};
 use wiretape::query::remote::{self, Remote};
 use wiretape::query::Window;
@@ -63,7 +63,7 @@ pub(crate) struct Args {
     #[arg(short = 'q', long)]
     quiet: bool,
     #[command(flatten)]
-    tls: crate::api::ClientTls,
+    tls: crate::common::tls::ClientTls,
 }
 
 /// A progress bar on stderr: redrawn at most 5 times a second on a
@@ -128,9 +128,9 @@ impl Bar {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
-    let words = match crate::inputs::inputs_only(&a.inputs, "index", "") {
+    let words = match crate::common::inputs::inputs_only(&a.inputs, "index", "") {
         Ok(w) => w,
-        Err(e) => return crate::extract::usage(e),
+        Err(e) => return crate::common::usage_exit(e),
     };
     let mut local = Vec::new();
     let mut remotes = Vec::new();
@@ -138,21 +138,21 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         if remote::is_url(i) {
             match Remote::parse(i) {
                 Ok(r) => remotes.push(r),
-                Err(e) => return crate::extract::usage(e),
+                Err(e) => return crate::common::usage_exit(e),
             }
         } else {
             local.push(PathBuf::from(i));
         }
     }
     if !remotes.is_empty() && a.parquet.is_none() {
-        return crate::extract::usage(format!(
+        return crate::common::usage_exit(format!(
             "{}: a sensor's indexes are its own to rebuild: give --parquet OUT to gather its table",
             remotes[0].url
         ));
     }
     let client = match a.tls.client(&remotes.iter().collect::<Vec<_>>()) {
         Ok(c) => c,
-        Err(e) => return crate::extract::usage(e),
+        Err(e) => return crate::common::usage_exit(e),
     };
     let files = fleet::captures(&local, a.prefix.as_deref()).map_err(|e| anyhow!("{e}"))?;
     if let Some(out) = &a.parquet {

@@ -1,10 +1,11 @@
 //! `wiretape info`.
 
-use crate::report::{bytes_h, thousands};
+use crate::common::captures;
 use anyhow::Result;
 use std::path::PathBuf;
 use wiretape::files::index;
 use wiretape::files::{FileInfo, Format};
+use wiretape::pipeline::summary::{bytes_h, thousands};
 use wiretape::timestamp::format_rfc3339;
 
 #[derive(clap::Args)]
@@ -27,29 +28,6 @@ pub(crate) struct Args {
     /// Print JSON, one object per file.
     #[arg(long)]
     json: bool,
-}
-
-/// The files `paths` stand for: a directory's captures named like ours
-/// (oldest first), anything else itself (a missing file is for the
-/// reader to name). Err: a directory that cannot be listed.
-pub(crate) fn captures(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for p in paths {
-        if p.is_dir() {
-            let files = wiretape::files::naming::list_any(p, None)
-                .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", p.display()))?;
-            if files.is_empty() {
-                eprintln!(
-                    "wiretape: note: {}: no capture files named like wiretape's in it",
-                    p.display()
-                );
-            }
-            out.extend(files);
-        } else {
-            out.push(p.clone());
-        }
-    }
-    Ok(out)
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {

@@ -8,7 +8,7 @@
 #[cfg(test)]
 use wiretape_storage as _;
 mod api;
-mod check;
+mod common;
 mod config;
 mod ctl;
 mod demo;
@@ -17,13 +17,9 @@ mod filter;
 mod generate;
 mod index;
 mod info;
-mod inputs;
-mod metrics;
 mod record;
 mod repair;
-mod report;
 mod send;
-mod service;
 mod timeline;
 mod tsbench;
 

@@ -28,7 +28,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
-    let files = crate::info::captures(&a.files)?;
+    let files = crate::common::captures(&a.files)?;
     let (mut intact, mut repaired, mut removed, mut busy, mut failed) = (0, 0, 0, 0, 0);
     for f in &files {
         match repair::repair(f) {

@@ -1,7 +1,5 @@
 //! `wiretape replay` and `wiretape gen`: AF_XDP transmit, paced.
 
-use crate::record::check_basic_privileges;
-use crate::report::{bytes_h, thousands};
 use anyhow::{bail, Result};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -9,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use wiretape::capture::sys;
 use wiretape::capture::tx::{self, GenSize, GenSource, Speed, TxConfig, TxReport};
+use wiretape::pipeline::preflight::check_basic_rights;
+use wiretape::pipeline::summary::{bytes_h, thousands};
 
 /// Options both commands share.
 #[derive(clap::Args)]
@@ -92,7 +92,7 @@ fn common(a: &TxArgs) -> Result<TxConfig> {
             a.iface
         );
     }
-    check_basic_privileges()?;
+    check_basic_rights()?;
     let mut c = TxConfig::new(&a.iface);
     c.queue = a.queue;
     c.batch = a.batch;

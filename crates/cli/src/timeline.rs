@@ -3,10 +3,10 @@
 //! https:// inputs are asked `/v1/timeline` with the same window and bins,
 //! so that one picture spans sensors.
 
-use crate::extract::usage;
-use crate::report::thousands;
+use crate::common::usage_exit as usage;
 use anyhow::{anyhow, Result};
 use std::path::PathBuf;
+use wiretape::pipeline::summary::thousands;
 use wiretape::query::chart;
 use wiretape::query::remote::{self, Remote};
 use wiretape::query::timeline::{self, By, Request, Timeline};
@@ -76,7 +76,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "PREFIX")]
     prefix: Option<String>,
     #[command(flatten)]
-    tls: crate::api::ClientTls,
+    tls: crate::common::tls::ClientTls,
 }
 
 /// Pictures are at least this and at most this many pixels a side.
@@ -118,11 +118,11 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             return Ok(QueryError::from(e).exit_code());
         }
     }
-    let window = match crate::extract::window_flags(a.from.as_deref(), a.to.as_deref(), a.utc) {
+    let window = match crate::common::window_flags(a.from.as_deref(), a.to.as_deref(), a.utc) {
         Ok(w) => w,
         Err(e) => return usage(e),
     };
-    let words = match crate::inputs::inputs_only(
+    let words = match crate::common::inputs::inputs_only(
         &a.inputs,
         "timeline",
         " (--filter-index EXPR bounds the frames matching a filter per bin)",

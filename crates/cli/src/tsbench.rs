@@ -209,7 +209,7 @@ fn live(a: &Args) -> Result<()> {
     use std::sync::atomic::AtomicBool;
     use wiretape::files::{PcapReader, Record};
     use wiretape_testbed::{frames, Testbed, CAP_IF};
-    crate::record::check_basic_privileges()?;
+    wiretape::pipeline::preflight::check_basic_rights()?;
     let tb = Testbed::create("tsb", 1)?;
     println!(
         "\nlive on veth ({} frames of {} B at {} frames/s per mode, poll sleep {} us):",

@@ -29,22 +29,29 @@
 //! handle other tools embed (start, subscribe, dump, stop).
 #![deny(unsafe_code)]
 
+pub mod engine;
 pub mod live;
+pub mod metrics;
+pub mod preflight;
 pub mod record;
 mod recording;
 pub mod replay;
 pub mod report;
 pub mod stage;
+pub mod summary;
 
+pub use engine::{choose_engine, AutoHints, Engine, EngineChoice};
 pub use live::{
     Batch, DumpReport, DumpRequest, Frame, LiveConfig, LiveError, LiveReport, Merger, Policy,
     ServeConfig, SubscribeOptions, Subscriber, SubscriberReport,
 };
+pub use preflight::{preflight, Preflight, PreflightError};
 pub use record::{record, record_live, Controls, Event, Input, RecordConfig};
 pub use recording::Recording;
 pub use replay::{FileSource, ReplaySource};
 pub use report::{Drops, Gap, QueueReport, QueueSnapshot, RecordReport, Snapshot};
 pub use stage::{FrameSink, Running, StageConfig, StopReason};
+pub use summary::RunSummary;
 
 /// Errors of a recording: the capture side's or the storage side's, typed.
 #[derive(Debug, thiserror::Error)]

@@ -127,7 +127,7 @@ impl Snapshot {
 }
 
 /// Frames not written, by reason.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Drops {
     /// The socket's RX ring was full (the poll thread fell behind).
     pub rx_ring_full: u64,
@@ -155,7 +155,7 @@ impl Drops {
             + self.disk_full
     }
 
-    fn add(&mut self, o: &Drops) {
+    pub(crate) fn add(&mut self, o: &Drops) {
         self.rx_ring_full += o.rx_ring_full;
         self.fill_ring_empty += o.fill_ring_empty;
         self.other += o.other;
@@ -392,18 +392,7 @@ impl RecordReport {
 /// algorithm, level, bytes in and out, their ratio, blocks, and blocks
 /// stored uncompressed (`null` without `--compress`).
 pub fn compress_json(c: Option<&wiretape_storage::CompressReport>) -> serde_json::Value {
-    match c {
-        None => serde_json::Value::Null,
-        Some(c) => serde_json::json!({
-            "algorithm": c.compress.algorithm(),
-            "level": c.compress.level(),
-            "bytes_in": c.bytes_in,
-            "bytes_out": c.bytes_out,
-            "ratio": c.ratio(),
-            "blocks": c.blocks,
-            "blocks_uncompressed": c.blocks_uncompressed,
-        }),
-    }
+    serde_json::to_value(c.map(crate::summary::CompressSummary::from)).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -7,8 +7,9 @@
 //! with an `error` field is a refusal (`"usage": true`: the request itself
 //! was wrong, e.g. a filter libpcap refuses).
 
-use super::{DumpRequest, Hub, LiveError};
-use serde_json::{json, Value};
+use super::{DumpReport, DumpRequest, Hub, LiveError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -19,6 +20,78 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// The control socket's name in a recording's output directory (where
+/// `wiretape record` puts it unless told otherwise).
+pub const SOCKET_NAME: &str = ".wiretape-control.sock";
+
+/// A request to a recording's control socket (one JSON line, tagged by
+/// `cmd`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Request {
+    /// The live counters.
+    Status,
+    /// A window of the ring (and a filter) into a capture file.
+    Dump {
+        /// From (inclusive, UTC ns); none: the oldest frame in the ring.
+        #[serde(default)]
+        from_ns: Option<u64>,
+        /// To (exclusive, UTC ns); none: now.
+        #[serde(default)]
+        to_ns: Option<u64>,
+        /// A tcpdump expression; none: every frame.
+        #[serde(default)]
+        filter: Option<String>,
+    },
+}
+
+impl Request {
+    /// A dump of `[from_ns, to_ns)` through `filter`.
+    pub fn dump(from_ns: Option<u64>, to_ns: Option<u64>, filter: Option<String>) -> Request {
+        Request::Dump {
+            from_ns,
+            to_ns,
+            filter,
+        }
+    }
+}
+
+/// A reply of the control socket.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Reply {
+    /// The live counters, as `ctl status` prints them.
+    Status(Value),
+    /// What the dump wrote.
+    Dump(DumpReport),
+    /// The recording refused the request: `usage` when the request itself
+    /// was wrong (a filter libpcap refuses, an empty window).
+    Refused {
+        /// Why.
+        error: String,
+        /// The request was wrong (not the recording).
+        usage: bool,
+    },
+}
+
+/// A refusal on the wire: `{"error": ..., "usage": true}` (`usage` only
+/// when true).
+#[derive(Serialize)]
+struct Refusal {
+    error: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    usage: bool,
+}
+
+fn refuse(error: impl Into<String>, usage: bool) -> Value {
+    serde_json::to_value(Refusal {
+        error: error.into(),
+        usage,
+    })
+    .unwrap_or_default()
+}
 
 /// A status request waiting for the recording's loop to answer.
 pub(crate) type StatusRequest = mpsc::Sender<Value>;
@@ -120,7 +193,7 @@ fn serve_one(conn: UnixStream, hub: &Arc<Hub>, status: &mpsc::Sender<StatusReque
     let mut line = String::new();
     let reply = match BufReader::new(&conn).read_line(&mut line) {
         Ok(_) => answer(&line, hub, status),
-        Err(e) => json!({ "error": format!("cannot read the request: {e}") }),
+        Err(e) => refuse(format!("cannot read the request: {e}"), false),
     };
     let mut w = &conn;
     let _ = writeln!(w, "{reply}");
@@ -129,52 +202,74 @@ fn serve_one(conn: UnixStream, hub: &Arc<Hub>, status: &mpsc::Sender<StatusReque
 fn answer(line: &str, hub: &Arc<Hub>, status: &mpsc::Sender<StatusRequest>) -> Value {
     let req: Value = match serde_json::from_str(line.trim()) {
         Ok(v) => v,
-        Err(e) => return json!({ "error": format!("not a JSON request: {e}"), "usage": true }),
+        Err(e) => return refuse(format!("not a JSON request: {e}"), true),
     };
-    match req["cmd"].as_str() {
-        Some("status") => {
+    let cmd = req["cmd"].as_str();
+    if !matches!(cmd, Some("status" | "dump")) {
+        return refuse(format!("unknown command {cmd:?}: use status or dump"), true);
+    }
+    let req: Request = match serde_json::from_value(req) {
+        Ok(r) => r,
+        Err(e) => return refuse(format!("not a valid request: {e}"), true),
+    };
+    match req {
+        Request::Status => {
             let (tx, rx) = mpsc::channel();
             if status.send(tx).is_err() {
-                return json!({ "error": "the recording is stopping" });
+                return refuse("the recording is stopping", false);
             }
             rx.recv_timeout(Duration::from_secs(5))
-                .unwrap_or_else(|_| json!({ "error": "the recording did not answer (stopping?)" }))
+                .unwrap_or_else(|_| refuse("the recording did not answer (stopping?)", false))
         }
-        Some("dump") => {
+        Request::Dump {
+            from_ns,
+            to_ns,
+            filter,
+        } => {
             let d = DumpRequest {
-                from_ns: req["from_ns"].as_u64(),
-                to_ns: req["to_ns"].as_u64(),
-                filter: req["filter"].as_str().map(str::to_owned),
+                from_ns,
+                to_ns,
+                filter,
                 trigger: "ctl".into(),
             };
             match hub.dump(d) {
                 Ok(rx) => match rx.recv() {
-                    Ok(r) => serde_json::to_value(&r)
-                        .unwrap_or_else(|e| json!({ "error": e.to_string() })),
-                    Err(_) => json!({ "error": "the dump thread ended without a report" }),
+                    Ok(r) => {
+                        serde_json::to_value(&r).unwrap_or_else(|e| refuse(e.to_string(), false))
+                    }
+                    Err(_) => refuse("the dump thread ended without a report", false),
                 },
                 Err(e) => {
                     let usage = matches!(e, LiveError::Filter(_) | LiveError::Window { .. });
-                    json!({ "error": e.to_string(), "usage": usage })
+                    refuse(e.to_string(), usage)
                 }
             }
         }
-        other => json!({
-            "error": format!("unknown command {other:?}: use status or dump"),
-            "usage": true,
-        }),
     }
 }
 
 /// Sends one request to the control socket at `path` and returns the reply
 /// (what `wiretape ctl` does). `timeout` bounds the wait for the reply.
-pub fn request(path: &Path, req: &Value, timeout: Duration) -> std::io::Result<Value> {
+pub fn request(path: &Path, req: &Request, timeout: Duration) -> std::io::Result<Reply> {
     let conn = UnixStream::connect(path)?;
     conn.set_read_timeout(Some(timeout))?;
     let mut w = &conn;
-    writeln!(w, "{req}")?;
+    let line = serde_json::to_string(req).map_err(std::io::Error::other)?;
+    writeln!(w, "{line}")?;
     let mut line = String::new();
     BufReader::new(&conn).read_line(&mut line)?;
-    serde_json::from_str(line.trim())
-        .map_err(|e| std::io::Error::other(format!("bad reply from {}: {e}", path.display())))
+    let bad = |e: serde_json::Error| {
+        std::io::Error::other(format!("bad reply from {}: {e}", path.display()))
+    };
+    let v: Value = serde_json::from_str(line.trim()).map_err(bad)?;
+    if let Some(e) = v["error"].as_str() {
+        return Ok(Reply::Refused {
+            error: e.to_string(),
+            usage: v["usage"] == Value::Bool(true),
+        });
+    }
+    Ok(match req {
+        Request::Status => Reply::Status(v),
+        Request::Dump { .. } => Reply::Dump(serde_json::from_value(v).map_err(bad)?),
+    })
 }

@@ -42,7 +42,7 @@ impl DumpRequest {
 }
 
 /// What a dump wrote.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct DumpReport {
     /// The file (None: no frame was in the window, nothing written).
     pub file: Option<PathBuf>,

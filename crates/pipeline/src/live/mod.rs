@@ -289,6 +289,13 @@ impl LiveConfig {
     }
 }
 
+/// The rule for every listener of a recording (PCAP-over-IP, the metrics
+/// endpoint): a loopback address, or `allow_remote` (the user said so),
+/// since anyone who reaches it gets what it serves.
+pub fn may_listen(addr: std::net::SocketAddr, allow_remote: bool) -> bool {
+    addr.ip().is_loopback() || allow_remote
+}
+
 /// Errors of the live side; each names the thing and the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {

@@ -73,7 +73,7 @@ pub struct ServeReport {
 
 /// Checks the address and binds it (before anything is attached).
 pub(crate) fn bind(cfg: &ServeConfig) -> Result<TcpListener, LiveError> {
-    if !cfg.addr.ip().is_loopback() && !cfg.allow_remote {
+    if !super::may_listen(cfg.addr, cfg.allow_remote) {
         return Err(LiveError::NotLoopback(cfg.addr));
     }
     let l = TcpListener::bind(cfg.addr).map_err(|source| LiveError::Serve {

@@ -1,6 +1,11 @@
 //! `wiretape record`.
 
-use crate::report;
+mod check;
+mod metrics;
+mod service;
+
+use crate::common::filter_expression;
+use crate::common::report;
 use anyhow::{bail, Result};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -394,7 +399,7 @@ pub(crate) struct Args {
     /// filtered and dropped by reason, bytes, disk write latency, RAM
     /// buffer, files open/rotated/deleted, free space, last error. ADDR:
     /// 127.0.0.1:9750, [::1]:9750 or a bare port (on 127.0.0.1).
-    #[arg(long, value_name = "ADDR", value_parser = crate::metrics::parse_addr)]
+    #[arg(long, value_name = "ADDR", value_parser = metrics::parse_addr)]
     metrics: Option<std::net::SocketAddr>,
     /// Let --metrics listen on an address other machines can reach.
     #[arg(long, requires = "metrics")]
@@ -413,33 +418,6 @@ pub(crate) struct Args {
     /// here is taken as the filter).
     #[arg(last = true, value_name = "FILTER")]
     after: Vec<String>,
-}
-
-/// The capture filter of `-F FILE` or the trailing words (None: none, or
-/// blank). Both at once is an error, as is an unreadable file.
-pub(crate) fn filter_expression(
-    words: &[String],
-    file: Option<&std::path::Path>,
-) -> Result<Option<String>> {
-    let expr = match file {
-        Some(p) if !words.is_empty() => bail!(
-            "give the filter either as trailing words or with -F {}, not both (words: '{}')",
-            p.display(),
-            words.join(" ")
-        ),
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| anyhow::anyhow!("cannot read the filter file {}: {e}", p.display()))?;
-            // As tcpdump's -F: '#' to the end of a line is a comment.
-            text.lines()
-                .map(|l| l.split('#').next().unwrap_or(""))
-                .collect::<Vec<_>>()
-                .join(" ")
-        }
-        None => words.join(" "),
-    };
-    let expr = expr.split_whitespace().collect::<Vec<_>>().join(" ");
-    Ok((!expr.is_empty()).then_some(expr))
 }
 
 /// A rotation size: [`parse_bytes`], at least 64K.
@@ -563,7 +541,7 @@ pub(crate) fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
 /// wiretape listens there or the path is too long for a socket (then none,
 /// with a notice).
 fn default_control(dir: &std::path::Path) -> Option<PathBuf> {
-    let p = dir.join(crate::ctl::SOCKET_NAME);
+    let p = dir.join(wiretape::live::control::SOCKET_NAME);
     if p.as_os_str().len() >= 108 {
         eprintln!(
             "wiretape: no control socket: {} is too long for a Unix socket (give --control PATH)",
@@ -579,70 +557,6 @@ fn default_control(dir: &std::path::Path) -> Option<PathBuf> {
         return None;
     }
     Some(p)
-}
-
-/// Fails early, naming each missing capability and what it is for, when
-/// the process lacks the rights to capture (checked against its effective
-/// capabilities, also as root: a container may have dropped some).
-/// `locked_bytes`: the UMEM it will pin; `perfmon`: the filter reads the
-/// frame length.
-pub(crate) fn check_privileges(locked_bytes: u64, perfmon: bool) -> Result<()> {
-    let missing = sys::missing_capabilities(locked_bytes, perfmon);
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let list = missing
-        .iter()
-        .map(|m| format!("{} ({})", m.name, m.why))
-        .collect::<Vec<_>>()
-        .join(", ");
-    bail!(
-        "missing {} {list}: run as root, or grant CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and \
-         CAP_IPC_LOCK (`setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep $(command -v wiretape)`, \
-         or AmbientCapabilities= in its systemd unit)",
-        if missing.len() == 1 {
-            "capability"
-        } else {
-            "capabilities"
-        }
-    );
-}
-
-/// The rights `demo`, `tsbench --live`, `replay` and `gen` check before
-/// they start: root, or at least CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF.
-pub(crate) fn check_basic_privileges() -> Result<()> {
-    if sys::is_root() {
-        return Ok(());
-    }
-    let caps = sys::effective_caps();
-    let has = |n: u32| caps & (1u64 << n) != 0;
-    // CAP_NET_ADMIN 12, CAP_NET_RAW 13, CAP_SYS_ADMIN 21, CAP_BPF 39
-    if !(has(12) && has(13) && (has(39) || has(21))) {
-        bail!(
-            "not root and missing capabilities: run as root (sudo), or grant them once with \
-             `setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep $(command -v wiretape)`"
-        );
-    }
-    Ok(())
-}
-
-/// The UMEM bytes a recording of `c` pins: frames x frame size per queue.
-pub(crate) fn locked_bytes(c: &CaptureConfig) -> u64 {
-    let queues = match &c.queues {
-        Some(q) => q.len() as u64,
-        None => sys::rx_queue_count(&c.ifname).unwrap_or(1).max(1) as u64,
-    };
-    queues * c.frames as u64 * c.frame_size as u64
-}
-
-/// Does `expr` need CAP_PERFMON in the XDP program (it reads the length)?
-/// False when it does not compile (the recording reports that itself).
-pub(crate) fn filter_needs_perfmon(expr: Option<&str>, snaplen: u32) -> bool {
-    expr.and_then(|e| {
-        wiretape::capture::CaptureFilter::compile(e, wiretape::filter::LINKTYPE_ETHERNET, snaplen)
-            .ok()
-    })
-    .is_some_and(|f| f.needs_perfmon())
 }
 
 /// A CPU list flag, each CPU checked against the CPUs this process may run
@@ -714,26 +628,19 @@ fn in_place_conflict(a: &Args) -> Option<&'static str> {
     None
 }
 
-/// Why `--engine auto` picked the engine it did (shown in the start line
-/// and the summary JSON as `engine_reason`); unset for an engine given.
-pub(crate) static ENGINE_REASON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// `--engine auto` resolved: packet where no interface's driver offers
-/// AF_XDP zero-copy and each hands XDP skbs (veth, tun, no native XDP), and
-/// no option only afxdp has is given; else afxdp.
-fn resolve_engine(a: &Args) -> String {
+/// `--engine auto` resolved (see [`wiretape::choose_engine`]), with its
+/// reason (none for an engine given).
+fn resolve_engine(a: &Args) -> (String, Option<String>) {
     if a.engine != "auto" {
-        return a.engine.clone();
+        return (a.engine.clone(), None);
     }
+    let mut hints = wiretape::AutoHints::default();
     // What auto means on this host (a site's choice; the integration tests
     // written for AF_XDP set afxdp).
-    if let Ok(e) = std::env::var("WIRETAPE_ENGINE") {
-        if matches!(e.as_str(), "afxdp" | "packet") {
-            let _ = ENGINE_REASON.set(format!("auto: {e}, as WIRETAPE_ENGINE says"));
-            return e;
-        }
-    }
-    let afxdp_only = [
+    hints.site = std::env::var("WIRETAPE_ENGINE")
+        .ok()
+        .and_then(|e| wiretape::pipeline::Engine::from_name(&e));
+    hints.afxdp_only = [
         (a.cutoff.is_some(), "--cutoff"),
         (a.busy_poll.is_some(), "--busy-poll"),
         (a.xdp_mode.is_some(), "--xdp-mode"),
@@ -744,49 +651,12 @@ fn resolve_engine(a: &Args) -> String {
             a.queues.as_deref().is_some_and(|q| q.trim() != "all"),
             "--queues",
         ),
-    ];
-    if let Some((_, flag)) = afxdp_only.iter().find(|(given, _)| *given) {
-        let _ = ENGINE_REASON.set(format!("auto: afxdp, as {flag} needs it"));
-        return "afxdp".into();
-    }
-    use wiretape::capture::bpf::{xdp_features, XDP_ACT_BASIC, XDP_ACT_XSK_ZEROCOPY};
-    let mut skb_devices = Vec::new();
-    for name in &a.iface {
-        // Unknown (no such interface: afxdp says so; a kernel before 6.3).
-        let Some(features) = sys::ifindex(name).and_then(xdp_features) else {
-            return "afxdp".into();
-        };
-        let driver = sys::driver_name(name).unwrap_or_default();
-        if features & XDP_ACT_XSK_ZEROCOPY != 0 {
-            let _ = ENGINE_REASON.set(format!("auto: afxdp, {name} offers AF_XDP zero-copy"));
-            return "afxdp".into();
-        }
-        // Frames that reach the driver as skbs (veth, tun) or a driver
-        // without native XDP: XDP first copies each skb into an XDP
-        // buffer, then AF_XDP copies it again. A NIC with native XDP but
-        // no zero-copy makes one copy and no skb in AF_XDP's copy mode:
-        // afxdp stays.
-        if matches!(driver.as_str(), "veth" | "tun") || features & XDP_ACT_BASIC == 0 {
-            skb_devices.push(format!(
-                "{name} ({})",
-                if driver.is_empty() {
-                    "no native XDP"
-                } else {
-                    driver.as_str()
-                }
-            ));
-        } else {
-            let _ = ENGINE_REASON.set(format!(
-                "auto: afxdp, {name} runs XDP natively ({driver}): copy mode makes one copy and no skb"
-            ));
-            return "afxdp".into();
-        }
-    }
-    let _ = ENGINE_REASON.set(format!(
-        "auto: packet, {} has no AF_XDP zero-copy and hands XDP skbs, which AF_XDP would copy twice and AF_PACKET copies once; --engine afxdp to force",
-        skb_devices.join(", ")
-    ));
-    "packet".into()
+    ]
+    .iter()
+    .find(|(given, _)| *given)
+    .map(|(_, flag)| flag.to_string());
+    let c = wiretape::choose_engine(&a.iface, &hints);
+    (c.engine.name().to_string(), c.reason)
 }
 
 /// Refuses the AF_XDP socket and UMEM flags for another engine; `ring`
@@ -807,8 +677,9 @@ fn refuse_socket_flags(a: &Args, ring: &str) -> Result<()> {
     Ok(())
 }
 
-/// The capture side of the options (-i or -r).
-fn input(a: &Args) -> Result<Input> {
+/// The capture side of the options (-i or -r), with the reason of
+/// `--engine auto`'s choice.
+fn input(a: &Args) -> Result<(Input, Option<String>)> {
     if let Some(path) = &a.read {
         if a.busy_poll.is_some() {
             return Err(crate::usage("--busy-poll applies to interfaces (-i, --engine afxdp) only: a capture file (-r) has no driver to poll"));
@@ -821,7 +692,7 @@ fn input(a: &Args) -> Result<Input> {
         f.cpu = cpu_list(&a.cpus, "--cpus")?.and_then(|c| c.first().copied());
         f.writer_cpu = cpu_list(&a.writer_cpus, "--writer-cpus")?.and_then(|c| c.first().copied());
         f.cutoff = a.cutoff.map(|size| (size, a.cutoff_flows as usize));
-        return Ok(Input::File(f));
+        return Ok((Input::File(f), None));
     }
     if a.packet_in_place {
         if let Some(why) = in_place_conflict(a) {
@@ -832,12 +703,12 @@ fn input(a: &Args) -> Result<Input> {
         || a.packet_block_kib.is_some()
         || a.packet_retire_ms.is_some()
         || a.packet_sockets.is_some();
-    let engine = if packet_sized || a.packet_in_place {
+    let (engine, reason) = if packet_sized || a.packet_in_place {
         // Sizes of the packet engine's ring: that engine (auto included).
         if a.engine == "auto" {
-            "packet".to_string()
+            ("packet".to_string(), None)
         } else {
-            a.engine.clone()
+            (a.engine.clone(), None)
         }
     } else {
         resolve_engine(a)
@@ -872,7 +743,7 @@ fn input(a: &Args) -> Result<Input> {
         c.cpus = cpu_list(&a.cpus, "--cpus")?;
         c.writer_cpus = cpu_list(&a.writer_cpus, "--writer-cpus")?;
         c.slots = a.netmap_slots;
-        return Ok(Input::Netmap(c));
+        return Ok((Input::Netmap(c), reason));
     }
     if a.netmap_slots.is_some() {
         return Err(crate::usage(
@@ -924,7 +795,7 @@ fn input(a: &Args) -> Result<Input> {
         if let Some(c) = list.first() {
             c.check_sizes().map_err(|e| crate::usage(e.to_string()))?;
         }
-        return Ok(Input::Packet(list));
+        return Ok((Input::Packet(list), reason));
     }
     let mut c = CaptureConfig::new(&iface);
     c.queues = match a.queues.as_deref().map(str::trim) {
@@ -960,26 +831,33 @@ fn input(a: &Args) -> Result<Input> {
     });
     if a.iface.len() > 1 {
         // The same settings on each; the CPU lists cover all queues.
-        return Ok(Input::Interfaces(
-            a.iface
-                .iter()
-                .map(|name| {
-                    let mut c = c.clone();
-                    c.ifname = name.clone();
-                    c
-                })
-                .collect(),
+        return Ok((
+            Input::Interfaces(
+                a.iface
+                    .iter()
+                    .map(|name| {
+                        let mut c = c.clone();
+                        c.ifname = name.clone();
+                        c
+                    })
+                    .collect(),
+            ),
+            reason,
         ));
     }
-    Ok(Input::Interface(c))
+    Ok((Input::Interface(c), reason))
 }
 
-pub(crate) fn run(a: Args) -> Result<i32> {
+/// The recording the options ask for, the reason of `--engine auto`'s
+/// choice, and the SIGUSR1 dump trigger the config holds. Usage errors
+/// (exit 2) only: nothing is looked at beyond the options.
+fn config(a: &Args) -> Result<(RecordConfig, Option<String>, Arc<AtomicBool>)> {
     if a.engine == "netmap" && !wiretape::capture::netmap::BUILT {
         return Err(wiretape::capture::CaptureError::NetmapNotBuilt.into());
     }
-    let input = input(&a)?;
-    let words = crate::inputs::filter_only(&a.expression, &a.after).map_err(crate::usage)?;
+    let (input, engine_reason) = input(a)?;
+    let words =
+        crate::common::inputs::filter_only(&a.expression, &a.after).map_err(crate::usage)?;
     let filter = filter_expression(&words, a.filter_file.as_deref())?;
     let netmap = matches!(input, Input::Netmap(_));
     let mut opts = match &input {
@@ -1042,28 +920,22 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     lv.trigger_window = a.dump_window;
     lv.trigger = Some(trigger.clone());
     if let Some(addr) = a.serve {
-        if !addr.ip().is_loopback() && !a.serve_allow_remote {
-            eprintln!(
-                "wiretape: error: --serve {addr}: not a loopback address, so anyone who can reach it \
-                 receives every frame recorded; use 127.0.0.1:PORT, or add --serve-allow-remote"
-            );
-            return Ok(2);
+        if !wiretape::live::may_listen(addr, a.serve_allow_remote) {
+            let e = wiretape::LiveError::NotLoopback(addr);
+            return Err(crate::usage(e.to_string()));
         }
         let mut sc = wiretape::ServeConfig::new(addr);
         sc.max_clients = a.serve_max_clients as usize;
         sc.allow_remote = a.serve_allow_remote;
         lv.serve = Some(sc);
     }
+    Ok((opts, engine_reason, trigger))
+}
 
-    // A typo in -w is refused before anything else is looked at.
-    check_output_dir(&a.dir, a.mkdir)?;
-    if a.check {
-        return crate::check::run(&opts, a.metrics);
-    }
-
-    // Cheap checks first, so that bad input fails before anything is
-    // attached. Nothing is created here: the recording makes DIR once the
-    // filter is compiled and the input opened.
+/// The cheap checks a recording makes first, so that bad input fails
+/// before anything is attached (nothing is created: the recording makes DIR
+/// once the filter is compiled and the input opened).
+fn refuse_early(a: &Args, opts: &RecordConfig) -> Result<()> {
     for iface in &a.iface {
         if sys::ifindex(iface).is_none() {
             bail!(
@@ -1076,10 +948,11 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     }
     // netmap needs no capabilities, only /dev/netmap (root's by default:
     // opening it says so).
+    use wiretape::pipeline::preflight::{check_rights, filter_needs_perfmon, locked_bytes};
     let perfmon = filter_needs_perfmon(opts.filter.as_deref(), opts.storage.snaplen);
     match &opts.input {
-        Input::Interface(c) => check_privileges(locked_bytes(c), perfmon)?,
-        Input::Interfaces(list) => check_privileges(list.iter().map(locked_bytes).sum(), perfmon)?,
+        Input::Interface(c) => check_rights(locked_bytes(c), perfmon)?,
+        Input::Interfaces(list) => check_rights(list.iter().map(locked_bytes).sum(), perfmon)?,
         _ => {}
     }
     if let Some(us) = a.busy_poll {
@@ -1097,15 +970,27 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             }
         }
     }
+    Ok(())
+}
+
+pub(crate) fn run(a: Args) -> Result<i32> {
+    let (mut opts, engine_reason, trigger) = config(&a)?;
+    // A typo in -w is refused before anything else is looked at.
+    check_output_dir(&a.dir, a.mkdir)?;
+    if a.check {
+        return check::run(&opts, a.metrics);
+    }
+
+    refuse_early(&a, &opts)?;
     wiretape::capture::bpflog::set_verbose(a.verbose);
     let metrics = match a.metrics {
         Some(addr) => {
-            let m = crate::metrics::Metrics::serve(
-                addr,
-                a.metrics_allow_remote,
-                &opts.ifname(),
-                a.dir.clone(),
-            )?;
+            use wiretape::pipeline::metrics::{Metrics, MetricsError};
+            let m = Metrics::serve(addr, a.metrics_allow_remote, &opts.ifname(), a.dir.clone())
+                .map_err(|e| match e {
+                    MetricsError::Remote(_) => crate::usage(e.to_string()),
+                    e => e.into(),
+                })?;
             eprintln!("wiretape: metrics on http://{}/metrics", m.addr);
             Some(m)
         }
@@ -1159,11 +1044,14 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                 opts.storage.dir.display()
             );
             if std::mem::replace(&mut ready, true) {
-                crate::service::status(&format!("{what} (again)"));
+                service::status(&format!("{what} (again)"));
             } else {
-                crate::service::ready(&what);
+                service::ready(&what);
             }
-            eprintln!("{}", report::start_line(info, &opts))
+            eprintln!(
+                "{}",
+                report::start_line(info, &opts, engine_reason.as_deref())
+            )
         }
         Event::Progress {
             elapsed,
@@ -1173,7 +1061,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             if let Some(m) = &metrics {
                 m.update(&snapshot, &storage);
             }
-            crate::service::alive(&format!(
+            service::alive(&format!(
                 "{} frames seen, {} written, {} dropped by the kernel{}",
                 snapshot.seen(),
                 snapshot.written(),
@@ -1197,7 +1085,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Event::Finished(st) => fin = st,
         Event::Notice(n) => eprintln!("wiretape: {n}"),
         Event::Stopping(w) => {
-            crate::service::stopping(w);
+            service::stopping(w);
             if tty && !quiet {
                 eprintln!();
             }
@@ -1209,7 +1097,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         // before anything is attached.
         Err(wiretape::PipelineError::Filter(e)) => {
             eprintln!("wiretape: error: {e}");
-            return Ok(crate::filter::exit_code(&e));
+            return Ok(crate::common::exit_code(&e));
         }
         Err(e) => return Err(e.into()),
     };
@@ -1219,10 +1107,10 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     for r in readers {
         let _ = r.join();
     }
-    eprint!("{}", report::summary_text(&rep, &why, &fin));
+    let summary = wiretape::RunSummary::new(&rep, &opts, &why, &fin, engine_reason.as_deref());
+    eprint!("{}", summary.text());
     if let Some(p) = &a.summary_json {
-        let j = report::summary_json(&rep, &why, &opts, &fin);
-        std::fs::write(p, serde_json::to_string_pretty(&j)? + "\n")
+        std::fs::write(p, summary.to_json())
             .map_err(|e| anyhow::anyhow!("cannot write the summary {}: {e}", p.display()))?;
     }
     let errors = rep.errors();
@@ -1255,17 +1143,12 @@ fn check_output_dir(dir: &std::path::Path, mkdir: bool) -> Result<()> {
                 parent.display()
             )));
         }
-        crate::check::nearest_existing(dir)
+        wiretape::pipeline::preflight::nearest_existing(dir)
     };
     if !probe_in.is_dir() {
         bail!(StorageError::NotADirectory(probe_in));
     }
-    let probe = probe_in.join(format!(".wiretape-probe-{}", std::process::id()));
-    std::fs::File::create(&probe).map_err(|source| StorageError::NotWritable {
-        path: dir.to_owned(),
-        source,
-    })?;
-    let _ = std::fs::remove_file(&probe);
+    wiretape::pipeline::preflight::probe_writable(&probe_in, dir)?;
     Ok(())
 }
 

@@ -1,0 +1,114 @@
+//! What several commands share (and nothing else of the CLI does): the
+//! input words, the lines `record` and `demo` print while recording, the
+//! TLS flags of a sensors' client, the filter expression, the time window
+//! flags, usage errors.
+
+pub(crate) mod inputs;
+pub(crate) mod report;
+pub(crate) mod tls;
+
+use anyhow::{bail, Result};
+use std::path::PathBuf;
+use wiretape::query::Window;
+use wiretape::timestamp::{format_rfc3339, parse_time_in, realtime_ns, NoZone};
+
+/// A usage error: one line, exit 2.
+pub(crate) fn usage_exit(msg: impl std::fmt::Display) -> Result<i32> {
+    eprintln!("wiretape: error: {msg}");
+    Ok(2)
+}
+
+/// 2: an expression refused is a usage error, whether libpcap refuses it
+/// or compiles it into what cannot run here (Linux ancillary loads, which
+/// tcpdump refuses for a saved file too; a loop in XDP).
+pub(crate) fn exit_code(_: &wiretape::filter::FilterError) -> i32 {
+    2
+}
+
+/// The capture filter of `-F FILE` or the trailing words (None: none, or
+/// blank). Both at once is an error, as is an unreadable file.
+pub(crate) fn filter_expression(
+    words: &[String],
+    file: Option<&std::path::Path>,
+) -> Result<Option<String>> {
+    let expr = match file {
+        Some(p) if !words.is_empty() => bail!(
+            "give the filter either as trailing words or with -F {}, not both (words: '{}')",
+            p.display(),
+            words.join(" ")
+        ),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("cannot read the filter file {}: {e}", p.display()))?;
+            // As tcpdump's -F: '#' to the end of a line is a comment.
+            text.lines()
+                .map(|l| l.split('#').next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+        None => words.join(" "),
+    };
+    let expr = expr.split_whitespace().collect::<Vec<_>>().join(" ");
+    Ok((!expr.is_empty()).then_some(expr))
+}
+
+/// How `--utc` reads a TIME without a zone.
+pub(crate) fn no_zone(utc: bool) -> NoZone {
+    if utc {
+        NoZone::Utc
+    } else {
+        NoZone::Refuse(Some("--utc"))
+    }
+}
+
+/// The window of `--from` and `--to` (TIME: RFC 3339, Unix seconds, back
+/// from now; without a zone UTC when `utc`), checked: Err is the usage
+/// error's line.
+pub(crate) fn window_flags(
+    from: Option<&str>,
+    to: Option<&str>,
+    utc: bool,
+) -> std::result::Result<Window, String> {
+    let now = realtime_ns();
+    let time = |s: Option<&str>, what: &str| -> std::result::Result<Option<u64>, String> {
+        s.map(|s| parse_time_in(s, now, no_zone(utc)).map_err(|e| format!("--{what}: {e}")))
+            .transpose()
+    };
+    let window = Window {
+        from_ns: time(from, "from")?,
+        to_ns: time(to, "to")?,
+    };
+    if let (Some(f), Some(t)) = (window.from_ns, window.to_ns) {
+        if t <= f {
+            return Err(format!(
+                "--to {} is not after --from {}: the window [from, to) is empty",
+                format_rfc3339(t),
+                format_rfc3339(f)
+            ));
+        }
+    }
+    Ok(window)
+}
+
+/// The files `paths` stand for: a directory's captures named like ours
+/// (oldest first), anything else itself (a missing file is for the
+/// reader to name). Err: a directory that cannot be listed.
+pub(crate) fn captures(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let files = wiretape::files::naming::list_any(p, None)
+                .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", p.display()))?;
+            if files.is_empty() {
+                eprintln!(
+                    "wiretape: note: {}: no capture files named like wiretape's in it",
+                    p.display()
+                );
+            }
+            out.extend(files);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}

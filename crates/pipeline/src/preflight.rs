@@ -1,0 +1,437 @@
+//! The preflight (`wiretape record ... --check`): everything a recording of
+//! a [`RecordConfig`] would check or trip on, without recording: the
+//! interface and its queues, the CPUs (as parsed), the rights (each
+//! capability, the locked-memory limit), an XDP program already attached,
+//! the capture filter (compiled by libpcap, then the steering program and
+//! the filter program loaded into the kernel, so the verifier has its say,
+//! and dropped: nothing is attached), the output directory (writable, or
+//! creatable), O_DIRECT, free space, the metrics address. [`preflight`]
+//! returns what it checked, or the first problem as the error a real run
+//! would meet. The rights checks a recording makes before it starts are
+//! here too ([`check_rights`], [`check_basic_rights`]).
+
+use crate::{Input, RecordConfig};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use wiretape_capture::sys::{self, MissingCap};
+use wiretape_capture::{CaptureConfig, CaptureError, CaptureFilter};
+use wiretape_filter::FilterError;
+use wiretape_storage::{IoMode, MinFree, StorageError};
+
+/// What the preflight checked, when everything passed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Preflight {
+    /// Each thing checked, as a short phrase (`interface eth0 (driver ...)`,
+    /// `rights (root)`, `directory /data (O_DIRECT, ...)`), in order.
+    pub passed: Vec<String>,
+}
+
+/// Why a recording could not start (the first problem found).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PreflightError {
+    /// The capture filter does not compile (libpcap's message).
+    #[error(transparent)]
+    Filter(#[from] FilterError),
+    /// The capture engine's side: queues, link type, an XDP program
+    /// already attached, the verifier.
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    /// The output directory or the input file.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The same interface twice.
+    #[error("interface {0} is given twice: give each -i once")]
+    Twice(String),
+    /// No such interface here.
+    #[error("no such interface '{0}' in this network namespace (list interfaces with `ip link`)")]
+    NoSuchInterface(String),
+    /// /dev/netmap cannot be opened.
+    #[error(
+        "cannot open /dev/netmap ({0}): is the netmap module loaded, and may this user open it?"
+    )]
+    Netmap(std::io::Error),
+    /// Capabilities an AF_XDP recording needs and lacks.
+    #[error(
+        "missing {} {}: run as root, or grant CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and \
+         CAP_IPC_LOCK (`setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep $(command -v wiretape)`, \
+         or AmbientCapabilities= in its systemd unit)",
+        if .0.len() == 1 { "capability" } else { "capabilities" },
+        .0.iter().map(|m| format!("{} ({})", m.name, m.why)).collect::<Vec<_>>().join(", ")
+    )]
+    Rights(Vec<MissingCap>),
+    /// Capabilities sending and the smaller tools need and lack.
+    #[error(
+        "not root and missing capabilities: run as root (sudo), or grant them once with \
+         `setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep $(command -v wiretape)`"
+    )]
+    BasicRights(Vec<MissingCap>),
+    /// O_DIRECT asked for, on a filesystem that refuses it.
+    #[error("output directory {} is on a filesystem that refuses O_DIRECT: use --io auto or buffered", .0.display())]
+    NoDirect(PathBuf),
+    /// Less free space than the blocks the writers keep in flight.
+    #[error(
+        "output directory {}: only {} free, less than the {} its {queues} queue(s) write at once: free space or choose another -w",
+        dir.display(), crate::summary::bytes_h(*free), crate::summary::bytes_h(*need)
+    )]
+    Space {
+        /// The output directory.
+        dir: PathBuf,
+        /// Its free bytes.
+        free: u64,
+        /// What the writers need at once.
+        need: u64,
+        /// The queues recorded.
+        queues: u64,
+    },
+    /// The metrics address cannot be listened on.
+    #[error("cannot listen on {addr} for --metrics: {source}")]
+    MetricsAddress {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Fails, naming each missing capability and what it is for, when the
+/// process lacks the rights to record with AF_XDP (checked against its
+/// effective capabilities, also as root: a container may have dropped
+/// some). `locked_bytes`: the UMEM it will pin ([`locked_bytes`]);
+/// `perfmon`: the filter reads the frame length ([`filter_needs_perfmon`]).
+pub fn check_rights(locked_bytes: u64, perfmon: bool) -> Result<(), PreflightError> {
+    let missing = sys::missing_capabilities(locked_bytes, perfmon);
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(PreflightError::Rights(missing))
+    }
+}
+
+/// The rights sending and the smaller tools check before they start:
+/// root, or at least CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF.
+pub fn check_basic_rights() -> Result<(), PreflightError> {
+    let missing = sys::missing_basic_capabilities();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(PreflightError::BasicRights(missing))
+    }
+}
+
+/// The UMEM bytes a recording of `c` pins: frames x frame size per queue.
+pub fn locked_bytes(c: &CaptureConfig) -> u64 {
+    let queues = match &c.queues {
+        Some(q) => q.len() as u64,
+        None => sys::rx_queue_count(&c.ifname).unwrap_or(1).max(1) as u64,
+    };
+    queues * c.frames as u64 * c.frame_size as u64
+}
+
+/// Does `expr` need CAP_PERFMON in the XDP program (it reads the length)?
+/// False when it does not compile (the recording reports that itself).
+pub fn filter_needs_perfmon(expr: Option<&str>, snaplen: u32) -> bool {
+    expr.and_then(|e| CaptureFilter::compile(e, wiretape_filter::LINKTYPE_ETHERNET, snaplen).ok())
+        .is_some_and(|f| f.needs_perfmon())
+}
+
+/// The nearest existing directory at or above `p` (where `p` would be
+/// created); `.` for a relative path none of whose parts exists.
+pub fn nearest_existing(p: &Path) -> PathBuf {
+    let mut q = p.to_path_buf();
+    while !q.exists() {
+        if !q.pop() {
+            return PathBuf::from(".");
+        }
+    }
+    if q.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        q
+    }
+}
+
+/// Whether a file can be made in `probe_in` (the output directory `dir`,
+/// or where it would be created): a probe file is made and removed.
+pub fn probe_writable(probe_in: &Path, dir: &Path) -> Result<(), StorageError> {
+    let probe = probe_in.join(format!(".wiretape-probe-{}", std::process::id()));
+    std::fs::File::create(&probe).map_err(|source| StorageError::NotWritable {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Runs the checks of a recording of `config` (see the module docs);
+/// `metrics`: the address the metrics endpoint would listen on.
+pub fn preflight(
+    config: &RecordConfig,
+    metrics: Option<SocketAddr>,
+) -> Result<Preflight, PreflightError> {
+    let mut ok: Vec<String> = Vec::new();
+    let ethernet_filter = || match &config.filter {
+        Some(e) => CaptureFilter::compile(
+            e,
+            wiretape_filter::LINKTYPE_ETHERNET,
+            config.storage.snaplen,
+        )
+        .map(Some),
+        None => Ok(None),
+    };
+    let exists = |ifname: &str| match sys::ifindex(ifname) {
+        Some(_) => Ok(()),
+        None => Err(PreflightError::NoSuchInterface(ifname.to_string())),
+    };
+    let once = |names: &[&str]| {
+        for (i, n) in names.iter().enumerate() {
+            if names[..i].contains(n) {
+                return Err(PreflightError::Twice(n.to_string()));
+            }
+        }
+        Ok(())
+    };
+    match &config.input {
+        Input::Interface(_) | Input::Interfaces(_) => {
+            let list: Vec<&CaptureConfig> = match &config.input {
+                Input::Interface(c) => vec![c],
+                Input::Interfaces(l) => l.iter().collect(),
+                _ => unreachable!("matched above"),
+            };
+            once(&list.iter().map(|c| c.ifname.as_str()).collect::<Vec<_>>())?;
+            let filter = ethernet_filter()?;
+            check_afxdp(&list, filter.as_ref(), &mut ok)?;
+        }
+        Input::Packet(list) => {
+            let names: Vec<&str> = list.iter().map(|c| c.ifname.as_str()).collect();
+            for (i, n) in names.iter().enumerate() {
+                once(&names[..=i])?;
+                exists(n)?;
+            }
+            ethernet_filter()?;
+            ok.push(format!(
+                "interfaces {} (packet engine: {} blocks x {} KiB per queue)",
+                names.join(","),
+                list[0].blocks,
+                list[0].block_size / 1024
+            ));
+        }
+        Input::Netmap(c) => {
+            exists(&c.ifname)?;
+            ethernet_filter()?;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/netmap")
+                .map_err(PreflightError::Netmap)?;
+            ok.push(format!("interface {} (netmap)", c.ifname));
+        }
+        Input::File(f) => {
+            let src = crate::FileSource::open(&f.path)?;
+            if let Some(e) = &config.filter {
+                CaptureFilter::compile(e, src.linktype(), config.storage.snaplen)?;
+                ok.push(format!("filter '{e}'"));
+            }
+            ok.push(format!("input {}", f.path.display()));
+        }
+    }
+    ok.push(check_dir(config)?);
+    if let Some(addr) = metrics {
+        std::net::TcpListener::bind(addr)
+            .map_err(|source| PreflightError::MetricsAddress { addr, source })?;
+        ok.push(format!("metrics address {addr}"));
+    }
+    Ok(Preflight { passed: ok })
+}
+
+/// The AF_XDP interfaces: each exists with its queues and takes the
+/// filter; the rights; no XDP program attached; the program and the
+/// filter loaded (never attached), so the verifier has its say.
+fn check_afxdp(
+    list: &[&CaptureConfig],
+    filter: Option<&CaptureFilter>,
+    ok: &mut Vec<String>,
+) -> Result<(), PreflightError> {
+    for c in list {
+        check_interface(c, filter, ok)?;
+    }
+    check_rights(
+        list.iter().map(|c| locked_bytes(c)).sum(),
+        filter.is_some_and(|f| f.needs_perfmon()),
+    )?;
+    ok.push(if sys::is_root() {
+        "rights (root)".into()
+    } else {
+        "rights (capabilities)".into()
+    });
+    for c in list {
+        let ifindex = sys::ifindex(&c.ifname).unwrap_or(0);
+        wiretape_capture::bpf::refuse_attached(ifindex, &c.ifname)?;
+    }
+    let mut prog = wiretape_capture::bpf::SteerProgram::load_with(None, list[0].cutoff)?;
+    if let Some(c) = list[0].cutoff {
+        ok.push(format!(
+            "cutoff {} bytes per connection, table of {} connections (loaded)",
+            c.size, c.flows
+        ));
+    }
+    if let Some(f) = filter {
+        prog.install_filter(f)?;
+        ok.push(format!("filter '{}' (loaded, not attached)", f.expr));
+    } else {
+        ok.push("XDP program (loaded, not attached)".into());
+    }
+    drop(prog);
+    if let Some(cpus) = &list[0].cpus {
+        ok.push(format!("poll CPUs {cpus:?}"));
+    }
+    if let Some(cpus) = &list[0].writer_cpus {
+        ok.push(format!("writer CPUs {cpus:?}"));
+    }
+    Ok(())
+}
+
+/// One AF_XDP interface: it exists, has the queues, can take the filter.
+fn check_interface(
+    c: &CaptureConfig,
+    filter: Option<&CaptureFilter>,
+    ok: &mut Vec<String>,
+) -> Result<(), PreflightError> {
+    let ifname = &c.ifname;
+    if sys::ifindex(ifname).is_none() {
+        return Err(PreflightError::NoSuchInterface(ifname.clone()));
+    }
+    let count = sys::rx_queue_count(ifname).unwrap_or(1).max(1);
+    if let Some(q) = c
+        .queues
+        .as_ref()
+        .and_then(|l| l.iter().find(|&&q| q >= count))
+    {
+        return Err(CaptureError::NoSuchQueue {
+            ifname: ifname.clone(),
+            queue: *q,
+            count,
+            last: count - 1,
+        }
+        .into());
+    }
+    let queues = c.queues.as_ref().map(|l| l.len() as u32).unwrap_or(count);
+    let driver = sys::driver_name(ifname).unwrap_or_else(|| "?".into());
+    ok.push(format!(
+        "interface {ifname} (driver {driver}, {count} RX queues; recording {queues})"
+    ));
+    if filter.is_some() {
+        if let Some(arphrd) = sys::arphrd(ifname).filter(|&t| t != 1) {
+            return Err(CaptureError::FilterLinkType {
+                ifname: ifname.clone(),
+                arphrd,
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The output directory: writable (or its nearest existing ancestor, where
+/// it would be created), O_DIRECT, free space for at least the blocks each
+/// queue keeps in flight.
+fn check_dir(config: &RecordConfig) -> Result<String, PreflightError> {
+    let st = &config.storage;
+    let dir = &st.dir;
+    let (probe_in, created) = if dir.exists() {
+        if !dir.is_dir() {
+            return Err(StorageError::NotADirectory(dir.clone()).into());
+        }
+        (dir.clone(), false)
+    } else {
+        (nearest_existing(dir), true)
+    };
+    probe_writable(&probe_in, dir)?;
+    let direct = wiretape_storage::uring::direct_supported(&probe_in);
+    let engine = match st.io {
+        IoMode::Direct if !direct => return Err(PreflightError::NoDirect(dir.clone())),
+        IoMode::Buffered => "buffered writes",
+        _ if direct => "O_DIRECT",
+        _ => "buffered writes (no O_DIRECT there)",
+    };
+    let queues = queue_count(&config.input);
+    let need = queues * st.block_size as u64 * st.buffers as u64;
+    let space = match wiretape_storage::fs_space(&probe_in) {
+        Some((free, total)) => {
+            if free < need {
+                return Err(PreflightError::Space {
+                    dir: dir.clone(),
+                    free,
+                    need,
+                    queues,
+                });
+            }
+            let low = match st.retention.min_free {
+                Some(MinFree::Bytes(b)) => free < b,
+                Some(MinFree::Percent(p)) => (free as f64) < total as f64 * p / 100.0,
+                None => false,
+            };
+            format!(
+                "{} free of {}{}",
+                crate::summary::bytes_h(free),
+                crate::summary::bytes_h(total),
+                if low {
+                    " (below --min-free: retention deletes our oldest files at the start)"
+                } else {
+                    ""
+                }
+            )
+        }
+        None => "free space unknown".into(),
+    };
+    Ok(format!(
+        "directory {}{} ({engine}, {space})",
+        dir.display(),
+        if created { " (will be created)" } else { "" }
+    ))
+}
+
+/// The queues a recording of `input` writes (the interfaces' RX queues
+/// where no list is given).
+fn queue_count(input: &Input) -> u64 {
+    let of = |ifname: &str, q: &Option<Vec<u32>>| {
+        q.as_ref()
+            .map(|l| l.len() as u64)
+            .unwrap_or_else(|| sys::rx_queue_count(ifname).unwrap_or(1).max(1) as u64)
+    };
+    match input {
+        Input::Interface(c) => of(&c.ifname, &c.queues),
+        Input::Interfaces(l) => l.iter().map(|c| of(&c.ifname, &c.queues)).sum(),
+        Input::Netmap(c) => of(&c.ifname, &c.queues),
+        Input::Packet(l) => l.iter().map(|c| of(&c.ifname, &c.queues)).sum(),
+        Input::File(_) => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_capability_is_named_with_what_it_is_for() {
+        let e = PreflightError::Rights(vec![MissingCap {
+            name: "CAP_BPF",
+            why: "to load the XDP program and its maps".into(),
+        }]);
+        assert!(e.to_string().starts_with(
+            "missing capability CAP_BPF (to load the XDP program and its maps): run as root"
+        ));
+    }
+
+    #[test]
+    fn the_nearest_existing_directory_is_where_a_path_would_be_made() {
+        let tmp = std::env::temp_dir();
+        assert_eq!(nearest_existing(&tmp.join("wt-no-such/a/b")), tmp);
+        assert_eq!(
+            nearest_existing(Path::new("wt-no-such-rel/x")),
+            PathBuf::from(".")
+        );
+    }
+}
