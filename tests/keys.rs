@@ -544,7 +544,7 @@ proptest! {
         let mut want = Vec::new();
         let mut data = Vec::new();
         for (i, f) in files.iter().enumerate() {
-            let src = wiretape::storage::zread::open_buffered(f).unwrap();
+            let src = wiretape::files::zread::open_buffered(f).unwrap();
             let mut walk = Walker::new(src);
             while let Some(m) = walk.next_into(&mut data) {
                 if steno::eval(&sel.query, &steno::Decoded::of(&data), m.ts_ns) {

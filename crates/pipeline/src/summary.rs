@@ -8,7 +8,8 @@ use crate::live::{DumpReport, RingReport, ServeReport, SubscriberReport};
 use crate::{Drops, QueueReport, RecordConfig, RecordReport};
 use serde::Serialize;
 use wiretape_capture::{BindMode, StartInfo};
-use wiretape_storage::{CompressReport, Format, StorageProgress};
+use wiretape_files::Format;
+use wiretape_storage::{CompressReport, StorageProgress};
 use wiretape_timestamp::{format_rfc3339, StampStats};
 
 /// 1234567 -> `1,234,567`.
