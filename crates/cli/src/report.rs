@@ -275,6 +275,14 @@ pub(crate) fn status_text(elapsed: Duration, s: &Snapshot, st: &StorageProgress)
         st.deleted_files,
         bytes_h(st.deleted_bytes),
     );
+    if let Some(x) = &st.sessions {
+        out += &format!(
+            "  sessions: {} tables written ({} incomplete), sessions_skipped {} frames\n",
+            x.tables,
+            x.incomplete,
+            thousands(x.skipped_frames)
+        );
+    }
     if let Some(w) = &s.link {
         out += &format!("  WARNING: {w}\n");
     }
@@ -376,6 +384,8 @@ pub(crate) fn summary_json(
             "deleted_files": st.deleted_files,
             "deleted_bytes": st.deleted_bytes,
         },
+        "sessions_skipped": st.sessions.map_or(0, |x| x.skipped_frames),
+        "sessions": wiretape::pipeline::report::sessions_json(st.sessions.as_ref()),
         "interface_gaps": gaps_json(r),
         "notes": r.queues.iter().flat_map(|q| q.sink.notes.clone()).collect::<Vec<_>>(),
         "errors": r.errors(),
@@ -619,6 +629,19 @@ pub(crate) fn summary_text(r: &CaptureReport, why: &str, st: &StorageProgress) -
             v.cut_off,
             v.refused,
             thousands(v.frames_sent)
+        );
+    }
+    if let Some(x) = &st.sessions {
+        s += &format!(
+            "  sessions: {} tables written ({} incomplete), sessions_skipped {} frames{}\n",
+            x.tables,
+            x.incomplete,
+            thousands(x.skipped_frames),
+            if x.errors > 0 {
+                format!(", {} tables could not be written", x.errors)
+            } else {
+                String::new()
+            }
         );
     }
     if st.deleted_files > 0 {

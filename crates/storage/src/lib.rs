@@ -56,6 +56,7 @@ pub mod reader;
 pub mod repair;
 pub mod retention;
 pub mod rotating;
+pub mod sessions;
 pub mod sink;
 pub mod walk;
 pub mod writer;
