@@ -24,6 +24,7 @@ mod repair;
 mod report;
 mod send;
 mod service;
+mod sessions;
 mod timeline;
 mod tsbench;
 
@@ -80,6 +81,10 @@ enum Cmd {
     /// Frames and bytes per time bin of stores (and sensors) from their
     /// .idx sidecars: a table, --json, or a picture (-o x.svg, -o x.png).
     Timeline(timeline::Args),
+    /// The connections of stores from their session tables (one row per
+    /// connection and file, with DNS, TLS SNI/ALPN/JA4, HTTP and QUIC
+    /// names): a table or --json, filtered by --from, --to and --where.
+    Sessions(sessions::Args),
     /// Serve this sensor's stores over HTTPS with mutual TLS: extract, count,
     /// plan, status and the Parquet block index for SOC tools, analysts and
     /// `wiretape extract https://...`.
@@ -127,7 +132,7 @@ fn main() {
     };
     if matches!(
         cli.cmd,
-        Cmd::Info(_) | Cmd::Extract(_) | Cmd::Ctl(_) | Cmd::Generate(_)
+        Cmd::Info(_) | Cmd::Extract(_) | Cmd::Ctl(_) | Cmd::Generate(_) | Cmd::Sessions(_)
     ) {
         // `info | head`, `extract -w - | head` end quietly. Not for record: a closed log pipe
         // must never kill a recording (its files would not be finished).
@@ -144,6 +149,7 @@ fn main() {
         Cmd::Extract(a) => extract::run(a),
         Cmd::Index(a) => index::run(a),
         Cmd::Timeline(a) => timeline::run(a),
+        Cmd::Sessions(a) => sessions::run(a),
         Cmd::Api(a) => api::api(a),
         Cmd::Certs(a) => api::certs(a),
         Cmd::Replay(a) => send::replay(a),
