@@ -52,7 +52,12 @@ fn mix() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         ));
     }
     let (c, s) = ((v6(10), 53100), (v6(53), 53));
-    a.push(synth::udp(None, c, s, &synth::dns_query(99, "six.example.org", 28)));
+    a.push(synth::udp(
+        None,
+        c,
+        s,
+        &synth::dns_query(99, "six.example.org", 28),
+    ));
     a.push(synth::udp(
         None,
         s,
@@ -73,7 +78,11 @@ fn mix() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     ));
     // The second half: both connections go on and close; more names.
     for k in 0..6 {
-        b.push(t.seg(k % 2 == 1, 0x18, &[0x17, 3, 3, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]));
+        b.push(t.seg(
+            k % 2 == 1,
+            0x18,
+            &[0x17, 3, 3, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8],
+        ));
     }
     b.extend(t.close());
     b.push(u.seg(true, 0x18, b"HTTP/1.1 204 No Content\r\n\r\n"));
@@ -149,7 +158,12 @@ fn tshark_conv(file: &Path) -> BTreeMap<Key, [u64; 4]> {
 fn table_conv(rows: &[Value]) -> BTreeMap<Key, (u64, [u64; 4])> {
     let mut out = BTreeMap::new();
     for r in rows {
-        let ep = |ip: &str, port: &str| (r[ip].as_str().unwrap().to_string(), r[port].as_u64().unwrap() as u16);
+        let ep = |ip: &str, port: &str| {
+            (
+                r[ip].as_str().unwrap().to_string(),
+                r[port].as_u64().unwrap() as u16,
+            )
+        };
         let (k, swapped) = key(
             r["proto"].as_u64().unwrap() as u8,
             ep("client_ip", "client_port"),
@@ -198,7 +212,10 @@ fn duckdb(dir: &Path, wher: &str) -> Vec<(u64, String)> {
     let script = format!(
         "import duckdb, json\nprint(json.dumps(duckdb.sql(\"\"\"{sql}\"\"\").fetchall()))\n"
     );
-    let o = Command::new("python3").args(["-c", &script]).output().unwrap();
+    let o = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
     assert!(
         o.status.success(),
         "DuckDB (pip package duckdb, scripts/setup.sh): {}",
@@ -214,7 +231,10 @@ fn metadata(table: &Path) -> BTreeMap<String, String> {
         "import duckdb, json\nprint(json.dumps([[k.decode(), v.decode()] for k, v in duckdb.sql(\"select key, value from parquet_kv_metadata('{}')\").fetchall()]))\n",
         table.display()
     );
-    let o = Command::new("python3").args(["-c", &script]).output().unwrap();
+    let o = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: Vec<(String, String)> = serde_json::from_slice(&o.stdout).unwrap();
     v.into_iter().collect()
@@ -238,7 +258,12 @@ fn check_store(dir: &Path) -> Vec<PathBuf> {
         let theirs = tshark_conv(f);
         assert!(!theirs.is_empty());
         let ours_counts: BTreeMap<_, _> = ours.iter().map(|(k, v)| (k.clone(), v.1)).collect();
-        assert_eq!(ours_counts, theirs, "{}: rows against tshark -z conv", f.display());
+        assert_eq!(
+            ours_counts,
+            theirs,
+            "{}: rows against tshark -z conv",
+            f.display()
+        );
         for (k, (id, _)) in ours {
             ids.entry(k).or_default().push(id);
         }
@@ -246,21 +271,45 @@ fn check_store(dir: &Path) -> Vec<PathBuf> {
     let spanning: Vec<_> = ids.iter().filter(|(_, v)| v.len() > 1).collect();
     assert!(!spanning.is_empty(), "a connection spans files");
     for (k, v) in &spanning {
-        assert!(v.iter().all(|x| *x == v[0]), "{k:?}: one session_id across files: {v:?}");
+        assert!(
+            v.iter().all(|x| *x == v[0]),
+            "{k:?}: one session_id across files: {v:?}"
+        );
     }
     // DuckDB and `wiretape sessions --where` agree.
     let d = dir.to_str().unwrap();
     for (sql, wher, n) in [
         ("tls_sni like '%example.com'", "tls_sni ~ '*example.com'", 1),
-        ("tls_sni like '%evil%' and server_port = 8443", "tls_sni ~ evil and server_port = 8443", 1),
-        ("http_host = 'www.example.com'", "http_host = www.example.com", 1),
-        ("dns_query like 'host%' and client_port >= 53004", "dns_query ~ 'host*' and client_port >= 53004", 4),
-        ("list_contains(dns_answers, 'fd00::1bb')", "dns_answers = fd00::1bb", 1),
+        (
+            "tls_sni like '%evil%' and server_port = 8443",
+            "tls_sni ~ evil and server_port = 8443",
+            1,
+        ),
+        (
+            "http_host = 'www.example.com'",
+            "http_host = www.example.com",
+            1,
+        ),
+        (
+            "dns_query like 'host%' and client_port >= 53004",
+            "dns_query ~ 'host*' and client_port >= 53004",
+            4,
+        ),
+        (
+            "list_contains(dns_answers, 'fd00::1bb')",
+            "dns_answers = fd00::1bb",
+            1,
+        ),
     ] {
         let want = duckdb(dir, sql);
         let mut got: Vec<(u64, String)> = sessions_json(&[d, "--where", wher])
             .iter()
-            .map(|r| (r["session_id"].as_u64().unwrap(), r["file"].as_str().unwrap().to_string()))
+            .map(|r| {
+                (
+                    r["session_id"].as_u64().unwrap(),
+                    r["file"].as_str().unwrap().to_string(),
+                )
+            })
             .collect();
         got.sort();
         assert_eq!(got, want, "--where {wher} against DuckDB's {sql}");
@@ -303,7 +352,10 @@ fn record_r_writes_tables_tshark_and_duckdb_agree_and_index_writes_the_same() {
     let bare_files = pcaps(&bare);
     assert_eq!(bare_files.len(), files.len());
     for f in &bare_files {
-        assert!(!wiretape_storage::sessions::path_for(f).exists(), "--no-sessions: no table");
+        assert!(
+            !wiretape_storage::sessions::path_for(f).exists(),
+            "--no-sessions: no table"
+        );
     }
     let (code, _, err) = run_wiretape(None, &["index", bare.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
@@ -322,9 +374,20 @@ fn record_r_writes_tables_tshark_and_duckdb_agree_and_index_writes_the_same() {
         );
     }
     // A --where mistake names its position.
-    let (code, _, err) = run_wiretape(None, &["sessions", dir.to_str().unwrap(), "--where", "tls_sni ~ x and srv_port = 1"]);
+    let (code, _, err) = run_wiretape(
+        None,
+        &[
+            "sessions",
+            dir.to_str().unwrap(),
+            "--where",
+            "tls_sni ~ x and srv_port = 1",
+        ],
+    );
     assert_eq!(code, 2);
-    assert!(err.contains("--where: at character 17: unknown field \"srv_port\""), "{err}");
+    assert!(
+        err.contains("--where: at character 17: unknown field \"srv_port\""),
+        "{err}"
+    );
 }
 
 /// Sends `frames` from the generator end, one by one.
@@ -351,7 +414,13 @@ fn live_recording_rotated_by_sighup_writes_tables_that_tshark_agrees_with() {
     let json = out.path().join("s.json");
     let mut r = Recorder::start(
         &tb,
-        &["-w", dir.to_str().unwrap(), "--summary-json", json.to_str().unwrap(), "-q"],
+        &[
+            "-w",
+            dir.to_str().unwrap(),
+            "--summary-json",
+            json.to_str().unwrap(),
+            "-q",
+        ],
     );
     let (a, b) = mix();
     let n = (a.len() + b.len()) as u64;

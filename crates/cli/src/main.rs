@@ -75,7 +75,7 @@ enum Cmd {
     /// captures, merged in timestamp order into one pcap/pcapng file or stdout.
     Extract(extract::Args),
     /// (Re)build missing or outdated .idx sidecars (block times and flow
-    /// keys) with a progress bar; --parquet exports the block index as a
+    /// keys), key indexes and session tables with a progress bar; --parquet exports the block index as a
     /// Parquet table for fleet-wide SQL (DuckDB, Trino, Spark, ClickHouse).
     Index(index::Args),
     /// Frames and bytes per time bin of stores (and sensors) from their

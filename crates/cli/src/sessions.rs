@@ -9,7 +9,8 @@ use wiretape::query::fleet;
 use wiretape::query::sessions::{self, Where};
 
 #[derive(clap::Args)]
-#[command(after_help = "Every capture file `record` writes has a session table beside it, \
+#[command(
+    after_help = "Every capture file `record` writes has a session table beside it, \
 <file>.sessions.parquet: one row per connection (IP version, address pair, protocol, port pair, \
 both directions) with frames in the file, and the names its first frames carried. A connection \
 that spans files has a row in each, with the same session_id (continued = true after the first). \
@@ -31,7 +32,8 @@ session thread fell behind and skipped frames: sessions_skipped) is named on std
 Examples:\n  \
 wiretape sessions /data --from -1h\n  \
 wiretape sessions /data --where \"tls_sni ~ '*.evil-cdn.net' and server_port = 443\"\n  \
-wiretape sessions /data --where \"dns_query ~ example.com\" --json | jq .dns_answers")]
+wiretape sessions /data --where \"dns_query ~ example.com\" --json | jq .dns_answers"
+)]
 pub(crate) struct Args {
     /// Directories (their capture files' session tables) and capture files.
     #[arg(value_name = "DIR|FILE", required = true)]
@@ -138,7 +140,11 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                     thousands(r.client_packets),
                     thousands(r.server_packets)
                 ),
-                format!("{}/{}", thousands(r.client_bytes), thousands(r.server_bytes)),
+                format!(
+                    "{}/{}",
+                    thousands(r.client_bytes),
+                    thousands(r.server_bytes)
+                ),
                 names
             )?;
         }

@@ -20,10 +20,10 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use wiretape_sessions::Tracker;
 use wiretape_storage::block::DEFAULT_BLOCK_SIZE;
 use wiretape_storage::index::{self, Entry, FlowSet};
 use wiretape_storage::keys::KeyIndex;
-use wiretape_sessions::Tracker;
 use wiretape_storage::{naming, StorageError};
 
 /// Why an index must be rebuilt, or None when it is current (`force`:
@@ -176,7 +176,10 @@ pub fn rebuild(
     // file is rebuilt right after it.
     let series = |f: &Path| {
         let name = f.file_name()?.to_str()?;
-        Some((f.parent()?.to_owned(), naming::parse_any(name)?.series.to_owned()))
+        Some((
+            f.parent()?.to_owned(),
+            naming::parse_any(name)?.series.to_owned(),
+        ))
     };
     let mut prev: std::collections::HashMap<PathBuf, PathBuf> = Default::default();
     let mut last: std::collections::HashMap<(PathBuf, String), PathBuf> = Default::default();

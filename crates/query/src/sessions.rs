@@ -132,7 +132,11 @@ impl Where {
                     why: format!("unknown field {f:?} (fields: {})", field_names()),
                 });
             };
-            let op = match toks.get(i + 1).filter(|t| !t.quoted).map(|t| t.text.as_str()) {
+            let op = match toks
+                .get(i + 1)
+                .filter(|t| !t.quoted)
+                .map(|t| t.text.as_str())
+            {
                 Some("=") | Some("==") => Op::Eq,
                 Some("!=") => Op::Ne,
                 Some("<") => Op::Lt,
@@ -154,18 +158,15 @@ impl Where {
                 });
             };
             let num = v.text.parse::<i128>().ok();
-            let bad = |why: String| {
-                Err(WhereError {
-                    at: v.at,
-                    why,
-                })
-            };
+            let bad = |why: String| Err(WhereError { at: v.at, why });
             match kind {
                 Kind::Num if num.is_none() => {
                     return bad(format!("{field} is a number: {:?} is not one", v.text))
                 }
                 Kind::Num if op == Op::Like => {
-                    return bad(format!("{field} is a number: ~ matches text; use = or <, >"))
+                    return bad(format!(
+                        "{field} is a number: ~ matches text; use = or <, >"
+                    ))
                 }
                 Kind::Bool if !matches!(v.text.as_str(), "true" | "false") => {
                     return bad(format!("{field} is true or false"))
@@ -263,10 +264,7 @@ fn lex(s: &str) -> Result<Vec<Tok>, WhereError> {
             i += 1;
         } else {
             let mut text = String::new();
-            while i < cs.len()
-                && !cs[i].is_whitespace()
-                && !"=!<>~'\"".contains(cs[i])
-            {
+            while i < cs.len() && !cs[i].is_whitespace() && !"=!<>~'\"".contains(cs[i]) {
                 text.push(cs[i]);
                 i += 1;
             }

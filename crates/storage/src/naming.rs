@@ -211,10 +211,10 @@ pub fn sidecar_bytes(capture: &Path) -> u64 {
         keys_path(capture),
         sessions_path(capture),
     ]
-        .iter()
-        .filter_map(|p| std::fs::metadata(p).ok())
-        .map(|m| m.len())
-        .sum()
+    .iter()
+    .filter_map(|p| std::fs::metadata(p).ok())
+    .map(|m| m.len())
+    .sum()
 }
 
 /// Deletes a capture file's sidecars (its `.idx`, `.kdx` and

@@ -409,9 +409,7 @@ impl Store {
             Some(
                 crate::sessions::SessionRecorder::start().map_err(|e| StorageError::Create {
                     path: cfg.dir.clone(),
-                    source: std::io::Error::other(format!(
-                        "cannot start the session thread: {e}"
-                    )),
+                    source: std::io::Error::other(format!("cannot start the session thread: {e}")),
                 })?,
             )
         } else {
@@ -518,10 +516,7 @@ impl Store {
             rotate_requested: false,
             pool: self.pool.clone(),
             keys: self.keys.clone(),
-            sessions: self
-                .sessions
-                .as_ref()
-                .map(|s| (s.clone(), s.series())),
+            sessions: self.sessions.as_ref().map(|s| (s.clone(), s.series())),
         };
         let path = w.path_for(start_ns);
         w.writer = Some(w.open(&path, None, None)?);

@@ -367,12 +367,7 @@ impl SessionFeed {
     /// The feed of `capture`, a file of series `series`
     /// ([`SessionRecorder::series`]); `wait`: when the pool is empty, wait
     /// for a buffer (a file source) instead of skipping the block.
-    pub fn new(
-        rec: Arc<SessionRecorder>,
-        series: u64,
-        capture: &Path,
-        wait: bool,
-    ) -> SessionFeed {
+    pub fn new(rec: Arc<SessionRecorder>, series: u64, capture: &Path, wait: bool) -> SessionFeed {
         SessionFeed {
             rec,
             series,
@@ -484,8 +479,7 @@ pub fn rebuild(
         source: std::io::Error::other(e.to_string()),
     };
     let file = std::fs::File::create(&tmp).map_err(|e| crate::StorageError::from_write(&tmp, e))?;
-    if let Err(e) = wiretape_sessions::write_parquet(std::io::BufWriter::new(file), &table, &out)
-    {
+    if let Err(e) = wiretape_sessions::write_parquet(std::io::BufWriter::new(file), &table, &out) {
         let _ = std::fs::remove_file(&tmp);
         return Err(werr(e));
     }
@@ -540,13 +534,19 @@ mod tests {
                 assert_eq!(got.stats.frames, frames.len() as u64);
                 let mut alone = Tracker::default();
                 rebuild(&p, &mut alone).unwrap();
-                let again = wiretape_sessions::read_parquet(std::fs::read(path_for(&p)).unwrap(), &p)
-                    .unwrap();
+                let again =
+                    wiretape_sessions::read_parquet(std::fs::read(path_for(&p)).unwrap(), &p)
+                        .unwrap();
                 if part == 0 {
                     assert_eq!(got.rows, again.rows, "{fmt:?}");
                 }
                 assert_eq!(got.rows.len(), 41);
-                ids.push(got.rows.iter().map(|r| r.id).collect::<std::collections::BTreeSet<_>>());
+                ids.push(
+                    got.rows
+                        .iter()
+                        .map(|r| r.id)
+                        .collect::<std::collections::BTreeSet<_>>(),
+                );
             }
             // Every connection (none closed, none idle) goes on in the
             // second file with its id.
