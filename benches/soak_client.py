@@ -101,11 +101,13 @@ def poll_files():
         if not f["being_written"] and f["frames"] is not None:
             e = files.setdefault(f["name"], {})
             e.update({k: f[k] for k in ("frames", "bytes", "first_ns", "last_ns")})
-            # Retention counts the sidecars' bytes too (.idx, and the key
-            # index .kdx, written by its builder once the file closed):
-            # looked at again every round while the file is listed.
+            # Retention counts the sidecars' bytes too (.idx, the key index
+            # .kdx, written by its builder once the file closed, and the
+            # session table .sessions.parquet, written by the session
+            # thread then): looked at again every round while the file is
+            # listed.
             side = 0
-            for ext in (".idx", ".kdx"):
+            for ext in (".idx", ".kdx", ".sessions.parquet"):
                 try:
                     side += os.stat(f"{store}/{f['name']}{ext}").st_size
                 except FileNotFoundError:

@@ -52,7 +52,7 @@ left_frames = sum(v[1] for v in left.values())
 mismatch = [n for n in left if n in seen_files and seen_files[n]["frames"] != left[n][1]]
 print("## Frames")
 print()
-print("| | frames | files | bytes (with the .idx and .kdx sidecars where deleted) |")
+print("| | frames | files | bytes (with the .idx, .kdx and .sessions.parquet sidecars where deleted) |")
 print("|---|---|---|---|")
 print(f"| sent (`gen --json`) | {sent:,} | | |")
 print(f"| seen / written by the recorder (summary) | {s['packets_seen']:,} / {s['packets_written']:,} | | |")

@@ -22,6 +22,8 @@
 //!   extraction planner and k-way merge, the index rebuild and the fleet's
 //!   Parquet table, the HTTPS sensor API and its client.
 //! - [`pipeline`]: the per-queue stage, [`record()`], the accounting.
+//! - [`sessions`]: the session table (one row per connection, with the
+//!   names its first frames carried) that `record` writes beside each file.
 //! - [`timestamp`]: clocks and stamping modes.
 //! - [`filter`]: tcpdump expressions (libpcap), the classic BPF evaluator,
 //!   the classic-to-eBPF translation the XDP capture filter runs.
@@ -100,6 +102,7 @@ pub use wiretape_pipeline as pipeline;
 /// (the pipeline's `live` module).
 pub use wiretape_pipeline::live;
 pub use wiretape_query as query;
+pub use wiretape_sessions as sessions;
 pub use wiretape_storage as storage;
 pub use wiretape_timestamp as timestamp;
 

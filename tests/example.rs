@@ -12,12 +12,14 @@ use wiretape_testbed::{SizeFn, Testbed, CAP_IF};
 
 /// Fields that differ between two runs of the same traffic: times
 /// (`duration_s`, `write_bytes_per_s`, the writers' latencies), paths
-/// (`files`, `control`: the CLI has a control socket, the example none).
-const RUN_TO_RUN: [&str; 6] = [
+/// (`files`, `control`: the CLI has a control socket, the example none),
+/// CPU time (`cpu_s`: the session thread's).
+const RUN_TO_RUN: [&str; 7] = [
     "duration_s",
     "write_bytes_per_s",
     "latency_p50_us",
     "latency_p99_us",
+    "cpu_s",
     "files",
     "control",
 ];

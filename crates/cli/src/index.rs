@@ -20,7 +20,7 @@ VLAN and EtherType to the places of its frames, however many a block holds). The
 (both, in one read of the file) when the .idx is missing, unreadable, of an older format (no flow \
 sets) or older than its capture file, or the .kdx is missing, incomplete (a crash, or its builder \
 fell behind while recording) or stale; --force rebuilds every one. Files being written are left to \
-their writer (its indexes grow as blocks go out). In a directory only files named like wiretape's \
+their writer (its indexes grow as blocks go out). A file without its session table (.sessions.parquet: one row per connection with its names, see `wiretape sessions --help`; missing when recorded with --no-sessions or before) is read again too, and gets one; connections go on from one file of a queue's series to the next, with their session_id, when both are rebuilt in one run. In a directory only files named like wiretape's \
 are indexed; a file named on the command line is indexed whatever its name.\n\n\
 --parquet writes one row per block: node, file, iface, queue, block, offset, bytes, frames, \
 first_ns, last_ns, first_time, last_time, and the flow keys ether_types, vlans, protos, ip4, ip6, \

@@ -20,6 +20,7 @@ mod info;
 mod record;
 mod repair;
 mod send;
+mod sessions;
 mod timeline;
 mod tsbench;
 
@@ -70,12 +71,16 @@ enum Cmd {
     /// captures, merged in timestamp order into one pcap/pcapng file or stdout.
     Extract(extract::Args),
     /// (Re)build missing or outdated .idx sidecars (block times and flow
-    /// keys) with a progress bar; --parquet exports the block index as a
+    /// keys), key indexes and session tables with a progress bar; --parquet exports the block index as a
     /// Parquet table for fleet-wide SQL (DuckDB, Trino, Spark, ClickHouse).
     Index(index::Args),
     /// Frames and bytes per time bin of stores (and sensors) from their
     /// .idx sidecars: a table, --json, or a picture (-o x.svg, -o x.png).
     Timeline(timeline::Args),
+    /// The connections of stores from their session tables (one row per
+    /// connection and file, with DNS, TLS SNI/ALPN/JA4, HTTP and QUIC
+    /// names): a table or --json, filtered by --from, --to and --where.
+    Sessions(sessions::Args),
     /// Serve this sensor's stores over HTTPS with mutual TLS: extract, count,
     /// plan, status and the Parquet block index for SOC tools, analysts and
     /// `wiretape extract https://...`.
@@ -123,7 +128,7 @@ fn main() {
     };
     if matches!(
         cli.cmd,
-        Cmd::Info(_) | Cmd::Extract(_) | Cmd::Ctl(_) | Cmd::Generate(_)
+        Cmd::Info(_) | Cmd::Extract(_) | Cmd::Ctl(_) | Cmd::Generate(_) | Cmd::Sessions(_)
     ) {
         // `info | head`, `extract -w - | head` end quietly. Not for record: a closed log pipe
         // must never kill a recording (its files would not be finished).
@@ -140,6 +145,7 @@ fn main() {
         Cmd::Extract(a) => extract::run(a),
         Cmd::Index(a) => index::run(a),
         Cmd::Timeline(a) => timeline::run(a),
+        Cmd::Sessions(a) => sessions::run(a),
         Cmd::Api(a) => api::api(a),
         Cmd::Certs(a) => api::certs(a),
         Cmd::Replay(a) => send::replay(a),

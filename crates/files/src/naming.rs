@@ -4,7 +4,7 @@
 //! A capture file is `<prefix>-<iface>-q<queue>-<YYYYMMDDTHHMMSS.nnnnnnnnnZ>.<ext>`
 //! (`ext` = `pcap` or `pcapng`), the time being the UTC stamp of its first
 //! frame, so names sort by time. Its sidecar indexes are `<file>.idx` and
-//! `<file>.kdx`.
+//! `<file>.kdx`, its session table `<file>.sessions.parquet`.
 //! Retention deletes only names that [`parse`] accepts.
 
 use crate::pcap::Format;
@@ -195,19 +195,34 @@ pub fn keys_path(capture: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// Bytes of a capture file's sidecars (its `.idx` and `.kdx`).
-pub fn sidecar_bytes(capture: &Path) -> u64 {
-    [index_path(capture), keys_path(capture)]
-        .iter()
-        .filter_map(|p| std::fs::metadata(p).ok())
-        .map(|m| m.len())
-        .sum()
+/// The session table of a capture file: `<file>.sessions.parquet`
+/// ([`crate::sessions`]).
+pub fn sessions_path(capture: &Path) -> PathBuf {
+    let mut p = capture.as_os_str().to_owned();
+    p.push(".sessions.parquet");
+    PathBuf::from(p)
 }
 
-/// Deletes a capture file's sidecars (its `.idx` and `.kdx`), if there.
+/// Bytes of a capture file's sidecars (its `.idx`, `.kdx` and
+/// `.sessions.parquet`).
+pub fn sidecar_bytes(capture: &Path) -> u64 {
+    [
+        index_path(capture),
+        keys_path(capture),
+        sessions_path(capture),
+    ]
+    .iter()
+    .filter_map(|p| std::fs::metadata(p).ok())
+    .map(|m| m.len())
+    .sum()
+}
+
+/// Deletes a capture file's sidecars (its `.idx`, `.kdx` and
+/// `.sessions.parquet`), if there.
 pub fn remove_sidecars(capture: &Path) {
     let _ = std::fs::remove_file(index_path(capture));
     let _ = std::fs::remove_file(keys_path(capture));
+    let _ = std::fs::remove_file(sessions_path(capture));
 }
 
 /// One of our files in a directory.

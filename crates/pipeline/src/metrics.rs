@@ -25,6 +25,9 @@
 //! `wiretape_deleted_bytes_total` (by retention, per the deleted files'
 //! interface and queue), `wiretape_last_error_info` (`error`, the text) and
 //! `wiretape_last_error_timestamp_seconds`; per recording:
+//! `wiretape_sessions_skipped_frames_total` (frames not read for the
+//! session tables: their thread was behind), `wiretape_sessions_tables_total`
+//! and `wiretape_sessions_tables_incomplete_total` (without `--no-sessions`),
 //! `wiretape_output_free_bytes` and `wiretape_output_size_bytes`
 //! (`directory`), `wiretape_ram_buffer_limit_bytes`, `wiretape_link_up`
 //! (`interface`), `wiretape_reattached_total` (`interface`: times it came
@@ -584,6 +587,33 @@ fn encode_run(st: &State, enc: &mut DescriptorEncoder) -> std::fmt::Result {
             ),
         ] {
             family(enc, name, help, MetricType::Counter, [(alg(), ConstCounter::new(v))])?;
+        }
+    }
+    if let Some(x) = &st.storage.sessions {
+        for (name, help, v) in [
+            (
+                "wiretape_sessions_skipped_frames",
+                "Frames not read for the session tables (their thread was behind; the tables are marked incomplete)",
+                x.skipped_frames,
+            ),
+            (
+                "wiretape_sessions_tables",
+                "Session tables (.sessions.parquet) written",
+                x.tables,
+            ),
+            (
+                "wiretape_sessions_tables_incomplete",
+                "Session tables written incomplete (frames skipped)",
+                x.incomplete,
+            ),
+        ] {
+            family(
+                enc,
+                name,
+                help,
+                MetricType::Counter,
+                [(Vec::<(&str, String)>::new(), ConstCounter::new(v))],
+            )?;
         }
     }
     family(

@@ -300,6 +300,8 @@ fn record_inner(
             storage.linktype = FileSource::open(&f.path)?.linktype();
             // A file loses nothing by waiting: its key index is complete.
             storage.key_index_wait = true;
+            // Nor its session tables.
+            storage.sessions_wait = true;
             if let Some(e) = &cfg.filter {
                 f.filter = Some(CaptureFilter::compile(
                     e,
@@ -444,6 +446,8 @@ fn record_inner(
     };
     report.duration = t0.elapsed();
     on_event(Event::Stopping(why));
+    // The writers are closed: the last session tables are written.
+    store.finish_sessions();
     // The writers are closed: their gauges hold the final numbers.
     on_event(Event::Finished(store.progress()));
     Ok(report)

@@ -395,6 +395,24 @@ pub fn compress_json(c: Option<&wiretape_storage::CompressReport>) -> serde_json
     serde_json::to_value(c.map(crate::summary::CompressSummary::from)).unwrap_or_default()
 }
 
+/// The `sessions` object of the summary and `ctl status`: the session
+/// tables written so far (incomplete ones among them), the frames read and
+/// those skipped (`sessions_skipped`: the session thread was behind), the
+/// thread's CPU time (`null` with `--no-sessions`).
+pub fn sessions_json(s: Option<&wiretape_storage::sessions::SessionStats>) -> serde_json::Value {
+    match s {
+        None => serde_json::Value::Null,
+        Some(x) => serde_json::json!({
+            "tables": x.tables,
+            "incomplete": x.incomplete,
+            "frames": x.frames,
+            "skipped_frames": x.skipped_frames,
+            "errors": x.errors,
+            "cpu_s": x.cpu_ns as f64 / 1e9,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -114,6 +114,11 @@ pub struct RunSummary {
     pub compress: Option<CompressSummary>,
     /// What retention deleted.
     pub retention: RetentionSummary,
+    /// Frames not read for the session tables (their thread was behind;
+    /// those tables are marked incomplete). Never frames lost.
+    pub sessions_skipped: u64,
+    /// The session tables' numbers (none with `--no-sessions`).
+    pub sessions: Option<SessionsSummary>,
     /// Times an interface was away.
     pub interface_gaps: Vec<GapSummary>,
     /// The writers' notes.
@@ -383,6 +388,37 @@ impl From<&CompressReport> for CompressSummary {
     }
 }
 
+/// The session tables written beside the capture files (issue 38).
+#[derive(Clone, Copy, Debug, Serialize)]
+#[non_exhaustive]
+pub struct SessionsSummary {
+    /// Tables written.
+    pub tables: u64,
+    /// Of them, written incomplete (frames skipped).
+    pub incomplete: u64,
+    /// Frames read into the tables.
+    pub frames: u64,
+    /// Frames skipped: the session thread was behind.
+    pub skipped_frames: u64,
+    /// Tables that could not be written.
+    pub errors: u64,
+    /// The session thread's CPU time, seconds.
+    pub cpu_s: f64,
+}
+
+impl From<&wiretape_storage::sessions::SessionStats> for SessionsSummary {
+    fn from(x: &wiretape_storage::sessions::SessionStats) -> Self {
+        SessionsSummary {
+            tables: x.tables,
+            incomplete: x.incomplete,
+            frames: x.frames,
+            skipped_frames: x.skipped_frames,
+            errors: x.errors,
+            cpu_s: x.cpu_ns as f64 / 1e9,
+        }
+    }
+}
+
 /// What retention deleted.
 #[derive(Clone, Copy, Debug, Serialize)]
 #[non_exhaustive]
@@ -588,6 +624,8 @@ impl RunSummary {
                 deleted_files: storage.deleted_files,
                 deleted_bytes: storage.deleted_bytes,
             },
+            sessions_skipped: storage.sessions.as_ref().map_or(0, |x| x.skipped_frames),
+            sessions: storage.sessions.as_ref().map(SessionsSummary::from),
             interface_gaps: r
                 .gaps
                 .iter()
@@ -780,6 +818,19 @@ impl RunSummary {
     /// closing lines scripts written for tcpdump already parse.
     fn closing_lines(&self) -> String {
         let mut s = String::new();
+        if let Some(x) = &self.sessions {
+            s += &format!(
+                "  sessions: {} tables written ({} incomplete), sessions_skipped {} frames{}\n",
+                x.tables,
+                x.incomplete,
+                thousands(x.skipped_frames),
+                if x.errors > 0 {
+                    format!(", {} tables could not be written", x.errors)
+                } else {
+                    String::new()
+                }
+            );
+        }
         let ret = &self.retention;
         if ret.deleted_files > 0 {
             s += &format!(

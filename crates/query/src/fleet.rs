@@ -23,6 +23,7 @@ use std::sync::Arc;
 use wiretape_files::index::{self, Entry, FlowSet};
 use wiretape_files::keys::KeyIndex;
 use wiretape_files::naming;
+use wiretape_sessions::Tracker;
 use wiretape_storage::block::DEFAULT_BLOCK_SIZE;
 use wiretape_storage::StorageError;
 
@@ -52,11 +53,17 @@ pub fn stale(capture: &Path, force: bool) -> Option<&'static str> {
     }
     // With flow sets (Ethernet), a finished file has a complete key index.
     match KeyIndex::open(capture) {
-        Ok(Some(k)) if k.complete_for(cm.len()) => None,
-        Ok(Some(_)) => Some("key index incomplete or stale"),
-        Ok(None) => Some("no key index"),
-        Err(_) => Some("key index unreadable"),
+        Ok(Some(k)) if k.complete_for(cm.len()) => {}
+        Ok(Some(_)) => return Some("key index incomplete or stale"),
+        Ok(None) => return Some("no key index"),
+        Err(_) => return Some("key index unreadable"),
     }
+    // And its session table (the recorder writes it as the file's last
+    // block goes out, before the file is finished: no age comparison).
+    if !wiretape_storage::sessions::path_for(capture).exists() {
+        return Some("no session table");
+    }
+    None
 }
 
 /// The capture files of `inputs`: our files in directories (of `prefix`
@@ -164,11 +171,44 @@ pub fn rebuild(
         files: done,
         ..Rebuilt::default()
     };
+    // Session tables: a file's connections go on into the next file of its
+    // series (one queue's files, in time order) with their ids when that
+    // file is rebuilt right after it.
+    let series = |f: &Path| {
+        let name = f.file_name()?.to_str()?;
+        Some((
+            f.parent()?.to_owned(),
+            naming::parse_any(name)?.series.to_owned(),
+        ))
+    };
+    let mut prev: std::collections::HashMap<PathBuf, PathBuf> = Default::default();
+    let mut last: std::collections::HashMap<(PathBuf, String), PathBuf> = Default::default();
+    for f in files {
+        if let Some(k) = series(f) {
+            if let Some(p) = last.insert(k, f.clone()) {
+                prev.insert(f.clone(), p);
+            }
+        }
+    }
+    let mut carry: std::collections::HashMap<(PathBuf, String), (PathBuf, Tracker)> =
+        Default::default();
     for (i, (f, why)) in todo.iter().enumerate() {
         let len = std::fs::metadata(f).map_or(0, |m| m.len());
-        let res = wiretape_storage::index::rebuild_with(f, DEFAULT_BLOCK_SIZE as u64, &mut |at| {
-            progress(i + 1, at)
-        });
+        let res = wiretape_storage::index::rebuild_with(f, DEFAULT_BLOCK_SIZE as u64, &mut |at| progress(i + 1, at))
+            .and_then(|n| {
+                let key = series(f);
+                let mut t = key
+                    .as_ref()
+                    .and_then(|k| carry.remove(k))
+                    .filter(|(p, _)| prev.get(f) == Some(p))
+                    .map(|(_, t)| t)
+                    .unwrap_or_default();
+                wiretape_storage::sessions::rebuild(f, &mut t)?;
+                if let Some(k) = key {
+                    carry.insert(k, (f.clone(), t));
+                }
+                Ok(n)
+            });
         r.bytes += len;
         match res {
             Ok(n) => {

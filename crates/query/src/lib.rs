@@ -39,6 +39,7 @@ pub mod fleet;
 pub mod job;
 pub mod narrow;
 pub mod remote;
+pub mod sessions;
 pub mod status;
 pub mod steno;
 pub mod text;

@@ -1,6 +1,7 @@
 //! A file's session table as Parquet: one row per session, the columns
 //! named as issue 38 names them, the table's counts in the file's
-//! key-value metadata (`wiretape.sessions.*`: `frames`, `skipped`,
+//! key-value metadata (the Parquet file's and the Arrow schema's;
+//! `wiretape.sessions.*`: `frames`, `skipped`,
 //! `complete`, `not_ip`, `fragments`, `evicted`, `reused`,
 //! `names_skipped`).
 //!
@@ -252,7 +253,21 @@ pub fn write_parquet<W: Write + Send>(w: W, t: &Table, name: &Path) -> Result<()
         why: e.to_string(),
     };
     let batch = to_batch(t)?;
-    let mut pw = parquet::arrow::ArrowWriter::try_new(w, batch.schema(), None).map_err(err)?;
+    // The counts also as the file's own key-value metadata (besides the
+    // Arrow schema's): what any Parquet reader shows (DuckDB's
+    // parquet_kv_metadata).
+    let mut kv: Vec<parquet::file::metadata::KeyValue> = batch
+        .schema()
+        .metadata()
+        .iter()
+        .map(|(k, v)| parquet::file::metadata::KeyValue::new(k.clone(), v.clone()))
+        .collect();
+    kv.sort_by(|a, b| a.key.cmp(&b.key));
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_key_value_metadata(Some(kv))
+        .build();
+    let mut pw =
+        parquet::arrow::ArrowWriter::try_new(w, batch.schema(), Some(props)).map_err(err)?;
     pw.write(&batch).map_err(err)?;
     pw.close().map_err(err)?;
     Ok(())

@@ -52,6 +52,7 @@ pub mod keys;
 pub mod repair;
 pub mod retention;
 pub mod rotating;
+pub mod sessions;
 pub mod sink;
 pub mod writer;
 

@@ -2,7 +2,8 @@
 //! for months. Only wiretape's own files are ever deleted: names of the exact
 //! form `<prefix>-<iface>-q<N>-<YYYYMMDDTHHMMSS.nnnnnnnnnZ>.pcap[ng]` (what
 //! [`wiretape_files::naming::file_name`] makes) in the output directory, with their
-//! `.idx` and `.kdx` sidecars; any other file is left alone, whatever its name or age.
+//! `.idx` and `.kdx` sidecars and `.sessions.parquet` table; any other file is left
+//! alone, whatever its name or age.
 //! Files being written are never deleted. Oldest first, by the UTC start
 //! time in the name (files of earlier runs with the same prefix included:
 //! they are part of the ring).

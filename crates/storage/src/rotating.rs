@@ -64,6 +64,13 @@ pub struct StorageConfig {
     /// is lost by waiting); else a segment it cannot take in time is left
     /// out and the report says so.
     pub key_index_wait: bool,
+    /// A session table beside each file (`<file>.sessions.parquet`,
+    /// [`crate::sessions`]), made off the capture threads.
+    pub sessions: bool,
+    /// The session thread may be waited for (a file source); else a block
+    /// it cannot take in time is skipped for sessions (counted, the table
+    /// marked incomplete).
+    pub sessions_wait: bool,
     /// Which of our files to keep (`--keep-*`, `--min-free`).
     pub retention: Policy,
     /// On a full disk: delete our oldest files and go on (else stop).
@@ -101,6 +108,8 @@ impl StorageConfig {
             flow_index: true,
             key_index: true,
             key_index_wait: false,
+            sessions: true,
+            sessions_wait: false,
             retention: Policy::default(),
             on_full_rotate: false,
             linktype: wiretape_files::pcap::LINKTYPE_ETHERNET,
@@ -299,6 +308,8 @@ pub struct StorageProgress {
     pub fs_space: Option<(u64, u64)>,
     /// The RAM budget for blocks waiting for the disk (`--buffer-mib`).
     pub buffer_limit_bytes: u64,
+    /// The session tables so far (None: `--no-sessions`).
+    pub sessions: Option<crate::sessions::SessionStats>,
 }
 
 /// `--compress-threads` when not given: the cores less one (the capture
@@ -323,6 +334,14 @@ pub struct Store {
     pool: Option<Arc<crate::compress::Pool>>,
     /// The key index's builder thread (with the key index).
     keys: Option<Arc<crate::keys::Builder>>,
+    /// The session thread (with session tables).
+    sessions: Option<Arc<crate::sessions::SessionRecorder>>,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.finish_sessions();
+    }
 }
 
 impl Store {
@@ -386,6 +405,16 @@ impl Store {
         } else {
             None
         };
+        let sessions = if cfg.sessions {
+            Some(
+                crate::sessions::SessionRecorder::start().map_err(|e| StorageError::Create {
+                    path: cfg.dir.clone(),
+                    source: std::io::Error::other(format!("cannot start the session thread: {e}")),
+                })?,
+            )
+        } else {
+            None
+        };
         let retention = Arc::new(Retention::new(&cfg.dir, &cfg.prefix, cfg.retention.clone()));
         retention.enforce();
         notices.extend(retention.take_log());
@@ -399,6 +428,7 @@ impl Store {
                 rotate_epoch: Arc::new(AtomicU64::new(0)),
                 pool,
                 keys,
+                sessions,
             },
             notices,
         ))
@@ -412,6 +442,15 @@ impl Store {
                 b.cpu_ns.load(Ordering::Relaxed),
             )
         })
+    }
+
+    /// Writes the session tables of every file ended so far and ends the
+    /// session thread (call it once the writers are closed; later files get
+    /// no table).
+    pub fn finish_sessions(&self) {
+        if let Some(s) = &self.sessions {
+            s.shutdown();
+        }
     }
 
     /// The configuration.
@@ -477,6 +516,7 @@ impl Store {
             rotate_requested: false,
             pool: self.pool.clone(),
             keys: self.keys.clone(),
+            sessions: self.sessions.as_ref().map(|s| (s.clone(), s.series())),
         };
         let path = w.path_for(start_ns);
         w.writer = Some(w.open(&path, None, None)?);
@@ -556,6 +596,7 @@ impl Store {
         (st.deleted_files, st.deleted_bytes) = self.retention.deleted();
         st.fs_space = crate::sys::fs_space(&self.cfg.dir);
         st.buffer_limit_bytes = self.cfg.buffer_bytes;
+        st.sessions = self.sessions.as_ref().map(|s| s.stats());
         st
     }
 }
@@ -609,6 +650,8 @@ pub struct WriterReport {
     pub key_segments: u64,
     /// Blocks left out of the key index (its builder fell behind).
     pub key_dropped_blocks: u64,
+    /// Frames not read for the session tables (their thread was behind).
+    pub sessions_skipped: u64,
 }
 
 impl WriterReport {
@@ -653,6 +696,7 @@ impl WriterReport {
         self.notes.extend(r.notes);
         self.key_segments += r.key_segments;
         self.key_dropped_blocks += r.key_dropped_blocks;
+        self.sessions_skipped += r.sessions_skipped;
     }
 }
 
@@ -699,6 +743,8 @@ pub struct RotatingWriter {
     pool: Option<Arc<crate::compress::Pool>>,
     /// The store's key index builder.
     keys: Option<Arc<crate::keys::Builder>>,
+    /// The store's session thread, and this writer's series of files.
+    sessions: Option<(Arc<crate::sessions::SessionRecorder>, u64)>,
 }
 
 impl RotatingWriter {
@@ -752,6 +798,15 @@ impl RotatingWriter {
         }
         let w = PcapWriter::with_link(sink, c.snaplen, c.format, &self.ifname, c.linktype)
             .compressed(c.compress.is_on() && self.pool.is_some());
+        let w = match &self.sessions {
+            Some((rec, series)) => w.with_sessions(crate::sessions::SessionFeed::new(
+                rec.clone(),
+                *series,
+                path,
+                c.sessions_wait,
+            )),
+            None => w,
+        };
         let flows = c.flow_index && c.linktype == wiretape_files::pcap::LINKTYPE_ETHERNET;
         Ok(match (c.index, flows) {
             (true, true) if self.keys.is_some() => {
@@ -843,6 +898,8 @@ impl RotatingWriter {
         let new = self.open(&path, prepared, Some(gate.clone()))?;
         self.name_ns = name_ns;
         let mut old = self.writer.replace(new).expect("a file is open");
+        // Its session table ends here, before the new file's first block.
+        old.end_sessions(false);
         old.sink_mut().open_when_done(gate);
         self.prepare_next();
         // The old file is finished (last block, wait, exact length, fsync)
@@ -1149,6 +1206,14 @@ fn close_file(w: PcapWriter<AnySink>, retention: &Retention, gauge: &Gauge) -> W
              their flow sets); `wiretape index --force` rebuilds it",
             path.display(),
             st.key_dropped_blocks
+        ));
+    }
+    r.sessions_skipped = st.sessions_skipped;
+    if st.sessions_skipped > 0 {
+        r.notes.push(format!(
+            "session table of {}: {} frames not read (its thread fell behind): marked incomplete",
+            path.display(),
+            st.sessions_skipped
         ));
     }
     if st.key_failed {

@@ -32,6 +32,9 @@ pub struct WriterStats {
     pub key_dropped_blocks: u64,
     /// The key index could not be written (see the writer's notes).
     pub key_failed: bool,
+    /// Frames not read for the file's session table (its thread was
+    /// behind: the table is marked incomplete).
+    pub sessions_skipped: u64,
 }
 
 /// Writes frames as pcap records into blocks and blocks into a sink.
@@ -59,6 +62,12 @@ pub struct PcapWriter<S: BlockSink> {
     placed: Vec<wiretape_files::compress::Placed>,
     /// The file is compressed ([`crate::compress`]).
     compressed: bool,
+    /// The session table's feed ([`crate::sessions`]), with where the
+    /// block's records not yet handed over start and the frames handed.
+    sessions: Option<crate::sessions::SessionFeed>,
+    feed_from: usize,
+    feed_frames: u64,
+    linktypes: Vec<u32>,
 }
 
 impl<S: BlockSink> PcapWriter<S> {
@@ -117,6 +126,7 @@ impl<S: BlockSink> PcapWriter<S> {
         };
         assert!(block.push_raw(&header), "the file header fits a block");
         let header_len = header.len() as u64;
+        let feed_from = block.len();
         PcapWriter {
             block,
             sink,
@@ -133,6 +143,43 @@ impl<S: BlockSink> PcapWriter<S> {
             failed_full: false,
             placed: Vec::new(),
             compressed: false,
+            sessions: None,
+            feed_from,
+            feed_frames: 0,
+            linktypes: linktypes.to_vec(),
+        }
+    }
+
+    /// Also feeds the file's session table ([`crate::sessions`]): a copy of
+    /// each block's records goes to the session thread as the block goes
+    /// to the disk.
+    pub fn with_sessions(mut self, mut feed: crate::sessions::SessionFeed) -> Self {
+        feed.set_layout(self.block.format(), &self.linktypes);
+        self.sessions = Some(feed);
+        self
+    }
+
+    /// Hands the block's records not handed yet, and `extra` (a run laid
+    /// out in place holding `extra_frames` frames), to the session table:
+    /// once per block, just before the block goes to the sink.
+    fn feed_sessions(&mut self, extra: &[u8], extra_frames: u64) {
+        let Some(f) = &mut self.sessions else { return };
+        let frames = self.stats.frames.saturating_sub(self.feed_frames) + extra_frames;
+        let bytes = self.block.as_bytes();
+        f.hand(&[bytes.get(self.feed_from..).unwrap_or(&[]), extra], frames);
+        self.feed_frames = self.stats.frames + extra_frames;
+        self.feed_from = bytes.len();
+    }
+
+    /// Ends the file's session table here (its writer goes on in a new
+    /// file: `last` false), with the records written so far; the table is
+    /// written by the session thread. Call it on the thread writing the
+    /// frames, before the next file's first block is handed over.
+    pub fn end_sessions(&mut self, last: bool) {
+        self.feed_sessions(&[], 0);
+        if let Some(f) = self.sessions.take() {
+            self.stats.sessions_skipped = f.skipped();
+            f.close(last);
         }
     }
 
@@ -351,10 +398,12 @@ impl<S: BlockSink> PcapWriter<S> {
         }
         debug_assert_eq!(base, self.stream_len);
         let len = ext.len() as u64;
+        self.feed_sessions(ext.bytes(), info.frames);
         let b = self.block.take();
         match self.sink.submit_external(b, ext) {
             Ok(next) => {
                 self.block.set_block(next);
+                self.feed_from = self.block.len();
                 self.blocks += 1;
                 if let Some(i) = &mut self.index {
                     i.block_done();
@@ -383,10 +432,12 @@ impl<S: BlockSink> PcapWriter<S> {
 
     /// Hands the full block to the sink.
     fn submit(&mut self) -> Result<(), StorageError> {
+        self.feed_sessions(&[], 0);
         let b = self.block.take();
         match self.sink.submit(b) {
             Ok(next) => {
                 self.block.set_block(next);
+                self.feed_from = self.block.len();
                 self.note_boundary();
                 self.blocks += 1;
                 if let Some(i) = &mut self.index {
@@ -414,11 +465,13 @@ impl<S: BlockSink> PcapWriter<S> {
         if let Some(_f) = &self.failed {
             return Err(self.failure());
         }
+        self.feed_sessions(&[], 0);
         let b = self.block.take();
         self.frames_at_flush = self.stats.frames;
         match self.sink.flush(b) {
             Ok(next) => {
                 self.block.set_block(next);
+                self.feed_from = self.block.len();
                 self.note_boundary();
                 if let Some(i) = &mut self.index {
                     i.block_done();
@@ -473,6 +526,8 @@ impl<S: BlockSink> PcapWriter<S> {
     // The counts travel with the error: what the file holds after it.
     #[allow(clippy::result_large_err)]
     fn finish_file(&mut self) -> Result<WriterStats, (WriterStats, StorageError)> {
+        // The session table has every record the file was given.
+        self.end_sessions(true);
         // finish() also after a failure: it waits for every write in flight.
         let b = self.block.take();
         let block_size = self.sink.block_size() as u64;

@@ -235,6 +235,14 @@ pub(crate) fn status_text(elapsed: Duration, s: &Snapshot, st: &StorageProgress)
         st.deleted_files,
         bytes_h(st.deleted_bytes),
     );
+    if let Some(x) = &st.sessions {
+        out += &format!(
+            "  sessions: {} tables written ({} incomplete), sessions_skipped {} frames\n",
+            x.tables,
+            x.incomplete,
+            thousands(x.skipped_frames)
+        );
+    }
     if let Some(w) = &s.link {
         out += &format!("  WARNING: {w}\n");
     }

@@ -290,6 +290,17 @@ pub(crate) struct Args {
     /// flow sets of the .idx still narrow (for comparisons).
     #[arg(long)]
     no_key_index: bool,
+    /// No session table (`<file>.sessions.parquet`: one row per connection
+    /// of the file, with its endpoints, packets and bytes each way, and the
+    /// names its first frames carried: DNS query and answers, TLS SNI,
+    /// ALPN and JA4, HTTP/1.x host, method, path and user agent, QUIC
+    /// SNI). Made on a thread of its own from a copy of each block as it
+    /// goes to the disk; when that thread is behind, a block is skipped
+    /// for sessions (the summary's sessions_skipped counts its frames, the
+    /// file's table is marked incomplete), never dropped from the capture.
+    /// Asked with `wiretape sessions DIR`, or any Parquet reader.
+    #[arg(long)]
+    no_sessions: bool,
     /// Compress files at rest: lz4 (one LZ4 frame per file: `.pcap.lz4`,
     /// opened by Wireshark, `lz4 -dc`) or zstd[:LEVEL] (a zstd frame per
     /// block: `.pcap.zst`, read by `zstdcat F | tcpdump -r -`; level 3 by
@@ -896,6 +907,7 @@ fn config(a: &Args) -> Result<(RecordConfig, Option<String>, Arc<AtomicBool>)> {
     st.index = !a.no_index;
     st.flow_index = !a.no_flow_index;
     st.key_index = !a.no_key_index;
+    st.sessions = !a.no_sessions;
     st.compress = a.compress.parse().map_err(crate::usage)?;
     if let Some(n) = a.compress_threads {
         st.compress_threads = n as usize;

@@ -401,6 +401,8 @@ pub(crate) fn status_json(
             "deleted_files": st.deleted_files,
         },
         "compress": crate::report::compress_json(st.compress.as_ref()),
+        "sessions_skipped": st.sessions.map_or(0, |x| x.skipped_frames),
+        "sessions": crate::report::sessions_json(st.sessions.as_ref()),
         "ring": hub.ring_report(),
         "subscribers": hub.subscriber_reports(),
         "serve": serve,

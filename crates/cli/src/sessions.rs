@@ -1,0 +1,189 @@
+//! `wiretape sessions`: the session tables of local stores, as a table or
+//! one JSON object per line (the reading and the `--where` language are
+//! the query crate's: `query::sessions`).
+
+use wiretape::pipeline::summary::thousands;
+use anyhow::{anyhow, Result};
+use std::path::PathBuf;
+use wiretape::query::fleet;
+use wiretape::query::sessions::{self, Where};
+
+#[derive(clap::Args)]
+#[command(
+    after_help = "Every capture file `record` writes has a session table beside it, \
+<file>.sessions.parquet: one row per connection (IP version, address pair, protocol, port pair, \
+both directions) with frames in the file, and the names its first frames carried. A connection \
+that spans files has a row in each, with the same session_id (continued = true after the first). \
+`record -r` writes them too; `wiretape index DIR` writes those missing (files recorded with \
+--no-sessions, or before). Any Parquet reader asks them with SQL:\n\n  \
+duckdb -c \"SELECT client_ip, server_ip, tls_sni FROM '/data/*.sessions.parquet' WHERE tls_sni LIKE '%.evil-cdn.net'\"\n\n\
+--where: conditions FIELD OP VALUE joined by `and`. FIELD: a column (session_id, file, first_ns, \
+last_ns, ip_version, proto, client_ip, client_port, server_ip, server_port, vlan, client_packets, \
+client_bytes, server_packets, server_bytes, tcp_flags, continued, dns_query, dns_type, \
+dns_answers, tls_sni, tls_alpn, ja4, http_host, http_method, http_path, http_user_agent, \
+quic_sni). OP: = != < <= > >= and ~ (text: with * or ? the whole value matches the pattern, \
+else it contains VALUE; ASCII case ignored). VALUE: a number, a word, or 'quoted text'. On a list \
+(dns_answers, tls_alpn) a condition holds when it holds for one item. A missing name satisfies \
+only !=. A mistake is named by its character position.\n\n\
+Output: a table (first frame, protocol, client -> server, frames and bytes each way, the names), \
+or --json: one object per line with the table's column names. Sessions are listed by their first \
+frame; a session overlapping [--from, --to) is listed. A table marked incomplete (the recorder's \
+session thread fell behind and skipped frames: sessions_skipped) is named on stderr.\n\n\
+Examples:\n  \
+wiretape sessions /data --from -1h\n  \
+wiretape sessions /data --where \"tls_sni ~ '*.evil-cdn.net' and server_port = 443\"\n  \
+wiretape sessions /data --where \"dns_query ~ example.com\" --json | jq .dns_answers"
+)]
+pub(crate) struct Args {
+    /// Directories (their capture files' session tables) and capture files.
+    #[arg(value_name = "DIR|FILE", required = true)]
+    inputs: Vec<PathBuf>,
+    /// Sessions with a frame at or after TIME (RFC 3339, Unix seconds, or
+    /// back from now: -10m).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    from: Option<String>,
+    /// Sessions with a frame before TIME.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    to: Option<String>,
+    /// A TIME without a zone (2026-11-22 14:02:00) is UTC.
+    #[arg(long)]
+    utc: bool,
+    /// Only sessions satisfying EXPR, e.g. "tls_sni ~ '*.example.com' and
+    /// server_port = 443" (see below).
+    #[arg(long = "where", value_name = "EXPR")]
+    filter: Option<String>,
+    /// One JSON object per session and line, the table's column names.
+    #[arg(long)]
+    json: bool,
+    /// In directories, only files of this prefix (default: any of ours).
+    #[arg(long, value_name = "PREFIX")]
+    prefix: Option<String>,
+}
+
+pub(crate) fn run(a: Args) -> Result<i32> {
+    let w = match a.filter.as_deref().map(Where::parse).transpose() {
+        Ok(w) => w.unwrap_or_default(),
+        Err(e) => return crate::common::usage_exit(e),
+    };
+    let window = match crate::common::window_flags(a.from.as_deref(), a.to.as_deref(), a.utc) {
+        Ok(w) => w,
+        Err(e) => return crate::common::usage_exit(e),
+    };
+    for p in &a.inputs {
+        if !p.exists() {
+            return crate::common::usage_exit(format!(
+                "{}: no such directory or file (give a store, e.g. /data)",
+                p.display()
+            ));
+        }
+    }
+    let files = fleet::captures(&a.inputs, a.prefix.as_deref()).map_err(|e| anyhow!("{e}"))?;
+    let l = sessions::list(&files, window.from_ns, window.to_ns, &w).map_err(|e| anyhow!("{e}"))?;
+    for (p, e) in &l.unreadable {
+        eprintln!("wiretape: sessions: {}: {e}", p.display());
+    }
+    if !l.incomplete.is_empty() {
+        eprintln!(
+            "wiretape: sessions: {} tables incomplete (the session thread fell behind while \
+             recording; `wiretape index --force FILE` rebuilds one): {}",
+            l.incomplete.len(),
+            l.incomplete.join(", ")
+        );
+    }
+    if !l.without.is_empty() {
+        eprintln!(
+            "wiretape: sessions: {} of {} capture files have no session table (recorded with \
+             --no-sessions or before, or being written); `wiretape index` writes them",
+            l.without.len(),
+            files.len()
+        );
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    use std::io::Write;
+    if a.json {
+        for (r, f) in &l.rows {
+            writeln!(out, "{}", sessions::row_json(r, f))?;
+        }
+    } else {
+        writeln!(
+            out,
+            "{:<30} {:<5} {:<47} {:>17} {:>21}  names",
+            "first frame (UTC)", "proto", "client -> server", "frames c/s", "bytes c/s"
+        )?;
+        for (r, _) in &l.rows {
+            let ep = |ip: &std::net::IpAddr, port: u16| match (ip, port) {
+                (std::net::IpAddr::V6(_), 0) => format!("[{ip}]"),
+                (std::net::IpAddr::V6(_), p) => format!("[{ip}]:{p}"),
+                (_, 0) => ip.to_string(),
+                (_, p) => format!("{ip}:{p}"),
+            };
+            let proto = match r.proto {
+                6 => "tcp".to_string(),
+                17 => "udp".to_string(),
+                1 => "icmp".to_string(),
+                58 => "icmp6".to_string(),
+                p => p.to_string(),
+            };
+            let names = names_text(r);
+            writeln!(
+                out,
+                "{:<30} {:<5} {:<47} {:>17} {:>21}  {}",
+                wiretape::timestamp::format_rfc3339(r.first_ns),
+                proto,
+                format!(
+                    "{} -> {}",
+                    ep(&r.client_ip, r.client_port),
+                    ep(&r.server_ip, r.server_port)
+                ),
+                format!(
+                    "{}/{}",
+                    thousands(r.client_packets),
+                    thousands(r.server_packets)
+                ),
+                format!(
+                    "{}/{}",
+                    thousands(r.client_bytes),
+                    thousands(r.server_bytes)
+                ),
+                names
+            )?;
+        }
+        out.flush()?;
+        eprintln!(
+            "wiretape: sessions: {} sessions from {} tables",
+            thousands(l.rows.len() as u64),
+            l.tables
+        );
+    }
+    out.flush()?;
+    Ok(0)
+}
+
+/// The names of a row, as `key=value` words (stored escaped: no control
+/// characters).
+fn names_text(r: &wiretape::sessions::Session) -> String {
+    let Some(n) = r.names.as_deref() else {
+        return String::new();
+    };
+    let mut v = Vec::new();
+    let mut put = |k: &str, x: &Option<String>| {
+        if let Some(x) = x {
+            v.push(format!("{k}={x}"));
+        }
+    };
+    put("dns", &n.dns_query);
+    put("sni", &n.tls_sni);
+    put("ja4", &n.ja4);
+    put("host", &n.http_host);
+    put("quic_sni", &n.quic_sni);
+    if let (Some(m), Some(p)) = (&n.http_method, &n.http_path) {
+        v.push(format!("{m} {p}"));
+    }
+    if !n.dns_answers.is_empty() {
+        v.push(format!("answers={}", n.dns_answers.join(",")));
+    }
+    if !n.tls_alpn.is_empty() {
+        v.push(format!("alpn={}", n.tls_alpn.join(",")));
+    }
+    v.join(" ")
+}

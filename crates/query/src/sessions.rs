@@ -1,0 +1,599 @@
+//! `wiretape sessions`: the session tables of a store (each capture file's
+//! `<file>.sessions.parquet`), read back and filtered by a time window and
+//! a small `--where` language.
+//!
+//! The language: conditions `FIELD OP VALUE` joined by `and` (no `or`, no
+//! parentheses). FIELD is a column of the table (`tls_sni`, `server_port`,
+//! ...); OP is `=`, `!=`, `<`, `<=`, `>`, `>=` or `~`; VALUE a number, a
+//! word, or a string in single or double quotes. `~` matches text: with
+//! `*` (any run of characters) or `?` (one character) the whole value must
+//! match the pattern, else VALUE is a substring; either way ignoring ASCII
+//! case. `=` and `!=` compare text exactly; `<`.. compare numbers (and
+//! text, in byte order). On a list column (`dns_answers`, `tls_alpn`) a
+//! condition holds when it holds for one of its items. A missing name
+//! (NULL) satisfies nothing but `!=`.
+//!
+//! ```text
+//! tls_sni ~ '*.evil-cdn.net' and server_port = 443
+//! dns_query ~ example and client_ip = 10.0.0.10
+//! ```
+
+use crate::QueryError;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use wiretape_sessions::{Session, Table};
+
+/// A column's kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Num,
+    Text,
+    List,
+    Bool,
+}
+
+/// The columns the language knows, with their kinds (the table's names).
+const FIELDS: &[(&str, Kind)] = &[
+    ("session_id", Kind::Num),
+    ("file", Kind::Text),
+    ("first_ns", Kind::Num),
+    ("last_ns", Kind::Num),
+    ("ip_version", Kind::Num),
+    ("proto", Kind::Num),
+    ("client_ip", Kind::Text),
+    ("client_port", Kind::Num),
+    ("server_ip", Kind::Text),
+    ("server_port", Kind::Num),
+    ("vlan", Kind::Num),
+    ("client_packets", Kind::Num),
+    ("client_bytes", Kind::Num),
+    ("server_packets", Kind::Num),
+    ("server_bytes", Kind::Num),
+    ("tcp_flags", Kind::Num),
+    ("continued", Kind::Bool),
+    ("dns_query", Kind::Text),
+    ("dns_type", Kind::Text),
+    ("dns_answers", Kind::List),
+    ("tls_sni", Kind::Text),
+    ("tls_alpn", Kind::List),
+    ("ja4", Kind::Text),
+    ("http_host", Kind::Text),
+    ("http_method", Kind::Text),
+    ("http_path", Kind::Text),
+    ("http_user_agent", Kind::Text),
+    ("quic_sni", Kind::Text),
+];
+
+/// A comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Like,
+}
+
+/// One condition.
+#[derive(Clone, Debug)]
+struct Cond {
+    field: &'static str,
+    kind: Kind,
+    op: Op,
+    text: String,
+    num: Option<i128>,
+}
+
+/// A parsed `--where` expression: its conditions, all of which must hold.
+#[derive(Clone, Debug, Default)]
+pub struct Where {
+    conds: Vec<Cond>,
+}
+
+/// A `--where` expression that does not parse: where and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("--where: at character {at}: {why}")]
+pub struct WhereError {
+    /// The character position (from 1).
+    pub at: usize,
+    /// What is wrong there, and what would be right.
+    pub why: String,
+}
+
+fn field_names() -> String {
+    FIELDS.iter().map(|f| f.0).collect::<Vec<_>>().join(", ")
+}
+
+impl Where {
+    /// Parses `expr` (see the module docs).
+    pub fn parse(expr: &str) -> Result<Where, WhereError> {
+        let toks = lex(expr)?;
+        let mut conds = Vec::new();
+        let mut i = 0;
+        let end = expr.chars().count() + 1;
+        let at = |i: usize| toks.get(i).map_or(end, |t: &Tok| t.at);
+        loop {
+            let Some(Tok {
+                text: f,
+                quoted: false,
+                ..
+            }) = toks.get(i)
+            else {
+                return Err(WhereError {
+                    at: at(i),
+                    why: format!("a field name expected (one of {})", field_names()),
+                });
+            };
+            let Some(&(field, kind)) = FIELDS.iter().find(|x| x.0 == f.as_str()) else {
+                return Err(WhereError {
+                    at: at(i),
+                    why: format!("unknown field {f:?} (fields: {})", field_names()),
+                });
+            };
+            let op = match toks
+                .get(i + 1)
+                .filter(|t| !t.quoted)
+                .map(|t| t.text.as_str())
+            {
+                Some("=") | Some("==") => Op::Eq,
+                Some("!=") => Op::Ne,
+                Some("<") => Op::Lt,
+                Some("<=") => Op::Le,
+                Some(">") => Op::Gt,
+                Some(">=") => Op::Ge,
+                Some("~") => Op::Like,
+                _ => {
+                    return Err(WhereError {
+                        at: at(i + 1),
+                        why: format!("an operator expected after {field} (=, !=, <, <=, >, >=, ~)"),
+                    })
+                }
+            };
+            let Some(v) = toks.get(i + 2) else {
+                return Err(WhereError {
+                    at: at(i + 2),
+                    why: format!("a value expected after {field}"),
+                });
+            };
+            let num = v.text.parse::<i128>().ok();
+            let bad = |why: String| Err(WhereError { at: v.at, why });
+            match kind {
+                Kind::Num if num.is_none() => {
+                    return bad(format!("{field} is a number: {:?} is not one", v.text))
+                }
+                Kind::Num if op == Op::Like => {
+                    return bad(format!(
+                        "{field} is a number: ~ matches text; use = or <, >"
+                    ))
+                }
+                Kind::Bool if !matches!(v.text.as_str(), "true" | "false") => {
+                    return bad(format!("{field} is true or false"))
+                }
+                Kind::Bool if !matches!(op, Op::Eq | Op::Ne) => {
+                    return bad(format!("{field} is true or false: use = or !="))
+                }
+                _ => {}
+            }
+            conds.push(Cond {
+                field,
+                kind,
+                op,
+                text: v.text.clone(),
+                num,
+            });
+            i += 3;
+            match toks.get(i) {
+                None => break,
+                Some(t) if !t.quoted && t.text.eq_ignore_ascii_case("and") => i += 1,
+                Some(t) => {
+                    return Err(WhereError {
+                        at: t.at,
+                        why: format!(
+                            "'and' expected between conditions, not {:?} (no 'or': run twice)",
+                            t.text
+                        ),
+                    })
+                }
+            }
+        }
+        Ok(Where { conds })
+    }
+
+    /// Whether `r` (a row of the table of `file`) satisfies every condition.
+    pub fn matches(&self, r: &Session, file: &str) -> bool {
+        self.conds.iter().all(|c| c.holds(r, file))
+    }
+}
+
+#[derive(Debug)]
+struct Tok {
+    text: String,
+    quoted: bool,
+    at: usize,
+}
+
+fn lex(s: &str) -> Result<Vec<Tok>, WhereError> {
+    let cs: Vec<char> = s.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < cs.len() {
+        let c = cs[i];
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        let at = i + 1;
+        if c == '\'' || c == '"' {
+            let mut j = i + 1;
+            let mut text = String::new();
+            while j < cs.len() && cs[j] != c {
+                text.push(cs[j]);
+                j += 1;
+            }
+            if j == cs.len() {
+                return Err(WhereError {
+                    at,
+                    why: format!("this quote ({c}) is never closed"),
+                });
+            }
+            out.push(Tok {
+                text,
+                quoted: true,
+                at,
+            });
+            i = j + 1;
+        } else if "=!<>~".contains(c) {
+            let mut text = c.to_string();
+            if i + 1 < cs.len() && cs[i + 1] == '=' {
+                text.push('=');
+                i += 1;
+            }
+            if text == "!" {
+                return Err(WhereError {
+                    at,
+                    why: "! alone is no operator: != is".into(),
+                });
+            }
+            out.push(Tok {
+                text,
+                quoted: false,
+                at,
+            });
+            i += 1;
+        } else {
+            let mut text = String::new();
+            while i < cs.len() && !cs[i].is_whitespace() && !"=!<>~'\"".contains(cs[i]) {
+                text.push(cs[i]);
+                i += 1;
+            }
+            out.push(Tok {
+                text,
+                quoted: false,
+                at,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `*` and `?` against `s`, ignoring ASCII case (iterative, with one
+/// backtrack point: linear in practice, never exponential).
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi].eq_ignore_ascii_case(&s[si])) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == b'*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+fn like(pat: &str, s: &str) -> bool {
+    if pat.contains(['*', '?']) {
+        glob(pat.as_bytes(), s.as_bytes())
+    } else {
+        s.to_ascii_lowercase().contains(&pat.to_ascii_lowercase())
+    }
+}
+
+impl Cond {
+    fn holds(&self, r: &Session, file: &str) -> bool {
+        match self.kind {
+            Kind::Num => match num_of(r, self.field) {
+                None => self.op == Op::Ne,
+                Some(v) => cmp(self.op, v.cmp(&self.num.unwrap_or(0))),
+            },
+            Kind::Bool => {
+                let v = r.continued == (self.text == "true");
+                if self.op == Op::Eq {
+                    v
+                } else {
+                    !v
+                }
+            }
+            Kind::Text => match text_of(r, self.field, file) {
+                None => self.op == Op::Ne,
+                Some(s) => self.text_holds(&s),
+            },
+            Kind::List => {
+                let items = list_of(r, self.field);
+                if self.op == Op::Ne {
+                    !items.iter().any(|s| s == &self.text)
+                } else {
+                    items.iter().any(|s| self.text_holds(s))
+                }
+            }
+        }
+    }
+
+    fn text_holds(&self, s: &str) -> bool {
+        match self.op {
+            Op::Like => like(&self.text, s),
+            op => cmp(op, s.cmp(self.text.as_str())),
+        }
+    }
+}
+
+fn cmp(op: Op, o: std::cmp::Ordering) -> bool {
+    use std::cmp::Ordering::*;
+    match op {
+        Op::Eq => o == Equal,
+        Op::Ne => o != Equal,
+        Op::Lt => o == Less,
+        Op::Le => o != Greater,
+        Op::Gt => o == Greater,
+        Op::Ge => o != Less,
+        Op::Like => false,
+    }
+}
+
+fn num_of(r: &Session, f: &str) -> Option<i128> {
+    Some(match f {
+        "session_id" => r.id as i128,
+        "first_ns" => r.first_ns as i128,
+        "last_ns" => r.last_ns as i128,
+        "ip_version" => r.ip_version as i128,
+        "proto" => r.proto as i128,
+        "client_port" => r.client_port as i128,
+        "server_port" => r.server_port as i128,
+        "vlan" => r.vlan? as i128,
+        "client_packets" => r.client_packets as i128,
+        "client_bytes" => r.client_bytes as i128,
+        "server_packets" => r.server_packets as i128,
+        "server_bytes" => r.server_bytes as i128,
+        "tcp_flags" if r.proto == 6 => r.tcp_flags as i128,
+        _ => return None,
+    })
+}
+
+fn text_of(r: &Session, f: &str, file: &str) -> Option<String> {
+    let n = r.names.as_deref();
+    Some(match f {
+        "file" => file.to_string(),
+        "client_ip" => r.client_ip.to_string(),
+        "server_ip" => r.server_ip.to_string(),
+        "dns_query" => n?.dns_query.clone()?,
+        "dns_type" => wiretape_sessions::dns::type_name(n?.dns_type?),
+        "tls_sni" => n?.tls_sni.clone()?,
+        "ja4" => n?.ja4.clone()?,
+        "http_host" => n?.http_host.clone()?,
+        "http_method" => n?.http_method.clone()?,
+        "http_path" => n?.http_path.clone()?,
+        "http_user_agent" => n?.http_user_agent.clone()?,
+        "quic_sni" => n?.quic_sni.clone()?,
+        _ => return None,
+    })
+}
+
+fn list_of<'a>(r: &'a Session, f: &str) -> &'a [String] {
+    match (r.names.as_deref(), f) {
+        (Some(n), "dns_answers") => &n.dns_answers,
+        (Some(n), "tls_alpn") => &n.tls_alpn,
+        _ => &[],
+    }
+}
+
+/// One row as JSON, with the table's column names (names absent: null).
+pub fn row_json(r: &Session, file: &str) -> Value {
+    let n = r.names.as_deref().cloned().unwrap_or_default();
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            Value::Null
+        } else {
+            json!(v)
+        }
+    };
+    json!({
+        "session_id": r.id,
+        "file": file,
+        "first_ns": r.first_ns,
+        "last_ns": r.last_ns,
+        "first_time": wiretape_timestamp::format_rfc3339(r.first_ns),
+        "last_time": wiretape_timestamp::format_rfc3339(r.last_ns),
+        "ip_version": r.ip_version,
+        "proto": r.proto,
+        "client_ip": r.client_ip.to_string(),
+        "client_port": r.client_port,
+        "server_ip": r.server_ip.to_string(),
+        "server_port": r.server_port,
+        "vlan": r.vlan,
+        "client_packets": r.client_packets,
+        "client_bytes": r.client_bytes,
+        "server_packets": r.server_packets,
+        "server_bytes": r.server_bytes,
+        "tcp_flags": (r.proto == 6).then_some(r.tcp_flags),
+        "continued": r.continued,
+        "dns_query": n.dns_query,
+        "dns_type": n.dns_type.map(wiretape_sessions::dns::type_name),
+        "dns_answers": list(&n.dns_answers),
+        "tls_sni": n.tls_sni,
+        "tls_alpn": list(&n.tls_alpn),
+        "ja4": n.ja4,
+        "http_host": n.http_host,
+        "http_method": n.http_method,
+        "http_path": n.http_path,
+        "http_user_agent": n.http_user_agent,
+        "quic_sni": n.quic_sni,
+    })
+}
+
+/// What [`list`] found.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// The matching rows with their tables' file names, by first frame.
+    pub rows: Vec<(Session, String)>,
+    /// Tables read.
+    pub tables: usize,
+    /// Of them, incomplete (frames skipped while recording): their file's
+    /// name.
+    pub incomplete: Vec<String>,
+    /// Capture files without a table (`--no-sessions`, older recordings,
+    /// being written).
+    pub without: Vec<PathBuf>,
+    /// Tables that could not be read, and why.
+    pub unreadable: Vec<(PathBuf, String)>,
+}
+
+/// The sessions of the capture files `captures` whose time overlaps
+/// `[from_ns, to_ns)` and that satisfy `w`.
+pub fn list(
+    captures: &[PathBuf],
+    from_ns: Option<u64>,
+    to_ns: Option<u64>,
+    w: &Where,
+) -> Result<Listing, QueryError> {
+    let mut out = Listing::default();
+    for c in captures {
+        let p = wiretape_storage::sessions::path_for(c);
+        let bytes = match std::fs::read(&p) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                out.without.push(c.clone());
+                continue;
+            }
+            Err(e) => {
+                out.unreadable.push((p, e.to_string()));
+                continue;
+            }
+        };
+        let t: Table = match wiretape_sessions::read_parquet(bytes, &p) {
+            Ok(t) => t,
+            Err(e) => {
+                out.unreadable.push((p.clone(), e.to_string()));
+                continue;
+            }
+        };
+        out.tables += 1;
+        let file = if t.file.is_empty() {
+            file_name(c)
+        } else {
+            t.file.clone()
+        };
+        if !t.stats.complete() {
+            out.incomplete.push(file.clone());
+        }
+        for r in t.rows {
+            if from_ns.is_some_and(|f| r.last_ns < f) || to_ns.is_some_and(|t| r.first_ns >= t) {
+                continue;
+            }
+            if w.matches(&r, &file) {
+                out.rows.push((r, file.clone()));
+            }
+        }
+    }
+    out.rows
+        .sort_by(|a, b| (a.0.first_ns, a.0.id, &a.1).cmp(&(b.0.first_ns, b.0.id, &b.1)));
+    Ok(out)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+    use wiretape_sessions::Names;
+
+    fn row() -> Session {
+        Session {
+            id: 7,
+            first_ns: 10,
+            last_ns: 20,
+            ip_version: 4,
+            proto: 6,
+            client_ip: IpAddr::from([10, 0, 0, 1]),
+            client_port: 40000,
+            server_ip: IpAddr::from([10, 0, 0, 2]),
+            server_port: 443,
+            vlan: None,
+            client_packets: 3,
+            client_bytes: 300,
+            server_packets: 2,
+            server_bytes: 200,
+            tcp_flags: 0x1b,
+            continued: false,
+            names: Some(Box::new(Names {
+                tls_sni: Some("a.evil-cdn.net".into()),
+                tls_alpn: vec!["h2".into(), "http/1.1".into()],
+                ..Names::default()
+            })),
+        }
+    }
+
+    #[test]
+    fn conditions_hold_as_documented() {
+        let r = row();
+        let yes = |e: &str| Where::parse(e).unwrap().matches(&r, "f.pcap");
+        assert!(yes("tls_sni ~ '*.evil-cdn.net' and server_port = 443"));
+        assert!(yes("tls_sni ~ EVIL"));
+        assert!(yes("tls_sni = \"a.evil-cdn.net\""));
+        assert!(!yes("tls_sni ~ '*.evil-cdn.ne'"));
+        assert!(yes("tls_alpn = h2 and tls_alpn ~ 'http/*'"));
+        assert!(yes("tls_alpn != h3"));
+        assert!(!yes("http_host ~ x"));
+        assert!(yes("http_host != x"));
+        assert!(yes("vlan != 1") && !yes("vlan = 1"));
+        assert!(yes("client_bytes>=300 and client_bytes<301 and proto=6"));
+        assert!(yes("continued = false and file ~ f.pcap"));
+        assert!(yes("client_ip = 10.0.0.1"));
+        assert!(glob(b"*a*b*c", b"xxaxxbxxc") && !glob(b"a?c", b"ac"));
+    }
+
+    #[test]
+    fn errors_name_the_position() {
+        let e = |s: &str| Where::parse(s).unwrap_err();
+        assert_eq!(e("tls_snii ~ x").at, 1);
+        assert!(e("tls_snii ~ x").why.contains("unknown field \"tls_snii\""));
+        assert_eq!(e("server_port = 443 and tls_sni").at, 30);
+        assert_eq!(e("server_port = x").at, 15);
+        assert_eq!(e("server_port ~ 1").at, 15);
+        assert_eq!(e("tls_sni ~ 'x").at, 11);
+        assert_eq!(e("proto = 6 or proto = 17").at, 11);
+        assert_eq!(e("proto 6").at, 7);
+        assert_eq!(e("").at, 1);
+        assert_eq!(
+            e("server_port = x").to_string(),
+            "--where: at character 15: server_port is a number: \"x\" is not one"
+        );
+    }
+}

@@ -1,0 +1,488 @@
+//! Session tables written by the recorder (issue 38): `record` writes
+//! `<file>.sessions.parquet` beside every capture file as it closes, from
+//! a copy of each block taken on its way to the disk, on a thread of its
+//! own. Checked with real parts: a generated mix (DNS over IPv4 and IPv6,
+//! TLS ClientHellos with SNI, HTTP/1.1 requests, the `wiretape-sessions`
+//! generators) recorded from a veth pair and from a file (`record -r`),
+//! rotated so that connections span files; every connection tshark's
+//! `-z conv,tcp` / `-z conv,udp` sees in a file is a row of that file's
+//! table with the same endpoints and frames and bytes each way, a
+//! connection spanning files keeps its session_id; DuckDB over
+//! `*.sessions.parquet` and `wiretape sessions --where ... --json` agree;
+//! `wiretape index` writes the same tables for files recorded without;
+//! with the session thread starved (the fault-injection hook
+//! `WIRETAPE_FAULT_SESSIONS_STALL_MS`, test builds only) no frame is lost,
+//! `sessions_skipped` counts and the tables say complete = 0;
+//! `--no-sessions` writes none.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use wiretape_sessions::synth::{self, Hello, Tcp};
+use wiretape_testbed::{Testbed, GEN_IF};
+
+fn v4(d: u8) -> IpAddr {
+    IpAddr::from([10, 0, 0, d])
+}
+
+fn v6(d: u16) -> IpAddr {
+    IpAddr::from([0xfd00, 0, 0, 0, 0, 0, 0, d])
+}
+
+/// The mix, in two halves: the TLS connection to tls.example.com and the
+/// HTTP one are open across the halves (a rotation between them makes
+/// them span files).
+fn mix() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for i in 0..8u16 {
+        let (c, s) = ((v4(10), 53000 + i), (v4(53), 53));
+        let name = format!("host{i}.example.com");
+        a.push(synth::udp(None, c, s, &synth::dns_query(i, &name, 1)));
+        a.push(synth::udp(
+            None,
+            s,
+            c,
+            &synth::dns_response(i, &name, 1, &[synth::Answer::Addr(v4(100 + i as u8))]),
+        ));
+    }
+    let (c, s) = ((v6(10), 53100), (v6(53), 53));
+    a.push(synth::udp(
+        None,
+        c,
+        s,
+        &synth::dns_query(99, "six.example.org", 28),
+    ));
+    a.push(synth::udp(
+        None,
+        s,
+        c,
+        &synth::dns_response(99, "six.example.org", 28, &[synth::Answer::Addr(v6(443))]),
+    ));
+    let mut t = Tcp::new((v4(11), 40001), (v4(44), 443), None, 1000);
+    a.extend(t.open());
+    let h = Hello::browser(Some(b"tls.example.com"), &[b"h2", b"http/1.1"], 0x1a1a);
+    a.push(t.seg(false, 0x18, &h.records(1 << 14)));
+    a.push(t.seg(true, 0x18, &[0x16, 3, 3, 0, 4, 2, 0, 0, 0]));
+    let mut u = Tcp::new((v4(12), 40002), (v4(80), 80), None, 2000);
+    a.extend(u.open());
+    a.push(u.seg(
+        false,
+        0x18,
+        &synth::http_get("www.example.com", "/a?b=1", "curl/8.5.0"),
+    ));
+    // The second half: both connections go on and close; more names.
+    for k in 0..6 {
+        b.push(t.seg(
+            k % 2 == 1,
+            0x18,
+            &[0x17, 3, 3, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8],
+        ));
+    }
+    b.extend(t.close());
+    b.push(u.seg(true, 0x18, b"HTTP/1.1 204 No Content\r\n\r\n"));
+    b.extend(u.close());
+    let mut t2 = Tcp::new((v6(11), 40003), (v6(44), 8443), None, 3000);
+    b.extend(t2.open());
+    b.push(t2.seg(
+        false,
+        0x18,
+        &Hello::tls12(Some(b"evil.cdn-test.net")).records(1 << 14),
+    ));
+    b.extend(t2.close());
+    (a, b)
+}
+
+/// A connection's key: protocol and its two endpoints, ordered.
+type Key = (u8, (String, u16), (String, u16));
+
+fn key(proto: u8, x: (String, u16), y: (String, u16)) -> (Key, bool) {
+    if x <= y {
+        ((proto, x, y), false)
+    } else {
+        ((proto, y, x), true)
+    }
+}
+
+/// Frames and bytes of each connection of `file` per direction (from the
+/// lower endpoint, to it), as tshark's conversation tables count them.
+fn tshark_conv(file: &Path) -> BTreeMap<Key, [u64; 4]> {
+    let o = Command::new("tshark")
+        .arg("-r")
+        .arg(file)
+        .args(["-q", "-z", "conv,tcp", "-z", "conv,udp"])
+        .output()
+        .expect("tshark (scripts/setup.sh)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut proto = 0u8;
+    let mut out = BTreeMap::new();
+    for l in text.lines() {
+        if l.starts_with("TCP Conversations") {
+            proto = 6;
+        } else if l.starts_with("UDP Conversations") {
+            proto = 17;
+        }
+        let t: Vec<&str> = l.split_whitespace().collect();
+        if t.len() < 9 || t[1] != "<->" {
+            continue;
+        }
+        let ep = |s: &str| {
+            let (a, p) = s.rsplit_once(':').unwrap();
+            (a.to_string(), p.parse::<u16>().unwrap())
+        };
+        // A <-> B, then "<-" (B to A) frames, bytes and unit, "->" (A to B).
+        let n = |s: &str| s.replace(',', "").parse::<u64>().unwrap();
+        assert!(
+            t[5] == "bytes" && t[8] == "bytes",
+            "byte counts in bytes: {l}"
+        );
+        let (to_a, to_a_bytes, from_a, from_a_bytes) = (n(t[3]), n(t[4]), n(t[6]), n(t[7]));
+        let (k, swapped) = key(proto, ep(t[0]), ep(t[2]));
+        let v = if swapped {
+            [to_a, to_a_bytes, from_a, from_a_bytes]
+        } else {
+            [from_a, from_a_bytes, to_a, to_a_bytes]
+        };
+        out.insert(k, v);
+    }
+    out
+}
+
+/// The rows of a table by connection: (session_id, counts as tshark's).
+fn table_conv(rows: &[Value]) -> BTreeMap<Key, (u64, [u64; 4])> {
+    let mut out = BTreeMap::new();
+    for r in rows {
+        let ep = |ip: &str, port: &str| {
+            (
+                r[ip].as_str().unwrap().to_string(),
+                r[port].as_u64().unwrap() as u16,
+            )
+        };
+        let (k, swapped) = key(
+            r["proto"].as_u64().unwrap() as u8,
+            ep("client_ip", "client_port"),
+            ep("server_ip", "server_port"),
+        );
+        let g = |f: &str| r[f].as_u64().unwrap();
+        let (c, s) = (
+            [g("client_packets"), g("client_bytes")],
+            [g("server_packets"), g("server_bytes")],
+        );
+        let v = if swapped {
+            [s[0], s[1], c[0], c[1]]
+        } else {
+            [c[0], c[1], s[0], s[1]]
+        };
+        assert!(
+            out.insert(k.clone(), (g("session_id"), v)).is_none(),
+            "one row per connection: {k:?}"
+        );
+    }
+    out
+}
+
+/// `wiretape sessions ARGS --json`: the rows.
+fn sessions_json(args: &[&str]) -> Vec<Value> {
+    let o = Command::new(bin())
+        .arg("sessions")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// DuckDB (its Python package) over the store's tables: `select` of
+/// session_id and file, as a sorted list.
+fn duckdb(dir: &Path, wher: &str) -> Vec<(u64, String)> {
+    let sql = format!(
+        "select session_id, file from '{}/*.sessions.parquet' where {wher}",
+        dir.display()
+    );
+    let script = format!(
+        "import duckdb, json\nprint(json.dumps(duckdb.sql(\"\"\"{sql}\"\"\").fetchall()))\n"
+    );
+    let o = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "DuckDB (pip package duckdb, scripts/setup.sh): {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut v: Vec<(u64, String)> = serde_json::from_slice(&o.stdout).unwrap();
+    v.sort();
+    v
+}
+
+fn metadata(table: &Path) -> BTreeMap<String, String> {
+    let script = format!(
+        "import duckdb, json\nprint(json.dumps([[k.decode(), v.decode()] for k, v in duckdb.sql(\"select key, value from parquet_kv_metadata('{}')\").fetchall()]))\n",
+        table.display()
+    );
+    let o = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Vec<(String, String)> = serde_json::from_slice(&o.stdout).unwrap();
+    v.into_iter().collect()
+}
+
+/// Checks a recorded store: every file has its table, each table equals
+/// tshark's conversations of its file, connections spanning files keep
+/// their id, DuckDB and `wiretape sessions --where` agree. Returns the
+/// files.
+fn check_store(dir: &Path) -> Vec<PathBuf> {
+    let files = pcaps(dir);
+    assert!(files.len() >= 2, "the recording rotated: {files:?}");
+    let mut ids: BTreeMap<Key, Vec<u64>> = BTreeMap::new();
+    for f in &files {
+        let table = wiretape_storage::sessions::path_for(f);
+        assert!(table.exists(), "{} has a session table", f.display());
+        let meta = metadata(&table);
+        assert_eq!(meta["wiretape.sessions.complete"], "1", "{}", f.display());
+        let rows = sessions_json(&[f.to_str().unwrap()]);
+        let ours = table_conv(&rows);
+        let theirs = tshark_conv(f);
+        assert!(!theirs.is_empty());
+        let ours_counts: BTreeMap<_, _> = ours.iter().map(|(k, v)| (k.clone(), v.1)).collect();
+        assert_eq!(
+            ours_counts,
+            theirs,
+            "{}: rows against tshark -z conv",
+            f.display()
+        );
+        for (k, (id, _)) in ours {
+            ids.entry(k).or_default().push(id);
+        }
+    }
+    let spanning: Vec<_> = ids.iter().filter(|(_, v)| v.len() > 1).collect();
+    assert!(!spanning.is_empty(), "a connection spans files");
+    for (k, v) in &spanning {
+        assert!(
+            v.iter().all(|x| *x == v[0]),
+            "{k:?}: one session_id across files: {v:?}"
+        );
+    }
+    // DuckDB and `wiretape sessions --where` agree.
+    let d = dir.to_str().unwrap();
+    for (sql, wher, n) in [
+        ("tls_sni like '%example.com'", "tls_sni ~ '*example.com'", 1),
+        (
+            "tls_sni like '%evil%' and server_port = 8443",
+            "tls_sni ~ evil and server_port = 8443",
+            1,
+        ),
+        (
+            "http_host = 'www.example.com'",
+            "http_host = www.example.com",
+            1,
+        ),
+        (
+            "dns_query like 'host%' and client_port >= 53004",
+            "dns_query ~ 'host*' and client_port >= 53004",
+            4,
+        ),
+        (
+            "list_contains(dns_answers, 'fd00::1bb')",
+            "dns_answers = fd00::1bb",
+            1,
+        ),
+    ] {
+        let want = duckdb(dir, sql);
+        let mut got: Vec<(u64, String)> = sessions_json(&[d, "--where", wher])
+            .iter()
+            .map(|r| {
+                (
+                    r["session_id"].as_u64().unwrap(),
+                    r["file"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "--where {wher} against DuckDB's {sql}");
+        let distinct: std::collections::BTreeSet<_> = got.iter().map(|x| x.0).collect();
+        assert_eq!(distinct.len(), n, "{wher}: {got:?}");
+    }
+    files
+}
+
+fn trace(dir: &Path) -> PathBuf {
+    // The second half 10 s after the first: `--rotate-time 5s` cuts there.
+    let (a, b) = mix();
+    let t0 = 1_764_000_000_000_000_000u64;
+    let na = a.len();
+    let frames: Vec<(u64, Vec<u8>)> = a
+        .into_iter()
+        .chain(b)
+        .enumerate()
+        .map(|(i, f)| {
+            let gap = if i >= na { 10_000_000_000 } else { 0 };
+            (t0 + gap + i as u64 * 1_000_000, f)
+        })
+        .collect();
+    let p = dir.join("mix.pcap");
+    std::fs::write(&p, synth::pcap(&frames)).unwrap();
+    p
+}
+
+#[test]
+fn record_r_writes_tables_tshark_and_duckdb_agree_and_index_writes_the_same() {
+    let tmp = TempDir::new("sess-file");
+    let tr = trace(tmp.path());
+    let dir = tmp.path().join("store");
+    // Two files: the TLS and HTTP connections span them.
+    record_file(&tr, &dir, &["--rotate-time", "5s"]);
+    let files = check_store(&dir);
+    // Without tables (--no-sessions), `wiretape index` writes the same ones.
+    let bare = tmp.path().join("bare");
+    record_file(&tr, &bare, &["--rotate-time", "5s", "--no-sessions"]);
+    let bare_files = pcaps(&bare);
+    assert_eq!(bare_files.len(), files.len());
+    for f in &bare_files {
+        assert!(
+            !wiretape_storage::sessions::path_for(f).exists(),
+            "--no-sessions: no table"
+        );
+    }
+    let (code, _, err) = run_wiretape(None, &["index", bare.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for (f, g) in files.iter().zip(&bare_files) {
+        let strip = |mut v: Vec<Value>| {
+            for r in &mut v {
+                r.as_object_mut().unwrap().remove("file");
+            }
+            v
+        };
+        assert_eq!(
+            strip(sessions_json(&[g.to_str().unwrap()])),
+            strip(sessions_json(&[f.to_str().unwrap()])),
+            "index and record write the same table for {}",
+            f.display()
+        );
+    }
+    // A --where mistake names its position.
+    let (code, _, err) = run_wiretape(
+        None,
+        &[
+            "sessions",
+            dir.to_str().unwrap(),
+            "--where",
+            "tls_sni ~ x and srv_port = 1",
+        ],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--where: at character 17: unknown field \"srv_port\""),
+        "{err}"
+    );
+}
+
+/// Sends `frames` from the generator end, one by one.
+fn send_frames(tb: &Testbed, frames: Vec<Vec<u8>>) {
+    let ns = tb.netns().to_owned();
+    std::thread::spawn(move || {
+        wiretape_testbed::sys::enter_netns(&ns).unwrap();
+        let s = wiretape_testbed::sys::PacketSender::open(GEN_IF).unwrap();
+        for f in &frames {
+            s.send(f).unwrap();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn live_recording_rotated_by_sighup_writes_tables_that_tshark_agrees_with() {
+    require_root();
+    let tb = Testbed::create("sess", 1).unwrap();
+    let out = TempDir::new("sess-live");
+    let dir = out.path().join("cap");
+    let json = out.path().join("s.json");
+    let mut r = Recorder::start(
+        &tb,
+        &[
+            "-w",
+            dir.to_str().unwrap(),
+            "--summary-json",
+            json.to_str().unwrap(),
+            "-q",
+        ],
+    );
+    let (a, b) = mix();
+    let n = (a.len() + b.len()) as u64;
+    send_frames(&tb, a);
+    std::thread::sleep(Duration::from_millis(300));
+    r.signal(libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    send_frames(&tb, b);
+    std::thread::sleep(Duration::from_millis(300));
+    r.signal(libc::SIGINT);
+    assert!(r.wait(30).success(), "{}", r.stderr_text());
+    let s = read_json(&json);
+    assert_eq!(s["packets_written"].as_u64(), Some(n), "{s}");
+    assert_eq!(s["sessions_skipped"].as_u64(), Some(0));
+    assert_eq!(s["sessions"]["tables"].as_u64(), Some(2), "{s}");
+    check_store(&dir);
+}
+
+#[test]
+fn a_starved_session_thread_loses_no_frame_and_marks_its_tables_incomplete() {
+    require_root();
+    let tb = Testbed::create("sstv", 1).unwrap();
+    let out = TempDir::new("sess-starve");
+    let dir = out.path().join("cap");
+    let json = out.path().join("s.json");
+    let bin = bin();
+    let mut c = tb.command(bin.to_str().unwrap());
+    // 64 KiB blocks, the session thread asleep 300 ms before each: its
+    // 8 buffers fill within the first blocks, the rest are skipped.
+    c.env("WIRETAPE_FAULT_SESSIONS_STALL_MS", "300").args([
+        "record",
+        "-i",
+        wiretape_testbed::CAP_IF,
+        "-w",
+        dir.to_str().unwrap(),
+        "--block-kib",
+        "64",
+        "--summary-json",
+        json.to_str().unwrap(),
+        "-q",
+    ]);
+    let mut r = Recorder::started(Recorder::spawn_command(c));
+    let n = 20_000;
+    let sent = tb
+        .send(0..n, wiretape_testbed::SizeFn::Fixed(200), 64, None)
+        .unwrap();
+    assert_eq!(sent.sent, n);
+    std::thread::sleep(Duration::from_millis(300));
+    r.signal(libc::SIGINT);
+    assert!(r.wait(60).success(), "{}", r.stderr_text());
+    let s = read_json(&json);
+    assert_identity(&s);
+    let v = verify_dir(&dir, n, 262_144, 0, u64::MAX);
+    assert_eq!(v.frames, n, "no frame lost");
+    assert_eq!(v.original_bytes, sent.bytes, "no byte lost");
+    assert_eq!(s["packets_written"].as_u64(), Some(n));
+    let skipped = s["sessions_skipped"].as_u64().unwrap();
+    assert!(skipped > 0 && skipped < n, "{s}");
+    let f = &pcaps(&dir)[0];
+    let meta = metadata(&wiretape_storage::sessions::path_for(f));
+    assert_eq!(meta["wiretape.sessions.complete"], "0");
+    assert_eq!(meta["wiretape.sessions.skipped"], skipped.to_string());
+    let read: u64 = meta["wiretape.sessions.frames"].parse().unwrap();
+    assert_eq!(read + skipped, n, "every frame read or counted as skipped");
+}
