@@ -2,9 +2,9 @@
 //! one JSON object per line (the reading and the `--where` language are
 //! the query crate's: `query::sessions`).
 
-use wiretape::pipeline::summary::thousands;
 use anyhow::{anyhow, Result};
 use std::path::PathBuf;
+use wiretape::pipeline::summary::thousands;
 use wiretape::query::fleet;
 use wiretape::query::sessions::{self, Where};
 

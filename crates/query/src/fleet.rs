@@ -194,21 +194,23 @@ pub fn rebuild(
         Default::default();
     for (i, (f, why)) in todo.iter().enumerate() {
         let len = std::fs::metadata(f).map_or(0, |m| m.len());
-        let res = wiretape_storage::index::rebuild_with(f, DEFAULT_BLOCK_SIZE as u64, &mut |at| progress(i + 1, at))
-            .and_then(|n| {
-                let key = series(f);
-                let mut t = key
-                    .as_ref()
-                    .and_then(|k| carry.remove(k))
-                    .filter(|(p, _)| prev.get(f) == Some(p))
-                    .map(|(_, t)| t)
-                    .unwrap_or_default();
-                wiretape_storage::sessions::rebuild(f, &mut t)?;
-                if let Some(k) = key {
-                    carry.insert(k, (f.clone(), t));
-                }
-                Ok(n)
-            });
+        let res = wiretape_storage::index::rebuild_with(f, DEFAULT_BLOCK_SIZE as u64, &mut |at| {
+            progress(i + 1, at)
+        })
+        .and_then(|n| {
+            let key = series(f);
+            let mut t = key
+                .as_ref()
+                .and_then(|k| carry.remove(k))
+                .filter(|(p, _)| prev.get(f) == Some(p))
+                .map(|(_, t)| t)
+                .unwrap_or_default();
+            wiretape_storage::sessions::rebuild(f, &mut t)?;
+            if let Some(k) = key {
+                carry.insert(k, (f.clone(), t));
+            }
+            Ok(n)
+        });
         r.bytes += len;
         match res {
             Ok(n) => {

@@ -20,12 +20,12 @@
 //! same `session_id`) and writes the table. Each queue's files are a series
 //! of their own (a table per series).
 
-use wiretape_files::pcap::{Format, RECORD_HEADER_LEN};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
+use wiretape_files::pcap::{Format, RECORD_HEADER_LEN};
 use wiretape_sessions::{write_parquet_file, Config, Tracker};
 
 /// Blocks waiting for the session thread at most, all files of a store
@@ -310,7 +310,8 @@ pub fn for_each_record(
             if total < 12 || total > bytes.len() - o {
                 break;
             }
-            if kind == wiretape_files::pcapng::EPB && total >= wiretape_files::pcapng::EPB_OVERHEAD {
+            if kind == wiretape_files::pcapng::EPB && total >= wiretape_files::pcapng::EPB_OVERHEAD
+            {
                 let iface = rd(o + 8);
                 let ts = ((rd(o + 12) as u64) << 32) | rd(o + 16) as u64;
                 let cap = rd(o + 20) as usize;
@@ -445,10 +446,13 @@ pub fn rebuild(
     let f = std::fs::File::open(capture).map_err(rd)?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let kind = wiretape_files::zread::kind(capture).map_err(rd)?;
-    let src = match kind {
-        Some(k) => wiretape_files::zread::Source::Z(Box::new(wiretape_files::zread::ZReader::new(f, k, &[]))),
-        None => wiretape_files::zread::Source::Plain(BufReader::with_capacity(1 << 20, f)),
-    };
+    let src =
+        match kind {
+            Some(k) => wiretape_files::zread::Source::Z(Box::new(
+                wiretape_files::zread::ZReader::new(f, k, &[]),
+            )),
+            None => wiretape_files::zread::Source::Plain(BufReader::with_capacity(1 << 20, f)),
+        };
     let mut walk = wiretape_files::walk::Walker::new(src);
     let mut data = Vec::new();
     while let Some(m) = walk.next_into(&mut data) {
