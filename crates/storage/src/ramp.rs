@@ -364,10 +364,13 @@ pub struct ReadPool {
 struct Pool {
     threads: usize,
     /// The job queue and the threads, once started.
-    work: Mutex<Option<(mpsc::Sender<Job>, Vec<std::thread::JoinHandle<()>>)>>,
+    work: Mutex<Option<Workers>>,
     /// Bytes asked for and not yet taken back by the streams.
     held: AtomicUsize,
 }
+
+/// The job queue of a pool's threads, and the threads.
+type Workers = (mpsc::Sender<Job>, Vec<std::thread::JoinHandle<()>>);
 
 /// A run to read ahead.
 struct Job {
