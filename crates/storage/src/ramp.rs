@@ -680,9 +680,15 @@ mod tests {
     /// with reads asked for leaves no read and, with its pool, no thread.
     #[test]
     fn runs_read_ahead_are_the_files_bytes_and_nothing_is_left_behind() {
-        let dir = std::env::temp_dir().join(format!("wt-ramp-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f.bin");
+        struct Dir(std::path::PathBuf);
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let dir = Dir(std::env::temp_dir().join(format!("wt-ramp-{}", std::process::id())));
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let path = dir.0.join("f.bin");
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let bytes: Vec<u8> = (0..5_000_000)
             .map(|_| {
@@ -746,6 +752,5 @@ mod tests {
         assert_eq!(pool.held(), 0);
         drop(pool);
         assert_eq!(prefetch_threads(), 0, "threads left behind");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
