@@ -4,11 +4,21 @@
 //! the next chunk read ahead on a helper thread during long scans. The
 //! extraction merge (`wiretape-query`) reads every file through one, under
 //! the record walker ([`crate::walk::Walker`]).
+//!
+//! A plan of many short runs (the key index's: one per few frames) would
+//! wait for the disk once per run, one run at a time. Given the runs
+//! ([`RampReader::prefetch`]), a reader asks a query's [`ReadPool`] of
+//! reader threads for the next runs' bytes ahead, many at once, while the
+//! walker parses the current run: the disk then serves them in parallel
+//! and such a query is bound by its throughput, not its latency.
 
 use crate::aligned::{AlignedBuf, ALIGN};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 
 /// Bytes a reader reads at most at once (its buffer's size).
 pub const READ_BUFFER: usize = 1 << 20;
@@ -22,6 +32,19 @@ const HINT_SLACK: usize = 512;
 /// Bytes of the first read of a file: its header (and, read whole, the
 /// first records).
 const HEAD_READ: usize = 4 << 10;
+/// Reads a file stream has asked for ahead at most ([`RampReader::prefetch`]).
+pub const PREFETCH_RUNS: usize = 32;
+/// Bytes a file stream has asked for ahead at most (a run reads at most
+/// [`READ_BUFFER`] ahead; the rest of a longer one the usual way).
+pub const PREFETCH_STREAM_BYTES: usize = 8 << 20;
+/// Bytes all the file streams of one query have asked for ahead at most
+/// (one [`ReadPool`]); a stream over it reads its runs when it gets there.
+pub const PREFETCH_QUERY_BYTES: usize = 32 << 20;
+/// Reader threads of a query's [`ReadPool`] (started at its first read).
+pub const PREFETCH_THREADS: usize = 8;
+/// Bytes read ahead past a run's end: the record there, which ends the run
+/// for the walker, is read with it when it is a frame of up to ~2 KiB.
+const PREFETCH_SLACK: u64 = 2048;
 
 /// A file read through a buffer that starts small after every seek and
 /// doubles up to [`READ_BUFFER`]; counts the bytes it reads. A finished
@@ -35,7 +58,11 @@ pub struct RampReader {
     direct: Option<std::sync::Arc<File>>,
     /// For a long sequential O_DIRECT read: the next chunk, read meanwhile.
     ahead: Option<ReadAhead>,
+    /// For a plan of many runs: the next runs, read meanwhile.
+    prefetch: Option<Prefetch>,
     buf: AlignedBuf,
+    /// The full-size buffer, while `buf` is a run read ahead.
+    big: Option<AlignedBuf>,
     /// Unread bytes: `buf[pos..len]`.
     pos: usize,
     len: usize,
@@ -43,6 +70,8 @@ pub struct RampReader {
     /// File offset of `buf[0]`.
     at: u64,
     read: u64,
+    /// Reads served by reads ahead ([`RampReader::prefetch`]).
+    reads_ahead: u64,
 }
 
 impl RampReader {
@@ -73,12 +102,15 @@ impl RampReader {
             file,
             direct: direct.map(std::sync::Arc::new),
             ahead: None,
+            prefetch: None,
             buf: AlignedBuf::new(READ_BUFFER + ALIGN),
+            big: None,
             pos: 0,
             len: 0,
             next_fill: HEAD_READ,
             at: 0,
             read: 0,
+            reads_ahead: 0,
         }
     }
 
@@ -90,6 +122,11 @@ impl RampReader {
     /// Bytes read from the file so far.
     pub fn bytes_read(&self) -> u64 {
         self.read
+    }
+
+    /// Reads served by a read asked for ahead ([`RampReader::prefetch`]).
+    pub fn reads_ahead(&self) -> u64 {
+        self.reads_ahead
     }
 
     /// The next read (after a seek) is about `len` bytes: the records of a
@@ -106,11 +143,98 @@ impl RampReader {
             .min(READ_BUFFER);
     }
 
+    /// The file's next reads are the runs `runs` (start, end), in file
+    /// order: their bytes are asked of `pool` ahead, up to
+    /// [`PREFETCH_RUNS`] and [`PREFETCH_STREAM_BYTES`] at a time (and the
+    /// pool's [`PREFETCH_QUERY_BYTES`]), each run from its page's start to
+    /// a little past its end (adjacent or overlapping runs in one read of
+    /// up to [`READ_BUFFER`]). Only with O_DIRECT (a file read through the
+    /// page cache, or being written, reads as usual) and for two runs or
+    /// more. A read that reaches a run not read ahead reads it itself.
+    pub fn prefetch(&mut self, pool: &ReadPool, runs: impl IntoIterator<Item = (u64, u64)>) {
+        let Some(file) = self.direct.clone() else {
+            return;
+        };
+        let a = ALIGN as u64;
+        let mut todo: VecDeque<(u64, usize)> = VecDeque::new();
+        for (start, end) in runs {
+            let mut lo = start / a * a;
+            let hi = end.saturating_add(PREFETCH_SLACK).div_ceil(a) * a;
+            let hi = hi.min(lo + READ_BUFFER as u64);
+            if let Some(last) = todo.back_mut() {
+                let last_end = last.0 + last.1 as u64;
+                if lo <= last_end && hi - last.0 <= READ_BUFFER as u64 {
+                    last.1 = (hi.max(last_end) - last.0) as usize;
+                    continue;
+                }
+                lo = lo.max(last_end);
+            }
+            if hi > lo {
+                todo.push_back((lo, (hi - lo) as usize));
+            }
+        }
+        if todo.len() < 2 {
+            return;
+        }
+        self.prefetch = None;
+        let (done_tx, done_rx) = mpsc::channel();
+        let mut p = Prefetch {
+            pool: pool.clone(),
+            file,
+            todo,
+            asked: VecDeque::new(),
+            bytes: 0,
+            next_id: 0,
+            done_tx,
+            done_rx,
+            cancel: Arc::new(AtomicBool::new(false)),
+        };
+        p.top_up();
+        self.prefetch = Some(p);
+    }
+
+    /// Ends reading ahead: reads not started are dropped, those under way
+    /// waited for (none is left behind) and their bytes counted in
+    /// [`RampReader::bytes_read`]. Dropping the reader does the same.
+    pub fn settle(&mut self) {
+        if let Some(mut p) = self.prefetch.take() {
+            self.read += p.settle();
+        }
+    }
+
     /// Refills the buffer with the bytes from file offset `cur` on.
     fn fill(&mut self, cur: u64) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
         let want = self.next_fill;
         self.next_fill = (want * 2).min(READ_BUFFER);
+        if let Some(p) = self.prefetch.as_mut() {
+            let (wasted, got) = p.take(cur);
+            self.read += wasted;
+            match got {
+                Some((at, b, Ok(got))) => {
+                    let old = std::mem::replace(&mut self.buf, b);
+                    if old.len() >= READ_BUFFER + ALIGN {
+                        self.big = Some(old);
+                    }
+                    self.at = at;
+                    self.len = got;
+                    self.pos = ((cur - at) as usize).min(got);
+                    self.read += (got - self.pos) as u64;
+                    self.reads_ahead += 1;
+                    return Ok(());
+                }
+                // The filesystem does not take O_DIRECT after all: below.
+                Some((_, _, Err(e))) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Some((_, _, Err(e))) => return Err(e),
+                None => {}
+            }
+        }
+        if self.buf.len() < READ_BUFFER + ALIGN {
+            self.buf = self
+                .big
+                .take()
+                .unwrap_or_else(|| AlignedBuf::new(READ_BUFFER + ALIGN));
+        }
         if let Some(d) = self.direct.clone() {
             let start = cur / ALIGN as u64 * ALIGN as u64;
             let skip = (cur - start) as usize;
@@ -148,6 +272,7 @@ impl RampReader {
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                     self.direct = None;
                     self.ahead = None;
+                    self.settle();
                 }
                 Err(e) => return Err(e),
             }
@@ -225,6 +350,285 @@ impl ReadAhead {
     }
 }
 
+/// A query's reader threads, shared by its file streams
+/// ([`RampReader::prefetch`]): [`PREFETCH_THREADS`] threads started at the
+/// first read asked for, reading runs ahead for every stream, and a bound
+/// on the bytes asked for by all of them ([`PREFETCH_QUERY_BYTES`]). The
+/// threads end when the pool and every reader given it are dropped (the
+/// last one waits for them).
+#[derive(Clone)]
+pub struct ReadPool {
+    inner: Arc<Pool>,
+}
+
+struct Pool {
+    threads: usize,
+    /// The job queue and the threads, once started.
+    work: Mutex<Option<Workers>>,
+    /// Bytes asked for and not yet taken back by the streams.
+    held: AtomicUsize,
+}
+
+/// The job queue of a pool's threads, and the threads.
+type Workers = (mpsc::Sender<Job>, Vec<std::thread::JoinHandle<()>>);
+
+/// A run to read ahead.
+struct Job {
+    file: Arc<File>,
+    at: u64,
+    buf: AlignedBuf,
+    id: u64,
+    /// Set when the stream no longer wants it (dropped or settled).
+    cancel: Arc<AtomicBool>,
+    done: mpsc::Sender<Done>,
+}
+
+/// A run read (or not: cancelled before it started).
+struct Done {
+    id: u64,
+    buf: AlignedBuf,
+    r: Option<std::io::Result<usize>>,
+}
+
+impl Default for ReadPool {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ReadPool {
+    /// A pool of [`PREFETCH_THREADS`] threads (none started yet).
+    pub fn new() -> Self {
+        Self::with_threads(PREFETCH_THREADS)
+    }
+
+    /// A pool of `threads` threads (at least one; none started yet).
+    pub fn with_threads(threads: usize) -> Self {
+        ReadPool {
+            inner: Arc::new(Pool {
+                threads: threads.max(1),
+                work: Mutex::new(None),
+                held: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Bytes asked for ahead now, by all the pool's streams.
+    pub fn held(&self) -> usize {
+        self.inner.held.load(Ordering::Relaxed)
+    }
+
+    /// Takes `n` bytes of the query's bound, if there is room.
+    fn reserve(&self, n: usize) -> bool {
+        self.inner
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |h| {
+                (h + n <= PREFETCH_QUERY_BYTES).then_some(h + n)
+            })
+            .is_ok()
+    }
+
+    fn release(&self, n: usize) {
+        self.inner.held.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// Queues `job`, starting the threads on the first; gives it back if
+    /// they cannot be started.
+    fn submit(&self, job: Job) -> Result<(), Job> {
+        let mut work = self.inner.work.lock().unwrap_or_else(|e| e.into_inner());
+        if work.is_none() {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let rx = Arc::new(Mutex::new(rx));
+            let mut handles = Vec::new();
+            for k in 0..self.inner.threads {
+                let rx = rx.clone();
+                let h = std::thread::Builder::new()
+                    .name(format!("wt-prefetch-{k}"))
+                    .spawn(move || worker(&rx));
+                match h {
+                    Ok(h) => handles.push(h),
+                    Err(_) if !handles.is_empty() => break,
+                    Err(_) => return Err(job),
+                }
+            }
+            *work = Some((tx, handles));
+        }
+        let (tx, _) = work.as_ref().expect("started above");
+        tx.send(job).map_err(|e| e.0)
+    }
+}
+
+/// A reader thread: reads the jobs queued until the pool is dropped.
+fn worker(jobs: &Mutex<mpsc::Receiver<Job>>) {
+    use std::os::unix::fs::FileExt;
+    loop {
+        let job = match jobs.lock().unwrap_or_else(|e| e.into_inner()).recv() {
+            Ok(j) => j,
+            Err(_) => return,
+        };
+        let Job {
+            file,
+            at,
+            mut buf,
+            id,
+            cancel,
+            done,
+        } = job;
+        let r = (!cancel.load(Ordering::Acquire)).then(|| file.read_at(buf.as_mut_slice(), at));
+        // The stream may be gone (it waits only for reads under way).
+        let _ = done.send(Done { id, buf, r });
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let work = self
+            .work
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some((tx, handles)) = work {
+            drop(tx);
+            for h in handles {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+/// A stream's runs read ahead ([`RampReader::prefetch`]).
+struct Prefetch {
+    pool: ReadPool,
+    file: Arc<File>,
+    /// Reads not asked for yet (offset, length), in file order.
+    todo: VecDeque<(u64, usize)>,
+    /// Reads asked for, in file order, and what came back so far.
+    asked: VecDeque<Asked>,
+    /// Bytes of `asked` (held in the pool's bound).
+    bytes: usize,
+    next_id: u64,
+    done_tx: mpsc::Sender<Done>,
+    done_rx: mpsc::Receiver<Done>,
+    cancel: Arc<AtomicBool>,
+}
+
+struct Asked {
+    id: u64,
+    at: u64,
+    n: usize,
+    got: Option<(AlignedBuf, Option<std::io::Result<usize>>)>,
+}
+
+impl Prefetch {
+    /// Asks for reads until the stream's or the query's bound.
+    fn top_up(&mut self) {
+        while self.asked.len() < PREFETCH_RUNS {
+            let Some(&(at, n)) = self.todo.front() else {
+                return;
+            };
+            if self.bytes + n > PREFETCH_STREAM_BYTES || !self.pool.reserve(n) {
+                return;
+            }
+            self.todo.pop_front();
+            let id = self.next_id;
+            self.next_id += 1;
+            let job = Job {
+                file: self.file.clone(),
+                at,
+                buf: AlignedBuf::new(n),
+                id,
+                cancel: self.cancel.clone(),
+                done: self.done_tx.clone(),
+            };
+            if self.pool.submit(job).is_err() {
+                // No thread: the stream reads its runs itself.
+                self.pool.release(n);
+                self.todo.clear();
+                return;
+            }
+            self.bytes += n;
+            self.asked.push_back(Asked {
+                id,
+                at,
+                n,
+                got: None,
+            });
+        }
+    }
+
+    /// Waits until the read at the front of `asked` came back.
+    fn wait_front(&mut self) {
+        while self.asked.front().is_some_and(|a| a.got.is_none()) {
+            let Ok(d) = self.done_rx.recv() else {
+                return;
+            };
+            if let Some(a) = self.asked.iter_mut().find(|a| a.id == d.id) {
+                a.got = Some((d.buf, d.r));
+            }
+        }
+    }
+
+    /// Pops the front read; its bytes read (0 if it was not).
+    fn pop(&mut self) -> Option<(u64, AlignedBuf, Option<std::io::Result<usize>>)> {
+        self.wait_front();
+        let a = self.asked.pop_front()?;
+        self.bytes -= a.n;
+        self.pool.release(a.n);
+        let (b, r) = a.got.unwrap_or_else(|| (AlignedBuf::new(ALIGN), None));
+        Some((a.at, b, r))
+    }
+
+    /// The read holding file offset `cur`, if one was asked for: waited
+    /// for. Reads wholly before `cur` (never used: the walk went past them)
+    /// are dropped; the bytes they read come first.
+    #[allow(clippy::type_complexity)]
+    fn take(&mut self, cur: u64) -> (u64, Option<(u64, AlignedBuf, std::io::Result<usize>)>) {
+        let mut wasted = 0;
+        while self
+            .todo
+            .front()
+            .is_some_and(|&(at, n)| at + n as u64 <= cur)
+        {
+            self.todo.pop_front();
+        }
+        while self.asked.front().is_some_and(|a| a.at + a.n as u64 <= cur) {
+            if let Some((_, _, Some(Ok(got)))) = self.pop() {
+                wasted += got as u64;
+            }
+        }
+        let found = self.asked.front().is_some_and(|a| a.at <= cur);
+        let got = if found {
+            match self.pop() {
+                Some((at, b, Some(r))) => Some((at, b, r)),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        self.top_up();
+        (wasted, got)
+    }
+
+    /// Cancels what was not started and waits for the rest; the bytes read.
+    fn settle(&mut self) -> u64 {
+        self.cancel.store(true, Ordering::Release);
+        self.todo.clear();
+        let mut read = 0;
+        while let Some((_, _, r)) = self.pop() {
+            if let Some(Ok(got)) = r {
+                read += got as u64;
+            }
+        }
+        read
+    }
+}
+
+impl Drop for Prefetch {
+    fn drop(&mut self) {
+        self.settle();
+    }
+}
+
 impl Read for RampReader {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         if self.pos == self.len {
@@ -255,5 +659,98 @@ impl Seek for RampReader {
         self.len = 0;
         self.next_fill = FIRST_READ;
         Ok(to)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads of this process named like the pool's.
+    fn prefetch_threads() -> usize {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|c| c.starts_with("wt-prefetch"))
+            .count()
+    }
+
+    /// Runs read ahead give the file's very bytes (runs that touch, share a
+    /// page, cross the read ahead's end, or are skipped); a reader dropped
+    /// with reads asked for leaves no read and, with its pool, no thread.
+    #[test]
+    fn runs_read_ahead_are_the_files_bytes_and_nothing_is_left_behind() {
+        struct Dir(std::path::PathBuf);
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let dir = Dir(std::env::temp_dir().join(format!("wt-ramp-{}", std::process::id())));
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let path = dir.0.join("f.bin");
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let bytes: Vec<u8> = (0..5_000_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        std::fs::write(&path, &bytes).unwrap();
+        // 400 runs: gaps of 0 (touching) to 12 KiB, lengths 1 B to 9 KiB.
+        let mut runs = Vec::new();
+        let mut at = 100u64;
+        for k in 0..400u64 {
+            let len = 1 + (k * 7919 % 9000);
+            runs.push((at, at + len));
+            at += len + (k * 104_729 % 12_000) * u64::from(k % 5 != 0);
+        }
+        assert!(at < bytes.len() as u64);
+        let pool = ReadPool::with_threads(4);
+        let (mut r, live) = RampReader::open(&path).unwrap();
+        assert!(!live);
+        r.prefetch(&pool, runs.iter().copied());
+        let mut got = Vec::new();
+        for (k, &(a, b)) in runs.iter().enumerate() {
+            // Every 7th run skipped: its read ahead is never used.
+            if k % 7 == 3 {
+                continue;
+            }
+            // Every 11th read on 5000 bytes past its end (past the read ahead).
+            let n = (b - a + if k % 11 == 0 { 5000 } else { 0 }) as usize;
+            r.seek(SeekFrom::Start(a)).unwrap();
+            r.hint(b - a);
+            got.resize(n, 0);
+            r.read_exact(&mut got).unwrap();
+            assert!(got == bytes[a as usize..a as usize + n], "run {k} at {a}");
+        }
+        // Runs a page or two apart share one read ahead.
+        assert!(r.reads_ahead() >= 50, "{} reads ahead", r.reads_ahead());
+        r.settle();
+        assert_eq!(pool.held(), 0);
+        let used: u64 = runs.iter().map(|&(a, b)| b - a).sum();
+        assert!(
+            r.bytes_read() >= used * 6 / 7,
+            "{} bytes read",
+            r.bytes_read()
+        );
+        drop(r);
+        // Stopped early: two runs read of 400, the reader dropped.
+        let (mut r, _) = RampReader::open(&path).unwrap();
+        r.prefetch(&pool, runs.iter().copied());
+        for &(a, b) in &runs[..2] {
+            r.seek(SeekFrom::Start(a)).unwrap();
+            got.resize((b - a) as usize, 0);
+            r.read_exact(&mut got).unwrap();
+            assert!(got == bytes[a as usize..b as usize]);
+        }
+        assert!(pool.held() > 0, "reads asked for ahead");
+        assert!(prefetch_threads() > 0);
+        drop(r);
+        assert_eq!(pool.held(), 0);
+        drop(pool);
+        assert_eq!(prefetch_threads(), 0, "threads left behind");
     }
 }

@@ -516,6 +516,28 @@ impl Source<crate::ramp::RampReader> {
         }
     }
 
+    /// A plain file: its next reads are the runs `runs`, read ahead through
+    /// `pool` ([`crate::ramp::RampReader::prefetch`]); a compressed one
+    /// reads whole units as usual.
+    pub fn prefetch(
+        &mut self,
+        pool: &crate::ramp::ReadPool,
+        runs: impl IntoIterator<Item = (u64, u64)>,
+    ) {
+        if let Source::Plain(r) = self {
+            r.prefetch(pool, runs);
+        }
+    }
+
+    /// Ends reading ahead, waiting for reads under way
+    /// ([`crate::ramp::RampReader::settle`]): call before
+    /// [`Source::bytes_read`] for the final count.
+    pub fn settle(&mut self) {
+        if let Source::Plain(r) = self {
+            r.settle();
+        }
+    }
+
     /// Opens `path` for a query: a plain file through a
     /// [`crate::ramp::RampReader`], a compressed one decompressed; and
     /// whether a writer holds it ([`crate::is_being_written`]).
