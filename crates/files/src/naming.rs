@@ -196,7 +196,7 @@ pub fn keys_path(capture: &Path) -> PathBuf {
 }
 
 /// The session table of a capture file: `<file>.sessions.parquet`
-/// ([`crate::sessions`]).
+/// (`wiretape_storage::sessions`).
 pub fn sessions_path(capture: &Path) -> PathBuf {
     let mut p = capture.as_os_str().to_owned();
     p.push(".sessions.parquet");

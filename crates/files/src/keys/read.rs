@@ -458,7 +458,7 @@ impl KeyIndex {
     /// alternative, the rows of its narrowest host (an address, or a net: a
     /// range of the sorted keys) that hold all of its keys (exact per
     /// row), or, without a host (or with only a host range wider than
-    /// [`WIDE`] beside a narrow port or VLAN), the blocks where its keys
+    /// `WIDE` beside a narrow port or VLAN), the blocks where its keys
     /// are, each cut to where all of their frames overlap. Sorted by block
     /// and offset; hits of several alternatives may overlap.
     pub fn select(&self, seg: &Segment, needs: &Needs) -> Result<Vec<Hit>, StorageError> {
