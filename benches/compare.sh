@@ -39,6 +39,8 @@
 # behind);
 # wiretape-nokeys: as wiretape, without the key index (.kdx): the flow sets of
 # the .idx alone, as before the key index (what the key index costs);
+# wiretape-nosessions: as wiretape, without the session tables
+# (--no-sessions: what the session tables cost the recording);
 # wiretape-pcap: record with every default (pcap: frames copied, RAM buffer);
 # wiretape-afxdp / wiretape-packet: --engine afxdp / packet forced (pcap);
 # wiretape-packet-ng / wiretape-ng-copy: --format pcapng, frames copied.
@@ -132,6 +134,7 @@ spec() { # the rig's tool argument
     wiretape) echo "cmd:wiretape=$W record -i {IF} -w {DIR} -q --format pcapng --packet-in-place" ;;
     wiretape-pcap) echo "cmd:wiretape-pcap=$W record -i {IF} -w {DIR} -q" ;;
     wiretape-nokeys) echo "cmd:wiretape-nokeys=$W record -i {IF} -w {DIR} -q --format pcapng --packet-in-place --no-key-index" ;;
+    wiretape-nosessions) echo "cmd:wiretape-nosessions=$W record -i {IF} -w {DIR} -q --format pcapng --packet-in-place --no-sessions" ;;
     wiretape-ng-copy) echo "cmd:wiretape-ng-copy=$W record -i {IF} -w {DIR} -q --format pcapng" ;;
     wiretape-before) [ -x "${BEFORE:-}" ] || { echo "compare.sh: wiretape-before needs BEFORE=/path/to/wiretape" >&2; exit 2; }
                      echo "cmd:wiretape-before=$BEFORE record -i {IF} -w {DIR} -q" ;;
