@@ -572,6 +572,7 @@ fn bad_input_is_refused_before_anything_is_opened() {
         assert_ne!(code, 0, "{extra:?} refused");
         assert!(err.contains(want), "{extra:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{extra:?}: one line: {err}");
+        assert!(!dir.exists(), "{extra:?}: refused before -w is created");
     }
     // --packet-blocks with another engine.
     let (code, _, err) = run_wiretape(

@@ -85,16 +85,7 @@ impl Packet {
         };
         cfg.check_sizes()?;
         let bs = cfg.block_size;
-        let count = sys::rx_queue_count(&ifname).unwrap_or(1).max(1);
-        let mut asked = crate::engine::queues_of(&ifname, count, cfg.queues.as_deref())?;
-        asked.sort_unstable();
-        asked.dedup();
-        if asked != (0..count).collect::<Vec<_>>() {
-            return Err(CaptureError::Config(format!(
-                "--engine packet records every queue of {ifname} (an AF_PACKET socket sees the whole interface): \
-                 leave --queues out, or use --engine afxdp to record some queues only"
-            )));
-        }
+        let count = cfg.check_interface()?;
         let allowed = sys::allowed_cpus();
         let cpus_usable = match cfg.cpus.as_deref() {
             Some(c) if !c.is_empty() => {
@@ -106,15 +97,8 @@ impl Packet {
             _ => allowed.len(),
         }
         .max(1) as u32;
-        let sockets = match cfg.sockets {
-            None => count.min(cpus_usable),
-            Some(n) if n == 0 || n > count => {
-                return Err(CaptureError::Config(format!(
-                    "--packet-sockets {n}: {ifname} has {count} RX queue(s); give 1 to {count} sockets"
-                )));
-            }
-            Some(n) => n,
-        };
+        // check_interface refused a count out of 1..=count.
+        let sockets = cfg.sockets.unwrap_or(count.min(cpus_usable));
         // Socket n reads the queues q with q mod sockets = n: labelled by
         // its first queue, n.
         let queues: Vec<u32> = (0..sockets).collect();

@@ -154,4 +154,42 @@ impl PacketConfig {
         }
         Ok(())
     }
+
+    /// `--queues` and `--packet-sockets` checked against the interface
+    /// (cheap: two reads of sysfs, nothing opened), so that a recording
+    /// refuses them before it creates anything. Ok: the RX queues the
+    /// interface has (every one is recorded). Err: the one line naming the
+    /// flag, its value, what the interface has and the fix.
+    pub fn check_interface(&self) -> Result<u32, crate::CaptureError> {
+        let ifname = &self.ifname;
+        if crate::sys::ifindex(ifname).is_none() {
+            return Err(crate::CaptureError::NoSuchInterface(ifname.clone()));
+        }
+        let count = crate::sys::rx_queue_count(ifname).unwrap_or(1).max(1);
+        if let Some(list) = self.queues.as_deref() {
+            let mut asked = list.to_vec();
+            asked.sort_unstable();
+            asked.dedup();
+            if asked != (0..count).collect::<Vec<_>>() {
+                let shown = asked
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",");
+                return Err(crate::CaptureError::Config(format!(
+                    "--queues {shown}: --engine packet records every queue of {ifname} (it has {count}: 0-{last}; an AF_PACKET \
+                     socket sees the whole interface): leave --queues out, or use --engine afxdp to record some queues only",
+                    last = count - 1
+                )));
+            }
+        }
+        if let Some(n) = self.sockets {
+            if n == 0 || n > count {
+                return Err(crate::CaptureError::Config(format!(
+                    "--packet-sockets {n}: {ifname} has {count} RX queue(s); give 1 to {count} sockets (or leave it out: one per queue, at most one per CPU)"
+                )));
+            }
+        }
+        Ok(count)
+    }
 }

@@ -802,9 +802,15 @@ fn input(a: &Args) -> Result<(Input, Option<String>)> {
                 c
             })
             .collect::<Vec<_>>();
-        // The sizes are usage (exit 2), found before anything is created.
+        // The sizes, and --queues and --packet-sockets against each
+        // interface, are usage (exit 2), found before anything is created
+        // (an interface that is missing is refused by refuse_early).
         if let Some(c) = list.first() {
             c.check_sizes().map_err(|e| crate::usage(e.to_string()))?;
+        }
+        for c in list.iter().filter(|c| sys::ifindex(&c.ifname).is_some()) {
+            c.check_interface()
+                .map_err(|e| crate::usage(e.to_string()))?;
         }
         return Ok((Input::Packet(list), reason));
     }
