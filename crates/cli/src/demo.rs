@@ -3,7 +3,6 @@
 //! real engine (XDP + AF_XDP), read back and checked byte for byte; then
 //! everything is removed.
 
-use crate::common::report;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -69,13 +68,17 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let stop = AtomicBool::new(false);
     let t0 = realtime_ns();
     let mut why = String::new();
+    let mut meter = wiretape::pipeline::ProgressMeter::new();
     let (rep, sent) = {
         let _inside = sys::NetnsGuard::enter(tb.netns())?;
         std::thread::scope(|s| -> Result<_> {
             let mut sender = None;
             let rep = wiretape::record(&opts, &stop, |ev| match ev {
                 Event::Started(info) => {
-                    println!("demo: {}", report::start_line(info, &opts, None));
+                    println!(
+                        "demo: {}",
+                        wiretape::pipeline::StartLine::new(info, &opts, None)
+                    );
                     let tb = &tb;
                     sender =
                         Some(s.spawn(move || tb.send(0..a.count, SizeFn::Mixed, 8, Some(a.rate))));
@@ -84,7 +87,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                     elapsed,
                     snapshot,
                     storage,
-                } => report::progress(elapsed, &snapshot, &storage, false),
+                } => eprintln!("{}", meter.line(elapsed, &snapshot, &storage)),
                 Event::Stopping(w) => why = w.to_string(),
                 Event::Notice(n) => println!("demo: {n}"),
                 Event::Finished(_) => {}

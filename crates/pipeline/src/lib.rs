@@ -38,6 +38,7 @@ mod recording;
 pub mod replay;
 pub mod report;
 pub mod stage;
+pub mod status;
 pub mod summary;
 
 pub use engine::{choose_engine, AutoHints, Engine, EngineChoice};
@@ -51,6 +52,7 @@ pub use recording::Recording;
 pub use replay::{FileSource, ReplaySource};
 pub use report::{Drops, Gap, QueueReport, QueueSnapshot, RecordReport, Snapshot};
 pub use stage::{FrameSink, Running, StageConfig, StopReason};
+pub use status::{ProgressMeter, StartLine, Status};
 pub use summary::RunSummary;
 
 /// Errors of a recording: the capture side's or the storage side's, typed.

@@ -1,10 +1,8 @@
 //! What several commands share (and nothing else of the CLI does): the
-//! input words, the lines `record` and `demo` print while recording, the
-//! TLS flags of a sensors' client, the filter expression, the time window
-//! flags, usage errors.
+//! input words, the TLS flags of a sensors' client, the filter expression,
+//! the time window flags, usage errors.
 
 pub(crate) mod inputs;
-pub(crate) mod report;
 pub(crate) mod tls;
 
 use anyhow::{bail, Result};

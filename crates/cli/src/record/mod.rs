@@ -5,7 +5,6 @@ mod metrics;
 mod service;
 
 use crate::common::filter_expression;
-use crate::common::report;
 use anyhow::{bail, Result};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -15,6 +14,7 @@ use std::time::Duration;
 use wiretape::capture::{
     sys, BusyPoll, CaptureConfig, FileConfig, NetmapConfig, PacketConfig, XdpCutoff, XdpMode,
 };
+use wiretape::pipeline::{ProgressMeter, StartLine, Status};
 use wiretape::{Event, Input, RecordConfig};
 
 #[derive(clap::Args)]
@@ -1034,6 +1034,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let mut why = String::new();
     let mut fin = wiretape::StorageProgress::default();
     let mut ready = false;
+    let mut meter = ProgressMeter::new();
     let live = wiretape::live::Live::new(opts.live.clone());
     let readers: Vec<_> = (0..a.bench_subscribers)
         .map(|i| {
@@ -1066,10 +1067,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             } else {
                 service::ready(&what);
             }
-            eprintln!(
-                "{}",
-                report::start_line(info, &opts, engine_reason.as_deref())
-            )
+            eprintln!("{}", StartLine::new(info, &opts, engine_reason.as_deref()))
         }
         Event::Progress {
             elapsed,
@@ -1094,10 +1092,15 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                 if tty && !quiet {
                     eprintln!();
                 }
-                eprint!("{}", report::status_text(elapsed, &snapshot, &storage));
+                eprint!("{}", Status::new(elapsed, &snapshot, &storage));
             }
             if !quiet {
-                report::progress(elapsed, &snapshot, &storage, tty);
+                let line = meter.line(elapsed, &snapshot, &storage);
+                if tty {
+                    eprint!("\r{line}\x1b[K");
+                } else {
+                    eprintln!("{line}");
+                }
             }
         }
         Event::Finished(st) => fin = st,

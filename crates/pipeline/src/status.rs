@@ -1,14 +1,137 @@
-//! What `record` and `demo` print while recording: the start line, the
-//! progress line, the status so far (the final summary is the library's
-//! [`wiretape::RunSummary`]).
+//! What a recording says while it runs, as text: the start line of each
+//! input ([`StartLine`]), the progress line ([`ProgressMeter`]) and the
+//! status so far ([`Status`], what `wiretape record` prints on SIGUSR2).
+//! The summary at the end is [`crate::RunSummary`]. The CLI only prints
+//! these; a tool embedding the pipeline prints the same lines.
 
+use crate::summary::{bytes_h, thousands};
+use crate::{RecordConfig, Snapshot};
+use std::fmt;
 use std::time::Duration;
-use wiretape::capture::{BindMode, StartInfo};
-use wiretape::{RecordConfig, Snapshot, StorageProgress};
+use wiretape_capture::{BindMode, StartInfo};
+use wiretape_storage::StorageProgress;
 
-use wiretape::pipeline::summary::{bytes_h, thousands};
+/// The line that says what a started input records and how (engine, queues,
+/// CPUs, ring, snaplen, filter, timestamps, directory), from
+/// [`crate::Event::Started`]: one line per interface in a run over several.
+#[derive(Clone, Copy, Debug)]
+pub struct StartLine<'a> {
+    info: &'a StartInfo,
+    config: &'a RecordConfig,
+    reason: Option<&'a str>,
+}
 
-pub(crate) fn start_line(info: &StartInfo, opts: &RecordConfig, reason: Option<&str>) -> String {
+impl<'a> StartLine<'a> {
+    /// The start line of `info`, recorded as `config` says; `engine_reason`
+    /// is why `auto` chose the engine ([`crate::choose_engine`]).
+    pub fn new(
+        info: &'a StartInfo,
+        config: &'a RecordConfig,
+        engine_reason: Option<&'a str>,
+    ) -> StartLine<'a> {
+        StartLine {
+            info,
+            config,
+            reason: engine_reason,
+        }
+    }
+}
+
+impl fmt::Display for StartLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&start_line(self.info, self.config, self.reason))
+    }
+}
+
+/// The progress line: rates since the previous line (frames/s, Gbit/s,
+/// disk MB/s), totals, drops, the writers' backlog and latency, and a
+/// link warning. One meter per run: it keeps the counters of the last line.
+#[derive(Clone, Debug, Default)]
+pub struct ProgressMeter {
+    /// Frames seen, bytes seen, bytes written, seconds: at the last line.
+    last: (u64, u64, u64, f64),
+}
+
+impl ProgressMeter {
+    /// A meter with no line yet (the first rates count from the start).
+    pub fn new() -> ProgressMeter {
+        ProgressMeter::default()
+    }
+
+    /// The line for [`crate::Event::Progress`] at `elapsed` (no newline).
+    pub fn line(&mut self, elapsed: Duration, s: &Snapshot, st: &StorageProgress) -> String {
+        let last = &mut self.last;
+        let t = elapsed.as_secs_f64();
+        let dt = (t - last.3).max(1e-3);
+        let seen = s.seen();
+        let sb = s.seen_bytes();
+        let wb = s.bytes();
+        let fps = (seen - last.0.min(seen)) as f64 / dt;
+        let gbps = (sb - last.1.min(sb)) as f64 * 8.0 / dt / 1e9;
+        let wmbs = (wb - last.2.min(wb)) as f64 / dt / 1e6;
+        *last = (seen, sb, wb, t);
+        let deleted = if st.deleted_files > 0 {
+            format!(" | deleted {} files", st.deleted_files)
+        } else {
+            String::new()
+        };
+        let filtered = if s.filtered() > 0 {
+            format!(" filtered {}", thousands(s.filtered()))
+        } else {
+            String::new()
+        };
+        let line = format!(
+            "[{t:7.1}s] {:>10} frames/s {gbps:6.2} Gbit/s | seen {} written {} ({}){filtered} | drops {} | disk {wmbs:.0} MB/s, {} blocks waiting, {} in flight, p50/p99 {:.1}/{:.1} ms{deleted}",
+            thousands(fps as u64),
+            thousands(seen),
+            thousands(s.written()),
+            bytes_h(s.bytes()),
+            thousands(s.kernel_drops()),
+            st.pending_blocks,
+            st.in_flight,
+            st.p50_us as f64 / 1e3,
+            st.p99_us as f64 / 1e3,
+        );
+        match &s.link {
+            Some(w) => format!("{line} | WARNING: {w}"),
+            None => line,
+        }
+    }
+}
+
+/// The summary so far, while recording goes on (what `wiretape record`
+/// prints on SIGUSR2): live counters per queue; drops are the kernel's so
+/// far (the writers' own are counted at the end). Several lines, each
+/// ending in a newline.
+#[derive(Clone, Copy, Debug)]
+pub struct Status<'a> {
+    elapsed: Duration,
+    snapshot: &'a Snapshot,
+    storage: &'a StorageProgress,
+}
+
+impl<'a> Status<'a> {
+    /// The status at `elapsed`, from a [`crate::Event::Progress`].
+    pub fn new(
+        elapsed: Duration,
+        snapshot: &'a Snapshot,
+        storage: &'a StorageProgress,
+    ) -> Status<'a> {
+        Status {
+            elapsed,
+            snapshot,
+            storage,
+        }
+    }
+}
+
+impl fmt::Display for Status<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&status_text(self.elapsed, self.snapshot, self.storage))
+    }
+}
+
+fn start_line(info: &StartInfo, opts: &RecordConfig, reason: Option<&str>) -> String {
     if !info.interfaces.is_empty() {
         // Several interfaces: one line each.
         return info
@@ -127,7 +250,7 @@ fn xdp_mode(info: &StartInfo) -> &'static str {
 }
 
 fn ts_text(info: &StartInfo) -> String {
-    use wiretape::timestamp::TsMode;
+    use wiretape_timestamp::TsMode;
     match info.ts_mode {
         TsMode::Hw if info.engine == "packet" => {
             "timestamps hw (the kernel's per frame: the NIC's where it gives one, else software)"
@@ -153,56 +276,7 @@ fn ts_text(info: &StartInfo) -> String {
     }
 }
 
-pub(crate) fn progress(elapsed: Duration, s: &Snapshot, st: &StorageProgress, tty: bool) {
-    use std::sync::Mutex;
-    static LAST: Mutex<(u64, u64, u64, f64)> = Mutex::new((0, 0, 0, 0.0));
-    let mut last = LAST.lock().unwrap();
-    let t = elapsed.as_secs_f64();
-    let dt = (t - last.3).max(1e-3);
-    let seen = s.seen();
-    let sb = s.seen_bytes();
-    let wb = s.bytes();
-    let fps = (seen - last.0.min(seen)) as f64 / dt;
-    let gbps = (sb - last.1.min(sb)) as f64 * 8.0 / dt / 1e9;
-    let wmbs = (wb - last.2.min(wb)) as f64 / dt / 1e6;
-    *last = (seen, sb, wb, t);
-    let deleted = if st.deleted_files > 0 {
-        format!(" | deleted {} files", st.deleted_files)
-    } else {
-        String::new()
-    };
-    let filtered = if s.filtered() > 0 {
-        format!(" filtered {}", thousands(s.filtered()))
-    } else {
-        String::new()
-    };
-    let line = format!(
-        "[{t:7.1}s] {:>10} frames/s {gbps:6.2} Gbit/s | seen {} written {} ({}){filtered} | drops {} | disk {wmbs:.0} MB/s, {} blocks waiting, {} in flight, p50/p99 {:.1}/{:.1} ms{deleted}",
-        thousands(fps as u64),
-        thousands(seen),
-        thousands(s.written()),
-        bytes_h(s.bytes()),
-        thousands(s.kernel_drops()),
-        st.pending_blocks,
-        st.in_flight,
-        st.p50_us as f64 / 1e3,
-        st.p99_us as f64 / 1e3,
-    );
-    let line = match &s.link {
-        Some(w) => format!("{line} | WARNING: {w}"),
-        None => line,
-    };
-    if tty {
-        eprint!("\r{line}\x1b[K");
-    } else {
-        eprintln!("{line}");
-    }
-}
-
-/// The summary so far, while recording goes on (SIGUSR2): live counters per
-/// queue; drops are the kernel's so far (the writers' own are counted at
-/// the end).
-pub(crate) fn status_text(elapsed: Duration, s: &Snapshot, st: &StorageProgress) -> String {
+fn status_text(elapsed: Duration, s: &Snapshot, st: &StorageProgress) -> String {
     let mut out = format!(
         "wiretape: status after {:.1} s (recording goes on): {} frames seen, {} written ({}), {} filtered out, {} dropped by the kernel\n",
         elapsed.as_secs_f64(),
