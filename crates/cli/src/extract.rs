@@ -11,8 +11,9 @@ use wiretape::files::pcap::MAX_SNAPLEN;
 use wiretape::files::Format;
 use wiretape::filter::LINKTYPE_ETHERNET;
 use wiretape::pipeline::summary::{bytes_h, thousands};
-use wiretape::query::job::{self, Job, Outcome, PlanStats, Request};
-use wiretape::query::remote::{self, Client, Remote, RemoteSource, Source, Sources};
+use wiretape::query::extraction::{self, Extraction};
+use wiretape::query::job::{self, Job, Outcome, PlanStats};
+use wiretape::query::remote::{self, Client, Remote, Source};
 use wiretape::query::{Note, QueryError, Stats, StoreSpan, Window};
 use wiretape::timestamp::realtime_ns;
 
@@ -126,26 +127,6 @@ pub(crate) struct Args {
     tls: crate::common::tls::ClientTls,
 }
 
-/// The inputs in order: runs of local paths (one merge each) and sensors.
-enum Input {
-    Local(Vec<PathBuf>),
-    Remote(Remote),
-}
-
-fn group_inputs(words: &[String]) -> std::result::Result<Vec<Input>, String> {
-    let mut out: Vec<Input> = Vec::new();
-    for w in words {
-        if remote::is_url(w) {
-            out.push(Input::Remote(Remote::parse(w)?));
-        } else if let Some(Input::Local(v)) = out.last_mut() {
-            v.push(PathBuf::from(w));
-        } else {
-            out.push(Input::Local(vec![PathBuf::from(w)]));
-        }
-    }
-    Ok(out)
-}
-
 pub(crate) fn run(a: Args) -> Result<i32> {
     let format = match Format::from_flags(&a.format, &a.tsprec) {
         Ok(f) => f,
@@ -188,72 +169,51 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Ok(w) => w,
         Err(e) => return usage(e),
     };
-    let inputs = match group_inputs(&words) {
+    let inputs = match extraction::group_inputs(&words) {
         Ok(i) => i,
         Err(e) => return usage(e),
     };
-    let remotes: Vec<&Remote> = inputs
-        .iter()
-        .filter_map(|i| match i {
-            Input::Remote(r) => Some(r),
-            Input::Local(_) => None,
-        })
-        .collect();
+    let mut ex = Extraction::new(inputs);
+    ex.window = window;
+    ex.filter = expr.clone();
+    ex.program = prog;
+    ex.steno = steno;
+    ex.prefix = a.prefix.clone();
+    ex.flow_index = !a.no_flow_index;
+    ex.key_index = !a.no_key_index;
+    ex.list_blocks = a.plan;
+    let remotes = ex.remotes();
     let client = match a.tls.client(&remotes) {
         Ok(c) => c,
         Err(e) => return usage(e),
     };
     // Every local input must exist before anything is written.
-    let mut jobs = Vec::new();
-    for i in &inputs {
-        if let Input::Local(paths) = i {
-            let req = Request {
-                inputs: paths.clone(),
-                window,
-                filter: expr.clone(),
-                prefix: a.prefix.clone(),
-                flow_index: !a.no_flow_index,
-                key_index: !a.no_key_index,
-                list_blocks: a.plan,
-                steno: steno.clone(),
-            };
-            let planned = match &steno {
-                Some(_) => Job::plan(&req),
-                None => Job::plan_with(&req, expr.clone(), prog.clone()),
-            };
-            let job = match planned {
-                Ok(j) => j,
-                // The filter refused for the files' own link type.
-                Err(e @ QueryError::Filter(_)) => {
-                    eprintln!("wiretape: error: {e}");
-                    return Ok(e.exit_code());
-                }
-                Err(e) => bail!("{e}"),
-            };
-            if !job.not_ethernet.is_empty() {
-                eprintln!(
-                    "wiretape: note: {} file(s) of other link types than Ethernet not read (a \
-                     Stenographer query selects Ethernet frames): {}",
-                    job.not_ethernet.len(),
-                    job.not_ethernet
-                        .iter()
-                        .map(|p| p.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                );
-            }
-            jobs.push(job);
+    let planned = ex.plan_local(|job| {
+        if !job.not_ethernet.is_empty() {
+            eprintln!(
+                "wiretape: note: {} file(s) of other link types than Ethernet not read (a \
+                 Stenographer query selects Ethernet frames): {}",
+                job.not_ethernet.len(),
+                job.not_ethernet
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
         }
-    }
+    });
+    let jobs = match planned {
+        Ok(j) => j,
+        // The filter refused for the files' own link type.
+        Err(e @ QueryError::Filter(_)) => {
+            eprintln!("wiretape: error: {e}");
+            return Ok(e.exit_code());
+        }
+        Err(e) => bail!("{e}"),
+    };
     // A pcap file states one link type; pcapng has an interface per link
     // type (sensors send Ethernet).
-    let mut linktypes: Vec<(u32, Vec<PathBuf>)> = Vec::new();
-    for (lt, files) in jobs.iter().flat_map(|j| j.linktypes.iter()) {
-        match linktypes.iter_mut().find(|(l, _)| l == lt) {
-            Some((_, v)) => v.extend(files.iter().cloned()),
-            None => linktypes.push((*lt, files.clone())),
-        }
-    }
+    let linktypes = extraction::input_linktypes(&jobs);
     let linktype = linktypes.first().map_or(LINKTYPE_ETHERNET, |l| l.0);
     let pcapng = format == Format::PcapNg;
     if let Some(m) = job::mixed_linktypes(&linktypes) {
@@ -269,20 +229,8 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         ));
     }
     // The output's link types (its pcapng interfaces), in order.
-    let mut written: Vec<(u32, u64)> = linktypes.iter().map(|l| (l.0, 0)).collect();
-    if written.is_empty()
-        || (!remotes.is_empty() && !written.iter().any(|l| l.0 == LINKTYPE_ETHERNET))
-    {
-        written.push((LINKTYPE_ETHERNET, 0));
-    }
-    let mut query = remote::query_string(&window, expr.as_deref(), !a.plan && !a.count_only);
-    if let (Some(sel), Some(text)) = (&steno, &a.steno_query) {
-        // Sensors get the query with its times made absolute (`3h ago`
-        // as here), when it reads back so.
-        let canon = sel.query.to_string();
-        let same = wiretape::query::steno::parse(&canon, 0).is_ok_and(|q| q == sel.query);
-        query = remote::with_param(&query, "steno", if same { &canon } else { text });
-    }
+    let mut written = extraction::output_linktypes(&linktypes, !remotes.is_empty());
+    let query = ex.sensor_query(!a.plan && !a.count_only, a.steno_query.as_deref());
     if a.plan {
         return plan(&jobs, client.as_ref(), &remotes, &query);
     }
@@ -309,14 +257,13 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         .flat_map(|j| j.plan.files.iter().map(|f| f.path.as_path()))
         .collect();
     // Every sensor is asked now, at once; their answers stream meanwhile.
-    let mut streams: Vec<Option<remote::RemoteStream>> = remotes
-        .iter()
-        .map(|r| {
-            client
-                .as_ref()
-                .map(|c| c.stream(r, &format!("/v1/extract?{query}")))
-        })
-        .collect();
+    let streams: Vec<remote::RemoteStream> = match &client {
+        Some(c) => remotes
+            .iter()
+            .map(|r| c.stream(r, &format!("/v1/extract?{query}")))
+            .collect(),
+        None => Vec::new(),
+    };
     let lts: Vec<u32> = written.iter().map(|l| l.0).collect();
     let mut writer = open_output(out, to_stdout, format, &files, &lts)?;
     let (narrows, by_flow) = (
@@ -328,25 +275,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     );
     let started = std::time::Instant::now();
     let jobs_len = jobs.len();
-    let mut jobs = jobs.into_iter();
-    let mut next_stream = streams.iter_mut();
-    let sources: Vec<Source> = inputs
-        .iter()
-        .map(|i| match i {
-            Input::Local(_) => {
-                let (m, _) = jobs.next().expect("a job per local input").into_merge();
-                Source::Local(Box::new(m))
-            }
-            Input::Remote(r) => {
-                let s = next_stream
-                    .next()
-                    .and_then(Option::take)
-                    .expect("a stream per sensor");
-                Source::Remote(Box::new(RemoteSource::new(r.clone(), s)))
-            }
-        })
-        .collect();
-    let mut merge = Sources::new(sources);
+    let mut merge = ex.sources(jobs, streams);
     let mut notes = Vec::new();
     let say = |n: Note, notes: &mut Vec<Note>| {
         eprintln!("wiretape: {}", job::note_line(&n));
@@ -509,37 +438,7 @@ fn damaged_line(stats: &Stats, ignore_corrupt: bool) {
 
 /// `--plan`: the local plan, and each sensor's beside it.
 fn plan(jobs: &[Job], client: Option<&Client>, remotes: &[&Remote], query: &str) -> Result<i32> {
-    let mut j = match jobs {
-        [one] => one.plan_json(),
-        _ => {
-            let mut all = serde_json::json!({
-                "blocks": [], "blocks_skipped_by_flow_index": 0, "filter_narrows": false,
-                "files_read_whole": [], "from_ns": null, "to_ns": null,
-            });
-            for job in jobs {
-                let p = job.plan_json();
-                for k in ["blocks", "files_read_whole"] {
-                    if let (Some(a), Some(b)) = (all[k].as_array_mut(), p[k].as_array()) {
-                        a.extend(b.iter().cloned());
-                    }
-                }
-                for k in [
-                    "blocks_skipped_by_flow_index",
-                    "blocks_skipped_by_key_index",
-                    "blocks_selected",
-                    "runs",
-                    "files_key_index",
-                    "index_bytes_read",
-                ] {
-                    all[k] = (all[k].as_u64().unwrap_or(0) + p[k].as_u64().unwrap_or(0)).into();
-                }
-                all["filter_narrows"] = p["filter_narrows"].clone();
-                all["from_ns"] = p["from_ns"].clone();
-                all["to_ns"] = p["to_ns"].clone();
-            }
-            all
-        }
-    };
+    let mut j = extraction::plan_json(jobs);
     let mut code = 0;
     if let Some(c) = client {
         let mut sensors = Vec::new();

@@ -16,6 +16,9 @@
 //! - [`job`]: one query as the command and the API run it: the filter
 //!   compiled, the indexes asked, the plan, the merge, and the JSON that
 //!   `extract --json`, `--count-only --json` and `--plan` print.
+//! - [`extraction`]: a whole extraction over local stores and sensors as
+//!   a value (inputs, window, filter, indexes), what `wiretape extract`
+//!   builds from its flags: its jobs, output link types, sensor query, merge.
 //! - [`fleet`]: the index rebuild over a store and the block index as a
 //!   Parquet table (`wiretape index`, `/v1/index.parquet`).
 //! - [`status`]: what a store holds, from its names and indexes.
@@ -35,6 +38,7 @@
 pub mod api;
 pub mod chart;
 pub mod extract;
+pub mod extraction;
 pub mod fleet;
 pub mod job;
 pub mod narrow;
