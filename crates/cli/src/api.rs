@@ -346,6 +346,7 @@ pub(crate) fn certs(a: CertsArgs) -> Result<i32> {
                 let ca = Validity::days(ca_days)?;
                 tls::init(&dir, &server_name, name.as_deref(), v, ca, force)
             });
+            let w = w.map_err(tls::CertsError::from);
             let d = dir.display();
             let hint = format!(
                 "serve:   wiretape api -w DIR --listen 0.0.0.0:8443 --tls-cert {d}/server.pem --tls-key {d}/server.key --client-ca {d}/ca.pem\n\
@@ -359,8 +360,9 @@ pub(crate) fn certs(a: CertsArgs) -> Result<i32> {
             days,
             force,
         } => {
-            let w =
-                Validity::days(days).and_then(|v| tls::issue_server(&dir, &server_name, v, force));
+            let w = Validity::days(days)
+                .and_then(|v| tls::issue_server(&dir, &server_name, v, force))
+                .map_err(tls::CertsError::from);
             let d = dir.display();
             let hint = format!(
                 "serve:   wiretape api -w DIR --listen 0.0.0.0:8443 --tls-cert {d}/server.pem --tls-key {d}/server.key --client-ca {d}/ca.pem\n\
@@ -385,48 +387,24 @@ pub(crate) fn certs(a: CertsArgs) -> Result<i32> {
             } else {
                 None
             };
-            let have = [
-                tls::files::client_cert(&name),
-                tls::files::client_key(&name),
-            ]
-            .iter()
-            .all(|f| dir.join(f).exists());
-            let mut w = if (p12 || stenographer.is_some()) && have && !force {
-                Ok(tls::Written::default())
-            } else {
-                Validity::days(days).and_then(|v| tls::issue_client(&dir, &name, v, force))
+            let mut also = tls::ClientBundle::default();
+            also.force = force;
+            also.p12_password = password;
+            also.stenographer = stenographer.map(|out| tls::StenoClient { out, host, port });
+            let w = tls::issue_client_bundle(&dir, &name, days, &also);
+            let steno_hint = match &w {
+                Ok(tls::ClientIssued {
+                    stenographer: Some(c),
+                    ..
+                }) => Some(format!(
+                    "\nstenoread: STENOGRAPHER_CONFIG={} stenoread 'host 10.1.2.3' -w case.pcap   \
+                     (wiretape api --listen ...:{} with these certificates)",
+                    c.config.display(),
+                    c.port
+                )),
+                _ => None,
             };
-            let mut steno_hint = None;
-            if let (Ok(written), Some(out)) = (&mut w, &stenographer) {
-                match wiretape::query::steno::client_config(
-                    &dir,
-                    &name,
-                    out,
-                    host.as_deref(),
-                    port,
-                    force,
-                ) {
-                    Ok(c) => {
-                        written.files.extend(c.files);
-                        steno_hint = Some(format!(
-                            "\nstenoread: STENOGRAPHER_CONFIG={} stenoread 'host 10.1.2.3' -w case.pcap   \
-                             (wiretape api --listen ...:{} with these certificates)",
-                            c.config.display(),
-                            c.port
-                        ));
-                    }
-                    Err(e) => {
-                        eprintln!("wiretape: error: {e}");
-                        return Ok(1);
-                    }
-                }
-            }
-            if let (Ok(written), Some(pw)) = (&mut w, &password) {
-                match tls::client_p12(&dir, &name, pw, force) {
-                    Ok(p) => written.files.push(p),
-                    Err(e) => w = Err(e),
-                }
-            }
+            let w = w.map(|i| i.written);
             let d = dir.display();
             let mut hint = format!(
                 "use:     wiretape extract https://HOST:8443 --cert {d}/client-{name}.pem --key {d}/client-{name}.key --ca {d}/ca.pem -w case.pcap ...\n\

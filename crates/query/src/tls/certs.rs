@@ -431,6 +431,87 @@ pub fn issue_client(
     })
 }
 
+/// What `wiretape certs client` makes besides (or instead of) the
+/// certificate and key: a PKCS#12 bundle, a Stenographer client's
+/// configuration. See [`issue_client_bundle`].
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ClientBundle {
+    /// Write over files that exist.
+    pub force: bool,
+    /// Also the PKCS#12 bundle ([`client_p12`]), encrypted with this.
+    pub p12_password: Option<String>,
+    /// Also a Stenographer client's directory
+    /// ([`crate::steno::client_config`]).
+    pub stenographer: Option<StenoClient>,
+}
+
+/// Where and how a Stenographer client reaches the API (see
+/// [`crate::steno::client_config`]).
+#[derive(Clone, Debug)]
+pub struct StenoClient {
+    /// The directory its files go into.
+    pub out: PathBuf,
+    /// A name of the API's certificate (default: its first).
+    pub host: Option<String>,
+    /// The API's port.
+    pub port: u16,
+}
+
+/// What [`issue_client_bundle`] wrote.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ClientIssued {
+    /// The files, in the order written, and the notes on them.
+    pub written: Written,
+    /// The Stenographer configuration, where one was asked for.
+    pub stenographer: Option<crate::steno::StenoConfig>,
+}
+
+/// Why [`issue_client_bundle`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CertsError {
+    /// A certificate, key or bundle could not be made or written.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The Stenographer client's configuration could not be written.
+    #[error(transparent)]
+    Stenographer(#[from] crate::steno::ConfigError),
+}
+
+/// `wiretape certs client` whole: the client certificate of `name`
+/// ([`issue_client`], valid `days`), unless the bundle or the
+/// Stenographer configuration is asked for, the certificate exists and
+/// `force` is off (then the one there is used); then the Stenographer
+/// configuration and the PKCS#12 bundle, as `also` asks.
+pub fn issue_client_bundle(
+    dir: &Path,
+    name: &str,
+    days: u32,
+    also: &ClientBundle,
+) -> Result<ClientIssued, CertsError> {
+    let have = [files::client_cert(name), files::client_key(name)]
+        .iter()
+        .all(|f| dir.join(f).exists());
+    let extra = also.p12_password.is_some() || also.stenographer.is_some();
+    let mut out = ClientIssued::default();
+    if !(extra && have && !also.force) {
+        out.written = issue_client(dir, name, Validity::days(days)?, also.force)?;
+    }
+    if let Some(s) = &also.stenographer {
+        let c =
+            crate::steno::client_config(dir, name, &s.out, s.host.as_deref(), s.port, also.force)?;
+        out.written.files.extend(c.files.iter().cloned());
+        out.stenographer = Some(c);
+    }
+    if let Some(pw) = &also.p12_password {
+        let p = client_p12(dir, name, pw, also.force)?;
+        out.written.files.push(p);
+    }
+    Ok(out)
+}
+
 /// Bundles the client certificate and key of `name` in `dir` (made by
 /// [`issue_client`]) with the CA's certificate into `client-NAME.p12`
 /// (PKCS#12: PBES2 with PBKDF2-HMAC-SHA-256 and AES-256-CBC, an

@@ -26,8 +26,9 @@ pub mod explain;
 
 pub(crate) use certs::write_file;
 pub use certs::{
-    ca_common_name, check_days, client_p12, files, init, issue_client, issue_server, Validity,
-    Written, CA_DAYS, CLIENT_DAYS, MAX_DAYS, SERVER_DAYS,
+    ca_common_name, check_days, client_p12, files, init, issue_client, issue_client_bundle,
+    issue_server, CertsError, ClientBundle, ClientIssued, StenoClient, Validity, Written, CA_DAYS,
+    CLIENT_DAYS, MAX_DAYS, SERVER_DAYS,
 };
 
 use explain::{cert_info, utc, CertInfo, ClientSide, Seen, ServerSide};
