@@ -174,17 +174,9 @@ pub(crate) fn run(a: Args) -> Result<i32> {
 
 /// `30s`, `5m`, `1.5h`, `2d`, `90` (seconds) to ns.
 fn parse_span(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim().trim_start_matches('-');
-    let (num, mul) = match t.char_indices().last() {
-        Some((i, 's')) => (&t[..i], 1e9),
-        Some((i, 'm')) => (&t[..i], 60e9),
-        Some((i, 'h')) => (&t[..i], 3600e9),
-        Some((i, 'd')) => (&t[..i], 86400e9),
-        _ => (t, 1e9),
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok((v * mul) as u64),
-        _ => Err(format!("'{s}' is not a duration: use e.g. 30s, 5m, 1h")),
+    match crate::common::duration_secs(s.trim().trim_start_matches('-')) {
+        Ok(v) => Ok((v * 1e9) as u64),
+        Err(_) => Err(format!("'{s}' is not a duration: use e.g. 30s, 5m, 1h")),
     }
 }
 

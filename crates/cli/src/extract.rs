@@ -3,7 +3,7 @@
 //! planning, merging and the JSON are the query crate's (`query::job`);
 //! this is the command line around them.
 
-use crate::common::{usage_exit as usage, window_flags};
+use crate::common::usage_exit as usage;
 use anyhow::{anyhow, bail, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,6 +19,8 @@ use wiretape::timestamp::realtime_ns;
 
 #[derive(clap::Args)]
 #[command(
+    mut_arg("from", |a| a.help("Frames stamped at or after TIME (inclusive)")),
+    mut_arg("to", |a| a.help("Frames stamped before TIME (exclusive)")),
     after_help = "INPUTS AND FILTER: every leading word that is an https:// sensor, starts with /, . \
 or ~, ends in .pcap or .pcapng (.lz4, .zst), or names an existing file or directory is an input; \
 the filter starts at the first word that is none of these, and everything after -- is the filter. \
@@ -56,15 +58,8 @@ pub(crate) struct Args {
     /// The filter expression, after `--` (never read as an input).
     #[arg(last = true, value_name = "FILTER")]
     after: Vec<String>,
-    /// Frames stamped at or after TIME (inclusive).
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
-    from: Option<String>,
-    /// Frames stamped before TIME (exclusive).
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
-    to: Option<String>,
-    /// A TIME without a zone (2026-11-22 14:02:00) is UTC.
-    #[arg(long)]
-    utc: bool,
+    #[command(flatten)]
+    window: crate::common::WindowArgs,
     /// Output file (overwritten), or - for stdout (e.g. `| tshark -r -`).
     #[arg(
         short = 'w',
@@ -165,7 +160,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         },
         None => None,
     };
-    let window = match window_flags(a.from.as_deref(), a.to.as_deref(), a.utc) {
+    let window = match a.window.window() {
         Ok(w) => w,
         Err(e) => return usage(e),
     };

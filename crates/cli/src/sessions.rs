@@ -10,6 +10,8 @@ use wiretape::query::sessions::{self, Where};
 
 #[derive(clap::Args)]
 #[command(
+    mut_arg("from", |a| a.help("Sessions with a frame at or after TIME (RFC 3339, Unix seconds, or back from now: -10m)")),
+    mut_arg("to", |a| a.help("Sessions with a frame before TIME")),
     after_help = "Every capture file `record` writes has a session table beside it, \
 <file>.sessions.parquet: one row per connection (IP version, address pair, protocol, port pair, \
 both directions) with frames in the file, and the names its first frames carried. A connection \
@@ -38,16 +40,8 @@ pub(crate) struct Args {
     /// Directories (their capture files' session tables) and capture files.
     #[arg(value_name = "DIR|FILE", required = true)]
     inputs: Vec<PathBuf>,
-    /// Sessions with a frame at or after TIME (RFC 3339, Unix seconds, or
-    /// back from now: -10m).
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
-    from: Option<String>,
-    /// Sessions with a frame before TIME.
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
-    to: Option<String>,
-    /// A TIME without a zone (2026-11-22 14:02:00) is UTC.
-    #[arg(long)]
-    utc: bool,
+    #[command(flatten)]
+    window: crate::common::WindowArgs,
     /// Only sessions satisfying EXPR, e.g. "tls_sni ~ '*.example.com' and
     /// server_port = 443" (see below).
     #[arg(long = "where", value_name = "EXPR")]
@@ -65,7 +59,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Ok(w) => w.unwrap_or_default(),
         Err(e) => return crate::common::usage_exit(e),
     };
-    let window = match crate::common::window_flags(a.from.as_deref(), a.to.as_deref(), a.utc) {
+    let window = match a.window.window() {
         Ok(w) => w,
         Err(e) => return crate::common::usage_exit(e),
     };

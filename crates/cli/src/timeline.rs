@@ -15,6 +15,8 @@ use wiretape::timestamp::format_rfc3339;
 
 #[derive(clap::Args)]
 #[command(
+    mut_arg("from", |a| a.help("The window's start (inclusive; default: the first frame)")),
+    mut_arg("to", |a| a.help("The window's end (exclusive; default: after the last frame)")),
     after_help = "Drawn from the .idx sidecars alone (plus the records of the few blocks \
 the window's edges cut), so it is instant on a store of terabytes. Bins are round widths (1 ms, \
 10 ms, 1 s, 1 min, ...), about one per 4 pixels of --width: a wider picture or a narrower window \
@@ -43,15 +45,8 @@ pub(crate) struct Args {
     /// Directories and capture files of stores, and https://HOST:PORT sensors.
     #[arg(value_name = "DIR|FILE|https://HOST:PORT", required = true)]
     inputs: Vec<String>,
-    /// The window's start (inclusive; default: the first frame).
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
-    from: Option<String>,
-    /// The window's end (exclusive; default: after the last frame).
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
-    to: Option<String>,
-    /// A TIME without a zone (2026-11-22 14:02:00) is UTC.
-    #[arg(long)]
-    utc: bool,
+    #[command(flatten)]
+    window: crate::common::WindowArgs,
     /// One series per interface or per RX queue (from the file names).
     #[arg(long, value_name = "none|iface|queue", default_value = "none", value_parser = ["none", "iface", "queue"])]
     by: String,
@@ -118,7 +113,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             return Ok(QueryError::from(e).exit_code());
         }
     }
-    let window = match crate::common::window_flags(a.from.as_deref(), a.to.as_deref(), a.utc) {
+    let window = match a.window.window() {
         Ok(w) => w,
         Err(e) => return usage(e),
     };

@@ -59,33 +59,68 @@ pub(crate) fn no_zone(utc: bool) -> NoZone {
     }
 }
 
-/// The window of `--from` and `--to` (TIME: RFC 3339, Unix seconds, back
-/// from now; without a zone UTC when `utc`), checked: Err is the usage
-/// error's line.
-pub(crate) fn window_flags(
-    from: Option<&str>,
-    to: Option<&str>,
+/// `--from`, `--to` and `--utc`: a time window. Each command words the
+/// help of `--from` and `--to` its own way (`mut_arg` in its
+/// `#[command]`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(crate) struct WindowArgs {
+    /// The window's start (inclusive).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    from: Option<String>,
+    /// The window's end (exclusive).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    to: Option<String>,
+    /// A TIME without a zone (2026-11-22 14:02:00) is UTC.
+    #[arg(long)]
     utc: bool,
-) -> std::result::Result<Window, String> {
-    let now = realtime_ns();
-    let time = |s: Option<&str>, what: &str| -> std::result::Result<Option<u64>, String> {
-        s.map(|s| parse_time_in(s, now, no_zone(utc)).map_err(|e| format!("--{what}: {e}")))
-            .transpose()
-    };
-    let window = Window {
-        from_ns: time(from, "from")?,
-        to_ns: time(to, "to")?,
-    };
-    if let (Some(f), Some(t)) = (window.from_ns, window.to_ns) {
-        if t <= f {
-            return Err(format!(
-                "--to {} is not after --from {}: the window [from, to) is empty",
-                format_rfc3339(t),
-                format_rfc3339(f)
-            ));
+}
+
+impl WindowArgs {
+    /// The window (TIME: RFC 3339, Unix seconds, back from now; without a
+    /// zone UTC with `--utc`), checked: Err is the usage error's line.
+    pub(crate) fn window(&self) -> std::result::Result<Window, String> {
+        let now = realtime_ns();
+        let time = |s: &Option<String>, what: &str| {
+            s.as_deref()
+                .map(|s| {
+                    parse_time_in(s, now, no_zone(self.utc)).map_err(|e| format!("--{what}: {e}"))
+                })
+                .transpose()
+        };
+        let window = Window {
+            from_ns: time(&self.from, "from")?,
+            to_ns: time(&self.to, "to")?,
+        };
+        if let (Some(f), Some(t)) = (window.from_ns, window.to_ns) {
+            if t <= f {
+                return Err(format!(
+                    "--to {} is not after --from {}: the window [from, to) is empty",
+                    format_rfc3339(t),
+                    format_rfc3339(f)
+                ));
+            }
         }
+        Ok(window)
     }
-    Ok(window)
+}
+
+/// A duration flag's value: `60s`, `5m`, `1.5h`, `7d` or bare seconds, in
+/// seconds; Err(false): not a number, Err(true): not positive (each flag
+/// words its own error).
+pub(crate) fn duration_secs(s: &str) -> std::result::Result<f64, bool> {
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1.0),
+        Some((i, 'm')) => (&t[..i], 60.0),
+        Some((i, 'h')) => (&t[..i], 3600.0),
+        Some((i, 'd')) => (&t[..i], 86400.0),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| false)?;
+    if !(v > 0.0 && v.is_finite()) {
+        return Err(true);
+    }
+    Ok(v * mul)
 }
 
 /// The files `paths` stand for: a directory's captures named like ours

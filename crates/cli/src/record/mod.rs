@@ -494,21 +494,11 @@ fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
 
 /// `90`, `90s`, `5m`, `1h`, `1d`, `1.5s`.
 fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
-    let t = s.trim();
-    let (num, mul) = match t.char_indices().last() {
-        Some((i, 's')) => (&t[..i], 1.0),
-        Some((i, 'm')) => (&t[..i], 60.0),
-        Some((i, 'h')) => (&t[..i], 3600.0),
-        Some((i, 'd')) => (&t[..i], 86400.0),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration: use e.g. 60s, 5m, 1h"))?;
-    if !(v > 0.0 && v.is_finite()) {
-        return Err(format!("'{s}' must be a positive duration"));
+    match crate::common::duration_secs(s) {
+        Ok(v) => Ok(Duration::from_secs_f64(v)),
+        Err(false) => Err(format!("'{s}' is not a duration: use e.g. 60s, 5m, 1h")),
+        Err(true) => Err(format!("'{s}' must be a positive duration")),
     }
-    Ok(Duration::from_secs_f64(v * mul))
 }
 
 fn parse_secs(s: &str) -> std::result::Result<Duration, String> {
