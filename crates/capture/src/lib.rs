@@ -76,6 +76,7 @@ pub use xsk::{BindMode, BusyPoll, XskStats};
 
 /// Errors of the capture layer. Each message names the thing and the fix.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CaptureError {
     /// The interface does not exist here.
     #[error("no such interface '{0}' in this network namespace (list interfaces with `ip link`)")]

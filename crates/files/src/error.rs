@@ -6,6 +6,7 @@ use std::path::PathBuf;
 /// `wiretape-storage`, raises its own kinds through this one type, so that
 /// a caller of both handles one error).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StorageError {
     /// A write found the filesystem full or the user's quota spent (ENOSPC,
     /// EDQUOT; a short O_DIRECT write counts too).

@@ -206,6 +206,7 @@ const MEM_BASE: i16 = -64;
 
 /// Why a classic program could not be translated.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum TranslateError {
     /// An instruction the translation does not handle.
     #[error("instruction {index} ({insn}) cannot be translated to eBPF: {reason}")]

@@ -20,6 +20,7 @@ const LOG_SIZE: usize = 16 << 20;
 
 /// Why a program could not be loaded or run.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum KernelError {
     /// `BPF_PROG_LOAD` failed; `log` is the verifier's log (log level 1).
     #[error("BPF_PROG_LOAD failed: {errno}\nverifier log:\n{log}")]

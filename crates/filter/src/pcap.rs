@@ -19,6 +19,7 @@ pub const DEFAULT_SNAPLEN: u32 = 262_144;
 
 /// Why a filter expression could not be turned into a [`Program`].
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum FilterError {
     /// libpcap refused the expression; `message` is its own explanation.
     #[error("filter expression '{expr}': {message} (see man pcap-filter)")]
@@ -45,6 +46,17 @@ pub enum FilterError {
         /// Why the program was refused.
         source: ProgramError,
     },
+}
+
+impl FilterError {
+    /// The expression refused, as given.
+    pub fn expr(&self) -> &str {
+        match self {
+            FilterError::Syntax { expr, .. }
+            | FilterError::Argument { expr, .. }
+            | FilterError::Program { expr, .. } => expr,
+        }
+    }
 }
 
 /// Opaque `pcap_t`.

@@ -6,6 +6,7 @@ use thiserror::Error;
 /// Why a classic BPF program was refused (by [`Program::new`], and by the
 /// eBPF translator, which validates the same way).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ProgramError {
     /// No instructions at all.
     #[error("empty BPF program")]

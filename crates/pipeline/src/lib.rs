@@ -57,6 +57,7 @@ pub use summary::RunSummary;
 
 /// Errors of a recording: the capture side's or the storage side's, typed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PipelineError {
     /// The engine could not start.
     #[error(transparent)]

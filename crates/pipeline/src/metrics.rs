@@ -54,12 +54,12 @@ use wiretape_storage::{QueueStorage, StorageProgress};
 pub enum MetricsError {
     /// A non-loopback address without `allow_remote`.
     #[error(
-        "--metrics {0} would serve the recording's numbers beyond this machine: \
-         add --metrics-allow-remote to mean it, or listen on 127.0.0.1"
+        "the metrics endpoint on {0} would serve the recording's numbers beyond this machine: \
+         allow remote clients to mean it, or listen on 127.0.0.1"
     )]
     Remote(SocketAddr),
     /// The address cannot be listened on (taken, not this host's).
-    #[error("cannot listen on {addr} for --metrics")]
+    #[error("cannot listen on {addr} for the metrics endpoint")]
     Listen {
         /// The address.
         addr: SocketAddr,
@@ -68,7 +68,7 @@ pub enum MetricsError {
         source: std::io::Error,
     },
     /// Its thread could not be started.
-    #[error("cannot start the --metrics thread: {0}")]
+    #[error("cannot start the metrics thread: {0}")]
     Thread(#[source] std::io::Error),
 }
 

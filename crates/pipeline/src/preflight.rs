@@ -42,7 +42,7 @@ pub enum PreflightError {
     #[error(transparent)]
     Storage(#[from] StorageError),
     /// The same interface twice.
-    #[error("interface {0} is given twice: give each -i once")]
+    #[error("interface {0} is given twice: give each interface once")]
     Twice(String),
     /// No such interface here.
     #[error("no such interface '{0}' in this network namespace (list interfaces with `ip link`)")]
@@ -68,11 +68,11 @@ pub enum PreflightError {
     )]
     BasicRights(Vec<MissingCap>),
     /// O_DIRECT asked for, on a filesystem that refuses it.
-    #[error("output directory {} is on a filesystem that refuses O_DIRECT: use --io auto or buffered", .0.display())]
+    #[error("output directory {} is on a filesystem that refuses O_DIRECT: use the auto or buffered I/O mode", .0.display())]
     NoDirect(PathBuf),
     /// Less free space than the blocks the writers keep in flight.
     #[error(
-        "output directory {}: only {} free, less than the {} its {queues} queue(s) write at once: free space or choose another -w",
+        "output directory {}: only {} free, less than the {} its {queues} queue(s) write at once: free space or choose another output directory",
         dir.display(), crate::summary::bytes_h(*free), crate::summary::bytes_h(*need)
     )]
     Space {
@@ -86,7 +86,7 @@ pub enum PreflightError {
         queues: u64,
     },
     /// The metrics address cannot be listened on.
-    #[error("cannot listen on {addr} for --metrics: {source}")]
+    #[error("cannot listen on {addr} for the metrics endpoint: {source}")]
     MetricsAddress {
         /// The address.
         addr: SocketAddr,

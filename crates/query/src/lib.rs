@@ -57,6 +57,7 @@ use std::path::PathBuf;
 
 /// Errors of the give-back side.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueryError {
     /// The filter expression does not compile (libpcap's message), or its
     /// program cannot run.

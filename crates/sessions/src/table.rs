@@ -43,6 +43,7 @@ use std::sync::Arc;
 
 /// What went wrong writing or reading a session table.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TableError {
     /// Arrow or Parquet refused the table.
     #[error("session table {path}: {why}")]

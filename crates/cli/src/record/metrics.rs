@@ -2,6 +2,26 @@
 //! library's ([`wiretape::pipeline::metrics`]).
 
 use std::net::SocketAddr;
+use wiretape::pipeline::metrics::MetricsError;
+
+/// The endpoint's error in the command's words (its flags named): a
+/// remote address without `--metrics-allow-remote` is a usage error.
+pub(crate) fn in_flags(e: MetricsError) -> anyhow::Error {
+    match e {
+        MetricsError::Remote(addr) => crate::usage(format!(
+            "--metrics {addr} would serve the recording's numbers beyond this machine: \
+             add --metrics-allow-remote to mean it, or listen on 127.0.0.1"
+        )),
+        MetricsError::Listen { addr, source } => {
+            anyhow::Error::new(source).context(format!("cannot listen on {addr} for --metrics"))
+        }
+        MetricsError::Thread(source) => {
+            let text = format!("cannot start the --metrics thread: {source}");
+            anyhow::Error::new(source).context(text)
+        }
+        e => e.into(),
+    }
+}
 
 /// Parses `--metrics`: `HOST:PORT`, or a bare `PORT` (on 127.0.0.1).
 pub(crate) fn parse_addr(s: &str) -> std::result::Result<SocketAddr, String> {

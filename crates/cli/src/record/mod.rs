@@ -993,12 +993,9 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     wiretape::capture::bpflog::set_verbose(a.verbose);
     let metrics = match a.metrics {
         Some(addr) => {
-            use wiretape::pipeline::metrics::{Metrics, MetricsError};
+            use wiretape::pipeline::metrics::Metrics;
             let m = Metrics::serve(addr, a.metrics_allow_remote, &opts.ifname(), a.dir.clone())
-                .map_err(|e| match e {
-                    MetricsError::Remote(_) => crate::usage(e.to_string()),
-                    e => e.into(),
-                })?;
+                .map_err(metrics::in_flags)?;
             eprintln!("wiretape: metrics on http://{}/metrics", m.addr);
             Some(m)
         }

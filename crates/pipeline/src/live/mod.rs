@@ -298,6 +298,7 @@ pub fn may_listen(addr: std::net::SocketAddr, allow_remote: bool) -> bool {
 
 /// Errors of the live side; each names the thing and the fix.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LiveError {
     /// The ring's memory could not be had.
     #[error(

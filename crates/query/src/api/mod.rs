@@ -125,6 +125,7 @@ impl ApiConfig {
 
 /// Why a server could not start or went down.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ApiError {
     /// Bad usage: what to change.
     #[error("{0}")]
@@ -575,11 +576,7 @@ pub(super) async fn handle(
 /// A filter's error as the API says it: the expression, quoted whole in
 /// the filter crate's message, cut to its first characters.
 fn filter_message(f: &wiretape_filter::FilterError) -> String {
-    use wiretape_filter::FilterError as F;
-    let expr = match f {
-        F::Syntax { expr, .. } | F::Argument { expr, .. } | F::Program { expr, .. } => expr,
-    };
-    text::cut_echo(&f.to_string(), expr)
+    text::cut_echo(&f.to_string(), f.expr())
 }
 
 fn plan_error(st: &State, client: &str, what: &str, e: &QueryError) -> Response<ApiBody> {

@@ -129,6 +129,7 @@ impl Formula {
 
 /// Why a query cannot be compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompileError {
     /// More VLAN/MPLS conditions than scratch memory holds bits for.
     #[error(

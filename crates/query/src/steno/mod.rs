@@ -33,6 +33,7 @@ pub use select::{Part, SelectError, Selection, MAX_PARTS};
 
 /// Why a query text cannot be run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StenoError {
     /// It does not parse.
     #[error("could not parse query: {0}")]

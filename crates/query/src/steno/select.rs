@@ -43,6 +43,7 @@ pub const MAX_PARTS: usize = 257;
 
 /// Why a parsed query cannot be run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SelectError {
     /// A program could not be made.
     #[error(transparent)]

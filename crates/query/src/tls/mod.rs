@@ -47,6 +47,7 @@ use std::sync::{Arc, Mutex};
 
 /// What went wrong with a certificate, a key or a TLS configuration.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TlsError {
     /// A PEM file could not be read or holds nothing of the kind wanted.
     #[error("{flag} {path}: {why}")]
