@@ -288,6 +288,46 @@ pub fn is_steno_file(p: &Path) -> bool {
         && starts_like(p)
 }
 
+/// Where the kernel puts a frame after its header (`tp_mac`) on a machine
+/// like the ones stenotype ran on here: the header, a `sockaddr_ll`, and
+/// padding so that the network header is 16-byte aligned.
+pub const TP_MAC: u16 = 82;
+
+/// One block of `size` bytes as the kernel fills it and stenotype writes
+/// it: descriptor (sequence number `seq`), then each frame (its stamp in
+/// ns, its bytes; `tp_len` = `tp_snaplen`) at `tp_next_offset`s aligned to
+/// 16 bytes, the rest zeros. For tests and fuzzing: wiretape never writes
+/// stenotype's files. Panics if the frames do not fit.
+pub fn encode_block(frames: &[(u64, &[u8])], size: usize, seq: u64) -> Vec<u8> {
+    let mut b = vec![0u8; size];
+    let put = |b: &mut [u8], o: usize, v: u32| b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+    let mut at = HEADER_LEN;
+    for (i, (ts, data)) in frames.iter().enumerate() {
+        let len = usize::from(TP_MAC) + data.len();
+        let next = len.div_ceil(16) * 16;
+        let last = i + 1 == frames.len();
+        assert!(at + len <= size, "the frames fit the block");
+        put(&mut b, at, if last { 0 } else { next as u32 });
+        put(&mut b, at + 4, (ts / 1_000_000_000) as u32);
+        put(&mut b, at + 8, (ts % 1_000_000_000) as u32);
+        put(&mut b, at + 12, data.len() as u32);
+        put(&mut b, at + 16, data.len() as u32);
+        put(&mut b, at + 20, 1);
+        b[at + 24..at + 26].copy_from_slice(&TP_MAC.to_le_bytes());
+        b[at + 26..at + 28].copy_from_slice(&(TP_MAC + 14).to_le_bytes());
+        b[at + usize::from(TP_MAC)..at + len].copy_from_slice(data);
+        at += if last { len } else { next };
+    }
+    put(&mut b, 0, TPACKET_V3);
+    put(&mut b, 4, HEADER_LEN as u32);
+    put(&mut b, 8, 1);
+    put(&mut b, 12, frames.len() as u32);
+    put(&mut b, 16, HEADER_LEN as u32);
+    put(&mut b, 20, at as u32);
+    b[24..32].copy_from_slice(&seq.to_le_bytes());
+    b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
