@@ -19,6 +19,8 @@
 #      rare host, busy host, a port, a net, 'udp or icmp', a conjunction
 #      (host and port), a time-bounded selective query (host, 20 % of the
 #      recording's time).
+#    KEYS="rare conj" asks only those; SYSTEMS="stenographer wiretape_steno"
+#    only those systems.
 #    Systems (columns): stenographer = Debian's `stenoread` against the
 #    Stenographer server (HTTPS, then tcpdump -w); wiretape = `wiretape
 #    extract` on wiretape's store; wiretape_steno = the same `stenoread`
@@ -46,7 +48,7 @@ GB=2.2; CLIENTS=6000; PPS=40000; OUT=$ROOT/target/steno; KEEP=0
 while getopts "g:c:p:o:kh" o; do
   case $o in
     g) GB=$OPTARG ;; c) CLIENTS=$OPTARG ;; p) PPS=$OPTARG ;; o) OUT=$OPTARG ;; k) KEEP=1 ;;
-    *) sed -n '2,42p' "$0"; exit 2 ;;
+    *) sed -n '2,44p' "$0"; exit 2 ;;
   esac
 done
 [ "$(id -u)" = 0 ] || { echo "steno.sh: run as root (namespaces, AF_PACKET, drop_caches)" >&2; exit 1; }
@@ -145,7 +147,7 @@ mid0=$(( t0 + (t1 - t0) * 4 / 10 )); mid1=$(( t0 + (t1 - t0) * 6 / 10 ))
 rfc() { date -u -d "@$(( $1 / 1000000000 ))" +%Y-%m-%dT%H:%M:%SZ; }
 T0=$(rfc $mid0); T1=$(rfc $(( mid1 + 1000000000 )))
 RARE=$(truth "['rare_host']"); BUSY=$(truth "['busy_host']"); CONJ=$(truth "['conj_host']")
-KEYS=(rare busy port net udp_icmp conj time)
+read -r -a KEYS <<< "${KEYS:-rare busy port net udp_icmp conj time}"   # KEYS="rare conj": some
 declare -A SQ WQ WWIN LABEL
 LABEL[rare]="rare host: host $RARE";            SQ[rare]="host $RARE";                  WQ[rare]="host $RARE"
 LABEL[busy]="busy host: host $BUSY";            SQ[busy]="host $BUSY";                  WQ[busy]="host $BUSY"

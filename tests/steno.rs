@@ -664,20 +664,24 @@ fn stenoread_gets_the_same_frames_from_wiretape_as_from_stenographer() {
         .iter()
         .map(|f| certs.join(f).display().to_string())
         .collect();
-    let api = Api::start(&[
-        "-w",
-        store.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        &tls[0],
-        "--tls-key",
-        &tls[1],
-        "--client-ca",
-        &tls[2],
-        "--allow-client",
-        "analyst",
-    ]);
+    // `wiretape api` with mutual TLS, `analyst` allowed, on ARGS' stores.
+    let start_api = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend([
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &tls[0],
+            "--tls-key",
+            &tls[1],
+            "--client-ca",
+            &tls[2],
+            "--allow-client",
+            "analyst",
+        ]);
+        Api::start(&a)
+    };
+    let api = start_api(&["-w", store.to_str().unwrap()]);
     let port = api.url.rsplit(':').next().unwrap().to_string();
     let wt_conf_dir = t.path().join("stenoread-wiretape");
     let (code, out, e) = run_wiretape(
@@ -822,22 +826,7 @@ fn stenoread_gets_the_same_frames_from_wiretape_as_from_stenographer() {
         "timeline: {out}"
     );
     // wiretape's API over Stenographer's files (by the index in --index-dir).
-    let api_s = Api::start(&[
-        "-w",
-        sd,
-        "--index-dir",
-        ix,
-        "--listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        &tls[0],
-        "--tls-key",
-        &tls[1],
-        "--client-ca",
-        &tls[2],
-        "--allow-client",
-        "analyst",
-    ]);
+    let api_s = start_api(&["-w", sd, "--index-dir", ix]);
     let ws_cfg = t.path().join("stenoread-wiretape-on-steno.json");
     let mut wc = conf.clone();
     wc["Port"] = api_s

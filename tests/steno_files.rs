@@ -147,20 +147,19 @@ fn stenographer_stores_are_read_by_info_extract_index_and_left_unchanged() {
     // A filter (tcpdump's language and Stenographer's): tcpdump agrees.
     let want = expected(&all, d.path(), &["udp", "port", "10003"]);
     assert_eq!(want.len(), (0..240).filter(|s| s % 7 == 3).count());
-    let sel = d.path().join("sel.pcap");
-    let (code, _, err) = run_wiretape(
-        None,
-        &[
-            "extract",
-            root.to_str().unwrap(),
-            "--steno-query",
-            "port 10003",
-            "-w",
-            sel.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(tcpdump(&sel, &[]), want);
+    // `extract [FLAGS] STORE --steno-query 'port 10003'`: tcpdump's lines.
+    let port_10003 = |flags: &[&str]| {
+        let sel = d.path().join("sel.pcap");
+        let _ = std::fs::remove_file(&sel);
+        let mut a = vec!["extract"];
+        a.extend(flags);
+        a.extend([root.to_str().unwrap(), "--steno-query", "port 10003"]);
+        a.extend(["-w", sel.to_str().unwrap()]);
+        let (code, _, err) = run_wiretape(None, &a);
+        assert_eq!(code, 0, "{err}");
+        tcpdump(&sel, &[])
+    };
+    assert_eq!(port_10003(&[]), want);
     // index without --index-dir: refused, one line per file, nothing written.
     let (code, _, err) = run_wiretape(None, &["index", "-q", root.to_str().unwrap()]);
     assert_ne!(code, 0);
@@ -194,23 +193,8 @@ fn stenographer_stores_are_read_by_info_extract_index_and_left_unchanged() {
             p.display()
         );
     }
-    // extract by the index: the same frames, and blocks skipped.
-    let sel2 = d.path().join("sel2.pcap");
-    let (code, _, err) = run_wiretape(
-        None,
-        &[
-            "extract",
-            "--index-dir",
-            idx.to_str().unwrap(),
-            root.to_str().unwrap(),
-            "--steno-query",
-            "port 10003",
-            "-w",
-            sel2.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(tcpdump(&sel2, &[]), want);
+    // extract by the index: the same frames.
+    assert_eq!(port_10003(&["--index-dir", idx.to_str().unwrap()]), want);
     // A time window by the index: exactly the frames in it.
     let rfc = wiretape::timestamp::format_rfc3339;
     let (from, to) = (rfc(all[50].0), rfc(all[130].0));
@@ -232,6 +216,9 @@ fn stenographer_stores_are_read_by_info_extract_index_and_left_unchanged() {
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(tcpdump(&win, &[]), expected(&all[50..130], d.path(), &[]));
+    // Planned by the index: frames 50..130 lie in blocks 2-4 of the 6, and
+    // the file of blocks 5-6 (from frame 200) starts after the window.
+    assert!(err.contains("3 of 5 indexed blocks read"), "{err}");
     // repair refuses, one line per file, and changes nothing.
     let (code, _, err) = run_wiretape(None, &["repair", root.to_str().unwrap()]);
     assert_ne!(code, 0);

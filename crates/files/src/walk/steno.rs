@@ -260,38 +260,36 @@ impl<R: Read> Walker<R> {
 
 impl<R: Read + Seek> Walker<R> {
     /// [`Walker::seek_to`] in stenotype's file: `to` is a frame's header
-    /// (or a block's start); its block is read from there.
+    /// (or a block's start); its block is read from there. Into a block,
+    /// its descriptor is not read (a query's reads stay at its frames): the
+    /// block's frames go on along their next offsets to the last one (0),
+    /// each within the block's size.
     pub(super) fn seek_steno(&mut self, to: u64) -> Result<(), Stop> {
         let bs = match self.steno.block {
             Some(b) => b,
             None => self.probe_block_size()?,
         };
         let start = to - to % bs;
-        let r = &mut self.inner.inner;
-        let mut h = [0u8; HEADER_LEN];
         let io = |e| Stop::at(to, End::Io(e));
-        r.seek(SeekFrom::Start(start)).map_err(io)?;
+        self.inner.inner.seek(SeekFrom::Start(to)).map_err(io)?;
         self.inner.forget();
-        self.off = start;
-        let Some(h2) = self.read_header("block descriptor")? else {
-            return Err(Stop::at(start, End::Clean));
-        };
-        h.copy_from_slice(&h2);
-        let d = BlockDesc::decode(&h);
-        if let Err(why) = d.check(bs) {
-            return Err(steno(start, format!("bad block descriptor: {why}")));
+        self.off = to;
+        if to == start {
+            let Some(h) = self.read_header("block descriptor")? else {
+                return Err(Stop::at(start, End::Clean));
+            };
+            let d = BlockDesc::decode(&h);
+            if let Err(why) = d.check(bs) {
+                return Err(steno(start, format!("bad block descriptor: {why}")));
+            }
+            self.open_block(start, &d);
+            return Ok(());
         }
-        self.open_block(start, &d);
-        if to > start {
-            // Frames before `to` in the block are not counted: the chain of
-            // next offsets ends the block. Seek there, not read there.
-            self.steno.next = Some(to);
-            self.steno.left = u32::MAX;
-            let r = &mut self.inner.inner;
-            r.seek(SeekFrom::Start(to)).map_err(io)?;
-            self.inner.forget();
-            self.off = to;
-        }
+        let s = &mut self.steno;
+        s.start = start;
+        s.end = start + bs;
+        s.next = Some(to);
+        s.left = u32::MAX;
         Ok(())
     }
 
