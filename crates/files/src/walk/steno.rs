@@ -46,9 +46,9 @@ fn steno(at: u64, what: String) -> Stop {
 /// in use, means the `k - 1` descriptors between were not found (damage).
 fn stride(used: u64, seq0: u64, gap: u64, seq: u64) -> u64 {
     let k = seq.saturating_sub(seq0);
-    if k > 1 && gap % k == 0 {
+    if k > 1 && gap.is_multiple_of(k) {
         let s = gap / k;
-        if s % PAGE == 0 && s >= used {
+        if s.is_multiple_of(PAGE) && s >= used {
             return s;
         }
     }
