@@ -19,11 +19,16 @@
 #      rare host, busy host, a port, a net, 'udp or icmp', a conjunction
 #      (host and port), a time-bounded selective query (host, 20 % of the
 #      recording's time).
+#    KEYS="rare conj" asks only those; SYSTEMS="stenographer wiretape_steno"
+#    only those systems.
 #    Systems (columns): stenographer = Debian's `stenoread` against the
 #    Stenographer server (HTTPS, then tcpdump -w); wiretape = `wiretape
-#    extract` on wiretape's store. A system is a function `ask_<name> KEY`
-#    plus its name in SYSTEMS: a later column (e.g. `stenoread` against
-#    `wiretape api`'s Stenographer-compatible /query) is one more function.
+#    extract` on wiretape's store; wiretape_steno = the same `stenoread`
+#    against `wiretape api -w <Stenographer's directory>` (its /query, over
+#    stenotype's own files, by the index `wiretape index --index-dir` made
+#    of them beforehand: its size and build time go into the table's
+#    notes). A system is a function `ask_<name> KEY` plus its name in
+#    SYSTEMS.
 # 5. Per query and system: frames returned (capinfos), wall time, CPU
 #    (the client's processes, and the server's for a server), bytes read
 #    from disk (the client's cgroup io.stat rbytes plus the server's
@@ -33,7 +38,9 @@
 #
 # Root, the rig (RIG=DIR, default ../shared/rig), ~3x GB of free disk, and
 # the bench lock: run it as `flock /path/to/rig.lock benches/steno.sh`.
-# -k keeps the stores (DIR/stores) for more queries.
+# -k keeps the stores (DIR/stores) for more queries, and reuses them when
+# they are there (no new recording: Stenographer's server is started on its
+# store again, and the queries asked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -41,7 +48,7 @@ GB=2.2; CLIENTS=6000; PPS=40000; OUT=$ROOT/target/steno; KEEP=0
 while getopts "g:c:p:o:kh" o; do
   case $o in
     g) GB=$OPTARG ;; c) CLIENTS=$OPTARG ;; p) PPS=$OPTARG ;; o) OUT=$OPTARG ;; k) KEEP=1 ;;
-    *) sed -n '2,37p' "$0"; exit 2 ;;
+    *) sed -n '2,44p' "$0"; exit 2 ;;
   esac
 done
 [ "$(id -u)" = 0 ] || { echo "steno.sh: run as root (namespaces, AF_PACKET, drop_caches)" >&2; exit 1; }
@@ -66,11 +73,17 @@ if [ ! -s "$TRACE" ] || [ "$(cat "$TRACE.params" 2>/dev/null)" != "$want" ]; the
 fi
 truth() { python3 -c "import json;print(json.load(open('$TRACE.json'))$1)"; }
 
-# 2. Both record at once.
-rm -rf "$STORES"; mkdir -p "$STORES/wt"
+# 2. Both record at once (or, with -k, the stores of the last run).
 SDIR=$STORES/steno
+REUSE=0
+if [ "$KEEP" = 1 ] && [ -n "$(ls "$SDIR/thread0/packets" 2>/dev/null)" ] && ls "$STORES/wt"/*.pcap >/dev/null 2>&1; then
+  REUSE=1
+else
+  rm -rf "$STORES"; mkdir -p "$STORES/wt"
+fi
 cleanup() {
   [ -n "${WTPID:-}" ] && kill -INT "$WTPID" 2>/dev/null || true
+  [ -n "${APID:-}" ] && kill "$APID" 2>/dev/null || true
   ip netns exec pbcap "$RIG/steno.sh" down "$SDIR" >/dev/null 2>&1 || true
   for cg in /sys/fs/cgroup/wtsteno-$$-* /sys/fs/cgroup/*/wtsteno-$$-*; do [ -d "$cg" ] && rmdir "$cg" 2>/dev/null; done
   [ "$KEEP" = 1 ] || rm -rf "$STORES"
@@ -80,18 +93,53 @@ export FILEAGE=${FILEAGE:-10}
 ip netns exec pbcap "$RIG/steno.sh" up pb-cap "$SDIR" 18123 >/dev/null
 SCONF=$SDIR/config
 SPID=$(cat "$SDIR/server.pid")
-ip netns exec pbcap "$W" record -i pb-cap --engine packet -w "$STORES/wt" -q --rotate-size 1G \
-  --summary-json "$OUT/record.json" & WTPID=$!
-sleep 4
-t0=$(date +%s%N)
-ip netns exec pbgen tcpreplay -q -i pb-gen --pps="$PPS" "$TRACE" > "$OUT/tcpreplay.txt" 2>&1
-t1=$(date +%s%N)
 sent=$(truth "['frames']")
-echo "steno.sh: sent $sent frames in $(( (t1 - t0) / 1000000 )) ms"
-# 3. Stenographer indexes a file once stenotype rotates it (FILEAGE s) and
-# its server's next scan (up to ~30 s here).
-sleep $(( FILEAGE + 40 ))
-kill -INT "$WTPID"; wait "$WTPID" || true; WTPID=""
+if [ "$REUSE" = 0 ]; then
+  ip netns exec pbcap "$W" record -i pb-cap --engine packet -w "$STORES/wt" -q --rotate-size 1G \
+    --summary-json "$OUT/record.json" & WTPID=$!
+  sleep 4
+  t0=$(date +%s%N)
+  ip netns exec pbgen tcpreplay -q -i pb-gen --pps="$PPS" "$TRACE" > "$OUT/tcpreplay.txt" 2>&1
+  t1=$(date +%s%N)
+  echo "$t0 $t1" > "$OUT/send.times"
+  echo "steno.sh: sent $sent frames in $(( (t1 - t0) / 1000000 )) ms"
+  # 3. Stenographer indexes a file once stenotype rotates it (FILEAGE s) and
+  # its server's next scan (up to ~30 s here).
+  sleep $(( FILEAGE + 40 ))
+  kill -INT "$WTPID"; wait "$WTPID" || true; WTPID=""
+  sleep 2
+else
+  # The send's times (a run before send.times was kept: the recording's
+  # first and last frame), and Stenographer's server ready to answer.
+  if [ -s "$OUT/send.times" ]; then read -r t0 t1 < "$OUT/send.times"; else
+    read -r t0 t1 < <("$W" info --json "$STORES/wt" | python3 -c "
+import json, sys
+r = [json.loads(l) for l in sys.stdin]
+print(min(x['first_ns'] for x in r), max(x['last_ns'] for x in r))")
+  fi
+  want_rare=$(truth "['counts']['rare']")
+  for _ in $(seq 1 60); do
+    n=$(ip netns exec pbcap env STENOGRAPHER_CONFIG="$SCONF" stenoread "host $(truth "['rare_host']")" 2>/dev/null | wc -l || true)
+    [ "$n" -ge "$want_rare" ] && break
+    sleep 2
+  done
+  echo "steno.sh: reusing the stores of $OUT/stores (Stenographer answers: $n of $want_rare rare-host frames)"
+fi
+
+# wiretape's index of Stenographer's files, in a directory of its own, and
+# wiretape's API over them (Stenographer's /query, stenoread's config).
+SIDX=$OUT/steno-idx
+a=$(date +%s%N)
+"$W" index -q --index-dir "$SIDX" "$SDIR"
+b=$(date +%s%N)
+echo "$(du -sb "$SIDX" | cut -f1) $(( (b - a) / 1000000 ))" > "$OUT/steno-index.txt"
+WCERTS=$OUT/wtcerts; rm -rf "$WCERTS" "$OUT/wtclient"
+"$W" certs init "$WCERTS" --server-name 127.0.0.1 >/dev/null
+"$W" certs client "$WCERTS" analyst --stenographer "$OUT/wtclient" --port 18124 >/dev/null
+WSCONF=$OUT/wtclient/config
+ip netns exec pbcap "$W" api -q -w "$SDIR" --index-dir "$SIDX" --listen 127.0.0.1:18124 \
+  --tls-cert "$WCERTS/server.pem" --tls-key "$WCERTS/server.key" --client-ca "$WCERTS/ca.pem" \
+  --allow-client analyst 2> "$OUT/api.log" & APID=$!
 sleep 2
 
 # 4. The queries. KEY -> Stenographer's query, wiretape's filter, its window.
@@ -99,7 +147,7 @@ mid0=$(( t0 + (t1 - t0) * 4 / 10 )); mid1=$(( t0 + (t1 - t0) * 6 / 10 ))
 rfc() { date -u -d "@$(( $1 / 1000000000 ))" +%Y-%m-%dT%H:%M:%SZ; }
 T0=$(rfc $mid0); T1=$(rfc $(( mid1 + 1000000000 )))
 RARE=$(truth "['rare_host']"); BUSY=$(truth "['busy_host']"); CONJ=$(truth "['conj_host']")
-KEYS=(rare busy port net udp_icmp conj time)
+read -r -a KEYS <<< "${KEYS:-rare busy port net udp_icmp conj time}"   # KEYS="rare conj": some
 declare -A SQ WQ WWIN LABEL
 LABEL[rare]="rare host: host $RARE";            SQ[rare]="host $RARE";                  WQ[rare]="host $RARE"
 LABEL[busy]="busy host: host $BUSY";            SQ[busy]="host $BUSY";                  WQ[busy]="host $BUSY"
@@ -177,7 +225,10 @@ ask_wiretape() {
   measure "$W" extract "$STORES/wt" -w "$o" --json -q ${WWIN[$key]:-} ${WQ[$key]} > "$OUT/wiretape-$key.json"
   R_FRAMES=$(frames "$o"); R_WALL=$M_WALL; R_CPU=$M_CPU; R_SCPU=0; R_READ=$M_READ; R_SECT=$M_SECT
 }
-SYSTEMS=${SYSTEMS:-"stenographer wiretape"}
+# ask_wiretape_steno KEY: the same stenoread against wiretape's API over
+# Stenographer's files.
+ask_wiretape_steno() { ask_stenoread "$WSCONF" "$APID" "$1" wiretape_steno; }
+SYSTEMS=${SYSTEMS:-"stenographer wiretape wiretape_steno"}
 
 echo "query,system,frames,wall_s,cpu_s,server_cpu_s,read_bytes,disk_read_bytes" > "$OUT/steno.csv"
 for key in "${KEYS[@]}"; do
@@ -190,9 +241,9 @@ for key in "${KEYS[@]}"; do
 done
 
 # 5. The table.
-python3 - "$OUT" "$TRACE.json" "$OUT/record.json" "$STORES" <<'PY' > "$OUT/steno.md"
+python3 - "$OUT" "$TRACE.json" "$OUT/record.json" "$STORES" "$OUT/steno-index.txt" <<'PY' > "$OUT/steno.md"
 import csv, json, os, sys
-out, tj, rj, stores = sys.argv[1:5]
+out, tj, rj, stores, sidx = sys.argv[1:6]
 t = json.load(open(tj)); c = t["counts"]
 rows = list(csv.DictReader(open(f"{out}/steno.csv")))
 systems = []
@@ -216,6 +267,11 @@ print(f"Trace: {t['frames']:,} frames, {t['bytes'] / 1e9:.2f} GB, {t['hosts']:,}
       f"(benches/steno_gen.py); sent by tcpreplay at a fixed rate, recorded by both at once.\n")
 if os.path.isdir(stores):
     print(f"Stores: stenographer {h(size(stores + '/steno'))}, wiretape {h(size(stores + '/wt'))}.\n")
+if os.path.exists(sidx):
+    b, ms = open(sidx).read().split()
+    print(f"wiretape_steno: `wiretape api` over Stenographer's files, by wiretape's index of them "
+          f"(`wiretape index --index-dir`: {h(b)}, built in {int(ms) / 1000:.1f} s before the "
+          f"queries; Stenographer's leveldb index is not read).\n")
 hdr = "| query (frames sent) | " + " | ".join(f"{s}: frames, wall, CPU, read" for s in systems) + " |"
 print(hdr)
 print("|" + "---|" * (1 + len(systems)))

@@ -34,11 +34,15 @@
 //! About 45 s, a third of it waiting for stenotype to rotate its files and
 //! its server to pick them up.
 //!
-//! When stenotype's files become inputs (issue 36, item 4), a third server
-//! joins: `wiretape api -w <Stenographer's thread directory>` with its own
-//! copy of the client config; its answers must equal Stenographer's byte
-//! for byte (the same copies, tags and all) for every query without time
-//! bounds, and `reference(.., &s_all)` exactly with them.
+//! Stenographer's own files as inputs (issue 36, item 4): `info`, `extract`
+//! and `timeline` (after `index --index-dir`) over Stenographer's directory
+//! agree frame for frame with tcpdump reading Stenographer's own export of
+//! all frames, and with the frames sent; a third server, `wiretape api -w
+//! <Stenographer's directory> --index-dir DIR`, answers every query through
+//! the same unchanged `stenoread` with Stenographer's frames (the same
+//! copies, tags and all) as multisets without time bounds, and exactly the
+//! frames of the bounds with them; nothing is written in Stenographer's
+//! directories.
 
 mod common;
 
@@ -414,6 +418,8 @@ struct Asker<'a> {
 enum Side {
     Wiretape,
     Steno,
+    /// wiretape's API over Stenographer's files.
+    WiretapeOnSteno,
 }
 
 impl Asker<'_> {
@@ -421,7 +427,7 @@ impl Asker<'_> {
         let mut c = match side {
             // Stenographer listens inside the namespace.
             Side::Steno => self.tb.command("env"),
-            Side::Wiretape => Command::new("env"),
+            Side::Wiretape | Side::WiretapeOnSteno => Command::new("env"),
         };
         c.arg(format!("STENOGRAPHER_CONFIG={}", cfg.display()))
             .arg(program);
@@ -499,6 +505,41 @@ fn frames_in_bytes(frames: &[Record], limit: i64) -> usize {
             left <= 0
         })
         .map_or(frames.len(), |i| i + 1)
+}
+
+/// Every file under `d`.
+fn walk(d: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            v.extend(walk(&p));
+        } else {
+            v.push(p);
+        }
+    }
+    v
+}
+
+/// tcpdump's reading of a pcap, one line per frame (µs stamp, headers,
+/// bytes in hex), sorted: frame for frame, in any order.
+fn tcpdump_lines(p: &Path) -> Vec<String> {
+    let o = Command::new("tcpdump")
+        .args(["-nn", "-tt", "-x", "-r"])
+        .arg(p)
+        .output()
+        .expect("tcpdump");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut frames: Vec<String> = Vec::new();
+    for l in String::from_utf8_lossy(&o.stdout).lines() {
+        if l.starts_with('\t') {
+            frames.last_mut().unwrap().push_str(l.trim());
+        } else {
+            frames.push(l.to_string());
+        }
+    }
+    frames.sort();
+    frames
 }
 
 fn rfc3339(ns: u64) -> String {
@@ -623,20 +664,24 @@ fn stenoread_gets_the_same_frames_from_wiretape_as_from_stenographer() {
         .iter()
         .map(|f| certs.join(f).display().to_string())
         .collect();
-    let api = Api::start(&[
-        "-w",
-        store.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        &tls[0],
-        "--tls-key",
-        &tls[1],
-        "--client-ca",
-        &tls[2],
-        "--allow-client",
-        "analyst",
-    ]);
+    // `wiretape api` with mutual TLS, `analyst` allowed, on ARGS' stores.
+    let start_api = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend([
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            &tls[0],
+            "--tls-key",
+            &tls[1],
+            "--client-ca",
+            &tls[2],
+            "--allow-client",
+            "analyst",
+        ]);
+        Api::start(&a)
+    };
+    let api = start_api(&["-w", store.to_str().unwrap()]);
     let port = api.url.rsplit(':').next().unwrap().to_string();
     let wt_conf_dir = t.path().join("stenoread-wiretape");
     let (code, out, e) = run_wiretape(
@@ -713,6 +758,86 @@ fn stenoread_gets_the_same_frames_from_wiretape_as_from_stenographer() {
         multiset(&w_stripped),
         "Stenographer's frames are wiretape's, the outermost 802.1Q/802.1ad tag taken off"
     );
+
+    // ---- Stenographer's files as inputs ----
+    let sd = steno_dir.to_str().unwrap();
+    let steno_files = |d: &Path| -> Vec<(PathBuf, u64)> {
+        let mut v: Vec<(PathBuf, u64)> = walk(d)
+            .into_iter()
+            // Not the dot-file stenotype writes: it grows, and is renamed.
+            .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+            .map(|p| (p.clone(), p.metadata().map_or(0, |m| m.len())))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = steno_files(&steno_dir.join("thread0/packets"));
+    // Stenographer's export of all its frames, as tcpdump reads it.
+    let export = t.path().join("answers/export.pcap");
+    let o = ask
+        .command(Side::Steno, "stenoread", &steno_cfg)
+        .arg(all_q)
+        .arg("-w")
+        .arg(&export)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let exported = tcpdump_lines(&export);
+    assert_eq!(exported.len() as u64, sent);
+    // info over the directory: every frame.
+    let (code, out, e) = run_wiretape(None, &["info", "--json", sd]);
+    assert_eq!(code, 0, "{e}");
+    let n: u64 = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["packets"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(n, sent, "info over Stenographer's directory");
+    // extract: the same frames as Stenographer's export (tcpdump's lines,
+    // µs stamps and bytes), and as those sent.
+    let all_pcap = t.path().join("steno-all.pcap");
+    let (code, _, e) = run_wiretape(None, &["extract", sd, "-w", all_pcap.to_str().unwrap()]);
+    assert_eq!(code, 0, "{e}");
+    assert_eq!(
+        tcpdump_lines(&all_pcap),
+        exported,
+        "extract against Stenographer's export"
+    );
+    let sn_all = read_all(&all_pcap);
+    assert_eq!(
+        multiset(&sn_all),
+        multiset(&w_stripped),
+        "extract against the frames sent"
+    );
+    // index --index-dir, then timeline by it: every frame counted.
+    let idx = t.path().join("steno-idx");
+    let ix = idx.to_str().unwrap();
+    let (code, _, e) = run_wiretape(None, &["index", "-q", "--index-dir", ix, sd]);
+    assert_eq!(code, 0, "{e}");
+    let (code, out, e) = run_wiretape(None, &["timeline", "--json", "--index-dir", ix, sd]);
+    assert_eq!(code, 0, "{e}");
+    let tl: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        tl["totals"]["frames"].as_u64(),
+        Some(sent),
+        "timeline: {out}"
+    );
+    // wiretape's API over Stenographer's files (by the index in --index-dir).
+    let api_s = start_api(&["-w", sd, "--index-dir", ix]);
+    let ws_cfg = t.path().join("stenoread-wiretape-on-steno.json");
+    let mut wc = conf.clone();
+    wc["Port"] = api_s
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        .into();
+    std::fs::write(&ws_cfg, serde_json::to_vec(&wc).unwrap()).unwrap();
 
     // Bounds between the bursts, and on a frame's own nanosecond.
     let mut stamps: Vec<u64> = w_all.iter().map(|r| r.ts_ns).collect();
@@ -793,6 +918,22 @@ fn stenoread_gets_the_same_frames_from_wiretape_as_from_stenographer() {
         let w = ask.stenoread(Side::Wiretape, &wt_cfg, &[], q);
         let s = ask.stenoread(Side::Steno, &steno_cfg, &[], q);
         let w_ref = reference(&parsed, &w_all);
+        // wiretape over Stenographer's files: exactly the frames of that
+        // store the query selects (to the ns); without bounds, byte for
+        // byte Stenographer's own answer.
+        let ws = ask.stenoread(Side::WiretapeOnSteno, &ws_cfg, &[], q);
+        assert_eq!(
+            multiset(&ws),
+            multiset(&reference(&parsed, &sn_all)),
+            "{q}: wiretape over Stenographer's files against the reference"
+        );
+        if !*timed {
+            assert_eq!(
+                multiset(&ws),
+                multiset(&s),
+                "{q}: wiretape over Stenographer's files against Stenographer"
+            );
+        }
         // wiretape: exactly the frames of its store the query selects (to
         // the nanosecond for time bounds: frames of the reference come
         // with ns stamps, and nothing else is there).
@@ -838,6 +979,17 @@ fn stenoread_gets_the_same_frames_from_wiretape_as_from_stenographer() {
         }
     }
     assert!(untimed_same >= 30);
+    // Nothing of wiretape's in Stenographer's packets directory: its files
+    // as they were (stenotype may have added files of its own since).
+    let after = steno_files(&steno_dir.join("thread0/packets"));
+    for f in &before {
+        assert!(after.contains(f), "{} changed", f.0.display());
+    }
+    assert!(after.iter().all(|(p, _)| p
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(wiretape::files::steno::is_file_name)));
+    drop(api_s);
 
     // Limits, as Stenographer counts them.
     let udp = steno::parse("udp", 0).unwrap();

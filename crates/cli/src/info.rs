@@ -47,6 +47,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                 let res = if i.nanos { "ns" } else { "us" };
                 let fmt = match i.format {
                     Some(Format::PcapNg) => "pcapng",
+                    Some(Format::Steno) => "stenotype (TPACKET_V3 blocks)",
                     _ => "pcap",
                 };
                 // The sidecar index: its totals, and whether they agree

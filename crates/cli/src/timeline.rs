@@ -190,7 +190,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                 String::new()
             } else {
                 format!(
-                    "; {} file(s) without .idx not counted (`wiretape index` makes them)",
+                    "; {} file(s) without .idx not counted (`wiretape index` makes them; for Stenographer's files `wiretape index --index-dir DIR`, then --index-dir DIR here)",
                     tl.files_without_index.len()
                 )
             }

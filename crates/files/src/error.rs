@@ -89,6 +89,28 @@ pub enum StorageError {
     /// panicked. The text says what went wrong.
     #[error("internal error: {0}")]
     Internal(&'static str),
+    /// Stenographer's file (stenotype's blocks, read and never changed) holds
+    /// at `offset` what is not its block or frame, or ends inside one: the
+    /// frames before it are read.
+    #[error("{path}: {what}, at byte {offset} (file is {len} bytes): the frames before it are read; wiretape never changes Stenographer's files")]
+    Steno {
+        /// The file read.
+        path: PathBuf,
+        /// Where the damage starts (where the last whole frame ends, or
+        /// the bad block or frame starts).
+        offset: u64,
+        /// Length of the file in bytes.
+        len: u64,
+        /// What is wrong, in words for the user.
+        what: String,
+    },
+    /// A file that is Stenographer's, which a command would change (repair,
+    /// or an index written beside it).
+    #[error("{path}: Stenographer's packet file (stenotype's TPACKET_V3 blocks): wiretape reads it but never changes it, nor writes beside it (`wiretape index --index-dir DIR` puts its indexes in DIR)")]
+    NotOurs {
+        /// The file.
+        path: PathBuf,
+    },
     /// Bytes where a record should be are not one (and are not a torn tail);
     /// also an index with a bad magic, and a record too large for a block.
     #[error("{path}: corrupt record at byte {offset}: {why}")]

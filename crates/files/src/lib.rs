@@ -9,7 +9,8 @@
 //!   ([`pcapng`]: blocks, interfaces), compression at rest ([`compress`]:
 //!   one LZ4 frame or zstd frames, a unit per block), the sidecar index
 //!   ([`index`], `.idx`) and the exact key index ([`keys`], `.kdx`,
-//!   encoder and reader), and the files' names ([`naming`]).
+//!   encoder and reader), and the files' names ([`naming`]); Stenographer's
+//!   packet files are read too ([`steno`]: stenotype's TPACKET_V3 blocks).
 //! - Reading: one record walker ([`walk`]) under the [`PcapReader`], the
 //!   file summary ([`FileInfo`]), repair's scan and the index rebuild;
 //!   [`zread`] reads compressed files a unit at a time; [`ramp`] reads a
@@ -39,6 +40,7 @@ pub mod pcap;
 pub mod pcapng;
 pub mod ramp;
 pub mod reader;
+pub mod steno;
 pub mod walk;
 pub mod zread;
 

@@ -159,8 +159,23 @@ fn compact_ns(ts: &str) -> Option<u64> {
 
 /// Files named like ours ([`parse_any`]: any prefix, or only `prefix`'s
 /// when given) in `dir`, regular files only, oldest first (by the start in
-/// the name, then the path). Err: `dir` cannot be read.
+/// the name, then the path). Without a prefix, a Stenographer store in `dir`
+/// counts too ([`crate::steno::layout`]: a thread directory, its parent, a
+/// packets directory): stenotype's files after ours, packets directory by
+/// packets directory, each oldest first. Err: `dir` cannot be read.
 pub fn list_any(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> {
+    let mut v = list_ours(dir, prefix)?;
+    if prefix.is_none() {
+        if let crate::steno::Layout::Packets(dirs) = crate::steno::layout(dir) {
+            for d in dirs {
+                v.extend(crate::steno::list(&d)?);
+            }
+        }
+    }
+    Ok(v)
+}
+
+fn list_ours(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> {
     let mut v: Vec<(String, PathBuf)> = Vec::new();
     for e in std::fs::read_dir(dir)? {
         let e = e?;
@@ -181,26 +196,70 @@ pub fn list_any(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf
     Ok(v.into_iter().map(|(_, p)| p).collect())
 }
 
-/// The sidecar index of a capture file: `<file>.idx`.
-pub fn index_path(capture: &Path) -> PathBuf {
-    let mut p = capture.as_os_str().to_owned();
-    p.push(".idx");
+/// Where the sidecars of Stenographer's files go (`--index-dir`): never
+/// beside them, in Stenographer's directories.
+static STENO_SIDECARS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Puts the sidecars of Stenographer's files ([`crate::steno`]) under
+/// `dir` for the rest of the process: a file's sidecars are
+/// `<dir>/<its absolute path>.idx` (and `.kdx`, `.sessions.parquet`).
+/// Err: it was set to another directory already.
+pub fn set_steno_sidecar_dir(dir: &Path) -> Result<(), PathBuf> {
+    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+    let now = STENO_SIDECARS.get_or_init(|| abs.clone());
+    if *now == abs {
+        Ok(())
+    } else {
+        Err(now.clone())
+    }
+}
+
+/// Where Stenographer's files' sidecars go, if set
+/// ([`set_steno_sidecar_dir`]).
+pub fn steno_sidecar_dir() -> Option<&'static Path> {
+    STENO_SIDECARS.get().map(PathBuf::as_path)
+}
+
+/// The path a capture's sidecars are named after (before their suffix):
+/// the capture itself, or for one of Stenographer's files with a sidecar
+/// directory set, its absolute path under that directory.
+fn sidecar_base(capture: &Path) -> PathBuf {
+    let steno = capture
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(crate::steno::is_file_name);
+    match steno_sidecar_dir() {
+        Some(d) if steno => {
+            let abs = std::fs::canonicalize(capture)
+                .or_else(|_| std::path::absolute(capture))
+                .unwrap_or_else(|_| capture.to_owned());
+            d.join(abs.strip_prefix("/").unwrap_or(&abs))
+        }
+        _ => capture.to_owned(),
+    }
+}
+
+fn with_suffix(capture: &Path, suffix: &str) -> PathBuf {
+    let mut p = sidecar_base(capture).into_os_string();
+    p.push(suffix);
     PathBuf::from(p)
+}
+
+/// The sidecar index of a capture file: `<file>.idx` (Stenographer's files:
+/// see [`set_steno_sidecar_dir`]).
+pub fn index_path(capture: &Path) -> PathBuf {
+    with_suffix(capture, ".idx")
 }
 
 /// The key index of a capture file: `<file>.kdx` ([`crate::keys`]).
 pub fn keys_path(capture: &Path) -> PathBuf {
-    let mut p = capture.as_os_str().to_owned();
-    p.push(".kdx");
-    PathBuf::from(p)
+    with_suffix(capture, ".kdx")
 }
 
 /// The session table of a capture file: `<file>.sessions.parquet`
 /// (`wiretape_storage::sessions`).
 pub fn sessions_path(capture: &Path) -> PathBuf {
-    let mut p = capture.as_os_str().to_owned();
-    p.push(".sessions.parquet");
-    PathBuf::from(p)
+    with_suffix(capture, ".sessions.parquet")
 }
 
 /// Bytes of a capture file's sidecars (its `.idx`, `.kdx` and

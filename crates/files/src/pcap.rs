@@ -19,6 +19,10 @@ pub enum Format {
     PcapUs,
     /// pcapng: SHB, one IDB (if_name, if_tsresol 9), EPBs.
     PcapNg,
+    /// Stenographer's packet files (stenotype's TPACKET_V3 blocks,
+    /// [`crate::steno`]): read, never written. A writer never gets it
+    /// (`--format` does not name it).
+    Steno,
 }
 
 impl Format {
@@ -28,6 +32,7 @@ impl Format {
         match self {
             Format::PcapNs | Format::PcapUs => RECORD_HEADER_LEN + caplen,
             Format::PcapNg => crate::pcapng::EPB_OVERHEAD + crate::pcapng::pad4(caplen),
+            Format::Steno => crate::steno::HEADER_LEN + caplen,
         }
     }
 
@@ -39,7 +44,8 @@ impl Format {
             h.encode().to_vec()
         };
         match self {
-            Format::PcapNs => pcap(true),
+            // Never written: a writer asked for it writes pcap (ns).
+            Format::PcapNs | Format::Steno => pcap(true),
             Format::PcapUs => pcap(false),
             Format::PcapNg => crate::pcapng::file_header(snaplen, ifname, linktype),
         }
@@ -50,6 +56,8 @@ impl Format {
         match self {
             Format::PcapNs | Format::PcapUs => "pcap",
             Format::PcapNg => "pcapng",
+            // Never written; stenotype's own files have no extension.
+            Format::Steno => "",
         }
     }
 

@@ -32,6 +32,8 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
 use wiretape_filter::linktype;
 
+mod steno;
+
 /// One record as the walker found it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Meta {
@@ -131,6 +133,9 @@ pub enum Why {
         /// Nothing follows the block in the stream.
         last: bool,
     },
+    /// stenotype's file: bytes that are not its block or frame (or a file
+    /// cut short inside one), in words for the user.
+    Steno(String),
     /// A well framed pcapng block of `total` bytes whose content is wrong.
     Content {
         /// The block's total length in bytes.
@@ -224,6 +229,12 @@ impl Stop {
                 ),
                 // The reader has always named the end of such a block.
                 Why::Content { total, what } => corrupt(offset + *total as u64, what.clone()),
+                Why::Steno(what) => StorageError::Steno {
+                    path: path.to_owned(),
+                    offset,
+                    len,
+                    what: what.clone(),
+                },
             },
         })
     }
@@ -270,6 +281,8 @@ pub struct Walker<R> {
     /// pcap: caplen and orig_len are swapped in the record headers
     /// (versions before 2.3: always; 2.3: where caplen > orig_len).
     swapped_lengths: Lengths,
+    /// stenotype's file: where the walk is in it.
+    steno: steno::StenoPos,
     stop: Option<Stop>,
 }
 
@@ -302,6 +315,7 @@ impl<R: Read> Walker<R> {
             snapshot: MAX_SNAPLEN,
             max_caplen: MAX_SNAPLEN,
             swapped_lengths: Lengths::NotSwapped,
+            steno: Default::default(),
             stop: None,
         };
         if let Err(s) = w.read_head() {
@@ -390,6 +404,7 @@ impl<R: Read> Walker<R> {
         }
         let r = match self.format {
             Some(Format::PcapNg) => self.step_ng(data),
+            Some(Format::Steno) => self.step_steno(data).map_err(steno_cut),
             Some(_) => self.step_pcap(data),
             None => unreachable!("no format means the header failed, and the walk stopped"),
         };
@@ -457,6 +472,12 @@ impl<R: Read> Walker<R> {
                     return Ok(());
                 }
             }
+        }
+        if n == 4
+            && h[..4] == [2, 0, 0, 0]
+            && self.read_steno_head([2, 0, 0, 0]).map_err(steno_cut)?
+        {
+            return Ok(());
         }
         if n < 4 {
             // Cut short in its magic, or not a capture at all.
@@ -838,6 +859,13 @@ impl<R: Read + Seek> Walker<R> {
             return;
         }
         self.stop = None;
+        if self.format == Some(Format::Steno) {
+            if let Err(s) = self.seek_steno(to).map_err(steno_cut) {
+                self.stop = Some(s);
+            }
+            self.resumed = true;
+            return;
+        }
         match self.inner.inner.seek(SeekFrom::Start(to)) {
             Ok(_) => {
                 self.inner.forget();
@@ -848,6 +876,17 @@ impl<R: Read + Seek> Walker<R> {
             Err(e) => self.stop = Some(Stop::at(self.off, End::Io(e))),
         }
     }
+}
+
+/// stenotype's file cut short: one line that says so, not repair's (which
+/// never touches Stenographer's files).
+fn steno_cut(mut s: Stop) -> Stop {
+    if let End::Torn { what, .. } = s.end {
+        s.end = End::Corrupt(Why::Steno(format!(
+            "the file ends inside a {what} (a file cut short, or one stenotype still writes)"
+        )));
+    }
+    s
 }
 
 /// Whether `b`, shorter than a magic number, could be the start of a
@@ -861,6 +900,7 @@ pub(crate) fn could_start_a_capture(b: &[u8]) -> bool {
         MAGIC_US.swap_bytes(),
         MAGIC_NS.swap_bytes(),
         pcapng::SHB,
+        crate::steno::TPACKET_V3,
         crate::compress::LZ4_MAGIC,
         crate::compress::ZSTD_MAGIC,
     ];

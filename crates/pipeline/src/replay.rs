@@ -142,11 +142,13 @@ impl RecordSource for FileSource {
         self.error.as_ref().map(|e| e.to_string())
     }
 
-    /// Plain pcap (ns or µs, either byte order) is read in place; pcapng
-    /// and compressed files through `next`/`fill`.
+    /// Plain pcap (ns or µs, either byte order) is read in place; pcapng,
+    /// Stenographer's files and compressed files through `next`/`fill`.
     fn pcap_in_place(&mut self) -> Option<PcapInPlace> {
         // (Versions before 2.4 may swap caplen and orig_len: read through.)
-        if self.reader.format() == Format::PcapNg || !self.reader.lengths_as_written() {
+        if matches!(self.reader.format(), Format::PcapNg | Format::Steno)
+            || !self.reader.lengths_as_written()
+        {
             return None;
         }
         // The file already opened (and its header checked), not its path

@@ -618,6 +618,7 @@ impl RunSummary {
                 Format::PcapNs => "pcap-ns",
                 Format::PcapUs => "pcap-us",
                 Format::PcapNg => "pcapng",
+                Format::Steno => "steno",
             },
             compress: storage.compress.as_ref().map(CompressSummary::from),
             retention: RetentionSummary {

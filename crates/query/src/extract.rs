@@ -357,6 +357,11 @@ pub(crate) fn plan_files(
         .enumerate()
         .map(|(i, path)| match names[i] {
             Some((_, start)) => ours(path, start, next_start[i]),
+            // Stenographer's file with a sidecar index of ours (in
+            // `--index-dir`): planned by it like ours; no start in its name
+            // (stenotype names a file by when it opened it, which frames
+            // of its first block may predate).
+            None if steno_indexed(&path) => ours(path, 0, None),
             None => {
                 let index = if index::path_for(&path).exists() {
                     IndexUse::Ignored
@@ -368,6 +373,17 @@ pub(crate) fn plan_files(
         })
         .collect();
     Ok(Plan { files, window })
+}
+
+/// Whether `path` is one of Stenographer's files with a sidecar index
+/// (`wiretape index --index-dir`).
+fn steno_indexed(path: &Path) -> bool {
+    naming::steno_sidecar_dir().is_some()
+        && path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(wiretape_files::steno::is_file_name)
+        && index::path_for(path).exists()
 }
 
 /// A file read from start to end.

@@ -194,23 +194,26 @@ pub fn rebuild(
         Default::default();
     for (i, (f, why)) in todo.iter().enumerate() {
         let len = std::fs::metadata(f).map_or(0, |m| m.len());
-        let res = wiretape_storage::index::rebuild_with(f, DEFAULT_BLOCK_SIZE as u64, &mut |at| {
-            progress(i + 1, at)
-        })
-        .and_then(|n| {
-            let key = series(f);
-            let mut t = key
-                .as_ref()
-                .and_then(|k| carry.remove(k))
-                .filter(|(p, _)| prev.get(f) == Some(p))
-                .map(|(_, t)| t)
-                .unwrap_or_default();
-            wiretape_storage::sessions::rebuild(f, &mut t)?;
-            if let Some(k) = key {
-                carry.insert(k, (f.clone(), t));
-            }
-            Ok(n)
-        });
+        let res = steno_sidecars(f)
+            .and_then(|()| {
+                wiretape_storage::index::rebuild_with(f, DEFAULT_BLOCK_SIZE as u64, &mut |at| {
+                    progress(i + 1, at)
+                })
+            })
+            .and_then(|n| {
+                let key = series(f);
+                let mut t = key
+                    .as_ref()
+                    .and_then(|k| carry.remove(k))
+                    .filter(|(p, _)| prev.get(f) == Some(p))
+                    .map(|(_, t)| t)
+                    .unwrap_or_default();
+                wiretape_storage::sessions::rebuild(f, &mut t)?;
+                if let Some(k) = key {
+                    carry.insert(k, (f.clone(), t));
+                }
+                Ok(n)
+            });
         r.bytes += len;
         match res {
             Ok(n) => {
@@ -232,6 +235,20 @@ pub fn rebuild(
         }
     }
     r
+}
+
+/// Stenographer's file `f`: its sidecars go to the sidecar directory
+/// (`--index-dir`; its directories made), never beside it. Err: none set.
+fn steno_sidecars(f: &Path) -> Result<(), StorageError> {
+    if !wiretape_files::steno::is_steno_file(f) {
+        return Ok(());
+    }
+    if naming::steno_sidecar_dir().is_none() {
+        return Err(StorageError::NotOurs { path: f.to_owned() });
+    }
+    let idx = naming::index_path(f);
+    let dir = idx.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| StorageError::from_write(dir, e))
 }
 
 /// The host name (`/proc/sys/kernel/hostname`), the default node name.

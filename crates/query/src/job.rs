@@ -447,6 +447,7 @@ pub fn format_name(format: Format) -> &'static str {
         Format::PcapNs => "pcap-ns",
         Format::PcapUs => "pcap-us",
         Format::PcapNg => "pcapng",
+        Format::Steno => "steno",
     }
 }
 

@@ -141,7 +141,9 @@ fn refuse(path: &Path, offset: u64, why: &Why) -> StorageError {
         Why::Trailer { total, trailer, .. } => format!(
             "block length {total} but trailing length {trailer}, data after it: refusing to cut"
         ),
-        Why::Content { what, .. } => format!("{what}: not a torn tail, refusing to cut"),
+        Why::Content { what, .. } | Why::Steno(what) => {
+            format!("{what}: not a torn tail, refusing to cut")
+        }
         Why::Version { major, minor } => {
             format!("pcap version {major}.{minor}: not a file libpcap reads, refusing to cut")
         }
@@ -177,6 +179,13 @@ pub fn repair(path: &Path) -> Result<Repaired, StorageError> {
     };
     let f = File::open(path).map_err(rd)?;
     let len = f.metadata().map_err(rd)?.len();
+    // Stenographer's file: read, never cut (stenotype may still write it,
+    // and its server's index points into it).
+    if wiretape_files::steno::starts_like(path) {
+        return Err(StorageError::NotOurs {
+            path: path.to_owned(),
+        });
+    }
     if wiretape_files::is_being_written(&f) && !released_by_the_dead(&f) {
         return Ok(Repaired {
             len_before: len,

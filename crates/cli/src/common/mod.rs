@@ -133,10 +133,17 @@ pub(crate) fn captures(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             let files = wiretape::files::naming::list_any(p, None)
                 .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", p.display()))?;
             if files.is_empty() {
-                eprintln!(
-                    "wiretape: note: {}: no capture files named like wiretape's in it",
-                    p.display()
-                );
+                match wiretape::files::steno::layout(p) {
+                    wiretape::files::steno::Layout::Packets(d) => eprintln!(
+                        "wiretape: note: {}: a Stenographer store without packet files yet ({} empty: stenotype writes its first file when its first block fills)",
+                        p.display(),
+                        d.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+                    ),
+                    wiretape::files::steno::Layout::None => eprintln!(
+                        "wiretape: note: {}: no capture files named like wiretape's in it",
+                        p.display()
+                    ),
+                }
             }
             out.extend(files);
         } else {
