@@ -511,12 +511,15 @@ fn certs(dir: &Path) -> Vec<String> {
     ]
 }
 
-/// A sensor over `store` with mutual TLS (the certificates of `certs`).
-fn sensor(store: &Path, certs: &Path) -> Api {
+/// A sensor `node` over `store` with mutual TLS (the certificates of
+/// `certs`).
+fn sensor(store: &Path, certs: &Path, node: &str) -> Api {
     let c = |f: &str| certs.join(f).to_str().unwrap().to_string();
     Api::start(&[
         "-w",
         store.to_str().unwrap(),
+        "--node",
+        node,
         "--listen",
         "127.0.0.1:0",
         "--tls-cert",
@@ -641,7 +644,7 @@ fn sessions_from_sensors_as_parquet_and_their_frames_by_session_where() {
     let cd = tmp.path().join("certs");
     let cargs = certs(&cd);
     let ca: Vec<&str> = cargs.iter().map(String::as_str).collect();
-    let (a1, a2) = (sensor(&s1, &cd), sensor(&s2, &cd));
+    let (a1, a2) = (sensor(&s1, &cd, "sensor1"), sensor(&s2, &cd, "sensor2"));
     let (d1, d2) = (s1.to_str().unwrap(), s2.to_str().unwrap());
 
     // /v1/sessions answers the rows of `sessions --json`, with `where`.
@@ -729,6 +732,47 @@ fn sessions_from_sensors_as_parquet_and_their_frames_by_session_where() {
         serde_json::json!([[4]]),
         "2 rows (spanning 2 files) per sensor"
     );
+
+    // index --parquet gathers the fleet's session tables too: one file in
+    // sessions/ beside the block index, a node column first.
+    let idx = tmp.path().join("idx").join("fleet.parquet");
+    std::fs::create_dir(tmp.path().join("idx")).unwrap();
+    let mut args = vec!["index", "-q", "--parquet", idx.to_str().unwrap(), d1];
+    args.extend([a2.url.as_str()]);
+    args.extend(&ca);
+    let (code, _, e) = run_wiretape(None, &args);
+    assert_eq!(code, 0, "{e}");
+    let fleet = tmp
+        .path()
+        .join("idx")
+        .join("sessions")
+        .join("fleet.parquet");
+    let mut want_cols = cols(&one_table).as_array().unwrap().clone();
+    want_cols.insert(0, serde_json::json!(["node", "VARCHAR"]));
+    assert_eq!(cols(&fleet), Value::from(want_cols));
+    let host = wiretape::query::fleet::hostname();
+    let got = duck(
+        &fleet,
+        "select node, session_id, file from T order by node, first_ns, session_id, file",
+    );
+    let mut want: Vec<Value> = sessions_json(&[d1])
+        .iter()
+        .map(|r| serde_json::json!([host, r["session_id"], r["file"]]))
+        .collect();
+    want.extend(
+        sessions_json(&[d2])
+            .iter()
+            .map(|r| serde_json::json!(["sensor2", r["session_id"], r["file"]])),
+    );
+    want.sort_by_key(|v| v[0].as_str().unwrap().to_string());
+    assert_eq!(
+        got,
+        Value::from(want),
+        "the fleet's sessions, each under its node"
+    );
+    // The block index's glob does not take the sessions.
+    let n = duck(&idx, "select count(distinct node) from T");
+    assert_eq!(n, serde_json::json!([[2]]));
 
     // extract --session-where: exactly the frames of the chosen
     // connections, against tcpdump with their 5-tuples.

@@ -114,7 +114,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         let query = sessions_query(&window, a.filter.as_deref());
         for r in &remotes {
             match remote_rows(c, r, &query) {
-                Ok(rows) => l.rows.extend(rows),
+                Ok((_, rows)) => l.rows.extend(rows),
                 Err(e) => {
                     failed += 1;
                     eprintln!("wiretape: error: sensor {}: {e}", r.url);
@@ -203,7 +203,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
 }
 
 /// The query string of `/v1/sessions`: the window (absolute) and `where`.
-fn sessions_query(window: &Window, wher: Option<&str>) -> String {
+pub(crate) fn sessions_query(window: &Window, wher: Option<&str>) -> String {
     let q = remote::query_string(window, None, false);
     match wher {
         Some(w) => remote::with_param(&q, "where", w),
@@ -211,13 +211,13 @@ fn sessions_query(window: &Window, wher: Option<&str>) -> String {
     }
 }
 
-/// A sensor's rows (`/v1/sessions`), with a note when its tables are
-/// incomplete.
-fn remote_rows(
+/// A sensor's node name and rows (`/v1/sessions`), with a note when its
+/// tables are incomplete.
+pub(crate) fn remote_rows(
     c: &remote::Client,
     r: &Remote,
     query: &str,
-) -> std::result::Result<Vec<(wiretape::sessions::Session, String)>, String> {
+) -> std::result::Result<(String, Vec<(wiretape::sessions::Session, String)>), String> {
     let (head, body) = c
         .get_with_headers(r, &format!("/v1/sessions?{query}"))
         .map_err(|e| e.to_string())?;
@@ -255,7 +255,11 @@ fn remote_rows(
             })?;
         rows.push(row);
     }
-    Ok(rows)
+    let node = head
+        .get("wiretape-node")
+        .and_then(|v| v.to_str().ok())
+        .map_or_else(|| r.url.clone(), str::to_string);
+    Ok((node, rows))
 }
 
 /// What the listing could not read, and how complete it is, on stderr.

@@ -591,6 +591,44 @@ pub fn write_rows_parquet<W: std::io::Write + Send>(
     wiretape_sessions::write_batch(w, &batch, name).map_err(err)
 }
 
+/// The session rows of a fleet as one Parquet file into `w`: the session
+/// table's columns after a first column `node` (the sensor each row
+/// comes from), each part's rows under its node (`wiretape index
+/// --parquet`).
+pub fn write_fleet_parquet<W: std::io::Write + Send>(
+    w: W,
+    parts: &[(String, Vec<(Session, String)>)],
+    name: &Path,
+) -> Result<(), QueryError> {
+    use arrow_array::{ArrayRef, RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    let err = |why: String| QueryError::Parquet {
+        path: name.to_owned(),
+        why,
+    };
+    let refs: Vec<(&Session, &str)> = parts
+        .iter()
+        .flat_map(|(_, rows)| rows.iter().map(|(r, f)| (r, f.as_str())))
+        .collect();
+    let nodes: StringArray = parts
+        .iter()
+        .flat_map(|(n, rows)| std::iter::repeat_n(Some(n.as_str()), rows.len()))
+        .collect();
+    let b = wiretape_sessions::rows_batch(&refs, Default::default(), name)
+        .map_err(|e| err(e.to_string()))?;
+    let mut fields = vec![std::sync::Arc::new(Field::new(
+        "node",
+        DataType::Utf8,
+        false,
+    ))];
+    fields.extend(b.schema().fields().iter().cloned());
+    let mut cols: Vec<ArrayRef> = vec![std::sync::Arc::new(nodes)];
+    cols.extend(b.columns().iter().cloned());
+    let batch = RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), cols)
+        .map_err(|e| err(e.to_string()))?;
+    wiretape_sessions::write_batch(w, &batch, name).map_err(|e| err(e.to_string()))
+}
+
 /// A connection as the session tracker keys it: IP version, protocol, the
 /// two endpoints (address as 16 bytes, port), the lower first.
 type ConnKey = (u8, u8, ([u8; 16], u16), ([u8; 16], u16));
