@@ -99,6 +99,15 @@ fn mix() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     (a, b)
 }
 
+/// Scrapes URL (`/metrics`) with the Prometheus project's OpenMetrics
+/// parser; prints the unlabelled wiretape_sessions_* samples as JSON.
+const PROM: &str = r#"
+import json, sys, urllib.request
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+text = urllib.request.urlopen(sys.argv[1], timeout=5).read().decode()
+print(json.dumps({s.name: s.value for f in om(text) for s in f.samples if s.name.startswith("wiretape_sessions_")}))
+"#;
+
 /// A connection's key: protocol and its two endpoints, ordered.
 type Key = (u8, (String, u16), (String, u16));
 
@@ -463,31 +472,110 @@ fn a_starved_session_thread_loses_no_frame_and_marks_its_tables_incomplete() {
         dir.to_str().unwrap(),
         "--block-kib",
         "64",
+        "--metrics",
+        "127.0.0.1:0",
         "--summary-json",
         json.to_str().unwrap(),
         "-q",
     ]);
     let mut r = Recorder::started(Recorder::spawn_command(c));
+    let url = r
+        .stderr
+        .iter()
+        .find_map(|l| l.strip_prefix("wiretape: metrics on "))
+        .expect("the metrics address is printed")
+        .to_string();
     let n = 20_000;
     let sent = tb
         .send(0..n, wiretape_testbed::SizeFn::Fixed(200), 64, None)
         .unwrap();
     assert_eq!(sent.sent, n);
+    // While recording: `ctl status` and /metrics (read by the Prometheus
+    // project's parser) say the same frames skipped; once the rotated
+    // file's table is written, one incomplete table.
+    let d = dir.to_str().unwrap();
+    let status = || -> Value {
+        let (code, o, e) = run_wiretape(Some(&tb), &["ctl", "-w", d, "status"]);
+        assert_eq!(code, 0, "ctl status: {e}");
+        serde_json::from_str(&o).unwrap()
+    };
+    let metrics = || -> BTreeMap<String, f64> {
+        let o = tb
+            .command("python3")
+            .args(["-c", PROM, &url])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "prometheus_client (scripts/setup.sh): {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let settle = |want_tables: u64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let (st, m) = (status(), metrics());
+            let skipped = st["sessions_skipped"].as_u64().unwrap();
+            let same = m["wiretape_sessions_skipped_frames_total"] == skipped as f64
+                && m["wiretape_sessions_tables_total"]
+                    == st["sessions"]["tables"].as_f64().unwrap()
+                && m["wiretape_sessions_tables_incomplete_total"]
+                    == st["sessions"]["incomplete"].as_f64().unwrap();
+            if same && skipped > 0 && st["sessions"]["tables"].as_u64() == Some(want_tables) {
+                return (st, m);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "ctl status and /metrics: {st} {m:?}"
+            );
+        }
+    };
+    let (live, _) = settle(0);
+    assert_eq!(live["sessions"]["incomplete"].as_u64(), Some(0), "{live}");
+    // A rotation (it takes effect with the next frames): the first file's
+    // table is written, incomplete.
+    r.signal(libc::SIGHUP);
     std::thread::sleep(Duration::from_millis(300));
+    let more = tb
+        .send(n..n + 100, wiretape_testbed::SizeFn::Fixed(200), 64, None)
+        .unwrap();
+    assert_eq!(more.sent, 100);
+    let (rotated, m) = settle(1);
+    assert_eq!(
+        rotated["sessions"]["incomplete"].as_u64(),
+        Some(1),
+        "{rotated}"
+    );
+    assert_eq!(m["wiretape_sessions_tables_incomplete_total"], 1.0);
+    let live_skipped = rotated["sessions_skipped"].as_u64().unwrap();
     r.signal(libc::SIGINT);
     assert!(r.wait(60).success(), "{}", r.stderr_text());
     let s = read_json(&json);
     assert_identity(&s);
-    let v = verify_dir(&dir, n, 262_144, 0, u64::MAX);
-    assert_eq!(v.frames, n, "no frame lost");
-    assert_eq!(v.original_bytes, sent.bytes, "no byte lost");
-    assert_eq!(s["packets_written"].as_u64(), Some(n));
-    let skipped = s["sessions_skipped"].as_u64().unwrap();
-    assert!(skipped > 0 && skipped < n, "{s}");
+    let all = n + 100;
+    let v = verify_dir(&dir, all, 262_144, 0, u64::MAX);
+    assert_eq!(v.frames, all, "no frame lost");
+    assert_eq!(v.original_bytes, sent.bytes + more.bytes, "no byte lost");
+    assert_eq!(s["packets_written"].as_u64(), Some(all));
+    let total_skipped = s["sessions_skipped"].as_u64().unwrap();
+    assert!(total_skipped >= live_skipped && total_skipped < all, "{s}");
+    assert_eq!(
+        s["sessions"]["skipped_frames"].as_u64(),
+        Some(total_skipped)
+    );
+    assert_eq!(s["sessions"]["tables"].as_u64(), Some(2), "{s}");
+    assert!(s["sessions"]["incomplete"].as_u64() >= Some(1), "{s}");
+    // The first file's table: its frames read or counted as skipped.
     let f = &pcaps(&dir)[0];
     let meta = metadata(&wiretape_storage::sessions::path_for(f));
     assert_eq!(meta["wiretape.sessions.complete"], "0");
-    assert_eq!(meta["wiretape.sessions.skipped"], skipped.to_string());
+    let skipped: u64 = meta["wiretape.sessions.skipped"].parse().unwrap();
+    assert!(
+        skipped > 0 && skipped <= live_skipped,
+        "{skipped} {live_skipped}"
+    );
     let read: u64 = meta["wiretape.sessions.frames"].parse().unwrap();
     assert_eq!(read + skipped, n, "every frame read or counted as skipped");
 }
