@@ -841,7 +841,7 @@ fn the_console_lists_the_windows_top_sessions_with_links_to_their_packets() {
             )
         })
         .collect();
-    want.sort_by(|a, b| b.0.cmp(&a.0));
+    want.sort_by_key(|b| std::cmp::Reverse(b.0));
     assert_eq!(rows.len(), want.len(), "{rows:?}");
     let shown: Vec<u64> = rows
         .iter()
