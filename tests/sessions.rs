@@ -215,23 +215,12 @@ fn sessions_json(args: &[&str]) -> Vec<Value> {
 /// DuckDB (its Python package) over the store's tables: `select` of
 /// session_id and file, as a sorted list.
 fn duckdb(dir: &Path, wher: &str) -> Vec<(u64, String)> {
-    let sql = format!(
-        "select session_id, file from '{}/*.sessions.parquet' where {wher}",
-        dir.display()
+    let all = dir.join("*.sessions.parquet");
+    let got = duck(
+        &all,
+        &format!("select session_id, file from TABLE where {wher}"),
     );
-    let script = format!(
-        "import duckdb, json\nprint(json.dumps(duckdb.sql(\"\"\"{sql}\"\"\").fetchall()))\n"
-    );
-    let o = Command::new("python3")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "DuckDB (pip package duckdb, scripts/setup.sh): {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let mut v: Vec<(u64, String)> = serde_json::from_slice(&o.stdout).unwrap();
+    let mut v: Vec<(u64, String)> = serde_json::from_value(got).unwrap();
     v.sort();
     v
 }
@@ -653,9 +642,10 @@ fn lines(b: &[u8]) -> Vec<Value> {
         .collect()
 }
 
-/// DuckDB over one Parquet file: `sql` with `T` standing for the file.
+/// DuckDB over one Parquet file (or a glob): `sql` with `TABLE` standing
+/// for it.
 fn duck(file: &Path, sql: &str) -> Value {
-    let sql = sql.replace("T", &format!("'{}'", file.display()));
+    let sql = sql.replace("TABLE", &format!("'{}'", file.display()));
     let script = format!(
         "import duckdb, json\nprint(json.dumps(duckdb.sql(\"\"\"{sql}\"\"\").fetchall(), default=str))\n"
     );
@@ -665,7 +655,7 @@ fn duck(file: &Path, sql: &str) -> Value {
         .unwrap();
     assert!(
         o.status.success(),
-        "DuckDB: {}",
+        "DuckDB (pip package duckdb, scripts/setup.sh): {}",
         String::from_utf8_lossy(&o.stderr)
     );
     serde_json::from_slice(&o.stdout).unwrap()
@@ -793,14 +783,14 @@ fn sessions_from_sensors_as_parquet_and_their_frames_by_session_where() {
     let cols = |f: &Path| {
         duck(
             f,
-            "select column_name, column_type from (describe select * from T)",
+            "select column_name, column_type from (describe select * from TABLE)",
         )
     };
     let one_table = wiretape_storage::sessions::path_for(&pcaps(&s1)[0]);
     assert_eq!(cols(&out), cols(&one_table), "the session table's columns");
     let got = duck(
         &out,
-        "select session_id, file, client_bytes, tls_sni from T order by first_ns, session_id, file",
+        "select session_id, file, client_bytes, tls_sni from TABLE order by first_ns, session_id, file",
     );
     let want: Vec<Value> = local_all
         .iter()
@@ -813,7 +803,7 @@ fn sessions_from_sensors_as_parquet_and_their_frames_by_session_where() {
     );
     let n = duck(
         &out,
-        "select count(*) from T where tls_sni like '%example.com'",
+        "select count(*) from TABLE where tls_sni like '%example.com'",
     );
     assert_eq!(
         n,
@@ -841,7 +831,7 @@ fn sessions_from_sensors_as_parquet_and_their_frames_by_session_where() {
     let host = wiretape::query::fleet::hostname();
     let got = duck(
         &fleet,
-        "select node, session_id, file from T order by node, first_ns, session_id, file",
+        "select node, session_id, file from TABLE order by node, first_ns, session_id, file",
     );
     let mut want: Vec<Value> = sessions_json(&[d1])
         .iter()
@@ -859,7 +849,7 @@ fn sessions_from_sensors_as_parquet_and_their_frames_by_session_where() {
         "the fleet's sessions, each under its node"
     );
     // The block index's glob does not take the sessions.
-    let n = duck(&idx, "select count(distinct node) from T");
+    let n = duck(&idx, "select count(distinct node) from TABLE");
     assert_eq!(n, serde_json::json!([[2]]));
 
     // extract --session-where: exactly the frames of the chosen

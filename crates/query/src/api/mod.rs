@@ -562,17 +562,7 @@ pub(super) async fn handle(
         }
     };
     let Ok(permit) = st.queries.clone().try_acquire_owned() else {
-        log(&st, &client.name, &what, "503 busy");
-        let mut r = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "{} queries are running (--max-queries): try again in a second",
-                st.cfg.max_queries
-            ),
-        );
-        r.headers_mut()
-            .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return r;
+        return busy(&st, &client, &what);
     };
     match path.as_str() {
         "/v1/extract" => extract(st, client, what, request, format, wants_trailers, permit).await,
@@ -981,7 +971,7 @@ async fn sessions(
 }
 
 /// 503: every query slot is taken.
-fn busy(st: &State, client: &Client, what: &str) -> Response<ApiBody> {
+pub(super) fn busy(st: &State, client: &Client, what: &str) -> Response<ApiBody> {
     log(st, &client.name, what, "503 busy");
     let mut r = error(
         StatusCode::SERVICE_UNAVAILABLE,
