@@ -750,3 +750,167 @@ fn the_console_names_its_three_bytes_and_shows_the_picture_loading() {
         std::fs::copy(&shot, keep).unwrap();
     }
 }
+
+/// A mix of connections of different sizes, with names (one of them
+/// hostile: markup and control characters in the HTTP Host and
+/// User-Agent, an escape sequence in a DNS name), written as a pcap:
+/// (the trace, the connections' tcpdump 5-tuples by name).
+fn named_trace(dir: &Path) -> (std::path::PathBuf, Vec<(&'static str, String)>) {
+    use std::net::IpAddr;
+    use wiretape_sessions::synth::{self, Hello, Tcp};
+    let v4 = |d: u8| IpAddr::from([10, 9, 0, d]);
+    let mut frames = Vec::new();
+    let mut conns = Vec::new();
+    // TLS to big.example.com: the most bytes (40 records of 1200).
+    let mut t = Tcp::new((v4(1), 41000), (v4(100), 443), None, 10);
+    frames.extend(t.open());
+    let h = Hello::browser(Some(b"big.example.com"), &[b"h2"], 0x2a2a);
+    frames.push(t.seg(false, 0x18, &h.records(1 << 14)));
+    for k in 0..40 {
+        frames.push(t.seg(k % 2 == 0, 0x18, &[0x17u8; 1200]));
+    }
+    frames.extend(t.close());
+    conns.push((
+        "big.example.com",
+        "tcp and host 10.9.0.1 and host 10.9.0.100 and port 41000 and port 443".to_string(),
+    ));
+    // HTTP with a hostile Host and User-Agent: fewer bytes.
+    let mut u = Tcp::new((v4(2), 41001), (v4(80), 80), None, 20);
+    frames.extend(u.open());
+    frames.push(u.seg(
+        false,
+        0x18,
+        &synth::http_get(
+            "<img src=x onerror=window.pwned=3>",
+            "/\x1b[31mred",
+            "curl\x07\x1b]0;title\x07<script>window.pwned=4</script>",
+        ),
+    ));
+    frames.push(u.seg(true, 0x18, &[b'x'; 3000][..]));
+    frames.extend(u.close());
+    conns.push((
+        "<img",
+        "tcp and host 10.9.0.2 and host 10.9.0.80 and port 41001 and port 80".to_string(),
+    ));
+    // DNS: the least.
+    for i in 0..3u16 {
+        let (c, s) = ((v4(3), 53000 + i), (v4(53), 53));
+        let name = format!("q{i}.example.org");
+        frames.push(synth::udp(None, c, s, &synth::dns_query(i, &name, 1)));
+    }
+    let t0 = 1_764_100_000_000_000_000u64;
+    let timed: Vec<(u64, Vec<u8>)> = frames
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| (t0 + i as u64 * 1_000_000, f))
+        .collect();
+    let p = dir.join("named.pcap");
+    std::fs::write(&p, synth::pcap(&timed)).unwrap();
+    (p, conns)
+}
+
+#[test]
+fn the_console_lists_the_windows_top_sessions_with_links_to_their_packets() {
+    let t = TempDir::new("console-sess");
+    let (trace, conns) = named_trace(t.path());
+    let store = t.path().join("store");
+    record_file(&trace, &store, &[]);
+    let api = Api::loopback(&store, true);
+    let b = Browser::start();
+    b.goto(&format!("{}/", api.url));
+    b.wait_for(
+        "return document.body.dataset.ready === '1' && document.querySelectorAll('#sessions tbody tr').length > 0",
+        "the sessions",
+    );
+    let rows = b.js(
+        "return Array.from(document.querySelectorAll('#sessions tbody tr')).map(tr => \
+         [Array.from(tr.cells).map(c => c.textContent), tr.querySelector('a.packets').getAttribute('href')])",
+    );
+    let rows = rows.as_array().unwrap();
+    // Every session, by bytes (the sums of `wiretape sessions --json`),
+    // each with its names as text.
+    let (code, o, e) = run_wiretape(None, &["sessions", store.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{e}");
+    let mut want: Vec<(u64, String)> = o
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            (
+                r["client_bytes"].as_u64().unwrap() + r["server_bytes"].as_u64().unwrap(),
+                r["session_id"].to_string(),
+            )
+        })
+        .collect();
+    want.sort_by_key(|b| std::cmp::Reverse(b.0));
+    assert_eq!(rows.len(), want.len(), "{rows:?}");
+    let shown: Vec<u64> = rows
+        .iter()
+        .map(|r| r[0][4].as_str().unwrap().replace(',', "").parse().unwrap())
+        .collect();
+    assert_eq!(
+        shown,
+        want.iter().map(|w| w.0).collect::<Vec<_>>(),
+        "by bytes"
+    );
+    let names = |i: usize| rows[i][0][5].as_str().unwrap().to_string();
+    assert!(names(0).contains("sni=big.example.com"), "{}", names(0));
+    let hostile = names(1);
+    assert!(
+        hostile.contains("host=<img src=x onerror=window.pwned=3>"),
+        "{hostile}"
+    );
+    assert!(
+        hostile.contains("<script>window.pwned=4</script>"),
+        "{hostile}"
+    );
+    let table_text = b.js("return document.getElementById('sessions').textContent");
+    let table_text = table_text.as_str().unwrap();
+    assert!(
+        !table_text.chars().any(|c| c.is_control() && c != '\n'),
+        "no raw control character: {table_text:?}"
+    );
+    assert!(
+        table_text.contains("\\u{001b}[31m"),
+        "escaped: {table_text:?}"
+    );
+    assert_eq!(
+        b.js("return document.querySelectorAll('#sessions img, #sessions script').length"),
+        0
+    );
+    assert_eq!(b.js("return typeof window.pwned"), "undefined");
+    // Each link: the session's packets, as tcpdump selects its 5-tuple.
+    for (i, (name, tuple)) in conns.iter().enumerate() {
+        assert!(names(i).contains(name), "{i}: {}", names(i));
+        let href = rows[i][1].as_str().unwrap();
+        assert!(
+            href.starts_with("/v1/extract?") && href.contains("session_where=session_id"),
+            "{href}"
+        );
+        let out = t.path().join(format!("s{i}.pcap"));
+        let o = Command::new("curl")
+            .args(["-sS", "-o"])
+            .arg(&out)
+            .arg(format!("{}{href}", api.url))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got = read_all(&out);
+        let want = tcpdump_select(&trace, tuple, t.path());
+        assert!(!want.is_empty());
+        assert_eq!(got.len(), want.len(), "{name}: frames");
+        assert_eq!(
+            got.iter().map(|r| r.data.len()).sum::<usize>(),
+            want.iter().map(|r| r.data.len()).sum::<usize>(),
+            "{name}: bytes"
+        );
+        assert!(got == want, "{name}: frame by frame");
+    }
+    b.js("document.getElementById('sessions-box').scrollIntoView(); return 0");
+    let shot = t.path().join("sessions.png");
+    b.screenshot(&shot);
+    let (w, h, colours) = png_info(&shot);
+    assert!(w >= 1000 && h >= 600 && colours > 10, "{w}x{h} {colours}");
+    if let Ok(keep) = std::env::var("WIRETAPE_CONSOLE_SESSIONS_SHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+}

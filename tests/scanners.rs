@@ -502,7 +502,7 @@ extra = {
           "host.example", " 10.0.0.1", "fe80::1%eth0", "fe80::g"],
 }
 extra["dst"] = extra["src"]
-free = {"from", "to", "filter", "filter_index", "steno"}
+free = {"from", "to", "filter", "filter_index", "steno", "where", "session_where"}
 out = []
 checked = 0
 for path, item in doc["paths"].items():

@@ -24,6 +24,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use wiretape::files::Record;
 use wiretape_sessions::synth::{self, Hello, Tcp};
 use wiretape_testbed::{Testbed, GEN_IF};
 
@@ -97,6 +98,15 @@ fn mix() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     b.extend(t2.close());
     (a, b)
 }
+
+/// Scrapes URL (`/metrics`) with the Prometheus project's OpenMetrics
+/// parser; prints the unlabelled wiretape_sessions_* samples as JSON.
+const PROM: &str = r#"
+import json, sys, urllib.request
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+text = urllib.request.urlopen(sys.argv[1], timeout=5).read().decode()
+print(json.dumps({s.name: s.value for f in om(text) for s in f.samples if s.name.startswith("wiretape_sessions_")}))
+"#;
 
 /// A connection's key: protocol and its two endpoints, ordered.
 type Key = (u8, (String, u16), (String, u16));
@@ -205,23 +215,12 @@ fn sessions_json(args: &[&str]) -> Vec<Value> {
 /// DuckDB (its Python package) over the store's tables: `select` of
 /// session_id and file, as a sorted list.
 fn duckdb(dir: &Path, wher: &str) -> Vec<(u64, String)> {
-    let sql = format!(
-        "select session_id, file from '{}/*.sessions.parquet' where {wher}",
-        dir.display()
+    let all = dir.join("*.sessions.parquet");
+    let got = duck(
+        &all,
+        &format!("select session_id, file from TABLE where {wher}"),
     );
-    let script = format!(
-        "import duckdb, json\nprint(json.dumps(duckdb.sql(\"\"\"{sql}\"\"\").fetchall()))\n"
-    );
-    let o = Command::new("python3")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "DuckDB (pip package duckdb, scripts/setup.sh): {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let mut v: Vec<(u64, String)> = serde_json::from_slice(&o.stdout).unwrap();
+    let mut v: Vec<(u64, String)> = serde_json::from_value(got).unwrap();
     v.sort();
     v
 }
@@ -320,9 +319,13 @@ fn check_store(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn trace(dir: &Path) -> PathBuf {
+    trace_at(dir, "mix.pcap", 1_764_000_000_000_000_000)
+}
+
+/// The mix from `t0`, written as `dir/name`.
+fn trace_at(dir: &Path, name: &str, t0: u64) -> PathBuf {
     // The second half 10 s after the first: `--rotate-time 5s` cuts there.
     let (a, b) = mix();
-    let t0 = 1_764_000_000_000_000_000u64;
     let na = a.len();
     let frames: Vec<(u64, Vec<u8>)> = a
         .into_iter()
@@ -333,7 +336,7 @@ fn trace(dir: &Path) -> PathBuf {
             (t0 + gap + i as u64 * 1_000_000, f)
         })
         .collect();
-    let p = dir.join("mix.pcap");
+    let p = dir.join(name);
     std::fs::write(&p, synth::pcap(&frames)).unwrap();
     p
 }
@@ -458,31 +461,483 @@ fn a_starved_session_thread_loses_no_frame_and_marks_its_tables_incomplete() {
         dir.to_str().unwrap(),
         "--block-kib",
         "64",
+        "--metrics",
+        "127.0.0.1:0",
         "--summary-json",
         json.to_str().unwrap(),
         "-q",
     ]);
     let mut r = Recorder::started(Recorder::spawn_command(c));
+    let url = r
+        .stderr
+        .iter()
+        .find_map(|l| l.strip_prefix("wiretape: metrics on "))
+        .expect("the metrics address is printed")
+        .to_string();
     let n = 20_000;
     let sent = tb
         .send(0..n, wiretape_testbed::SizeFn::Fixed(200), 64, None)
         .unwrap();
     assert_eq!(sent.sent, n);
+    // While recording: `ctl status` and /metrics (read by the Prometheus
+    // project's parser) say the same frames skipped; once the rotated
+    // file's table is written, one incomplete table.
+    let d = dir.to_str().unwrap();
+    let status = || -> Value {
+        let (code, o, e) = run_wiretape(Some(&tb), &["ctl", "-w", d, "status"]);
+        assert_eq!(code, 0, "ctl status: {e}");
+        serde_json::from_str(&o).unwrap()
+    };
+    let metrics = || -> BTreeMap<String, f64> {
+        let o = tb
+            .command("python3")
+            .args(["-c", PROM, &url])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "prometheus_client (scripts/setup.sh): {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let settle = |want_tables: u64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let (st, m) = (status(), metrics());
+            let skipped = st["sessions_skipped"].as_u64().unwrap();
+            let same = m["wiretape_sessions_skipped_frames_total"] == skipped as f64
+                && m["wiretape_sessions_tables_total"]
+                    == st["sessions"]["tables"].as_f64().unwrap()
+                && m["wiretape_sessions_tables_incomplete_total"]
+                    == st["sessions"]["incomplete"].as_f64().unwrap();
+            if same && skipped > 0 && st["sessions"]["tables"].as_u64() == Some(want_tables) {
+                return (st, m);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "ctl status and /metrics: {st} {m:?}"
+            );
+        }
+    };
+    let (live, _) = settle(0);
+    assert_eq!(live["sessions"]["incomplete"].as_u64(), Some(0), "{live}");
+    // A rotation (it takes effect with the next frames): the first file's
+    // table is written, incomplete.
+    r.signal(libc::SIGHUP);
     std::thread::sleep(Duration::from_millis(300));
+    let more = tb
+        .send(n..n + 100, wiretape_testbed::SizeFn::Fixed(200), 64, None)
+        .unwrap();
+    assert_eq!(more.sent, 100);
+    let (rotated, m) = settle(1);
+    assert_eq!(
+        rotated["sessions"]["incomplete"].as_u64(),
+        Some(1),
+        "{rotated}"
+    );
+    assert_eq!(m["wiretape_sessions_tables_incomplete_total"], 1.0);
+    let live_skipped = rotated["sessions_skipped"].as_u64().unwrap();
     r.signal(libc::SIGINT);
     assert!(r.wait(60).success(), "{}", r.stderr_text());
     let s = read_json(&json);
     assert_identity(&s);
-    let v = verify_dir(&dir, n, 262_144, 0, u64::MAX);
-    assert_eq!(v.frames, n, "no frame lost");
-    assert_eq!(v.original_bytes, sent.bytes, "no byte lost");
-    assert_eq!(s["packets_written"].as_u64(), Some(n));
-    let skipped = s["sessions_skipped"].as_u64().unwrap();
-    assert!(skipped > 0 && skipped < n, "{s}");
+    let all = n + 100;
+    let v = verify_dir(&dir, all, 262_144, 0, u64::MAX);
+    assert_eq!(v.frames, all, "no frame lost");
+    assert_eq!(v.original_bytes, sent.bytes + more.bytes, "no byte lost");
+    assert_eq!(s["packets_written"].as_u64(), Some(all));
+    let total_skipped = s["sessions_skipped"].as_u64().unwrap();
+    assert!(total_skipped >= live_skipped && total_skipped < all, "{s}");
+    assert_eq!(
+        s["sessions"]["skipped_frames"].as_u64(),
+        Some(total_skipped)
+    );
+    assert_eq!(s["sessions"]["tables"].as_u64(), Some(2), "{s}");
+    assert!(s["sessions"]["incomplete"].as_u64() >= Some(1), "{s}");
+    // The first file's table: its frames read or counted as skipped.
     let f = &pcaps(&dir)[0];
     let meta = metadata(&wiretape_storage::sessions::path_for(f));
     assert_eq!(meta["wiretape.sessions.complete"], "0");
-    assert_eq!(meta["wiretape.sessions.skipped"], skipped.to_string());
+    let skipped: u64 = meta["wiretape.sessions.skipped"].parse().unwrap();
+    assert!(
+        skipped > 0 && skipped <= live_skipped,
+        "{skipped} {live_skipped}"
+    );
     let read: u64 = meta["wiretape.sessions.frames"].parse().unwrap();
     assert_eq!(read + skipped, n, "every frame read or counted as skipped");
+}
+
+/// `wiretape certs init` (server name 127.0.0.1) and a client, alice:
+/// the client's flags.
+fn certs(dir: &Path) -> Vec<String> {
+    let d = dir.to_str().unwrap();
+    let (code, _, e) = run_wiretape(None, &["certs", "init", d, "--server-name", "127.0.0.1"]);
+    assert_eq!(code, 0, "{e}");
+    let (code, _, e) = run_wiretape(None, &["certs", "client", d, "alice"]);
+    assert_eq!(code, 0, "{e}");
+    let c = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    vec![
+        "--cert".into(),
+        c("client-alice.pem"),
+        "--key".into(),
+        c("client-alice.key"),
+        "--ca".into(),
+        c("ca.pem"),
+    ]
+}
+
+/// A sensor `node` over `store` with mutual TLS (the certificates of
+/// `certs`).
+fn sensor(store: &Path, certs: &Path, node: &str) -> Api {
+    let c = |f: &str| certs.join(f).to_str().unwrap().to_string();
+    Api::start(&[
+        "-w",
+        store.to_str().unwrap(),
+        "--node",
+        node,
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        &c("server.pem"),
+        "--tls-key",
+        &c("server.key"),
+        "--client-ca",
+        &c("ca.pem"),
+    ])
+}
+
+/// curl with alice's certificate: (status, headers and body).
+fn curl(certs: &Path, url: &str) -> (u32, String, Vec<u8>) {
+    let c = |f: &str| certs.join(f).to_str().unwrap().to_string();
+    let tmp = certs.join("head.txt");
+    let o = Command::new("curl")
+        .args(["-s", "-g", "-o", "-", "-D"])
+        .arg(&tmp)
+        .args(["-w", "\n%{http_code}", "--cacert"])
+        .arg(c("ca.pem"))
+        .arg("--cert")
+        .arg(c("client-alice.pem"))
+        .arg("--key")
+        .arg(c("client-alice.key"))
+        .arg(url)
+        .output()
+        .expect("curl (scripts/setup.sh)");
+    let mut out = o.stdout;
+    let nl = out.iter().rposition(|&b| b == b'\n').unwrap();
+    let code = String::from_utf8_lossy(&out[nl + 1..])
+        .trim()
+        .parse()
+        .unwrap();
+    out.truncate(nl);
+    (code, std::fs::read_to_string(&tmp).unwrap_or_default(), out)
+}
+
+/// JSON lines, parsed.
+fn lines(b: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(b)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// DuckDB over one Parquet file (or a glob): `sql` with `TABLE` standing
+/// for it.
+fn duck(file: &Path, sql: &str) -> Value {
+    let sql = sql.replace("TABLE", &format!("'{}'", file.display()));
+    let script = format!(
+        "import duckdb, json\nprint(json.dumps(duckdb.sql(\"\"\"{sql}\"\"\").fetchall(), default=str))\n"
+    );
+    let o = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "DuckDB (pip package duckdb, scripts/setup.sh): {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The tcpdump expression of connections (`(proto, (a, port), (b, port))`):
+/// both addresses, both ports, the protocol.
+fn five_tuples(conns: &[Key]) -> String {
+    conns
+        .iter()
+        .map(|(p, (a, x), (b, y))| {
+            let proto = if *p == 6 { "tcp" } else { "udp" };
+            format!("({proto} and host {a} and host {b} and port {x} and port {y})")
+        })
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// The connections of rows, as keys.
+fn conns_of(rows: &[Value]) -> Vec<Key> {
+    let mut v: Vec<Key> = rows
+        .iter()
+        .map(|r| {
+            let ep = |ip: &str, port: &str| {
+                (
+                    r[ip].as_str().unwrap().to_string(),
+                    r[port].as_u64().unwrap() as u16,
+                )
+            };
+            key(
+                r["proto"].as_u64().unwrap() as u8,
+                ep("client_ip", "client_port"),
+                ep("server_ip", "server_port"),
+            )
+            .0
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// `extract ARGS -w OUT`: the frames written (as tcpdump writes records).
+fn extract_frames(args: &[&str], out: &Path) -> Vec<Record> {
+    let mut a = vec!["extract"];
+    a.extend(args);
+    a.extend(["-w", out.to_str().unwrap(), "-q"]);
+    let (code, _, e) = run_wiretape(None, &a);
+    assert_eq!(code, 0, "extract {args:?}: {e}");
+    read_all(out)
+}
+
+#[test]
+fn sessions_from_sensors_as_parquet_and_their_frames_by_session_where() {
+    let tmp = TempDir::new("sess-api");
+    // Two stores (two sensors): the mix, and the mix an hour later.
+    let t1 = 1_764_000_000_000_000_000u64;
+    let t2 = t1 + 3_600_000_000_000;
+    let (s1, s2) = (tmp.path().join("s1"), tmp.path().join("s2"));
+    let tr1 = trace_at(tmp.path(), "one.pcap", t1);
+    let tr2 = trace_at(tmp.path(), "two.pcap", t2);
+    record_file(&tr1, &s1, &["--rotate-time", "5s"]);
+    record_file(&tr2, &s2, &["--rotate-time", "5s"]);
+    let cd = tmp.path().join("certs");
+    let cargs = certs(&cd);
+    let ca: Vec<&str> = cargs.iter().map(String::as_str).collect();
+    let (a1, a2) = (sensor(&s1, &cd, "sensor1"), sensor(&s2, &cd, "sensor2"));
+    let (d1, d2) = (s1.to_str().unwrap(), s2.to_str().unwrap());
+
+    // /v1/sessions answers the rows of `sessions --json`, with `where`.
+    let wher = "dns_query ~ 'host*' and client_port >= 53004";
+    let enc: String = wher
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'_' {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let q = format!("{}/v1/sessions?where={enc}", a1.url);
+    let (code, head, body) = curl(&cd, &q);
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let head = head.to_ascii_lowercase();
+    assert!(
+        head.contains("content-type: application/x-ndjson"),
+        "{head}"
+    );
+    assert!(head.contains("wiretape-tables: 2"), "{head}");
+    assert!(head.contains("wiretape-tables-incomplete: 0"), "{head}");
+    let api_rows = lines(&body);
+    assert_eq!(api_rows.len(), 4, "{api_rows:?}");
+    assert_eq!(api_rows, sessions_json(&[d1, "--where", wher]));
+    // A bad expression: 400 naming the parameter and the position.
+    let (code, _, body) = curl(&cd, &format!("{}/v1/sessions?where=srv_port+%3D+1", a1.url));
+    assert_eq!(code, 400);
+    let e = String::from_utf8_lossy(&body);
+    assert!(
+        e.contains("parameter 'where': at character 1: unknown field"),
+        "{e}"
+    );
+
+    // `sessions https://S1 https://S2` merges the sensors: the same rows
+    // as both stores read locally.
+    let mut args = vec![a1.url.as_str(), a2.url.as_str()];
+    args.extend(&ca);
+    let remote_all = sessions_json(&args);
+    let local_all = sessions_json(&[d1, d2]);
+    assert!(local_all.len() >= 22, "{}", local_all.len());
+    assert_eq!(remote_all, local_all, "two sensors merged = both stores");
+    let mut args = vec![a1.url.as_str(), d2, "--where", "proto = 6"];
+    args.extend(&ca);
+    let mixed = sessions_json(&args);
+    assert_eq!(mixed, sessions_json(&[d1, d2, "--where", "proto = 6"]));
+    assert_eq!(conns_of(&mixed).len(), 3, "3 TCP connections");
+
+    // --parquet: one file, the table's columns; DuckDB reads the rows.
+    let out = tmp.path().join("fleet.parquet");
+    let mut args = vec!["sessions", a1.url.as_str(), a2.url.as_str(), "--parquet"];
+    args.push(out.to_str().unwrap());
+    args.extend(&ca);
+    let (code, _, e) = run_wiretape(None, &args);
+    assert_eq!(code, 0, "{e}");
+    let cols = |f: &Path| {
+        duck(
+            f,
+            "select column_name, column_type from (describe select * from TABLE)",
+        )
+    };
+    let one_table = wiretape_storage::sessions::path_for(&pcaps(&s1)[0]);
+    assert_eq!(cols(&out), cols(&one_table), "the session table's columns");
+    let got = duck(
+        &out,
+        "select session_id, file, client_bytes, tls_sni from TABLE order by first_ns, session_id, file",
+    );
+    let want: Vec<Value> = local_all
+        .iter()
+        .map(|r| serde_json::json!([r["session_id"], r["file"], r["client_bytes"], r["tls_sni"]]))
+        .collect();
+    assert_eq!(
+        got,
+        Value::from(want),
+        "DuckDB reads the rows of sessions --json"
+    );
+    let n = duck(
+        &out,
+        "select count(*) from TABLE where tls_sni like '%example.com'",
+    );
+    assert_eq!(
+        n,
+        serde_json::json!([[4]]),
+        "2 rows (spanning 2 files) per sensor"
+    );
+
+    // index --parquet gathers the fleet's session tables too: one file in
+    // sessions/ beside the block index, a node column first.
+    let idx = tmp.path().join("idx").join("fleet.parquet");
+    std::fs::create_dir(tmp.path().join("idx")).unwrap();
+    let mut args = vec!["index", "-q", "--parquet", idx.to_str().unwrap(), d1];
+    args.extend([a2.url.as_str()]);
+    args.extend(&ca);
+    let (code, _, e) = run_wiretape(None, &args);
+    assert_eq!(code, 0, "{e}");
+    let fleet = tmp
+        .path()
+        .join("idx")
+        .join("sessions")
+        .join("fleet.parquet");
+    let mut want_cols = cols(&one_table).as_array().unwrap().clone();
+    want_cols.insert(0, serde_json::json!(["node", "VARCHAR"]));
+    assert_eq!(cols(&fleet), Value::from(want_cols));
+    let host = wiretape::query::fleet::hostname();
+    let got = duck(
+        &fleet,
+        "select node, session_id, file from TABLE order by node, first_ns, session_id, file",
+    );
+    let mut want: Vec<Value> = sessions_json(&[d1])
+        .iter()
+        .map(|r| serde_json::json!([host, r["session_id"], r["file"]]))
+        .collect();
+    want.extend(
+        sessions_json(&[d2])
+            .iter()
+            .map(|r| serde_json::json!(["sensor2", r["session_id"], r["file"]])),
+    );
+    want.sort_by_key(|v| v[0].as_str().unwrap().to_string());
+    assert_eq!(
+        got,
+        Value::from(want),
+        "the fleet's sessions, each under its node"
+    );
+    // The block index's glob does not take the sessions.
+    let n = duck(&idx, "select count(distinct node) from TABLE");
+    assert_eq!(n, serde_json::json!([[2]]));
+
+    // extract --session-where: exactly the frames of the chosen
+    // connections, against tcpdump with their 5-tuples.
+    let merged = tmp.path().join("both.pcap");
+    mergecap(&[tr1.clone(), tr2.clone()], &merged);
+    for wher in [
+        "tls_sni ~ '*example.com'",
+        "dns_query ~ 'host*' and client_port >= 53004",
+        "proto = 6",
+    ] {
+        let rows = sessions_json(&[d1, d2, "--where", wher]);
+        let conns = conns_of(&rows);
+        assert!(!conns.is_empty(), "{wher}");
+        let want = tcpdump_select(&merged, &five_tuples(&conns), tmp.path());
+        let wbytes: usize = want.iter().map(|r| r.data.len()).sum();
+        // A local store, both local stores, two sensors, a sensor and a store.
+        let one = extract_frames(&[d1, "--session-where", wher], &tmp.path().join("x1.pcap"));
+        let want1: Vec<_> = want.iter().filter(|r| r.ts_ns < t2).cloned().collect();
+        assert_eq!(one.len(), want1.len(), "{wher}: one store");
+        assert!(one == want1, "{wher}: one store, frame by frame");
+        let both = extract_frames(
+            &[d1, d2, "--session-where", wher],
+            &tmp.path().join("x2.pcap"),
+        );
+        assert_eq!(both.len(), want.len(), "{wher}");
+        assert_eq!(
+            both.iter().map(|r| r.data.len()).sum::<usize>(),
+            wbytes,
+            "{wher}"
+        );
+        assert!(both == want, "{wher}: two stores, frame by frame");
+        let mut a = vec![a1.url.as_str(), a2.url.as_str(), "--session-where", wher];
+        a.extend(&ca);
+        let sensors = extract_frames(&a, &tmp.path().join("x3.pcap"));
+        assert_eq!(sensors.len(), want.len(), "{wher}: two sensors");
+        assert!(sensors == want, "{wher}: two sensors, frame by frame");
+        let mut a = vec![a1.url.as_str(), d2, "--session-where", wher];
+        a.extend(&ca);
+        let mixed = extract_frames(&a, &tmp.path().join("x4.pcap"));
+        assert!(mixed == want, "{wher}: a sensor and a store");
+    }
+    // With a filter too: the frames both keep; a window cuts the sessions.
+    let wher = "proto = 6";
+    let conns = conns_of(&sessions_json(&[d1, "--where", wher]));
+    let want = tcpdump_select(
+        &tr1,
+        &format!("({}) and port 443", five_tuples(&conns)),
+        tmp.path(),
+    );
+    assert!(!want.is_empty());
+    let got = extract_frames(
+        &[d1, "--session-where", wher, "port", "443"],
+        &tmp.path().join("x5.pcap"),
+    );
+    assert!(got == want, "session-where and a filter");
+    // --count-only --json says what was chosen.
+    let (code, o, e) = run_wiretape(
+        None,
+        &[
+            "extract",
+            d1,
+            "--session-where",
+            wher,
+            "--count-only",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{e}");
+    let j: Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(j["sessions"]["connections"], 3, "{j}");
+    assert_eq!(j["sessions"]["matched"], 3, "{j}");
+    let all = tcpdump_select(&tr1, &five_tuples(&conns), tmp.path());
+    assert_eq!(j["frames"].as_u64(), Some(all.len() as u64));
+    // A mistake is a usage error naming its position; nothing is written.
+    let (code, _, e) = run_wiretape(
+        None,
+        &[
+            "extract",
+            d1,
+            "--session-where",
+            "tls_sni ~ x or proto = 6",
+            "--count-only",
+        ],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        e.contains("--session-where: at character 13: 'and' expected"),
+        "{e}"
+    );
 }

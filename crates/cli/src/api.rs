@@ -85,7 +85,8 @@ pub(crate) struct ApiArgs {
     /// In directories, only files of this prefix (default: any of ours).
     #[arg(long, value_name = "P")]
     prefix: Option<String>,
-    /// The node name in /v1/status and /v1/index.parquet (default: the host name).
+    /// The node name in /v1/status, /v1/index.parquet and /v1/sessions'
+    /// Wiretape-Node (default: the host name).
     #[arg(long, value_name = "NAME")]
     node: Option<String>,
     /// No line per answered request on stderr (refusals are still logged).

@@ -14,6 +14,7 @@ use wiretape::pipeline::summary::{bytes_h, thousands};
 use wiretape::query::extraction::{self, Extraction};
 use wiretape::query::job::{self, Job, Outcome, PlanStats};
 use wiretape::query::remote::{self, Client, Remote, Source};
+use wiretape::query::sessions::Where;
 use wiretape::query::{Note, QueryError, Stats, StoreSpan, Window};
 use wiretape::timestamp::realtime_ns;
 
@@ -100,6 +101,14 @@ pub(crate) struct Args {
     /// alike. Ethernet frames only.
     #[arg(long, value_name = "QUERY", conflicts_with = "filter_file")]
     steno_query: Option<String>,
+    /// Only the frames of the sessions EXPR chooses in the session tables
+    /// (`wiretape sessions --where` language, e.g. "tls_sni ~
+    /// '*.evil-cdn.net'"): each session's connection (addresses, protocol,
+    /// ports, both directions) from its first to its last frame, within
+    /// --from/--to; with a filter too, the frames both keep. Each store
+    /// (and each sensor, server side) chooses from its own tables.
+    #[arg(long, value_name = "EXPR", conflicts_with = "steno_query")]
+    session_where: Option<String>,
     /// No summary line on stderr.
     #[arg(short = 'q', long)]
     quiet: bool,
@@ -149,6 +158,15 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             Err(e) => return usage(format!("--steno-query: {e}")),
         },
     };
+    let session_where = match a.session_where.as_deref().map(Where::parse).transpose() {
+        Ok(w) => w,
+        Err(e) => {
+            return usage(format!(
+                "--session-where: {}",
+                e.to_string().trim_start_matches("--where: ")
+            ))
+        }
+    };
     // The filter is compiled before anything is read, written or asked.
     let prog = match &expr {
         Some(e) => match wiretape::filter::compile(e, LINKTYPE_ETHERNET, MAX_SNAPLEN) {
@@ -177,6 +195,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     ex.flow_index = !a.no_flow_index;
     ex.key_index = !a.no_key_index;
     ex.list_blocks = a.plan;
+    ex.session_where = session_where.zip(a.session_where.clone());
     let remotes = ex.remotes();
     let client = match a.tls.client(&remotes) {
         Ok(c) => c,
@@ -226,6 +245,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     // The output's link types (its pcapng interfaces), in order.
     let mut written = extraction::output_linktypes(&linktypes, !remotes.is_empty());
     let query = ex.sensor_query(!a.plan && !a.count_only, a.steno_query.as_deref());
+    session_notes(&jobs, a.quiet);
     if a.plan {
         return plan(&jobs, client.as_ref(), &remotes, &query);
     }
@@ -270,6 +290,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     );
     let started = std::time::Instant::now();
     let jobs_len = jobs.len();
+    let session_sel: Vec<_> = jobs.iter().filter_map(|j| j.sessions.clone()).collect();
     let mut merge = ex.sources(jobs, streams);
     let mut notes = Vec::new();
     let say = |n: Note, notes: &mut Vec<Note>| {
@@ -355,6 +376,10 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         if let Some(q) = &a.steno_query {
             j["steno_query"] = q.as_str().into();
         }
+        if let Some(w) = &a.session_where {
+            j["session_where"] = w.as_str().into();
+            j["sessions"] = sessions_json(&session_sel);
+        }
         if !remotes.is_empty() {
             j["sensors"] = sensors.into();
         }
@@ -403,6 +428,58 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         missed_line(&stats, &window);
     }
     Ok(code)
+}
+
+/// The sessions `--session-where` chose in the local stores, summed, as
+/// `extract --json` says them (`sessions`).
+fn sessions_json(sel: &[std::sync::Arc<wiretape::query::sessions::Selected>]) -> serde_json::Value {
+    let mut j = serde_json::json!({"matched": 0, "connections": 0, "tables": 0, "incomplete": [], "files_without_table": []});
+    for s in sel {
+        let v = s.to_json();
+        for k in ["matched", "connections", "tables"] {
+            j[k] = (j[k].as_u64().unwrap_or(0) + v[k].as_u64().unwrap_or(0)).into();
+        }
+        for k in ["incomplete", "files_without_table"] {
+            if let (Some(a), Some(b)) = (j[k].as_array_mut(), v[k].as_array()) {
+                a.extend(b.iter().cloned());
+            }
+        }
+    }
+    j
+}
+
+/// `--session-where`: what each local store's tables could not say (on
+/// stderr), and how many sessions were chosen.
+fn session_notes(jobs: &[Job], quiet: bool) {
+    for s in jobs.iter().filter_map(|j| j.sessions.as_deref()) {
+        for (p, e) in &s.unreadable {
+            eprintln!("wiretape: sessions: {}: {e}", p.display());
+        }
+        if !s.incomplete.is_empty() {
+            eprintln!(
+                "wiretape: warning: --session-where: {} session tables incomplete (frames skipped \
+                 while recording: sessions may be missing; `wiretape index --force FILE` rebuilds \
+                 one): {}",
+                s.incomplete.len(),
+                s.incomplete.join(", ")
+            );
+        }
+        if !s.without.is_empty() {
+            eprintln!(
+                "wiretape: warning: --session-where: {} capture files have no session table \
+                 (their frames cannot be chosen; `wiretape index` writes them)",
+                s.without.len()
+            );
+        }
+        if !quiet {
+            eprintln!(
+                "wiretape: --session-where: {} sessions ({} connections) chosen from {} tables",
+                s.sessions,
+                s.to_json()["connections"],
+                s.tables
+            );
+        }
+    }
 }
 
 /// When nothing was found because the window misses the store: one line
@@ -477,6 +554,7 @@ fn count(
         }),
     );
     let started = std::time::Instant::now();
+    let session_sel: Vec<_> = jobs.iter().filter_map(|j| j.sessions.clone()).collect();
     for job in jobs {
         let o = job
             .run(
@@ -528,6 +606,10 @@ fn count(
         j["linktypes"] = job::linktypes_json(&linktypes);
         if let Some(q) = &a.steno_query {
             j["steno_query"] = q.as_str().into();
+        }
+        if let Some(w) = &a.session_where {
+            j["session_where"] = w.as_str().into();
+            j["sessions"] = sessions_json(&session_sel);
         }
         if !remotes.is_empty() {
             j["sensors"] = sensors.into();

@@ -31,6 +31,11 @@ a shared place; one SQL query over all of them says which sensors and files hold
 SELECT node, file, offset FROM 'idx/*.parquet'\n   \
 WHERE last_ns >= 1763820120000000000 AND first_ns < 1763820300000000000\n     \
 AND (ip4 IS NULL OR list_contains(ip4, '10.1.2.3'))\n\n\
+--parquet OUT also gathers the inputs' session tables (local files', and every sensor's \
+/v1/sessions) into one Parquet file, sessions/NAME in OUT's directory (NAME: OUT's file name): \
+the columns of a session table (see `wiretape sessions --help`) after node. Every sensor writing \
+its own makes a data set one glob reads:\n\n  \
+SELECT node, client_ip, server_ip, tls_sni FROM 'idx/sessions/*.parquet' WHERE tls_sni LIKE '%.evil-cdn.net'\n\n\
 INPUTS: every word is an input (a directory, a capture file, with --parquet an https:// sensor); \
 index takes no filter words. A word that is both an existing file or directory here and a filter \
 word (tcp, host, ...) is refused as ambiguous: write ./WORD for the file.\n\n\
@@ -215,6 +220,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     }
     let mut failed = r.count(Outcome::Failed);
     let mut rows = 0;
+    let mut session_rows: Option<(PathBuf, usize)> = None;
     if let Some(out) = &a.parquet {
         let node = a.node.clone().unwrap_or_else(fleet::hostname);
         let mut tables = Vec::new();
@@ -245,6 +251,11 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         }
         rows = tables.iter().map(|t| t.num_rows()).sum();
         fleet::write_table_file(out, &tables).map_err(|e| anyhow!("{e}"))?;
+        // The session tables of the same inputs, one file in sessions/
+        // beside OUT (a glob over OUT's directory never mixes the two).
+        let (path, n, bad) = sessions_table(out, &node, &files, &local, client.as_ref(), &remotes)?;
+        failed += bad;
+        session_rows = Some((path, n));
     }
     let secs = started.elapsed().as_secs_f64();
     if a.json {
@@ -259,6 +270,8 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             "seconds": secs,
             "parquet": a.parquet.as_ref().map(|p| p.display().to_string()),
             "parquet_rows": rows,
+            "sessions_parquet": session_rows.as_ref().map(|s| s.0.display().to_string()),
+            "sessions_parquet_rows": session_rows.as_ref().map(|s| s.1),
             "details": r.files.iter().filter(|o| o.outcome != Outcome::UpToDate).map(|o| serde_json::json!({
                 "file": o.file.display().to_string(),
                 "outcome": format!("{:?}", o.outcome).to_lowercase(),
@@ -269,7 +282,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     } else if !a.quiet {
         eprintln!(
             "wiretape: index: {} files: {} rebuilt ({} read in {:.1} s), {} up to date, {} being \
-             written (left to their writer), {} failed{}",
+             written (left to their writer), {} failed{}{}",
             files.len(),
             r.count(Outcome::Rebuilt),
             bytes_h(total),
@@ -280,8 +293,79 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             a.parquet
                 .as_ref()
                 .map(|p| format!("; {} blocks to {}", thousands(rows as u64), p.display()))
+                .unwrap_or_default(),
+            session_rows
+                .as_ref()
+                .map(|(p, n)| format!(", {} sessions to {}", thousands(*n as u64), p.display()))
                 .unwrap_or_default()
         );
     }
     Ok(i32::from(failed > 0))
+}
+
+/// Where `index --parquet OUT` puts the sessions: `sessions/NAME` in OUT's
+/// directory (NAME: OUT's file name).
+pub(crate) fn sessions_path(out: &std::path::Path) -> PathBuf {
+    let dir = out.parent().unwrap_or(std::path::Path::new(""));
+    dir.join("sessions").join(
+        out.file_name()
+            .unwrap_or_else(|| std::ffi::OsStr::new("sessions.parquet")),
+    )
+}
+
+/// `--parquet`'s session part: the rows of the local captures' tables
+/// (under `node`) and of every sensor's `/v1/sessions` (under its node
+/// name) as one Parquet file at [`sessions_path`]. Returns the file, its
+/// rows and the sensors that failed.
+fn sessions_table(
+    out: &std::path::Path,
+    node: &str,
+    files: &[PathBuf],
+    local: &[PathBuf],
+    client: Option<&remote::Client>,
+    remotes: &[Remote],
+) -> Result<(PathBuf, usize, usize)> {
+    use wiretape::query::sessions;
+    let mut parts = Vec::new();
+    let mut failed = 0;
+    if !local.is_empty() {
+        let l = sessions::list(files, None, None, &sessions::Where::default())
+            .map_err(|e| anyhow!("{e}"))?;
+        for (p, e) in &l.unreadable {
+            eprintln!(
+                "wiretape: index: {}: {e}: not in the sessions table",
+                p.display()
+            );
+        }
+        parts.push((node.to_string(), l.rows));
+    }
+    if let Some(c) = client {
+        let q = crate::sessions::sessions_query(&Window::default(), None);
+        for r in remotes {
+            match crate::sessions::remote_rows(c, r, &q) {
+                Ok(part) => parts.push(part),
+                Err(e) => {
+                    failed += 1;
+                    eprintln!(
+                        "wiretape: error: sensor {}: {e}: not in the sessions table",
+                        r.url
+                    );
+                }
+            }
+        }
+    }
+    let path = sessions_path(out);
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).map_err(|e| anyhow!("cannot create {}: {e}", d.display()))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let f =
+        std::fs::File::create(&tmp).map_err(|e| anyhow!("cannot create {}: {e}", tmp.display()))?;
+    sessions::write_fleet_parquet(std::io::BufWriter::new(f), &parts, &path)
+        .map_err(|e| anyhow!("{e}"))?;
+    std::fs::rename(&tmp, &path).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
+    let n = parts.iter().map(|p| p.1.len()).sum();
+    Ok((path, n, failed))
 }

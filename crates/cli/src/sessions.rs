@@ -1,12 +1,14 @@
-//! `wiretape sessions`: the session tables of local stores, as a table or
-//! one JSON object per line (the reading and the `--where` language are
-//! the query crate's: `query::sessions`).
+//! `wiretape sessions`: the session tables of local stores and sensors
+//! (`/v1/sessions`), merged, as a table, one JSON object per line or one
+//! Parquet file (the reading and the `--where` language are the query
+//! crate's: `query::sessions`).
 
 use anyhow::{anyhow, Result};
 use std::path::PathBuf;
 use wiretape::pipeline::summary::thousands;
-use wiretape::query::fleet;
+use wiretape::query::remote::{self, Remote};
 use wiretape::query::sessions::{self, Where};
+use wiretape::query::{fleet, Window};
 
 #[derive(clap::Args)]
 #[command(
@@ -28,18 +30,24 @@ else it contains VALUE; ASCII case ignored). VALUE: a number, a word, or 'quoted
 (dns_answers, tls_alpn) a condition holds when it holds for one item. A missing name satisfies \
 only !=. A mistake is named by its character position.\n\n\
 Output: a table (first frame, protocol, client -> server, frames and bytes each way, the names), \
-or --json: one object per line with the table's column names. Sessions are listed by their first \
-frame; a session overlapping [--from, --to) is listed. A table marked incomplete (the recorder's \
-session thread fell behind and skipped frames: sessions_skipped) is named on stderr.\n\n\
+--json: one object per line with the table's column names, or --parquet OUT: one Parquet file \
+with the session table's columns (DuckDB: SELECT ... FROM 'OUT'). Sessions are listed by their \
+first frame; a session overlapping [--from, --to) is listed. A table marked incomplete (the \
+recorder's session thread fell behind and skipped frames: sessions_skipped) is named on stderr.\n\n\
+SENSORS: an https://HOST:PORT input asks that sensor's /v1/sessions (the same window and --where, \
+with --cert, --key and --ca); its rows are merged with the local ones by first frame. \
+`wiretape extract --session-where EXPR` writes the chosen sessions' frames.\n\n\
 Examples:\n  \
 wiretape sessions /data --from -1h\n  \
+wiretape sessions https://sensor1:8443 https://sensor2:8443 --where 'dns_query ~ evil' --parquet case.parquet\n  \
 wiretape sessions /data --where \"tls_sni ~ '*.evil-cdn.net' and server_port = 443\"\n  \
 wiretape sessions /data --where \"dns_query ~ example.com\" --json | jq .dns_answers"
 )]
 pub(crate) struct Args {
-    /// Directories (their capture files' session tables) and capture files.
-    #[arg(value_name = "DIR|FILE", required = true)]
-    inputs: Vec<PathBuf>,
+    /// Directories (their capture files' session tables), capture files and
+    /// sensors (https://HOST:PORT: their /v1/sessions).
+    #[arg(value_name = "DIR|FILE|URL", required = true)]
+    inputs: Vec<String>,
     #[command(flatten)]
     window: crate::common::WindowArgs,
     /// Only sessions satisfying EXPR, e.g. "tls_sni ~ '*.example.com' and
@@ -47,11 +55,17 @@ pub(crate) struct Args {
     #[arg(long = "where", value_name = "EXPR")]
     filter: Option<String>,
     /// One JSON object per session and line, the table's column names.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "parquet")]
     json: bool,
+    /// Write the sessions as one Parquet file OUT (the session table's
+    /// columns) instead of listing them.
+    #[arg(long, value_name = "OUT.parquet")]
+    parquet: Option<PathBuf>,
     /// In directories, only files of this prefix (default: any of ours).
     #[arg(long, value_name = "PREFIX")]
     prefix: Option<String>,
+    #[command(flatten)]
+    tls: crate::common::tls::ClientTls,
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
@@ -63,34 +77,64 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Ok(w) => w,
         Err(e) => return crate::common::usage_exit(e),
     };
-    for p in &a.inputs {
-        if !p.exists() {
+    let mut local = Vec::new();
+    let mut remotes = Vec::new();
+    for i in &a.inputs {
+        if remote::is_url(i) {
+            match Remote::parse(i) {
+                Ok(r) => remotes.push(r),
+                Err(e) => return crate::common::usage_exit(e),
+            }
+        } else if !std::path::Path::new(i).exists() {
             return crate::common::usage_exit(format!(
-                "{}: no such directory or file (give a store, e.g. /data)",
-                p.display()
+                "{i}: no such directory or file (give a store, e.g. /data, or a sensor, \
+                 https://HOST:PORT)"
             ));
+        } else {
+            local.push(PathBuf::from(i));
         }
     }
-    let files = fleet::captures(&a.inputs, a.prefix.as_deref()).map_err(|e| anyhow!("{e}"))?;
-    let l = sessions::list(&files, window.from_ns, window.to_ns, &w).map_err(|e| anyhow!("{e}"))?;
-    for (p, e) in &l.unreadable {
-        eprintln!("wiretape: sessions: {}: {e}", p.display());
+    if let Some(out) = a.parquet.as_ref().filter(|o| o.is_dir()) {
+        return crate::common::usage_exit(format!(
+            "--parquet {} is a directory: give a file name, e.g. {}/sessions.parquet",
+            out.display(),
+            out.display()
+        ));
     }
-    if !l.incomplete.is_empty() {
-        eprintln!(
-            "wiretape: sessions: {} tables incomplete (the session thread fell behind while \
-             recording; `wiretape index --force FILE` rebuilds one): {}",
-            l.incomplete.len(),
-            l.incomplete.join(", ")
-        );
+    let client = match a.tls.client(&remotes.iter().collect::<Vec<_>>()) {
+        Ok(c) => c,
+        Err(e) => return crate::common::usage_exit(e),
+    };
+    let files = fleet::captures(&local, a.prefix.as_deref()).map_err(|e| anyhow!("{e}"))?;
+    let mut l =
+        sessions::list(&files, window.from_ns, window.to_ns, &w).map_err(|e| anyhow!("{e}"))?;
+    report_listing(&l, files.len());
+    let mut failed = 0;
+    if let Some(c) = &client {
+        let query = sessions_query(&window, a.filter.as_deref());
+        for r in &remotes {
+            match remote_rows(c, r, &query) {
+                Ok((_, rows)) => l.rows.extend(rows),
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("wiretape: error: sensor {}: {e}", r.url);
+                }
+            }
+        }
+        l.rows
+            .sort_by(|a, b| (a.0.first_ns, a.0.id, &a.1).cmp(&(b.0.first_ns, b.0.id, &b.1)));
     }
-    if !l.without.is_empty() {
+    if let Some(out) = &a.parquet {
+        let f = std::fs::File::create(out)
+            .map_err(|e| anyhow!("cannot create {}: {e}", out.display()))?;
+        sessions::write_rows_parquet(std::io::BufWriter::new(f), &l.rows, out)
+            .map_err(|e| anyhow!("{e}"))?;
         eprintln!(
-            "wiretape: sessions: {} of {} capture files have no session table (recorded with \
-             --no-sessions or before, or being written); `wiretape index` writes them",
-            l.without.len(),
-            files.len()
+            "wiretape: sessions: {} sessions to {}",
+            thousands(l.rows.len() as u64),
+            out.display()
         );
+        return Ok(i32::from(failed > 0));
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     use std::io::Write;
@@ -144,13 +188,101 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         }
         out.flush()?;
         eprintln!(
-            "wiretape: sessions: {} sessions from {} tables",
+            "wiretape: sessions: {} sessions from {} tables{}",
             thousands(l.rows.len() as u64),
-            l.tables
+            l.tables,
+            if remotes.is_empty() {
+                String::new()
+            } else {
+                format!(" and {} sensor(s)", remotes.len())
+            }
         );
     }
     out.flush()?;
-    Ok(0)
+    Ok(i32::from(failed > 0))
+}
+
+/// The query string of `/v1/sessions`: the window (absolute) and `where`.
+pub(crate) fn sessions_query(window: &Window, wher: Option<&str>) -> String {
+    let q = remote::query_string(window, None, false);
+    match wher {
+        Some(w) => remote::with_param(&q, "where", w),
+        None => q,
+    }
+}
+
+/// A sensor's node name and rows (`/v1/sessions`), with a note when its
+/// tables are incomplete.
+pub(crate) fn remote_rows(
+    c: &remote::Client,
+    r: &Remote,
+    query: &str,
+) -> std::result::Result<(String, Vec<(wiretape::sessions::Session, String)>), String> {
+    let (head, body) = c
+        .get_with_headers(r, &format!("/v1/sessions?{query}"))
+        .map_err(|e| e.to_string())?;
+    let n = |k: &str| {
+        head.get(k)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    if n("wiretape-tables-incomplete") > 0 {
+        eprintln!(
+            "wiretape: sessions: sensor {}: {} tables incomplete (its session thread fell behind \
+             while recording)",
+            r.url,
+            n("wiretape-tables-incomplete")
+        );
+    }
+    if n("wiretape-files-without-table") > 0 {
+        eprintln!(
+            "wiretape: sessions: sensor {}: {} capture files have no session table",
+            r.url,
+            n("wiretape-files-without-table")
+        );
+    }
+    let mut rows = Vec::new();
+    for line in body.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let row = serde_json::from_slice(line)
+            .ok()
+            .and_then(|v| sessions::row_from_json(&v))
+            .ok_or_else(|| {
+                format!(
+                    "a line that is no session row: {}",
+                    String::from_utf8_lossy(&line[..line.len().min(200)])
+                )
+            })?;
+        rows.push(row);
+    }
+    let node = head
+        .get("wiretape-node")
+        .and_then(|v| v.to_str().ok())
+        .map_or_else(|| r.url.clone(), str::to_string);
+    Ok((node, rows))
+}
+
+/// What the listing could not read, and how complete it is, on stderr.
+fn report_listing(l: &sessions::Listing, files: usize) {
+    for (p, e) in &l.unreadable {
+        eprintln!("wiretape: sessions: {}: {e}", p.display());
+    }
+    if !l.incomplete.is_empty() {
+        eprintln!(
+            "wiretape: sessions: {} tables incomplete (the session thread fell behind while \
+             recording; `wiretape index --force FILE` rebuilds one): {}",
+            l.incomplete.len(),
+            l.incomplete.join(", ")
+        );
+    }
+    if !l.without.is_empty() {
+        eprintln!(
+            "wiretape: sessions: {} of {} capture files have no session table (recorded with \
+             --no-sessions or before, or being written); `wiretape index` writes them",
+            l.without.len(),
+            files
+        );
+    }
 }
 
 /// The names of a row, as `key=value` words (stored escaped: no control

@@ -64,6 +64,10 @@ pub struct Extraction {
     pub key_index: bool,
     /// Keep the list of planned blocks (for a plan's JSON).
     pub list_blocks: bool,
+    /// Only the frames of the sessions this expression chooses, each
+    /// store (and each sensor, server side) in its own session tables
+    /// ([`Request::session_where`]).
+    pub session_where: Option<(crate::sessions::Where, String)>,
 }
 
 impl Extraction {
@@ -79,6 +83,7 @@ impl Extraction {
             flow_index: true,
             key_index: true,
             list_blocks: false,
+            session_where: None,
         }
     }
 
@@ -104,6 +109,7 @@ impl Extraction {
             key_index: self.key_index,
             list_blocks: self.list_blocks,
             steno: self.steno.clone(),
+            session_where: self.session_where.as_ref().map(|w| w.0.clone()),
         }
     }
 
@@ -131,13 +137,18 @@ impl Extraction {
     /// `text` gave it.
     pub fn sensor_query(&self, frames: bool, text: Option<&str>) -> String {
         let query = remote::query_string(&self.window, self.filter.as_deref(), frames);
-        match (&self.steno, text) {
+        let query = match (&self.steno, text) {
             (Some(sel), Some(text)) => {
                 let canon = sel.query.to_string();
                 let same = crate::steno::parse(&canon, 0).is_ok_and(|q| q == sel.query);
                 remote::with_param(&query, "steno", if same { &canon } else { text })
             }
             _ => query,
+        };
+        match &self.session_where {
+            // Each sensor chooses the sessions from its own tables.
+            Some((_, text)) => remote::with_param(&query, "session_where", text),
+            None => query,
         }
     }
 

@@ -48,6 +48,10 @@ pub struct Request {
     /// A Stenographer query instead of `filter` ([`crate::steno`]): its
     /// time pieces within `window`, Ethernet frames only.
     pub steno: Option<Arc<Selection>>,
+    /// Only the frames of the sessions this `--where` expression chooses
+    /// in the session tables of `inputs` ([`crate::sessions`]), within
+    /// `window` (and the filter, when there is one too).
+    pub session_where: Option<crate::sessions::Where>,
 }
 
 impl Request {
@@ -62,6 +66,7 @@ impl Request {
             key_index: true,
             list_blocks: false,
             steno: None,
+            session_where: None,
         }
     }
 }
@@ -114,6 +119,9 @@ pub struct Job {
     /// Files of other link types than Ethernet, not read (a Stenographer
     /// query selects Ethernet frames only).
     pub not_ethernet: Vec<PathBuf>,
+    /// The sessions chosen by [`Request::session_where`]: only their
+    /// frames are given.
+    pub sessions: Option<Arc<crate::sessions::Selected>>,
 }
 
 /// What a finished job did.
@@ -160,12 +168,77 @@ impl Job {
         Self::plan_with(req, filter, prog)
     }
 
+    /// The plan of [`Request::session_where`]: the sessions it chooses in
+    /// the tables of the inputs (in the window) become pieces of time, one
+    /// per span of a connection, each needing the connection's addresses,
+    /// protocol and ports (the key index where a file has a usable one,
+    /// else the `.idx` flow sets), as a Stenographer query's pieces are.
+    fn plan_sessions(
+        req: &Request,
+        w: &crate::sessions::Where,
+        filter: Option<String>,
+        prog: Option<Program>,
+    ) -> Result<Job, QueryError> {
+        let started = Instant::now();
+        let files = crate::fleet::captures(&req.inputs, req.prefix.as_deref())?;
+        let listing = crate::sessions::list(&files, req.window.from_ns, req.window.to_ns, w)?;
+        let sel = crate::sessions::Selected::of(listing, req.window);
+        let needs_on = req.flow_index;
+        let pieces: Vec<crate::narrow::Piece<'_>> = sel
+            .pieces()
+            .map(|(window, needs)| crate::narrow::Piece {
+                window,
+                needs: needs_on.then_some(needs),
+            })
+            .collect();
+        let hull = sel.hull();
+        let (mut plan, mut plan_stats) = crate::narrow::plan_pieces(
+            &req.inputs,
+            hull.unwrap_or(req.window),
+            req.prefix.as_deref(),
+            &pieces,
+            req.flow_index && req.key_index,
+        )?;
+        drop(pieces);
+        if hull.is_none() {
+            // No session chosen: nothing to read.
+            plan.files.clear();
+            plan_stats = PlanStats::default();
+        }
+        let blocks = if req.list_blocks {
+            planned_blocks(&plan)
+        } else {
+            Vec::new()
+        };
+        let linktypes = linktypes_of(&plan);
+        let progs = progs_for(&linktypes, &filter, prog)?;
+        let skipped_by_flow = plan_stats.skipped_by_flow + plan_stats.skipped_by_keys;
+        Ok(Job {
+            plan,
+            filter,
+            progs,
+            filter_narrows: needs_on && !sel.is_empty(),
+            linktypes,
+            skipped_by_flow,
+            plan_stats,
+            blocks,
+            started,
+            stop: None,
+            steno: None,
+            not_ethernet: Vec::new(),
+            sessions: Some(Arc::new(sel)),
+        })
+    }
+
     /// As [`Job::plan`] with the filter already compiled (`prog` of `filter`).
     pub fn plan_with(
         req: &Request,
         filter: Option<String>,
         prog: Option<Program>,
     ) -> Result<Job, QueryError> {
+        if let Some(w) = &req.session_where {
+            return Self::plan_sessions(req, w, filter, prog);
+        }
         // The keys (hosts, ports, protocols...) the filter needs: blocks
         // (and places in them) that lack them are not read.
         let needs = match (&prog, req.flow_index) {
@@ -186,24 +259,7 @@ impl Job {
         };
         let skipped_by_flow = plan_stats.skipped_by_flow + plan_stats.skipped_by_keys;
         let linktypes = linktypes_of(&plan);
-        // The filter as libpcap compiles it for each of the files' link
-        // types (the caller's program is Ethernet's): its program differs
-        // per link type. Flow keys are Ethernet's only (the indexes of
-        // other link types are time-only, so never narrow).
-        let mut progs = Vec::new();
-        for (lt, files) in &linktypes {
-            let p = match &filter {
-                Some(e) if *lt != LINKTYPE_ETHERNET => Some(
-                    wiretape_filter::compile(e, *lt, MAX_SNAPLEN)
-                        .map_err(|err| for_linktype(err, *lt, files))?,
-                ),
-                _ => prog.clone(),
-            };
-            progs.push((*lt, p));
-        }
-        if progs.is_empty() {
-            progs.push((LINKTYPE_ETHERNET, prog));
-        }
+        let progs = progs_for(&linktypes, &filter, prog)?;
         let ethernet = progs.iter().any(|p| p.0 == LINKTYPE_ETHERNET);
         Ok(Job {
             plan,
@@ -218,6 +274,7 @@ impl Job {
             stop: None,
             steno: None,
             not_ethernet: Vec::new(),
+            sessions: None,
         })
     }
 
@@ -290,6 +347,7 @@ impl Job {
             stop: None,
             steno: Some(sel),
             not_ethernet,
+            sessions: None,
         })
     }
 
@@ -331,16 +389,20 @@ impl Job {
                     Box::new(move |data: &[u8], _: u32, ts: u64| sel.matches(data, ts));
                 vec![(LINKTYPE_ETHERNET, pred)]
             }
-            None => self
-                .progs
-                .into_iter()
-                .map(|(lt, prog)| {
-                    let pred: Pred = Box::new(move |data: &[u8], wire: u32, _: u64| {
-                        prog.as_ref().is_none_or(|p| p.matches(data, wire))
-                    });
-                    (lt, pred)
-                })
-                .collect(),
+            None => {
+                let sessions = self.sessions;
+                self.progs
+                    .into_iter()
+                    .map(|(lt, prog)| {
+                        let sessions = sessions.clone();
+                        let pred: Pred = Box::new(move |data: &[u8], wire: u32, ts: u64| {
+                            sessions.as_ref().is_none_or(|s| s.matches(lt, data, ts))
+                                && prog.as_ref().is_none_or(|p| p.matches(data, wire))
+                        });
+                        (lt, pred)
+                    })
+                    .collect()
+            }
         };
         let mut merge = Merge::per_linktype(self.plan, preds);
         if let Some(f) = self.stop {
@@ -427,6 +489,32 @@ impl Job {
             stopped: merge.stopped_early(),
         })
     }
+}
+
+/// The filter as libpcap compiles it for each of the files' link types
+/// (`prog` is Ethernet's): its program differs per link type. Flow keys
+/// are Ethernet's only (the indexes of other link types are time-only, so
+/// never narrow). One for Ethernet when there are no files.
+fn progs_for(
+    linktypes: &[(u32, Vec<PathBuf>)],
+    filter: &Option<String>,
+    prog: Option<Program>,
+) -> Result<Vec<(u32, Option<Program>)>, QueryError> {
+    let mut progs = Vec::new();
+    for (lt, files) in linktypes {
+        let p = match filter {
+            Some(e) if *lt != LINKTYPE_ETHERNET => Some(
+                wiretape_filter::compile(e, *lt, MAX_SNAPLEN)
+                    .map_err(|err| for_linktype(err, *lt, files))?,
+            ),
+            _ => prog.clone(),
+        };
+        progs.push((*lt, p));
+    }
+    if progs.is_empty() {
+        progs.push((LINKTYPE_ETHERNET, prog));
+    }
+    Ok(progs)
 }
 
 /// A note as the command prints it on stderr (without the `wiretape: `).

@@ -405,15 +405,25 @@ impl Client {
 
     /// The whole answer to `GET path_and_query` (JSON, a Parquet table).
     pub fn get_bytes(&self, r: &Remote, path_and_query: &str) -> Result<Vec<u8>, RemoteError> {
+        self.get_with_headers(r, path_and_query).map(|(_, b)| b)
+    }
+
+    /// The headers and the whole answer to `GET path_and_query`.
+    pub fn get_with_headers(
+        &self,
+        r: &Remote,
+        path_and_query: &str,
+    ) -> Result<(HeaderMap, Vec<u8>), RemoteError> {
         let (tls, r, pq) = (self.tls.clone(), r.clone(), path_and_query.to_string());
         self.rt.block_on(async move {
             let resp = Self::get(tls, r, pq, false).await?;
+            let head = resp.headers().clone();
             let b = resp
                 .into_body()
                 .collect()
                 .await
                 .map_err(|e| RemoteError(format!("the answer was cut short: {e}")))?;
-            Ok(b.to_bytes().to_vec())
+            Ok((head, b.to_bytes().to_vec()))
         })
     }
 

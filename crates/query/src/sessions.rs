@@ -522,6 +522,276 @@ pub fn list(
     Ok(out)
 }
 
+/// A row of [`row_json`] read back (from a sensor's `/v1/sessions`): the
+/// session and its file's name. None: not such a row.
+pub fn row_from_json(v: &Value) -> Option<(Session, String)> {
+    let u = |k: &str| v.get(k)?.as_u64();
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
+    let list = |k: &str| -> Vec<String> {
+        v.get(k)
+            .and_then(|x| x.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let names = wiretape_sessions::Names {
+        dns_query: s("dns_query"),
+        dns_type: s("dns_type").and_then(|t| wiretape_sessions::dns::type_number(&t)),
+        dns_answers: list("dns_answers"),
+        tls_sni: s("tls_sni"),
+        tls_alpn: list("tls_alpn"),
+        ja4: s("ja4"),
+        http_host: s("http_host"),
+        http_method: s("http_method"),
+        http_path: s("http_path"),
+        http_user_agent: s("http_user_agent"),
+        quic_sni: s("quic_sni"),
+    };
+    let named = names != wiretape_sessions::Names::default();
+    Some((
+        Session {
+            id: u("session_id")?,
+            first_ns: u("first_ns")?,
+            last_ns: u("last_ns")?,
+            ip_version: u8::try_from(u("ip_version")?).ok()?,
+            proto: u8::try_from(u("proto")?).ok()?,
+            client_ip: s("client_ip")?.parse().ok()?,
+            client_port: u16::try_from(u("client_port")?).ok()?,
+            server_ip: s("server_ip")?.parse().ok()?,
+            server_port: u16::try_from(u("server_port")?).ok()?,
+            vlan: u("vlan").and_then(|x| u16::try_from(x).ok()),
+            client_packets: u("client_packets")?,
+            client_bytes: u("client_bytes")?,
+            server_packets: u("server_packets")?,
+            server_bytes: u("server_bytes")?,
+            tcp_flags: u("tcp_flags").map_or(0, |f| f as u8),
+            continued: v.get("continued")?.as_bool()?,
+            names: named.then(|| Box::new(names)),
+        },
+        s("file")?,
+    ))
+}
+
+/// Rows (each with its file's name) as one Parquet file into `w`, with
+/// the session table's columns (`wiretape sessions --parquet`).
+pub fn write_rows_parquet<W: std::io::Write + Send>(
+    w: W,
+    rows: &[(Session, String)],
+    name: &Path,
+) -> Result<(), QueryError> {
+    let refs: Vec<(&Session, &str)> = rows.iter().map(|(r, f)| (r, f.as_str())).collect();
+    let err = |e: wiretape_sessions::TableError| QueryError::Parquet {
+        path: name.to_owned(),
+        why: e.to_string(),
+    };
+    let batch = wiretape_sessions::rows_batch(&refs, Default::default(), name).map_err(err)?;
+    wiretape_sessions::write_batch(w, &batch, name).map_err(err)
+}
+
+/// The session rows of a fleet as one Parquet file into `w`: the session
+/// table's columns after a first column `node` (the sensor each row
+/// comes from), each part's rows under its node (`wiretape index
+/// --parquet`).
+pub fn write_fleet_parquet<W: std::io::Write + Send>(
+    w: W,
+    parts: &[(String, Vec<(Session, String)>)],
+    name: &Path,
+) -> Result<(), QueryError> {
+    use arrow_array::{ArrayRef, RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    let err = |why: String| QueryError::Parquet {
+        path: name.to_owned(),
+        why,
+    };
+    let refs: Vec<(&Session, &str)> = parts
+        .iter()
+        .flat_map(|(_, rows)| rows.iter().map(|(r, f)| (r, f.as_str())))
+        .collect();
+    let nodes: StringArray = parts
+        .iter()
+        .flat_map(|(n, rows)| std::iter::repeat_n(Some(n.as_str()), rows.len()))
+        .collect();
+    let b = wiretape_sessions::rows_batch(&refs, Default::default(), name)
+        .map_err(|e| err(e.to_string()))?;
+    let mut fields = vec![std::sync::Arc::new(Field::new(
+        "node",
+        DataType::Utf8,
+        false,
+    ))];
+    fields.extend(b.schema().fields().iter().cloned());
+    let mut cols: Vec<ArrayRef> = vec![std::sync::Arc::new(nodes)];
+    cols.extend(b.columns().iter().cloned());
+    let batch = RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), cols)
+        .map_err(|e| err(e.to_string()))?;
+    wiretape_sessions::write_batch(w, &batch, name).map_err(|e| err(e.to_string()))
+}
+
+/// A connection as the session tracker keys it: IP version, protocol, the
+/// two endpoints (address as 16 bytes, port), the lower first.
+type ConnKey = (u8, u8, ([u8; 16], u16), ([u8; 16], u16));
+
+fn conn_key(version: u8, proto: u8, a: ([u8; 16], u16), b: ([u8; 16], u16)) -> ConnKey {
+    if a <= b {
+        (version, proto, a, b)
+    } else {
+        (version, proto, b, a)
+    }
+}
+
+fn addr16(ip: &std::net::IpAddr) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    match ip {
+        std::net::IpAddr::V4(a) => out[..4].copy_from_slice(&a.octets()),
+        std::net::IpAddr::V6(a) => out = a.octets(),
+    }
+    out
+}
+
+/// The frames of chosen sessions (`extract --session-where`): each
+/// session's connection (as the tracker keys it: version, protocol, the
+/// endpoint pair) within its first and last frame. A frame is selected
+/// when it belongs to such a connection and is stamped in one of its
+/// sessions' spans (within the query's window).
+#[derive(Debug, Default)]
+pub struct Selected {
+    /// Per connection: its spans `[first, last]`, sorted, not overlapping.
+    conns: std::collections::HashMap<ConnKey, Vec<(u64, u64)>>,
+    /// Per span, the window and what a block must hold for it (for the plan).
+    pieces: Vec<(crate::Window, wiretape_filter::flow::Needs)>,
+    /// Distinct sessions (by session_id).
+    pub sessions: usize,
+    /// The listing's tables read, incomplete ones, files without a table.
+    pub tables: usize,
+    /// Incomplete tables (their files' names): sessions may be missing.
+    pub incomplete: Vec<String>,
+    /// Capture files without a table (their sessions cannot be chosen).
+    pub without: Vec<PathBuf>,
+    /// Tables that could not be read, and why.
+    pub unreadable: Vec<(PathBuf, String)>,
+}
+
+impl Selected {
+    /// The sessions of `l` (a [`list`] in `window`) as spans of their
+    /// connections, cut to `window`.
+    pub fn of(l: Listing, window: crate::Window) -> Selected {
+        use wiretape_filter::flow::{Key, Needs};
+        let mut conns: std::collections::HashMap<ConnKey, Vec<(u64, u64)>> = Default::default();
+        let mut ids = std::collections::HashSet::new();
+        for (r, _) in &l.rows {
+            ids.insert(r.id);
+            let first = window.from_ns.map_or(r.first_ns, |f| r.first_ns.max(f));
+            let last = window
+                .to_ns
+                .map_or(r.last_ns, |t| r.last_ns.min(t.saturating_sub(1)));
+            if last < first {
+                continue;
+            }
+            let k = conn_key(
+                r.ip_version,
+                r.proto,
+                (addr16(&r.client_ip), r.client_port),
+                (addr16(&r.server_ip), r.server_port),
+            );
+            conns.entry(k).or_default().push((first, last));
+        }
+        let mut pieces = Vec::new();
+        for (k, spans) in conns.iter_mut() {
+            spans.sort_unstable();
+            let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+            for &(f, t) in spans.iter() {
+                match merged.last_mut() {
+                    Some(m) if f <= m.1.saturating_add(1) => m.1 = m.1.max(t),
+                    _ => merged.push((f, t)),
+                }
+            }
+            *spans = merged;
+            // What every frame of the connection holds, as the flow index
+            // reads it: both addresses, the protocol, both ports (when
+            // the protocol has them and they were captured).
+            let (version, proto, a, b) = *k;
+            let mut keys = vec![Key::Proto(proto)];
+            for (addr, port) in [a, b] {
+                keys.push(if version == 4 {
+                    Key::Ip4(u32::from_be_bytes([addr[0], addr[1], addr[2], addr[3]]))
+                } else {
+                    Key::Ip6(u128::from_be_bytes(addr))
+                });
+                if matches!(proto, 6 | 17 | 132) && a.1 != 0 && b.1 != 0 {
+                    keys.push(Key::Port(port));
+                }
+            }
+            let needs = Needs::from_alternatives(vec![keys]);
+            for &(f, t) in spans.iter() {
+                pieces.push((
+                    crate::Window {
+                        from_ns: Some(f),
+                        to_ns: Some(t.saturating_add(1)),
+                    },
+                    needs.clone(),
+                ));
+            }
+        }
+        pieces.sort_by_key(|p| (p.0.from_ns, p.0.to_ns));
+        Selected {
+            conns,
+            pieces,
+            sessions: ids.len(),
+            tables: l.tables,
+            incomplete: l.incomplete,
+            without: l.without,
+            unreadable: l.unreadable,
+        }
+    }
+
+    /// Whether no frame can be selected.
+    pub fn is_empty(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    /// The window holding every span (None: no span).
+    pub fn hull(&self) -> Option<crate::Window> {
+        let from = self.pieces.iter().filter_map(|p| p.0.from_ns).min()?;
+        let to = self.pieces.iter().filter_map(|p| p.0.to_ns).max()?;
+        Some(crate::Window {
+            from_ns: Some(from),
+            to_ns: Some(to),
+        })
+    }
+
+    /// The spans with what a block must hold in each (for planning).
+    pub fn pieces(&self) -> impl Iterator<Item = (crate::Window, &wiretape_filter::flow::Needs)> {
+        self.pieces.iter().map(|(w, n)| (*w, n))
+    }
+
+    /// Whether the frame `data` (of `linktype`), stamped `ts`, belongs to
+    /// a chosen session (no allocation: one parse, one lookup).
+    pub fn matches(&self, linktype: u32, data: &[u8], ts: u64) -> bool {
+        let wiretape_filter::conn::Frame::Ip(p) = wiretape_filter::conn::parse(linktype, data)
+        else {
+            return false;
+        };
+        let k = conn_key(p.version, p.proto, (p.src, p.sport), (p.dst, p.dport));
+        self.conns
+            .get(&k)
+            .is_some_and(|spans| spans.iter().any(|&(f, t)| ts >= f && ts <= t))
+    }
+
+    /// The JSON of `extract --json`'s `sessions`: sessions chosen, tables
+    /// read, incomplete tables, files without one.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "matched": self.sessions,
+            "connections": self.conns.len(),
+            "tables": self.tables,
+            "incomplete": self.incomplete,
+            "files_without_table": self.without.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        })
+    }
+}
+
 fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())

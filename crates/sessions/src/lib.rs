@@ -53,5 +53,8 @@ use criterion as _;
 use proptest as _;
 
 pub use names::Names;
-pub use table::{read_parquet, schema, to_batch, write_parquet, write_parquet_file, TableError};
+pub use table::{
+    read_parquet, rows_batch, schema, to_batch, write_batch, write_parquet, write_parquet_file,
+    TableError,
+};
 pub use track::{session_id, Config, Session, Table, TableStats, Tracker};

@@ -114,9 +114,35 @@ pub fn schema() -> SchemaRef {
 /// The rows of `t` as one record batch (the schema's metadata carries the
 /// table's counts).
 pub fn to_batch(t: &Table) -> Result<RecordBatch, TableError> {
-    let n = t.rows.len();
+    let s = &t.stats;
+    let meta: HashMap<String, String> = [
+        ("frames", s.frames),
+        ("skipped", s.skipped),
+        ("complete", u64::from(s.complete())),
+        ("not_ip", s.not_ip),
+        ("fragments", s.fragments),
+        ("evicted", s.evicted),
+        ("reused", s.reused),
+        ("names_skipped", s.names_skipped),
+    ]
+    .into_iter()
+    .map(|(k, v)| (format!("{META}{k}"), v.to_string()))
+    .collect();
+    let rows: Vec<(&Session, &str)> = t.rows.iter().map(|r| (r, t.file.as_str())).collect();
+    rows_batch(&rows, meta, Path::new(&t.file))
+}
+
+/// Rows of several files' tables (each with its capture file's name) as
+/// one record batch of the table's schema, with `meta` as the schema's
+/// metadata (`name` for errors): what `wiretape sessions --parquet` writes.
+pub fn rows_batch(
+    rows: &[(&Session, &str)],
+    meta: HashMap<String, String>,
+    name: &Path,
+) -> Result<RecordBatch, TableError> {
+    let n = rows.len();
     let mut id = Int64Builder::with_capacity(n);
-    let mut file = StringBuilder::with_capacity(n, n * t.file.len());
+    let mut file = StringBuilder::new();
     let (mut first, mut last) = (
         Int64Builder::with_capacity(n),
         Int64Builder::with_capacity(n),
@@ -142,9 +168,9 @@ pub fn to_batch(t: &Table) -> Result<RecordBatch, TableError> {
     let mut answers = ListBuilder::new(StringBuilder::new());
     let mut alpn = ListBuilder::new(StringBuilder::new());
     let none = Names::default();
-    for r in &t.rows {
+    for &(r, f) in rows {
         id.append_value(r.id as i64);
-        file.append_value(&t.file);
+        file.append_value(f);
         first.append_value(r.first_ns as i64);
         last.append_value(r.last_ns as i64);
         first_t.append_value(r.first_ns as i64);
@@ -226,34 +252,29 @@ pub fn to_batch(t: &Table) -> Result<RecordBatch, TableError> {
         t7,
         t8,
     ];
-    let s = &t.stats;
-    let meta: HashMap<String, String> = [
-        ("frames", s.frames),
-        ("skipped", s.skipped),
-        ("complete", u64::from(s.complete())),
-        ("not_ip", s.not_ip),
-        ("fragments", s.fragments),
-        ("evicted", s.evicted),
-        ("reused", s.reused),
-        ("names_skipped", s.names_skipped),
-    ]
-    .into_iter()
-    .map(|(k, v)| (format!("{META}{k}"), v.to_string()))
-    .collect();
     let schema = Arc::new(schema().as_ref().clone().with_metadata(meta));
     RecordBatch::try_new(schema, cols).map_err(|e| TableError::Parquet {
-        path: PathBuf::from(&t.file),
+        path: name.to_owned(),
         why: e.to_string(),
     })
 }
 
 /// Writes `t` as a Parquet table into `w` (`name` for errors).
 pub fn write_parquet<W: Write + Send>(w: W, t: &Table, name: &Path) -> Result<(), TableError> {
+    write_batch(w, &to_batch(t)?, name)
+}
+
+/// Writes `batch` (of [`to_batch`] or [`rows_batch`]) as a Parquet file
+/// into `w`, its schema's metadata as the file's key-value metadata too.
+pub fn write_batch<W: Write + Send>(
+    w: W,
+    batch: &RecordBatch,
+    name: &Path,
+) -> Result<(), TableError> {
     let err = |e: parquet::errors::ParquetError| TableError::Parquet {
         path: name.to_owned(),
         why: e.to_string(),
     };
-    let batch = to_batch(t)?;
     // The counts also as the file's own key-value metadata (besides the
     // Arrow schema's): what any Parquet reader shows (DuckDB's
     // parquet_kv_metadata).
@@ -269,7 +290,7 @@ pub fn write_parquet<W: Write + Send>(w: W, t: &Table, name: &Path) -> Result<()
         .build();
     let mut pw =
         parquet::arrow::ArrowWriter::try_new(w, batch.schema(), Some(props)).map_err(err)?;
-    pw.write(&batch).map_err(err)?;
+    pw.write(batch).map_err(err)?;
     pw.close().map_err(err)?;
     Ok(())
 }

@@ -3,7 +3,8 @@
 //! Content-Security-Policy of `default-src 'self'` (no inline script or
 //! style: the script is its own file of the same origin) and
 //! `frame-ancestors 'none'`. The page asks the API (`/v1/status`,
-//! `/v1/files`, `/v1/timeline`, `/v1/count`, `/v1/extract`) from the
+//! `/v1/files`, `/v1/timeline`, `/v1/count`, `/v1/sessions`,
+//! `/v1/extract`) from the
 //! browser; everything from the store or the user goes into the page as
 //! text (`textContent`), never as markup.
 

@@ -532,6 +532,18 @@ pub(super) async fn handle(
         };
         return timeline(st, client, what, r).await;
     }
+    if path == "/v1/sessions" {
+        let parsed =
+            params::window(&p, now).and_then(|w| Ok((w, params::where_expr(&p, "where")?)));
+        let (w, wh) = match parsed {
+            Ok(x) => x,
+            Err(BadRequest(m)) => {
+                log(&st, &client.name, &what, &format!("400 {m}"));
+                return error(StatusCode::BAD_REQUEST, m);
+            }
+        };
+        return sessions(st, client, what, w, wh.unwrap_or_default()).await;
+    }
     if path == "/v1/index.parquet" {
         let w = match params::window(&p, now) {
             Ok(w) => w,
@@ -550,17 +562,7 @@ pub(super) async fn handle(
         }
     };
     let Ok(permit) = st.queries.clone().try_acquire_owned() else {
-        log(&st, &client.name, &what, "503 busy");
-        let mut r = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "{} queries are running (--max-queries): try again in a second",
-                st.cfg.max_queries
-            ),
-        );
-        r.headers_mut()
-            .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return r;
+        return busy(&st, &client, &what);
     };
     match path.as_str() {
         "/v1/extract" => extract(st, client, what, request, format, wants_trailers, permit).await,
@@ -903,6 +905,84 @@ async fn timeline(
             error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
         }
     }
+}
+
+/// `/v1/sessions`: the rows of the stores' session tables in `window`
+/// that `w` keeps, as JSON lines (`wiretape sessions --json`), with how
+/// complete the answer is in headers.
+async fn sessions(
+    st: Arc<State>,
+    client: Client,
+    what: String,
+    window: crate::Window,
+    w: crate::sessions::Where,
+) -> Response<ApiBody> {
+    let Ok(permit) = st.queries.clone().try_acquire_owned() else {
+        return busy(&st, &client, &what);
+    };
+    let st2 = st.clone();
+    let r = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let files = crate::fleet::captures(&st2.cfg.stores, st2.cfg.prefix.as_deref())?;
+        let l = crate::sessions::list(&files, window.from_ns, window.to_ns, &w)?;
+        let mut body = Vec::new();
+        for (r, f) in &l.rows {
+            let _ = serde_json::to_writer(&mut body, &crate::sessions::row_json(r, f));
+            body.push(b'\n');
+        }
+        Ok::<_, QueryError>((body, l))
+    })
+    .await;
+    match r {
+        Ok(Ok((body, l))) => {
+            log(
+                &st,
+                &client.name,
+                &what,
+                &format!("200, {} sessions from {} tables", l.rows.len(), l.tables),
+            );
+            for (p, e) in &l.unreadable {
+                st.log_conn(&client.name, &format!("session table {}: {e}", p.display()));
+            }
+            let mut r = Response::new(ApiBody::full(body));
+            let h = r.headers_mut();
+            h.insert(
+                hyper::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/x-ndjson"),
+            );
+            for (k, v) in [
+                ("wiretape-tables", l.tables),
+                ("wiretape-tables-incomplete", l.incomplete.len()),
+                ("wiretape-files-without-table", l.without.len()),
+            ] {
+                h.insert(k, HeaderValue::from(v as u64));
+            }
+            if let Ok(v) = HeaderValue::from_str(&clean(&st.cfg.node, 200)) {
+                h.insert("wiretape-node", v);
+            }
+            r
+        }
+        Ok(Err(e)) => plan_error(&st, &client.name, &what, &e),
+        Err(e) => {
+            log(&st, &client.name, &what, &format!("500 {e}"));
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    }
+}
+
+/// 503: every query slot is taken.
+pub(super) fn busy(st: &State, client: &Client, what: &str) -> Response<ApiBody> {
+    log(st, &client.name, what, "503 busy");
+    let mut r = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "{} queries are running (--max-queries): try again in a second",
+            st.cfg.max_queries
+        ),
+    );
+    r.headers_mut()
+        .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
 }
 
 async fn parquet(

@@ -15,7 +15,7 @@ use wiretape_timestamp::{format_rfc3339, parse_time};
 pub struct BadRequest(pub String);
 
 use super::spec::{BY, FORMATS, MAX_NUMBER, TSPRECS, WIDTH};
-pub use super::spec::{PROTOS, QUERY, TIMELINE, WINDOW};
+pub use super::spec::{PROTOS, QUERY, SESSIONS, TIMELINE, WINDOW};
 
 /// A number as the schemas' `integer` reads in a query string: decimal
 /// digits only (no sign, no space), at most [`MAX_NUMBER`].
@@ -188,7 +188,35 @@ pub fn request(
             .map_err(|e| BadRequest(format!("parameter 'steno': {e}")))?;
         r.steno = Some(std::sync::Arc::new(sel));
     }
+    if p.contains_key("session_where") {
+        if r.steno.is_some() {
+            return Err(BadRequest(
+                "parameter 'session_where' cannot be combined with 'steno': give a filter (or the \
+                 5-tuple form) with it instead"
+                    .into(),
+            ));
+        }
+        r.session_where = where_expr(p, "session_where")?;
+    }
     Ok(r)
+}
+
+/// The session expression of parameter `key` (`where`, `session_where`),
+/// parsed (see [`crate::sessions`]); None when not given.
+pub fn where_expr(
+    p: &HashMap<String, String>,
+    key: &str,
+) -> Result<Option<crate::sessions::Where>, BadRequest> {
+    p.get(key)
+        .map(|w| {
+            crate::sessions::Where::parse(w).map_err(|e| {
+                BadRequest(format!(
+                    "parameter '{key}': at character {}: {}",
+                    e.at, e.why
+                ))
+            })
+        })
+        .transpose()
 }
 
 /// The timeline request of `/v1/timeline`'s parameters over `stores`:

@@ -16,6 +16,9 @@ pub enum Answer {
     Capture,
     /// JSON of the named schema of `components.schemas`.
     Json(&'static str),
+    /// JSON lines (`application/x-ndjson`): one object of the named schema
+    /// of `components.schemas` per line.
+    JsonLines(&'static str),
     /// A Parquet table.
     Parquet,
     /// A file of the console: its media type.
@@ -85,7 +88,18 @@ pub const MAX_NUMBER: u64 = 1_000_000_000_000_000_000;
 
 /// The query endpoints' parameters.
 pub const QUERY: &[&str] = &[
-    "from", "to", "filter", "format", "tsprec", "src", "dst", "sport", "dport", "proto", "steno",
+    "from",
+    "to",
+    "filter",
+    "format",
+    "tsprec",
+    "src",
+    "dst",
+    "sport",
+    "dport",
+    "proto",
+    "steno",
+    "session_where",
 ];
 /// The headers of `POST /query` that bound its answer (`stenoread
 /// --limit-packets`, `--limit-bytes`).
@@ -105,6 +119,8 @@ pub const STENO_LIMITS: &[(&str, &str)] = &[
 pub const COUNT: &[&str] = QUERY;
 /// The parameters of `/v1/index.parquet`.
 pub const WINDOW: &[&str] = &["from", "to"];
+/// The parameters of `/v1/sessions`.
+pub const SESSIONS: &[&str] = &["from", "to", "where"];
 /// The parameters of `/v1/timeline`.
 pub const TIMELINE: &[&str] = &["from", "to", "by", "filter_index", "width", "bin_ns"];
 
@@ -171,6 +187,20 @@ pub const ENDPOINTS: &[Endpoint] = &[
         answer: Answer::Parquet,
         summary: "the block index as the Parquet table of `wiretape index --parquet`",
         description: "",
+    },
+    Endpoint {
+        path: "/v1/sessions",
+        params: SESSIONS,
+        query: true,
+        answer: Answer::JsonLines("Session"),
+        summary: "the rows of `wiretape sessions --json`: the session tables' rows in the window that `where` keeps",
+        description: "One JSON object per line and session row (a connection in one capture file; a \
+            connection spanning files has a row in each, with the same session_id), by first frame: \
+            exactly what `wiretape sessions DIR... [--from] [--to] [--where EXPR] --json` prints. A row \
+            is listed when its frames overlap [from, to). The headers Wiretape-Tables, \
+            Wiretape-Tables-Incomplete (tables whose recorder skipped frames: sessions may be missing) \
+            and Wiretape-Files-Without-Table say how complete the answer is; Wiretape-Node names the \
+            sensor.",
     },
     Endpoint {
         path: "/v1/openapi.json",
@@ -352,6 +382,24 @@ pub const PARAMS: &[Param] = &[
         examples: &["tcp and port 443", "host 10.0.0.1 or udp", "ip proto 47"],
     },
     Param {
+        name: "session_where",
+        schema: || json!({"type": "string", "minLength": 1}),
+        description: "Only the frames of the sessions this expression (the `where` language of \
+            /v1/sessions) chooses in the sensor's own session tables, within from/to: what \
+            `extract --session-where` selects (with a filter too, frames both keep; not with \
+            steno). One that does not parse is a 400 naming the position.",
+        examples: &["tls_sni ~ '*.example.com'", "dns_query ~ example and proto = 17"],
+    },
+    Param {
+        name: "where",
+        schema: || json!({"type": "string"}),
+        description: "Conditions FIELD OP VALUE joined by `and` over the session table's columns \
+            (`wiretape sessions --where`): OP is =, !=, <, <=, >, >= or ~ (text: a glob with * and ?, \
+            else a substring; ASCII case ignored). One that does not parse is a 400 naming the \
+            position.",
+        examples: &["tls_sni ~ '*.example.com' and server_port = 443", "proto = 17"],
+    },
+    Param {
         name: "by",
         schema: || json!({"type": "string", "enum": BY}),
         description: "Series of the timeline: none, one per interface, or one per queue.",
@@ -458,6 +506,10 @@ pub fn openapi() -> Value {
             Answer::Json(name) => json!({
                 "description": "The answer.",
                 "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{name}")}}}
+            }),
+            Answer::JsonLines(name) => json!({
+                "description": "One JSON object per line.",
+                "content": {"application/x-ndjson": {"schema": {"$ref": format!("#/components/schemas/{name}")}}}
             }),
             Answer::Parquet => json!({
                 "description": "The table.",
@@ -773,6 +825,38 @@ fn schemas() -> Value {
             ("store_span", store_span()),
             ("window_misses_store", misses()),
         ]),
+        "Session": described(object(&[
+            ("session_id", described(int(), "Stable across files (63 bits).")),
+            ("file", json!({"type": "string"})),
+            ("first_ns", int()),
+            ("last_ns", int()),
+            ("first_time", json!({"type": "string"})),
+            ("last_time", json!({"type": "string"})),
+            ("ip_version", int()),
+            ("proto", int()),
+            ("client_ip", json!({"type": "string"})),
+            ("client_port", int()),
+            ("server_ip", json!({"type": "string"})),
+            ("server_port", int()),
+            ("vlan", int_or_null()),
+            ("client_packets", int()),
+            ("client_bytes", int()),
+            ("server_packets", int()),
+            ("server_bytes", int()),
+            ("tcp_flags", int_or_null()),
+            ("continued", json!({"type": "boolean"})),
+            ("dns_query", string_or_null()),
+            ("dns_type", string_or_null()),
+            ("dns_answers", json!({"type": ["array", "null"], "items": {"type": "string"}})),
+            ("tls_sni", string_or_null()),
+            ("tls_alpn", json!({"type": ["array", "null"], "items": {"type": "string"}})),
+            ("ja4", string_or_null()),
+            ("http_host", string_or_null()),
+            ("http_method", string_or_null()),
+            ("http_path", string_or_null()),
+            ("http_user_agent", string_or_null()),
+            ("quic_sni", string_or_null()),
+        ]), "A session table's row (a connection's frames in one capture file); names escaped."),
         "OpenApi": {"type": "object", "required": ["openapi", "paths"]},
     })
 }

@@ -254,17 +254,7 @@ pub(super) async fn query(
         Err(e) => return refuse(&what, e.to_string()),
     };
     let Ok(permit) = st.queries.clone().try_acquire_owned() else {
-        log(&st, &client.name, &what, "503 busy");
-        let mut r = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "{} queries are running (--max-queries): try again in a second",
-                st.cfg.max_queries
-            ),
-        );
-        r.headers_mut()
-            .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return r;
+        return super::busy(&st, &client, &what);
     };
     let mut request = Request::new(st.cfg.stores.clone());
     request.prefix = st.cfg.prefix.clone();

@@ -10,9 +10,13 @@ const NS_PER_MS = 1000000n;
 const NS_PER_S = 1000000000n;
 const $ = (id) => document.getElementById(id);
 
-// Stamps are u64 ns: past 2^53, so read from the JSON's own digits.
+// Stamps are u64 ns: past 2^53, so read from the JSON's own digits;
+// a session_id (63 bits) stays its digits, as text.
 function parseJson(text) {
   return JSON.parse(text, function (key, value, ctx) {
+    if (typeof value === 'number' && key === 'session_id') {
+      return ctx && typeof ctx.source === 'string' ? ctx.source : String(value);
+    }
     if (typeof value === 'number' && key.endsWith('_ns')) {
       if (ctx && typeof ctx.source === 'string' && /^\d+$/.test(ctx.source)) {
         return BigInt(ctx.source);
@@ -324,11 +328,123 @@ async function updateCount() {
   return r.ok;
 }
 
+// A name as shown: stored escaped already; anything below space or in
+// C1 escaped again all the same (never a raw control character).
+function shown(s) {
+  return String(s).replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => '\\x' + c.charCodeAt(0).toString(16).padStart(2, '0'));
+}
+
+const PROTOS = { 1: 'icmp', 6: 'tcp', 17: 'udp', 58: 'icmp6', 132: 'sctp' };
+const TOP_SESSIONS = 20;
+
+function endpoint(ip, port) {
+  const a = ip.includes(':') ? '[' + ip + ']' : ip;
+  return port ? a + ':' + port : a;
+}
+
+// The window's sessions (/v1/sessions, one row per session and file)
+// summed per session_id, the TOP_SESSIONS of most bytes shown, each with
+// a link to its packets (/v1/extract?session_where=session_id = ID).
+async function loadSessions() {
+  const p = windowParams(new URLSearchParams());
+  let r;
+  try {
+    r = await fetch('/v1/sessions?' + p.toString(), { credentials: 'same-origin', cache: 'no-store' });
+  } catch (e) {
+    $('sessions-total').textContent = 'the sessions did not come: ' + e;
+    return;
+  }
+  const text = await r.text();
+  const body = $('sessions').tBodies[0];
+  body.replaceChildren();
+  if (!r.ok) {
+    let msg = 'sessions: HTTP ' + r.status;
+    try { msg = parseJson(text).error || msg; } catch (e) { /* not JSON */ }
+    $('sessions-total').textContent = shown(msg);
+    return;
+  }
+  const by = new Map();
+  for (const line of text.split('\n')) {
+    if (!line) continue;
+    const row = parseJson(line);
+    const s = by.get(row.session_id);
+    if (!s) {
+      by.set(row.session_id, Object.assign({}, row));
+      continue;
+    }
+    for (const k of ['client_packets', 'client_bytes', 'server_packets', 'server_bytes']) s[k] += row[k];
+    if (row.first_ns < s.first_ns) { s.first_ns = row.first_ns; s.first_time = row.first_time; }
+    if (row.last_ns > s.last_ns) s.last_ns = row.last_ns;
+    for (const k of NAME_KEYS) if (s[k] == null && row[k] != null) s[k] = row[k];
+  }
+  const all = Array.from(by.values());
+  const bytes = (s) => s.client_bytes + s.server_bytes;
+  all.sort((a, b) => bytes(b) - bytes(a) || (a.first_ns < b.first_ns ? -1 : a.first_ns > b.first_ns ? 1 : 0));
+  const top = all.slice(0, TOP_SESSIONS);
+  let total = thousands(all.length) + ' sessions in the window';
+  if (all.length > top.length) total += ', the ' + top.length + ' of most bytes';
+  const inc = Number(r.headers.get('wiretape-tables-incomplete') || 0);
+  const without = Number(r.headers.get('wiretape-files-without-table') || 0);
+  if (inc) total += '; ' + inc + ' tables incomplete (frames skipped while recording)';
+  if (without) total += '; ' + without + ' files without a session table';
+  $('sessions-total').textContent = total;
+  const fmt = $('format').value;
+  for (const s of top) {
+    const tr = document.createElement('tr');
+    tr.dataset.session = s.session_id;
+    const cells = [
+      [iso(s.first_ns, 6).replace('T', ' '), 'ep'],
+      [PROTOS[s.proto] || String(s.proto), ''],
+      [endpoint(s.client_ip, s.client_port) + ' → ' + endpoint(s.server_ip, s.server_port), 'ep'],
+      [thousands(s.client_packets + s.server_packets), 'n'],
+      [thousands(bytes(s)), 'n'],
+      [namesOf(s), 'names'],
+    ];
+    for (const [t, cls] of cells) {
+      const td = document.createElement('td');
+      td.textContent = t;
+      if (cls) td.className = cls;
+      tr.appendChild(td);
+    }
+    const q = windowParams(new URLSearchParams());
+    q.set('session_where', 'session_id = ' + s.session_id);
+    q.set('format', fmt);
+    const a = document.createElement('a');
+    a.className = 'packets';
+    a.href = '/v1/extract?' + q.toString();
+    a.setAttribute('download', 'session-' + s.session_id + '.' + fmt);
+    a.textContent = 'packets';
+    const td = document.createElement('td');
+    td.appendChild(a);
+    tr.appendChild(td);
+    body.appendChild(tr);
+  }
+}
+
+const NAME_KEYS = ['tls_sni', 'quic_sni', 'http_host', 'http_method', 'http_path', 'http_user_agent',
+  'dns_query', 'dns_type', 'dns_answers', 'tls_alpn', 'ja4'];
+
+function namesOf(s) {
+  const v = [];
+  const put = (k, x) => { if (x != null) v.push(k + '=' + shown(Array.isArray(x) ? x.join(',') : x)); };
+  put('sni', s.tls_sni);
+  put('quic_sni', s.quic_sni);
+  put('host', s.http_host);
+  if (s.http_method != null && s.http_path != null) v.push(shown(s.http_method + ' ' + s.http_path));
+  put('ua', s.http_user_agent);
+  put('dns', s.dns_query);
+  put('answers', s.dns_answers);
+  put('alpn', s.tls_alpn);
+  put('ja4', s.ja4);
+  return v.join(' ');
+}
+
 async function refresh() {
   showLoading('loading the timeline…');
   updateDownload();
   await updateCount();
   await loadTimeline();
+  await loadSessions();
 }
 
 function setWindow(from, to) {
@@ -353,7 +469,7 @@ function setupButtons() {
       setWindow(from, to);
     });
   }
-  $('format').addEventListener('change', updateDownload);
+  $('format').addEventListener('change', () => { updateDownload(); loadSessions(); });
   $('filter').addEventListener('input', () => {
     updateDownload();
     clearTimeout(state.timer);
