@@ -569,7 +569,7 @@ mod tests {
         std::fs::create_dir_all(&b).unwrap();
         // Files alternate between the volumes, as a writer spreads them.
         let name = |i: u32| {
-            let d = if i % 2 == 0 { &a } else { &b };
+            let d = if i.is_multiple_of(2) { &a } else { &b };
             d.join(format!("wt-eth0-q0-20261122T1010{i:02}.000000000Z.pcap"))
         };
         for i in 0..8 {
