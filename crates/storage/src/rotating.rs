@@ -1072,11 +1072,17 @@ impl RotatingWriter {
                 let Some(vol) = self.volumes.pick() else {
                     return; // no volume left: they stay counted as lost
                 };
-                let mut path = self.path_for(vol, name_ns);
-                while path.exists() {
+                // A name no volume has (the file it comes from may share
+                // its first stamp).
+                let taken = |ns: u64| {
+                    let name = self.path_for(0, ns);
+                    let name = name.file_name().unwrap_or_default();
+                    self.volumes.iter().any(|v| v.dir.join(name).exists())
+                };
+                while taken(name_ns) {
                     name_ns += 1;
-                    path = self.path_for(vol, name_ns);
                 }
+                let path = self.path_for(vol, name_ns);
                 match self.open(vol, &path, None, None) {
                     Ok(w) => break (vol, w),
                     Err(e) if volume_error(&e) => {
