@@ -1003,8 +1003,13 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let metrics = match a.metrics {
         Some(addr) => {
             use wiretape::pipeline::metrics::Metrics;
-            let m = Metrics::serve(addr, a.metrics_allow_remote, &opts.ifname(), a.dir().to_owned())
-                .map_err(metrics::in_flags)?;
+            let m = Metrics::serve(
+                addr,
+                a.metrics_allow_remote,
+                &opts.ifname(),
+                a.dir().to_owned(),
+            )
+            .map_err(metrics::in_flags)?;
             eprintln!("wiretape: metrics on http://{}/metrics", m.addr);
             Some(m)
         }
