@@ -277,3 +277,64 @@ fn listens_on_loopback_unless_told_and_answers_404_elsewhere() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "404");
 }
+
+/// Two volumes; the second goes away mid-run (renamed: a disk gone): the next file
+/// there cannot be made, the volume is taken out and every later file goes
+/// to the first. `/metrics` and `ctl status` say which volume failed, the
+/// summary agrees, and no frame is lost.
+#[test]
+fn a_volume_that_goes_away_is_counted_by_metrics_and_status() {
+    require_root();
+    let tb = Testbed::create("metv", 1).unwrap();
+    let out = TempDir::new("metv");
+    let (a, b) = (out.path().join("a"), out.path().join("b"));
+    let json = out.path().join("s.json");
+    let mut rec = Recorder::start(
+        &tb,
+        &[
+            "-w",
+            a.to_str().unwrap(),
+            "-w",
+            b.to_str().unwrap(),
+            "--metrics",
+            "127.0.0.1:0",
+            "--rotate-size",
+            "256K",
+            "-q",
+            "--summary-json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let url = url_from(&rec);
+    let (sa, sb) = (a.display().to_string(), b.display().to_string());
+    tb.send(0..2000, SizeFn::Fixed(1000), 1, Some(20_000))
+        .unwrap();
+    // Gone at once (a rename: the recorder may be making a file there).
+    std::fs::rename(&b, out.path().join("b.gone")).unwrap();
+    tb.send(2000..6000, SizeFn::Fixed(1000), 1, Some(20_000))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let m = loop {
+        std::thread::sleep(Duration::from_millis(1200));
+        let m = scrape(&tb, &url);
+        let w = sample(&m, "wiretape_frames_written_total", &[("queue", "0")]);
+        if w as u64 == 6000 {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "live numbers stuck: {m}");
+    };
+    let failed = |v: &str| sample(&m, "wiretape_volume_failed_total", &[("volume", v)]);
+    assert_eq!((failed(&sa), failed(&sb)), (0.0, 1.0), "{m}");
+    let (code, stdout, stderr) = run_wiretape(Some(&tb), &["ctl", "-w", &sa, "status"]);
+    assert_eq!(code, 0, "ctl status: {stderr}");
+    let st: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(st["volume_failed"][&sb].as_u64(), Some(1), "{st:#}");
+    assert_eq!(st["volume_failed"][&sa].as_u64(), Some(0), "{st:#}");
+    rec.signal(libc::SIGINT);
+    assert!(rec.wait(20).success(), "{}", rec.stderr_text());
+    let j = read_json(&json);
+    assert_identity(&j);
+    assert_eq!(j["packets_written"].as_u64(), Some(6000), "{j}");
+    assert_eq!(j["volume_failed"][&sb].as_u64(), Some(1), "{j}");
+    assert!(!xdp_attached(&tb));
+}

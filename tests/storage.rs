@@ -639,3 +639,199 @@ fn rotation_by_size_pcapng_counts_pcapng_records() {
         );
     }
 }
+
+/// Capture files in `dirs` (our names), all volumes together.
+fn pcaps_in(dirs: &[&Path]) -> Vec<PathBuf> {
+    dirs.iter().flat_map(|d| pcaps(d)).collect()
+}
+
+/// Frames and captured bytes capinfos counts in `files` (an independent
+/// reader).
+fn capinfos_totals(files: &[PathBuf]) -> (u64, u64) {
+    let (mut frames, mut bytes) = (0, 0);
+    for f in files {
+        let out = Command::new("capinfos")
+            .args(["-M", "-T", "-r", "-c", "-d"])
+            .arg(f)
+            .output()
+            .expect("capinfos (apt: wireshark-common)");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let cols: Vec<&str> = text.trim().split('\t').collect();
+        assert_eq!(cols.len(), 3, "capinfos: {text}");
+        frames += cols[1].trim().parse::<u64>().unwrap();
+        bytes += cols[2].trim().parse::<u64>().unwrap();
+    }
+    (frames, bytes)
+}
+
+/// Two volumes, one a small tmpfs that fills mid-run: it is taken out
+/// (counted in volume_failed), the blocks its failed write left in RAM and
+/// every later frame go to the other volume, and no frame is lost: the
+/// union of both volumes holds every frame sent, byte-identical (and
+/// capinfos counts them and their bytes). The full volume's files stay
+/// readable.
+#[test]
+fn a_full_volume_is_taken_out_and_the_other_takes_its_share() {
+    require_root();
+    let small = Mount::fs("tmpfs", "size=8m", "volfull");
+    let big = TempDir::new("volbig");
+    let n = 20_000u64;
+    let tb = Testbed::create("volfull", 1).unwrap();
+    let json = std::env::temp_dir().join(format!("wt-volfull-{}.json", std::process::id()));
+    let t0 = now_ns();
+    let mut rec = Recorder::start(
+        &tb,
+        &[
+            "-w",
+            small.path().to_str().unwrap(),
+            "-w",
+            big.path().to_str().unwrap(),
+            "-c",
+            "20000",
+            "--rotate-size",
+            "1M",
+            "--io",
+            "buffered",
+            "--summary-json",
+            json.to_str().unwrap(),
+        ],
+    );
+    // ~30 MB of frames: the 8 MiB volume fills after its share of ~4 MB.
+    tb.send(0..n, SizeFn::Fixed(1500), 1, Some(30_000)).unwrap();
+    let st = rec.wait(60);
+    let err = rec.stderr_text();
+    assert!(st.success(), "goes on on the other volume: {err}");
+    let j = read_json(&json);
+    let _ = std::fs::remove_file(&json);
+    assert_identity(&j);
+    assert_eq!(j["packets_written"].as_u64(), Some(n), "{j}");
+    assert_eq!(j["drops"]["disk_full"].as_u64(), Some(0), "{j}");
+    assert_eq!(j["drops"]["write_error"].as_u64(), Some(0), "{j}");
+    let (s, b) = (
+        small.path().display().to_string(),
+        big.path().display().to_string(),
+    );
+    assert_eq!(j["volume_failed"][&s].as_u64(), Some(1), "{j}");
+    assert_eq!(j["volume_failed"][&b].as_u64(), Some(0), "{j}");
+    let failed = j["volumes"][0]["failed"].as_str().unwrap_or_default();
+    assert!(failed.contains("full") || failed.contains("space"), "{j}");
+    assert!(
+        err.contains(&format!("volume {s}")) && err.contains("FAILED"),
+        "the text summary names it: {err}"
+    );
+    let files = pcaps_in(&[small.path(), big.path()]);
+    assert!(!pcaps(small.path()).is_empty() && !pcaps(big.path()).is_empty());
+    let v = verify_files(&files, n, usize::MAX, t0, now_ns(), true);
+    assert_eq!(v.frames, n, "every frame in the union of the volumes");
+    assert_eq!(v.captured_bytes, n * 1500);
+    assert_eq!(capinfos_totals(&files), (n, n * 1500), "capinfos agrees");
+    assert!(!xdp_attached(&tb));
+}
+
+/// Two volumes: a busy queue's files alternate between them (both get a
+/// share of the bytes), each names the store (store.toml), retention
+/// deletes oldest first over both, and `extract` given one volume reads
+/// both: every frame sent, once, in time order (tcpdump reads the result).
+#[test]
+fn two_volumes_spread_keep_and_read_back_as_one_store() {
+    require_root();
+    let (a, b) = (TempDir::new("vola"), TempDir::new("volb"));
+    let n = 6_000u64;
+    let tb = Testbed::create("vols", 1).unwrap();
+    let json = std::env::temp_dir().join(format!("wt-vols-{}.json", std::process::id()));
+    let t0 = now_ns();
+    let mut rec = Recorder::start(
+        &tb,
+        &[
+            "-w",
+            a.path().to_str().unwrap(),
+            "-w",
+            b.path().to_str().unwrap(),
+            "-c",
+            "6000",
+            "--rotate-size",
+            "1M",
+            "--summary-json",
+            json.to_str().unwrap(),
+        ],
+    );
+    tb.send(0..n, SizeFn::Fixed(1000), 1, Some(30_000)).unwrap();
+    let st = rec.wait(60);
+    assert!(st.success(), "{}", rec.stderr_text());
+    let j = read_json(&json);
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(j["packets_written"].as_u64(), Some(n), "{j}");
+    let per: Vec<u64> = (0..2)
+        .map(|i| j["volumes"][i]["bytes"].as_u64().unwrap())
+        .collect();
+    // ~6 MB in 1 MiB files, round-robin: each volume about half.
+    assert!(per.iter().all(|&x| x > 2 << 20), "both volumes used: {j}");
+    let (fa, fb) = (pcaps(a.path()), pcaps(b.path()));
+    assert!(fa.len() >= 2 && fb.len() >= 2, "{fa:?} {fb:?}");
+    for d in [a.path(), b.path()] {
+        let desc = std::fs::read_to_string(d.join("store.toml")).unwrap();
+        for v in [a.path(), b.path()] {
+            let v = v.canonicalize().unwrap();
+            assert!(desc.contains(v.to_str().unwrap()), "{desc}");
+        }
+    }
+    // extract given one volume reads the store.
+    let out = std::env::temp_dir().join(format!("wt-vols-{}.pcap", std::process::id()));
+    let (code, _, e) = run_wiretape(
+        None,
+        &[
+            "extract",
+            b.path().to_str().unwrap(),
+            "-w",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{e}");
+    let v = verify_files(
+        std::slice::from_ref(&out),
+        n,
+        usize::MAX,
+        t0,
+        now_ns(),
+        true,
+    );
+    assert_eq!((v.frames, v.captured_bytes), (n, n * 1000));
+    assert_eq!(tshark_count(&out), n, "tshark reads them all");
+    let _ = std::fs::remove_file(&out);
+    // Retention over the store: the oldest go, whichever volume holds them.
+    let all: Vec<PathBuf> = {
+        let mut v = pcaps_in(&[a.path(), b.path()]);
+        v.sort_by_key(|p| p.file_name().unwrap().to_owned());
+        v
+    };
+    let (code, _, e) = run_wiretape(
+        Some(&tb),
+        &[
+            "record",
+            "-w",
+            a.path().to_str().unwrap(),
+            "-w",
+            b.path().to_str().unwrap(),
+            "-i",
+            CAP_IF,
+            "-d",
+            "0.5",
+            "--keep-files",
+            "3",
+        ],
+    );
+    assert_eq!(code, 0, "{e}");
+    // The files kept of the first run are its newest (2 or 3: this run's
+    // own file counts while it is written), on both volumes' side of the
+    // deletions: the oldest went, whichever volume held them.
+    let kept: Vec<&PathBuf> = all.iter().filter(|f| f.exists()).collect();
+    let k = kept.len();
+    assert!((2..=3).contains(&k), "{kept:?}");
+    assert_eq!(kept, all[all.len() - k..].iter().collect::<Vec<_>>());
+    let gone = &all[..all.len() - k];
+    assert!(
+        gone.iter().any(|f| f.starts_with(a.path()))
+            && gone.iter().any(|f| f.starts_with(b.path()))
+    );
+    assert!(!xdp_attached(&tb));
+}

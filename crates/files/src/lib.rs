@@ -16,6 +16,7 @@
 //!   [`zread`] reads compressed files a unit at a time; [`ramp`] reads a
 //!   file for a query (small reads after a seek, growing; O_DIRECT;
 //!   read-ahead).
+//! - A store of several volumes: its description ([`store`], `store.toml`).
 //! - A writer holds an advisory lock on each file while it writes it
 //!   ([`is_being_written`]), so readers tell writes in flight from damage.
 //!
@@ -41,6 +42,7 @@ pub mod pcapng;
 pub mod ramp;
 pub mod reader;
 pub mod steno;
+pub mod store;
 pub mod walk;
 pub mod zread;
 

@@ -566,6 +566,32 @@ fn encode_run(st: &State, enc: &mut DescriptorEncoder) -> std::fmt::Result {
             [(vec![("directory", dir)], ConstGauge::new(total as i64))],
         )?;
     }
+    if !st.storage.volumes.is_empty() {
+        let vols = &st.storage.volumes;
+        let label =
+            |v: &wiretape_storage::VolumeState| vec![("volume", v.dir.display().to_string())];
+        family(
+            enc,
+            "wiretape_volume_failed",
+            "Times a volume (-w given more than once) was taken out: a write or a file's creation failed there",
+            MetricType::Counter,
+            vols.iter().map(|v| (label(v), ConstCounter::new(v.failures))),
+        )?;
+        family(
+            enc,
+            "wiretape_volume_files",
+            "Files put on a volume this run",
+            MetricType::Counter,
+            vols.iter().map(|v| (label(v), ConstCounter::new(v.files))),
+        )?;
+        family(
+            enc,
+            "wiretape_volume_written_bytes",
+            "Bytes of the files closed on a volume this run",
+            MetricType::Counter,
+            vols.iter().map(|v| (label(v), ConstCounter::new(v.bytes))),
+        )?;
+    }
     if let Some(c) = &st.storage.compress {
         let alg = || vec![("algorithm", c.compress.algorithm().to_string())];
         for (name, help, v) in [

@@ -114,6 +114,12 @@ pub struct RunSummary {
     pub compress: Option<CompressSummary>,
     /// What retention deleted.
     pub retention: RetentionSummary,
+    /// Volumes taken out (a write or a file's creation failed there):
+    /// volume directory -> times (0 or 1), every volume named, with
+    /// several `-w` (empty with one).
+    pub volume_failed: std::collections::BTreeMap<String, u64>,
+    /// Each volume: what went to it and whether it failed (with several).
+    pub volumes: Vec<VolumeSummary>,
     /// Frames not read for the session tables (their thread was behind;
     /// those tables are marked incomplete). Never frames lost.
     pub sessions_skipped: u64,
@@ -429,6 +435,20 @@ pub struct RetentionSummary {
     pub deleted_bytes: u64,
 }
 
+/// One volume of a store (`-w` given more than once).
+#[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
+pub struct VolumeSummary {
+    /// The directory.
+    pub dir: String,
+    /// Files put on it this run.
+    pub files: u64,
+    /// Bytes of those files.
+    pub bytes: u64,
+    /// Why it was taken out (null: in use to the end).
+    pub failed: Option<String>,
+}
+
 /// A time an interface was away.
 #[derive(Clone, Debug, Serialize)]
 #[non_exhaustive]
@@ -625,6 +645,21 @@ impl RunSummary {
                 deleted_files: storage.deleted_files,
                 deleted_bytes: storage.deleted_bytes,
             },
+            volume_failed: storage
+                .volumes
+                .iter()
+                .map(|v| (v.dir.display().to_string(), v.failures))
+                .collect(),
+            volumes: storage
+                .volumes
+                .iter()
+                .map(|v| VolumeSummary {
+                    dir: v.dir.display().to_string(),
+                    files: v.files,
+                    bytes: v.bytes,
+                    failed: v.failed.clone(),
+                })
+                .collect(),
             sessions_skipped: storage.sessions.as_ref().map_or(0, |x| x.skipped_frames),
             sessions: storage.sessions.as_ref().map(SessionsSummary::from),
             interface_gaps: r
@@ -829,6 +864,20 @@ impl RunSummary {
                     format!(", {} tables could not be written", x.errors)
                 } else {
                     String::new()
+                }
+            );
+        }
+        for v in &self.volumes {
+            s += &format!(
+                "  volume {}: {} files ({}){}\n",
+                v.dir,
+                v.files,
+                bytes_h(v.bytes),
+                match &v.failed {
+                    Some(why) => format!(
+                        "; FAILED, taken out (volume_failed 1): {why}; the other volumes took its share"
+                    ),
+                    None => String::new(),
                 }
             );
         }

@@ -308,7 +308,8 @@ pub(crate) fn plan_files(
     };
     let mut paths = Vec::new();
     let mut seen = HashSet::new();
-    for input in inputs {
+    // A volume of a store stands for all of them (store.toml).
+    for input in &wiretape_files::store::expand_inputs(inputs) {
         let md = std::fs::metadata(input).map_err(|e| rd(input, e))?;
         let files = if md.is_dir() {
             naming::list_any(input, prefix).map_err(|e| rd(input, e))?

@@ -67,14 +67,15 @@ pub fn stale(capture: &Path, force: bool) -> Option<&'static str> {
 }
 
 /// The capture files of `inputs`: our files in directories (of `prefix`
-/// when given), any file named.
+/// when given), any file named; a volume of a store stands for all its
+/// volumes ([`wiretape_files::store`]).
 pub fn captures(inputs: &[PathBuf], prefix: Option<&str>) -> Result<Vec<PathBuf>, StorageError> {
     let rd = |p: &Path, source| StorageError::Read {
         path: p.to_owned(),
         source,
     };
     let mut out = Vec::new();
-    for p in inputs {
+    for p in &wiretape_files::store::expand_inputs(inputs) {
         let m = std::fs::metadata(p).map_err(|e| rd(p, e))?;
         if m.is_dir() {
             out.extend(naming::list_any(p, prefix).map_err(|e| rd(p, e))?);

@@ -21,7 +21,8 @@
 //! A store: [`Store`] opens a directory (checked, torn tails repaired) and
 //! hands out a [`RotatingWriter`] per queue; [`retention`] keeps it within
 //! its bounds; [`repair`] trims torn tails after a crash and rebuilds the
-//! sidecars. A writer holds an advisory lock on each file while it writes
+//! sidecars; [`volume`] spreads a store's files over several directories
+//! (disks) and takes a failing one out. A writer holds an advisory lock on each file while it writes
 //! it, which readers test (`wiretape_files::is_being_written`).
 //! [`fuzz`] holds the fuzz bodies of the file readers and of repair (the
 //! `fuzz/` targets and the stable `tests/fuzz_seeds.rs` run them).
@@ -54,6 +55,7 @@ pub mod retention;
 pub mod rotating;
 pub mod sessions;
 pub mod sink;
+pub mod volume;
 pub mod writer;
 
 pub use block::BlockBuilder;
@@ -67,6 +69,7 @@ pub use sink::{
     AnySink, Block, BlockSink, FileSink, Gate, IoMode, MakeRoom, PreparedSink, SinkStats, WriteSink,
 };
 pub use sys::fs_space;
+pub use volume::{Volume, VolumeState, Volumes};
 pub use writer::{PcapWriter, WriterStats};
 
 /// The one error of wiretape's files, read or written: the readers' type,

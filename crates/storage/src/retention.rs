@@ -116,8 +116,12 @@ impl Catalog {
 /// control loop (which applies the policy about once a second).
 #[derive(Debug)]
 pub struct Retention {
-    /// The output directory the ring of files is in.
+    /// The output directory the ring of files is in (the first volume).
     pub dir: PathBuf,
+    /// Every volume of the store ([`crate::volume`]): one catalogue over
+    /// all of them, oldest first; `--min-free` holds on each one's own
+    /// filesystem, and room on a full disk is made on that disk.
+    pub dirs: Vec<PathBuf>,
     /// File name prefix of the recording: only our names with it are deleted.
     pub prefix: String,
     /// The limits [`Retention::enforce`] applies.
@@ -144,8 +148,14 @@ impl Retention {
     /// Retention of our `prefix` files in `dir` under `policy`; no file is
     /// open yet and nothing is deleted until asked.
     pub fn new(dir: &Path, prefix: &str, policy: Policy) -> Self {
+        Self::with_dirs(&[dir.to_owned()], prefix, policy)
+    }
+
+    /// As [`Retention::new`], over the volumes `dirs` (at least one).
+    pub fn with_dirs(dirs: &[PathBuf], prefix: &str, policy: Policy) -> Self {
         Retention {
-            dir: dir.to_owned(),
+            dir: dirs[0].clone(),
+            dirs: dirs.to_vec(),
             prefix: prefix.to_owned(),
             policy,
             open: Mutex::new(HashSet::new()),
@@ -185,8 +195,10 @@ impl Retention {
     fn update(&self, cat: &mut Catalog) {
         let changed = std::mem::take(&mut *self.changed.lock().unwrap());
         if cat.listed.is_none_or(|t| t.elapsed() >= RESCAN) {
-            cat.files = our_files(&self.dir, &self.prefix)
-                .into_iter()
+            cat.files = self
+                .dirs
+                .iter()
+                .flat_map(|d| our_files(d, &self.prefix))
                 .map(|f| ((f.start, f.path), (f.bytes, f.modified)))
                 .collect();
             cat.listed = Some(std::time::Instant::now());
@@ -256,11 +268,19 @@ impl Retention {
         true
     }
 
-    fn low_on_space(&self) -> bool {
+    /// The volume holding `p`.
+    fn volume_of(&self, p: &Path) -> Option<&Path> {
+        self.dirs
+            .iter()
+            .find(|d| p.starts_with(d))
+            .map(PathBuf::as_path)
+    }
+
+    fn low_on_space(&self, dir: &Path) -> bool {
         let Some(m) = self.policy.min_free else {
             return false;
         };
-        let Some((free, total)) = fs_space(&self.dir) else {
+        let Some((free, total)) = fs_space(dir) else {
             return false;
         };
         match m {
@@ -295,8 +315,6 @@ impl Retention {
                 .is_some_and(|a| now.duration_since(f.modified).unwrap_or_default() > a)
             {
                 "--keep-age"
-            } else if self.low_on_space() {
-                "--min-free"
             } else {
                 // Oldest first: the age test may still hold for a later
                 // file only if clocks jumped; stop at the first one kept.
@@ -310,6 +328,20 @@ impl Retention {
             count -= 1;
             bytes -= f.bytes;
             n += u64::from(deleted);
+        }
+        // The free-space floor, on each volume's own filesystem: its oldest
+        // files go while it is below.
+        for dir in &self.dirs {
+            while self.low_on_space(dir) {
+                let Some(f) = cat.oldest(|p| !open.contains(p) && p.starts_with(dir)) else {
+                    break;
+                };
+                let deleted = self.delete(&mut cat, &f, "--min-free");
+                if !deleted && f.path.exists() {
+                    break;
+                }
+                n += u64::from(deleted);
+            }
         }
         n
     }
@@ -329,16 +361,28 @@ impl Retention {
                 // The oldest that can go; one that cannot be deleted (it
                 // stays in the catalogue) is passed over.
                 let mut tried: HashSet<PathBuf> = HashSet::new();
-                while let Some(f) =
-                    cat.oldest(|p| p != writing && !open.contains(p) && !tried.contains(p))
-                {
+                // Room on the disk being written: files of other volumes
+                // free nothing there.
+                let vol = self.volume_of(writing);
+                while let Some(f) = cat.oldest(|p| {
+                    p != writing
+                        && !open.contains(p)
+                        && !tried.contains(p)
+                        && vol.is_none_or(|v| p.starts_with(v))
+                }) {
                     if self.delete(&mut cat, &f, "disk full, --on-full rotate") {
                         return true;
                     }
                     tried.insert(f.path);
                 }
             }
-            let closing = self.closing.lock().unwrap().iter().any(|p| p != writing);
+            let vol = self.volume_of(writing);
+            let closing = self
+                .closing
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|p| p != writing && vol.is_none_or(|v| p.starts_with(v)));
             if !closing || std::time::Instant::now() >= deadline {
                 return false;
             }
@@ -512,6 +556,42 @@ mod tests {
         assert_eq!(r.listings(), 1);
         assert_eq!((52..=201).filter(|&i| name(i).exists()).count(), 150);
         std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// Two volumes, one catalogue: oldest first across both; room on a
+    /// full disk is made on that disk only.
+    #[test]
+    fn one_catalogue_over_two_volumes() {
+        let base = std::env::temp_dir().join(format!("wt-ret-vol-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (a, b) = (base.join("a"), base.join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        // Files alternate between the volumes, as a writer spreads them.
+        let name = |i: u32| {
+            let d = if i.is_multiple_of(2) { &a } else { &b };
+            d.join(format!("wt-eth0-q0-20261122T1010{i:02}.000000000Z.pcap"))
+        };
+        for i in 0..8 {
+            std::fs::write(name(i), vec![0u8; 100]).unwrap();
+        }
+        let r = Retention::with_dirs(
+            &[a.clone(), b.clone()],
+            "wt",
+            Policy {
+                keep_files: Some(5),
+                ..Default::default()
+            },
+        );
+        assert_eq!(r.enforce(), 3);
+        assert!((0..3).all(|i| !name(i).exists()) && (3..8).all(|i| name(i).exists()));
+        // Full while writing 7 (on b): the oldest of b goes (3), not 4 on a.
+        assert!(r.make_room(&name(7)));
+        assert!(!name(3).exists() && name(4).exists());
+        assert!(r.make_room(&name(7)));
+        assert!(!name(5).exists() && name(4).exists() && name(6).exists());
+        assert!(!r.make_room(&name(7)), "nothing else of ours on b");
+        std::fs::remove_dir_all(base).unwrap();
     }
 
     #[test]

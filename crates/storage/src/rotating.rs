@@ -11,6 +11,7 @@
 
 use crate::retention::{Policy, Retention};
 use crate::sink::{AnySink, BlockSink, Gate, IoMode, PreparedSink};
+use crate::volume::{Volume, Volumes};
 use crate::writer::PcapWriter;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -30,8 +31,11 @@ pub const DEFAULT_SNAPLEN: u32 = 262_144;
 /// default (the CLI's defaults are these).
 #[derive(Clone, Debug)]
 pub struct StorageConfig {
-    /// Output directory (created if missing).
+    /// Output directory (created if missing): the first volume.
     pub dir: PathBuf,
+    /// Further volumes (`-w` given again; [`crate::volume`]): each new
+    /// file goes to one of them or to `dir`.
+    pub more_dirs: Vec<PathBuf>,
     /// File name prefix.
     pub prefix: String,
     /// Bytes kept of each frame.
@@ -94,6 +98,7 @@ impl StorageConfig {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         StorageConfig {
             dir: dir.into(),
+            more_dirs: Vec::new(),
             prefix: "wiretape".into(),
             snaplen: DEFAULT_SNAPLEN,
             flush_interval: Duration::from_secs(1),
@@ -117,6 +122,13 @@ impl StorageConfig {
             compress_threads: default_compress_threads(),
             direct_backlog_max: crate::uring::DIRECT_BACKLOG_MAX,
         }
+    }
+
+    /// Every volume: `dir`, then `more_dirs`.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        std::iter::once(self.dir.clone())
+            .chain(self.more_dirs.iter().cloned())
+            .collect()
     }
 
     /// Whether files rotate at all.
@@ -310,6 +322,9 @@ pub struct StorageProgress {
     pub buffer_limit_bytes: u64,
     /// The session tables so far (None: `--no-sessions`).
     pub sessions: Option<crate::sessions::SessionStats>,
+    /// Each volume's state, with several (`-w` given more than once;
+    /// empty with one).
+    pub volumes: Vec<crate::volume::VolumeState>,
 }
 
 /// `--compress-threads` when not given: the cores less one (the capture
@@ -324,7 +339,7 @@ pub fn default_compress_threads() -> usize {
 /// A recording's output directory, opened once.
 pub struct Store {
     cfg: StorageConfig,
-    direct_ok: bool,
+    volumes: Arc<Volumes>,
     budget: Arc<AtomicI64>,
     retention: Arc<Retention>,
     gauges: Mutex<Vec<(String, u32, Arc<Gauge>)>>,
@@ -349,24 +364,45 @@ impl Store {
     /// torn tails of our earlier files, asks whether it takes O_DIRECT and
     /// applies retention once (an earlier run may have filled the disk).
     /// Returns the store and what the user should be told.
-    pub fn open(cfg: StorageConfig) -> Result<(Store, Vec<String>), StorageError> {
-        prepare_dir(&cfg.dir)?;
-        let mut notices = repair_dir(&cfg.dir, &cfg.prefix);
-        let direct_ok = crate::uring::direct_supported(&cfg.dir);
-        match cfg.io {
-            IoMode::Auto if !direct_ok => notices.push(format!(
-                "{} does not take O_DIRECT (tmpfs?): writing through the page cache instead",
-                cfg.dir.display()
-            )),
-            IoMode::Direct if !direct_ok => {
-                return Err(StorageError::NotWritable {
-                    path: cfg.dir.clone(),
-                    source: std::io::Error::other(
-                        "the filesystem refuses O_DIRECT; use --io auto or buffered",
-                    ),
-                })
+    pub fn open(mut cfg: StorageConfig) -> Result<(Store, Vec<String>), StorageError> {
+        let dirs = cfg.dirs();
+        let mut notices = Vec::new();
+        let mut volumes = Vec::new();
+        for dir in &dirs {
+            prepare_dir(dir)?;
+        }
+        for dir in &dirs {
+            notices.extend(repair_dir(dir, &cfg.prefix));
+            let direct_ok = crate::uring::direct_supported(dir);
+            match cfg.io {
+                IoMode::Auto if !direct_ok => notices.push(format!(
+                    "{} does not take O_DIRECT (tmpfs?): writing through the page cache instead",
+                    dir.display()
+                )),
+                IoMode::Direct if !direct_ok => {
+                    return Err(StorageError::NotWritable {
+                        path: dir.clone(),
+                        source: std::io::Error::other(
+                            "the filesystem refuses O_DIRECT; use --io auto or buffered",
+                        ),
+                    })
+                }
+                _ => {}
             }
-            _ => {}
+            volumes.push(Volume::new(dir, direct_ok));
+        }
+        if dirs.len() > 1 {
+            crate::volume::write_description(&dirs)
+                .map_err(|(path, source)| StorageError::NotWritable { path, source })?;
+            if !cfg.rotating() {
+                cfg.rotate_size = Some(crate::volume::DEFAULT_ROTATE_SIZE);
+                notices.push(format!(
+                    "{} volumes and no --rotate-size or --rotate-time: files rotate at {} MiB, \
+                     so that each queue's files spread over the volumes",
+                    dirs.len(),
+                    crate::volume::DEFAULT_ROTATE_SIZE >> 20
+                ));
+            }
         }
         if !cfg.rotating() && (cfg.on_full_rotate || cfg.retention.keep_files.is_some()) {
             notices.push(
@@ -415,14 +451,18 @@ impl Store {
         } else {
             None
         };
-        let retention = Arc::new(Retention::new(&cfg.dir, &cfg.prefix, cfg.retention.clone()));
+        let retention = Arc::new(Retention::with_dirs(
+            &dirs,
+            &cfg.prefix,
+            cfg.retention.clone(),
+        ));
         retention.enforce();
         notices.extend(retention.take_log());
         Ok((
             Store {
                 budget: Arc::new(AtomicI64::new(cfg.buffer_bytes as i64)),
                 cfg,
-                direct_ok,
+                volumes: Arc::new(Volumes::new(volumes)),
                 retention,
                 gauges: Mutex::new(Vec::new()),
                 rotate_epoch: Arc::new(AtomicU64::new(0)),
@@ -472,6 +512,11 @@ impl Store {
             .map(|p| p.stats.report(self.cfg.compress))
     }
 
+    /// The store's volumes (one per `-w`).
+    pub fn volumes(&self) -> &Arc<Volumes> {
+        &self.volumes
+    }
+
     /// The retention shared by this store's writers.
     pub fn retention(&self) -> &Arc<Retention> {
         &self.retention
@@ -494,7 +539,11 @@ impl Store {
             cfg: self.cfg.clone(),
             ifname: ifname.to_owned(),
             queue,
-            direct_ok: self.direct_ok,
+            volumes: self.volumes.clone(),
+            vol: 0,
+            rescued_full: 0,
+            rescued_err: 0,
+            rescue: Arc::new(Mutex::new(Vec::new())),
             budget: self.budget.clone(),
             unwritten: Arc::new(AtomicI64::new(0)),
             retention: self.retention.clone(),
@@ -518,8 +567,7 @@ impl Store {
             keys: self.keys.clone(),
             sessions: self.sessions.as_ref().map(|s| (s.clone(), s.series())),
         };
-        let path = w.path_for(start_ns);
-        w.writer = Some(w.open(&path, None, None)?);
+        w.writer = Some(w.open_on_a_volume(start_ns, None, None)?);
         w.prepare_next();
         Ok(w)
     }
@@ -595,6 +643,9 @@ impl Store {
         }
         (st.deleted_files, st.deleted_bytes) = self.retention.deleted();
         st.fs_space = crate::sys::fs_space(&self.cfg.dir);
+        if self.volumes.len() > 1 {
+            st.volumes = self.volumes.states();
+        }
         st.buffer_limit_bytes = self.cfg.buffer_bytes;
         st.sessions = self.sessions.as_ref().map(|s| s.stats());
         st
@@ -705,7 +756,16 @@ pub struct RotatingWriter {
     cfg: StorageConfig,
     ifname: String,
     queue: u32,
-    direct_ok: bool,
+    /// The store's volumes, and the one the current file is on.
+    volumes: Arc<Volumes>,
+    vol: usize,
+    /// Frames a failed volume's file counted as lost (or disk full) that
+    /// were written to another volume after all.
+    rescued_full: u64,
+    rescued_err: u64,
+    /// Frames the close of a file on a failing volume left in RAM, by
+    /// cause (disk full or not), for a file on another volume.
+    rescue: Arc<Mutex<Vec<(bool, Rescued)>>>,
     budget: Arc<AtomicI64>,
     /// Bytes this queue's files (the one being written and those still
     /// closing after a rotation) have waiting for the disk: a run laid out
@@ -731,8 +791,9 @@ pub struct RotatingWriter {
     error: Option<Arc<StorageError>>,
     /// Earlier files being finished on helper threads.
     closing: Vec<JoinHandle<WriterReport>>,
-    /// The next file's engine, being prepared on a helper thread.
-    next: Option<JoinHandle<std::io::Result<PreparedSink>>>,
+    /// The next file's engine, being prepared on a helper thread (for a
+    /// volume taking O_DIRECT or not, as the flag says).
+    next: Option<(bool, JoinHandle<std::io::Result<PreparedSink>>)>,
     /// The store's rotation requests ([`Store::rotate_all`]) and the last
     /// one this writer took.
     rotate_epoch: Arc<AtomicU64>,
@@ -748,7 +809,7 @@ pub struct RotatingWriter {
 }
 
 impl RotatingWriter {
-    fn path_for(&self, start_ns: u64) -> PathBuf {
+    fn path_for(&self, vol: usize, start_ns: u64) -> PathBuf {
         let mut name = naming::file_name(
             &self.cfg.prefix,
             &self.ifname,
@@ -757,13 +818,44 @@ impl RotatingWriter {
             self.cfg.format,
         );
         name.push_str(self.cfg.compress.suffix());
-        self.cfg.dir.join(name)
+        self.volumes.get(vol).dir.join(name)
     }
 
-    /// Opens a file, on a prepared engine when there is one (fast: only the
-    /// file is created).
+    /// Opens the next file, named by `name_ns`, on the volume
+    /// [`Volumes::pick`] gives; a volume where that fails is taken out and
+    /// the next one tried (with several). Sets the current volume.
+    fn open_on_a_volume(
+        &mut self,
+        name_ns: u64,
+        mut prepared: Option<(bool, PreparedSink)>,
+        after: Option<Arc<Gate>>,
+    ) -> Result<PcapWriter<AnySink>, StorageError> {
+        loop {
+            let vol = self.volumes.pick().ok_or(StorageError::Internal(
+                "every volume of the store has failed",
+            ))?;
+            let path = self.path_for(vol, name_ns);
+            let direct_ok = self.volumes.get(vol).direct_ok;
+            // An engine made for the other kind of filesystem is not used.
+            let p = prepared.take_if(|(d, _)| *d == direct_ok).map(|(_, p)| p);
+            match self.open(vol, &path, p, after.clone()) {
+                Ok(w) => {
+                    self.vol = vol;
+                    return Ok(w);
+                }
+                Err(e) if self.volumes.len() > 1 && volume_error(&e) => {
+                    self.volumes.fail(vol, &e.to_string());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Opens a file on volume `vol`, on a prepared engine when there is one
+    /// (fast: only the file is created).
     fn open(
         &self,
+        vol: usize,
         path: &Path,
         prepared: Option<PreparedSink>,
         after: Option<Arc<Gate>>,
@@ -777,7 +869,7 @@ impl RotatingWriter {
             None => AnySink::create(
                 path,
                 c.io,
-                self.direct_ok,
+                self.volumes.get(vol).direct_ok,
                 c.block_size,
                 c.buffers,
                 Some(self.budget.clone()),
@@ -793,6 +885,7 @@ impl RotatingWriter {
         let mut sink = sink
             .compressed(c.compress, self.pool.as_ref())
             .inspect_err(|_| self.retention.closed(path))?;
+        self.volumes.get(vol).file_opened();
         if let Some(g) = after {
             sink.write_after(g);
         }
@@ -836,17 +929,19 @@ impl RotatingWriter {
             return;
         }
         let c = &self.cfg;
-        let (io, ok, bs, nb, budget) = (
-            c.io,
-            self.direct_ok,
-            c.block_size,
-            c.buffers,
-            Some(self.budget.clone()),
-        );
+        // For the kind of filesystem the volumes have (mixed: the next
+        // file's volume may not take it, then it is made again there).
+        let ok = self
+            .volumes
+            .iter()
+            .find(|v| v.ok())
+            .is_some_and(|v| v.direct_ok);
+        let (io, bs, nb, budget) = (c.io, c.block_size, c.buffers, Some(self.budget.clone()));
         self.next = std::thread::Builder::new()
             .name("wt-prepare".into())
             .spawn(move || AnySink::prepare(io, ok, bs, nb, budget))
-            .ok();
+            .ok()
+            .map(|h| (ok, h));
     }
 
     fn needs_rotation(&self, ts_ns: u64, len: usize) -> bool {
@@ -879,13 +974,18 @@ impl RotatingWriter {
     }
 
     fn rotate(&mut self, ts_ns: u64) -> Result<(), StorageError> {
+        self.rotate_on(ts_ns, false)
+    }
+
+    /// [`RotatingWriter::rotate`]; `failed_over`: the current file's volume
+    /// failed, its error is a note of the run, not its end.
+    fn rotate_on(&mut self, ts_ns: u64, failed_over: bool) -> Result<(), StorageError> {
         self.rotate_requested = false;
         // Names sort by time: the new file's first frame, and never a name
         // at or before the current file's.
         let name_ns = ts_ns.max(self.name_ns + 1);
-        let path = self.path_for(name_ns);
         let prepared = match self.next.take() {
-            Some(h) if h.is_finished() => h.join().ok().and_then(Result::ok),
+            Some((ok, h)) if h.is_finished() => h.join().ok().and_then(Result::ok).map(|p| (ok, p)),
             other => {
                 self.next = other; // not ready yet: keep it for next time
                 None
@@ -893,9 +993,12 @@ impl RotatingWriter {
         };
         // On disk the new file comes after the old one: its writes go out
         // once the old file's last write is done (a crash then never
-        // leaves a gap between them).
+        // leaves a gap between them). After a volume failed the old file
+        // takes no more writes: no gate.
         let gate = Arc::new(Gate::default());
-        let new = self.open(&path, prepared, Some(gate.clone()))?;
+        let old_vol = self.vol;
+        let after = (!failed_over).then(|| gate.clone());
+        let new = self.open_on_a_volume(name_ns, prepared, after)?;
         self.name_ns = name_ns;
         let mut old = self.writer.replace(new).expect("a file is open");
         // Its session table ends here, before the new file's first block.
@@ -908,13 +1011,39 @@ impl RotatingWriter {
         // at 5 Gbit/s lost 37 % of the frames when closing inline, 0 % now).
         self.retention.closing(old.path());
         self.gauge.rotations.fetch_add(1, Ordering::Relaxed);
-        let ret = self.retention.clone();
-        let gauge = self.gauge.clone();
+        self.close_in_background(old, old_vol, failed_over);
+        self.last_blocks = 0;
+        self.last_flush_ns = monotonic_ns();
+        // Retention is applied by the recording's control loop (4 times a
+        // second), never here: deleting a large file can take tens of ms,
+        // which the writer thread must not spend while frames wait.
+        Ok(())
+    }
+
+    /// What closing a file on volume `vol` needs (see [`close_file`]).
+    fn close_ctx(&self, vol: usize, failed_over: bool) -> CloseCtx {
+        CloseCtx {
+            retention: self.retention.clone(),
+            gauge: self.gauge.clone(),
+            volumes: self.volumes.clone(),
+            vol,
+            failed_over,
+            rescue: self.rescue.clone(),
+            format: self.cfg.format,
+            snaplen: self.cfg.snaplen,
+            ifname: self.ifname.clone(),
+            linktype: self.cfg.linktype,
+        }
+    }
+
+    /// Finishes `old` (on volume `vol`) on a helper thread.
+    fn close_in_background(&mut self, old: PcapWriter<AnySink>, vol: usize, failed_over: bool) {
+        let ctx = self.close_ctx(vol, failed_over);
         let (tx, rx) = std::sync::mpsc::channel::<PcapWriter<AnySink>>();
         match std::thread::Builder::new()
             .name("wt-close".into())
             .spawn(move || match rx.recv() {
-                Ok(old) => close_file(old, &ret, &gauge),
+                Ok(old) => close_file(old, &ctx),
                 Err(_) => WriterReport::default(),
             }) {
             Ok(h) => {
@@ -922,16 +1051,61 @@ impl RotatingWriter {
                 self.closing.push(h);
             }
             // No thread to be had: finish it here rather than lose it.
-            Err(_) => self
-                .done
-                .merge(close_file(old, &self.retention, &self.gauge)),
+            Err(_) => {
+                let ctx = self.close_ctx(vol, failed_over);
+                self.done.merge(close_file(old, &ctx));
+            }
         }
-        self.last_blocks = 0;
-        self.last_flush_ns = monotonic_ns();
-        // Retention is applied by the recording's control loop (4 times a
-        // second), never here: deleting a large file can take tens of ms,
-        // which the writer thread must not spend while frames wait.
-        Ok(())
+    }
+
+    /// Frames a file's close could not write (its volume failed then,
+    /// [`close_file`]) go into a file of their own on another volume,
+    /// named by their first stamp (each file stays in time order).
+    fn write_rescues(&mut self) {
+        let batches = std::mem::take(&mut *self.rescue.lock().expect("rescue"));
+        for (full, recs) in batches {
+            let Some((first, _)) = recs.first() else {
+                continue;
+            };
+            let mut name_ns = first.ts_ns;
+            let mut w = loop {
+                let Some(vol) = self.volumes.pick() else {
+                    return; // no volume left: they stay counted as lost
+                };
+                // A name no volume has (the file it comes from may share
+                // its first stamp).
+                let taken = |ns: u64| {
+                    let name = self.path_for(0, ns);
+                    let name = name.file_name().unwrap_or_default();
+                    self.volumes.iter().any(|v| v.dir.join(name).exists())
+                };
+                while taken(name_ns) {
+                    name_ns += 1;
+                }
+                let path = self.path_for(vol, name_ns);
+                match self.open(vol, &path, None, None) {
+                    Ok(w) => break (vol, w),
+                    Err(e) if volume_error(&e) => {
+                        self.volumes.fail(vol, &e.to_string());
+                    }
+                    Err(_) => return,
+                }
+            };
+            let mut n = 0;
+            for (m, data) in &recs {
+                if w.1.write_wire(m.ts_ns, data, m.orig_len).is_err() {
+                    break;
+                }
+                n += 1;
+            }
+            if full {
+                self.rescued_full += n;
+            } else {
+                self.rescued_err += n;
+            }
+            self.retention.closing(w.1.path());
+            self.close_in_background(w.1, w.0, false);
+        }
     }
 
     fn keep_error(&mut self, e: StorageError) -> Arc<StorageError> {
@@ -981,8 +1155,69 @@ impl RotatingWriter {
                 }
                 Ok(())
             }
-            Err(e) => Err(self.keep_error(e)),
+            Err(e) => {
+                // The old file counted this frame as lost: it goes to the
+                // new volume's file instead.
+                if self.fail_over(&e, ts_ns)
+                    && self
+                        .current_mut()
+                        .write_wire(ts_ns, frame, wire_len)
+                        .is_ok()
+                {
+                    self.rescued(&e, 1);
+                    return Ok(());
+                }
+                Err(self.keep_error(e))
+            }
         }
+    }
+
+    fn rescued(&mut self, e: &StorageError, frames: u64) {
+        if matches!(e, StorageError::DiskFull { .. }) {
+            self.rescued_full += frames;
+        } else {
+            self.rescued_err += frames;
+        }
+    }
+
+    /// The current file's volume failed with `e` (a write, or the file's
+    /// creation): with another volume in use, takes this one out, starts a
+    /// new file on another and writes into it the frames of the blocks the
+    /// failed write left in RAM. Whether the writer can go on.
+    fn fail_over(&mut self, e: &StorageError, ts_ns: u64) -> bool {
+        if self.volumes.len() < 2 || !volume_error(e) {
+            return false;
+        }
+        self.volumes.fail(self.vol, &e.to_string());
+        if !self.volumes.any_ok() {
+            return false;
+        }
+        let left = self.current_mut().sink_mut().take_unwritten();
+        let c = &self.cfg;
+        let frames = left
+            .map(|(off, blocks)| {
+                records_in(c.format, c.snaplen, &self.ifname, c.linktype, off, &blocks)
+            })
+            .unwrap_or_default();
+        // Named by the oldest frame it will hold.
+        let first = frames.first().map_or(ts_ns, |(m, _)| m.ts_ns.min(ts_ns));
+        if let Err(e2) = self.rotate_on(first, true) {
+            self.keep_error(e2);
+            return false;
+        }
+        let mut n = 0;
+        for (m, data) in &frames {
+            if self
+                .current_mut()
+                .write_wire(m.ts_ns, data, m.orig_len)
+                .is_err()
+            {
+                break;
+            }
+            n += 1;
+        }
+        self.rescued(e, n);
+        true
     }
 
     /// Appends `ext`, a run of pcapng blocks laid out in place holding
@@ -1024,6 +1259,9 @@ impl RotatingWriter {
                 }
                 Ok(())
             }
+            // The run's memory is its owner's again: its frames are lost,
+            // later ones go to another volume.
+            Err(e) if self.fail_over(&e, first_ns) => Ok(()),
             Err(e) => Err(self.keep_error(e)),
         }
     }
@@ -1052,6 +1290,9 @@ impl RotatingWriter {
             self.seen_epoch = epoch;
             // A file without frames is already what a new one would be.
             self.rotate_requested = self.current().stats().frames > 0;
+        }
+        if !self.rescue.lock().expect("rescue").is_empty() {
+            self.write_rescues();
         }
         let mut i = 0;
         while i < self.closing.len() {
@@ -1086,8 +1327,12 @@ impl RotatingWriter {
                 } else {
                     (self.done.lost + w.stats().lost, self.done.disk_full)
                 };
-            g.lost.store(lost, Ordering::Relaxed);
-            g.disk_full.store(disk_full, Ordering::Relaxed);
+            g.lost
+                .store(lost.saturating_sub(self.rescued_err), Ordering::Relaxed);
+            g.disk_full.store(
+                disk_full.saturating_sub(self.rescued_full),
+                Ordering::Relaxed,
+            );
             let mut lat = self.done.latency_us.clone();
             if let Some(h) = w.sink().latency() {
                 match &mut lat {
@@ -1117,23 +1362,35 @@ impl RotatingWriter {
         if now - self.last_flush_ns >= self.flush_every_ns && self.current().unflushed() {
             self.last_flush_ns = now;
             if let Err(e) = self.current_mut().flush() {
-                self.keep_error(e);
+                if !self.fail_over(&e, self.name_ns + 1) {
+                    self.keep_error(e);
+                }
             }
         }
     }
 
     /// Flushes and closes every file; the final word on what was written.
     pub fn close(mut self) -> WriterReport {
-        if let Some(h) = self.next.take() {
+        if let Some((_, h)) = self.next.take() {
             let _ = h.join(); // an engine made for a file that never came
         }
-        let mut r = std::mem::take(&mut self.done);
-        for h in self.closing.drain(..) {
-            r.merge(join_close(h));
-        }
         if let Some(w) = self.writer.take() {
-            r.merge(close_file(w, &self.retention, &self.gauge));
+            let vol = self.vol;
+            self.retention.closing(w.path());
+            self.close_in_background(w, vol, false);
         }
+        // Closes may hand frames back (their volume failed): those go to
+        // files of their own, closed in turn.
+        let mut r = std::mem::take(&mut self.done);
+        while !self.closing.is_empty() {
+            for h in std::mem::take(&mut self.closing) {
+                r.merge(join_close(h));
+            }
+            self.write_rescues();
+        }
+        // Frames a failed volume's file gave up and another volume took.
+        r.disk_full = r.disk_full.saturating_sub(self.rescued_full);
+        r.lost = r.lost.saturating_sub(self.rescued_err);
         // Background closes finish in any order: list files by name (time).
         r.files.sort();
         if let Some(e) = self.error.take() {
@@ -1156,7 +1413,13 @@ impl RotatingWriter {
 }
 
 /// Closes a file (flush, wait, exact length, fsync, index): its report.
-fn close_file(w: PcapWriter<AnySink>, retention: &Retention, gauge: &Gauge) -> WriterReport {
+/// A write that fails while closing (the last blocks go out then) takes
+/// the volume out, with another left: the frames still in RAM go to the
+/// writer ([`RotatingWriter::write_rescues`]) and the error becomes a note.
+fn close_file(w: PcapWriter<AnySink>, ctx: &CloseCtx) -> WriterReport {
+    let (retention, gauge) = (&ctx.retention, &ctx.gauge);
+    let vol = ctx.volumes.get(ctx.vol);
+    let mut failed_over = ctx.failed_over;
     let mut r = WriterReport::default();
     let path = w.path().to_owned();
     if let Some(e) = w.index_error() {
@@ -1168,7 +1431,27 @@ fn close_file(w: PcapWriter<AnySink>, retention: &Retention, gauge: &Gauge) -> W
     } else {
         "buffered"
     };
-    let (closed, sink) = w.close_keeping_sink();
+    let (closed, mut sink) = w.close_keeping_sink();
+    if let Err((_, e)) = &closed {
+        if ctx.volumes.len() > 1 && volume_error(e) {
+            ctx.volumes.fail(ctx.vol, &e.to_string());
+            if ctx.volumes.any_ok() {
+                failed_over = true;
+                if let Some((off, blocks)) = sink.take_unwritten() {
+                    let recs = records_in(
+                        ctx.format,
+                        ctx.snaplen,
+                        &ctx.ifname,
+                        ctx.linktype,
+                        off,
+                        &blocks,
+                    );
+                    let full = matches!(e, StorageError::DiskFull { .. });
+                    ctx.rescue.lock().expect("rescue").push((full, recs));
+                }
+            }
+        }
+    }
     // After the close: the last block's write counts too.
     let ws = sink.stats();
     let latency = sink.latency().cloned();
@@ -1178,6 +1461,7 @@ fn close_file(w: PcapWriter<AnySink>, retention: &Retention, gauge: &Gauge) -> W
         Err((st, e)) => (st, Some(e)),
     };
     retention.closed(&path);
+    vol.file_closed(std::fs::metadata(&path).map_or(0, |m| m.len()));
     gauge.files_closed.fetch_add(1, Ordering::Relaxed);
     r.frames = st.frames;
     r.bytes = st.bytes;
@@ -1187,8 +1471,26 @@ fn close_file(w: PcapWriter<AnySink>, retention: &Retention, gauge: &Gauge) -> W
         r.lost = st.lost;
     }
     r.error = err.map(Arc::new);
+    if failed_over {
+        if let Some(e) = r.error.take() {
+            r.notes.push(format!(
+                "volume {} taken out: {e}; {} frames kept in {}, the recording went on on the \
+                 other volumes",
+                vol.dir.display(),
+                st.frames,
+                path.display()
+            ));
+        }
+    }
     r.truncated = st.truncated;
-    r.files.push(path.clone());
+    // A file its failed volume took no frame of (not even its header, at
+    // times) is no capture: removed, so that readers never meet it.
+    let empty = failed_over && st.frames == 0 && std::fs::remove_file(&path).is_ok();
+    if empty {
+        wiretape_files::naming::remove_sidecars(&path);
+    } else {
+        r.files.push(path.clone());
+    }
     r.block_writes = ws.writes;
     r.block_waits = ws.waits;
     r.latency_p50_us = ws.latency_p50_us;
@@ -1223,6 +1525,63 @@ fn close_file(w: PcapWriter<AnySink>, retention: &Retention, gauge: &Gauge) -> W
         ));
     }
     r
+}
+
+/// Frames with their record's metadata, kept in RAM for another volume.
+type Rescued = Vec<(wiretape_files::walk::Meta, Vec<u8>)>;
+
+/// The records in `blocks`, a file's bytes from stream offset `off` on (at
+/// 0 they start with the file header).
+fn records_in(
+    format: wiretape_files::pcap::Format,
+    snaplen: u32,
+    ifname: &str,
+    linktype: u32,
+    off: u64,
+    blocks: &[crate::sink::Block],
+) -> Rescued {
+    let mut stream = Vec::new();
+    if off > 0 {
+        stream = format.file_header(snaplen, ifname, linktype);
+    }
+    for b in blocks {
+        stream.extend_from_slice(b.data());
+    }
+    let mut w = wiretape_files::walk::Walker::new(std::io::Cursor::new(stream));
+    let mut out = Vec::new();
+    let mut data = Vec::new();
+    while let Some(m) = w.next_into(&mut data) {
+        out.push((m, std::mem::take(&mut data)));
+    }
+    out
+}
+
+/// What closing a file needs: where its numbers go, its volume, and where
+/// frames its close could not write go.
+struct CloseCtx {
+    retention: Arc<Retention>,
+    gauge: Arc<Gauge>,
+    volumes: Arc<Volumes>,
+    vol: usize,
+    /// The volume failed already and the writer went on on another.
+    failed_over: bool,
+    rescue: Arc<Mutex<Vec<(bool, Rescued)>>>,
+    format: wiretape_files::pcap::Format,
+    snaplen: u32,
+    ifname: String,
+    linktype: u32,
+}
+
+/// Whether `e` is the volume's fault (full, I/O error, read-only, gone):
+/// then another volume may take the file.
+fn volume_error(e: &StorageError) -> bool {
+    matches!(
+        e,
+        StorageError::DiskFull { .. }
+            | StorageError::Write { .. }
+            | StorageError::Create { .. }
+            | StorageError::NotWritable { .. }
+    )
 }
 
 fn join_close(h: JoinHandle<WriterReport>) -> WriterReport {

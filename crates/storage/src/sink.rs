@@ -258,6 +258,15 @@ pub trait BlockSink: Send {
     /// Opens `gate` once every write of this file is done (at
     /// [`BlockSink::finish`], or when the sink is dropped unfinished).
     fn open_when_done(&mut self, _gate: Arc<Gate>) {}
+    /// After a failed write: the blocks that did not reach the file and
+    /// are still in RAM, in order, with the stream offset of the first one
+    /// (a store with several volumes writes their frames to another
+    /// volume, [`crate::volume`]). Sinks that cannot give them back (the
+    /// io_uring engine, whose blocks are in flight, and the compressed
+    /// one): none.
+    fn take_unwritten(&mut self) -> Option<(u64, Vec<Block>)> {
+        None
+    }
 }
 
 /// The order of one queue's files on disk ([`BlockSink::write_after`]):
@@ -400,6 +409,8 @@ pub struct FileSink {
     after: After,
     held: std::collections::VecDeque<Block>,
     opens: Opens,
+    /// Blocks a failed write left in RAM ([`BlockSink::take_unwritten`]).
+    unwritten: Vec<Block>,
 }
 
 impl FileSink {
@@ -426,6 +437,7 @@ impl FileSink {
             after: After::default(),
             held: std::collections::VecDeque::new(),
             opens: Opens::default(),
+            unwritten: Vec::new(),
         })
     }
 
@@ -472,9 +484,18 @@ impl BlockSink for FileSink {
             return Ok(Block::new(self.block_size));
         }
         while let Some(b) = self.held.pop_front() {
-            self.write_all(b.data())?;
+            if let Err(e) = self.write_all(b.data()) {
+                // Kept, in order, for another volume.
+                self.unwritten.push(b);
+                self.unwritten.extend(self.held.drain(..));
+                self.unwritten.push(block);
+                return Err(e);
+            }
         }
-        self.write_all(block.data())?;
+        if let Err(e) = self.write_all(block.data()) {
+            self.unwritten.push(block);
+            return Err(e);
+        }
         block.clear();
         Ok(block)
     }
@@ -528,6 +549,11 @@ impl BlockSink for FileSink {
 
     fn open_when_done(&mut self, gate: Arc<Gate>) {
         self.opens.set(gate);
+    }
+
+    fn take_unwritten(&mut self) -> Option<(u64, Vec<Block>)> {
+        let blocks = std::mem::take(&mut self.unwritten);
+        (!blocks.is_empty()).then_some((self.bytes, blocks))
     }
 }
 
@@ -817,5 +843,12 @@ impl BlockSink for AnySink {
     }
     fn open_when_done(&mut self, gate: Arc<Gate>) {
         both!(self, s => s.open_when_done(gate))
+    }
+    fn take_unwritten(&mut self) -> Option<(u64, Vec<Block>)> {
+        match self {
+            AnySink::Buffered(s) => s.take_unwritten(),
+            // In flight (io_uring) or compressed: not given back.
+            AnySink::Direct(_) | AnySink::Compressed(_) => None,
+        }
     }
 }

@@ -129,6 +129,15 @@ pub(crate) fn duration_secs(s: &str) -> std::result::Result<f64, bool> {
 pub(crate) fn captures(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
+        for gone in wiretape::files::store::expand(p).1 {
+            eprintln!(
+                "wiretape: note: {}: a volume of this store, missing: its files are not read",
+                gone.display()
+            );
+        }
+    }
+    // A volume of a store stands for all of them (store.toml).
+    for p in &wiretape::files::store::expand_inputs(paths) {
         if p.is_dir() {
             let files = wiretape::files::naming::list_any(p, None)
                 .map_err(|e| anyhow::anyhow!("cannot list {}: {e}", p.display()))?;

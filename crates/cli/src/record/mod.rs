@@ -70,9 +70,14 @@ pub(crate) struct Args {
     #[arg(long, value_name = "SPEED", default_value = "max", requires = "read")]
     speed: String,
     /// Output directory (created if missing; its parent must exist, unless
-    /// --mkdir).
-    #[arg(short = 'w', long = "write", value_name = "DIR")]
-    dir: PathBuf,
+    /// --mkdir). Repeat it to spread the files over several volumes (-w
+    /// /disk1 -w /disk2; config: write = ["/disk1", "/disk2"]): each new
+    /// file goes to the volume with the fewest files in flight, a volume
+    /// that fails (full, I/O error, read-only, gone) is taken out and the
+    /// others take its share; retention covers them all, oldest first;
+    /// store.toml in each names them all, for the readers.
+    #[arg(short = 'w', long = "write", value_name = "DIR", required = true, action = clap::ArgAction::Append)]
+    dirs: Vec<PathBuf>,
     /// Create the -w directory with every missing parent (a typo in the
     /// path is otherwise refused, naming the missing parent). In a
     /// --config file: `create = true` (or `mkdir = true`).
@@ -868,15 +873,16 @@ fn config(a: &Args) -> Result<(RecordConfig, Option<String>, Arc<AtomicBool>)> {
     let filter = filter_expression(&words, a.filter_file.as_deref())?;
     let netmap = matches!(input, Input::Netmap(_));
     let mut opts = match &input {
-        Input::File(f) => RecordConfig::file(&f.path, &a.dir),
-        Input::Interface(c) => RecordConfig::interface(&c.ifname, &a.dir),
-        Input::Netmap(c) => RecordConfig::netmap(&c.ifname, &a.dir),
+        Input::File(f) => RecordConfig::file(&f.path, a.dir()),
+        Input::Interface(c) => RecordConfig::interface(&c.ifname, a.dir()),
+        Input::Netmap(c) => RecordConfig::netmap(&c.ifname, a.dir()),
         Input::Interfaces(_) | Input::Packet(_) => {
             let names: Vec<&str> = a.iface.iter().map(String::as_str).collect();
-            RecordConfig::interfaces(&names, &a.dir)
+            RecordConfig::interfaces(&names, a.dir())
         }
     };
     opts.input = input;
+    opts.storage.more_dirs = a.dirs[1..].to_vec();
     if let Some(ts) = &a.ts {
         opts.ts = ts.parse().map_err(anyhow::Error::msg)?;
     }
@@ -984,7 +990,10 @@ fn refuse_early(a: &Args, opts: &RecordConfig) -> Result<()> {
 pub(crate) fn run(a: Args) -> Result<i32> {
     let (mut opts, engine_reason, trigger) = config(&a)?;
     // A typo in -w is refused before anything else is looked at.
-    check_output_dir(&a.dir, a.mkdir)?;
+    check_volumes(&a.dirs)?;
+    for d in &a.dirs {
+        check_output_dir(d, a.mkdir)?;
+    }
     if a.check {
         return check::run(&opts, a.metrics);
     }
@@ -994,8 +1003,13 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let metrics = match a.metrics {
         Some(addr) => {
             use wiretape::pipeline::metrics::Metrics;
-            let m = Metrics::serve(addr, a.metrics_allow_remote, &opts.ifname(), a.dir.clone())
-                .map_err(metrics::in_flags)?;
+            let m = Metrics::serve(
+                addr,
+                a.metrics_allow_remote,
+                &opts.ifname(),
+                a.dir().to_owned(),
+            )
+            .map_err(metrics::in_flags)?;
             eprintln!("wiretape: metrics on http://{}/metrics", m.addr);
             Some(m)
         }
@@ -1003,7 +1017,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     };
     opts.live.control = match &a.control {
         Some(p) => Some(p.clone()),
-        None => default_control(&a.dir),
+        None => default_control(a.dir()),
     };
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -1126,6 +1140,45 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         bail!("{e} (the files hold every frame the summary counts as written)");
     }
     Ok(0)
+}
+
+impl Args {
+    /// The first -w: the control socket's and the metrics' directory.
+    fn dir(&self) -> &std::path::Path {
+        &self.dirs[0]
+    }
+}
+
+/// Several -w: no directory twice, none inside another (one volume's
+/// files would be another's too). Looks at the paths only.
+fn check_volumes(dirs: &[PathBuf]) -> Result<()> {
+    let abs = |d: &PathBuf| {
+        d.canonicalize()
+            .or_else(|_| std::path::absolute(d))
+            .unwrap_or_else(|_| d.clone())
+    };
+    for (i, a) in dirs.iter().enumerate() {
+        for b in &dirs[..i] {
+            let (x, y) = (abs(a), abs(b));
+            if x == y {
+                return Err(crate::usage(format!(
+                    "-w {} is given twice (as {}): give each volume once",
+                    a.display(),
+                    b.display()
+                )));
+            }
+            if x.starts_with(&y) || y.starts_with(&x) {
+                let (inner, outer) = if x.starts_with(&y) { (a, b) } else { (b, a) };
+                return Err(crate::usage(format!(
+                    "-w {} is inside -w {}: volumes must not nest (give separate directories, \
+                     normally one per disk)",
+                    inner.display(),
+                    outer.display()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `-w DIR` as given: a directory, or a path whose parent exists (with

@@ -401,6 +401,16 @@ pub(crate) fn status_json(
             "write_p99_us": st.p99_us,
             "deleted_files": st.deleted_files,
         },
+        "volume_failed": st.volumes.iter()
+            .map(|v| (v.dir.display().to_string(), json!(v.failures)))
+            .collect::<serde_json::Map<_, _>>(),
+        "volumes": st.volumes.iter().map(|v| json!({
+            "dir": v.dir.display().to_string(),
+            "files": v.files,
+            "bytes": v.bytes,
+            "files_in_flight": v.files_in_flight,
+            "failed": v.failed,
+        })).collect::<Vec<_>>(),
         "compress": crate::report::compress_json(st.compress.as_ref()),
         "sessions_skipped": st.sessions.map_or(0, |x| x.skipped_frames),
         "sessions": crate::report::sessions_json(st.sessions.as_ref()),

@@ -1,0 +1,264 @@
+//! Volumes: the directories of one store (`record -w A -w B`), normally one
+//! disk each. Each has its own O_DIRECT probe and free-space floor
+//! (`--min-free`, applied by [`crate::retention`] to each volume's own
+//! filesystem), a state (in use, or failed with its cause) and the files
+//! in flight on it.
+//!
+//! How the load is spread: whole files. Each new file of a queue (its
+//! first, and each rotation's) goes to the healthy volume with the fewest
+//! files in flight (being written, or finished on a helper thread after a
+//! rotation: a slow disk keeps its files in flight longer and so gets fewer
+//! new ones); ties go round-robin. A file stays on one volume, so every
+//! file is in time order as before and readers merge files by time as they
+//! always did. A queue carrying most of the traffic spreads over the
+//! volumes by rotating: with several volumes and no `--rotate-size` or
+//! `--rotate-time`, files rotate at [`DEFAULT_ROTATE_SIZE`]. Names stay
+//! unique across volumes: a queue's successive file names are strictly
+//! increasing times, and the names carry the interface and queue.
+//!
+//! A volume whose write or file creation fails (ENOSPC, EIO, EROFS, gone)
+//! is taken out at once ([`Volumes::fail`]): the writer moves to a new file
+//! on another volume, with the frames of its blocks that the failed write
+//! left in RAM (the buffered engine keeps them; see
+//! [`crate::sink::BlockSink::take_unwritten`]). Frames are lost only when
+//! no volume is left.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Rotation size when a store has several volumes and none was given: a
+/// busy queue's files then alternate between the volumes.
+pub const DEFAULT_ROTATE_SIZE: u64 = 1 << 30;
+
+/// One directory of a store.
+#[derive(Debug)]
+pub struct Volume {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Whether its filesystem takes O_DIRECT (probed at open).
+    pub direct_ok: bool,
+    /// Why it was taken out (None: in use).
+    failed: Mutex<Option<String>>,
+    /// Times it was taken out (0 or 1 in a run: a failed volume stays out).
+    failures: AtomicU64,
+    /// Files being written on it or being finished.
+    in_flight: AtomicU64,
+    /// Files put on it (this run).
+    files: AtomicU64,
+    /// Bytes of its closed files (this run).
+    bytes: AtomicU64,
+}
+
+/// A volume's numbers now (for the summary, `ctl status` and `/metrics`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VolumeState {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Why it was taken out (None: in use).
+    pub failed: Option<String>,
+    /// Times it was taken out (`volume_failed`).
+    pub failures: u64,
+    /// Files being written or finished on it now.
+    pub files_in_flight: u64,
+    /// Files put on it this run.
+    pub files: u64,
+    /// Bytes of its files closed this run.
+    pub bytes: u64,
+}
+
+impl Volume {
+    /// A volume in `dir`, taking O_DIRECT or not.
+    pub fn new(dir: &Path, direct_ok: bool) -> Self {
+        Volume {
+            dir: dir.to_owned(),
+            direct_ok,
+            failed: Mutex::new(None),
+            failures: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            files: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether it is in use.
+    pub fn ok(&self) -> bool {
+        self.failed.lock().expect("volume").is_none()
+    }
+
+    /// A file was opened on it.
+    pub fn file_opened(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.files.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One of its files is closed, `bytes` long.
+    pub fn file_closed(&self, bytes: u64) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Its numbers now.
+    pub fn state(&self) -> VolumeState {
+        VolumeState {
+            dir: self.dir.clone(),
+            failed: self.failed.lock().expect("volume").clone(),
+            failures: self.failures.load(Ordering::Relaxed),
+            files_in_flight: self.in_flight.load(Ordering::Relaxed),
+            files: self.files.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The volumes of a store, shared by its writers.
+#[derive(Debug)]
+pub struct Volumes {
+    list: Vec<Arc<Volume>>,
+    /// Where the round-robin among equally loaded volumes goes on.
+    next: AtomicUsize,
+}
+
+impl Volumes {
+    /// The volumes, in the order given.
+    pub fn new(list: Vec<Volume>) -> Self {
+        Volumes {
+            list: list.into_iter().map(Arc::new).collect(),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The `i`th volume.
+    pub fn get(&self, i: usize) -> &Arc<Volume> {
+        &self.list[i]
+    }
+
+    /// Every volume.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Volume>> {
+        self.list.iter()
+    }
+
+    /// The volume for a new file: the healthy one with the fewest files in
+    /// flight, ties round-robin; None when every volume has failed.
+    pub fn pick(&self) -> Option<usize> {
+        let n = self.list.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut best: Option<(u64, usize)> = None;
+        for k in 0..n {
+            let i = (start + k) % n;
+            let v = &self.list[i];
+            if !v.ok() {
+                continue;
+            }
+            let load = v.in_flight.load(Ordering::Relaxed);
+            if best.is_none_or(|(l, _)| load < l) {
+                best = Some((load, i));
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    /// Takes volume `i` out for `cause` (the first cause is kept); whether
+    /// this call took it out.
+    pub fn fail(&self, i: usize, cause: &str) -> bool {
+        let v = &self.list[i];
+        let mut f = v.failed.lock().expect("volume");
+        if f.is_some() {
+            return false;
+        }
+        *f = Some(cause.to_owned());
+        v.failures.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Whether any volume is in use.
+    pub fn any_ok(&self) -> bool {
+        self.list.iter().any(|v| v.ok())
+    }
+
+    /// Each volume's numbers now.
+    pub fn states(&self) -> Vec<VolumeState> {
+        self.list.iter().map(|v| v.state()).collect()
+    }
+}
+
+/// Writes the store's description ([`wiretape_files::store`]) into each
+/// volume, naming them all by absolute path (atomically: a temporary file
+/// renamed over it). The failing path and error on failure.
+pub fn write_description(dirs: &[PathBuf]) -> Result<(), (PathBuf, std::io::Error)> {
+    let abs: Vec<PathBuf> = dirs
+        .iter()
+        .map(|d| d.canonicalize().unwrap_or_else(|_| d.clone()))
+        .collect();
+    let text = wiretape_files::store::describe(&abs);
+    for d in dirs {
+        let path = d.join(wiretape_files::store::DESCRIPTION);
+        let tmp = d.join(format!(".{}.tmp", wiretape_files::store::DESCRIPTION));
+        std::fs::write(&tmp, &text)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| (path, e))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn three() -> Volumes {
+        Volumes::new(
+            ["/a", "/b", "/c"]
+                .iter()
+                .map(|d| Volume::new(Path::new(d), true))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn equal_loads_go_round_robin() {
+        let v = three();
+        let picks: Vec<usize> = (0..6).map(|_| v.pick().unwrap()).collect();
+        assert_eq!(picks, [0, 1, 2, 0, 1, 2]);
+    }
+
+    #[test]
+    fn the_least_loaded_volume_is_picked() {
+        let v = three();
+        v.get(0).file_opened();
+        v.get(0).file_opened();
+        v.get(1).file_opened();
+        for _ in 0..4 {
+            assert_eq!(v.pick(), Some(2));
+        }
+        v.get(0).file_closed(10);
+        v.get(0).file_closed(10);
+        assert_eq!(v.get(0).state().bytes, 20);
+        assert_eq!(v.get(0).state().files, 2);
+    }
+
+    #[test]
+    fn a_failed_volume_is_never_picked_and_counted_once() {
+        let v = three();
+        assert!(v.fail(1, "EIO"));
+        assert!(!v.fail(1, "again"));
+        for _ in 0..6 {
+            assert_ne!(v.pick(), Some(1));
+        }
+        let s = v.get(1).state();
+        assert_eq!((s.failures, s.failed.as_deref()), (1, Some("EIO")));
+        v.fail(0, "full");
+        v.fail(2, "gone");
+        assert_eq!(v.pick(), None);
+        assert!(!v.any_ok());
+    }
+}
