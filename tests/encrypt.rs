@@ -407,6 +407,47 @@ fn a_narrow_window_decrypts_a_few_chunks() {
         );
     }
     assert_eq!(outs[0][1].1["chunks_decrypted"], 0);
+    // The API decrypts with `api --identity` (curl as the client, plain
+    // HTTP on loopback): the window's frames, as extract gave them.
+    let store = t.path().join("lz4-age");
+    let api = Api::start(&[
+        "-w",
+        store.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "-q",
+        "--identity",
+        k1.to_str().unwrap(),
+    ]);
+    let o = Command::new("curl")
+        .args(["-sS", "-f"])
+        .arg(format!(
+            "{}/v1/extract?from=1700000020.000000000&to=1700000020.050000000",
+            api.url
+        ))
+        .output()
+        .expect("curl is installed (scripts/setup.sh)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stdout == outs[0][1].0,
+        "the API's window differs from extract's"
+    );
+    // Without the identity, the API refuses the store's files.
+    let api2 = Api::loopback(&store, true);
+    let o = Command::new("curl")
+        .args(["-sS"])
+        .arg(format!(
+            "{}/v1/extract?from=1700000020.000000000&to=1700000020.050000000",
+            api2.url
+        ))
+        .output()
+        .unwrap();
+    let body = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        body.contains("encrypted") && body.contains("--identity"),
+        "{body}"
+    );
+    drop((api, api2));
 }
 
 #[test]

@@ -63,14 +63,14 @@ impl std::fmt::Debug for Recipients {
 pub fn parse_recipient(s: &str) -> Result<Recipient, String> {
     let t = s.trim();
     t.parse::<Recipient>().map_err(|_| {
-        let what = if t.starts_with("AGE-SECRET-KEY-") {
-            "is a secret key, not a recipient: give its public key (age-keygen -y KEYFILE)"
+        if t.starts_with("AGE-SECRET-KEY-") {
+            // Never echoed: a secret key in a log is a secret key lost.
+            "--encrypt-to AGE-SECRET-KEY-1...: a secret key, not a recipient: give its public key (age-keygen -y KEYFILE) and keep the secret key off the sensor".to_owned()
         } else if t.starts_with("ssh-") {
-            "is an SSH key: wiretape encrypts to age X25519 recipients (age-keygen makes one)"
+            format!("--encrypt-to {t}: an SSH key; wiretape encrypts to age X25519 recipients (age1..., age-keygen makes one)")
         } else {
-            "is not an age X25519 recipient (age1 and 58 more characters, as age-keygen prints)"
-        };
-        format!("--encrypt-to {t}: {what}")
+            format!("--encrypt-to {t}: not an age X25519 recipient (age1 and 58 more characters, as age-keygen -y KEYFILE prints)")
+        }
     })
 }
 
