@@ -262,6 +262,33 @@ fn repair_outcome(path: &Path) -> Result<Outcome, StorageError> {
     repair_plain(path)
 }
 
+/// The file's length, and the first hole in it (writes still in flight at
+/// a crash), where it is cut now.
+fn cut_at_hole(path: &Path) -> Result<(u64, Option<u64>), StorageError> {
+    let len_before = std::fs::metadata(path)
+        .map_err(|source| StorageError::Read {
+            path: path.to_owned(),
+            source,
+        })?
+        .len();
+    let hole = File::open(path)
+        .ok()
+        .and_then(|f| crate::sys::first_hole(&f, len_before));
+    if let Some(h) = hole {
+        truncate(path, h)?;
+    }
+    Ok((len_before, hole))
+}
+
+/// A stream that does not read as a torn tail: refused.
+fn not_torn(path: &Path, e: std::io::Error) -> StorageError {
+    StorageError::Corrupt {
+        path: path.to_owned(),
+        offset: 0,
+        why: format!("{e}: not a torn tail, refusing to cut"),
+    }
+}
+
 /// An age file ([`crate::crypt`]): read with the process's identities up
 /// to its last whole chunk, then up to its last whole record (or, inside,
 /// its compressed stream's last whole unit), and closed there: the last
@@ -271,25 +298,16 @@ fn repair_outcome(path: &Path) -> Result<Outcome, StorageError> {
 /// without the key: which chunks are whole cannot be told).
 fn repair_age(path: &Path) -> Result<Outcome, StorageError> {
     use wiretape_files::zread::{open_buffered, Kind, Source, ZEnd};
-    let rd = |source| StorageError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let len_before = std::fs::metadata(path).map_err(rd)?.len();
-    let hole = File::open(path)
-        .ok()
-        .and_then(|f| crate::sys::first_hole(&f, len_before));
-    if let Some(h) = hole {
-        truncate(path, h)?;
-    }
-    let bad = |e: std::io::Error| StorageError::Corrupt {
-        path: path.to_owned(),
-        offset: 0,
-        why: format!("{e}: not a torn tail, refusing to cut"),
-    };
+    let (len_before, hole) = cut_at_hole(path)?;
+    let bad = |e: std::io::Error| not_torn(path, e);
     let src = match open_buffered(path) {
         Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Err(rd(e)),
+        Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(StorageError::Read {
+                path: path.to_owned(),
+                source,
+            })
+        }
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             // The age header cut short: nothing whole in it.
             return Ok(Outcome::Headerless(len_before));
@@ -391,22 +409,8 @@ fn repair_age(path: &Path) -> Result<Outcome, StorageError> {
 /// count them (damage inside a whole unit is an error, not cut).
 fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
     use wiretape_files::zread::{Kind, ZEnd, ZReader};
-    let rd = |source| StorageError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let len_before = std::fs::metadata(path).map_err(rd)?.len();
-    let hole = File::open(path)
-        .ok()
-        .and_then(|f| crate::sys::first_hole(&f, len_before));
-    if let Some(h) = hole {
-        truncate(path, h)?;
-    }
-    let bad = |e: std::io::Error| StorageError::Corrupt {
-        path: path.to_owned(),
-        offset: 0,
-        why: format!("{e}: not a torn tail, refusing to cut"),
-    };
+    let (len_before, hole) = cut_at_hole(path)?;
+    let bad = |e: std::io::Error| not_torn(path, e);
     let mut z = ZReader::open(path)
         .map_err(bad)?
         .ok_or(StorageError::Internal(
@@ -433,7 +437,13 @@ fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
             let mut tail = [0u8; 8];
             tail[4..].copy_from_slice(&sum.to_le_bytes());
             use std::io::Write;
-            let mut f = OpenOptions::new().append(true).open(path).map_err(rd)?;
+            let mut f = OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map_err(|source| StorageError::Read {
+                    path: path.to_owned(),
+                    source,
+                })?;
             f.write_all(&tail)
                 .and_then(|()| f.sync_data())
                 .map_err(|e| StorageError::from_write(path, e))?;
