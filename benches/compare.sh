@@ -46,6 +46,9 @@
 # wiretape-packet-ng / wiretape-ng-copy: --format pcapng, frames copied.
 # wiretape-lz4 and wiretape-zstd: record --compress lz4 / zstd (capinfos
 # counts the compressed files as they are).
+# wiretape-age and wiretape-lz4-age: record --encrypt-to (age; with
+# --compress lz4): a key made for the run in OUT/age.key (age-keygen), the
+# files counted through `age -d` (and `lz4 -dc`).
 # The live side (what consumers cost the recorder): wiretape-sub1 and
 # wiretape-sub4 (1 or 4 in-process lossless subscribers, each reading every
 # frame: the hidden --bench-subscribers N), wiretape-serve (--serve with one
@@ -129,6 +132,10 @@ prewarm() { /usr/bin/python3 "$ROOT/benches/prewarm.py" 2>/dev/null || true; }
 mkdir -p "$OUT"
 CSV=$OUT/trials.csv; COUNTS=$OUT/counts.csv
 rm -f "$CSV"; echo "size,tool,run,written_capinfos,counter" > "$COUNTS"
+age_recipient() { # the run's age key (made once), its recipient
+  [ -f "$OUT/age.key" ] || age-keygen -o "$OUT/age.key" 2>/dev/null
+  age-keygen -y "$OUT/age.key"
+}
 spec() { # the rig's tool argument
   case $1 in
     wiretape) echo "cmd:wiretape=$W record -i {IF} -w {DIR} -q --format pcapng --packet-in-place" ;;
@@ -147,6 +154,8 @@ spec() { # the rig's tool argument
     wiretape-packet-ng) echo "cmd:wiretape-packet-ng=$W record -i {IF} -w {DIR} -q --engine packet --format pcapng" ;;
     wiretape-lz4) echo "cmd:wiretape-lz4=$W record -i {IF} -w {DIR} -q --compress lz4" ;;
     wiretape-zstd) echo "cmd:wiretape-zstd=$W record -i {IF} -w {DIR} -q --compress zstd" ;;
+    wiretape-age) echo "cmd:wiretape-age=$W record -i {IF} -w {DIR} -q --encrypt-to $(age_recipient)" ;;
+    wiretape-lz4-age) echo "cmd:wiretape-lz4-age=$W record -i {IF} -w {DIR} -q --compress lz4 --encrypt-to $(age_recipient)" ;;
     wiretape-f10) echo "cmd:wiretape-f10=$W record -i {IF} -w {DIR} -q udp src port 40000" ;;
     *) echo "$1" ;;
   esac
@@ -158,7 +167,16 @@ count() { # dir tool -> frames written, by capinfos
     return
   fi
   while IFS= read -r -d '' f; do
-    if [ "${f%.zst}" != "$f" ]; then
+    if [ "${f%.age}" != "$f" ]; then
+      # Encrypted (record --encrypt-to): decrypted with the run's key.
+      if [ "${f%.lz4.age}" != "$f" ]; then
+        age -d -i "$OUT/age.key" "$f" | lz4 -dc > "$d/.count.tmp"
+      else
+        age -d -i "$OUT/age.key" "$f" > "$d/.count.tmp"
+      fi
+      c=$(capinfos -c -M "$d/.count.tmp" 2>/dev/null | awk -F': *' '/Number of packets/{print $2}')
+      rm -f "$d/.count.tmp"
+    elif [ "${f%.zst}" != "$f" ]; then
       # Wireshark 4.0 reads only the first of a file's zstd frames.
       zstd -dcq "$f" > "$d/.count.tmp"
       c=$(capinfos -c -M "$d/.count.tmp" 2>/dev/null | awk -F': *' '/Number of packets/{print $2}')
@@ -167,7 +185,7 @@ count() { # dir tool -> frames written, by capinfos
       c=$(capinfos -c -M "$f" 2>/dev/null | awk -F': *' '/Number of packets/{print $2}')
     fi
     n=$((n + ${c:-0}))
-  done < <(find "$d" -type f \( -name '*.pcap' -o -name '*.pcapng' -o -name '*.pcap.lz4' -o -name '*.pcapng.lz4' -o -name '*.pcap.zst' -o -name '*.pcapng.zst' \) -print0)
+  done < <(find "$d" -type f \( -name '*.pcap' -o -name '*.pcapng' -o -name '*.pcap.lz4' -o -name '*.pcapng.lz4' -o -name '*.pcap.zst' -o -name '*.pcapng.zst' -o -name '*.age' \) -print0)
   echo "$n"
 }
 echo "compare.sh: runs=$RUNS sizes=$SIZES n64=$N64 n1514=$N1514 rate=${RATE:-max} disk=${WBPS:-unthrottled} memory.max=$MEM gen64=${GEN64:-rig} tools=${TOOLS[*]}"

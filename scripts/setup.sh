@@ -19,13 +19,15 @@ cd "$(dirname "$0")/.."
 # systemd: tests/service.rs runs `systemd-analyze verify` on the unit (no running systemd needed).
 # curl: tests/api.rs asks `wiretape api` with curl (and Python's ssl) as real clients.
 # lz4, zstd: tests/compress.rs checks our compressed captures with `lz4 -t`, `zstd -t`, `zstdcat`.
+# age (Debian's Go age, age and age-keygen): tests/encrypt.rs makes keys with age-keygen and
+# decrypts our encrypted captures with `age -d` for tcpdump.
 # chromium + chromium-driver: tests/console.rs drives the console in headless Chromium over
 # WebDriver; fonts-dejavu-core: the labels of `timeline -o x.png` (resvg uses the system's fonts).
 # stenographer + stenographer-client (Debian's 1.0.1: the server, stenotype, stenoread,
 # stenocurl, jq): tests/steno.rs asks the real Stenographer and wiretape the same queries.
 # dpkg-dev (dpkg-shlibdeps: the package's dependencies), lintian, debootstrap and
 # systemd-container (systemd-nspawn): scripts/package.sh and tests/package.sh.
-pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip python3-venv systemd curl lz4 zstd chromium chromium-driver fonts-dejavu-core stenographer stenographer-client dpkg-dev lintian debootstrap systemd-container)
+pkgs=(clang libelf-dev zlib1g-dev pkg-config linux-libc-dev make iproute2 ethtool tshark libpcap-dev tcpdump netcat-openbsd python3 python3-pip python3-venv systemd curl lz4 zstd age chromium chromium-driver fonts-dejavu-core stenographer stenographer-client dpkg-dev lintian debootstrap systemd-container)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

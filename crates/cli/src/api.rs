@@ -46,6 +46,8 @@ curl -s 'http://127.0.0.1:8080/v1/extract?from=-5m&filter=tcp+port+443' | tshark
 #[derive(clap::Args)]
 #[command(after_help = api_help())]
 pub(crate) struct ApiArgs {
+    #[command(flatten)]
+    id: crate::common::IdentityArg,
     /// A store to serve (a directory wiretape records into, or a capture
     /// file); repeatable. Stores are named only here (api takes no
     /// positional words): a filter is each query's `filter=` parameter,
@@ -103,6 +105,7 @@ pub(crate) struct ApiArgs {
 }
 
 pub(crate) fn api(a: ApiArgs) -> Result<i32> {
+    a.id.load()?;
     let tls = match (&a.tls_cert, &a.tls_key, &a.client_ca) {
         (None, None, None) => None,
         (Some(cert), Some(key), Some(ca)) => Some(TlsFiles {

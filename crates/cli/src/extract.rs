@@ -51,6 +51,8 @@ wiretape extract /data --from '2026-11-22 14:02:00' --utc --count-only -- tcp\n 
 wiretape extract /data https://sensor2:8443 --steno-query 'host 10.0.0.1 and after 3h ago' -w case.pcap"
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    id: crate::common::IdentityArg,
     /// Directories and capture files (pcap ns/µs, pcapng), then an optional
     /// filter expression (tcpdump's language, man pcap-filter), e.g.
     /// `/data tcp port 443` (see INPUTS AND FILTER below).
@@ -132,6 +134,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
+    a.id.load()?;
     let format = match Format::from_flags(&a.format, &a.tsprec) {
         Ok(f) => f,
         Err(e) => return usage(e),

@@ -45,6 +45,8 @@ wiretape index --force /data/wiretape-eth0-q0-20261122T140200.000000000Z.pcap\n 
 wiretape index --parquet /shared/idx/$(hostname).parquet /data"
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    id: crate::common::IdentityArg,
     /// Directories and capture files; with --parquet also sensors
     /// (https://HOST:PORT: their fresh /v1/index.parquet joins the table).
     #[arg(value_name = "DIR|FILE|URL", required = true)]
@@ -133,6 +135,7 @@ impl Bar {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
+    a.id.load()?;
     let words = match crate::common::inputs::inputs_only(&a.inputs, "index", "") {
         Ok(w) => w,
         Err(e) => return crate::common::usage_exit(e),

@@ -19,6 +19,8 @@ wiretape info /data/*.pcap*         # the same by a glob (.pcap* also takes .pca
 wiretape info --json trace.pcap"
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    id: crate::common::IdentityArg,
     /// Capture files (pcap ns or µs, either byte order, or pcapng; plain
     /// or compressed) and directories of them. A wiretape `.idx` sidecar,
     /// if present, is read and checked too, and a `.kdx` key index summed
@@ -31,6 +33,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
+    a.id.load()?;
     let mut failed = 0;
     for f in &captures(&a.files)? {
         let (i, damage) = FileInfo::scan_to_damage(f);
@@ -96,6 +99,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                             "out_of_order": i.out_of_order, "format": fmt,
                             "records_odd": i.records_odd,
                             "compression": i.compression,
+                            "encrypted": i.encrypted,
                             "index": idx_json,
                             "key_index": keys_json,
                             "error": damage.as_ref().map(|e| e.to_string()),
@@ -119,9 +123,12 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                     }
                     _ => println!("  first/last   (no packets)"),
                 }
+                let age = if i.encrypted { ", age-encrypted" } else { "" };
                 match i.compression {
-                    Some(c) => println!("  format       {fmt}, {res} timestamps, {c}-compressed"),
-                    None => println!("  format       {fmt}, {res} timestamps"),
+                    Some(c) => {
+                        println!("  format       {fmt}, {res} timestamps, {c}-compressed{age}")
+                    }
+                    None => println!("  format       {fmt}, {res} timestamps{age}"),
                 }
                 match &idx {
                     None => {}

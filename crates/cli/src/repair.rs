@@ -21,6 +21,8 @@ Examples:\n  wiretape repair /data        # after a crash: every capture in /dat
 wiretape repair trace.pcap"
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    id: crate::common::IdentityArg,
     /// Capture files (pcap, pcapng; plain or compressed) and directories
     /// of them.
     #[arg(required = true, value_name = "FILE|DIR")]
@@ -28,6 +30,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
+    a.id.load()?;
     let files = crate::common::captures(&a.files)?;
     let (mut intact, mut repaired, mut removed, mut busy, mut failed) = (0, 0, 0, 0, 0);
     for f in &files {

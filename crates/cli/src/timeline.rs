@@ -42,6 +42,8 @@ wiretape timeline /data --filter-index 'host 10.1.2.3' -o when.png --width 1600 
 wiretape timeline https://s1:8443 https://s2:8443 --cert c.pem --key c.key --ca ca.pem -o fleet.svg"
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    id: crate::common::IdentityArg,
     /// Directories and capture files of stores, and https://HOST:PORT sensors.
     #[arg(value_name = "DIR|FILE|https://HOST:PORT", required = true)]
     inputs: Vec<String>,
@@ -78,6 +80,7 @@ pub(crate) struct Args {
 const PX: std::ops::RangeInclusive<u32> = 200..=8000;
 
 pub(crate) fn run(a: Args) -> Result<i32> {
+    a.id.load()?;
     // Every usage problem is found before anything is read or asked.
     let png = match a.out.as_ref().and_then(|o| o.extension()) {
         None if a.out.is_none() => false,

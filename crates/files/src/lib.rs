@@ -9,8 +9,10 @@
 //!   ([`pcapng`]: blocks, interfaces), compression at rest ([`compress`]:
 //!   one LZ4 frame or zstd frames, a unit per block), the sidecar index
 //!   ([`index`], `.idx`) and the exact key index ([`keys`], `.kdx`,
-//!   encoder and reader), and the files' names ([`naming`]); Stenographer's
-//!   packet files are read too ([`steno`]: stenotype's TPACKET_V3 blocks).
+//!   encoder and reader), the files' names ([`naming`]), and encryption
+//!   at rest ([`crypt`]: age files, the last layer, read by [`crypt::AgeReader`]);
+//!   Stenographer's packet files are read too ([`steno`]: stenotype's
+//!   TPACKET_V3 blocks).
 //! - Reading: one record walker ([`walk`]) under the [`PcapReader`], the
 //!   file summary ([`FileInfo`]), repair's scan and the index rebuild;
 //!   [`zread`] reads compressed files a unit at a time; [`ramp`] reads a
@@ -33,6 +35,7 @@ pub mod aligned;
 pub mod sys;
 
 pub mod compress;
+pub mod crypt;
 mod error;
 pub mod index;
 pub mod keys;

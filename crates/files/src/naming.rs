@@ -38,19 +38,25 @@ pub fn dump_name(prefix: &str, ifname: &str, first_ns: u64, n: u32, format: Form
     )
 }
 
-/// The extensions of our capture files: plain, and compressed
-/// ([`crate::compress`]).
-pub const EXTENSIONS: [&str; 6] = [
+/// The extensions of our capture files: plain, compressed
+/// ([`crate::compress`]), and either encrypted ([`crate::crypt`]).
+pub const EXTENSIONS: [&str; 12] = [
     "pcap",
     "pcapng",
     "pcap.lz4",
     "pcapng.lz4",
     "pcap.zst",
     "pcapng.zst",
+    "pcap.age",
+    "pcapng.age",
+    "pcap.lz4.age",
+    "pcapng.lz4.age",
+    "pcap.zst.age",
+    "pcapng.zst.age",
 ];
 
 /// `name` without its capture extension, and the extension (`pcap`,
-/// `pcapng`, or either with `.lz4` / `.zst`).
+/// `pcapng`, or either with `.lz4` / `.zst`, and any of those with `.age`).
 fn split_extension(name: &str) -> Option<(&str, &'static str)> {
     EXTENSIONS.iter().find_map(|e| {
         let r = name.strip_suffix(e)?.strip_suffix('.')?;

@@ -172,6 +172,8 @@ pub struct FileInfo {
     pub records_odd: u64,
     /// `lz4` or `zstd` for a compressed capture.
     pub compression: Option<&'static str>,
+    /// An age file ([`crate::crypt`]: `record --encrypt-to`).
+    pub encrypted: bool,
 }
 
 impl FileInfo {
@@ -225,6 +227,21 @@ impl FileInfo {
             }
             info.last_ns = Some(rec.ts_ns);
         };
+        if let Some(a) = r.walk.get_ref().age() {
+            info.encrypted = true;
+            // An age stream without its final chunk (a crash): `repair`
+            // closes it (with the identity), keeping every whole record.
+            if let Some(t) = a.torn() {
+                let e = StorageError::Truncated {
+                    path: r.path.clone(),
+                    what: "age stream (no final chunk: cut by a crash)",
+                    offset: t,
+                    len: r.len,
+                    good_end: t,
+                };
+                return (info, damage.or(Some(e)));
+            }
+        }
         if let Some(z) = r.walk.get_ref().z() {
             info.compression = Some(match z.kind() {
                 crate::zread::Kind::Lz4 => "lz4",

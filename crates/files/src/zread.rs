@@ -9,6 +9,7 @@
 //! first 4 bytes.
 
 use crate::compress::{Placed, LZ4_HEADER_LEN, LZ4_MAGIC, LZ4_MAX_BLOCK, LZ4_STORED, ZSTD_MAGIC};
+use crate::crypt::AgeReader;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom};
@@ -53,9 +54,101 @@ fn kind_of(m: &[u8]) -> Option<Kind> {
     }
 }
 
+/// What a compressed stream is read from: the file, or the plain stream
+/// of an age file ([`crate::crypt`]: `.pcap.lz4.age`).
+pub enum Raw {
+    /// The file itself.
+    File(File),
+    /// An age file's plain stream.
+    Age(Box<AgeReader>),
+}
+
+impl From<File> for Raw {
+    fn from(f: File) -> Self {
+        Raw::File(f)
+    }
+}
+
+impl Raw {
+    fn read_at(&mut self, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+        match self {
+            Raw::File(f) => f.read_at(buf, at),
+            Raw::Age(a) => a.read_at(buf, at),
+        }
+    }
+
+    /// The stream's length (an age file's: what its size implies).
+    fn len(&self) -> std::io::Result<u64> {
+        match self {
+            Raw::File(f) => Ok(f.metadata()?.len()),
+            Raw::Age(a) => a.plain_len(),
+        }
+    }
+
+    fn file(&self) -> &File {
+        match self {
+            Raw::File(f) => f,
+            Raw::Age(a) => a.file(),
+        }
+    }
+}
+
+/// A capture file opened by its first bytes: which layers it has.
+pub enum Layers {
+    /// A plain capture.
+    Plain(File),
+    /// An age file holding a plain capture (`.pcap.age`).
+    Age(Box<AgeReader>),
+    /// A compressed capture, maybe inside an age file.
+    Z(Box<ZReader>),
+}
+
+/// Opens `path` through its layers: age (with the process's identities,
+/// [`crate::crypt::use_identities`]), then compression (with its index).
+pub fn open_layers(path: &Path) -> std::io::Result<Layers> {
+    let file = File::open(path)?;
+    let mut m = [0u8; 22];
+    let n = file.read_at(&mut m, 0)?;
+    let mut raw = if crate::crypt::is_age_bytes(&m[..n]) {
+        Raw::Age(Box::new(AgeReader::open(path)?))
+    } else {
+        Raw::File(file)
+    };
+    let n = raw.read_at(&mut m[..4], 0)?;
+    let Some(kind) = kind_of(&m[..n]) else {
+        return Ok(match raw {
+            Raw::File(f) => Layers::Plain(f),
+            Raw::Age(mut a) => {
+                a.seek(SeekFrom::Start(0))?;
+                Layers::Age(a)
+            }
+        });
+    };
+    let entries = crate::index::read(&crate::index::path_for(path)).unwrap_or_default();
+    if kind == Kind::Lz4 {
+        let mut h = [0u8; LZ4_HEADER_LEN as usize];
+        let n = raw.read_at(&mut h, 0)?;
+        let head = crate::compress::lz4_frame_header();
+        if n < h.len() && head.starts_with(&h[..n]) {
+            // The frame header cut short (a crash right after the file
+            // was created): a stream torn before its first unit.
+            let mut z = ZReader::new(raw, kind, &[]);
+            z.end = Some(ZEnd::Torn(0));
+            return Ok(Layers::Z(Box::new(z)));
+        }
+        if h[..] != head[..] {
+            return Err(std::io::Error::new(
+                ErrorKind::InvalidData,
+                "an LZ4 frame wiretape did not write (it reads independent 4 MB blocks with a content checksum only)",
+            ));
+        }
+    }
+    Ok(Layers::Z(Box::new(ZReader::new(raw, kind, &entries))))
+}
+
 /// A compressed capture read as its plain stream.
 pub struct ZReader {
-    file: File,
+    file: Raw,
     kind: Kind,
     /// Units known: uncompressed start -> file offset.
     known: BTreeMap<u64, u64>,
@@ -81,7 +174,7 @@ pub struct ZReader {
 impl ZReader {
     /// Reads `file` (of `kind`); `index` entries (with their compressed
     /// locations) let seeks start at the right unit.
-    pub fn new(file: File, kind: Kind, index: &[crate::index::Entry]) -> Self {
+    pub fn new(file: impl Into<Raw>, kind: Kind, index: &[crate::index::Entry]) -> Self {
         let first = match kind {
             Kind::Lz4 => LZ4_HEADER_LEN,
             Kind::Zstd => 0,
@@ -92,7 +185,7 @@ impl ZReader {
             known.insert(z.u_start, z.c_off);
         }
         ZReader {
-            file,
+            file: file.into(),
             kind,
             known,
             next_c: first,
@@ -112,40 +205,27 @@ impl ZReader {
         }
     }
 
-    /// Opens `path` if it is compressed (None: a plain file), using its
-    /// index when it has one with compressed locations.
+    /// Opens `path` if it is compressed (None: a plain file, or an age
+    /// file holding one), using its index when it has one with compressed
+    /// locations; an age file is opened through [`open_layers`].
     pub fn open(path: &Path) -> std::io::Result<Option<Self>> {
-        let file = File::open(path)?;
-        let mut m = [0u8; 4];
-        let n = file.read_at(&mut m, 0)?;
-        let Some(kind) = kind_of(&m[..n]) else {
-            return Ok(None);
-        };
-        let entries = crate::index::read(&crate::index::path_for(path)).unwrap_or_default();
-        if kind == Kind::Lz4 {
-            let mut h = [0u8; LZ4_HEADER_LEN as usize];
-            let n = file.read_at(&mut h, 0)?;
-            let head = crate::compress::lz4_frame_header();
-            if n < h.len() && head.starts_with(&h[..n]) {
-                // The frame header cut short (a crash right after the file
-                // was created): a stream torn before its first unit.
-                let mut z = Self::new(file, kind, &[]);
-                z.end = Some(ZEnd::Torn(0));
-                return Ok(Some(z));
-            }
-            if h[..] != head[..] {
-                return Err(std::io::Error::new(
-                    ErrorKind::InvalidData,
-                    "an LZ4 frame wiretape did not write (it reads independent 4 MB blocks with a content checksum only)",
-                ));
-            }
-        }
-        Ok(Some(Self::new(file, kind, &entries)))
+        Ok(match open_layers(path)? {
+            Layers::Z(z) => Some(*z),
+            _ => None,
+        })
     }
 
     /// The file (for its lock).
     pub fn file(&self) -> &File {
-        &self.file
+        self.file.file()
+    }
+
+    /// The age file's reader under the compressed stream, if encrypted.
+    pub fn age(&self) -> Option<&AgeReader> {
+        match &self.file {
+            Raw::Age(a) => Some(a),
+            Raw::File(_) => None,
+        }
     }
 
     /// Which compression.
@@ -184,7 +264,7 @@ impl ZReader {
         // A length read from the file is a claim: room for what the file
         // holds, not for what a few bytes say (fuzzing, issue 23).
         let n = if n > 1 << 16 {
-            n.min(self.file.metadata()?.len().saturating_sub(at) as usize)
+            n.min(self.file.len()?.saturating_sub(at) as usize)
         } else {
             n
         };
@@ -220,7 +300,7 @@ impl ZReader {
                     // an interrupted aligned write are not one.
                     let whole = self.read_at(c + 4, 4)? == 4 && {
                         let sum = u32::from_le_bytes(self.scratch[..4].try_into().unwrap());
-                        let len = self.file.metadata()?.len();
+                        let len = self.file.len()?;
                         len == c + 8
                             && (self.hashed != self.next_u
                                 || std::hash::Hasher::finish(&self.xxh) as u32 == sum)
@@ -312,7 +392,7 @@ impl ZReader {
         let h = self.scratch.clone();
         if u32::from_le_bytes(h[..4].try_into().unwrap()) != ZSTD_MAGIC {
             // Zeros to the end: an interrupted aligned write, a torn tail.
-            let len = self.file.metadata()?.len();
+            let len = self.file.len()?;
             if len - c <= 4 << 20
                 && self.read_at(c, (len - c) as usize)? as u64 == len - c
                 && self.scratch.iter().all(|&b| b == 0)
@@ -453,11 +533,13 @@ impl Seek for ZReader {
     }
 }
 
-/// A capture read plain or decompressed: what the readers open.
+/// A capture read plain, decrypted or decompressed: what the readers open.
 pub enum Source<P> {
     /// A plain file through `P`.
     Plain(P),
-    /// A compressed one.
+    /// An age file holding a plain capture, decrypted.
+    Age(Box<AgeReader>),
+    /// A compressed one (maybe inside an age file).
     Z(Box<ZReader>),
 }
 
@@ -465,7 +547,7 @@ impl<P> Source<P> {
     /// Compressed units decompressed so far (0 for a plain file).
     pub fn blocks_decompressed(&self) -> u64 {
         match self {
-            Source::Plain(_) => 0,
+            Source::Plain(_) | Source::Age(_) => 0,
             Source::Z(z) => z.blocks_decompressed(),
         }
     }
@@ -473,9 +555,34 @@ impl<P> Source<P> {
     /// The decompressing reader, if compressed.
     pub fn z(&self) -> Option<&ZReader> {
         match self {
-            Source::Plain(_) => None,
+            Source::Plain(_) | Source::Age(_) => None,
             Source::Z(z) => Some(z),
         }
+    }
+
+    /// The decrypting reader, if encrypted.
+    pub fn age(&self) -> Option<&AgeReader> {
+        match self {
+            Source::Plain(_) => None,
+            Source::Age(a) => Some(a),
+            Source::Z(z) => z.age(),
+        }
+    }
+
+    /// Age chunks decrypted so far (0 for a file not encrypted).
+    pub fn chunks_decrypted(&self) -> u64 {
+        self.age().map_or(0, AgeReader::chunks_read)
+    }
+
+    fn from_layers(
+        l: Layers,
+        plain: impl FnOnce(File) -> std::io::Result<P>,
+    ) -> std::io::Result<Self> {
+        Ok(match l {
+            Layers::Plain(f) => Source::Plain(plain(f)?),
+            Layers::Age(a) => Source::Age(a),
+            Layers::Z(z) => Source::Z(z),
+        })
     }
 }
 
@@ -483,6 +590,7 @@ impl<P: Read> Read for Source<P> {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         match self {
             Source::Plain(p) => p.read(out),
+            Source::Age(a) => a.read(out),
             Source::Z(z) => z.read(out),
         }
     }
@@ -492,24 +600,24 @@ impl<P: Seek> Seek for Source<P> {
     fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
         match self {
             Source::Plain(p) => p.seek(to),
+            Source::Age(a) => a.seek(to),
             Source::Z(z) => z.seek(to),
         }
     }
 }
 
 /// Opens `path` for a sequential read: a buffered plain file, or the
-/// decompressed stream of a compressed one.
+/// decrypted and decompressed stream of an encrypted or compressed one.
 pub fn open_buffered(path: &Path) -> std::io::Result<Source<BufReader<File>>> {
-    Ok(match ZReader::open(path)? {
-        Some(z) => Source::Z(Box::new(z)),
-        None => Source::Plain(BufReader::with_capacity(1 << 20, File::open(path)?)),
+    Source::from_layers(open_layers(path)?, |f| {
+        Ok(BufReader::with_capacity(1 << 20, f))
     })
 }
 
 impl Source<crate::ramp::RampReader> {
     /// A plain file: its next read is about `len` bytes
-    /// ([`crate::ramp::RampReader::hint`]); a compressed one reads whole
-    /// units anyway.
+    /// ([`crate::ramp::RampReader::hint`]); a compressed or encrypted one
+    /// reads whole units anyway.
     pub fn hint(&mut self, len: u64) {
         if let Source::Plain(r) = self {
             r.hint(len);
@@ -517,8 +625,8 @@ impl Source<crate::ramp::RampReader> {
     }
 
     /// A plain file: its next reads are the runs `runs`, read ahead through
-    /// `pool` ([`crate::ramp::RampReader::prefetch`]); a compressed one
-    /// reads whole units as usual.
+    /// `pool` ([`crate::ramp::RampReader::prefetch`]); a compressed or
+    /// encrypted one reads whole units as usual.
     pub fn prefetch(
         &mut self,
         pool: &crate::ramp::ReadPool,
@@ -539,17 +647,23 @@ impl Source<crate::ramp::RampReader> {
     }
 
     /// Opens `path` for a query: a plain file through a
-    /// [`crate::ramp::RampReader`], a compressed one decompressed; and
-    /// whether a writer holds it ([`crate::is_being_written`]).
+    /// [`crate::ramp::RampReader`], a compressed or encrypted one
+    /// decompressed and decrypted; and whether a writer holds it
+    /// ([`crate::is_being_written`]).
     pub fn open_query(path: &Path) -> std::io::Result<(Self, bool)> {
-        match ZReader::open(path)? {
-            Some(z) => {
-                let live = crate::sys::is_being_written(z.file());
-                Ok((Source::Z(Box::new(z)), live))
-            }
-            None => {
+        match open_layers(path)? {
+            Layers::Plain(f) => {
+                drop(f);
                 let (r, live) = crate::ramp::RampReader::open(path)?;
                 Ok((Source::Plain(r), live))
+            }
+            Layers::Age(a) => {
+                let live = crate::sys::is_being_written(a.file());
+                Ok((Source::Age(a), live))
+            }
+            Layers::Z(z) => {
+                let live = crate::sys::is_being_written(z.file());
+                Ok((Source::Z(z), live))
             }
         }
     }
@@ -558,15 +672,21 @@ impl Source<crate::ramp::RampReader> {
     pub fn file(&self) -> &File {
         match self {
             Source::Plain(r) => r.file(),
+            Source::Age(a) => a.file(),
             Source::Z(z) => z.file(),
         }
     }
 
-    /// Bytes read from the file so far (compressed bytes for a compressed one).
+    /// Bytes read from the file so far (compressed or encrypted bytes for
+    /// such a file).
     pub fn bytes_read(&self) -> u64 {
         match self {
             Source::Plain(r) => r.bytes_read(),
-            Source::Z(z) => z.bytes_read(),
+            Source::Age(a) => a.bytes_read(),
+            Source::Z(z) => match z.age() {
+                Some(a) => a.bytes_read(),
+                None => z.bytes_read(),
+            },
         }
     }
 }

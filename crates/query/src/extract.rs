@@ -622,6 +622,9 @@ pub struct Stats {
     /// Compressed units decompressed (compressed captures only): a narrow
     /// window decompresses a few.
     pub blocks_decompressed: u64,
+    /// age chunks (64 KiB) decrypted (encrypted captures only): a narrow
+    /// window decrypts a few.
+    pub chunks_decrypted: u64,
     /// Records walked (in the window or not).
     pub records_read: u64,
     /// Of those, odd records libpcap reads as frames (and so does the
@@ -654,6 +657,7 @@ impl std::ops::AddAssign for Stats {
         self.blocks_skipped += o.blocks_skipped;
         self.bytes_read += o.bytes_read;
         self.blocks_decompressed += o.blocks_decompressed;
+        self.chunks_decrypted += o.chunks_decrypted;
         self.records_read += o.records_read;
         self.records_odd += o.records_odd;
         self.out_of_order += o.out_of_order;
@@ -905,6 +909,7 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
             );
             self.stats.bytes_read += walk.get_ref().bytes_read();
             self.stats.blocks_decompressed += walk.get_ref().blocks_decompressed();
+            self.stats.chunks_decrypted += walk.get_ref().chunks_decrypted();
             return self.note(i, None, NoteKind::Error, m);
         }
         let spans = &self.files[i].spans;
@@ -1106,6 +1111,7 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
         s.walk.get_mut().settle();
         self.stats.bytes_read += s.walk.get_ref().bytes_read();
         self.stats.blocks_decompressed += s.walk.get_ref().blocks_decompressed();
+        self.stats.chunks_decrypted += s.walk.get_ref().chunks_decrypted();
         if s.out_of_order > 0 {
             let how = if self.files[i].ordered {
                 "; the time cut assumed time order, so frames may be missing"
@@ -1134,6 +1140,7 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
                 r.settle();
                 self.stats.bytes_read += r.bytes_read();
                 self.stats.blocks_decompressed += r.blocks_decompressed();
+                self.stats.chunks_decrypted += r.chunks_decrypted();
             }
         }
         let opened: u64 = self

@@ -210,7 +210,7 @@ impl Job {
         } else {
             Vec::new()
         };
-        let linktypes = linktypes_of(&plan);
+        let linktypes = linktypes_of(&plan)?;
         let progs = progs_for(&linktypes, &filter, prog)?;
         let skipped_by_flow = plan_stats.skipped_by_flow + plan_stats.skipped_by_keys;
         Ok(Job {
@@ -258,7 +258,7 @@ impl Job {
             Vec::new()
         };
         let skipped_by_flow = plan_stats.skipped_by_flow + plan_stats.skipped_by_keys;
-        let linktypes = linktypes_of(&plan);
+        let linktypes = linktypes_of(&plan)?;
         let progs = progs_for(&linktypes, &filter, prog)?;
         let ethernet = progs.iter().any(|p| p.0 == LINKTYPE_ETHERNET);
         Ok(Job {
@@ -308,7 +308,7 @@ impl Job {
             plan.files.clear();
             plan_stats = PlanStats::default();
         }
-        let mut linktypes = linktypes_of(&plan);
+        let mut linktypes = linktypes_of(&plan)?;
         let mut not_ethernet = Vec::new();
         linktypes.retain(|(lt, files)| {
             if *lt != LINKTYPE_ETHERNET {
@@ -584,6 +584,7 @@ pub fn summary_json(
         "blocks_skipped": st.blocks_skipped,
         "bytes_read": st.bytes_read,
         "blocks_decompressed": st.blocks_decompressed,
+        "chunks_decrypted": st.chunks_decrypted,
         "records_read": st.records_read,
         "records_odd": st.records_odd,
         "out_of_order": st.out_of_order,
@@ -757,17 +758,23 @@ pub fn mixed_linktypes(linktypes: &[(u32, Vec<PathBuf>)]) -> Option<String> {
 /// The link types of the files `plan` reads (from their headers), each
 /// with its files, in plan order; a file whose header cannot be read is
 /// left to the merge (which notes it).
-fn linktypes_of(plan: &Plan) -> Vec<(u32, Vec<PathBuf>)> {
+fn linktypes_of(plan: &Plan) -> Result<Vec<(u32, Vec<PathBuf>)>, QueryError> {
     let mut out: Vec<(u32, Vec<PathBuf>)> = Vec::new();
     for f in plan.files.iter().filter(|f| f.skip.is_none()) {
         // Its header only (a compressed capture through its decompressor).
-        use wiretape_files::zread::{Source, ZReader};
-        let src = match ZReader::open(&f.path) {
-            Ok(Some(z)) => Source::Z(Box::new(z)),
-            Ok(None) => match std::fs::File::open(&f.path) {
-                Ok(file) => Source::Plain(std::io::BufReader::with_capacity(4096, file)),
-                Err(_) => continue,
-            },
+        use wiretape_files::zread::{open_layers, Layers, Source};
+        let src = match open_layers(&f.path) {
+            Ok(Layers::Plain(file)) => Source::Plain(std::io::BufReader::with_capacity(4096, file)),
+            Ok(Layers::Age(a)) => Source::Age(a),
+            Ok(Layers::Z(z)) => Source::Z(z),
+            // An encrypted file no identity given opens: refused before
+            // anything is written (the error names it and its recipients).
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(QueryError::Storage(wiretape_storage::StorageError::Read {
+                    path: f.path.clone(),
+                    source: e,
+                }))
+            }
             Err(_) => continue,
         };
         let w = wiretape_files::walk::Walker::new(src);
@@ -780,5 +787,5 @@ fn linktypes_of(plan: &Plan) -> Vec<(u32, Vec<PathBuf>)> {
             None => out.push((lt, vec![f.path.clone()])),
         }
     }
-    out
+    Ok(out)
 }

@@ -6,7 +6,7 @@
 //! error).
 
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use wiretape_files::index::{header, path_for, Entry, ENTRY_LEN, ENTRY_LEN_V3, HEADER_LEN};
 use wiretape_files::walk::Walker;
@@ -285,21 +285,17 @@ pub fn rebuild_with(
         path: capture.to_owned(),
         source,
     };
-    let f = File::open(capture).map_err(rd)?;
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let len = std::fs::metadata(capture).map(|m| m.len()).unwrap_or(0);
     // A compressed capture: one entry per compressed unit, where it is.
-    let kind = wiretape_files::zread::kind(capture).map_err(rd)?;
+    let src = wiretape_files::zread::open_buffered(capture).map_err(rd)?;
+    let kind = src.z().map(|z| z.kind());
+    // An encrypted capture: times, counts and offsets only, no flow sets
+    // nor key index (they would say its addresses in clear).
+    let encrypted = src.age().is_some();
     let mut out = Vec::from(header(kind.is_some()));
-    let src =
-        match kind {
-            Some(k) => wiretape_files::zread::Source::Z(Box::new(
-                wiretape_files::zread::ZReader::new(f, k, &[]),
-            )),
-            None => wiretape_files::zread::Source::Plain(BufReader::with_capacity(1 << 20, f)),
-        };
     let mut walk = Walker::new(src);
     // Flow keys are Ethernet's: other link types get time-only entries.
-    let ethernet = walk.header().linktype == wiretape_files::pcap::LINKTYPE_ETHERNET;
+    let ethernet = walk.header().linktype == wiretape_files::pcap::LINKTYPE_ETHERNET && !encrypted;
     let mut cur = Entry::default();
     let mut flows = FlowCollector::new();
     // The key index is rebuilt in the same walk (into a temporary, renamed

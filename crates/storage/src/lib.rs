@@ -46,6 +46,7 @@ pub mod uring;
 
 pub mod block;
 pub mod compress;
+pub mod crypt;
 pub mod external;
 pub mod fuzz;
 pub mod index;

@@ -262,10 +262,155 @@ fn repair_outcome(path: &Path) -> Result<Outcome, StorageError> {
         path: path.to_owned(),
         source,
     };
+    if wiretape_files::crypt::is_age(path).map_err(rd)? {
+        return repair_age(path);
+    }
     if wiretape_files::zread::kind(path).map_err(rd)?.is_some() {
         return repair_compressed(path);
     }
     repair_plain(path)
+}
+
+/// The file's length, and the first hole in it (writes still in flight at
+/// a crash), where it is cut now.
+fn cut_at_hole(path: &Path) -> Result<(u64, Option<u64>), StorageError> {
+    let len_before = std::fs::metadata(path)
+        .map_err(|source| StorageError::Read {
+            path: path.to_owned(),
+            source,
+        })?
+        .len();
+    let hole = File::open(path)
+        .ok()
+        .and_then(|f| crate::sys::first_hole(&f, len_before));
+    if let Some(h) = hole {
+        truncate(path, h)?;
+    }
+    Ok((len_before, hole))
+}
+
+/// A stream that does not read as a torn tail: refused.
+fn not_torn(path: &Path, e: std::io::Error) -> StorageError {
+    StorageError::Corrupt {
+        path: path.to_owned(),
+        offset: 0,
+        why: format!("{e}: not a torn tail, refusing to cut"),
+    }
+}
+
+/// An age file ([`crate::crypt`]): read with the process's identities up
+/// to its last whole chunk, then up to its last whole record (or, inside,
+/// its compressed stream's last whole unit), and closed there: the last
+/// chunk sealed again with the STREAM's last flag
+/// ([`crate::crypt::close_cut`]), so `age -d` reads it whole. Without an
+/// identity of one of its recipients it is refused (nothing can be cut
+/// without the key: which chunks are whole cannot be told).
+fn repair_age(path: &Path) -> Result<Outcome, StorageError> {
+    use wiretape_files::zread::{open_buffered, Kind, Source, ZEnd};
+    let (len_before, hole) = cut_at_hole(path)?;
+    let bad = |e: std::io::Error| not_torn(path, e);
+    let src = match open_buffered(path) {
+        Ok(s) => s,
+        Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(StorageError::Read {
+                path: path.to_owned(),
+                source,
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            // The age header cut short: nothing whole in it.
+            return Ok(Outcome::Headerless(len_before));
+        }
+        Err(e) => return Err(bad(e)),
+    };
+    // Where the plain (or compressed) stream's whole part ends, and what
+    // closes it.
+    let (keep, extra, torn) = match src {
+        Source::Z(mut z) => {
+            let end = z.read_to_end_state().map_err(bad)?;
+            let age_torn = z.age().and_then(|a| a.torn()).is_some();
+            match (end, z.kind()) {
+                (ZEnd::Whole, _) if !age_torn => (0, Vec::new(), false),
+                (ZEnd::Torn(c), Kind::Lz4) if c <= wiretape_files::compress::LZ4_HEADER_LEN => {
+                    (0, Vec::new(), true)
+                }
+                (ZEnd::Torn(0), Kind::Zstd) => (0, Vec::new(), true),
+                (ZEnd::Torn(c), Kind::Lz4) => {
+                    // The end mark and the checksum of what stays (every
+                    // whole unit, decoded from the start just now).
+                    let mut tail = vec![0u8; 8];
+                    tail[4..].copy_from_slice(&z.content_checksum().to_le_bytes());
+                    (c, tail, true)
+                }
+                (ZEnd::Torn(c), Kind::Zstd) => (c, Vec::new(), true),
+                (ZEnd::Whole, _) => {
+                    let a = z.age().expect("an age file");
+                    (a.torn().unwrap_or(0), Vec::new(), true)
+                }
+            }
+        }
+        src => {
+            let mut w = Walker::new(src);
+            while w.next().is_some() {}
+            let age_torn = w.get_ref().age().and_then(|a| a.torn()).is_some();
+            let header = w.header_complete();
+            let s = w.stop().expect("a walk that ended says how");
+            match &s.end {
+                End::Clean if !age_torn => (0, Vec::new(), false),
+                End::Clean | End::Torn { .. } | End::Zeros(_) => {
+                    (if header { s.offset } else { 0 }, Vec::new(), true)
+                }
+                End::Corrupt(Why::Trailer { last: true, .. })
+                | End::Corrupt(Why::BlockHeader { .. }) => (s.offset, Vec::new(), true),
+                End::Corrupt(why) => return Err(refuse(path, s.offset, why)),
+                End::Io(_) => return Err(s.error(path, len_before).expect("an I/O error")),
+            }
+        }
+    };
+    if torn && keep == 0 && only_zeros_after_age_header(path) {
+        // A crash before the first chunk went out: no frame in it.
+        return Ok(Outcome::Headerless(len_before));
+    }
+    if torn && keep == 0 {
+        return Err(StorageError::Corrupt {
+            path: path.to_owned(),
+            offset: 0,
+            why: "not one whole age chunk opens (a header cut short or zeros are what a crash leaves): refusing to cut or remove".into(),
+        });
+    }
+    let len_after = if torn {
+        crate::crypt::close_cut(path, keep, &extra)?
+    } else {
+        hole.unwrap_or(len_before)
+    };
+    // Count the records (and prove they parse, now that the stream is whole).
+    let src = open_buffered(path).map_err(bad)?;
+    let mut w = Walker::new(src);
+    let (mut records, mut bytes) = (0u64, 0u64);
+    while let Some(m) = w.next() {
+        records += 1;
+        bytes += m.caplen as u64;
+    }
+    let whole = w.get_ref().age().is_some_and(|a| a.torn().is_none());
+    let s = w.stop().expect("a walk that ended says how");
+    if !matches!(s.end, End::Clean) || !whole {
+        return Err(s.error(path, len_after).unwrap_or(StorageError::Internal(
+            "an age file closed by repair does not read whole",
+        )));
+    }
+    let idx = wiretape_files::index::path_for(path);
+    if idx.exists() && (len_after != len_before || index_disagrees(&idx, records)) {
+        crate::index::rebuild(path, crate::block::DEFAULT_BLOCK_SIZE as u64)?;
+    }
+    Ok(Outcome::Repaired(
+        Repaired {
+            records,
+            len_before,
+            len_after,
+            ..Repaired::default()
+        },
+        bytes,
+    ))
 }
 
 /// A compressed capture: cut after its last whole unit (lz4: and write the
@@ -273,22 +418,8 @@ fn repair_outcome(path: &Path) -> Result<Outcome, StorageError> {
 /// count them (damage inside a whole unit is an error, not cut).
 fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
     use wiretape_files::zread::{Kind, ZEnd, ZReader};
-    let rd = |source| StorageError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let len_before = std::fs::metadata(path).map_err(rd)?.len();
-    let hole = File::open(path)
-        .ok()
-        .and_then(|f| crate::sys::first_hole(&f, len_before));
-    if let Some(h) = hole {
-        truncate(path, h)?;
-    }
-    let bad = |e: std::io::Error| StorageError::Corrupt {
-        path: path.to_owned(),
-        offset: 0,
-        why: format!("{e}: not a torn tail, refusing to cut"),
-    };
+    let (len_before, hole) = cut_at_hole(path)?;
+    let bad = |e: std::io::Error| not_torn(path, e);
     let mut z = ZReader::open(path)
         .map_err(bad)?
         .ok_or(StorageError::Internal(
@@ -315,7 +446,13 @@ fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
             let mut tail = [0u8; 8];
             tail[4..].copy_from_slice(&sum.to_le_bytes());
             use std::io::Write;
-            let mut f = OpenOptions::new().append(true).open(path).map_err(rd)?;
+            let mut f = OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map_err(|source| StorageError::Read {
+                    path: path.to_owned(),
+                    source,
+                })?;
             f.write_all(&tail)
                 .and_then(|()| f.sync_data())
                 .map_err(|e| StorageError::from_write(path, e))?;
@@ -350,6 +487,22 @@ fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
         },
         bytes,
     ))
+}
+
+/// Whether an age file holds nothing but zeros after its header (and
+/// payload nonce): what a crash before its first chunk leaves.
+fn only_zeros_after_age_header(path: &Path) -> bool {
+    let Ok(data) = std::fs::read(path) else {
+        return false;
+    };
+    let Some(mac) = data.windows(4).position(|w| w == b"\n---") else {
+        return false;
+    };
+    let Some(eol) = data[mac + 1..].iter().position(|&b| b == b'\n') else {
+        return false;
+    };
+    data.get(mac + 1 + eol + 1 + 16..)
+        .is_some_and(|rest| rest.iter().all(|&b| b == 0))
 }
 
 fn repair_plain(path: &Path) -> Result<Outcome, StorageError> {

@@ -87,6 +87,11 @@ pub struct StorageConfig {
     pub compress: wiretape_files::compress::Compress,
     /// Compression threads, all queues together (`--compress-threads`).
     pub compress_threads: usize,
+    /// Encrypt files at rest to these age recipients (`--encrypt-to`;
+    /// [`crate::crypt`]; None or empty: plain). Encrypted files get no
+    /// flow sets in their `.idx`, no key index and no session table:
+    /// those would hold addresses and names in clear.
+    pub encrypt_to: Option<wiretape_files::crypt::Recipients>,
     /// Runs laid out in place are written from where they lie only while
     /// at most this many bytes wait for the disk, else copied
     /// ([`crate::sink::BlockSink::set_direct_backlog`]).
@@ -120,6 +125,7 @@ impl StorageConfig {
             linktype: wiretape_files::pcap::LINKTYPE_ETHERNET,
             compress: wiretape_files::compress::Compress::None,
             compress_threads: default_compress_threads(),
+            encrypt_to: None,
             direct_backlog_max: crate::uring::DIRECT_BACKLOG_MAX,
         }
     }
@@ -129,6 +135,11 @@ impl StorageConfig {
         std::iter::once(self.dir.clone())
             .chain(self.more_dirs.iter().cloned())
             .collect()
+    }
+
+    /// Whether files are encrypted ([`StorageConfig::encrypt_to`]).
+    pub fn encrypted(&self) -> bool {
+        self.encrypt_to.as_ref().is_some_and(|r| !r.is_empty())
     }
 
     /// Whether files rotate at all.
@@ -426,6 +437,7 @@ impl Store {
             None
         };
         let keys_on = cfg.index
+            && !cfg.encrypted()
             && cfg.flow_index
             && cfg.key_index
             && cfg.linktype == wiretape_files::pcap::LINKTYPE_ETHERNET;
@@ -441,7 +453,7 @@ impl Store {
         } else {
             None
         };
-        let sessions = if cfg.sessions {
+        let sessions = if cfg.sessions && !cfg.encrypted() {
             Some(
                 crate::sessions::SessionRecorder::start().map_err(|e| StorageError::Create {
                     path: cfg.dir.clone(),
@@ -818,6 +830,9 @@ impl RotatingWriter {
             self.cfg.format,
         );
         name.push_str(self.cfg.compress.suffix());
+        if self.cfg.encrypted() {
+            name.push_str(wiretape_files::crypt::SUFFIX);
+        }
         self.volumes.get(vol).dir.join(name)
     }
 
@@ -883,7 +898,8 @@ impl RotatingWriter {
             sink.set_make_room(Some(Arc::new(move |p: &Path| r.make_room(p))));
         }
         let mut sink = sink
-            .compressed(c.compress, self.pool.as_ref())
+            .encrypted(c.encrypt_to.as_ref())
+            .and_then(|s| s.compressed(c.compress, self.pool.as_ref()))
             .inspect_err(|_| self.retention.closed(path))?;
         self.volumes.get(vol).file_opened();
         if let Some(g) = after {
@@ -900,7 +916,8 @@ impl RotatingWriter {
             )),
             None => w,
         };
-        let flows = c.flow_index && c.linktype == wiretape_files::pcap::LINKTYPE_ETHERNET;
+        let flows =
+            c.flow_index && !c.encrypted() && c.linktype == wiretape_files::pcap::LINKTYPE_ETHERNET;
         Ok(match (c.index, flows) {
             (true, true) if self.keys.is_some() => {
                 w.with_index(path)

@@ -438,21 +438,17 @@ pub fn rebuild(
     capture: &Path,
     tracker: &mut Tracker,
 ) -> Result<wiretape_sessions::TableStats, crate::StorageError> {
-    use std::io::BufReader;
     let rd = |source| crate::StorageError::Read {
         path: capture.to_owned(),
         source,
     };
-    let f = std::fs::File::open(capture).map_err(rd)?;
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let kind = wiretape_files::zread::kind(capture).map_err(rd)?;
-    let src =
-        match kind {
-            Some(k) => wiretape_files::zread::Source::Z(Box::new(
-                wiretape_files::zread::ZReader::new(f, k, &[]),
-            )),
-            None => wiretape_files::zread::Source::Plain(BufReader::with_capacity(1 << 20, f)),
-        };
+    let len = std::fs::metadata(capture).map(|m| m.len()).unwrap_or(0);
+    let src = wiretape_files::zread::open_buffered(capture).map_err(rd)?;
+    if src.age().is_some() {
+        // An encrypted capture gets no session table: its names and
+        // addresses would lie beside it in clear.
+        return Ok(wiretape_sessions::TableStats::default());
+    }
     let mut walk = wiretape_files::walk::Walker::new(src);
     let mut data = Vec::new();
     while let Some(m) = walk.next_into(&mut data) {

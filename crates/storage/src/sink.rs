@@ -676,6 +676,9 @@ pub enum AnySink {
     Buffered(FileSink),
     /// Either of them behind a compressor ([`crate::compress::CompressSink`]).
     Compressed(Box<crate::compress::CompressSink<AnySink>>),
+    /// Any of them behind age encryption ([`crate::crypt::AgeSink`]; a
+    /// compressor, when on, is in front of it).
+    Encrypted(Box<crate::crypt::AgeSink<AnySink>>),
 }
 
 impl AnySink {
@@ -716,6 +719,7 @@ impl AnySink {
             AnySink::Direct(_) => true,
             AnySink::Buffered(_) => false,
             AnySink::Compressed(c) => c.inner().is_direct(),
+            AnySink::Encrypted(c) => c.inner().is_direct(),
         }
     }
 
@@ -728,6 +732,21 @@ impl AnySink {
         match pool {
             Some(p) if compress.is_on() => Ok(AnySink::Compressed(Box::new(
                 crate::compress::CompressSink::new(self, compress, std::sync::Arc::clone(p))?,
+            ))),
+            _ => Ok(self),
+        }
+    }
+
+    /// This sink behind age encryption to `to` (some recipients), else
+    /// itself. Apply before [`AnySink::compressed`]: compression comes
+    /// first in the stream, encryption last.
+    pub fn encrypted(
+        self,
+        to: Option<&wiretape_files::crypt::Recipients>,
+    ) -> Result<Self, StorageError> {
+        match to {
+            Some(r) if !r.is_empty() => Ok(AnySink::Encrypted(Box::new(
+                crate::crypt::AgeSink::new(self, r)?,
             ))),
             _ => Ok(self),
         }
@@ -763,6 +782,7 @@ impl AnySink {
             AnySink::Direct(s) => s.live_stats(),
             AnySink::Buffered(s) => s.stats(),
             AnySink::Compressed(s) => s.inner().live_stats(),
+            AnySink::Encrypted(s) => s.inner().live_stats(),
         }
     }
 
@@ -772,6 +792,7 @@ impl AnySink {
             AnySink::Direct(s) => s.set_make_room(f),
             AnySink::Buffered(s) => s.set_make_room(f),
             AnySink::Compressed(s) => s.inner_mut().set_make_room(f),
+            AnySink::Encrypted(s) => s.inner_mut().set_make_room(f),
         }
     }
 }
@@ -782,6 +803,7 @@ macro_rules! both {
             AnySink::Direct($x) => $e,
             AnySink::Buffered($x) => $e,
             AnySink::Compressed($x) => $e,
+            AnySink::Encrypted($x) => $e,
         }
     };
 }

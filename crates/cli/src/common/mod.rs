@@ -161,3 +161,29 @@ pub(crate) fn captures(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     }
     Ok(out)
 }
+
+/// `--identity FILE` of the commands that read captures: the age
+/// identities encrypted captures (`record --encrypt-to`) are read with.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub(crate) struct IdentityArg {
+    /// Read encrypted captures (.pcap.age, .pcap.lz4.age: record
+    /// --encrypt-to) with the age identities of FILE (AGE-SECRET-KEY-1...
+    /// lines, as age-keygen -o writes; # comments). Only the chunks a query
+    /// needs are decrypted. A file none of them opens is refused in one
+    /// line naming it and its recipients.
+    #[arg(long, value_name = "FILE", env = "WIRETAPE_IDENTITY")]
+    pub(crate) identity: Option<PathBuf>,
+}
+
+impl IdentityArg {
+    /// Makes the identities the process reads with (none given: encrypted
+    /// files are refused when met). An unreadable or bad file is a usage
+    /// error.
+    pub(crate) fn load(&self) -> Result<()> {
+        if let Some(p) = &self.identity {
+            let ids = wiretape::files::crypt::read_identity_file(p).map_err(crate::usage)?;
+            wiretape::files::crypt::use_identities(ids);
+        }
+        Ok(())
+    }
+}

@@ -314,6 +314,21 @@ pub(crate) struct Args {
     /// never dropped.
     #[arg(long, value_name = "ALG", default_value = "none")]
     compress: String,
+    /// Encrypt files at rest to this age recipient (age1..., the public key
+    /// age-keygen prints; repeatable: any one recipient's identity opens a
+    /// file). Files become .pcap.age (after compression: .pcap.lz4.age),
+    /// standard age files: age -d -i KEY F | tcpdump -r -. Their .idx keeps
+    /// times, counts and offsets only: no flow sets, key index nor session
+    /// table (they would hold addresses and names in clear). Read back with
+    /// --identity (extract, info, timeline, index, api, record -r).
+    #[arg(long, value_name = "RECIPIENT")]
+    encrypt_to: Vec<String>,
+    /// Encrypt to the recipients of FILE too (one age1... a line, #
+    /// comments; repeatable): see --encrypt-to.
+    #[arg(long, value_name = "FILE")]
+    encrypt_to_file: Vec<PathBuf>,
+    #[command(flatten)]
+    id: crate::common::IdentityArg,
     /// Keep only the first SIZE bytes (wire lengths; K, M, G: binary units) of
     /// each connection (IP version, address pair, protocol, port pair, in
     /// both directions); TCP segments with SYN, FIN or RST, non-IP frames
@@ -611,6 +626,20 @@ fn ranges(v: &[usize]) -> String {
     }
 }
 
+/// The recipients of `--encrypt-to` and `--encrypt-to-file` (None: files
+/// are written plain); a bad one is a usage error naming it.
+fn recipients(a: &Args) -> Result<Option<wiretape::files::crypt::Recipients>> {
+    use wiretape::files::crypt::{parse_recipient, read_recipients_file, Recipients};
+    let mut to = Vec::new();
+    for r in &a.encrypt_to {
+        to.push(parse_recipient(r).map_err(crate::usage)?);
+    }
+    for f in &a.encrypt_to_file {
+        to.extend(read_recipients_file(f).map_err(crate::usage)?);
+    }
+    Ok((!to.is_empty()).then_some(Recipients(to)))
+}
+
 /// `--packet-in-place` checked against the other options: the conflict, if any.
 fn in_place_conflict(a: &Args) -> Option<&'static str> {
     if a.format != "pcapng" {
@@ -621,6 +650,9 @@ fn in_place_conflict(a: &Args) -> Option<&'static str> {
     }
     if a.compress != "none" {
         return Some("compressed files are written from RAM blocks: leave --compress out");
+    }
+    if !a.encrypt_to.is_empty() || !a.encrypt_to_file.is_empty() {
+        return Some("encrypted files are written from RAM blocks: leave --encrypt-to out");
     }
     if a.count.is_some() {
         return Some("-c may end a run inside a block: leave -c out (or use -d)");
@@ -914,6 +946,7 @@ fn config(a: &Args) -> Result<(RecordConfig, Option<String>, Arc<AtomicBool>)> {
     if let Some(n) = a.compress_threads {
         st.compress_threads = n as usize;
     }
+    st.encrypt_to = recipients(a)?;
     st.retention = wiretape::Policy {
         keep_files: a.keep_files.map(|n| n as usize),
         keep_bytes: a.keep_bytes,
@@ -988,6 +1021,7 @@ fn refuse_early(a: &Args, opts: &RecordConfig) -> Result<()> {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
+    a.id.load()?;
     let (mut opts, engine_reason, trigger) = config(&a)?;
     // A typo in -w is refused before anything else is looked at.
     check_volumes(&a.dirs)?;

@@ -745,6 +745,7 @@ fn schemas() -> Value {
             ("blocks_skipped", int()),
             ("bytes_read", described(int(), "Bytes read from disk.")),
             ("blocks_decompressed", int()),
+            ("chunks_decrypted", described(int(), "age chunks (64 KiB) decrypted (encrypted captures only).")),
             ("records_read", int()),
             ("records_odd", int()),
             ("out_of_order", int()),

@@ -1,0 +1,302 @@
+//! Encryption at rest (`record --encrypt-to`), the writing: an
+//! [`AgeSink`] sits in front of a file's [`BlockSink`] (behind the
+//! compressor when both are on) and turns the stream it is given into an
+//! age file (the format and the readers are `wiretape_files::crypt`'s).
+//! The ciphertext fills the file sink's aligned blocks like any other
+//! bytes, so O_DIRECT and io_uring write it unchanged.
+//!
+//! The age STREAM seals 64 KiB chunks: a chunk goes to the file once it is
+//! full (and the next byte has come), the last one when the file closes.
+//! So a flush (a quiet link) puts every whole chunk in the file, and up to
+//! 64 KiB of records wait in memory until their chunk fills or the file is
+//! closed; a crash loses those (the file is read up to its last whole
+//! chunk, as a torn tail: see `wiretape_files::crypt`).
+
+use crate::sink::{Block, BlockSink, SinkStats};
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use wiretape_files::crypt::Recipients;
+use wiretape_files::StorageError;
+
+/// Where the age writer puts its ciphertext: a buffer the sink empties
+/// into its file's blocks after each write (one lock per block written,
+/// never per frame).
+#[derive(Clone, Default)]
+struct Spill(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Spill {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A [`BlockSink`] that encrypts its stream into the file's real sink.
+pub struct AgeSink<S: BlockSink> {
+    inner: S,
+    /// The inner sink's block being filled with ciphertext.
+    out: Option<Block>,
+    age: Option<age::stream::StreamWriter<Spill>>,
+    spill: Spill,
+    /// Ciphertext taken from the spill, to be put in blocks.
+    sealed: Vec<u8>,
+    block_size: usize,
+    /// Free blocks for the builder.
+    free: Vec<Block>,
+}
+
+impl<S: BlockSink> AgeSink<S> {
+    /// Encrypts into `inner` to `to` (at least one recipient): the age
+    /// header is the file's first bytes.
+    pub fn new(inner: S, to: &Recipients) -> Result<Self, StorageError> {
+        let path = inner.path().to_owned();
+        let enc = age::Encryptor::with_recipients(to.0.iter().map(|r| r as &dyn age::Recipient))
+            .map_err(|e| StorageError::Write {
+                path: path.clone(),
+                source: std::io::Error::other(format!("age: {e}")),
+            })?;
+        let spill = Spill::default();
+        let age = enc
+            .wrap_output(spill.clone())
+            .map_err(|e| StorageError::from_write(&path, e))?;
+        let block_size = inner.block_size();
+        let mut s = AgeSink {
+            inner,
+            out: None,
+            age: Some(age),
+            spill,
+            sealed: Vec::new(),
+            block_size,
+            free: Vec::new(),
+        };
+        s.out = Some(s.inner.first_block());
+        s.put_sealed()?;
+        Ok(s)
+    }
+
+    /// Moves the ciphertext the age writer made into the inner sink.
+    fn put_sealed(&mut self) -> Result<(), StorageError> {
+        {
+            let mut g = self.spill.0.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::swap(&mut *g, &mut self.sealed);
+        }
+        let mut bytes = &self.sealed[..];
+        while !bytes.is_empty() {
+            let mut b = self.out.take().unwrap_or_else(|| self.inner.first_block());
+            let (buf, len) = b.space();
+            let k = bytes.len().min(buf.len() - *len);
+            buf[*len..*len + k].copy_from_slice(&bytes[..k]);
+            *len += k;
+            bytes = &bytes[k..];
+            if *len == buf.len() {
+                match self.inner.submit(b) {
+                    Ok(n) => b = n,
+                    Err(e) => {
+                        self.sealed.clear();
+                        return Err(e);
+                    }
+                }
+            }
+            self.out = Some(b);
+        }
+        self.sealed.clear();
+        Ok(())
+    }
+
+    /// Encrypts `data` (what the writer handed on).
+    fn seal(&mut self, data: &[u8]) -> Result<(), StorageError> {
+        let path = self.inner.path().to_owned();
+        let w = self
+            .age
+            .as_mut()
+            .ok_or(StorageError::Internal("an age file written after its end"))?;
+        w.write_all(data)
+            .map_err(|e| StorageError::from_write(&path, e))?;
+        self.put_sealed()
+    }
+
+    /// The sink the ciphertext goes to.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// The same, mutably.
+    pub fn inner_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    fn take_free(&mut self) -> Block {
+        self.free
+            .pop()
+            .unwrap_or_else(|| Block::new(self.block_size))
+    }
+}
+
+impl<S: BlockSink> BlockSink for AgeSink<S> {
+    fn submit(&mut self, mut block: Block) -> Result<Block, StorageError> {
+        if !block.is_empty() {
+            self.seal(block.data())?;
+            block.clear();
+        }
+        Ok(block)
+    }
+
+    fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+        let b = self.submit(block)?;
+        let out = self.out.take().unwrap_or_else(|| self.inner.first_block());
+        self.out = Some(self.inner.flush(out)?);
+        Ok(b)
+    }
+
+    fn finish(&mut self, block: Block) -> Result<(), StorageError> {
+        let _ = self.submit(block)?;
+        if let Some(w) = self.age.take() {
+            w.finish()
+                .map_err(|e| StorageError::from_write(self.inner.path(), e))?;
+            self.put_sealed()?;
+        }
+        let out = self.out.take().unwrap_or_else(|| self.inner.first_block());
+        self.inner.finish(out)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.inner.bytes()
+    }
+
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    fn first_block(&mut self) -> Block {
+        self.take_free()
+    }
+
+    fn stats(&self) -> SinkStats {
+        self.inner.stats()
+    }
+
+    fn latency(&self) -> Option<&wiretape_timestamp::hist::Histogram<u64>> {
+        self.inner.latency()
+    }
+
+    fn write_after(&mut self, gate: Arc<crate::sink::Gate>) {
+        self.inner.write_after(gate)
+    }
+
+    fn open_when_done(&mut self, gate: Arc<crate::sink::Gate>) {
+        self.inner.open_when_done(gate)
+    }
+}
+
+/// Closes an age file cut by a crash (`repair`): its plain stream is kept
+/// up to `keep` bytes, `extra` bytes appended (an LZ4 frame's end mark),
+/// and the last chunk sealed again with the STREAM's last flag, so that
+/// the file is a whole age file again (`age -d` reads it). Needs an
+/// identity of one of its recipients ([`wiretape_files::crypt::use_identities`]):
+/// the payload key comes from the file key its header wraps. Returns the
+/// file's new length.
+pub fn close_cut(path: &Path, keep: u64, extra: &[u8]) -> Result<u64, StorageError> {
+    use age::secrecy::ExposeSecret;
+    use chacha20poly1305::aead::{Aead, KeyInit};
+    use std::io::{Read, Seek, SeekFrom};
+    use wiretape_files::crypt::{AgeReader, CHUNK, CHUNK_SEALED};
+    let rd = |source| StorageError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let bad = |why: &str| {
+        rd(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            why.to_owned(),
+        ))
+    };
+    let mut f = std::fs::File::open(path).map_err(rd)?;
+    let mut head = vec![0u8; 64 << 10];
+    let mut n = 0;
+    while n < head.len() {
+        match f.read(&mut head[n..]).map_err(rd)? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    head.truncate(n);
+    // The header: the version line, the stanzas, the MAC line; then the
+    // payload's 16-byte nonce.
+    let mut at = wiretape_files::crypt::MAGIC.len();
+    let mut stanzas = Vec::new();
+    while !head[at..].starts_with(b"---") {
+        match age_core::format::read::age_stanza(&head[at..]) {
+            Ok((rest, s)) => {
+                at = head.len() - rest.len();
+                stanzas.push(age_core::format::Stanza::from(s));
+            }
+            Err(_) => return Err(bad("an age header wiretape cannot parse")),
+        }
+    }
+    let eol = head[at..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| bad("an age header cut short"))?;
+    let nonce_at = at + eol + 1;
+    let payload = (nonce_at + 16) as u64;
+    let nonce = head
+        .get(nonce_at..nonce_at + 16)
+        .ok_or_else(|| bad("an age header cut short"))?;
+    let ids = wiretape_files::crypt::identities();
+    let file_key = ids
+        .iter()
+        .find_map(|i| age::Identity::unwrap_stanzas(i, &stanzas))
+        .and_then(Result::ok)
+        .ok_or_else(|| rd(wiretape_files::crypt::identity_error(path, &ids)))?;
+    let key = age_core::primitives::hkdf(nonce, b"payload", file_key.expose_secret());
+    // The plain bytes of the new last chunk (and of one before it when
+    // `extra` spills over a chunk).
+    let total = keep + extra.len() as u64;
+    let first = if total == 0 { 0 } else { (total - 1) / CHUNK };
+    let from = first.min(keep / CHUNK) * CHUNK;
+    let mut tail = vec![0u8; (keep - from) as usize];
+    let mut r = AgeReader::open(path).map_err(rd)?;
+    r.seek(SeekFrom::Start(from)).map_err(rd)?;
+    r.read_exact(&mut tail)
+        .map_err(|_| bad("the bytes to keep do not decrypt"))?;
+    tail.extend_from_slice(extra);
+    let aead = chacha20poly1305::ChaCha20Poly1305::new(&key.into());
+    let mut sealed = Vec::with_capacity(tail.len() + 32);
+    let chunks: Vec<&[u8]> = if tail.is_empty() {
+        vec![&[][..]]
+    } else {
+        tail.chunks(CHUNK as usize).collect()
+    };
+    let last = chunks.len() - 1;
+    for (i, c) in chunks.iter().enumerate() {
+        let mut n12 = [0u8; 12];
+        n12[3..11].copy_from_slice(&(from / CHUNK + i as u64).to_be_bytes());
+        n12[11] = u8::from(i == last);
+        let ct = aead
+            .encrypt(&n12.into(), *c)
+            .map_err(|_| bad("sealing the last chunk failed"))?;
+        sealed.extend_from_slice(&ct);
+    }
+    let cut = payload + from / CHUNK * CHUNK_SEALED;
+    crate::repair::truncate(path, cut)?;
+    let mut w = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(rd)?;
+    w.write_all(&sealed)
+        .and_then(|()| w.sync_data())
+        .map_err(|e| StorageError::from_write(path, e))?;
+    Ok(cut + sealed.len() as u64)
+}
