@@ -869,8 +869,8 @@ impl BlockSink for AnySink {
     fn take_unwritten(&mut self) -> Option<(u64, Vec<Block>)> {
         match self {
             AnySink::Buffered(s) => s.take_unwritten(),
-            // In flight (io_uring) or compressed: not given back.
-            AnySink::Direct(_) | AnySink::Compressed(_) => None,
+            // In flight (io_uring), compressed or encrypted: not given back.
+            AnySink::Direct(_) | AnySink::Compressed(_) | AnySink::Encrypted(_) => None,
         }
     }
 }
