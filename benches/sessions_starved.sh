@@ -18,14 +18,14 @@
 # it (CPU 1). The hog is no child of the recorder (its CPU is not the
 # tool's) and is killed when the recorder exits, and by a trap here.
 # Per trial the summary (JSON) and the session tables are kept in
-# DIR/keep/<tool>-<size>-<run>/ (hard links: free); at the end a report
+# DIR/keep/<tool>-<start ns>/ (hard links: free); at the end a report
 # DIR/starved.md: the compare table, then per trial frames sent / seen on
 # the interface / written (capinfos) / the summary's written and drops by
 # cause, sessions_skipped, tables, incomplete tables, and the tables'
 # `wiretape.sessions.complete` metadata (DuckDB's parquet_kv_metadata).
 # -R: only the report, from an earlier run's DIR.
 # Defaults: 1 run, 1,000,000 x 64 B and 600,000 x 1514 B at 100,000 frames/s,
-# CPU 0, DIR target/sessions-starved.
+# CPU 0, DIR target/sessions-starved. The rig as for compare.sh (RIG=DIR).
 set -euo pipefail
 
 if [ "${1:-}" = --wrap ]; then
@@ -78,7 +78,7 @@ while getopts "r:n:N:s:b:c:o:Rh" o; do
   case $o in
     r) RUNS=$OPTARG ;; n) N64=$OPTARG ;; N) N1514=$OPTARG ;; s) SIZES=$OPTARG ;;
     b) RATE=$OPTARG ;; c) CPU=$OPTARG ;; o) OUT=$OPTARG ;; R) REPORT_ONLY=1 ;;
-    *) sed -n '2,29p' "$0"; exit 2 ;;
+    *) sed -n '2,28p' "$0"; exit 2 ;;
   esac
 done
 if [ "$REPORT_ONLY" = 0 ]; then
