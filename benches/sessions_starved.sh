@@ -3,7 +3,7 @@
 # (issue 38): one rig trial each of `wiretape` and `wiretape-starved` (and the
 # generator alone, `none`) through benches/compare.sh, at the same offered load.
 #
-#   benches/sessions_starved.sh [-r RUNS] [-n N64] [-N N1514] [-s SIZES] [-b PPS] [-c CPU] [-o DIR] [-R]
+#   benches/sessions_starved.sh [-r RUNS] [-n N64] [-N N1514] [-s SIZES] [-b PPS] [-c CPU] [-H HOGS] [-o DIR] [-R]
 #
 # Both are `record -i {IF} -w {DIR} -q --format pcapng --packet-in-place
 # --summary-json ...` started through this script's --wrap (the same wrapper
@@ -23,6 +23,8 @@
 # the interface / written (capinfos) / the summary's written and drops by
 # cause, sessions_skipped, tables, incomplete tables, and the tables'
 # `wiretape.sessions.complete` metadata (DuckDB's parquet_kv_metadata).
+# -H HOGS: that many hogs on CPU (default 1; the SCHED_IDLE thread's share
+# shrinks with each).
 # -R: only the report, from an earlier run's DIR.
 # Defaults: 1 run, 1,000,000 x 64 B and 600,000 x 1514 B at 100,000 frames/s,
 # CPU 0, DIR target/sessions-starved. The rig as for compare.sh (RIG=DIR).
@@ -51,20 +53,22 @@ if [ "${1:-}" = --wrap ]; then
       if [ -z "$tid" ]; then echo "sessions_starved: no wt-sessions thread in $me"
       else
         # The hog: setsid -f forks it away from us (time(1) does not count it).
-        setsid -f sh -c "echo \$\$ > '$keep/hog.pid'; exec taskset -c $cpu sh -c 'while :; do :; done'" </dev/null >/dev/null 2>&1
-        for _ in $(seq 50); do [ -s "$keep/hog.pid" ] && break; sleep 0.02; done
-        hogpid=$(cat "$keep/hog.pid"); echo "$hogpid" >> "${HOGS:-/dev/null}"
-        renice -n 0 -p "$hogpid" >/dev/null
+        for i in $(seq "${NHOGS:-1}"); do
+          setsid -f sh -c "echo \$\$ > '$keep/hog.pid.$i'; exec taskset -c $cpu sh -c 'while :; do :; done'" </dev/null >/dev/null 2>&1
+          for _ in $(seq 50); do [ -s "$keep/hog.pid.$i" ] && break; sleep 0.02; done
+          h=$(cat "$keep/hog.pid.$i"); echo "$h" >> "${HOGS:-/dev/null}"; hogpid="$hogpid $h"
+          renice -n 0 -p "$h" >/dev/null
+          echo "hog pid $h: nice, class, cpu: $(ps -o ni=,cls=,psr= -p "$h"); affinity $(taskset -p "$h" | sed 's/.*: //')"
+        done
         taskset -p -c "$cpu" "$tid" >/dev/null
         chrt -i -p 0 "$tid"
-        echo "hog pid $hogpid: nice, class, cpu: $(ps -o ni=,cls=,psr= -p "$hogpid"); affinity $(taskset -p "$hogpid" | sed 's/.*: //')"
         ps -L -o tid=,comm=,ni=,cls= -p "$me" | while read -r t c n k; do
           echo "thread $t $c: nice $n, class $k, affinity $(taskset -p "$t" | sed 's/.*: //')"
         done
       fi
     fi
     tail --pid="$me" -s 0.02 -f /dev/null
-    [ -z "$hogpid" ] || kill "$hogpid"
+    for h in $hogpid; do kill "$h"; done
     cp -al "$dir"/summary.json "$dir"/*.sessions.parquet "$keep"/
   ) </dev/null > "$keep/starve.txt" 2>&1 &
   exec "$@"
@@ -74,11 +78,12 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 RUNS=1; N64=1000000; N1514=600000; SIZES=64,1514; RATE=100000; CPU=0; OUT=$ROOT/target/sessions-starved
 REPORT_ONLY=0
-while getopts "r:n:N:s:b:c:o:Rh" o; do
+export NHOGS=1
+while getopts "r:n:N:s:b:c:H:o:Rh" o; do
   case $o in
     r) RUNS=$OPTARG ;; n) N64=$OPTARG ;; N) N1514=$OPTARG ;; s) SIZES=$OPTARG ;;
-    b) RATE=$OPTARG ;; c) CPU=$OPTARG ;; o) OUT=$OPTARG ;; R) REPORT_ONLY=1 ;;
-    *) sed -n '2,28p' "$0"; exit 2 ;;
+    b) RATE=$OPTARG ;; c) CPU=$OPTARG ;; H) NHOGS=$OPTARG ;; o) OUT=$OPTARG ;; R) REPORT_ONLY=1 ;;
+    *) sed -n '2,30p' "$0"; exit 2 ;;
   esac
 done
 if [ "$REPORT_ONLY" = 0 ]; then
