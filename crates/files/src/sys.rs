@@ -60,3 +60,11 @@ pub(crate) fn advise_random(file: &std::fs::File) {
     // SAFETY: advice on a descriptor the caller keeps open; no memory involved.
     let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
 }
+
+/// Undoes [`advise_random`]: `file` is read in order again (the kernel
+/// reads ahead).
+pub(crate) fn advise_normal(file: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: advice on a descriptor the caller keeps open; no memory involved.
+    let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_NORMAL) };
+}

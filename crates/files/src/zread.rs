@@ -107,6 +107,12 @@ pub enum Layers {
 /// [`crate::crypt::use_identities`]), then compression (with its index).
 pub fn open_layers(path: &Path) -> std::io::Result<Layers> {
     let file = File::open(path)?;
+    // Its first bytes only, so far: no read ahead around them (on a cold
+    // cache, a selective query over many files would read tens of KiB of
+    // each for a few bytes). A plain file is handed out so (its header is
+    // all a caller reads of it, or the caller reads it in order and says
+    // so: [`open_buffered`]); a compressed one is read in order.
+    crate::sys::advise_random(&file);
     let mut m = [0u8; 22];
     let n = file.read_at(&mut m, 0)?;
     let mut raw = if crate::crypt::is_age_bytes(&m[..n]) {
@@ -124,6 +130,9 @@ pub fn open_layers(path: &Path) -> std::io::Result<Layers> {
             }
         });
     };
+    if let Raw::File(f) = &raw {
+        crate::sys::advise_normal(f);
+    }
     let entries = crate::index::read(&crate::index::path_for(path)).unwrap_or_default();
     if kind == Kind::Lz4 {
         let mut h = [0u8; LZ4_HEADER_LEN as usize];
@@ -610,6 +619,7 @@ impl<P: Seek> Seek for Source<P> {
 /// decrypted and decompressed stream of an encrypted or compressed one.
 pub fn open_buffered(path: &Path) -> std::io::Result<Source<BufReader<File>>> {
     Source::from_layers(open_layers(path)?, |f| {
+        crate::sys::advise_normal(&f);
         Ok(BufReader::with_capacity(1 << 20, f))
     })
 }

@@ -2,7 +2,8 @@
 //! in [`crate::steno`]): frame by frame through each block, block by block
 //! at the block size, which the walk learns from the file (the first
 //! page-aligned offset after the first block where a later block's
-//! descriptor stands).
+//! descriptor stands) when it first leaves a block: a seek spends no read
+//! on it (a selective query reads a file's head and its frames).
 //!
 //! How a walk ends: after the last block (the file's end, or zeros where
 //! the next descriptor would be: space stenotype allocated ahead and has not
@@ -30,6 +31,15 @@ pub(super) struct StenoPos {
     next: Option<u64>,
     /// Frames left in the block (`u32::MAX`: not known, after a seek into it).
     left: u32,
+    /// The first block's end of bytes in use and sequence number (from the
+    /// head): a seek into it needs no block size.
+    first_end: u64,
+    first_seq: u64,
+    /// Seeked into a block after the first before the block size was
+    /// known: its start is not known (`start` is the seek's target), nor
+    /// its end (`end` is the end of the last frame read); the next
+    /// descriptor is looked for from there when its last frame is read.
+    lazy: bool,
 }
 
 fn steno(at: u64, what: String) -> Stop {
@@ -78,11 +88,14 @@ impl<R: Read> Walker<R> {
         };
         self.off = HEADER_LEN as u64;
         self.open_block(0, &d);
+        self.steno.first_end = self.steno.end;
+        self.steno.first_seq = d.seq;
         Ok(true)
     }
 
     fn open_block(&mut self, at: u64, d: &BlockDesc) {
         let s = &mut self.steno;
+        s.lazy = false;
         s.start = at;
         s.end = at + u64::from(d.blk_len);
         s.seq = d.seq;
@@ -143,19 +156,21 @@ impl<R: Read> Walker<R> {
             return Ok(());
         }
         // The block size is not known yet: the next page-aligned offset
-        // that holds a later block's descriptor.
+        // that holds a later block's descriptor. After a seek into a block
+        // whose start is not known ([`StenoPos::lazy`]: `end` is its last
+        // frame's end), the block found is opened and the size is found at
+        // the next one.
         let mut at = s.end.div_ceil(PAGE) * PAGE;
+        let from = if s.lazy { s.end } else { s.start };
         // What stands at each page start passed: the descriptor a stride
         // that skips it finds bad.
         let mut seen: Vec<(u64, [u8; HEADER_LEN])> = Vec::new();
         loop {
-            if at - s.start > MAX_BLOCK {
+            if at - from > MAX_BLOCK {
+                let b = self.block_name();
                 return Err(steno(
                     s.end,
-                    format!(
-                        "no block descriptor within {MAX_BLOCK} bytes after the block at {}",
-                        s.start
-                    ),
+                    format!("no block descriptor within {MAX_BLOCK} bytes after {b}"),
                 ));
             }
             self.skip_to(at)?;
@@ -166,7 +181,11 @@ impl<R: Read> Walker<R> {
                 return Err(Stop::at(s.end, End::Clean));
             };
             let d = BlockDesc::decode(&h);
-            if d.seq > s.seq && d.check(at - s.start).is_ok() {
+            if s.lazy && d.seq > s.seq && d.check(MAX_BLOCK).is_ok() {
+                self.open_block(at, &d);
+                return Ok(());
+            }
+            if !s.lazy && d.seq > s.seq && d.check(at - s.start).is_ok() {
                 let bs = stride(s.end - s.start, s.seq, at - s.start, d.seq);
                 self.steno.block = Some(bs);
                 if bs < at - s.start {
@@ -189,6 +208,16 @@ impl<R: Read> Walker<R> {
         }
     }
 
+    /// Names the current block in a message.
+    fn block_name(&self) -> String {
+        let s = &self.steno;
+        if s.lazy {
+            format!("the block holding byte {}", s.start)
+        } else {
+            format!("the block at {}", s.start)
+        }
+    }
+
     pub(super) fn step_steno(&mut self, data: Option<&mut Vec<u8>>) -> Result<super::Meta, Stop> {
         while self.steno.next.is_none() || self.steno.left == 0 {
             self.next_block()?;
@@ -197,29 +226,49 @@ impl<R: Read> Walker<R> {
         let at = s.next.expect("a frame is next");
         self.skip_to(at)?;
         if self.off < at {
+            let b = self.block_name();
             return Err(steno(
                 self.off,
-                format!(
-                    "the file ends inside the block at {} (a file cut short)",
-                    s.start
-                ),
+                format!("the file ends inside {b} (a file cut short)"),
             ));
         }
         let Some(h) = self.read_header("frame header")? else {
+            let b = self.block_name();
             return Err(steno(
                 at,
-                format!(
-                    "the file ends inside the block at {} (a file cut short)",
-                    s.start
-                ),
+                format!("the file ends inside {b} (a file cut short)"),
             ));
         };
+        if s.lazy && at.is_multiple_of(PAGE) && h[..4] == crate::steno::TPACKET_V3.to_le_bytes() {
+            // A seek to a block's start: its descriptor (a frame header's
+            // `tp_next_offset` is never 2).
+            let d = BlockDesc::decode(&h);
+            if d.seq <= s.first_seq {
+                return Err(steno(
+                    at,
+                    format!(
+                        "bad block descriptor: sequence number {} not after the first block's {}",
+                        d.seq, s.first_seq
+                    ),
+                ));
+            }
+            if let Err(why) = d.check(MAX_BLOCK) {
+                return Err(steno(at, format!("bad block descriptor: {why}")));
+            }
+            self.open_block(at, &d);
+            return self.step_steno(data);
+        }
         let f = FrameHdr::decode(&h);
-        if let Err(why) = f.check(s.end.saturating_sub(at)) {
-            return Err(steno(
-                at,
-                format!("bad frame in the block at {}: {why}", s.start),
-            ));
+        // Seeked into a block of a size not known yet: a frame within the
+        // largest block believed.
+        let room = if s.lazy {
+            MAX_BLOCK
+        } else {
+            s.end.saturating_sub(at)
+        };
+        if let Err(why) = f.check(room) {
+            let b = self.block_name();
+            return Err(steno(at, format!("bad frame in {b}: {why}")));
         }
         self.skip_to(at + u64::from(f.mac))?;
         let want = f.snaplen as usize;
@@ -235,15 +284,16 @@ impl<R: Read> Walker<R> {
         };
         self.off += got as u64;
         if got < want {
+            let b = self.block_name();
             return Err(steno(
                 at,
-                format!(
-                    "the file ends inside a frame of the block at {} (a file cut short)",
-                    s.start
-                ),
+                format!("the file ends inside a frame of {b} (a file cut short)"),
             ));
         }
         let next = u64::from(f.next_offset);
+        if s.lazy {
+            self.steno.end = at + f.end();
+        }
         self.steno.left = s.left.saturating_sub(1);
         self.steno.next = (next != 0).then_some(at + next);
         Ok(super::Meta {
@@ -263,17 +313,36 @@ impl<R: Read + Seek> Walker<R> {
     /// (or a block's start); its block is read from there. Into a block,
     /// its descriptor is not read (a query's reads stay at its frames): the
     /// block's frames go on along their next offsets to the last one (0),
-    /// each within the block's size.
+    /// each within the block's size. No read is spent on the block size
+    /// before it is needed: a seek into the first block takes its bounds
+    /// from its descriptor (read with the head); a seek further on before
+    /// the walk knows the block size goes to the frame, and the next block
+    /// is looked for after the last frame of that one
+    /// ([`StenoPos::lazy`]). A selective query then reads the file's head
+    /// and its frames, nothing else.
     pub(super) fn seek_steno(&mut self, to: u64) -> Result<(), Stop> {
-        let bs = match self.steno.block {
-            Some(b) => b,
-            None => self.probe_block_size()?,
-        };
-        let start = to - to % bs;
         let io = |e| Stop::at(to, End::Io(e));
         self.inner.inner.seek(SeekFrom::Start(to)).map_err(io)?;
         self.inner.forget();
         self.off = to;
+        let s = &mut self.steno;
+        let Some(bs) = s.block else {
+            s.next = Some(to);
+            s.left = u32::MAX;
+            if to < s.first_end {
+                s.lazy = false;
+                s.start = 0;
+                s.end = s.first_end;
+                s.seq = s.first_seq;
+            } else {
+                s.lazy = true;
+                s.start = to;
+                s.end = to;
+                s.seq = s.first_seq;
+            }
+            return Ok(());
+        };
+        let start = to - to % bs;
         if to == start {
             let Some(h) = self.read_header("block descriptor")? else {
                 return Err(Stop::at(start, End::Clean));
@@ -286,51 +355,12 @@ impl<R: Read + Seek> Walker<R> {
             return Ok(());
         }
         let s = &mut self.steno;
+        s.lazy = false;
         s.start = start;
         s.end = start + bs;
         s.next = Some(to);
         s.left = u32::MAX;
         Ok(())
-    }
-
-    /// The block size of a file whose walk has not yet passed its first
-    /// block: the first page-aligned offset after it (1 MiB, stenotype's
-    /// default, tried first) holding a later block's descriptor.
-    fn probe_block_size(&mut self) -> Result<u64, Stop> {
-        let first = self.steno;
-        let r = &mut self.inner.inner;
-        let mut read_at = |at: u64| -> Option<BlockDesc> {
-            r.seek(SeekFrom::Start(at)).ok()?;
-            let mut h = [0u8; HEADER_LEN];
-            r.read_exact(&mut h).ok()?;
-            Some(BlockDesc::decode(&h))
-        };
-        let fits = |d: &BlockDesc, bs: u64| d.seq > first.seq && d.check(bs).is_ok();
-        let used = first.end - first.start;
-        let min = used.div_ceil(PAGE).max(1) * PAGE;
-        let mut found = None;
-        let default = crate::steno::DEFAULT_BLOCK;
-        if default >= min
-            && read_at(default).is_some_and(|d| d.seq == first.seq + 1 && fits(&d, default))
-        {
-            found = Some(default);
-        } else {
-            let mut bs = min;
-            while bs <= MAX_BLOCK {
-                match read_at(bs) {
-                    None => break,
-                    Some(d) if fits(&d, bs) => {
-                        found = Some(stride(used, first.seq, bs, d.seq));
-                        break;
-                    }
-                    Some(_) => bs += PAGE,
-                }
-            }
-        }
-        // One block only: any size holds it.
-        let bs = found.unwrap_or(MAX_BLOCK);
-        self.steno.block = Some(bs);
-        Ok(bs)
     }
 }
 
@@ -474,6 +504,20 @@ mod tests {
         assert!(err.unwrap().to_string().contains("tp_mac 9"));
     }
 
+    /// The frames after `got`, read to the walk's clean end.
+    fn rest<R: std::io::Read>(
+        w: &mut Walker<R>,
+        mut got: Vec<(u64, Vec<u8>)>,
+    ) -> Vec<(u64, Vec<u8>)> {
+        let mut d = Vec::new();
+        while let Some(m) = w.next_into(&mut d) {
+            got.push((m.ts_ns, d.clone()));
+        }
+        let stop = w.stop().unwrap();
+        assert!(stop.error(std::path::Path::new("x"), 0).is_none());
+        got
+    }
+
     #[test]
     fn seeking_to_a_frame_reads_from_it_whatever_was_read_before() {
         for size in [16 << 10, 1 << 20] {
@@ -488,18 +532,77 @@ mod tests {
             for k in [0, 3, 7, 9, 20] {
                 let mut w = Walker::new(Cursor::new(&bytes));
                 w.seek_to(offs[k]);
-                let mut d = Vec::new();
-                let mut got = Vec::new();
-                while let Some(m) = w.next_into(&mut d) {
-                    got.push((m.ts_ns, d.clone()));
-                }
-                assert!(w
-                    .stop()
-                    .unwrap()
-                    .error(std::path::Path::new("x"), 0)
-                    .is_none());
+                let got = rest(&mut w, Vec::new());
                 assert_eq!(got, want[k..].to_vec(), "size {size}, from frame {k}");
             }
+        }
+    }
+
+    /// A reader that notes where each read starts and how long it is.
+    struct Noted<'a> {
+        c: Cursor<&'a [u8]>,
+        reads: std::rc::Rc<std::cell::RefCell<Vec<(u64, usize)>>>,
+    }
+
+    impl std::io::Read for Noted<'_> {
+        fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+            let at = self.c.position();
+            let n = self.c.read(b)?;
+            if n > 0 {
+                self.reads.borrow_mut().push((at, n));
+            }
+            Ok(n)
+        }
+    }
+
+    impl std::io::Seek for Noted<'_> {
+        fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+            self.c.seek(to)
+        }
+    }
+
+    #[test]
+    fn a_seek_reads_the_head_and_the_frame_and_no_byte_to_find_the_block_size() {
+        let size = 1 << 20;
+        let (bytes, want) = file(3, 7, size);
+        let mut w = Walker::new(Cursor::new(&bytes));
+        let mut offs = Vec::new();
+        while let Some(m) = w.next() {
+            offs.push(m.offset);
+        }
+        // A frame of the first block, of the second, of the third; and the
+        // third block's start (its descriptor, then its frames).
+        for (to, first) in [
+            (offs[3], 3),
+            (offs[9], 9),
+            (offs[16], 16),
+            (2 * size as u64, 14),
+        ] {
+            let reads = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+            let c = Cursor::new(bytes.as_slice());
+            let mut w = Walker::new(Noted {
+                c,
+                reads: reads.clone(),
+            });
+            let head = reads.borrow().len();
+            w.seek_to(to);
+            let mut d = Vec::new();
+            let m = w.next_into(&mut d).expect("a frame");
+            assert_eq!((m.ts_ns, d.clone()), want[first], "from byte {to}");
+            // Nothing read but the head and from the seek's target on.
+            let r = reads.borrow();
+            assert!(
+                r[..head].iter().all(|&(at, n)| at + n as u64 <= 48),
+                "{r:?}"
+            );
+            assert!(
+                r[head..].iter().all(|&(at, _)| at >= to),
+                "from byte {to}: {r:?}"
+            );
+            drop(r);
+            // And on to the end, across the blocks.
+            let got = rest(&mut w, vec![(m.ts_ns, d)]);
+            assert_eq!(got, want[first..].to_vec(), "from byte {to}");
         }
     }
 
