@@ -24,7 +24,7 @@ echo "== public API (public-api/*.txt; a change to it is a visible diff)"
 python3 scripts/public-api.py
 echo "== cargo test"
 rm -f "${TMPDIR:-/tmp}/wiretape-testbed.log"
-cargo test --release --workspace --locked
+cargo test --release --workspace --locked --no-fail-fast
 echo "== netmap engine (cargo feature netmap: synthetic rings, no module needed)"
 cargo clippy --release -p wiretape-capture -p wiretape-pipeline -p wiretape-cli -p wiretape --all-targets --locked --features netmap -- -D warnings
 cargo test --release -p wiretape-capture -p wiretape-pipeline --locked --features netmap

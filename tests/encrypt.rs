@@ -401,10 +401,18 @@ fn a_narrow_window_decrypts_a_few_chunks() {
             (1..=4).contains(&narrow),
             "a narrow window: {narrow} chunks"
         );
+        // The window reads the chunks it decrypts and the age header,
+        // nothing more. (A ratio to the whole store would depend on how
+        // well lz4 did: the compression pool stores a block raw when it
+        // falls behind, so the compressed store's size varies by machine.)
+        let narrow_read = row[1].1["bytes_read"].as_u64().unwrap();
         assert!(
-            row[1].1["bytes_read"].as_u64().unwrap() * 20
-                < row[0].1["bytes_read"].as_u64().unwrap()
+            narrow_read <= narrow * ((64 << 10) + 16) + 4096,
+            "a narrow window read {narrow_read} bytes for {narrow} chunks"
         );
+        if i == 1 {
+            assert!(narrow_read * 20 < row[0].1["bytes_read"].as_u64().unwrap());
+        }
     }
     assert_eq!(outs[0][1].1["chunks_decrypted"], 0);
     // The API decrypts with `api --identity` (curl as the client, plain
