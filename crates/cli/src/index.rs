@@ -343,10 +343,15 @@ fn sessions_table(
         parts.push((node.to_string(), l.rows));
     }
     if let Some(c) = client {
-        let q = crate::sessions::sessions_query(&Window::default(), None);
+        let q = sessions::sessions_query(&Window::default(), None);
         for r in remotes {
-            match crate::sessions::remote_rows(c, r, &q) {
-                Ok(part) => parts.push(part),
+            match sessions::remote_rows(c, r, &q) {
+                Ok(part) => {
+                    for n in part.notes(&r.url) {
+                        eprintln!("wiretape: sessions: {n}");
+                    }
+                    parts.push((part.node, part.rows));
+                }
                 Err(e) => {
                     failed += 1;
                     eprintln!(

@@ -6,9 +6,9 @@
 use anyhow::{anyhow, Result};
 use std::path::PathBuf;
 use wiretape::pipeline::summary::thousands;
+use wiretape::query::fleet;
 use wiretape::query::remote::{self, Remote};
 use wiretape::query::sessions::{self, Where};
-use wiretape::query::{fleet, Window};
 
 #[derive(clap::Args)]
 #[command(
@@ -111,10 +111,15 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     report_listing(&l, files.len());
     let mut failed = 0;
     if let Some(c) = &client {
-        let query = sessions_query(&window, a.filter.as_deref());
+        let query = sessions::sessions_query(&window, a.filter.as_deref());
         for r in &remotes {
-            match remote_rows(c, r, &query) {
-                Ok((_, rows)) => l.rows.extend(rows),
+            match sessions::remote_rows(c, r, &query) {
+                Ok(part) => {
+                    for n in part.notes(&r.url) {
+                        eprintln!("wiretape: sessions: {n}");
+                    }
+                    l.rows.extend(part.rows);
+                }
                 Err(e) => {
                     failed += 1;
                     eprintln!("wiretape: error: sensor {}: {e}", r.url);
@@ -200,66 +205,6 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     }
     out.flush()?;
     Ok(i32::from(failed > 0))
-}
-
-/// The query string of `/v1/sessions`: the window (absolute) and `where`.
-pub(crate) fn sessions_query(window: &Window, wher: Option<&str>) -> String {
-    let q = remote::query_string(window, None, false);
-    match wher {
-        Some(w) => remote::with_param(&q, "where", w),
-        None => q,
-    }
-}
-
-/// A sensor's node name and rows (`/v1/sessions`), with a note when its
-/// tables are incomplete.
-pub(crate) fn remote_rows(
-    c: &remote::Client,
-    r: &Remote,
-    query: &str,
-) -> std::result::Result<(String, Vec<(wiretape::sessions::Session, String)>), String> {
-    let (head, body) = c
-        .get_with_headers(r, &format!("/v1/sessions?{query}"))
-        .map_err(|e| e.to_string())?;
-    let n = |k: &str| {
-        head.get(k)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    if n("wiretape-tables-incomplete") > 0 {
-        eprintln!(
-            "wiretape: sessions: sensor {}: {} tables incomplete (its session thread fell behind \
-             while recording)",
-            r.url,
-            n("wiretape-tables-incomplete")
-        );
-    }
-    if n("wiretape-files-without-table") > 0 {
-        eprintln!(
-            "wiretape: sessions: sensor {}: {} capture files have no session table",
-            r.url,
-            n("wiretape-files-without-table")
-        );
-    }
-    let mut rows = Vec::new();
-    for line in body.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        let row = serde_json::from_slice(line)
-            .ok()
-            .and_then(|v| sessions::row_from_json(&v))
-            .ok_or_else(|| {
-                format!(
-                    "a line that is no session row: {}",
-                    String::from_utf8_lossy(&line[..line.len().min(200)])
-                )
-            })?;
-        rows.push(row);
-    }
-    let node = head
-        .get("wiretape-node")
-        .and_then(|v| v.to_str().ok())
-        .map_or_else(|| r.url.clone(), str::to_string);
-    Ok((node, rows))
 }
 
 /// What the listing could not read, and how complete it is, on stderr.

@@ -575,6 +575,91 @@ pub fn row_from_json(v: &Value) -> Option<(Session, String)> {
     ))
 }
 
+/// The query string of a sensor's `/v1/sessions`: the window (absolute)
+/// and `where`.
+pub fn sessions_query(window: &crate::Window, wher: Option<&str>) -> String {
+    let q = crate::remote::query_string(window, None, false);
+    match wher {
+        Some(w) => crate::remote::with_param(&q, "where", w),
+        None => q,
+    }
+}
+
+/// A sensor's answer to `/v1/sessions` ([`remote_rows`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct RemoteRows {
+    /// The sensor's node name (its URL when it gives none).
+    pub node: String,
+    /// Its rows, each with its file's name.
+    pub rows: Vec<(Session, String)>,
+    /// Its tables that are incomplete (its session thread fell behind).
+    pub tables_incomplete: u64,
+    /// Its capture files without a session table.
+    pub files_without_table: u64,
+}
+
+impl RemoteRows {
+    /// What the answer says about its completeness, one line each (the
+    /// sensor named by `url`).
+    pub fn notes(&self, url: &str) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.tables_incomplete > 0 {
+            v.push(format!(
+                "sensor {url}: {} tables incomplete (its session thread fell behind \
+                 while recording)",
+                self.tables_incomplete
+            ));
+        }
+        if self.files_without_table > 0 {
+            v.push(format!(
+                "sensor {url}: {} capture files have no session table",
+                self.files_without_table
+            ));
+        }
+        v
+    }
+}
+
+/// A sensor's node name and rows (`GET /v1/sessions?query`, `query` from
+/// [`sessions_query`]).
+pub fn remote_rows(
+    c: &crate::remote::Client,
+    r: &crate::remote::Remote,
+    query: &str,
+) -> Result<RemoteRows, crate::remote::RemoteError> {
+    let (head, body) = c.get_with_headers(r, &format!("/v1/sessions?{query}"))?;
+    let n = |k: &str| {
+        head.get(k)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let mut rows = Vec::new();
+    for line in body.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let row = serde_json::from_slice(line)
+            .ok()
+            .and_then(|v| row_from_json(&v))
+            .ok_or_else(|| {
+                crate::remote::RemoteError(format!(
+                    "a line that is no session row: {}",
+                    String::from_utf8_lossy(&line[..line.len().min(200)])
+                ))
+            })?;
+        rows.push(row);
+    }
+    let node = head
+        .get("wiretape-node")
+        .and_then(|v| v.to_str().ok())
+        .map_or_else(|| r.url.clone(), str::to_string);
+    Ok(RemoteRows {
+        node,
+        rows,
+        tables_incomplete: n("wiretape-tables-incomplete"),
+        files_without_table: n("wiretape-files-without-table"),
+    })
+}
+
 /// Rows (each with its file's name) as one Parquet file into `w`, with
 /// the session table's columns (`wiretape sessions --parquet`).
 pub fn write_rows_parquet<W: std::io::Write + Send>(
