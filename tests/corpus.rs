@@ -40,6 +40,10 @@ type Key = (u8, (String, u16), (String, u16));
 /// Frames and bytes from the lower endpoint, then to it.
 type Counts = [u64; 4];
 
+/// A line of tshark's conversation table: frames from the lower endpoint
+/// and to it, bytes each way as printed (value, unit).
+type Conv = ([u64; 2], [(u64, u64); 2]);
+
 fn key(proto: u8, x: (String, u16), y: (String, u16)) -> (Key, bool) {
     if x <= y {
         ((proto, x, y), false)
@@ -75,7 +79,7 @@ fn corpus() -> Vec<PathBuf> {
 /// (exact bytes), and the names of each connection in frame order.
 #[derive(Default)]
 struct Tshark {
-    conv: BTreeMap<Key, Vec<([u64; 2], [(u64, u64); 2])>>,
+    conv: BTreeMap<Key, Vec<Conv>>,
     frames: BTreeMap<Key, Counts>,
     names: BTreeMap<(Key, &'static str), Vec<String>>,
     quoted: usize,
