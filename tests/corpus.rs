@@ -34,8 +34,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A connection's key: protocol and its two endpoints, ordered.
-type Key = (u8, (String, u16), (String, u16));
+use common::{conn_key as key, ConnKey as Key};
 
 /// Frames and bytes from the lower endpoint, then to it.
 type Counts = [u64; 4];
@@ -43,14 +42,6 @@ type Counts = [u64; 4];
 /// A line of tshark's conversation table: frames from the lower endpoint
 /// and to it, bytes each way as printed (value, unit).
 type Conv = ([u64; 2], [(u64, u64); 2]);
-
-fn key(proto: u8, x: (String, u16), y: (String, u16)) -> (Key, bool) {
-    if x <= y {
-        ((proto, x, y), false)
-    } else {
-        ((proto, y, x), true)
-    }
-}
 
 /// The corpus, fetched (or found cached) by scripts/fetch-corpus.sh.
 fn corpus() -> Vec<PathBuf> {
@@ -200,27 +191,7 @@ fn rows_by_conn(rows: &[Value]) -> BTreeMap<Key, Vec<(Counts, &Value)>> {
         if proto != 6 && proto != 17 {
             continue;
         }
-        let ep = |ip: &str, port: &str| {
-            (
-                r[ip].as_str().unwrap().to_string(),
-                r[port].as_u64().unwrap() as u16,
-            )
-        };
-        let (k, swapped) = key(
-            proto,
-            ep("client_ip", "client_port"),
-            ep("server_ip", "server_port"),
-        );
-        let g = |f: &str| r[f].as_u64().unwrap();
-        let (c, s) = (
-            [g("client_packets"), g("client_bytes")],
-            [g("server_packets"), g("server_bytes")],
-        );
-        let v = if swapped {
-            [s[0], s[1], c[0], c[1]]
-        } else {
-            [c[0], c[1], s[0], s[1]]
-        };
+        let (k, v) = row_conn(r);
         out.entry(k).or_default().push((v, r));
     }
     out
