@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes the seed corpus of the fuzz targets: OUT/{walk,info,repair,zread,index,keys}/
+# Makes the seed corpus of the fuzz targets: OUT/{walk,info,repair,zread,index,keys,sessions}/
 # (default OUT: fuzz/corpus). Captures with each oddity libpcap reads or
 # refuses (as tests/conformance.rs generates them: link-type fields with flag
 # bits, orig_len 0 and below caplen, caplen above the snap length, fractions
@@ -8,11 +8,13 @@
 # sections and simple packet blocks, torn tails, zero padding), plus
 # captures made by editcap and mergecap, and (when target/release/wiretape
 # is built) wiretape's own files: .idx and .kdx sidecars, lz4 and zstd captures.
-# Small files (a few KiB): libFuzzer mutates them.
+# Small files (a few KiB): libFuzzer mutates them. The session target's
+# seeds (sessions/: parsers' messages and whole connections as frames)
+# come from wiretape_sessions::fuzz::seeds (cargo, stable).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-fuzz/corpus}
-mkdir -p "$out"/{walk,info,repair,zread,index,keys}
+mkdir -p "$out"/{walk,info,repair,zread,index,keys,sessions}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -165,5 +167,6 @@ for f in "$tmp"/*; do
     [ -f "$f" ] || continue
     for t in walk info repair zread; do cp "$f" "$out/$t/"; done
 done
+cargo run -q --release --locked -p wiretape-sessions --example fuzz-seeds -- "$out/sessions"
 n=$(ls "$out/walk" | wc -l)
 echo "seed: $n captures in $out/{walk,info,repair,zread}, $(ls "$out/index" | wc -l) indexes in $out/index, $(ls "$out/keys" | wc -l) key indexes in $out/keys"

@@ -108,16 +108,7 @@ text = urllib.request.urlopen(sys.argv[1], timeout=5).read().decode()
 print(json.dumps({s.name: s.value for f in om(text) for s in f.samples if s.name.startswith("wiretape_sessions_")}))
 "#;
 
-/// A connection's key: protocol and its two endpoints, ordered.
-type Key = (u8, (String, u16), (String, u16));
-
-fn key(proto: u8, x: (String, u16), y: (String, u16)) -> (Key, bool) {
-    if x <= y {
-        ((proto, x, y), false)
-    } else {
-        ((proto, y, x), true)
-    }
-}
+use common::{conn_key as key, ConnKey as Key};
 
 /// Frames and bytes of each connection of `file` per direction (from the
 /// lower endpoint, to it), as tshark's conversation tables count them.
@@ -168,27 +159,8 @@ fn tshark_conv(file: &Path) -> BTreeMap<Key, [u64; 4]> {
 fn table_conv(rows: &[Value]) -> BTreeMap<Key, (u64, [u64; 4])> {
     let mut out = BTreeMap::new();
     for r in rows {
-        let ep = |ip: &str, port: &str| {
-            (
-                r[ip].as_str().unwrap().to_string(),
-                r[port].as_u64().unwrap() as u16,
-            )
-        };
-        let (k, swapped) = key(
-            r["proto"].as_u64().unwrap() as u8,
-            ep("client_ip", "client_port"),
-            ep("server_ip", "server_port"),
-        );
+        let (k, v) = row_conn(r);
         let g = |f: &str| r[f].as_u64().unwrap();
-        let (c, s) = (
-            [g("client_packets"), g("client_bytes")],
-            [g("server_packets"), g("server_bytes")],
-        );
-        let v = if swapped {
-            [s[0], s[1], c[0], c[1]]
-        } else {
-            [c[0], c[1], s[0], s[1]]
-        };
         assert!(
             out.insert(k.clone(), (g("session_id"), v)).is_none(),
             "one row per connection: {k:?}"

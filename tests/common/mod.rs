@@ -668,3 +668,42 @@ print(w, h, len(colours))
     let v: Vec<u64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();
     (v[0], v[1], v[2])
 }
+
+/// A connection's key: protocol and its two endpoints, ordered.
+pub type ConnKey = (u8, (String, u16), (String, u16));
+
+/// The key of endpoints `x` and `y`, and whether they were swapped.
+pub fn conn_key(proto: u8, x: (String, u16), y: (String, u16)) -> (ConnKey, bool) {
+    if x <= y {
+        ((proto, x, y), false)
+    } else {
+        ((proto, y, x), true)
+    }
+}
+
+/// A session row's (`sessions --json`) key and its frames and bytes from
+/// the lower endpoint, then to it (as tshark's conversations count them).
+pub fn row_conn(r: &Value) -> (ConnKey, [u64; 4]) {
+    let ep = |ip: &str, port: &str| {
+        (
+            r[ip].as_str().unwrap().to_string(),
+            r[port].as_u64().unwrap() as u16,
+        )
+    };
+    let (k, swapped) = conn_key(
+        r["proto"].as_u64().unwrap() as u8,
+        ep("client_ip", "client_port"),
+        ep("server_ip", "server_port"),
+    );
+    let g = |f: &str| r[f].as_u64().unwrap();
+    let (c, s) = (
+        [g("client_packets"), g("client_bytes")],
+        [g("server_packets"), g("server_bytes")],
+    );
+    let v = if swapped {
+        [s[0], s[1], c[0], c[1]]
+    } else {
+        [c[0], c[1], s[0], s[1]]
+    };
+    (k, v)
+}

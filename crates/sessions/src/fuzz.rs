@@ -130,3 +130,127 @@ pub fn tracker(data: &[u8]) {
     }
     assert_eq!(seen, frames);
 }
+
+/// `frames` framed as [`tracker`] reads them: `link` (0: Ethernet), then
+/// each frame's 2-byte length and bytes.
+pub fn framed(link: u8, frames: &[Vec<u8>]) -> Vec<u8> {
+    let mut d = vec![link];
+    for f in frames {
+        let f = &f[..f.len().min(usize::from(u16::MAX))];
+        d.extend_from_slice(&(f.len() as u16).to_be_bytes());
+        d.extend_from_slice(f);
+    }
+    d
+}
+
+/// The seed corpus of the fuzz target (`fuzz/seed.sh` writes it through
+/// `cargo run --example fuzz-seeds`), named: each parser's valid input
+/// (a DNS response with a compressed name, a ClientHello in records,
+/// its handshake body, an HTTP request, a QUIC Initial), and whole
+/// connections as [`tracker`] frames: DNS over IPv4 and IPv6 in a VLAN,
+/// TLS 1.3 with GREASE in one segment and split over records and three
+/// segments, TLS 1.2 without SNI, an HTTP GET, a QUIC Initial. The
+/// largest is below 4 KiB (`-max_len=4096` covers a ClientHello across
+/// segments).
+pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use crate::synth::{self, Answer, Hello, Tcp};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let v4 = |d: u8| IpAddr::V4(Ipv4Addr::new(198, 51, 100, d));
+    let v6 = |d: u16| IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, d));
+    let browser = Hello::browser(Some(b"a.example"), &[b"h2", b"http/1.1"], 0x1a1a);
+    let dns = synth::dns_response(
+        7,
+        "www.example.com",
+        1,
+        &[
+            Answer::Cname("edge.example.net".into()),
+            Answer::Addr(v4(9)),
+        ],
+    );
+    let get = synth::http_get("h.example", "/index.html?q=1", "curl/8.0");
+    let quic = synth::quic_initial(
+        &[1, 2, 3, 4, 5, 6, 7, 8],
+        &Hello::browser(Some(b"q.example"), &[b"h3"], 0x2a2a),
+    );
+    let mut out = vec![
+        ("dns-response", dns.clone()),
+        ("tls-records", browser.records(300)),
+        ("tls-hello-body", browser.message()[4..].to_vec()),
+        ("http-get", get.clone()),
+        ("quic-initial", quic.clone()),
+    ];
+    let q = synth::dns_query(7, "www.example.com", 1);
+    let (c, s) = ((v4(1), 53001), (v4(2), 53));
+    out.push((
+        "frames-dns-v4",
+        framed(
+            0,
+            &[synth::udp(None, c, s, &q), synth::udp(None, s, c, &dns)],
+        ),
+    ));
+    let (c, s) = ((v6(1), 53002), (v6(2), 53));
+    out.push((
+        "frames-dns-v6-vlan",
+        framed(
+            0,
+            &[
+                synth::udp(Some(100), c, s, &synth::dns_query(8, "v6.example", 28)),
+                synth::udp(
+                    Some(100),
+                    s,
+                    c,
+                    &[0x00, 0x08, 0x81, 0x80, 0, 1, 0, 0, 0, 0, 0, 0],
+                ),
+            ],
+        ),
+    ));
+    let tcp = |hello: &[Vec<u8>], vlan: Option<u16>, port: u16| {
+        let mut t = Tcp::new((v4(3), port), (v4(4), 443), vlan, 1000 + u32::from(port));
+        let mut f = t.open();
+        for h in hello {
+            f.push(t.seg(false, 0x18, h));
+        }
+        f.push(t.seg(true, 0x18, &[22, 3, 3, 0, 4, 2, 0, 0, 0]));
+        f.extend(t.close());
+        f
+    };
+    out.push((
+        "frames-tls13",
+        framed(0, &tcp(&[browser.records(16384)], None, 40001)),
+    ));
+    let split = browser.records(200);
+    let third = split.len() / 3;
+    out.push((
+        "frames-tls13-split",
+        framed(
+            0,
+            &tcp(
+                &[
+                    split[..third].to_vec(),
+                    split[third..2 * third].to_vec(),
+                    split[2 * third..].to_vec(),
+                ],
+                None,
+                40002,
+            ),
+        ),
+    ));
+    out.push((
+        "frames-tls12-nosni-vlan",
+        framed(
+            0,
+            &tcp(&[Hello::tls12(None).records(16384)], Some(200), 40003),
+        ),
+    ));
+    let mut t = Tcp::new((v6(3), 40004), (v6(4), 80), None, 9);
+    let mut f = t.open();
+    f.push(t.seg(false, 0x18, &get));
+    f.push(t.seg(true, 0x18, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+    f.extend(t.close());
+    out.push(("frames-http-v6", framed(0, &f)));
+    out.push((
+        "frames-quic",
+        framed(0, &[synth::udp(None, (v4(5), 50000), (v4(6), 443), &quic)]),
+    ));
+    out
+}
