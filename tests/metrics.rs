@@ -313,16 +313,7 @@ fn a_volume_that_goes_away_is_counted_by_metrics_and_status() {
     std::fs::rename(&b, out.path().join("b.gone")).unwrap();
     tb.send(2000..6000, SizeFn::Fixed(1000), 1, Some(20_000))
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let m = loop {
-        std::thread::sleep(Duration::from_millis(1200));
-        let m = scrape(&tb, &url);
-        let w = sample(&m, "wiretape_frames_written_total", &[("queue", "0")]);
-        if w as u64 == 6000 {
-            break m;
-        }
-        assert!(Instant::now() < deadline, "live numbers stuck: {m}");
-    };
+    let m = scrape_when_written(&tb, &url, 6000);
     let failed = |v: &str| sample(&m, "wiretape_volume_failed_total", &[("volume", v)]);
     assert_eq!((failed(&sa), failed(&sb)), (0.0, 1.0), "{m}");
     let (code, stdout, stderr) = run_wiretape(Some(&tb), &["ctl", "-w", &sa, "status"]);
@@ -390,16 +381,7 @@ fn a_full_and_a_read_only_volume_are_taken_out_and_nothing_is_lost() {
     assert!(st.success(), "mount -o remount,abort");
     tb.send(n / 2..n, SizeFn::Fixed(1500), 1, Some(20_000))
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let m = loop {
-        std::thread::sleep(Duration::from_millis(1200));
-        let m = scrape(&tb, &url);
-        let w = sample(&m, "wiretape_frames_written_total", &[("queue", "0")]);
-        if w as u64 == n {
-            break m;
-        }
-        assert!(Instant::now() < deadline, "live numbers stuck: {m}");
-    };
+    let m = scrape_when_written(&tb, &url, n);
     let failed = |v: &str| sample(&m, "wiretape_volume_failed_total", &[("volume", v)]);
     let want = [0.0, 1.0, 1.0, 0.0];
     let got: Vec<f64> = names.iter().map(|v| failed(v)).collect();
@@ -465,4 +447,19 @@ fn a_full_and_a_read_only_volume_are_taken_out_and_nothing_is_lost() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count() as u64, n);
     assert!(!xdp_attached(&tb));
+}
+
+/// `/metrics` once queue 0 has written `n` frames (scraped every 1.2 s, for
+/// at most 20 s).
+fn scrape_when_written(tb: &Testbed, url: &str, n: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        std::thread::sleep(Duration::from_millis(1200));
+        let m = scrape(tb, url);
+        let w = sample(&m, "wiretape_frames_written_total", &[("queue", "0")]);
+        if w as u64 == n {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "live numbers stuck: {m}");
+    }
 }
