@@ -792,12 +792,13 @@ fn queue_bytes(dir: &Path, q: u32) -> u64 {
 /// the kernel's block throttle holds to R = 5 MB/s (one cgroup for the
 /// recorder, a limit per loop device), take ~3R (18,000 frames/s: even
 /// frames 1500 B, odd 160 B, on two queues: queue 0 carries 90 % of the
-/// bytes, 2.7R) for 4 s without losing a frame; the same traffic into one
+/// bytes, 2.7R) for 7 s without losing a frame; the same traffic into one
 /// such volume alone loses (else the throttle did not hold and the test
 /// proves nothing). Queue 0 gets past one volume's rate: its files go to
 /// every volume and are written in parallel; what one volume alone would
-/// leave waiting (1.7R x 4 s = 34 MB) is more than the RAM buffer the run
-/// is given (16 MiB), so its frames all written is that proof. `extract`
+/// leave waiting (1.7R x 7 s = 60 MB) is more than the RAM buffer the run
+/// is given (32 MiB, and 8192 frames of UMEM per queue: 12 MB), so its
+/// frames all written is that proof. `extract`
 /// over the four volumes gives every frame, byte-identical and in time
 /// order (tshark reads it), and retention over the set deletes the oldest
 /// files first, whichever volume holds them.
@@ -805,12 +806,12 @@ fn queue_bytes(dir: &Path, q: u32) -> u64 {
 fn four_throttled_volumes_take_what_one_cannot() {
     require_root();
     const R: u64 = 5_000_000;
-    let n = 72_000u64;
+    let n = 126_000u64;
     let pps = 18_000;
     let (even, odd) = (1500usize, 160usize);
     let want_bytes = n / 2 * (even + odd) as u64;
     let vols: Vec<Mount> = (0..4)
-        .map(|i| Mount::ext4(96, &format!("thr{i}")))
+        .map(|i| Mount::ext4_in_ram(96, &format!("thr{i}")))
         .collect();
     let dirs: Vec<&Path> = vols.iter().map(|m| m.path()).collect();
     let tb = Testbed::create("volthr", 2).unwrap();
@@ -829,9 +830,9 @@ fn four_throttled_volumes_take_what_one_cannot() {
             "--write-buffers",
             "4",
             "--buffer-mib",
-            "12",
+            "32",
             "--frames",
-            "2048",
+            "8192",
             "-q",
             "--summary-json",
             &js,

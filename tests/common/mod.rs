@@ -689,7 +689,18 @@ impl Mount {
 
     /// A small ext4 filesystem in a file, loop-mounted.
     pub fn ext4(mib: u64, tag: &str) -> Mount {
-        let base = std::env::temp_dir().join(format!("wt-img-{tag}-{}", std::process::id()));
+        Mount::ext4_in(&std::env::temp_dir(), mib, tag)
+    }
+
+    /// [`Mount::ext4`] with its image in RAM (/dev/shm): the loop device's
+    /// own writes never wait for a real disk, busy with others' writes on
+    /// a loaded machine, so a block throttle on it is the only limit.
+    pub fn ext4_in_ram(mib: u64, tag: &str) -> Mount {
+        Mount::ext4_in(Path::new("/dev/shm"), mib, tag)
+    }
+
+    fn ext4_in(dir: &Path, mib: u64, tag: &str) -> Mount {
+        let base = dir.join(format!("wt-img-{tag}-{}", std::process::id()));
         let image = base.with_extension("img");
         let dir = base.with_extension("mnt");
         std::fs::create_dir_all(&dir).unwrap();
