@@ -313,16 +313,7 @@ fn a_volume_that_goes_away_is_counted_by_metrics_and_status() {
     std::fs::rename(&b, out.path().join("b.gone")).unwrap();
     tb.send(2000..6000, SizeFn::Fixed(1000), 1, Some(20_000))
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let m = loop {
-        std::thread::sleep(Duration::from_millis(1200));
-        let m = scrape(&tb, &url);
-        let w = sample(&m, "wiretape_frames_written_total", &[("queue", "0")]);
-        if w as u64 == 6000 {
-            break m;
-        }
-        assert!(Instant::now() < deadline, "live numbers stuck: {m}");
-    };
+    let m = scrape_when_written(&tb, &url, 6000);
     let failed = |v: &str| sample(&m, "wiretape_volume_failed_total", &[("volume", v)]);
     assert_eq!((failed(&sa), failed(&sb)), (0.0, 1.0), "{m}");
     let (code, stdout, stderr) = run_wiretape(Some(&tb), &["ctl", "-w", &sa, "status"]);
@@ -337,4 +328,138 @@ fn a_volume_that_goes_away_is_counted_by_metrics_and_status() {
     assert_eq!(j["packets_written"].as_u64(), Some(6000), "{j}");
     assert_eq!(j["volume_failed"][&sb].as_u64(), Some(1), "{j}");
     assert!(!xdp_attached(&tb));
+}
+
+/// Four volumes: one fills (an 8 MiB ext4 image), another is made read-only
+/// mid-run (ext4's `abort`: the emergency read-only state a disk error puts
+/// it in, where every write gets EROFS; `mount -o remount,ro` is refused
+/// while files are open for writing). Both are taken out, named and counted
+/// (`/metrics`, `ctl status`, the summary, each with its cause), the other
+/// two take their share and no frame is lost (the buffered engine hands
+/// back the blocks a failed write left in RAM); the files on the failed
+/// volumes stay readable: `extract` over the set returns every frame,
+/// byte-identical, once, in time order (tshark reads them all).
+#[test]
+fn a_full_and_a_read_only_volume_are_taken_out_and_nothing_is_lost() {
+    require_root();
+    let tb = Testbed::create("metfr", 1).unwrap();
+    let full = Mount::ext4(8, "metfull");
+    let ro = Mount::ext4(64, "metro");
+    let out = TempDir::new("metfr");
+    let (c, d) = (out.path().join("c"), out.path().join("d"));
+    let json = out.path().join("s.json");
+    // The first volume holds the control socket (`ctl -w` names it).
+    let dirs = [c.as_path(), full.path(), ro.path(), d.as_path()];
+    let names: Vec<String> = dirs.iter().map(|p| p.display().to_string()).collect();
+    let mut args: Vec<&str> = Vec::new();
+    for n in &names {
+        args.extend(["-w", n.as_str()]);
+    }
+    args.extend([
+        "--io",
+        "buffered",
+        "--rotate-size",
+        "1M",
+        "--metrics",
+        "127.0.0.1:0",
+        "-q",
+        "--summary-json",
+        json.to_str().unwrap(),
+    ]);
+    let t0 = now_ns();
+    let mut rec = Recorder::start(&tb, &args);
+    let url = url_from(&rec);
+    // 48 MB in all: the 8 MiB volume's share (a quarter, then a third)
+    // is more than it holds.
+    let n = 32_000u64;
+    tb.send(0..n / 2, SizeFn::Fixed(1500), 1, Some(20_000))
+        .unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-o", "remount,abort", &names[2]])
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount -o remount,abort");
+    tb.send(n / 2..n, SizeFn::Fixed(1500), 1, Some(20_000))
+        .unwrap();
+    let m = scrape_when_written(&tb, &url, n);
+    let failed = |v: &str| sample(&m, "wiretape_volume_failed_total", &[("volume", v)]);
+    let want = [0.0, 1.0, 1.0, 0.0];
+    let got: Vec<f64> = names.iter().map(|v| failed(v)).collect();
+    assert_eq!(got, want, "{m}");
+    let (code, stdout, stderr) = run_wiretape(Some(&tb), &["ctl", "-w", &names[0], "status"]);
+    assert_eq!(code, 0, "ctl status: {stderr}");
+    let st: Value = serde_json::from_str(&stdout).unwrap();
+    for (v, w) in names.iter().zip(want) {
+        assert_eq!(st["volume_failed"][v].as_u64(), Some(w as u64), "{st:#}");
+    }
+    rec.signal(libc::SIGINT);
+    assert!(rec.wait(30).success(), "{}", rec.stderr_text());
+    let err = rec.stderr_text();
+    let j = read_json(&json);
+    assert_identity(&j);
+    assert_eq!(j["packets_written"].as_u64(), Some(n), "{j}");
+    assert_eq!(j["drops"]["total"].as_u64(), Some(0), "{j}");
+    for (i, v) in names.iter().enumerate() {
+        assert_eq!(j["volume_failed"][v].as_u64(), Some(want[i] as u64), "{j}");
+        assert_eq!(j["volumes"][i]["dir"].as_str(), Some(v.as_str()), "{j}");
+    }
+    let cause = |i: usize| {
+        j["volumes"][i]["failed"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        cause(1).contains("full") || cause(1).contains("space"),
+        "{j}"
+    );
+    assert!(cause(2).contains("Read-only"), "{j}");
+    assert!(
+        err.contains(&format!("volume {}", names[1]))
+            && err.contains(&format!("volume {}", names[2])),
+        "the text summary names both: {err}"
+    );
+    // The failed volumes' files stay readable and hold their frames.
+    assert!(!pcaps(full.path()).is_empty() && !pcaps(ro.path()).is_empty());
+    let outp = out.path().join("all.pcap");
+    let (code, _, e) = run_wiretape(None, &["extract", &names[3], "-w", outp.to_str().unwrap()]);
+    assert_eq!(code, 0, "{e}");
+    let v = verify_files(
+        std::slice::from_ref(&outp),
+        n,
+        usize::MAX,
+        t0,
+        now_ns(),
+        true,
+    );
+    assert_eq!((v.frames, v.captured_bytes), (n, n * 1500));
+    let o = tb
+        .command("tshark")
+        .args([
+            "-r",
+            outp.to_str().unwrap(),
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count() as u64, n);
+    assert!(!xdp_attached(&tb));
+}
+
+/// `/metrics` once queue 0 has written `n` frames (scraped every 1.2 s, for
+/// at most 20 s).
+fn scrape_when_written(tb: &Testbed, url: &str, n: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        std::thread::sleep(Duration::from_millis(1200));
+        let m = scrape(tb, url);
+        let w = sample(&m, "wiretape_frames_written_total", &[("queue", "0")]);
+        if w as u64 == n {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "live numbers stuck: {m}");
+    }
 }

@@ -878,68 +878,6 @@ fn small_frames_are_copied_and_large_ones_laid_out_by_default() {
     assert_eq!(j["in_place"], true);
 }
 
-/// A write-bandwidth limit on the disk under `dir` for the processes put in
-/// it, with the kernel's block throttle (cgroup v1 `blkio` or v2 `io`);
-/// removed (its processes moved back to the root) when dropped.
-struct DiskThrottle {
-    cg: PathBuf,
-    root: PathBuf,
-}
-
-impl DiskThrottle {
-    fn new(tag: &str, dir: &std::path::Path, bytes_per_s: u64) -> DiskThrottle {
-        use std::os::unix::fs::MetadataExt;
-        let dev = std::fs::metadata(dir).unwrap().dev();
-        let (mut maj, mut min) = (libc::major(dev), libc::minor(dev));
-        // The throttle is set per disk: a partition's disk is its parent.
-        let sys = PathBuf::from(format!("/sys/dev/block/{maj}:{min}"));
-        if sys.join("partition").exists() {
-            let d = std::fs::read_to_string(sys.join("../dev")).unwrap();
-            let (a, b) = d.trim().split_once(':').unwrap();
-            (maj, min) = (a.parse().unwrap(), b.parse().unwrap());
-        }
-        let v1 = PathBuf::from("/sys/fs/cgroup/blkio");
-        let v2 = PathBuf::from("/sys/fs/cgroup");
-        let name = format!("wt-test-{tag}-{}", std::process::id());
-        if v1.join("blkio.throttle.write_bps_device").exists() {
-            let cg = v1.join(&name);
-            std::fs::create_dir_all(&cg).unwrap();
-            std::fs::write(
-                cg.join("blkio.throttle.write_bps_device"),
-                format!("{maj}:{min} {bytes_per_s}"),
-            )
-            .unwrap();
-            return DiskThrottle { cg, root: v1 };
-        }
-        let controllers =
-            std::fs::read_to_string(v2.join("cgroup.controllers")).unwrap_or_default();
-        assert!(
-            controllers.split_whitespace().any(|c| c == "io"),
-            "no block throttle here: neither cgroup v1 blkio nor the v2 io controller"
-        );
-        let _ = std::fs::write(v2.join("cgroup.subtree_control"), "+io");
-        let cg = v2.join(&name);
-        std::fs::create_dir_all(&cg).unwrap();
-        std::fs::write(cg.join("io.max"), format!("{maj}:{min} wbps={bytes_per_s}")).unwrap();
-        DiskThrottle { cg, root: v2 }
-    }
-
-    fn add(&self, pid: u32) {
-        std::fs::write(self.cg.join("cgroup.procs"), pid.to_string()).unwrap();
-    }
-}
-
-impl Drop for DiskThrottle {
-    fn drop(&mut self) {
-        if let Ok(procs) = std::fs::read_to_string(self.cg.join("cgroup.procs")) {
-            for p in procs.split_whitespace() {
-                let _ = std::fs::write(self.root.join("cgroup.procs"), p);
-            }
-        }
-        let _ = std::fs::remove_dir(&self.cg);
-    }
-}
-
 #[test]
 fn a_disk_that_falls_behind_gets_copies_not_the_ring() {
     require_root();

@@ -9,66 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use wiretape_testbed::{SizeFn, Testbed, CAP_IF};
 
-/// A mount made for one test, unmounted (and its image removed) on drop.
-struct Mount {
-    dir: PathBuf,
-    image: Option<PathBuf>,
-}
-
-impl Mount {
-    fn fs(kind: &str, opts: &str, tag: &str) -> Mount {
-        let dir = TempDir::new(tag).0.clone();
-        std::fs::create_dir_all(&dir).unwrap();
-        let st = Command::new("mount")
-            .args(["-t", kind, "-o", opts, kind, dir.to_str().unwrap()])
-            .status()
-            .unwrap();
-        assert!(st.success(), "mount -t {kind}");
-        Mount { dir, image: None }
-    }
-
-    /// A small ext4 filesystem in a file, loop-mounted.
-    fn ext4(mib: u64, tag: &str) -> Mount {
-        let base = std::env::temp_dir().join(format!("wt-img-{tag}-{}", std::process::id()));
-        let image = base.with_extension("img");
-        let dir = base.with_extension("mnt");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::File::create(&image)
-            .unwrap()
-            .set_len(mib << 20)
-            .unwrap();
-        let ok = Command::new("mkfs.ext4")
-            .args(["-q", "-F", image.to_str().unwrap()])
-            .status()
-            .unwrap()
-            .success()
-            && Command::new("mount")
-                .args(["-o", "loop", image.to_str().unwrap(), dir.to_str().unwrap()])
-                .status()
-                .unwrap()
-                .success();
-        assert!(ok, "mkfs.ext4 + loop mount");
-        Mount {
-            dir,
-            image: Some(image),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        &self.dir
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir).status();
-        let _ = std::fs::remove_dir_all(&self.dir);
-        if let Some(i) = &self.image {
-            let _ = std::fs::remove_file(i);
-        }
-    }
-}
-
 /// Frames tshark reads from `f` (an independent reader).
 fn tshark_count(f: &Path) -> u64 {
     let o = Command::new("tshark")
@@ -833,5 +773,234 @@ fn two_volumes_spread_keep_and_read_back_as_one_store() {
         gone.iter().any(|f| f.starts_with(a.path()))
             && gone.iter().any(|f| f.starts_with(b.path()))
     );
+    assert!(!xdp_attached(&tb));
+}
+
+/// Bytes of queue `q`'s capture files in `dir`.
+fn queue_bytes(dir: &Path, q: u32) -> u64 {
+    pcaps(dir)
+        .iter()
+        .filter(|f| {
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            name.contains(&format!("-q{q}-"))
+        })
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum()
+}
+
+/// Four volumes, each its own ext4 filesystem on a loop device whose writes
+/// the kernel's block throttle holds to R = 5 MB/s (one cgroup for the
+/// recorder, a limit per loop device), take ~3R (18,000 frames/s: even
+/// frames 1500 B, odd 160 B, on two queues: queue 0 carries 90 % of the
+/// bytes, 2.7R) for 7 s without losing a frame; the same traffic into one
+/// such volume alone loses (else the throttle did not hold and the test
+/// proves nothing). Queue 0 gets past one volume's rate: its files go to
+/// every volume and are written in parallel; what one volume alone would
+/// leave waiting (1.7R x 7 s = 60 MB) is more than the RAM buffer the run
+/// is given (32 MiB, and 8192 frames of UMEM per queue: 12 MB), so its
+/// frames all written is that proof. `extract`
+/// over the four volumes gives every frame, byte-identical and in time
+/// order (tshark reads it), and retention over the set deletes the oldest
+/// files first, whichever volume holds them.
+#[test]
+fn four_throttled_volumes_take_what_one_cannot() {
+    require_root();
+    const R: u64 = 5_000_000;
+    let n = 126_000u64;
+    let pps = 18_000;
+    let (even, odd) = (1500usize, 160usize);
+    let want_bytes = n / 2 * (even + odd) as u64;
+    let vols: Vec<Mount> = (0..4)
+        .map(|i| Mount::ext4_in_ram(96, &format!("thr{i}")))
+        .collect();
+    let dirs: Vec<&Path> = vols.iter().map(|m| m.path()).collect();
+    let tb = Testbed::create("volthr", 2).unwrap();
+    let run = |tag: &str, dirs: &[&Path], lift_after_send: bool| {
+        let json = std::env::temp_dir().join(format!("wt-{tag}-{}.json", std::process::id()));
+        let mut args: Vec<&str> = Vec::new();
+        for d in dirs {
+            args.extend(["-w", d.to_str().unwrap()]);
+        }
+        let js = json.to_str().unwrap().to_owned();
+        args.extend([
+            "--rotate-size",
+            "4M",
+            "--block-kib",
+            "256",
+            "--write-buffers",
+            "4",
+            "--buffer-mib",
+            "32",
+            "--frames",
+            "8192",
+            "-q",
+            "--summary-json",
+            &js,
+        ]);
+        let throttle = DiskThrottle::disks(tag, dirs, R);
+        let t0 = now_ns();
+        let mut rec = throttle.record(&tb, &args);
+        let sent = tb
+            .send(0..n, SizeFn::EvenOdd(even, odd), 2, Some(pps))
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        if lift_after_send {
+            // What waits in RAM goes out now: the run's loss is already
+            // counted, and the test does not wait for one disk to drain it.
+            throttle.lift();
+        }
+        rec.signal(libc::SIGINT);
+        let st = rec.wait(60);
+        assert!(st.success(), "{tag}: {}", rec.stderr_text());
+        drop(throttle);
+        let j = read_json(&json);
+        let _ = std::fs::remove_file(&json);
+        (j, sent, t0, now_ns())
+    };
+    // One volume alone: the same traffic, frames lost and counted.
+    let (j, sent, _, _) = run("volthr1", &dirs[..1], true);
+    assert_identity(&j);
+    assert_eq!(sent.sent, n);
+    let written = j["packets_written"].as_u64().unwrap();
+    let drops = j["drops"]["total"].as_u64().unwrap();
+    assert!(
+        written < n && drops > 0,
+        "one volume held to {R} B/s takes 3x that without loss: the throttle did not hold ({j})"
+    );
+    eprintln!("one volume: {written} of {n} frames written, {drops} dropped");
+    for f in pcaps(dirs[0]) {
+        std::fs::remove_file(&f).unwrap();
+        wiretape::files::naming::remove_sidecars(&f);
+    }
+    // Four: nothing lost.
+    let (j, sent, t0, t1) = run("volthr4", &dirs, false);
+    assert_identity(&j);
+    let q0 = sent.per_queue[0] as f64 * even as f64;
+    let q1 = sent.per_queue[1] as f64 * odd as f64;
+    assert!(
+        q0 / (q0 + q1) > 0.85,
+        "queue 0 carries ~90 %: {:?}",
+        sent.per_queue
+    );
+    assert_eq!(j["packets_written"].as_u64(), Some(n), "{j}");
+    for (k, v) in j["drops"].as_object().unwrap() {
+        assert_eq!(v.as_u64(), Some(0), "drops.{k}: {j}");
+    }
+    for (i, d) in dirs.iter().enumerate() {
+        assert_eq!(j["volume_failed"][d.to_str().unwrap()], 0, "{j}");
+        assert!(
+            queue_bytes(d, 0) > 0,
+            "queue 0's files on volume {i} too: {}",
+            d.display()
+        );
+    }
+    eprintln!(
+        "four volumes: {n} of {n} written; bytes per volume {:?}",
+        j["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["bytes"].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    );
+    // Every frame, read back over the set, byte-identical and in time order.
+    let out = std::env::temp_dir().join(format!("wt-volthr-{}.pcap", std::process::id()));
+    let (code, _, e) = run_wiretape(
+        None,
+        &[
+            "extract",
+            dirs[2].to_str().unwrap(),
+            "-w",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{e}");
+    let v = verify_files(std::slice::from_ref(&out), n, usize::MAX, t0, t1, true);
+    assert_eq!((v.frames, v.captured_bytes), (n, want_bytes));
+    assert_eq!(tshark_count(&out), n, "tshark reads them all");
+    let _ = std::fs::remove_file(&out);
+    // Retention over the set: the oldest go, whichever volume holds them.
+    let all: Vec<PathBuf> = {
+        let mut v = pcaps_in(&dirs);
+        v.sort_by_key(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            // By start time (the name's stamp), over both queues.
+            name.rsplit('-').next().unwrap().to_owned()
+        });
+        v
+    };
+    assert!(all.len() >= 12, "{all:?}");
+    let mut args = vec!["record"];
+    for d in &dirs {
+        args.extend(["-w", d.to_str().unwrap()]);
+    }
+    args.extend(["-i", CAP_IF, "-d", "0.5", "--keep-files", "6"]);
+    let (code, _, e) = run_wiretape(Some(&tb), &args);
+    assert_eq!(code, 0, "{e}");
+    // This run's own files (one per queue) count while written: 4 or 6 of
+    // the first run's are kept, its newest.
+    let kept: Vec<&PathBuf> = all.iter().filter(|f| f.exists()).collect();
+    let k = kept.len();
+    assert!((4..=6).contains(&k), "{kept:?}");
+    assert_eq!(kept, all[all.len() - k..].iter().collect::<Vec<_>>());
+    let gone = &all[..all.len() - k];
+    let on = |d: &Path| gone.iter().filter(|f| f.starts_with(d)).count();
+    assert!(
+        dirs.iter().filter(|d| on(d) > 0).count() >= 3,
+        "deleted on most volumes: {gone:?}"
+    );
+    assert!(!xdp_attached(&tb));
+}
+
+/// The preflight checks every volume, each on its own line: `--check`
+/// names both (O_DIRECT on one, buffered writes on a ramfs one, which
+/// refuses O_DIRECT), and `--io direct` is refused naming the volume that
+/// cannot take it, not only the first, before anything is attached.
+#[test]
+fn preflight_checks_every_volume() {
+    require_root();
+    let a = TempDir::new("prefa");
+    let r = Mount::fs("ramfs", "size=16m", "prefr");
+    let tb = Testbed::create("prefv", 1).unwrap();
+    let (ad, rd) = (a.path().to_str().unwrap(), r.path().to_str().unwrap());
+    let (code, out, err) = run_wiretape(
+        Some(&tb),
+        &["record", "-i", CAP_IF, "-w", ad, "-w", rd, "--check"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("volume {ad} (O_DIRECT, ")), "{out}");
+    assert!(
+        out.contains(&format!(
+            "volume {rd} (buffered writes (no O_DIRECT there), "
+        )),
+        "{out}"
+    );
+    let (code, _, err) = run_wiretape(
+        Some(&tb),
+        &[
+            "record", "-i", CAP_IF, "-w", ad, "-w", rd, "--io", "direct", "--check",
+        ],
+    );
+    assert_ne!(code, 0, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains(&format!(
+            "output directory {rd} is on a filesystem that refuses O_DIRECT"
+        )),
+        "{err}"
+    );
+    // A run: refused too, naming it, nothing recorded.
+    let (code, _, err) = run_wiretape(
+        Some(&tb),
+        &[
+            "record", "-i", CAP_IF, "-w", ad, "-w", rd, "--io", "direct", "-d", "1",
+        ],
+    );
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains(rd) && err.contains("refuses O_DIRECT"),
+        "{err}"
+    );
+    assert!(pcaps(a.path()).is_empty(), "nothing recorded");
     assert!(!xdp_attached(&tb));
 }

@@ -707,3 +707,220 @@ pub fn row_conn(r: &Value) -> (ConnKey, [u64; 4]) {
     };
     (k, v)
 }
+
+/// A mount made for one test, unmounted (and its image removed) on drop.
+pub struct Mount {
+    dir: PathBuf,
+    image: Option<PathBuf>,
+}
+
+impl Mount {
+    pub fn fs(kind: &str, opts: &str, tag: &str) -> Mount {
+        let dir = TempDir::new(tag).0.clone();
+        std::fs::create_dir_all(&dir).unwrap();
+        let st = Command::new("mount")
+            .args(["-t", kind, "-o", opts, kind, dir.to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount -t {kind}");
+        Mount { dir, image: None }
+    }
+
+    /// A small ext4 filesystem in a file, loop-mounted.
+    pub fn ext4(mib: u64, tag: &str) -> Mount {
+        Mount::ext4_in(&std::env::temp_dir(), mib, tag)
+    }
+
+    /// [`Mount::ext4`] with its image in RAM (/dev/shm): the loop device's
+    /// own writes never wait for a real disk, busy with others' writes on
+    /// a loaded machine, so a block throttle on it is the only limit.
+    pub fn ext4_in_ram(mib: u64, tag: &str) -> Mount {
+        Mount::ext4_in(Path::new("/dev/shm"), mib, tag)
+    }
+
+    fn ext4_in(dir: &Path, mib: u64, tag: &str) -> Mount {
+        let base = dir.join(format!("wt-img-{tag}-{}", std::process::id()));
+        let image = base.with_extension("img");
+        let dir = base.with_extension("mnt");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(mib << 20)
+            .unwrap();
+        let ok = Command::new("mkfs.ext4")
+            .args(["-q", "-F", image.to_str().unwrap()])
+            .status()
+            .unwrap()
+            .success()
+            && Command::new("mount")
+                .args(["-o", "loop", image.to_str().unwrap(), dir.to_str().unwrap()])
+                .status()
+                .unwrap()
+                .success();
+        assert!(ok, "mkfs.ext4 + loop mount");
+        Mount {
+            dir,
+            image: Some(image),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(i) = &self.image {
+            let _ = std::fs::remove_file(i);
+        }
+    }
+}
+
+/// A write-bandwidth limit on the disk under `dir` (each disk under
+/// `dirs`, for [`DiskThrottle::disks`]) for the processes put in it, with
+/// the kernel's block throttle (cgroup v1 `blkio` or v2 `io`); removed
+/// (its processes moved back to the root) when dropped.
+pub struct DiskThrottle {
+    cg: PathBuf,
+    root: PathBuf,
+    /// The disks held back, and whether this is cgroup v1's `blkio`.
+    devs: Vec<(u32, u32)>,
+    v1: bool,
+}
+
+impl DiskThrottle {
+    pub fn new(tag: &str, dir: &Path, bytes_per_s: u64) -> DiskThrottle {
+        DiskThrottle::disks(tag, &[dir], bytes_per_s)
+    }
+
+    /// Each disk under `dirs` held to `bytes_per_s` (each on its own:
+    /// together they write up to `dirs.len()` times that).
+    pub fn disks(tag: &str, dirs: &[&Path], bytes_per_s: u64) -> DiskThrottle {
+        use std::os::unix::fs::MetadataExt;
+        let devs: Vec<(u32, u32)> = dirs
+            .iter()
+            .map(|dir| {
+                let dev = std::fs::metadata(dir).unwrap().dev();
+                let (mut maj, mut min) = (libc::major(dev), libc::minor(dev));
+                // The throttle is set per disk: a partition's disk is its parent.
+                let sys = PathBuf::from(format!("/sys/dev/block/{maj}:{min}"));
+                if sys.join("partition").exists() {
+                    let d = std::fs::read_to_string(sys.join("../dev")).unwrap();
+                    let (a, b) = d.trim().split_once(':').unwrap();
+                    (maj, min) = (a.parse().unwrap(), b.parse().unwrap());
+                }
+                (maj, min)
+            })
+            .collect();
+        let v1 = PathBuf::from("/sys/fs/cgroup/blkio");
+        let v2 = PathBuf::from("/sys/fs/cgroup");
+        let name = format!("wt-test-{tag}-{}", std::process::id());
+        if v1.join("blkio.throttle.write_bps_device").exists() {
+            let cg = v1.join(&name);
+            std::fs::create_dir_all(&cg).unwrap();
+            for (maj, min) in &devs {
+                std::fs::write(
+                    cg.join("blkio.throttle.write_bps_device"),
+                    format!("{maj}:{min} {bytes_per_s}"),
+                )
+                .unwrap();
+            }
+            return DiskThrottle {
+                cg,
+                root: v1,
+                devs,
+                v1: true,
+            };
+        }
+        let controllers =
+            std::fs::read_to_string(v2.join("cgroup.controllers")).unwrap_or_default();
+        assert!(
+            controllers.split_whitespace().any(|c| c == "io"),
+            "no block throttle here: neither cgroup v1 blkio nor the v2 io controller"
+        );
+        let _ = std::fs::write(v2.join("cgroup.subtree_control"), "+io");
+        let cg = v2.join(&name);
+        std::fs::create_dir_all(&cg).unwrap();
+        for (maj, min) in &devs {
+            std::fs::write(cg.join("io.max"), format!("{maj}:{min} wbps={bytes_per_s}")).unwrap();
+        }
+        DiskThrottle {
+            cg,
+            root: v2,
+            devs,
+            v1: false,
+        }
+    }
+
+    /// Lifts the limit (its processes stay in the group): what waits in the
+    /// throttle goes out at once.
+    pub fn lift(&self) {
+        for (maj, min) in &self.devs {
+            let (file, rule) = if self.v1 {
+                ("blkio.throttle.write_bps_device", format!("{maj}:{min} 0"))
+            } else {
+                ("io.max", format!("{maj}:{min} wbps=max"))
+            };
+            std::fs::write(self.cg.join(file), rule).unwrap();
+        }
+    }
+
+    /// `wiretape record ARGS` on the test bed's capture end, in the group
+    /// from its first instruction (a shell stops itself, joins the group
+    /// and execs the recorder): every thread it makes, io_uring's workers
+    /// too, is held.
+    pub fn record(&self, tb: &Testbed, args: &[&str]) -> Recorder {
+        let bin = bin();
+        let mut c = tb.command("sh");
+        c.args([
+            "-c",
+            "kill -STOP $$ && exec \"$0\" \"$@\"",
+            bin.to_str().unwrap(),
+            "record",
+            "-i",
+            CAP_IF,
+        ])
+        .args(args);
+        let r = Recorder::spawn_command(c);
+        let pid = r.child.id();
+        // `ip netns exec` execs the shell: the child's pid is the shell's.
+        let stopped = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with('T')))
+                .unwrap_or(false)
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !stopped() {
+            assert!(
+                Instant::now() < deadline,
+                "the recorder's shell never stopped"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.add(pid);
+        let st = Command::new("kill")
+            .args(["-CONT", &pid.to_string()])
+            .status();
+        assert!(st.is_ok_and(|s| s.success()), "kill -CONT {pid}");
+        Recorder::started(r)
+    }
+
+    pub fn add(&self, pid: u32) {
+        std::fs::write(self.cg.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+}
+
+impl Drop for DiskThrottle {
+    fn drop(&mut self) {
+        if let Ok(procs) = std::fs::read_to_string(self.cg.join("cgroup.procs")) {
+            for p in procs.split_whitespace() {
+                let _ = std::fs::write(self.root.join("cgroup.procs"), p);
+            }
+        }
+        let _ = std::fs::remove_dir(&self.cg);
+    }
+}

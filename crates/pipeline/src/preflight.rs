@@ -237,7 +237,12 @@ pub fn preflight(
             ok.push(format!("input {}", f.path.display()));
         }
     }
-    ok.push(check_dir(config)?);
+    // Every volume of the store (`-w` given more than once), each with
+    // its own line.
+    let dirs = config.storage.dirs();
+    for dir in &dirs {
+        ok.push(check_dir(config, dir, dirs.len() as u64)?);
+    }
     if let Some(addr) = metrics {
         std::net::TcpListener::bind(addr)
             .map_err(|source| PreflightError::MetricsAddress { addr, source })?;
@@ -334,12 +339,12 @@ fn check_interface(
     Ok(())
 }
 
-/// The output directory: writable (or its nearest existing ancestor, where
-/// it would be created), O_DIRECT, free space for at least the blocks each
-/// queue keeps in flight.
-fn check_dir(config: &RecordConfig) -> Result<String, PreflightError> {
+/// An output directory (one volume of `volumes`): writable (or its nearest
+/// existing ancestor, where it would be created), O_DIRECT, free space for
+/// at least the blocks its share of the queues keeps in flight.
+fn check_dir(config: &RecordConfig, dir: &Path, volumes: u64) -> Result<String, PreflightError> {
     let st = &config.storage;
-    let dir = &st.dir;
+    let dir = &dir.to_path_buf();
     let (probe_in, created) = if dir.exists() {
         if !dir.is_dir() {
             return Err(StorageError::NotADirectory(dir.clone()).into());
@@ -356,10 +361,13 @@ fn check_dir(config: &RecordConfig) -> Result<String, PreflightError> {
         _ if direct => "O_DIRECT",
         _ => "buffered writes (no O_DIRECT there)",
     };
-    let queues = queue_count(&config.input);
+    // With several volumes each queue's file is on one of them at a time:
+    // each volume needs room for its share of the queues.
+    let queues = queue_count(&config.input).div_ceil(volumes.max(1));
     let need = queues * st.block_size as u64 * st.buffers as u64;
     let space = match wiretape_storage::fs_space(&probe_in) {
-        Some((free, total)) => {
+        // A filesystem that reports no size (ramfs) has no figure to check.
+        Some((free, total)) if total > 0 => {
             if free < need {
                 return Err(PreflightError::Space {
                     dir: dir.clone(),
@@ -384,10 +392,11 @@ fn check_dir(config: &RecordConfig) -> Result<String, PreflightError> {
                 }
             )
         }
-        None => "free space unknown".into(),
+        _ => "free space unknown".into(),
     };
     Ok(format!(
-        "directory {}{} ({engine}, {space})",
+        "{} {}{} ({engine}, {space})",
+        if volumes > 1 { "volume" } else { "directory" },
         dir.display(),
         if created { " (will be created)" } else { "" }
     ))

@@ -900,7 +900,7 @@ impl LiveRun {
     ) -> Result<LiveRun, PipelineError> {
         let hub = l.hub;
         hub.set_target(live::DumpTarget {
-            dir: cfg.storage.dir.clone(),
+            dirs: cfg.storage.dirs(),
             prefix: cfg.storage.prefix.clone(),
             ifname: ifname.to_owned(),
             format: cfg.storage.format,

@@ -839,21 +839,33 @@ impl RotatingWriter {
     /// Opens the next file, named by `name_ns`, on the volume
     /// [`Volumes::pick`] gives; a volume where that fails is taken out and
     /// the next one tried (with several). Sets the current volume.
+    /// `after`: the file before it, its volume and the gate it opens once
+    /// written: the new file's writes wait for it when both are on the
+    /// same volume (one disk: a crash then leaves no gap between them).
+    /// On another volume they go at once: a queue's files then write in
+    /// parallel, each on its own disk, and one queue gets past one disk's
+    /// rate (a crash may then lose the old file's last blocks while the
+    /// new file's first ones are kept; readers merge by time either way).
     fn open_on_a_volume(
         &mut self,
         name_ns: u64,
         mut prepared: Option<(bool, PreparedSink)>,
-        after: Option<Arc<Gate>>,
+        after: Option<(usize, Arc<Gate>)>,
     ) -> Result<PcapWriter<AnySink>, StorageError> {
         loop {
-            let vol = self.volumes.pick().ok_or(StorageError::Internal(
+            let prev = after.as_ref().map(|(v, _)| *v);
+            let vol = self.volumes.pick_after(prev).ok_or(StorageError::Internal(
                 "every volume of the store has failed",
             ))?;
             let path = self.path_for(vol, name_ns);
             let direct_ok = self.volumes.get(vol).direct_ok;
             // An engine made for the other kind of filesystem is not used.
             let p = prepared.take_if(|(d, _)| *d == direct_ok).map(|(_, p)| p);
-            match self.open(vol, &path, p, after.clone()) {
+            let gate = after
+                .as_ref()
+                .filter(|(v, _)| *v == vol)
+                .map(|(_, g)| g.clone());
+            match self.open(vol, &path, p, gate) {
                 Ok(w) => {
                     self.vol = vol;
                     return Ok(w);
@@ -1008,13 +1020,14 @@ impl RotatingWriter {
                 None
             }
         };
-        // On disk the new file comes after the old one: its writes go out
-        // once the old file's last write is done (a crash then never
-        // leaves a gap between them). After a volume failed the old file
-        // takes no more writes: no gate.
+        // On one disk the new file comes after the old one: its writes go
+        // out once the old file's last write is done (a crash then never
+        // leaves a gap between them); on another volume at once (see
+        // `open_on_a_volume`). After a volume failed the old file takes no
+        // more writes: no gate.
         let gate = Arc::new(Gate::default());
         let old_vol = self.vol;
-        let after = (!failed_over).then(|| gate.clone());
+        let after = (!failed_over).then(|| (old_vol, gate.clone()));
         let new = self.open_on_a_volume(name_ns, prepared, after)?;
         self.name_ns = name_ns;
         let mut old = self.writer.replace(new).expect("a file is open");
@@ -1057,11 +1070,17 @@ impl RotatingWriter {
     fn close_in_background(&mut self, old: PcapWriter<AnySink>, vol: usize, failed_over: bool) {
         let ctx = self.close_ctx(vol, failed_over);
         let (tx, rx) = std::sync::mpsc::channel::<PcapWriter<AnySink>>();
+        let v = self.volumes.get(vol).clone();
+        v.closing_started();
         match std::thread::Builder::new()
             .name("wt-close".into())
-            .spawn(move || match rx.recv() {
-                Ok(old) => close_file(old, &ctx),
-                Err(_) => WriterReport::default(),
+            .spawn(move || {
+                let r = match rx.recv() {
+                    Ok(old) => close_file(old, &ctx),
+                    Err(_) => WriterReport::default(),
+                };
+                v.closing_done();
+                r
             }) {
             Ok(h) => {
                 let _ = tx.send(old);
@@ -1071,6 +1090,7 @@ impl RotatingWriter {
             Err(_) => {
                 let ctx = self.close_ctx(vol, failed_over);
                 self.done.merge(close_file(old, &ctx));
+                self.volumes.get(vol).closing_done();
             }
         }
     }

@@ -12,7 +12,11 @@
 //! file is in time order as before and readers merge files by time as they
 //! always did. A queue carrying most of the traffic spreads over the
 //! volumes by rotating: with several volumes and no `--rotate-size` or
-//! `--rotate-time`, files rotate at [`DEFAULT_ROTATE_SIZE`]. Names stay
+//! `--rotate-time`, files rotate at [`DEFAULT_ROTATE_SIZE`]. Its next
+//! file goes to another volume than the one before unless that one is
+//! busier ([`Volumes::pick_after`]) and is written there at once, beside
+//! the closing file: only a file on the same volume waits for the one
+//! before it, so one queue writes to several disks at a time. Names stay
 //! unique across volumes: a queue's successive file names are strictly
 //! increasing times, and the names carry the interface and queue.
 //!
@@ -44,6 +48,9 @@ pub struct Volume {
     failures: AtomicU64,
     /// Files being written on it or being finished.
     in_flight: AtomicU64,
+    /// ... of which being finished after a rotation (their blocks still
+    /// draining to the disk).
+    closing: AtomicU64,
     /// Files put on it (this run).
     files: AtomicU64,
     /// Bytes of its closed files (this run).
@@ -76,6 +83,7 @@ impl Volume {
             failed: Mutex::new(None),
             failures: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
+            closing: AtomicU64::new(0),
             files: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
         }
@@ -90,6 +98,25 @@ impl Volume {
     pub fn file_opened(&self) {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         self.files.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One of its files is being finished on a helper thread (after a
+    /// rotation): until [`Volume::closing_done`] it counts twice in
+    /// [`Volumes::pick`] (its blocks still drain to the disk; an open
+    /// file of a slow queue may take little).
+    pub fn closing_started(&self) {
+        self.closing.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// See [`Volume::closing_started`].
+    pub fn closing_done(&self) {
+        self.closing.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// How busy it is for [`Volumes::pick`]: files open, files being
+    /// finished twice.
+    fn load(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed) + self.closing.load(Ordering::Relaxed)
     }
 
     /// One of its files is closed, `bytes` long.
@@ -149,8 +176,20 @@ impl Volumes {
     }
 
     /// The volume for a new file: the healthy one with the fewest files in
-    /// flight, ties round-robin; None when every volume has failed.
+    /// flight (a file being finished after a rotation counts twice: its
+    /// blocks still drain to the disk), ties round-robin; None when every
+    /// volume has failed.
     pub fn pick(&self) -> Option<usize> {
+        self.pick_after(None)
+    }
+
+    /// [`Volumes::pick`] for the file after one on volume `prev`: `prev`
+    /// counts one file more (the file before is about to be finished
+    /// there), so a queue's next file goes to another volume unless that
+    /// one is busier: there it is written beside the file before it, not
+    /// behind it (on the same volume it waits until the file before is
+    /// written, [`crate::sink::BlockSink::write_after`]).
+    pub fn pick_after(&self, prev: Option<usize>) -> Option<usize> {
         let n = self.list.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let mut best: Option<(u64, usize)> = None;
@@ -160,7 +199,7 @@ impl Volumes {
             if !v.ok() {
                 continue;
             }
-            let load = v.in_flight.load(Ordering::Relaxed);
+            let load = v.load() + u64::from(prev == Some(i));
             if best.is_none_or(|(l, _)| load < l) {
                 best = Some((load, i));
             }
@@ -244,6 +283,46 @@ mod tests {
         v.get(0).file_closed(10);
         assert_eq!(v.get(0).state().bytes, 20);
         assert_eq!(v.get(0).state().files, 2);
+    }
+
+    #[test]
+    fn a_queues_next_file_goes_to_another_volume_unless_that_is_busier() {
+        let v = three();
+        // The current file on 1, one closing on 0 and one on 2: all equal
+        // but 1 counts once more, so 0 or 2, never 1.
+        for i in [0, 1, 2] {
+            v.get(i).file_opened();
+        }
+        for _ in 0..6 {
+            assert_ne!(v.pick_after(Some(1)), Some(1));
+        }
+        // Two more closing on 0 and on 2: 1 is the least busy after all.
+        for i in [0, 0, 2, 2] {
+            v.get(i).file_opened();
+        }
+        assert_eq!(v.pick_after(Some(1)), Some(1));
+    }
+
+    #[test]
+    fn a_file_being_finished_counts_twice() {
+        let v = three();
+        // 0: one file finishing; 1: two files open (a slow queue's, say);
+        // 2: three open.
+        v.get(0).file_opened();
+        v.get(0).closing_started();
+        v.get(1).file_opened();
+        v.get(1).file_opened();
+        for _ in 0..3 {
+            v.get(2).file_opened();
+        }
+        // 0 and 1 tie (2 each): round-robin between them, never 2.
+        let picks: Vec<usize> = (0..4).map(|_| v.pick().unwrap()).collect();
+        assert!(picks.contains(&0) && picks.contains(&1) && !picks.contains(&2));
+        v.get(1).file_opened();
+        assert_eq!(v.pick(), Some(0));
+        v.get(0).closing_done();
+        v.get(0).file_closed(1);
+        assert_eq!(v.get(0).load(), 0);
     }
 
     #[test]

@@ -503,6 +503,10 @@ pub enum SizeFn {
     Fixed(usize),
     /// 60..=1514 bytes, spread over the range.
     Mixed,
+    /// Even frames the first size, odd ones the second: sent with two
+    /// flows on two queues, queue 0 gets the even ones, so one queue can
+    /// carry most of the bytes (1500 and 160: 90 %).
+    EvenOdd(usize, usize),
 }
 
 impl SizeFn {
@@ -511,6 +515,10 @@ impl SizeFn {
         match self {
             SizeFn::Fixed(n) => n.clamp(frames::MIN_LEN, 9000),
             SizeFn::Mixed => frames::mixed_size(seq),
+            SizeFn::EvenOdd(even, odd) => {
+                let n = if seq.is_multiple_of(2) { even } else { odd };
+                n.clamp(frames::MIN_LEN, 9000)
+            }
         }
     }
 }

@@ -77,7 +77,9 @@ pub struct DumpReport {
 /// Where dumps go (set when the run starts).
 #[derive(Clone, Debug)]
 pub(crate) struct DumpTarget {
-    pub(crate) dir: PathBuf,
+    /// The store's volumes (`-w`, each once): a dump goes to the one with
+    /// the most free space that takes the file.
+    pub(crate) dirs: Vec<PathBuf>,
     pub(crate) prefix: String,
     pub(crate) ifname: String,
     pub(crate) format: Format,
@@ -265,11 +267,35 @@ fn run_dump(
     Ok(())
 }
 
-/// Creates the dump file named by its first frame (never over another file).
+/// Creates the dump file named by its first frame (never over another
+/// file), on the volume with the most free space now; one that refuses it
+/// (failed: read-only, gone) gives way to the next.
 fn create(t: &DumpTarget, first_ns: u64) -> Result<PcapWriter<FileSink>, StorageError> {
+    let mut dirs: Vec<(u64, &PathBuf)> = t
+        .dirs
+        .iter()
+        .map(|d| (wiretape_storage::fs_space(d).map_or(0, |(free, _)| free), d))
+        .collect();
+    dirs.sort_by_key(|(free, _)| std::cmp::Reverse(*free));
+    let mut last = None;
+    for (_, dir) in dirs {
+        match create_in(t, dir, first_ns) {
+            Ok(w) => return Ok(w),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or(StorageError::Internal("a store without a volume")))
+}
+
+/// [`create`] in `dir`.
+fn create_in(
+    t: &DumpTarget,
+    dir: &std::path::Path,
+    first_ns: u64,
+) -> Result<PcapWriter<FileSink>, StorageError> {
     let mut n = 1;
     loop {
-        let p = t.dir.join(naming::dump_name(
+        let p = dir.join(naming::dump_name(
             &t.prefix, &t.ifname, first_ns, n, t.format,
         ));
         match FileSink::create(&p) {
