@@ -151,20 +151,29 @@ fn queue_the_interface_lacks() {
     require_root();
     let tb = Testbed::create("eq", 2).unwrap();
     let out = TempDir::new("eq");
-    let (code, _, err) = run_wiretape(
-        Some(&tb),
-        &[
-            "record",
-            "-i",
-            CAP_IF,
-            "-w",
-            out.path().to_str().unwrap(),
-            "--queues",
-            "0,7",
-        ],
-    );
-    one_line_error(code, &err, "has no RX queue 7: it has 2");
-    assert!(!xdp_attached(&tb));
+    // A flag mistake (exit 2), refused before the output directory is made
+    // (--mkdir would make it) or anything attached, whatever the engine.
+    let dir = out.path().join("new");
+    for engine in ["auto", "afxdp"] {
+        let (code, _, err) = run_wiretape(
+            Some(&tb),
+            &[
+                "record",
+                "--engine",
+                engine,
+                "-i",
+                CAP_IF,
+                "-w",
+                dir.to_str().unwrap(),
+                "--mkdir",
+                "--queues",
+                "0,7",
+            ],
+        );
+        one_line_usage(code, &err, "--queues 0,7: interface wt-cap has no RX queue 7: it has 2 (0-1): name queues below 2, or leave --queues out");
+        assert!(!dir.exists(), "{engine}: nothing created");
+        assert!(!xdp_attached(&tb));
+    }
     let (code, _, err) = run_wiretape(
         Some(&tb),
         &[

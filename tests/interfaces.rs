@@ -238,8 +238,10 @@ fn a_bad_interface_stops_the_run_before_anything_is_attached() {
     one_line(code, &err, "given twice");
     assert!(!attached(&tb, CAP_IF));
     // A queue the second lacks (wt-cap has 2, wt-cap2 1).
+    // A flag mistake: exit 2.
     let (code, _, err) = run(&["-i", CAP_IF, "-i", CAP2, "--queues", "1"]);
-    one_line(code, &err, "interface wt-cap2 has no RX queue 1");
+    assert_eq!(code, 2, "{err}");
+    one_line(1, &err, "interface wt-cap2 has no RX queue 1");
     assert!(!attached(&tb, CAP_IF) && !attached(&tb, CAP2));
     // An XDP program already on the second: named, and the first untouched.
     let mut other = Recorder::start_raw(

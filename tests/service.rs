@@ -305,7 +305,7 @@ fn check_validates_everything_and_attaches_nothing() {
     assert!(!xdp_attached(&tb));
     // The first problem, named, and still nothing attached.
     for (args, want_code, want) in [
-        (vec!["--queues", "5"], 1, "has no RX queue 5"),
+        (vec!["--queues", "5"], 2, "has no RX queue 5"),
         (vec!["--cpus", "999"], 2, "CPU 999 is not one"),
         (vec!["--", "tcp", "port"], 2, "tcp port"),
         (vec!["-w", "/proc/wt-check"], 1, "not writable"),

@@ -354,8 +354,9 @@ impl ReadAhead {
 /// ([`RampReader::prefetch`]): [`PREFETCH_THREADS`] threads started at the
 /// first read asked for, reading runs ahead for every stream, and a bound
 /// on the bytes asked for by all of them ([`PREFETCH_QUERY_BYTES`]). The
-/// threads end when the pool and every reader given it are dropped (the
-/// last one waits for them).
+/// threads end when the pool and every reader given it are dropped: the
+/// last handle dropped (a caller's, never a worker's: no job holds the
+/// pool) joins them and returns once the kernel no longer lists them.
 #[derive(Clone)]
 pub struct ReadPool {
     inner: Arc<Pool>,
@@ -369,8 +370,12 @@ struct Pool {
     held: AtomicUsize,
 }
 
-/// The job queue of a pool's threads, and the threads.
-type Workers = (mpsc::Sender<Job>, Vec<std::thread::JoinHandle<()>>);
+/// The job queue of a pool's threads, and the threads (each ends with its
+/// entry in /proc: see [`Pool`]'s drop).
+type Workers = (
+    mpsc::Sender<Job>,
+    Vec<std::thread::JoinHandle<Option<std::path::PathBuf>>>,
+);
 
 /// A run to read ahead.
 struct Job {
@@ -444,7 +449,14 @@ impl ReadPool {
                 let rx = rx.clone();
                 let h = std::thread::Builder::new()
                     .name(format!("wt-prefetch-{k}"))
-                    .spawn(move || worker(&rx));
+                    .spawn(move || {
+                        // Where the kernel lists this thread (PID/task/TID).
+                        let task = std::fs::read_link("/proc/thread-self")
+                            .ok()
+                            .map(|l| Path::new("/proc").join(l));
+                        worker(&rx);
+                        task
+                    });
                 match h {
                     Ok(h) => handles.push(h),
                     Err(_) if !handles.is_empty() => break,
@@ -490,7 +502,16 @@ impl Drop for Pool {
         if let Some((tx, handles)) = work {
             drop(tx);
             for h in handles {
-                let _ = h.join();
+                // Joined, a thread may still be listed a moment (the kernel
+                // wakes the joiner before it reaps the thread): wait until
+                // it is gone, so that none outlives the pool (at most 1 s;
+                // microseconds, even on a loaded machine).
+                if let Ok(Some(task)) = h.join() {
+                    let t0 = std::time::Instant::now();
+                    while task.exists() && t0.elapsed() < std::time::Duration::from_secs(1) {
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                    }
+                }
             }
         }
     }

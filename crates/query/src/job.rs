@@ -205,29 +205,46 @@ impl Job {
             plan.files.clear();
             plan_stats = PlanStats::default();
         }
+        let linktypes = linktypes_of(&plan)?;
+        let progs = progs_for(&linktypes, &filter, prog)?;
+        Ok(Job {
+            filter,
+            progs,
+            filter_narrows: needs_on && !sel.is_empty(),
+            sessions: Some(Arc::new(sel)),
+            ..Job::of_plan(req, plan, plan_stats, linktypes, started)
+        })
+    }
+
+    /// A job reading `plan` (its blocks listed if the request asks), no
+    /// filter: what the constructors share (each sets what is its own).
+    fn of_plan(
+        req: &Request,
+        plan: Plan,
+        plan_stats: PlanStats,
+        linktypes: Vec<(u32, Vec<PathBuf>)>,
+        started: Instant,
+    ) -> Job {
         let blocks = if req.list_blocks {
             planned_blocks(&plan)
         } else {
             Vec::new()
         };
-        let linktypes = linktypes_of(&plan)?;
-        let progs = progs_for(&linktypes, &filter, prog)?;
-        let skipped_by_flow = plan_stats.skipped_by_flow + plan_stats.skipped_by_keys;
-        Ok(Job {
+        Job {
+            skipped_by_flow: plan_stats.skipped_by_flow + plan_stats.skipped_by_keys,
             plan,
-            filter,
-            progs,
-            filter_narrows: needs_on && !sel.is_empty(),
+            filter: None,
+            progs: Vec::new(),
+            filter_narrows: false,
             linktypes,
-            skipped_by_flow,
             plan_stats,
             blocks,
             started,
             stop: None,
             steno: None,
             not_ethernet: Vec::new(),
-            sessions: Some(Arc::new(sel)),
-        })
+            sessions: None,
+        }
     }
 
     /// As [`Job::plan`] with the filter already compiled (`prog` of `filter`).
@@ -252,29 +269,14 @@ impl Job {
         };
         let (plan, plan_stats) =
             crate::narrow::plan(&req.inputs, req.window, req.prefix.as_deref(), narrow)?;
-        let blocks = if req.list_blocks {
-            planned_blocks(&plan)
-        } else {
-            Vec::new()
-        };
-        let skipped_by_flow = plan_stats.skipped_by_flow + plan_stats.skipped_by_keys;
         let linktypes = linktypes_of(&plan)?;
         let progs = progs_for(&linktypes, &filter, prog)?;
         let ethernet = progs.iter().any(|p| p.0 == LINKTYPE_ETHERNET);
         Ok(Job {
-            plan,
             filter,
             progs,
             filter_narrows: needs.is_some() && ethernet,
-            linktypes,
-            skipped_by_flow,
-            plan_stats,
-            blocks,
-            started,
-            stop: None,
-            steno: None,
-            not_ethernet: Vec::new(),
-            sessions: None,
+            ..Job::of_plan(req, plan, plan_stats, linktypes, started)
         })
     }
 

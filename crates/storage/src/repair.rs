@@ -398,6 +398,18 @@ fn repair_age(path: &Path) -> Result<Outcome, StorageError> {
             "an age file closed by repair does not read whole",
         )));
     }
+    closed(path, len_before, len_after, records, bytes)
+}
+
+/// A closed age or compressed file whose `records` (`bytes` captured) all
+/// read: its index rebuilt where it no longer matches, and the outcome.
+fn closed(
+    path: &Path,
+    len_before: u64,
+    len_after: u64,
+    records: u64,
+    bytes: u64,
+) -> Result<Outcome, StorageError> {
     let idx = wiretape_files::index::path_for(path);
     if idx.exists() && (len_after != len_before || index_disagrees(&idx, records)) {
         crate::index::rebuild(path, crate::block::DEFAULT_BLOCK_SIZE as u64)?;
@@ -474,19 +486,7 @@ fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
         ));
         return Err(e);
     }
-    let idx = wiretape_files::index::path_for(path);
-    if idx.exists() && (len_after != len_before || index_disagrees(&idx, records)) {
-        crate::index::rebuild(path, crate::block::DEFAULT_BLOCK_SIZE as u64)?;
-    }
-    Ok(Outcome::Repaired(
-        Repaired {
-            records,
-            len_before,
-            len_after,
-            ..Repaired::default()
-        },
-        bytes,
-    ))
+    closed(path, len_before, len_after, records, bytes)
 }
 
 /// Whether an age file holds nothing but zeros after its header (and

@@ -982,6 +982,42 @@ fn config(a: &Args) -> Result<(RecordConfig, Option<String>, Arc<AtomicBool>)> {
 /// The cheap checks a recording makes first, so that bad input fails
 /// before anything is attached (nothing is created: the recording makes DIR
 /// once the filter is compiled and the input opened).
+/// `--queues` naming a queue the interface lacks (a veth has one): a usage
+/// error (exit 2), refused before the output directory is made or a
+/// program attached (the engine would refuse it only once opening, exit 1).
+fn check_queues(opts: &RecordConfig) -> Result<()> {
+    let named: Vec<(&str, &[u32])> = match &opts.input {
+        Input::Interface(c) => vec![(c.ifname.as_str(), c.queues.as_deref().unwrap_or(&[]))],
+        Input::Interfaces(l) => l
+            .iter()
+            .map(|c| (c.ifname.as_str(), c.queues.as_deref().unwrap_or(&[])))
+            .collect(),
+        Input::Netmap(c) => vec![(c.ifname.as_str(), c.queues.as_deref().unwrap_or(&[]))],
+        _ => Vec::new(),
+    };
+    for (iface, queues) in named {
+        let Ok(count) = sys::rx_queue_count(iface) else {
+            continue; // no such interface: said later, as before
+        };
+        let count = count.max(1);
+        if let Some(q) = queues.iter().find(|&&q| q >= count) {
+            let list: Vec<String> = queues.iter().map(u32::to_string).collect();
+            return Err(crate::usage(format!(
+                "--queues {}: interface {iface} has no RX queue {q}: it has {count} ({}): \
+                 name queues below {count}, or leave --queues out to record them all \
+                 (`ethtool -l {iface}` lists them)",
+                list.join(","),
+                if count == 1 {
+                    "0".to_string()
+                } else {
+                    format!("0-{}", count - 1)
+                },
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn refuse_early(a: &Args, opts: &RecordConfig) -> Result<()> {
     for iface in &a.iface {
         if sys::ifindex(iface).is_none() {
@@ -1028,6 +1064,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     for d in &a.dirs {
         check_output_dir(d, a.mkdir)?;
     }
+    check_queues(&opts)?;
     if a.check {
         return check::run(&opts, a.metrics);
     }

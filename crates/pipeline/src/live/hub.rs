@@ -55,6 +55,13 @@ pub(crate) struct QueueLive {
     /// Monotonic ns at which the writer last took a batch (or timed out
     /// waiting for one) and has since published everything before it.
     pub(crate) heartbeat_ns: AtomicU64,
+    /// Stamp of the last frame the writer published (handed to every
+    /// subscriber): its queue's watermark for [`super::Merger::mark`].
+    pub(crate) published_ts: AtomicU64,
+    /// UTC ns (CLOCK_REALTIME) of the writer's last quiet pass (no frame
+    /// for a while, everything taken published): a quiet queue's watermark
+    /// is this less the reorder window.
+    pub(crate) quiet_ts: AtomicU64,
     /// Frames and bytes appended to chunks.
     pub(crate) frames: AtomicU64,
     pub(crate) bytes: AtomicU64,
@@ -233,6 +240,8 @@ impl Hub {
                 ring: Mutex::new(Ring::default()),
                 ring_chunks,
                 heartbeat_ns: AtomicU64::new(monotonic_ns()),
+                published_ts: AtomicU64::new(0),
+                quiet_ts: AtomicU64::new(0),
                 frames: AtomicU64::new(0),
                 bytes: AtomicU64::new(0),
                 extra_chunks: AtomicU64::new(0),
@@ -679,6 +688,10 @@ impl LiveWriter {
                     s.deliver(p, self.q.queue, &self.hub.stopping);
                 }
             }
+            // Every subscriber has had (or skipped) the frames: the queue
+            // is past their stamps (a queue's frames are in order).
+            let last = self.parts.iter().map(|p| p.last_ts).max().unwrap_or(0);
+            self.q.published_ts.fetch_max(last, Ordering::Release);
             self.parts.clear();
         }
         if self.batch_frames > 0 {
@@ -692,9 +705,13 @@ impl LiveWriter {
         self.q.heartbeat_ns.store(took_ns, Ordering::Release);
     }
 
-    /// No batch came for a while.
+    /// No batch came for a while: everything taken is published, and the
+    /// queue's watermark moves on with the clock (see [`QueueLive::quiet_ts`]).
     pub(crate) fn idle(&mut self, now_ns: u64) {
         self.publish(now_ns);
+        self.q
+            .quiet_ts
+            .fetch_max(wiretape_timestamp::realtime_ns(), Ordering::Release);
     }
 
     fn refresh(&mut self) {
@@ -792,6 +809,32 @@ impl Subscriber {
     /// The run's queues (empty before it started).
     pub fn queues(&self) -> Vec<u32> {
         self.hub.queues().iter().map(|q| q.queue).collect()
+    }
+
+    /// The stamp every queue of the run has published up to: the least of
+    /// the queues' watermarks (a queue's last stamp published, or, while
+    /// its link is quiet, the clock of its last quiet pass less
+    /// `quiet_slack_ns`; an ended queue none). Every frame stamped at or
+    /// before it was queued for this subscriber (or skipped) before this
+    /// call returned. None before the run started.
+    pub(crate) fn published_floor(&self, quiet_slack_ns: u64) -> Option<u64> {
+        let qs = self.hub.queues();
+        if qs.is_empty() {
+            return None;
+        }
+        let mut floor = u64::MAX;
+        for q in &qs {
+            if q.ended.load(Ordering::Acquire) {
+                continue;
+            }
+            let published = q.published_ts.load(Ordering::Acquire);
+            let quiet = q
+                .quiet_ts
+                .load(Ordering::Acquire)
+                .saturating_sub(quiet_slack_ns);
+            floor = floor.min(published.max(quiet));
+        }
+        Some(floor)
     }
 
     /// Stops or resumes deliveries (nothing is delivered nor counted while

@@ -1,6 +1,7 @@
 //! PCAP-over-IP: each TCP client gets a pcap header (ns stamps) and then
 //! every frame from its connect onward, merged across queues in time order
-//! within a small reorder window. The server is one lossy subscriber
+//! (each frame held until every queue's writer has published past it; a
+//! quiet queue's watermark follows its clock less the reorder window). The server is one lossy subscriber
 //! (`serve`, paused while no client is connected) and one thread; each
 //! client has its own buffer and a non-blocking socket. A client whose
 //! buffer fills (it reads slower than the stream) is cut off, logged and
@@ -30,7 +31,9 @@ pub struct ServeConfig {
     pub allow_remote: bool,
     /// Bytes a client may lag behind before it is cut off.
     pub client_buffer: usize,
-    /// How long frames wait for earlier ones of other queues.
+    /// How far (in stamps) a quiet queue's clock trails its watermark: a
+    /// frame waits at most about this plus 100 ms for a queue with no
+    /// traffic (see [`Merger`]).
     pub reorder: Duration,
 }
 
@@ -243,7 +246,14 @@ impl Server {
                             }
                         }
                     }
-                    // Frames.
+                    // Frames. How far every queue's writer has published,
+                    // read before its batches are taken: each frame goes
+                    // once every queue is past it (see Merger), so the
+                    // stream stays in time order however late a queue's
+                    // batch comes on a loaded machine.
+                    if let Some(m) = &mut merger {
+                        m.mark(&sub);
+                    }
                     let wait = if clients.is_empty() { 50 } else { 5 };
                     match sub.recv_timeout(Duration::from_millis(wait)) {
                         Recv::Batch(b) => match &mut merger {
@@ -322,15 +332,26 @@ impl Server {
                         break;
                     }
                 }
-                // The end: what the clients are owed, within 2 s each.
-                let deadline = Instant::now() + Duration::from_secs(2);
+                // The end: what the clients are owed, as long as each
+                // keeps reading (2 s without progress ends it), 10 s in all.
+                let deadline = Instant::now() + Duration::from_secs(10);
                 for c in clients.iter_mut() {
                     let _ = c.s.set_nonblocking(false);
-                    let _ = c.s.set_write_timeout(Some(
-                        deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)),
-                    ));
-                    if c.s.write_all(&c.buf[c.pos..]).is_ok() {
-                        c.bytes += (c.buf.len() - c.pos) as u64;
+                    while c.pos < c.buf.len() {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        let _ = c.s.set_write_timeout(Some(left.min(Duration::from_secs(2))));
+                        match c.s.write(&c.buf[c.pos..]) {
+                            Ok(0) => break,
+                            Ok(n) => {
+                                c.pos += n;
+                                c.bytes += n as u64;
+                            }
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(_) => break,
+                        }
                     }
                     let _ = c.s.shutdown(std::net::Shutdown::Both);
                     st.bytes.fetch_add(c.bytes, Ordering::Relaxed);
