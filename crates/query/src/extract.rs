@@ -1178,6 +1178,17 @@ mod tests {
     //! file read whole, cut to the window and the predicate, sorted by
     //! (stamp, file order), stably.
     use super::*;
+
+    /// Everything of `d`'s store, planned with no window and default options.
+    fn plan_all(d: &Dir) -> Plan {
+        plan(
+            &d.inputs(),
+            Window::default(),
+            None,
+            &ReadOptions::default(),
+        )
+        .unwrap()
+    }
     use std::fs::File;
     use wiretape_files::walk::Walker;
     use wiretape_files::Format;
@@ -1490,13 +1501,7 @@ mod tests {
         let other = d.0.join("trace.pcap");
         std::fs::copy(&files[0], &other).unwrap();
         std::fs::write(d.0.join("notes.txt"), "x").unwrap();
-        let p = plan(
-            &d.inputs(),
-            Window::default(),
-            None,
-            &ReadOptions::default(),
-        )
-        .unwrap();
+        let p = plan_all(&d);
         assert_eq!(p.files.len(), 4);
         let p = plan(
             &[d.0.clone(), other.clone(), files[0].clone()],
@@ -1634,13 +1639,7 @@ mod tests {
         let d = Dir::new("many-runs");
         store(&d.0, Format::PcapNs, false);
         let wanted = |data: &[u8]| u64::from_be_bytes(data[..8].try_into().unwrap()) % 3 == 0;
-        let mut p = plan(
-            &d.inputs(),
-            Window::default(),
-            None,
-            &ReadOptions::default(),
-        )
-        .unwrap();
+        let mut p = plan_all(&d);
         let files: Vec<PathBuf> = p.files.iter().map(|f| f.path.clone()).collect();
         let want = reference(&all_records(&files), Window::default(), &wanted);
         let mut size = 0;
@@ -1707,13 +1706,7 @@ mod tests {
         let (files, stamps) = store(&d.0, Format::PcapNs, false);
         let first = *stamps.iter().min().unwrap();
         let last = *stamps.iter().max().unwrap();
-        let p = plan(
-            &d.inputs(),
-            Window::default(),
-            None,
-            &ReadOptions::default(),
-        )
-        .unwrap();
+        let p = plan_all(&d);
         assert_eq!(
             p.span(),
             Some(StoreSpan {

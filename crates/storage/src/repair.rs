@@ -405,15 +405,7 @@ fn repair_age(path: &Path, opts: &ReadOptions) -> Result<Outcome, StorageError> 
             "an age file closed by repair does not read whole",
         )));
     }
-    let idx = wiretape_files::index::path_for(path);
-    if idx.exists() && (len_after != len_before || index_disagrees(&idx, records)) {
-        crate::index::rebuild_with(
-            path,
-            crate::block::DEFAULT_BLOCK_SIZE as u64,
-            opts,
-            &mut |_| {},
-        )?;
-    }
+    reindex(path, len_after != len_before, records, opts)?;
     Ok(Outcome::Repaired(
         Repaired {
             records,
@@ -488,15 +480,7 @@ fn repair_compressed(path: &Path, opts: &ReadOptions) -> Result<Outcome, Storage
         ));
         return Err(e);
     }
-    let idx = wiretape_files::index::path_for(path);
-    if idx.exists() && (len_after != len_before || index_disagrees(&idx, records)) {
-        crate::index::rebuild_with(
-            path,
-            crate::block::DEFAULT_BLOCK_SIZE as u64,
-            opts,
-            &mut |_| {},
-        )?;
-    }
+    reindex(path, len_after != len_before, records, opts)?;
     Ok(Outcome::Repaired(
         Repaired {
             records,
@@ -524,6 +508,21 @@ fn only_zeros_after_age_header(path: &Path) -> bool {
         .is_some_and(|rest| rest.iter().all(|&b| b == 0))
 }
 
+/// Rebuilds the sidecar index of a repaired file, if it has one, when the
+/// file was cut (`cut`) or the index does not count its `records`.
+fn reindex(path: &Path, cut: bool, records: u64, opts: &ReadOptions) -> Result<(), StorageError> {
+    let idx = wiretape_files::index::path_for(path);
+    if idx.exists() && (cut || index_disagrees(&idx, records)) {
+        crate::index::rebuild_with(
+            path,
+            crate::block::DEFAULT_BLOCK_SIZE as u64,
+            opts,
+            &mut |_| {},
+        )?;
+    }
+    Ok(())
+}
+
 fn repair_plain(path: &Path, opts: &ReadOptions) -> Result<Outcome, StorageError> {
     let rd = |source| StorageError::Read {
         path: path.to_owned(),
@@ -549,15 +548,7 @@ fn repair_plain(path: &Path, opts: &ReadOptions) -> Result<Outcome, StorageError
         truncate(path, s.end)?;
     }
     // A sidecar index is rebuilt to describe exactly what the file holds.
-    let idx = wiretape_files::index::path_for(path);
-    if idx.exists() && (s.end < len_before || index_disagrees(&idx, s.records)) {
-        crate::index::rebuild_with(
-            path,
-            crate::block::DEFAULT_BLOCK_SIZE as u64,
-            opts,
-            &mut |_| {},
-        )?;
-    }
+    reindex(path, s.end < len_before, s.records, opts)?;
     Ok(Outcome::Repaired(
         Repaired {
             records: s.records,
