@@ -1025,7 +1025,7 @@ fn count_remote(url: &str, args: &[String]) -> (i32, String) {
 
 /// The subject of the first certificate of a PEM file.
 fn subject(pem: &Path) -> String {
-    let der = wiretape::query::tls::load_certs(pem, "x").unwrap();
+    let der = wiretape::query::tls::load_certs(pem, wiretape::query::tls::PemRole::CaCert).unwrap();
     wiretape::query::tls::explain::cert_info(&der[0])
         .unwrap()
         .subject

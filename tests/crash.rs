@@ -131,7 +131,7 @@ fn leading_frames(f: &Path) -> u64 {
 }
 
 fn leading_frames_of(f: &Path) -> u64 {
-    let Ok(src) = zread::open_buffered(f) else {
+    let Ok(src) = zread::open_buffered(f, &Default::default()) else {
         return 0;
     };
     let mut w = Walker::new(src);
@@ -269,7 +269,7 @@ fn check_after_kill(
     // of each series are read), then `wiretape repair DIR` (every file),
     // which must then find nothing left to do; or `repair DIR` alone.
     let notices = if startup {
-        wiretape::storage::repair_dir(dir, "wiretape").join("\n")
+        wiretape::storage::repair_dir(dir, "wiretape", &Default::default()).join("\n")
     } else {
         String::new()
     };

@@ -129,10 +129,9 @@ fn veth_recordings_encrypted_are_read_by_age_tcpdump_and_extract_and_hide_everyt
             assert_eq!(bytes, sent.bytes, "{alg}: bytes age -d | tcpdump reads");
         }
         // Our reader, byte for byte against what was sent.
-        wiretape::files::crypt::use_identities(
-            wiretape::files::crypt::read_identity_file(&k2).unwrap(),
-        );
-        let v = verify_files(&files, n, usize::MAX, t0, t1, true);
+        let opts = wiretape::files::ReadOptions::new()
+            .with_identities(wiretape::files::crypt::read_identity_file(&k2).unwrap());
+        let v = verify_files_with(&files, &opts, n, usize::MAX, t0, t1, true);
         assert_eq!(v.frames, n, "{alg}");
         assert_eq!(v.original_bytes, sent.bytes);
         // extract --identity (either key) gives the same frames tcpdump reads.
@@ -261,6 +260,73 @@ fn a_wrong_or_missing_identity_is_one_line_and_nothing_is_written() {
         let (code, _, e) = run_wiretape(None, &a);
         assert_ne!(code, 0, "{what}");
         assert!(e.contains("X25519"), "{what}: {e}");
+    }
+}
+
+/// Two stores encrypted to two keys, read side by side in one process,
+/// each with its own reader options (a tool holding two teams' keys):
+/// every frame and byte of each, and neither key opens the other store.
+/// A process-wide identity list would have let one thread's key replace
+/// the other's.
+#[test]
+fn two_stores_with_two_keys_are_read_side_by_side() {
+    use wiretape::files::crypt::read_identity_file;
+    use wiretape::files::{FileInfo, PcapReader, ReadOptions};
+    use wiretape::query::{extract::plan, Merge, Window};
+    let t = TempDir::new("agetwo");
+    let mut stores = Vec::new();
+    for (k, n, size) in [("k1", 3000u64, 200usize), ("k2", 2000, 700)] {
+        let (key, r) = keygen(t.path(), k);
+        let tr = t.path().join(format!("{k}.pcap"));
+        let frames: Vec<(u64, Vec<u8>)> = (0..n)
+            .map(|i| {
+                (
+                    1_700_000_000_000_000_000 + i * 1_000_000,
+                    wiretape_testbed::frames::build(i, size, 1),
+                )
+            })
+            .collect();
+        write_ns_pcap(&tr, &frames);
+        let d = t.path().join(format!("store-{k}"));
+        record_file(&tr, &d, &["--encrypt-to", &r]);
+        let bytes: u64 = frames.iter().map(|f| f.1.len() as u64).sum();
+        let opts = ReadOptions::new().with_identities(read_identity_file(&key).unwrap());
+        stores.push((d, opts, n, bytes));
+    }
+    let threads: Vec<_> = stores
+        .iter()
+        .cloned()
+        .map(|(d, opts, _, _)| {
+            std::thread::spawn(move || {
+                let mut frames_each = 0u64;
+                for f in age_files(&d) {
+                    frames_each += FileInfo::scan_with(&f, &opts).unwrap().packets;
+                }
+                let p = plan(&[d], Window::default(), None, &opts).unwrap();
+                let mut m =
+                    Merge::new(p, wiretape::files::LINKTYPE_ETHERNET, |_: &[u8], _, _| true);
+                let (mut frames, mut bytes) = (0u64, 0u64);
+                while let Some(f) = m.next() {
+                    frames += 1;
+                    bytes += f.data.len() as u64;
+                }
+                assert!(m.stats().chunks_decrypted > 0);
+                (frames_each, frames, bytes)
+            })
+        })
+        .collect();
+    for (th, (d, _, n, bytes)) in threads.into_iter().zip(&stores) {
+        let (scanned, frames, b) = th.join().unwrap();
+        assert_eq!((scanned, frames, b), (*n, *n, *bytes), "{}", d.display());
+    }
+    // Each key opens its own store only.
+    for (i, (d, _, _, _)) in stores.iter().enumerate() {
+        let other = &stores[1 - i].1;
+        let f = &age_files(d)[0];
+        let e = PcapReader::open_with(f, other)
+            .err()
+            .expect("the other key");
+        assert!(e.to_string().contains("is not one of them"), "{e}");
     }
 }
 
@@ -500,8 +566,8 @@ fn sigkill_then_repair_keeps_every_whole_chunk() {
         // What the file holds now, read by the real age tool: every frame
         // of the whole chunks, and no frame twice or altered.
         let (frames, _) = age_tcpdump(&files[0], &k1);
-        wiretape::files::crypt::use_identities(id.clone());
-        let v = verify_files(&files, n, usize::MAX, t0, t1, true);
+        let opts = wiretape::files::ReadOptions::new().with_identities(id.clone());
+        let v = verify_files_with(&files, &opts, n, usize::MAX, t0, t1, true);
         assert_eq!(
             v.frames, frames,
             "{alg}: age -d | tcpdump and wiretape agree"

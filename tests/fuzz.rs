@@ -555,7 +555,7 @@ proptest! {
             to_ns: (!open_to).then_some(T0 + from + span + 1),
         };
         for input in [dir.clone(), f.clone()] {
-            let Ok(plan) = extract::plan(&[input], window, None) else { continue };
+            let Ok(plan) = extract::plan(&[input], window, None, &Default::default()) else { continue };
             let mut m = Merge::new(plan, 1, |_: &[u8], _: u32, _: u64| true);
             let mut k = 0u64;
             let most = std::fs::metadata(&f).unwrap().len() / 16 + 1;
@@ -612,7 +612,13 @@ fn unmutated_files_read_back_whole() {
             prop_assert_eq!(info.packets, n);
             let es = index::read(&i).unwrap();
             prop_assert_eq!(es.iter().map(|e| e.count).sum::<u64>(), n);
-            let plan = extract::plan(std::slice::from_ref(&dir), Window::default(), None).unwrap();
+            let plan = extract::plan(
+                std::slice::from_ref(&dir),
+                Window::default(),
+                None,
+                &Default::default(),
+            )
+            .unwrap();
             let mut m = Merge::new(plan, 1, |_: &[u8], _: u32, _: u64| true);
             let mut k = 0;
             while m.next().is_some() {

@@ -325,7 +325,7 @@ fn full_scan(files: &[PathBuf], prog: &wiretape::filter::Program, w: &Window) ->
     let mut out = Vec::new();
     let mut data = Vec::new();
     for (i, f) in files.iter().enumerate() {
-        let src = wiretape::files::zread::open_buffered(f).unwrap();
+        let src = wiretape::files::zread::open_buffered(f, &Default::default()).unwrap();
         let mut walk = Walker::new(src);
         while let Some(m) = walk.next_into(&mut data) {
             if w.contains(m.ts_ns) && prog.matches(&data, m.orig_len) {
@@ -422,7 +422,7 @@ proptest! {
         };
         let want = full_scan(&files, &prog, &w);
         let inputs = vec![t.path().to_owned()];
-        let (plan, st) = narrow::plan(&inputs, w, None, Narrow { needs: needs.as_ref(), key_index: true }).unwrap();
+        let (plan, st) = narrow::plan(&inputs, w, None, &Default::default(), Narrow { needs: needs.as_ref(), key_index: true }).unwrap();
         // No false negative: every accepted record is in a run of the plan.
         let miss = unread(&plan, &files, &want);
         prop_assert!(miss.is_none(), "'{}' {:?} {:?}: {}", expr, s, w, miss.unwrap_or_default());
@@ -435,9 +435,9 @@ proptest! {
         want_sorted.sort_unstable();
         prop_assert_eq!(&got, &want_sorted, "'{}' {:?}: key index", expr, s);
         // The flow sets alone, and no narrowing: the same frames.
-        let (plan2, _) = narrow::plan(&inputs, w, None, Narrow { needs: needs.as_ref(), key_index: false }).unwrap();
+        let (plan2, _) = narrow::plan(&inputs, w, None, &Default::default(), Narrow { needs: needs.as_ref(), key_index: false }).unwrap();
         prop_assert_eq!(&merged(plan2, &prog, &files), &want_sorted, "'{}': flow sets", expr);
-        let (plan3, _) = narrow::plan(&inputs, w, None, Narrow { needs: None, key_index: true }).unwrap();
+        let (plan3, _) = narrow::plan(&inputs, w, None, &Default::default(), Narrow { needs: None, key_index: true }).unwrap();
         prop_assert_eq!(&merged(plan3, &prog, &files), &want_sorted, "'{}': time only", expr);
         drop(live);
     }
@@ -544,7 +544,7 @@ proptest! {
         let mut want = Vec::new();
         let mut data = Vec::new();
         for (i, f) in files.iter().enumerate() {
-            let src = wiretape::files::zread::open_buffered(f).unwrap();
+            let src = wiretape::files::zread::open_buffered(f, &Default::default()).unwrap();
             let mut walk = Walker::new(src);
             while let Some(m) = walk.next_into(&mut data) {
                 if steno::eval(&sel.query, &steno::Decoded::of(&data), m.ts_ns) {
@@ -781,7 +781,7 @@ fn a_rare_host_in_a_busy_store_reads_only_its_blocks() {
     for (node, d) in [("sensor-a", &dir), ("sensor-b", &dir_b)] {
         for f in common::pcaps(d) {
             let es = wiretape::files::index::read(&wiretape::files::index::path_for(&f)).unwrap();
-            let src = wiretape::files::zread::open_buffered(&f).unwrap();
+            let src = wiretape::files::zread::open_buffered(&f, &Default::default()).unwrap();
             let mut walk = Walker::new(src);
             let mut data = Vec::new();
             let abs = std::fs::canonicalize(&f).unwrap().display().to_string();

@@ -653,7 +653,7 @@ fn stenoread_gets_the_same_frames_from_wiretape_as_from_stenographer() {
     // planned by them (each piece of time by its own keys).
     for p in pcaps(&store) {
         let len = std::fs::metadata(&p).unwrap().len();
-        let k = wiretape::files::keys::KeyIndex::open(&p)
+        let k = wiretape::files::keys::KeyIndex::open(&p, &Default::default())
             .unwrap()
             .unwrap_or_else(|| panic!("{}: no key index", p.display()));
         assert!(k.complete_for(len), "{}: key index incomplete", p.display());

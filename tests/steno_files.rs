@@ -297,3 +297,57 @@ fn a_cut_file_a_bad_descriptor_and_an_empty_packets_directory_are_one_line_each(
     want.extend(b[..40].iter().cloned());
     assert_eq!(got, expected(&want, d.path(), &[]));
 }
+
+/// Two reader options in one process, side by side (a tool reading one
+/// Stenographer store by two teams' indexes): each plans by the indexes
+/// in its own sidecar directory and reads every frame. A process-wide
+/// directory would have given both the first one's.
+#[test]
+fn two_sidecar_directories_are_read_side_by_side() {
+    use wiretape::files::ReadOptions;
+    use wiretape::query::extract::{plan, IndexUse};
+    use wiretape::query::{fleet, Merge, Window};
+    let d = TempDir::new("stenoopts");
+    let root = d.path().join("steno");
+    let (_pk, all) = store(&root);
+    let before = tree(&root);
+    let (a, b) = (d.path().join("idx-a"), d.path().join("idx-b"));
+    let oa = ReadOptions::new().with_steno_sidecar_dir(&a);
+    let ob = ReadOptions::new().with_steno_sidecar_dir(&b);
+    let files = fleet::captures(std::slice::from_ref(&root), None).unwrap();
+    assert_eq!(files.len(), 3);
+    // A indexes the whole store, B its first file only.
+    let fail = &mut |f: &Path, e: &wiretape::storage::StorageError| panic!("{}: {e}", f.display());
+    let ra = fleet::rebuild(&files, &oa, false, &mut |_, _| {}, fail);
+    let rb = fleet::rebuild(&files[..1], &ob, false, &mut |_, _| {}, fail);
+    assert_eq!((ra.files.len(), rb.files.len()), (3, 1));
+    assert_eq!(tree(&root), before, "nothing written beside the files");
+    for f in &files {
+        assert!(oa.index_path(f).starts_with(&a) && oa.index_path(f).exists());
+        assert!(ob.index_path(f).starts_with(&b));
+    }
+    assert!(ob.index_path(&files[0]).exists() && !ob.index_path(&files[1]).exists());
+    // Both at once: each plan by its own indexes, every frame and byte read.
+    let run = |o: ReadOptions| {
+        let root = root.clone();
+        std::thread::spawn(move || {
+            let p = plan(&[root], Window::default(), None, &o).unwrap();
+            let used: Vec<bool> = p.files.iter().map(|f| f.index == IndexUse::Used).collect();
+            let mut m = Merge::new(p, wiretape::files::LINKTYPE_ETHERNET, |_: &[u8], _, _| true);
+            let (mut frames, mut bytes) = (0u64, 0u64);
+            while let Some(f) = m.next() {
+                frames += 1;
+                bytes += f.data.len() as u64;
+            }
+            (used, frames, bytes)
+        })
+    };
+    let (ta, tb) = (run(oa.clone()), run(ob.clone()));
+    let (ua, fa, ba) = ta.join().unwrap();
+    let (ub, fb, bb) = tb.join().unwrap();
+    assert_eq!(ua, [true, true, true], "A: every file by its index");
+    assert_eq!(ub, [true, false, false], "B: the first file only");
+    let want_bytes: u64 = all.iter().map(|(_, d)| d.len() as u64).sum();
+    assert_eq!((fa, ba), (all.len() as u64, want_bytes));
+    assert_eq!((fb, bb), (all.len() as u64, want_bytes));
+}

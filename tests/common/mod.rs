@@ -373,12 +373,25 @@ pub fn verify_files(
     t1: u64,
     nanos: bool,
 ) -> Verified {
+    verify_files_with(files, &Default::default(), n, snaplen, t0, t1, nanos)
+}
+
+/// [`verify_files`] read with `opts` (encrypted files: its identities).
+pub fn verify_files_with(
+    files: &[PathBuf],
+    opts: &wiretape::files::ReadOptions,
+    n: u64,
+    snaplen: usize,
+    t0: u64,
+    t1: u64,
+    nanos: bool,
+) -> Verified {
     let mut seen = vec![false; n as usize];
     let mut v = Verified::default();
     let mut rec = Record::default();
     let t0 = if nanos { t0 } else { t0 / 1000 * 1000 };
     for f in files.iter().cloned() {
-        let mut r = PcapReader::open(&f).unwrap_or_else(|e| panic!("{e}"));
+        let mut r = PcapReader::open_with(&f, opts).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             r.header().nanos,
             nanos,

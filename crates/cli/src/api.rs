@@ -47,7 +47,7 @@ curl -s 'http://127.0.0.1:8080/v1/extract?from=-5m&filter=tcp+port+443' | tshark
 #[command(after_help = api_help())]
 pub(crate) struct ApiArgs {
     #[command(flatten)]
-    id: crate::common::IdentityArg,
+    read: crate::common::ReadArgs,
     /// A store to serve (a directory wiretape records into, or a capture
     /// file); repeatable. Stores are named only here (api takes no
     /// positional words): a filter is each query's `filter=` parameter,
@@ -105,7 +105,7 @@ pub(crate) struct ApiArgs {
 }
 
 pub(crate) fn api(a: ApiArgs) -> Result<i32> {
-    a.id.load()?;
+    let read = a.read.options()?;
     let tls = match (&a.tls_cert, &a.tls_key, &a.client_ca) {
         (None, None, None) => None,
         (Some(cert), Some(key), Some(ca)) => Some(TlsFiles {
@@ -135,6 +135,7 @@ pub(crate) fn api(a: ApiArgs) -> Result<i32> {
     };
     let mut cfg = ApiConfig::new(a.stores, a.listen);
     cfg.tls = tls;
+    cfg.read = read;
     cfg.allow_clients = a.allow_client;
     cfg.max_queries = a.max_queries;
     cfg.max_connections = a.max_connections;
@@ -149,7 +150,7 @@ pub(crate) fn api(a: ApiArgs) -> Result<i32> {
     let server = match Server::bind(cfg) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("wiretape: error: {e}");
+            eprintln!("wiretape: error: {}", crate::common::flags::api_line(&e));
             return Ok(e.exit_code());
         }
     };

@@ -52,7 +52,7 @@ wiretape extract /data https://sensor2:8443 --steno-query 'host 10.0.0.1 and aft
 )]
 pub(crate) struct Args {
     #[command(flatten)]
-    id: crate::common::IdentityArg,
+    read: crate::common::ReadArgs,
     /// Directories and capture files (pcap ns/µs, pcapng), then an optional
     /// filter expression (tcpdump's language, man pcap-filter), e.g.
     /// `/data tcp port 443` (see INPUTS AND FILTER below).
@@ -134,7 +134,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
-    a.id.load()?;
+    let read = a.read.options()?;
     let format = match Format::from_flags(&a.format, &a.tsprec) {
         Ok(f) => f,
         Err(e) => return usage(e),
@@ -198,6 +198,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     ex.flow_index = !a.no_flow_index;
     ex.key_index = !a.no_key_index;
     ex.list_blocks = a.plan;
+    ex.read = read;
     ex.session_where = session_where.zip(a.session_where.clone());
     let remotes = ex.remotes();
     let client = match a.tls.client(&remotes) {
@@ -235,7 +236,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let pcapng = format == Format::PcapNg;
     if let Some(m) = job::mixed_linktypes(&linktypes) {
         if !pcapng && !a.plan && !a.count_only {
-            return usage(m);
+            return usage(m.with_fix(crate::common::flags::PCAPNG));
         }
     }
     if linktype != LINKTYPE_ETHERNET && !remotes.is_empty() && !pcapng {

@@ -46,7 +46,7 @@ wiretape index --parquet /shared/idx/$(hostname).parquet /data"
 )]
 pub(crate) struct Args {
     #[command(flatten)]
-    id: crate::common::IdentityArg,
+    read: crate::common::ReadArgs,
     /// Directories and capture files; with --parquet also sensors
     /// (https://HOST:PORT: their fresh /v1/index.parquet joins the table).
     #[arg(value_name = "DIR|FILE|URL", required = true)]
@@ -135,7 +135,7 @@ impl Bar {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
-    a.id.load()?;
+    let read = a.read.options()?;
     let words = match crate::common::inputs::inputs_only(&a.inputs, "index", "") {
         Ok(w) => w,
         Err(e) => return crate::common::usage_exit(e),
@@ -173,7 +173,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         }
     }
     let started = Instant::now();
-    let (todo, _) = fleet::triage(&files, a.force);
+    let (todo, _) = fleet::triage(&files, &read, a.force);
     let total: u64 = todo
         .iter()
         .map(|(f, _)| std::fs::metadata(f).map_or(0, |m| m.len()))
@@ -195,6 +195,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         let bar = std::cell::RefCell::new(&mut bar);
         fleet::rebuild(
             &files,
+            &read,
             a.force,
             &mut |n, at| {
                 let mut b = bar.borrow_mut();
@@ -228,13 +229,14 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         let node = a.node.clone().unwrap_or_else(fleet::hostname);
         let mut tables = Vec::new();
         if !local.is_empty() {
-            let table = fleet::block_table(&node, &files, &Window::default(), &mut |f, e| {
-                eprintln!(
-                    "wiretape: index: {}: no usable index ({e}): not in the table",
-                    f.display()
-                )
-            })
-            .map_err(|e| anyhow!("{e}"))?;
+            let table =
+                fleet::block_table(&node, &files, &read, &Window::default(), &mut |f, e| {
+                    eprintln!(
+                        "wiretape: index: {}: no usable index ({e}): not in the table",
+                        f.display()
+                    )
+                })
+                .map_err(|e| anyhow!("{e}"))?;
             tables.push(table);
         }
         if let Some(c) = &client {
@@ -256,7 +258,8 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         fleet::write_table_file(out, &tables).map_err(|e| anyhow!("{e}"))?;
         // The session tables of the same inputs, one file in sessions/
         // beside OUT (a glob over OUT's directory never mixes the two).
-        let (path, n, bad) = sessions_table(out, &node, &files, &local, client.as_ref(), &remotes)?;
+        let (path, n, bad) =
+            sessions_table(out, &node, &files, &read, &local, client.as_ref(), &remotes)?;
         failed += bad;
         session_rows = Some((path, n));
     }
@@ -324,6 +327,7 @@ fn sessions_table(
     out: &std::path::Path,
     node: &str,
     files: &[PathBuf],
+    read: &wiretape::files::ReadOptions,
     local: &[PathBuf],
     client: Option<&remote::Client>,
     remotes: &[Remote],
@@ -332,7 +336,7 @@ fn sessions_table(
     let mut parts = Vec::new();
     let mut failed = 0;
     if !local.is_empty() {
-        let l = sessions::list(files, None, None, &sessions::Where::default())
+        let l = sessions::list(files, read, None, None, &sessions::Where::default())
             .map_err(|e| anyhow!("{e}"))?;
         for (p, e) in &l.unreadable {
             eprintln!(

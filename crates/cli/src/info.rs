@@ -20,7 +20,7 @@ wiretape info --json trace.pcap"
 )]
 pub(crate) struct Args {
     #[command(flatten)]
-    id: crate::common::IdentityArg,
+    read: crate::common::ReadArgs,
     /// Capture files (pcap ns or µs, either byte order, or pcapng; plain
     /// or compressed) and directories of them. A wiretape `.idx` sidecar,
     /// if present, is read and checked too, and a `.kdx` key index summed
@@ -33,10 +33,10 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
-    a.id.load()?;
+    let opts = a.read.options()?;
     let mut failed = 0;
     for f in &captures(&a.files)? {
-        let (i, damage) = FileInfo::scan_to_damage(f);
+        let (i, damage) = FileInfo::scan_to_damage_with(f, &opts);
         if let Some(e) = &damage {
             failed += 1;
             eprintln!("wiretape: error: {e}");
@@ -55,7 +55,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                 };
                 // The sidecar index: its totals, and whether they agree
                 // with the file (after a crash they may not: `repair`).
-                let ip = index::path_for(f);
+                let ip = opts.index_path(f);
                 let idx = ip.exists().then(|| index::read(&ip));
                 let idx_json = match &idx {
                     None => serde_json::Value::Null,
@@ -73,7 +73,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                     }
                 };
                 // The key index: segments, blocks covered, complete or not.
-                let kdx = wiretape::files::keys::KeyIndex::open(f);
+                let kdx = wiretape::files::keys::KeyIndex::open(f, &opts);
                 let keys_json = match &kdx {
                     Ok(None) => serde_json::Value::Null,
                     Err(e) => serde_json::json!({ "error": e.to_string() }),

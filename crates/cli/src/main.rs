@@ -51,12 +51,6 @@ wiretape gen -i eth1 --size 64 --count 1000000   # numbered, timed test frames"
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
-    /// Where the indexes (.idx, .kdx, session tables) of Stenographer's
-    /// packet files are written (`index`) and read (`extract`, `api`,
-    /// `timeline`, `info`): DIR/<the file's absolute path>.idx. Never
-    /// beside them: wiretape writes nothing in Stenographer's directories.
-    #[arg(long, global = true, value_name = "DIR")]
-    index_dir: Option<std::path::PathBuf>,
 }
 
 // Parsed once per process: the size of the largest variant does not matter.
@@ -140,10 +134,6 @@ fn main() {
         // must never kill a recording (its files would not be finished).
         default_sigpipe();
     }
-    if let Some(d) = &cli.index_dir {
-        // Set once, before any file is read: nothing set it before.
-        let _ = wiretape::files::naming::set_steno_sidecar_dir(d);
-    }
     let r = match cli.cmd {
         Cmd::Record(a) => record::run(a),
         Cmd::Info(a) => info::run(a),
@@ -165,7 +155,10 @@ fn main() {
     match r {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("wiretape: error: {}", one_line(&e));
+            eprintln!(
+                "wiretape: error: {}",
+                common::flags::in_flags(&e, one_line(&e))
+            );
             // Bad input found after parsing (a CPU not allowed...) is a
             // usage error, as clap's are.
             std::process::exit(if e.downcast_ref::<Usage>().is_some() {

@@ -30,11 +30,11 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
-    a.id.load()?;
+    let read = a.id.options()?;
     let files = crate::common::captures(&a.files)?;
     let (mut intact, mut repaired, mut removed, mut busy, mut failed) = (0, 0, 0, 0, 0);
     for f in &files {
-        match repair::repair(f) {
+        match repair::repair_with(f, &read) {
             Ok(r) if r.busy => {
                 busy += 1;
                 println!(

@@ -49,6 +49,8 @@ pub(crate) struct Args {
     #[arg(value_name = "DIR|FILE|URL", required = true)]
     inputs: Vec<String>,
     #[command(flatten)]
+    index_dir: crate::common::IndexDirArg,
+    #[command(flatten)]
     window: crate::common::WindowArgs,
     /// Only sessions satisfying EXPR, e.g. "tls_sni ~ '*.example.com' and
     /// server_port = 443" (see below).
@@ -106,8 +108,9 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Err(e) => return crate::common::usage_exit(e),
     };
     let files = fleet::captures(&local, a.prefix.as_deref()).map_err(|e| anyhow!("{e}"))?;
-    let mut l =
-        sessions::list(&files, window.from_ns, window.to_ns, &w).map_err(|e| anyhow!("{e}"))?;
+    let read = a.index_dir.apply(wiretape::files::ReadOptions::new());
+    let mut l = sessions::list(&files, &read, window.from_ns, window.to_ns, &w)
+        .map_err(|e| anyhow!("{e}"))?;
     report_listing(&l, files.len());
     let mut failed = 0;
     if let Some(c) = &client {

@@ -43,7 +43,7 @@ wiretape timeline https://s1:8443 https://s2:8443 --cert c.pem --key c.key --ca 
 )]
 pub(crate) struct Args {
     #[command(flatten)]
-    id: crate::common::IdentityArg,
+    read: crate::common::ReadArgs,
     /// Directories and capture files of stores, and https://HOST:PORT sensors.
     #[arg(value_name = "DIR|FILE|https://HOST:PORT", required = true)]
     inputs: Vec<String>,
@@ -80,7 +80,7 @@ pub(crate) struct Args {
 const PX: std::ops::RangeInclusive<u32> = 200..=8000;
 
 pub(crate) fn run(a: Args) -> Result<i32> {
-    a.id.load()?;
+    let read = a.read.options()?;
     // Every usage problem is found before anything is read or asked.
     let png = match a.out.as_ref().and_then(|o| o.extension()) {
         None if a.out.is_none() => false,
@@ -151,6 +151,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     req.by = by;
     req.filter_index = a.filter_index.clone();
     req.width = a.width;
+    req.read = read;
     let tl = if remotes.is_empty() {
         timeline::build(&req).map_err(|e| anyhow!("{e}"))?
     } else {

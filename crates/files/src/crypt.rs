@@ -5,9 +5,8 @@
 //! capture is compressed first (`.pcap.lz4.age`).
 //!
 //! Here: the names and numbers of the format, the recipients and
-//! identities as the command line gives them, the identities a process
-//! reads with ([`use_identities`]: set once by the program, e.g. from
-//! `--identity`; a library never reads the environment), and
+//! identities as the command line gives them (a reader takes them in its
+//! [`crate::ReadOptions`]; a library never reads the environment), and
 //! [`AgeReader`], the plain stream of an age file, `Read + Seek` in that
 //! stream's offsets: a seek decrypts only the chunk it lands in, so a
 //! query through the `.idx` decrypts only the chunks it reads
@@ -22,7 +21,6 @@ use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::RwLock;
 
 pub use age::x25519::{Identity, Recipient};
 
@@ -129,19 +127,6 @@ pub fn read_identity_file(path: &Path) -> Result<Vec<Identity>, String> {
         ));
     }
     Ok(out)
-}
-
-static IDENTITIES: RwLock<Vec<Identity>> = RwLock::new(Vec::new());
-
-/// The identities this process decrypts with, from now on (replacing any
-/// before). Set by the program (`--identity`), read by every reader.
-pub fn use_identities(ids: Vec<Identity>) {
-    *IDENTITIES.write().unwrap_or_else(|e| e.into_inner()) = ids;
-}
-
-/// The identities of [`use_identities`].
-pub fn identities() -> Vec<Identity> {
-    IDENTITIES.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// Whether `head` (a file's first bytes) starts an age file.
@@ -273,10 +258,9 @@ pub struct AgeReader {
 }
 
 impl AgeReader {
-    /// Opens `path` with the identities of [`use_identities`]; a wrong or
-    /// missing one is a `PermissionDenied` error saying so
-    /// ([`identity_error`]).
-    pub fn open(path: &Path) -> std::io::Result<Self> {
+    /// Opens `path` with the identities `ids`; a wrong or missing one is a
+    /// `PermissionDenied` error saying so ([`identity_error`]).
+    pub fn open(path: &Path, ids: &[Identity]) -> std::io::Result<Self> {
         let file = File::open(path)?;
         let counts = std::sync::Arc::<Counts>::default();
         let counted = Counted {
@@ -285,10 +269,9 @@ impl AgeReader {
         };
         let d = age::Decryptor::new(counted).map_err(|e| decrypt_error(path, e, &[]))?;
         let header_len = counts.bytes.load(Ordering::Relaxed);
-        let ids = identities();
         let stream = d
             .decrypt(ids.iter().map(|i| i as &dyn age::Identity))
-            .map_err(|e| decrypt_error(path, e, &ids))?;
+            .map_err(|e| decrypt_error(path, e, ids))?;
         Ok(AgeReader {
             stream,
             counts,

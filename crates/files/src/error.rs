@@ -76,14 +76,21 @@ pub enum StorageError {
     #[error("output path {0} exists and is not a directory: give -w a directory")]
     NotADirectory(PathBuf),
     /// The output directory cannot be created or written to (a probe file
-    /// fails), or `--io direct` was asked of a filesystem that refuses O_DIRECT.
-    #[error("output directory {path} is not writable ({source}): choose another -w directory or fix its permissions")]
+    /// fails).
+    #[error("output directory {path} is not writable ({source})")]
     NotWritable {
         /// The output directory.
         path: PathBuf,
-        /// The OS error, or what the filesystem refuses.
+        /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// Direct I/O only was asked (`IoMode::Direct`) of an output directory
+    /// whose filesystem refuses O_DIRECT (tmpfs, ramfs).
+    #[error("output directory {path}: its filesystem refuses O_DIRECT (write through the page cache instead)")]
+    DirectRefused {
+        /// The output directory.
+        path: PathBuf,
     },
     /// A bug, not a disk or file problem: e.g. the thread closing a file
     /// panicked. The text says what went wrong.

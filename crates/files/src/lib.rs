@@ -18,6 +18,9 @@
 //!   [`zread`] reads compressed files a unit at a time; [`ramp`] reads a
 //!   file for a query (small reads after a seek, growing; O_DIRECT;
 //!   read-ahead).
+//! - What a reader needs beyond a path ([`ReadOptions`]: the age identities,
+//!   where Stenographer's files' sidecars are): a value passed down, never a
+//!   process-wide setting.
 //! - A store of several volumes: its description ([`store`], `store.toml`).
 //! - A writer holds an advisory lock on each file while it writes it
 //!   ([`is_being_written`]), so readers tell writes in flight from damage.
@@ -40,6 +43,7 @@ mod error;
 pub mod index;
 pub mod keys;
 pub mod naming;
+mod options;
 pub mod pcap;
 pub mod pcapng;
 pub mod ramp;
@@ -50,6 +54,7 @@ pub mod walk;
 pub mod zread;
 
 pub use error::StorageError;
+pub use options::ReadOptions;
 pub use pcap::{FileHeader, Format, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
 pub use reader::{FileInfo, PcapReader, Record};
 pub use sys::{is_being_written, lock_owner_gone};

@@ -8,6 +8,7 @@
 //! Retention deletes only names that [`parse`] accepts.
 
 use crate::pcap::Format;
+use crate::ReadOptions;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -202,39 +203,16 @@ fn list_ours(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> 
     Ok(v.into_iter().map(|(_, p)| p).collect())
 }
 
-/// Where the sidecars of Stenographer's files go (`--index-dir`): never
-/// beside them, in Stenographer's directories.
-static STENO_SIDECARS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-
-/// Puts the sidecars of Stenographer's files ([`crate::steno`]) under
-/// `dir` for the rest of the process: a file's sidecars are
-/// `<dir>/<its absolute path>.idx` (and `.kdx`, `.sessions.parquet`).
-/// Err: it was set to another directory already.
-pub fn set_steno_sidecar_dir(dir: &Path) -> Result<(), PathBuf> {
-    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
-    let now = STENO_SIDECARS.get_or_init(|| abs.clone());
-    if *now == abs {
-        Ok(())
-    } else {
-        Err(now.clone())
-    }
-}
-
-/// Where Stenographer's files' sidecars go, if set
-/// ([`set_steno_sidecar_dir`]).
-pub fn steno_sidecar_dir() -> Option<&'static Path> {
-    STENO_SIDECARS.get().map(PathBuf::as_path)
-}
-
 /// The path a capture's sidecars are named after (before their suffix):
 /// the capture itself, or for one of Stenographer's files with a sidecar
-/// directory set, its absolute path under that directory.
-fn sidecar_base(capture: &Path) -> PathBuf {
+/// directory `steno_dir` ([`ReadOptions::steno_sidecar_dir`]), its
+/// absolute path under that directory.
+fn sidecar_base(capture: &Path, steno_dir: Option<&Path>) -> PathBuf {
     let steno = capture
         .file_name()
         .and_then(|n| n.to_str())
         .is_some_and(crate::steno::is_file_name);
-    match steno_sidecar_dir() {
+    match steno_dir {
         Some(d) if steno => {
             let abs = std::fs::canonicalize(capture)
                 .or_else(|_| std::path::absolute(capture))
@@ -245,27 +223,51 @@ fn sidecar_base(capture: &Path) -> PathBuf {
     }
 }
 
-fn with_suffix(capture: &Path, suffix: &str) -> PathBuf {
-    let mut p = sidecar_base(capture).into_os_string();
+fn with_suffix(capture: &Path, suffix: &str, steno_dir: Option<&Path>) -> PathBuf {
+    let mut p = sidecar_base(capture, steno_dir).into_os_string();
     p.push(suffix);
     PathBuf::from(p)
 }
 
-/// The sidecar index of a capture file: `<file>.idx` (Stenographer's files:
-/// see [`set_steno_sidecar_dir`]).
+/// The sidecar index of a capture file beside it: `<file>.idx` (where a
+/// reader looks: [`ReadOptions::index_path`]).
 pub fn index_path(capture: &Path) -> PathBuf {
-    with_suffix(capture, ".idx")
+    with_suffix(capture, ".idx", None)
 }
 
-/// The key index of a capture file: `<file>.kdx` ([`crate::keys`]).
+/// The key index of a capture file beside it: `<file>.kdx`
+/// ([`crate::keys`]; a reader's: [`ReadOptions::keys_path`]).
 pub fn keys_path(capture: &Path) -> PathBuf {
-    with_suffix(capture, ".kdx")
+    with_suffix(capture, ".kdx", None)
 }
 
-/// The session table of a capture file: `<file>.sessions.parquet`
-/// (`wiretape_storage::sessions`).
+/// The session table of a capture file beside it:
+/// `<file>.sessions.parquet` (`wiretape_storage::sessions`; a reader's:
+/// [`ReadOptions::sessions_path`]).
 pub fn sessions_path(capture: &Path) -> PathBuf {
-    with_suffix(capture, ".sessions.parquet")
+    with_suffix(capture, ".sessions.parquet", None)
+}
+
+impl ReadOptions {
+    /// The sidecar index of a capture file: `<file>.idx`, or for one of
+    /// Stenographer's files with a sidecar directory
+    /// ([`ReadOptions::with_steno_sidecar_dir`]) `<dir>/<its absolute
+    /// path>.idx`.
+    pub fn index_path(&self, capture: &Path) -> PathBuf {
+        with_suffix(capture, ".idx", self.steno_sidecar_dir())
+    }
+
+    /// The key index of a capture file: `<file>.kdx` (Stenographer's
+    /// files: as [`ReadOptions::index_path`]).
+    pub fn keys_path(&self, capture: &Path) -> PathBuf {
+        with_suffix(capture, ".kdx", self.steno_sidecar_dir())
+    }
+
+    /// The session table of a capture file: `<file>.sessions.parquet`
+    /// (Stenographer's files: as [`ReadOptions::index_path`]).
+    pub fn sessions_path(&self, capture: &Path) -> PathBuf {
+        with_suffix(capture, ".sessions.parquet", self.steno_sidecar_dir())
+    }
 }
 
 /// Bytes of a capture file's sidecars (its `.idx`, `.kdx` and

@@ -4,6 +4,7 @@
 use crate::error::StorageError;
 use crate::pcap::{FileHeader, Format};
 use crate::walk::{End, Walker};
+use crate::ReadOptions;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
@@ -44,13 +45,19 @@ impl PcapReader<FileSource> {
     /// or does not start as a pcap or pcapng file (a compressed capture is
     /// read decompressed).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StorageError> {
+        Self::open_with(path, &ReadOptions::default())
+    }
+
+    /// [`PcapReader::open`] with `opts` (an encrypted file's identities,
+    /// where its index is).
+    pub fn open_with(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<Self, StorageError> {
         let path = path.as_ref();
         let rd = |source| StorageError::Read {
             path: path.to_owned(),
             source,
         };
         let len = std::fs::metadata(path).map_err(rd)?.len();
-        let src = crate::zread::open_buffered(path).map_err(rd)?;
+        let src = crate::zread::open_buffered(path, opts).map_err(rd)?;
         Self::new(src, path, len)
     }
 }
@@ -179,7 +186,12 @@ pub struct FileInfo {
 impl FileInfo {
     /// Reads a whole file; fails on any corruption or truncation.
     pub fn scan(path: impl AsRef<Path>) -> Result<Self, StorageError> {
-        match Self::scan_to_damage(path) {
+        Self::scan_with(path, &ReadOptions::default())
+    }
+
+    /// [`FileInfo::scan`] with `opts` (an encrypted file's identities).
+    pub fn scan_with(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<Self, StorageError> {
+        match Self::scan_to_damage_with(path, opts) {
             (info, None) => Ok(info),
             (_, Some(e)) => Err(e),
         }
@@ -188,8 +200,17 @@ impl FileInfo {
     /// Reads a whole file up to any damage: what was read (everything
     /// before the damage; nothing when the header is bad), and the damage.
     pub fn scan_to_damage(path: impl AsRef<Path>) -> (Self, Option<StorageError>) {
+        Self::scan_to_damage_with(path, &ReadOptions::default())
+    }
+
+    /// [`FileInfo::scan_to_damage`] with `opts` (an encrypted file's
+    /// identities).
+    pub fn scan_to_damage_with(
+        path: impl AsRef<Path>,
+        opts: &ReadOptions,
+    ) -> (Self, Option<StorageError>) {
         let path = path.as_ref();
-        let mut r = match PcapReader::open(path) {
+        let mut r = match PcapReader::open_with(path, opts) {
             Ok(r) => r,
             Err(e) => {
                 let file_bytes = std::fs::metadata(path).map_or(0, |m| m.len());

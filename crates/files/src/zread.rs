@@ -10,6 +10,7 @@
 
 use crate::compress::{Placed, LZ4_HEADER_LEN, LZ4_MAGIC, LZ4_MAX_BLOCK, LZ4_STORED, ZSTD_MAGIC};
 use crate::crypt::AgeReader;
+use crate::ReadOptions;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom};
@@ -103,9 +104,9 @@ pub enum Layers {
     Z(Box<ZReader>),
 }
 
-/// Opens `path` through its layers: age (with the process's identities,
-/// [`crate::crypt::use_identities`]), then compression (with its index).
-pub fn open_layers(path: &Path) -> std::io::Result<Layers> {
+/// Opens `path` through its layers: age (with the identities of `opts`),
+/// then compression (with its index, where `opts` says it is).
+pub fn open_layers(path: &Path, opts: &ReadOptions) -> std::io::Result<Layers> {
     let file = File::open(path)?;
     // Its first bytes only, so far: no read ahead around them (on a cold
     // cache, a selective query over many files would read tens of KiB of
@@ -116,7 +117,7 @@ pub fn open_layers(path: &Path) -> std::io::Result<Layers> {
     let mut m = [0u8; 22];
     let n = file.read_at(&mut m, 0)?;
     let mut raw = if crate::crypt::is_age_bytes(&m[..n]) {
-        Raw::Age(Box::new(AgeReader::open(path)?))
+        Raw::Age(Box::new(AgeReader::open(path, opts.identities())?))
     } else {
         Raw::File(file)
     };
@@ -133,7 +134,7 @@ pub fn open_layers(path: &Path) -> std::io::Result<Layers> {
     if let Raw::File(f) = &raw {
         crate::sys::advise_normal(f);
     }
-    let entries = crate::index::read(&crate::index::path_for(path)).unwrap_or_default();
+    let entries = crate::index::read(&opts.index_path(path)).unwrap_or_default();
     if kind == Kind::Lz4 {
         let mut h = [0u8; LZ4_HEADER_LEN as usize];
         let n = raw.read_at(&mut h, 0)?;
@@ -217,8 +218,8 @@ impl ZReader {
     /// Opens `path` if it is compressed (None: a plain file, or an age
     /// file holding one), using its index when it has one with compressed
     /// locations; an age file is opened through [`open_layers`].
-    pub fn open(path: &Path) -> std::io::Result<Option<Self>> {
-        Ok(match open_layers(path)? {
+    pub fn open(path: &Path, opts: &ReadOptions) -> std::io::Result<Option<Self>> {
+        Ok(match open_layers(path, opts)? {
             Layers::Z(z) => Some(*z),
             _ => None,
         })
@@ -617,8 +618,8 @@ impl<P: Seek> Seek for Source<P> {
 
 /// Opens `path` for a sequential read: a buffered plain file, or the
 /// decrypted and decompressed stream of an encrypted or compressed one.
-pub fn open_buffered(path: &Path) -> std::io::Result<Source<BufReader<File>>> {
-    Source::from_layers(open_layers(path)?, |f| {
+pub fn open_buffered(path: &Path, opts: &ReadOptions) -> std::io::Result<Source<BufReader<File>>> {
+    Source::from_layers(open_layers(path, opts)?, |f| {
         crate::sys::advise_normal(&f);
         Ok(BufReader::with_capacity(1 << 20, f))
     })
@@ -660,8 +661,8 @@ impl Source<crate::ramp::RampReader> {
     /// [`crate::ramp::RampReader`], a compressed or encrypted one
     /// decompressed and decrypted; and whether a writer holds it
     /// ([`crate::is_being_written`]).
-    pub fn open_query(path: &Path) -> std::io::Result<(Self, bool)> {
-        match open_layers(path)? {
+    pub fn open_query(path: &Path, opts: &ReadOptions) -> std::io::Result<(Self, bool)> {
+        match open_layers(path, opts)? {
             Layers::Plain(f) => {
                 drop(f);
                 let (r, live) = crate::ramp::RampReader::open(path)?;

@@ -71,4 +71,7 @@ pub enum PipelineError {
     /// The live side (ring memory, `--serve`, the control socket).
     #[error(transparent)]
     Live(#[from] live::LiveError),
+    /// One interface is in the input's list twice (nothing attached).
+    #[error("interface {0} is given twice: give each interface once")]
+    InterfaceTwice(String),
 }

@@ -229,7 +229,7 @@ pub fn preflight(
             ok.push(format!("interface {} (netmap)", c.ifname));
         }
         Input::File(f) => {
-            let src = crate::FileSource::open(&f.path)?;
+            let src = crate::FileSource::open_with(&f.path, &config.storage.read)?;
             if let Some(e) = &config.filter {
                 CaptureFilter::compile(e, src.linktype(), config.storage.snaplen)?;
                 ok.push(format!("filter '{e}'"));

@@ -279,11 +279,7 @@ fn record_inner(
                 .enumerate()
                 .map(|(i, c)| {
                     if list[..i].iter().any(|o| o.ifname == c.ifname) {
-                        return Err(CaptureError::Config(format!(
-                            "interface {} is given twice: give each -i once",
-                            c.ifname
-                        ))
-                        .into());
+                        return Err(PipelineError::InterfaceTwice(c.ifname.clone()));
                     }
                     let mut c = c.clone();
                     if cfg.filter.is_some() {
@@ -297,7 +293,7 @@ fn record_inner(
         Input::File(f) => {
             let mut f = f.clone();
             // The files written keep the input's link type.
-            storage.linktype = FileSource::open(&f.path)?.linktype();
+            storage.linktype = FileSource::open_with(&f.path, &cfg.storage.read)?.linktype();
             // A file loses nothing by waiting: its key index is complete.
             storage.key_index_wait = true;
             // Nor its session tables.
@@ -384,10 +380,10 @@ fn record_inner(
             }
         }
         Input::File(f) => {
-            let source = FileSource::open(&f.path)?;
+            let source = FileSource::open_with(&f.path, &cfg.storage.read)?;
             // The first file is named by the first frame's time, as rotated
             // files are, so that names sort by time.
-            let start = first_stamp(&f.path).unwrap_or_else(realtime_ns);
+            let start = first_stamp(&f.path, &cfg.storage.read).unwrap_or_else(realtime_ns);
             let engine = FileEngine::open(f, source, cfg.ts)?;
             let (r, end) = seg.run(engine, start, live, &mut on_event)?;
             ended(r, end)
@@ -566,11 +562,7 @@ fn check_interfaces(list: Vec<CaptureConfig>) -> Result<Vec<CaptureConfig>, Pipe
     }
     for (i, c) in list.iter().enumerate() {
         if list[..i].iter().any(|o| o.ifname == c.ifname) {
-            return Err(CaptureError::Config(format!(
-                "interface {} is given twice: give each -i once",
-                c.ifname
-            ))
-            .into());
+            return Err(PipelineError::InterfaceTwice(c.ifname.clone()));
         }
     }
     let cpus = list[0].cpus.clone().unwrap_or_else(sys::allowed_cpus);
@@ -614,8 +606,11 @@ fn interface_gone(info: &StartInfo, ifs: Option<&sys::IfIndexes>) -> Option<Stri
         })
 }
 
-fn first_stamp(path: &std::path::Path) -> Option<u64> {
-    FileSource::open(path).ok()?.next().map(|h| h.ts_ns)
+fn first_stamp(path: &std::path::Path, opts: &wiretape_files::ReadOptions) -> Option<u64> {
+    FileSource::open_with(path, opts)
+        .ok()?
+        .next()
+        .map(|h| h.ts_ns)
 }
 
 /// How one engine's run ended.

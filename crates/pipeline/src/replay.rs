@@ -105,8 +105,16 @@ pub struct FileSource {
 impl FileSource {
     /// Opens `path` (its header is read and checked here).
     pub fn open(path: &Path) -> Result<Self, StorageError> {
+        Self::open_with(path, &wiretape_files::ReadOptions::default())
+    }
+
+    /// [`FileSource::open`] with `opts` (an encrypted file's identities).
+    pub fn open_with(
+        path: &Path,
+        opts: &wiretape_files::ReadOptions,
+    ) -> Result<Self, StorageError> {
         Ok(FileSource {
-            reader: PcapReader::open(path)?,
+            reader: PcapReader::open_with(path, opts)?,
             rec: Record::default(),
             error: None,
         })

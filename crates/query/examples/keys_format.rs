@@ -207,7 +207,7 @@ fn main() {
         // The paged table.
         warm |= !cold();
         let (r0, t0) = (read_bytes(), Instant::now());
-        let k = KeyIndex::open(&cap).unwrap().unwrap();
+        let k = KeyIndex::open(&cap, &Default::default()).unwrap().unwrap();
         let hits = k.select(&k.segments()[0], &needs).unwrap();
         kt.push(t0.elapsed().as_secs_f64() * 1e3);
         kb.push((read_bytes() - r0) as f64 / 1024.0);

@@ -70,6 +70,7 @@ use wiretape_files::naming;
 use wiretape_files::ramp::{RampReader, ReadPool};
 use wiretape_files::walk::{End, Walker};
 use wiretape_files::zread::Source;
+use wiretape_files::ReadOptions;
 use wiretape_storage::StorageError;
 
 pub use wiretape_files::ramp::READ_BUFFER;
@@ -236,6 +237,8 @@ pub struct Plan {
     pub files: Vec<FilePlan>,
     /// The window.
     pub window: Window,
+    /// How its files are read (identities, where sidecars are).
+    pub read: ReadOptions,
 }
 
 impl Plan {
@@ -273,13 +276,15 @@ pub fn plan(
     inputs: &[PathBuf],
     window: Window,
     prefix: Option<&str>,
+    opts: &ReadOptions,
 ) -> Result<Plan, StorageError> {
-    plan_with(inputs, window, prefix, &mut |_, _| true)
+    plan_with(inputs, window, prefix, opts, &mut |_, _| true)
 }
 
 /// Plans a query over `inputs` (directories and files; see the module
 /// docs) for `window`; in directories only files named like ours (with
-/// `prefix` when given). `check(file, entry)` says whether an index block
+/// `prefix` when given), their sidecars where `opts` says (and the files
+/// read with it). `check(file, entry)` says whether an index block
 /// can hold a wanted frame (false: it is not read); only asked about blocks
 /// that overlap the window. Err: an input that does not exist or a
 /// directory that cannot be listed (nothing is read then).
@@ -287,10 +292,11 @@ pub fn plan_with(
     inputs: &[PathBuf],
     window: Window,
     prefix: Option<&str>,
+    opts: &ReadOptions,
     check: &mut dyn FnMut(&Path, &Entry) -> bool,
 ) -> Result<Plan, StorageError> {
-    plan_files(inputs, window, prefix, &mut |path, start, next| {
-        plan_ours(path, start, next, &window, check)
+    plan_files(inputs, window, prefix, opts, &mut |path, start, next| {
+        plan_ours(path, start, next, &window, opts, check)
     })
 }
 
@@ -300,6 +306,7 @@ pub(crate) fn plan_files(
     inputs: &[PathBuf],
     window: Window,
     prefix: Option<&str>,
+    opts: &ReadOptions,
     ours: &mut dyn FnMut(PathBuf, u64, Option<u64>) -> FilePlan,
 ) -> Result<Plan, StorageError> {
     let rd = |p: &Path, source| StorageError::Read {
@@ -362,9 +369,9 @@ pub(crate) fn plan_files(
             // `--index-dir`): planned by it like ours; no start in its name
             // (stenotype names a file by when it opened it, which frames
             // of its first block may predate).
-            None if steno_indexed(&path) => ours(path, 0, None),
+            None if steno_indexed(&path, opts) => ours(path, 0, None),
             None => {
-                let index = if index::path_for(&path).exists() {
+                let index = if opts.index_path(&path).exists() {
                     IndexUse::Ignored
                 } else {
                     IndexUse::Missing
@@ -373,18 +380,22 @@ pub(crate) fn plan_files(
             }
         })
         .collect();
-    Ok(Plan { files, window })
+    Ok(Plan {
+        files,
+        window,
+        read: opts.clone(),
+    })
 }
 
 /// Whether `path` is one of Stenographer's files with a sidecar index
-/// (`wiretape index --index-dir`).
-fn steno_indexed(path: &Path) -> bool {
-    naming::steno_sidecar_dir().is_some()
+/// (where `opts` says: `wiretape index --index-dir`).
+fn steno_indexed(path: &Path, opts: &ReadOptions) -> bool {
+    opts.steno_sidecar_dir().is_some()
         && path
             .file_name()
             .and_then(|n| n.to_str())
             .is_some_and(wiretape_files::steno::is_file_name)
-        && index::path_for(path).exists()
+        && opts.index_path(path).exists()
 }
 
 /// A file read from start to end.
@@ -445,11 +456,12 @@ pub(crate) fn plan_ours(
     start_ns: u64,
     next_ns: Option<u64>,
     w: &Window,
+    opts: &ReadOptions,
     check: &mut dyn FnMut(&Path, &Entry) -> bool,
 ) -> FilePlan {
     // The name has the first frame's stamp in ns; a µs file holds it cut.
     let lower = start_ns - start_ns % 1000;
-    let ip = index::path_for(&path);
+    let ip = opts.index_path(&path);
     let (index, entries) = if !ip.exists() {
         (IndexUse::Missing, Vec::new())
     } else {
@@ -712,6 +724,8 @@ pub struct Merge<P: FnMut(&[u8], u32, u64) -> bool> {
     stopped: bool,
     /// Reader threads reading the files' runs ahead (a plan of many runs).
     pool: ReadPool,
+    /// How the files are opened ([`Plan::read`]).
+    read: ReadOptions,
 }
 
 impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
@@ -764,6 +778,7 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
         Merge {
             files: plan.files,
             window: plan.window,
+            read: plan.read,
             preds,
             pending,
             heap: BinaryHeap::new(),
@@ -889,7 +904,7 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
 
     fn open(&mut self, i: usize) {
         let path = &self.files[i].path;
-        let (reader, live) = match Source::open_query(path) {
+        let (reader, live) = match Source::open_query(path, &self.read) {
             Ok(r) => r,
             Err(e) => {
                 let m = format!("cannot read it: {e}");
@@ -1163,6 +1178,17 @@ mod tests {
     //! file read whole, cut to the window and the predicate, sorted by
     //! (stamp, file order), stably.
     use super::*;
+
+    /// Everything of `d`'s store, planned with no window and default options.
+    fn plan_all(d: &Dir) -> Plan {
+        plan(
+            &d.inputs(),
+            Window::default(),
+            None,
+            &ReadOptions::default(),
+        )
+        .unwrap()
+    }
     use std::fs::File;
     use wiretape_files::walk::Walker;
     use wiretape_files::Format;
@@ -1245,7 +1271,7 @@ mod tests {
         w: Window,
         pred: &dyn Fn(&[u8]) -> bool,
     ) -> (Vec<Rec>, Stats, Vec<Note>, Vec<PathBuf>) {
-        let plan = plan(inputs, w, None).unwrap();
+        let plan = plan(inputs, w, None, &ReadOptions::default()).unwrap();
         let files: Vec<PathBuf> = plan.files.iter().map(|f| f.path.clone()).collect();
         let mut m = Merge::new(plan, 1, |d: &[u8], _, _| pred(d));
         let mut out = Vec::new();
@@ -1409,7 +1435,7 @@ mod tests {
         assert_eq!(got.len(), 5);
         assert_eq!(st.files_skipped, 2, "{st:?}");
         // The plan says why.
-        let p = plan(&d.inputs(), late, None).unwrap();
+        let p = plan(&d.inputs(), late, None, &ReadOptions::default()).unwrap();
         let skips: Vec<_> = p.files.iter().map(|f| f.skip).collect();
         assert_eq!(
             skips,
@@ -1419,10 +1445,16 @@ mod tests {
         // A block check that refuses everything: with every index current,
         // nothing is read.
         let refuse_all = |asked: &mut u64| {
-            plan_with(&d.inputs(), Window::default(), None, &mut |_, _| {
-                *asked += 1;
-                false
-            })
+            plan_with(
+                &d.inputs(),
+                Window::default(),
+                None,
+                &ReadOptions::default(),
+                &mut |_, _| {
+                    *asked += 1;
+                    false
+                },
+            )
             .unwrap()
         };
         let mut asked = 0;
@@ -1469,20 +1501,33 @@ mod tests {
         let other = d.0.join("trace.pcap");
         std::fs::copy(&files[0], &other).unwrap();
         std::fs::write(d.0.join("notes.txt"), "x").unwrap();
-        let p = plan(&d.inputs(), Window::default(), None).unwrap();
+        let p = plan_all(&d);
         assert_eq!(p.files.len(), 4);
         let p = plan(
             &[d.0.clone(), other.clone(), files[0].clone()],
             Window::default(),
             None,
+            &ReadOptions::default(),
         )
         .unwrap();
         assert_eq!(p.files.len(), 5, "the file of the directory once");
         assert_eq!(p.files[4].path, other);
         assert_eq!(p.files[4].index, IndexUse::Missing);
         assert!(!p.files[4].ordered);
-        assert!(plan(&[d.0.join("nope")], Window::default(), None).is_err());
-        let p = plan(&d.inputs(), Window::default(), Some("other")).unwrap();
+        assert!(plan(
+            &[d.0.join("nope")],
+            Window::default(),
+            None,
+            &ReadOptions::default()
+        )
+        .is_err());
+        let p = plan(
+            &d.inputs(),
+            Window::default(),
+            Some("other"),
+            &ReadOptions::default(),
+        )
+        .unwrap();
         assert!(p.files.is_empty());
     }
 
@@ -1594,7 +1639,7 @@ mod tests {
         let d = Dir::new("many-runs");
         store(&d.0, Format::PcapNs, false);
         let wanted = |data: &[u8]| u64::from_be_bytes(data[..8].try_into().unwrap()) % 3 == 0;
-        let mut p = plan(&d.inputs(), Window::default(), None).unwrap();
+        let mut p = plan_all(&d);
         let files: Vec<PathBuf> = p.files.iter().map(|f| f.path.clone()).collect();
         let want = reference(&all_records(&files), Window::default(), &wanted);
         let mut size = 0;
@@ -1661,7 +1706,7 @@ mod tests {
         let (files, stamps) = store(&d.0, Format::PcapNs, false);
         let first = *stamps.iter().min().unwrap();
         let last = *stamps.iter().max().unwrap();
-        let p = plan(&d.inputs(), Window::default(), None).unwrap();
+        let p = plan_all(&d);
         assert_eq!(
             p.span(),
             Some(StoreSpan {
@@ -1700,7 +1745,7 @@ mod tests {
         };
         let (got, _, _, _) = run(&d.inputs(), at_last, &|_| true);
         assert_eq!(got.len(), 1);
-        assert!(!plan(&d.inputs(), at_last, None)
+        assert!(!plan(&d.inputs(), at_last, None, &ReadOptions::default())
             .unwrap()
             .span()
             .unwrap()

@@ -13,6 +13,7 @@ use crate::steno::Selection;
 use crate::{Merge, QueryError, Window};
 use std::path::PathBuf;
 use std::sync::Arc;
+use wiretape_files::ReadOptions;
 use wiretape_filter::{Program, LINKTYPE_ETHERNET};
 
 /// One input of an extraction.
@@ -68,6 +69,9 @@ pub struct Extraction {
     /// store (and each sensor, server side) in its own session tables
     /// ([`Request::session_where`]).
     pub session_where: Option<(crate::sessions::Where, String)>,
+    /// How local inputs are read: the identities of encrypted files, where
+    /// the indexes of Stenographer's files are ([`Request::read`]).
+    pub read: ReadOptions,
 }
 
 impl Extraction {
@@ -84,6 +88,7 @@ impl Extraction {
             key_index: true,
             list_blocks: false,
             session_where: None,
+            read: ReadOptions::default(),
         }
     }
 
@@ -110,6 +115,7 @@ impl Extraction {
             list_blocks: self.list_blocks,
             steno: self.steno.clone(),
             session_where: self.session_where.as_ref().map(|w| w.0.clone()),
+            read: self.read.clone(),
         }
     }
 

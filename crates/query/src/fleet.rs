@@ -23,14 +23,15 @@ use std::sync::Arc;
 use wiretape_files::index::{self, Entry, FlowSet};
 use wiretape_files::keys::KeyIndex;
 use wiretape_files::naming;
+use wiretape_files::ReadOptions;
 use wiretape_sessions::Tracker;
 use wiretape_storage::block::DEFAULT_BLOCK_SIZE;
 use wiretape_storage::StorageError;
 
 /// Why an index must be rebuilt, or None when it is current (`force`:
-/// always, when it exists).
-pub fn stale(capture: &Path, force: bool) -> Option<&'static str> {
-    let ip = index::path_for(capture);
+/// always, when it exists); its sidecars where `opts` says they are.
+pub fn stale(capture: &Path, opts: &ReadOptions, force: bool) -> Option<&'static str> {
+    let ip = opts.index_path(capture);
     let (Ok(cm), Ok(im)) = (std::fs::metadata(capture), std::fs::metadata(&ip)) else {
         return Some("missing");
     };
@@ -52,7 +53,7 @@ pub fn stale(capture: &Path, force: bool) -> Option<&'static str> {
         _ => {}
     }
     // With flow sets (Ethernet), a finished file has a complete key index.
-    match KeyIndex::open(capture) {
+    match KeyIndex::open(capture, opts) {
         Ok(Some(k)) if k.complete_for(cm.len()) => {}
         Ok(Some(_)) => return Some("key index incomplete or stale"),
         Ok(None) => return Some("no key index"),
@@ -60,7 +61,7 @@ pub fn stale(capture: &Path, force: bool) -> Option<&'static str> {
     }
     // And its session table (the recorder writes it as the file's last
     // block goes out, before the file is finished: no age comparison).
-    if !wiretape_storage::sessions::path_for(capture).exists() {
+    if !opts.sessions_path(capture).exists() {
         return Some("no session table");
     }
     None
@@ -134,7 +135,11 @@ impl Rebuilt {
 }
 
 /// The files [`rebuild`] would rebuild (why), and the others' outcomes.
-pub fn triage(files: &[PathBuf], force: bool) -> (Vec<(PathBuf, &'static str)>, Vec<FileOutcome>) {
+pub fn triage(
+    files: &[PathBuf],
+    opts: &ReadOptions,
+    force: bool,
+) -> (Vec<(PathBuf, &'static str)>, Vec<FileOutcome>) {
     let mut todo = Vec::new();
     let mut done = Vec::new();
     for f in files {
@@ -144,7 +149,7 @@ pub fn triage(files: &[PathBuf], force: bool) -> (Vec<(PathBuf, &'static str)>, 
                 outcome: Outcome::BeingWritten,
                 why: None,
             });
-        } else if let Some(why) = stale(f, force) {
+        } else if let Some(why) = stale(f, opts, force) {
             todo.push((f.clone(), why));
         } else {
             done.push(FileOutcome {
@@ -160,14 +165,17 @@ pub fn triage(files: &[PathBuf], force: bool) -> (Vec<(PathBuf, &'static str)>, 
 /// Rebuilds the stale indexes of `files` (all of them with `force`),
 /// leaving files being written to their writer. `progress(file_number,
 /// bytes_done_in_file)` is called as the walk goes (file numbers from 1);
-/// `failed(file, error)` for each failure.
+/// `failed(file, error)` for each failure. Encrypted files are read with
+/// the identities of `opts`; the sidecars of Stenographer's files go where
+/// it says (none given: they are refused, never written beside them).
 pub fn rebuild(
     files: &[PathBuf],
+    opts: &ReadOptions,
     force: bool,
     progress: &mut dyn FnMut(usize, u64),
     failed: &mut dyn FnMut(&Path, &StorageError),
 ) -> Rebuilt {
-    let (todo, done) = triage(files, force);
+    let (todo, done) = triage(files, opts, force);
     let mut r = Rebuilt {
         files: done,
         ..Rebuilt::default()
@@ -195,11 +203,14 @@ pub fn rebuild(
         Default::default();
     for (i, (f, why)) in todo.iter().enumerate() {
         let len = std::fs::metadata(f).map_or(0, |m| m.len());
-        let res = steno_sidecars(f)
+        let res = steno_sidecars(f, opts)
             .and_then(|()| {
-                wiretape_storage::index::rebuild_with(f, DEFAULT_BLOCK_SIZE as u64, &mut |at| {
-                    progress(i + 1, at)
-                })
+                wiretape_storage::index::rebuild_with(
+                    f,
+                    DEFAULT_BLOCK_SIZE as u64,
+                    opts,
+                    &mut |at| progress(i + 1, at),
+                )
             })
             .and_then(|n| {
                 let key = series(f);
@@ -209,7 +220,7 @@ pub fn rebuild(
                     .filter(|(p, _)| prev.get(f) == Some(p))
                     .map(|(_, t)| t)
                     .unwrap_or_default();
-                wiretape_storage::sessions::rebuild(f, &mut t)?;
+                wiretape_storage::sessions::rebuild(f, opts, &mut t)?;
                 if let Some(k) = key {
                     carry.insert(k, (f.clone(), t));
                 }
@@ -239,15 +250,16 @@ pub fn rebuild(
 }
 
 /// Stenographer's file `f`: its sidecars go to the sidecar directory
-/// (`--index-dir`; its directories made), never beside it. Err: none set.
-fn steno_sidecars(f: &Path) -> Result<(), StorageError> {
+/// ([`ReadOptions::steno_sidecar_dir`]; its directories made), never
+/// beside it. Err: none given.
+fn steno_sidecars(f: &Path, opts: &ReadOptions) -> Result<(), StorageError> {
     if !wiretape_files::steno::is_steno_file(f) {
         return Ok(());
     }
-    if naming::steno_sidecar_dir().is_none() {
+    if opts.steno_sidecar_dir().is_none() {
         return Err(StorageError::NotOurs { path: f.to_owned() });
     }
-    let idx = naming::index_path(f);
+    let idx = opts.index_path(f);
     let dir = idx.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| StorageError::from_write(dir, e))
 }
@@ -294,11 +306,12 @@ pub fn schema() -> SchemaRef {
 }
 
 /// One row per indexed block of `files` that overlaps `window`, for node
-/// `node`. A file without a usable index is left out and passed to
-/// `skipped(file, why)`.
+/// `node` (their indexes where `opts` says). A file without a usable index
+/// is left out and passed to `skipped(file, why)`.
 pub fn block_table(
     node: &str,
     files: &[PathBuf],
+    opts: &ReadOptions,
     window: &Window,
     skipped: &mut dyn FnMut(&Path, &StorageError),
 ) -> Result<RecordBatch, QueryError> {
@@ -338,14 +351,14 @@ pub fn block_table(
             }
         };
     for f in files {
-        let mut entries: Vec<Entry> = match index::read(&index::path_for(f)) {
+        let mut entries: Vec<Entry> = match index::read(&opts.index_path(f)) {
             Ok(e) => e,
             Err(e) => {
                 skipped(f, &e);
                 continue;
             }
         };
-        exact_flow_sets(f, &mut entries, window);
+        exact_flow_sets(f, opts, &mut entries, window);
         let abs = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
         let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let parsed = naming::parse_any(name);
@@ -449,8 +462,8 @@ pub fn block_table(
 /// VLAN and EtherType, however many (the `.idx` lists at most 1,024 of a
 /// kind). A key index that is stale, has a gap or cannot be read changes
 /// nothing.
-fn exact_flow_sets(capture: &Path, entries: &mut [Entry], window: &Window) {
-    let Ok(Some(k)) = KeyIndex::open(capture) else {
+fn exact_flow_sets(capture: &Path, opts: &ReadOptions, entries: &mut [Entry], window: &Window) {
+    let Ok(Some(k)) = KeyIndex::open(capture, opts) else {
         return;
     };
     let len = std::fs::metadata(capture).map_or(0, |m| m.len());

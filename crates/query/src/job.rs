@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use wiretape_files::pcap::MAX_SNAPLEN;
 use wiretape_files::Format;
+use wiretape_files::ReadOptions;
 use wiretape_filter::flow::Needs;
 use wiretape_filter::{Program, LINKTYPE_ETHERNET};
 use wiretape_storage::{PcapWriter, WriteSink};
@@ -52,6 +53,9 @@ pub struct Request {
     /// in the session tables of `inputs` ([`crate::sessions`]), within
     /// `window` (and the filter, when there is one too).
     pub session_where: Option<crate::sessions::Where>,
+    /// How the inputs are read: the identities of encrypted files, where
+    /// the indexes of Stenographer's files are.
+    pub read: ReadOptions,
 }
 
 impl Request {
@@ -67,6 +71,7 @@ impl Request {
             list_blocks: false,
             steno: None,
             session_where: None,
+            read: ReadOptions::default(),
         }
     }
 }
@@ -181,7 +186,8 @@ impl Job {
     ) -> Result<Job, QueryError> {
         let started = Instant::now();
         let files = crate::fleet::captures(&req.inputs, req.prefix.as_deref())?;
-        let listing = crate::sessions::list(&files, req.window.from_ns, req.window.to_ns, w)?;
+        let listing =
+            crate::sessions::list(&files, &req.read, req.window.from_ns, req.window.to_ns, w)?;
         let sel = crate::sessions::Selected::of(listing, req.window);
         let needs_on = req.flow_index;
         let pieces: Vec<crate::narrow::Piece<'_>> = sel
@@ -196,6 +202,7 @@ impl Job {
             &req.inputs,
             hull.unwrap_or(req.window),
             req.prefix.as_deref(),
+            &req.read,
             &pieces,
             req.flow_index && req.key_index,
         )?;
@@ -267,8 +274,13 @@ impl Job {
             needs: needs.as_ref(),
             key_index: req.flow_index && req.key_index,
         };
-        let (plan, plan_stats) =
-            crate::narrow::plan(&req.inputs, req.window, req.prefix.as_deref(), narrow)?;
+        let (plan, plan_stats) = crate::narrow::plan(
+            &req.inputs,
+            req.window,
+            req.prefix.as_deref(),
+            &req.read,
+            narrow,
+        )?;
         let linktypes = linktypes_of(&plan)?;
         let progs = progs_for(&linktypes, &filter, prog)?;
         let ethernet = progs.iter().any(|p| p.0 == LINKTYPE_ETHERNET);
@@ -302,6 +314,7 @@ impl Job {
             &req.inputs,
             hull.unwrap_or(req.window),
             req.prefix.as_deref(),
+            &req.read,
             &pieces,
             req.flow_index && req.key_index,
         )?;
@@ -732,29 +745,54 @@ pub fn linktypes_json(list: &[(u32, u64)]) -> serde_json::Value {
         .into()
 }
 
-/// When `linktypes` (link types, each with its files) holds more than
-/// one: one line naming them, to refuse writing them into one file with.
-pub fn mixed_linktypes(linktypes: &[(u32, Vec<PathBuf>)]) -> Option<String> {
-    if linktypes.len() < 2 {
-        return None;
+/// Inputs of several link types for an output that holds one (pcap): the
+/// link types, each with its files. Its text is one line naming them and
+/// the way out in the library's words ([`MixedLinkTypes::with_fix`]: how a
+/// caller says to ask for pcapng).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MixedLinkTypes {
+    /// The link types, each with its files, in plan order.
+    pub linktypes: Vec<(u32, Vec<PathBuf>)>,
+}
+
+impl MixedLinkTypes {
+    /// The line, `pcapng` saying how to ask for pcapng output (e.g. a
+    /// command's flag).
+    pub fn with_fix(&self, pcapng: &str) -> String {
+        let each: Vec<String> = self
+            .linktypes
+            .iter()
+            .map(|(lt, files)| {
+                let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+                format!(
+                    "{}: {}",
+                    wiretape_filter::linktype::name(*lt),
+                    names.join(" ")
+                )
+            })
+            .collect();
+        format!(
+            "inputs of different link types ({}): a pcap file holds one link type; \
+             write pcapng ({pcapng}: one interface per link type) or extract each \
+             link type on its own",
+            each.join("; ")
+        )
     }
-    let each: Vec<String> = linktypes
-        .iter()
-        .map(|(lt, files)| {
-            let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-            format!(
-                "{}: {}",
-                wiretape_filter::linktype::name(*lt),
-                names.join(" ")
-            )
-        })
-        .collect();
-    Some(format!(
-        "inputs of different link types ({}): a pcap file holds one link type; \
-         write pcapng (--format pcapng: one interface per link type) or extract each \
-         link type on its own",
-        each.join("; ")
-    ))
+}
+
+impl std::fmt::Display for MixedLinkTypes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.with_fix("the pcapng format"))
+    }
+}
+
+/// When `linktypes` (link types, each with its files) holds more than
+/// one: what to refuse writing them into one pcap file with.
+pub fn mixed_linktypes(linktypes: &[(u32, Vec<PathBuf>)]) -> Option<MixedLinkTypes> {
+    (linktypes.len() >= 2).then(|| MixedLinkTypes {
+        linktypes: linktypes.to_vec(),
+    })
 }
 
 /// The link types of the files `plan` reads (from their headers), each
@@ -765,7 +803,7 @@ fn linktypes_of(plan: &Plan) -> Result<Vec<(u32, Vec<PathBuf>)>, QueryError> {
     for f in plan.files.iter().filter(|f| f.skip.is_none()) {
         // Its header only (a compressed capture through its decompressor).
         use wiretape_files::zread::{open_layers, Layers, Source};
-        let src = match open_layers(&f.path) {
+        let src = match open_layers(&f.path, &plan.read) {
             Ok(Layers::Plain(file)) => Source::Plain(std::io::BufReader::with_capacity(4096, file)),
             Ok(Layers::Age(a)) => Source::Age(a),
             Ok(Layers::Z(z)) => Source::Z(z),

@@ -79,9 +79,9 @@ pub enum QueryError {
     #[error("timeline: {0}")]
     Timeline(String),
     /// Inputs of several link types for an output that holds one (pcap):
-    /// the line naming the files and their link types.
+    /// the files and their link types.
     #[error("{0}")]
-    MixedLinkTypes(String),
+    MixedLinkTypes(job::MixedLinkTypes),
     /// Writing an answer failed (the output file, or a client that went away).
     #[error("cannot write {what}: {source}")]
     Output {

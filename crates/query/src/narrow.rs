@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use wiretape_files::index::{self, Entry};
 use wiretape_files::keys::{Hit, KeyIndex};
+use wiretape_files::ReadOptions;
 use wiretape_filter::flow::Needs;
 use wiretape_storage::StorageError;
 
@@ -110,37 +111,40 @@ pub fn plan(
     inputs: &[PathBuf],
     window: Window,
     prefix: Option<&str>,
+    opts: &ReadOptions,
     narrow: Narrow<'_>,
 ) -> Result<(Plan, PlanStats), StorageError> {
     let piece = Piece {
         window,
         needs: narrow.needs,
     };
-    plan_pieces(inputs, window, prefix, &[piece], narrow.key_index)
+    plan_pieces(inputs, window, prefix, opts, &[piece], narrow.key_index)
 }
 
 /// Plans a query of several pieces of time over `inputs`: files and blocks
 /// in `hull` (the window holding every piece), a block read when one
 /// piece it overlaps may match in it (by the key index where a file has a
-/// usable one and `key_index`, else by the flow sets of its `.idx`).
+/// usable one and `key_index`, else by the flow sets of its `.idx`); the
+/// indexes where `opts` says, and the files read with it.
 pub fn plan_pieces(
     inputs: &[PathBuf],
     hull: Window,
     prefix: Option<&str>,
+    opts: &ReadOptions,
     pieces: &[Piece<'_>],
     key_index: bool,
 ) -> Result<(Plan, PlanStats), StorageError> {
     let mut st = PlanStats::default();
-    let plan = extract::plan_files(inputs, hull, prefix, &mut |path, start, next| {
+    let plan = extract::plan_files(inputs, hull, prefix, opts, &mut |path, start, next| {
         if key_index {
-            if let Some(p) = plan_keys(&path, start, next, &hull, pieces, &mut st) {
+            if let Some(p) = plan_keys(&path, start, next, &hull, opts, pieces, &mut st) {
                 return p;
             }
         }
-        let ip = index::path_for(&path);
+        let ip = opts.index_path(&path);
         st.index_bytes_read += std::fs::metadata(&ip).map_or(0, |m| m.len());
         let mut skipped = 0u64;
-        let p = extract::plan_ours(path, start, next, &hull, &mut |_, e| {
+        let p = extract::plan_ours(path, start, next, &hull, opts, &mut |_, e| {
             let (in_time, keep) = keep_entry(pieces, e);
             skipped += u64::from(in_time && !keep);
             keep
@@ -178,21 +182,24 @@ fn plan_keys(
     start_ns: u64,
     next_ns: Option<u64>,
     w: &Window,
+    opts: &ReadOptions,
     pieces: &[Piece<'_>],
     st: &mut PlanStats,
 ) -> Option<FilePlan> {
-    let kdx = KeyIndex::open(path).ok()??;
-    let r = plan_with_keys(&kdx, path, start_ns, next_ns, w, pieces, st);
+    let kdx = KeyIndex::open(path, opts).ok()??;
+    let r = plan_with_keys(&kdx, path, start_ns, next_ns, w, opts, pieces, st);
     st.index_bytes_read += kdx.bytes_read();
     r
 }
 
+#[allow(clippy::too_many_arguments)]
 fn plan_with_keys(
     kdx: &KeyIndex,
     path: &Path,
     start_ns: u64,
     next_ns: Option<u64>,
     w: &Window,
+    opts: &ReadOptions,
     pieces: &[Piece<'_>],
     st: &mut PlanStats,
 ) -> Option<FilePlan> {
@@ -228,7 +235,7 @@ fn plan_with_keys(
         Vec::new()
     } else {
         let from = segs.last().map_or(0, |s| s.header.idx_next);
-        let (t, n) = index::read_from(&index::path_for(path), from).ok()?;
+        let (t, n) = index::read_from(&opts.index_path(path), from).ok()?;
         st.index_bytes_read += n;
         t
     };
@@ -472,13 +479,15 @@ fn plan_with_keys(
 /// The blocks of `capture` its key index covers (numbers `0..covered`),
 /// and those of them in `window` that may hold a frame `needs` asks for:
 /// exact for filters that are conjunctions of keys (a block holds a row
-/// with all of them). None when the file has no usable key index.
+/// with all of them). None when the file has no usable key index (where
+/// `opts` says it is).
 pub fn blocks_with(
     capture: &Path,
+    opts: &ReadOptions,
     needs: &Needs,
     window: &Window,
 ) -> Option<(u64, std::collections::HashSet<u64>)> {
-    let kdx = KeyIndex::open(capture).ok()??;
+    let kdx = KeyIndex::open(capture, opts).ok()??;
     let len = std::fs::metadata(capture).ok()?.len();
     if !kdx.complete_for(len) && !crate::fleet::being_written(capture) {
         return None;

@@ -471,16 +471,18 @@ pub struct Listing {
 }
 
 /// The sessions of the capture files `captures` whose time overlaps
-/// `[from_ns, to_ns)` and that satisfy `w`.
+/// `[from_ns, to_ns)` and that satisfy `w` (their tables where `opts`
+/// says).
 pub fn list(
     captures: &[PathBuf],
+    opts: &wiretape_files::ReadOptions,
     from_ns: Option<u64>,
     to_ns: Option<u64>,
     w: &Where,
 ) -> Result<Listing, QueryError> {
     let mut out = Listing::default();
     for c in captures {
-        let p = wiretape_storage::sessions::path_for(c);
+        let p = opts.sessions_path(c);
         let bytes = match std::fs::read(&p) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use wiretape_files::index;
 use wiretape_files::walk::Walker;
+use wiretape_files::ReadOptions;
 
 /// Bytes of a file's tail (past its last index entry, or a file without
 /// an index) walked at most to find its last stamp and frames.
@@ -83,8 +84,9 @@ impl StoreStatus {
 }
 
 /// The status of `stores` (directories: our files, of `prefix` when given;
-/// files named). Stores that cannot be listed count no files.
-pub fn of(stores: &[PathBuf], prefix: Option<&str>) -> StoreStatus {
+/// files named), read with `opts`. Stores that cannot be listed count no
+/// files.
+pub fn of(stores: &[PathBuf], prefix: Option<&str>, opts: &ReadOptions) -> StoreStatus {
     let mut st = StoreStatus {
         stores: stores.to_vec(),
         ..StoreStatus::default()
@@ -109,18 +111,19 @@ pub fn of(stores: &[PathBuf], prefix: Option<&str>) -> StoreStatus {
     }
     let files = crate::fleet::captures(stores, prefix).unwrap_or_default();
     for f in files {
-        st.files.push(file_status(&f));
+        st.files.push(file_status(&f, opts));
     }
     st.files
         .sort_by_key(|f| (f.first_ns.unwrap_or(u64::MAX), f.path.clone()));
     st
 }
 
-/// One file's status.
-pub fn file_status(path: &Path) -> FileStatus {
+/// One file's status (its index where `opts` says; an encrypted file's
+/// tail read with its identities).
+pub fn file_status(path: &Path, opts: &ReadOptions) -> FileStatus {
     let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
     let being_written = crate::fleet::being_written(path);
-    let entries = index::read(&index::path_for(path)).unwrap_or_default();
+    let entries = index::read(&opts.index_path(path)).unwrap_or_default();
     let mut fs = FileStatus {
         path: path.to_owned(),
         bytes,
@@ -139,7 +142,7 @@ pub fn file_status(path: &Path) -> FileStatus {
         fs.partial = true;
         return fs;
     }
-    let Ok(src) = wiretape_files::zread::open_buffered(path) else {
+    let Ok(src) = wiretape_files::zread::open_buffered(path, opts) else {
         return fs;
     };
     let mut w = Walker::new(src);

@@ -98,6 +98,10 @@ pub struct Request {
     /// another's: the sensors of one picture); else chosen from the window
     /// and the width.
     pub bin_ns: Option<u64>,
+    /// How the inputs are read: the identities of encrypted files (a
+    /// filtered timeline reads blocks), where the indexes of Stenographer's
+    /// files are.
+    pub read: wiretape_files::ReadOptions,
 }
 
 impl Request {
@@ -112,6 +116,7 @@ impl Request {
             key_index: true,
             width: 1000,
             bin_ns: None,
+            read: wiretape_files::ReadOptions::default(),
         }
     }
 }
@@ -559,7 +564,7 @@ pub fn build(req: &Request) -> Result<Timeline, QueryError> {
     };
     let mut indexed = Vec::new();
     for f in files {
-        match index::read(&index::path_for(&f)) {
+        match index::read(&req.read.index_path(&f)) {
             Ok(entries) if !entries.is_empty() => indexed.push(Indexed {
                 len: std::fs::metadata(&f).map_or(0, |m| m.len()),
                 live: crate::fleet::being_written(&f),
@@ -623,7 +628,9 @@ pub fn build(req: &Request) -> Result<Timeline, QueryError> {
         // The key index, where the file has one, says exactly which blocks
         // hold the filter's keys.
         let keyed = match &needs {
-            Some(Some(n)) if req.key_index => crate::narrow::blocks_with(&f.path, n, &window),
+            Some(Some(n)) if req.key_index => {
+                crate::narrow::blocks_with(&f.path, &req.read, n, &window)
+            }
             _ => None,
         };
         for (i, e) in f.entries.iter().enumerate() {
@@ -646,7 +653,7 @@ pub fn build(req: &Request) -> Result<Timeline, QueryError> {
                 // of a file being written or compressed (where its records
                 // end is not known from the index).
                 tl.blocks_read += 1;
-                let w = walker.get_or_insert_with(|| open_walker(&f.path));
+                let w = walker.get_or_insert_with(|| open_walker(&f.path, &req.read));
                 w.seek_to(e.offset);
                 for _ in 0..e.count {
                     let Some(m) = w.next() else { break };
@@ -695,9 +702,12 @@ pub fn query_string(req: &Request, bin_ns: u64) -> String {
     q.finish()
 }
 
-fn open_walker(path: &Path) -> Walker<Source<BufReader<std::fs::File>>> {
+fn open_walker(
+    path: &Path,
+    opts: &wiretape_files::ReadOptions,
+) -> Walker<Source<BufReader<std::fs::File>>> {
     // Gone since it was listed: a walker over nothing reads no frame.
-    let src = zread::open_buffered(path).unwrap_or_else(|_| {
+    let src = zread::open_buffered(path, opts).unwrap_or_else(|_| {
         Source::Plain(BufReader::new(
             std::fs::File::open("/dev/null").expect("/dev/null opens"),
         ))

@@ -204,10 +204,14 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
 /// up to `keep` bytes, `extra` bytes appended (an LZ4 frame's end mark),
 /// and the last chunk sealed again with the STREAM's last flag, so that
 /// the file is a whole age file again (`age -d` reads it). Needs an
-/// identity of one of its recipients ([`wiretape_files::crypt::use_identities`]):
-/// the payload key comes from the file key its header wraps. Returns the
-/// file's new length.
-pub fn close_cut(path: &Path, keep: u64, extra: &[u8]) -> Result<u64, StorageError> {
+/// identity of one of its recipients among `ids`: the payload key comes
+/// from the file key its header wraps. Returns the file's new length.
+pub fn close_cut(
+    path: &Path,
+    keep: u64,
+    extra: &[u8],
+    ids: &[wiretape_files::crypt::Identity],
+) -> Result<u64, StorageError> {
     use age::secrecy::ExposeSecret;
     use chacha20poly1305::aead::{Aead, KeyInit};
     use std::io::{Read, Seek, SeekFrom};
@@ -254,12 +258,11 @@ pub fn close_cut(path: &Path, keep: u64, extra: &[u8]) -> Result<u64, StorageErr
     let nonce = head
         .get(nonce_at..nonce_at + 16)
         .ok_or_else(|| bad("an age header cut short"))?;
-    let ids = wiretape_files::crypt::identities();
     let file_key = ids
         .iter()
         .find_map(|i| age::Identity::unwrap_stanzas(i, &stanzas))
         .and_then(Result::ok)
-        .ok_or_else(|| rd(wiretape_files::crypt::identity_error(path, &ids)))?;
+        .ok_or_else(|| rd(wiretape_files::crypt::identity_error(path, ids)))?;
     let key = age_core::primitives::hkdf(nonce, b"payload", file_key.expose_secret());
     // The plain bytes of the new last chunk (and of one before it when
     // `extra` spills over a chunk).
@@ -267,7 +270,7 @@ pub fn close_cut(path: &Path, keep: u64, extra: &[u8]) -> Result<u64, StorageErr
     let first = if total == 0 { 0 } else { (total - 1) / CHUNK };
     let from = first.min(keep / CHUNK) * CHUNK;
     let mut tail = vec![0u8; (keep - from) as usize];
-    let mut r = AgeReader::open(path).map_err(rd)?;
+    let mut r = AgeReader::open(path, ids).map_err(rd)?;
     r.seek(SeekFrom::Start(from)).map_err(rd)?;
     r.read_exact(&mut tail)
         .map_err(|_| bad("the bytes to keep do not decrypt"))?;

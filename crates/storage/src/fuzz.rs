@@ -211,7 +211,7 @@ pub fn keys(data: &[u8]) {
     .filter_map(|e| wiretape_filter::compile(e, 1, 65535).ok())
     .filter_map(|p| wiretape_filter::flow::Needs::of(p.insns()))
     .collect();
-    let Ok(Some(k)) = wiretape_files::keys::KeyIndex::open(&p) else {
+    let Ok(Some(k)) = wiretape_files::keys::KeyIndex::open(&p, &Default::default()) else {
         return;
     };
     let _ = k.complete_for(data.len() as u64);
@@ -240,11 +240,11 @@ pub fn keys(data: &[u8]) {
 /// `info` scans it.
 pub fn zread(data: &[u8]) {
     let p = put("zread", data);
-    if let Ok(s) = zread::open_buffered(&p) {
+    if let Ok(s) = zread::open_buffered(&p, &Default::default()) {
         let mut sink = Vec::new();
         let _ = s.take(ZREAD_LIMIT).read_to_end(&mut sink);
     }
-    if let Ok(s) = zread::open_buffered(&p) {
+    if let Ok(s) = zread::open_buffered(&p, &Default::default()) {
         let mut w = Walker::new(s);
         let mut d = Vec::new();
         let mut n = 0u64;

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use wiretape_files::index::{header, path_for, Entry, ENTRY_LEN, ENTRY_LEN_V3, HEADER_LEN};
 use wiretape_files::walk::Walker;
+use wiretape_files::ReadOptions;
 use wiretape_files::StorageError;
 use wiretape_filter::flow::FlowCollector;
 
@@ -265,17 +266,19 @@ impl IndexWriter {
 /// Rewrites the index of `capture` from the file itself, one entry per
 /// `block` bytes of records. Returns the number of entries.
 pub fn rebuild(capture: &Path, block: u64) -> Result<u64, StorageError> {
-    rebuild_with(capture, block, &mut |_| {})
+    rebuild_with(capture, block, &ReadOptions::default(), &mut |_| {})
 }
 
-/// [`rebuild`], calling `progress` with the file offset reached (per
-/// record: keep it cheap).
+/// [`rebuild`] with `opts` (an encrypted capture's identities; where the
+/// indexes of Stenographer's files go), calling `progress` with the file
+/// offset reached (per record: keep it cheap).
 pub fn rebuild_with(
     capture: &Path,
     block: u64,
+    opts: &ReadOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<u64, StorageError> {
-    let path = path_for(capture);
+    let path = opts.index_path(capture);
     let tmp = {
         let mut p = path.as_os_str().to_owned();
         p.push(".tmp");
@@ -287,7 +290,7 @@ pub fn rebuild_with(
     };
     let len = std::fs::metadata(capture).map(|m| m.len()).unwrap_or(0);
     // A compressed capture: one entry per compressed unit, where it is.
-    let src = wiretape_files::zread::open_buffered(capture).map_err(rd)?;
+    let src = wiretape_files::zread::open_buffered(capture, opts).map_err(rd)?;
     let kind = src.z().map(|z| z.kind());
     // An encrypted capture: times, counts and offsets only, no flow sets
     // nor key index (they would say its addresses in clear).
@@ -307,7 +310,12 @@ pub fn rebuild_with(
         } else {
             ENTRY_LEN
         };
-        crate::keys::rebuild_file(capture, el as u32, wiretape_files::pcap::LINKTYPE_ETHERNET)
+        crate::keys::rebuild_file(
+            capture,
+            &opts.keys_path(capture),
+            el as u32,
+            wiretape_files::pcap::LINKTYPE_ETHERNET,
+        )
     });
     let mut data = Vec::new();
     let mut entries = 0;
@@ -353,7 +361,7 @@ pub fn rebuild_with(
         entries += 1;
     }
     std::fs::write(&tmp, &out).map_err(|e| StorageError::from_write(&tmp, e))?;
-    let kdx = wiretape_files::keys::path_for(capture);
+    let kdx = opts.keys_path(capture);
     match keys {
         Some(k) => {
             let ktmp = k.path().to_owned();

@@ -389,10 +389,11 @@ pub struct KeyReport {
 
 /// Writes the key index of `capture` from its rows as `walk` meets them:
 /// used by [`crate::index::rebuild_with`], which walks the file once for
-/// both indexes. Returns the writer to feed (entry by entry) and finish.
-pub fn rebuild_file(capture: &Path, entry_len: u32, linktype: u32) -> KeyWriter {
+/// both indexes, into a temporary beside `kdx` (where the caller renames
+/// it). Returns the writer to feed (entry by entry) and finish.
+pub fn rebuild_file(capture: &Path, kdx: &Path, entry_len: u32, linktype: u32) -> KeyWriter {
     let tmp = {
-        let mut p = path_for(capture).into_os_string();
+        let mut p = kdx.as_os_str().to_owned();
         p.push(".tmp");
         PathBuf::from(p)
     };

@@ -23,7 +23,7 @@ use std::io::BufReader;
 use std::path::Path;
 use wiretape_files::pcapng;
 use wiretape_files::walk::{End, Walker, Why};
-use wiretape_files::StorageError;
+use wiretape_files::{ReadOptions, StorageError};
 
 /// What [`repair`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -171,8 +171,15 @@ enum Outcome {
 /// Repairs `path` (see the module docs): trims a torn tail, closes a
 /// compressed stream cut short, removes a file without a complete header
 /// (and its `.idx`), leaves a file a running recorder holds alone. A
-/// corrupt middle is an error, and the file is left as it was.
+/// corrupt middle is an error, and the file is left as it was. An
+/// encrypted file needs an identity ([`repair_with`]).
 pub fn repair(path: &Path) -> Result<Repaired, StorageError> {
+    repair_with(path, &ReadOptions::default())
+}
+
+/// [`repair`] with `opts` (an encrypted file is read and closed with its
+/// identities).
+pub fn repair_with(path: &Path, opts: &ReadOptions) -> Result<Repaired, StorageError> {
     let rd = |source| StorageError::Read {
         path: path.to_owned(),
         source,
@@ -195,7 +202,7 @@ pub fn repair(path: &Path) -> Result<Repaired, StorageError> {
         });
     }
     drop(f);
-    match repair_outcome(path)? {
+    match repair_outcome(path, opts)? {
         Outcome::Repaired(r, _) => Ok(r),
         Outcome::Headerless(len_before) => {
             std::fs::remove_file(path).map_err(|e| StorageError::from_write(path, e))?;
@@ -245,7 +252,7 @@ fn released_by_the_dead(f: &File) -> bool {
 /// without a complete header is an error here
 /// ([`StorageError::Truncated`] of its header).
 pub fn repair_counting(path: &Path) -> Result<(Repaired, u64), StorageError> {
-    match repair_outcome(path)? {
+    match repair_outcome(path, &ReadOptions::default())? {
         Outcome::Repaired(r, bytes) => Ok((r, bytes)),
         Outcome::Headerless(len) => Err(StorageError::Truncated {
             path: path.to_owned(),
@@ -257,18 +264,18 @@ pub fn repair_counting(path: &Path) -> Result<(Repaired, u64), StorageError> {
     }
 }
 
-fn repair_outcome(path: &Path) -> Result<Outcome, StorageError> {
+fn repair_outcome(path: &Path, opts: &ReadOptions) -> Result<Outcome, StorageError> {
     let rd = |source| StorageError::Read {
         path: path.to_owned(),
         source,
     };
     if wiretape_files::crypt::is_age(path).map_err(rd)? {
-        return repair_age(path);
+        return repair_age(path, opts);
     }
     if wiretape_files::zread::kind(path).map_err(rd)?.is_some() {
-        return repair_compressed(path);
+        return repair_compressed(path, opts);
     }
-    repair_plain(path)
+    repair_plain(path, opts)
 }
 
 /// The file's length, and the first hole in it (writes still in flight at
@@ -298,18 +305,18 @@ fn not_torn(path: &Path, e: std::io::Error) -> StorageError {
     }
 }
 
-/// An age file ([`crate::crypt`]): read with the process's identities up
+/// An age file ([`crate::crypt`]): read with the identities of `opts` up
 /// to its last whole chunk, then up to its last whole record (or, inside,
 /// its compressed stream's last whole unit), and closed there: the last
 /// chunk sealed again with the STREAM's last flag
 /// ([`crate::crypt::close_cut`]), so `age -d` reads it whole. Without an
 /// identity of one of its recipients it is refused (nothing can be cut
 /// without the key: which chunks are whole cannot be told).
-fn repair_age(path: &Path) -> Result<Outcome, StorageError> {
+fn repair_age(path: &Path, opts: &ReadOptions) -> Result<Outcome, StorageError> {
     use wiretape_files::zread::{open_buffered, Kind, Source, ZEnd};
     let (len_before, hole) = cut_at_hole(path)?;
     let bad = |e: std::io::Error| not_torn(path, e);
-    let src = match open_buffered(path) {
+    let src = match open_buffered(path, opts) {
         Ok(s) => s,
         Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => {
             return Err(StorageError::Read {
@@ -379,12 +386,12 @@ fn repair_age(path: &Path) -> Result<Outcome, StorageError> {
         });
     }
     let len_after = if torn {
-        crate::crypt::close_cut(path, keep, &extra)?
+        crate::crypt::close_cut(path, keep, &extra, opts.identities())?
     } else {
         hole.unwrap_or(len_before)
     };
     // Count the records (and prove they parse, now that the stream is whole).
-    let src = open_buffered(path).map_err(bad)?;
+    let src = open_buffered(path, opts).map_err(bad)?;
     let mut w = Walker::new(src);
     let (mut records, mut bytes) = (0u64, 0u64);
     while let Some(m) = w.next() {
@@ -398,7 +405,7 @@ fn repair_age(path: &Path) -> Result<Outcome, StorageError> {
             "an age file closed by repair does not read whole",
         )));
     }
-    closed(path, len_before, len_after, records, bytes)
+    closed(path, len_before, len_after, records, bytes, opts)
 }
 
 /// A closed age or compressed file whose `records` (`bytes` captured) all
@@ -409,11 +416,9 @@ fn closed(
     len_after: u64,
     records: u64,
     bytes: u64,
+    opts: &ReadOptions,
 ) -> Result<Outcome, StorageError> {
-    let idx = wiretape_files::index::path_for(path);
-    if idx.exists() && (len_after != len_before || index_disagrees(&idx, records)) {
-        crate::index::rebuild(path, crate::block::DEFAULT_BLOCK_SIZE as u64)?;
-    }
+    reindex(path, len_after != len_before, records, opts)?;
     Ok(Outcome::Repaired(
         Repaired {
             records,
@@ -428,11 +433,11 @@ fn closed(
 /// A compressed capture: cut after its last whole unit (lz4: and write the
 /// end mark and content checksum there); then every record is read to
 /// count them (damage inside a whole unit is an error, not cut).
-fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
+fn repair_compressed(path: &Path, opts: &ReadOptions) -> Result<Outcome, StorageError> {
     use wiretape_files::zread::{Kind, ZEnd, ZReader};
     let (len_before, hole) = cut_at_hole(path)?;
     let bad = |e: std::io::Error| not_torn(path, e);
-    let mut z = ZReader::open(path)
+    let mut z = ZReader::open(path, opts)
         .map_err(bad)?
         .ok_or(StorageError::Internal(
             "a compressed file no longer starts as one",
@@ -451,7 +456,7 @@ fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
         len_after = c;
         if kind == Kind::Lz4 {
             // The checksum of what stays: decode it all again from the start.
-            let mut z = ZReader::open(path).map_err(bad)?.expect("still lz4");
+            let mut z = ZReader::open(path, opts).map_err(bad)?.expect("still lz4");
             let mut sink = std::io::sink();
             std::io::copy(&mut z, &mut sink).map_err(bad)?;
             let sum = z.content_checksum();
@@ -472,7 +477,9 @@ fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
         }
     }
     // Count the records (and prove they parse).
-    let z = ZReader::open(path).map_err(bad)?.expect("still compressed");
+    let z = ZReader::open(path, opts)
+        .map_err(bad)?
+        .expect("still compressed");
     let mut w = Walker::new(z);
     let (mut records, mut bytes) = (0u64, 0u64);
     while let Some(m) = w.next() {
@@ -486,7 +493,7 @@ fn repair_compressed(path: &Path) -> Result<Outcome, StorageError> {
         ));
         return Err(e);
     }
-    closed(path, len_before, len_after, records, bytes)
+    closed(path, len_before, len_after, records, bytes, opts)
 }
 
 /// Whether an age file holds nothing but zeros after its header (and
@@ -505,7 +512,22 @@ fn only_zeros_after_age_header(path: &Path) -> bool {
         .is_some_and(|rest| rest.iter().all(|&b| b == 0))
 }
 
-fn repair_plain(path: &Path) -> Result<Outcome, StorageError> {
+/// Rebuilds the sidecar index of a repaired file, if it has one, when the
+/// file was cut (`cut`) or the index does not count its `records`.
+fn reindex(path: &Path, cut: bool, records: u64, opts: &ReadOptions) -> Result<(), StorageError> {
+    let idx = wiretape_files::index::path_for(path);
+    if idx.exists() && (cut || index_disagrees(&idx, records)) {
+        crate::index::rebuild_with(
+            path,
+            crate::block::DEFAULT_BLOCK_SIZE as u64,
+            opts,
+            &mut |_| {},
+        )?;
+    }
+    Ok(())
+}
+
+fn repair_plain(path: &Path, opts: &ReadOptions) -> Result<Outcome, StorageError> {
     let rd = |source| StorageError::Read {
         path: path.to_owned(),
         source,
@@ -530,10 +552,7 @@ fn repair_plain(path: &Path) -> Result<Outcome, StorageError> {
         truncate(path, s.end)?;
     }
     // A sidecar index is rebuilt to describe exactly what the file holds.
-    let idx = wiretape_files::index::path_for(path);
-    if idx.exists() && (s.end < len_before || index_disagrees(&idx, s.records)) {
-        crate::index::rebuild(path, crate::block::DEFAULT_BLOCK_SIZE as u64)?;
-    }
+    reindex(path, s.end < len_before, s.records, opts)?;
     Ok(Outcome::Repaired(
         Repaired {
             records: s.records,

@@ -96,6 +96,10 @@ pub struct StorageConfig {
     /// at most this many bytes wait for the disk, else copied
     /// ([`crate::sink::BlockSink::set_direct_backlog`]).
     pub direct_backlog_max: u64,
+    /// How our files left by an earlier run are read when repaired at the
+    /// start (an encrypted one needs an identity of its recipients), and
+    /// `record -r`'s input.
+    pub read: wiretape_files::ReadOptions,
 }
 
 impl StorageConfig {
@@ -127,6 +131,7 @@ impl StorageConfig {
             compress_threads: default_compress_threads(),
             encrypt_to: None,
             direct_backlog_max: crate::uring::DIRECT_BACKLOG_MAX,
+            read: wiretape_files::ReadOptions::default(),
         }
     }
 
@@ -166,14 +171,15 @@ pub fn prepare_dir(dir: &Path) -> Result<(), StorageError> {
 
 /// Trims torn tails off wiretape's own files in `dir` (a crash or a full
 /// disk in an earlier run), and removes those a crash left without a
-/// complete header; returns one line per file it changed or could not.
+/// complete header (read with `opts`: an encrypted file needs an identity);
+/// returns one line per file it changed or could not.
 /// Only the newest files of each interface and queue can need it, so only
 /// those are read (a directory of 50,000 files of earlier runs took seconds
 /// to read at every start): newest first, down to the first that holds a
 /// frame, and at least two. A writer's next file goes to disk only once the
 /// file before it is written whole (the gate at rotation), so a file
 /// holding a frame has only whole files before it.
-pub fn repair_dir(dir: &Path, prefix: &str) -> Vec<String> {
+pub fn repair_dir(dir: &Path, prefix: &str, opts: &wiretape_files::ReadOptions) -> Vec<String> {
     let mut out = Vec::new();
     let files = naming::list(dir, prefix);
     let mut series: std::collections::BTreeMap<(String, u32), Vec<&naming::OurFile>> =
@@ -194,7 +200,7 @@ pub fn repair_dir(dir: &Path, prefix: &str) -> Vec<String> {
     }
     for files in series.values() {
         for (k, f) in files.iter().rev().enumerate() {
-            let held_a_frame = match crate::repair::repair(&f.path) {
+            let held_a_frame = match crate::repair::repair_with(&f.path, opts) {
                 Ok(r) if r.busy => {
                     out.push(format!(
                         "{} is being written by another recorder: not repaired",
@@ -383,7 +389,7 @@ impl Store {
             prepare_dir(dir)?;
         }
         for dir in &dirs {
-            notices.extend(repair_dir(dir, &cfg.prefix));
+            notices.extend(repair_dir(dir, &cfg.prefix, &cfg.read));
             let direct_ok = crate::uring::direct_supported(dir);
             match cfg.io {
                 IoMode::Auto if !direct_ok => notices.push(format!(
@@ -391,12 +397,7 @@ impl Store {
                     dir.display()
                 )),
                 IoMode::Direct if !direct_ok => {
-                    return Err(StorageError::NotWritable {
-                        path: dir.clone(),
-                        source: std::io::Error::other(
-                            "the filesystem refuses O_DIRECT; use --io auto or buffered",
-                        ),
-                    })
+                    return Err(StorageError::DirectRefused { path: dir.clone() })
                 }
                 _ => {}
             }
@@ -1618,6 +1619,7 @@ fn volume_error(e: &StorageError) -> bool {
             | StorageError::Write { .. }
             | StorageError::Create { .. }
             | StorageError::NotWritable { .. }
+            | StorageError::DirectRefused { .. }
     )
 }
 

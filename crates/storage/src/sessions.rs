@@ -430,12 +430,14 @@ impl SessionFeed {
 }
 
 /// Writes the session table of an existing capture file (`wiretape index`),
-/// reading it once with `tracker` (a new one, or the one that read the
+/// reading it once (with `opts`: its identities, where a Stenographer
+/// file's table goes) with `tracker` (a new one, or the one that read the
 /// file before it in its series: connections open at its end go on here
 /// with their ids). The table goes to a temporary first, then renamed.
 /// Returns the table's counts.
 pub fn rebuild(
     capture: &Path,
+    opts: &wiretape_files::ReadOptions,
     tracker: &mut Tracker,
 ) -> Result<wiretape_sessions::TableStats, crate::StorageError> {
     let rd = |source| crate::StorageError::Read {
@@ -443,7 +445,7 @@ pub fn rebuild(
         source,
     };
     let len = std::fs::metadata(capture).map(|m| m.len()).unwrap_or(0);
-    let src = wiretape_files::zread::open_buffered(capture).map_err(rd)?;
+    let src = wiretape_files::zread::open_buffered(capture, opts).map_err(rd)?;
     if src.age().is_some() {
         // An encrypted capture gets no session table: its names and
         // addresses would lie beside it in clear.
@@ -466,7 +468,7 @@ pub fn rebuild(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let table = tracker.cut(&name);
-    let out = path_for(capture);
+    let out = opts.sessions_path(capture);
     // A temporary of this process's own: the recorder's session thread
     // may be writing the same table.
     let tmp = {
@@ -533,7 +535,7 @@ mod tests {
                 assert!(got.stats.complete());
                 assert_eq!(got.stats.frames, frames.len() as u64);
                 let mut alone = Tracker::default();
-                rebuild(&p, &mut alone).unwrap();
+                rebuild(&p, &Default::default(), &mut alone).unwrap();
                 let again =
                     wiretape_sessions::read_parquet(std::fs::read(path_for(&p)).unwrap(), &p)
                         .unwrap();

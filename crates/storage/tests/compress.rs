@@ -154,7 +154,7 @@ fn every_frame_back_through_every_reader() {
         // is the entry's first.
         let mut first_frame = 0u64;
         for e in &idx {
-            let z = ZReader::open(&p).unwrap().unwrap();
+            let z = ZReader::open(&p, &Default::default()).unwrap().unwrap();
             let mut w = Walker::new(z);
             w.seek_to(e.offset);
             let mut data = Vec::new();
@@ -210,12 +210,12 @@ fn a_seek_back_and_forth_reads_the_same_bytes() {
         let p = d.join(name(c, Format::PcapNs));
         write(&p, c, Format::PcapNs, &pool);
         let mut plain = Vec::new();
-        ZReader::open(&p)
+        ZReader::open(&p, &Default::default())
             .unwrap()
             .unwrap()
             .read_to_end(&mut plain)
             .unwrap();
-        let mut z = ZReader::open(&p).unwrap().unwrap();
+        let mut z = ZReader::open(&p, &Default::default()).unwrap().unwrap();
         for at in [plain.len() as u64 - 10, 5, 700_000, 24, 300_001, 0] {
             z.seek(SeekFrom::Start(at)).unwrap();
             let mut b = [0u8; 10];

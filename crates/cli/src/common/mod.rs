@@ -2,11 +2,13 @@
 //! input words, the TLS flags of a sensors' client, the filter expression,
 //! the time window flags, usage errors.
 
+pub(crate) mod flags;
 pub(crate) mod inputs;
 pub(crate) mod tls;
 
 use anyhow::{bail, Result};
 use std::path::PathBuf;
+use wiretape::files::ReadOptions;
 use wiretape::query::Window;
 use wiretape::timestamp::{format_rfc3339, parse_time_in, realtime_ns, NoZone};
 
@@ -176,14 +178,55 @@ pub(crate) struct IdentityArg {
 }
 
 impl IdentityArg {
-    /// Makes the identities the process reads with (none given: encrypted
+    /// The reader options with these identities (none given: encrypted
     /// files are refused when met). An unreadable or bad file is a usage
     /// error.
-    pub(crate) fn load(&self) -> Result<()> {
+    pub(crate) fn options(&self) -> Result<ReadOptions> {
+        let mut o = ReadOptions::new();
         if let Some(p) = &self.identity {
             let ids = wiretape::files::crypt::read_identity_file(p).map_err(crate::usage)?;
-            wiretape::files::crypt::use_identities(ids);
+            o = o.with_identities(ids);
         }
-        Ok(())
+        Ok(o)
+    }
+}
+
+/// `--index-dir DIR` of the commands that read (or, `index`, write) the
+/// indexes of Stenographer's files.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub(crate) struct IndexDirArg {
+    /// Where the indexes (.idx, .kdx, session tables) of Stenographer's
+    /// packet files are written (`index`) and read (`extract`, `api`,
+    /// `timeline`, `info`, `sessions`): DIR/<the file's absolute path>.idx.
+    /// Never beside them: wiretape writes nothing in Stenographer's
+    /// directories.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) index_dir: Option<PathBuf>,
+}
+
+impl IndexDirArg {
+    /// `o` with the sidecar directory, when given.
+    pub(crate) fn apply(&self, o: ReadOptions) -> ReadOptions {
+        match &self.index_dir {
+            Some(d) => o.with_steno_sidecar_dir(d),
+            None => o,
+        }
+    }
+}
+
+/// `--identity` and `--index-dir`: how a command that reads stores reads
+/// them.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub(crate) struct ReadArgs {
+    #[command(flatten)]
+    pub(crate) id: IdentityArg,
+    #[command(flatten)]
+    pub(crate) dir: IndexDirArg,
+}
+
+impl ReadArgs {
+    /// The reader options of both flags ([`IdentityArg::options`]).
+    pub(crate) fn options(&self) -> Result<ReadOptions> {
+        Ok(self.dir.apply(self.id.options()?))
     }
 }

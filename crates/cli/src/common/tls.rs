@@ -30,7 +30,7 @@ impl ClientTls {
         }
         let tls = match (&self.cert, &self.key, &self.ca) {
             (Some(c), Some(k), Some(ca)) => {
-                Some(tls::ClientTls::new(c, k, ca).map_err(|e| e.to_string())?)
+                Some(tls::ClientTls::new(c, k, ca).map_err(|e| super::flags::tls_line(&e))?)
             }
             (None, None, None) => {
                 if let Some(r) = remotes.iter().find(|r| r.tls) {

@@ -896,6 +896,8 @@ fn input(a: &Args) -> Result<(Input, Option<String>)> {
 /// choice, and the SIGUSR1 dump trigger the config holds. Usage errors
 /// (exit 2) only: nothing is looked at beyond the options.
 fn config(a: &Args) -> Result<(RecordConfig, Option<String>, Arc<AtomicBool>)> {
+    // -r's input and the files an earlier run left are read with these.
+    let read = a.id.options()?;
     if a.engine == "netmap" && !wiretape::capture::netmap::BUILT {
         return Err(wiretape::capture::CaptureError::NetmapNotBuilt.into());
     }
@@ -915,6 +917,7 @@ fn config(a: &Args) -> Result<(RecordConfig, Option<String>, Arc<AtomicBool>)> {
     };
     opts.input = input;
     opts.storage.more_dirs = a.dirs[1..].to_vec();
+    opts.storage.read = read;
     if let Some(ts) = &a.ts {
         opts.ts = ts.parse().map_err(anyhow::Error::msg)?;
     }
@@ -1057,7 +1060,6 @@ fn refuse_early(a: &Args, opts: &RecordConfig) -> Result<()> {
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
-    a.id.load()?;
     let (mut opts, engine_reason, trigger) = config(&a)?;
     // A typo in -w is refused before anything else is looked at.
     check_volumes(&a.dirs)?;

@@ -800,7 +800,9 @@ mod segment_tests {
         f.write_all(&build_segment(&empty)).unwrap();
         f.write_all(&bytes).unwrap();
         drop(f);
-        let k = KeyIndex::open(&cap).unwrap().unwrap();
+        let k = KeyIndex::open(&cap, &crate::ReadOptions::default())
+            .unwrap()
+            .unwrap();
         assert_eq!(k.segments().len(), 2);
         let seg = &k.segments()[1];
         let h4 = &seg.header.sections[S_HOST4];
@@ -873,7 +875,9 @@ mod segment_tests {
         assert_eq!(k.entry(5 + 100).unwrap().unwrap().first_ns, 100_000);
         // One rare host's lookup: the two segments' header pages, the
         // root, one fence page per level below it and its data page(s).
-        let k = KeyIndex::open(&cap).unwrap().unwrap();
+        let k = KeyIndex::open(&cap, &crate::ReadOptions::default())
+            .unwrap()
+            .unwrap();
         let seg = &k.segments()[1];
         let a = 0x0a00_0000 | 12345;
         let hits = k.select(seg, &needs(vec![vec![Key::Ip4(a)]])).unwrap();

@@ -79,12 +79,15 @@ struct Posting {
 }
 
 impl KeyIndex {
-    /// Opens the key index of `capture` and reads its segment headers.
-    /// None: there is none. Segments are taken in order while they follow
+    /// Opens the key index of `capture` (where `opts` says it is) and
+    /// reads its segment headers. None: there is none. Segments are taken in order while they follow
     /// each other (blocks consecutive, none after a final one); a torn or
     /// foreign tail ends the list.
-    pub fn open(capture: &Path) -> Result<Option<KeyIndex>, StorageError> {
-        let path = path_for(capture);
+    pub fn open(
+        capture: &Path,
+        opts: &crate::ReadOptions,
+    ) -> Result<Option<KeyIndex>, StorageError> {
+        let path = opts.keys_path(capture);
         let file = match File::open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

@@ -101,6 +101,9 @@ pub struct ApiConfig {
     pub handshake_timeout: Duration,
     /// How long a connection may wait for a request head.
     pub idle_timeout: Duration,
+    /// How the stores are read: the identities of encrypted files, where
+    /// the indexes of Stenographer's files are.
+    pub read: wiretape_files::ReadOptions,
 }
 
 impl ApiConfig {
@@ -119,6 +122,7 @@ impl ApiConfig {
             quiet: false,
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
+            read: wiretape_files::ReadOptions::default(),
         }
     }
 }
@@ -509,7 +513,8 @@ pub(super) async fn handle(
     let now = realtime_ns();
     let prefix = st.cfg.prefix.clone();
     let built = || -> Result<(Request, wiretape_files::Format), BadRequest> {
-        let r = params::request(&p, &st.cfg.stores, prefix.as_deref(), now)?;
+        let mut r = params::request(&p, &st.cfg.stores, prefix.as_deref(), now)?;
+        r.read = st.cfg.read.clone();
         Ok((r, params::format(&p)?))
     };
     if path == "/v1/status" {
@@ -524,7 +529,10 @@ pub(super) async fn handle(
     }
     if path == "/v1/timeline" {
         let r = match params::timeline(&p, &st.cfg.stores, prefix.as_deref(), now) {
-            Ok(r) => r,
+            Ok(mut r) => {
+                r.read = st.cfg.read.clone();
+                r
+            }
             Err(BadRequest(m)) => {
                 log(&st, &client.name, &what, &format!("400 {m}"));
                 return error(StatusCode::BAD_REQUEST, m);
@@ -587,7 +595,9 @@ fn plan_error(st: &State, client: &str, what: &str, e: &QueryError) -> Response<
             StatusCode::BAD_REQUEST,
             format!("parameter 'filter': {}", filter_message(f)),
         ),
-        QueryError::MixedLinkTypes(m) => (StatusCode::BAD_REQUEST, m.clone()),
+        // Its reader is `wiretape extract` on the client: the line it
+        // prints is the one a local extract prints (tests/linktypes.rs).
+        QueryError::MixedLinkTypes(m) => (StatusCode::BAD_REQUEST, m.with_fix("--format pcapng")),
         other => (StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
     };
     log(st, client, what, &format!("{} {m}", code.as_u16()));
@@ -842,7 +852,7 @@ async fn config_json(
 
 /// The JSON of `/v1/status` (see [`crate::status`]).
 pub fn status_json(cfg: &ApiConfig) -> serde_json::Value {
-    let s = crate::status::of(&cfg.stores, cfg.prefix.as_deref());
+    let s = crate::status::of(&cfg.stores, cfg.prefix.as_deref(), &cfg.read);
     let mut v = s.to_json();
     v["node"] = cfg.node.clone().into();
     v["version"] = env!("CARGO_PKG_VERSION").into();
@@ -851,7 +861,7 @@ pub fn status_json(cfg: &ApiConfig) -> serde_json::Value {
 
 /// The JSON of `/v1/files`: the store's capture files, oldest first.
 pub fn files_json(cfg: &ApiConfig) -> serde_json::Value {
-    let s = crate::status::of(&cfg.stores, cfg.prefix.as_deref());
+    let s = crate::status::of(&cfg.stores, cfg.prefix.as_deref(), &cfg.read);
     let fmt = |t: Option<u64>| t.map(wiretape_timestamp::format_rfc3339);
     let files: Vec<serde_json::Value> = s
         .files
@@ -924,7 +934,7 @@ async fn sessions(
     let r = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let files = crate::fleet::captures(&st2.cfg.stores, st2.cfg.prefix.as_deref())?;
-        let l = crate::sessions::list(&files, window.from_ns, window.to_ns, &w)?;
+        let l = crate::sessions::list(&files, &st2.cfg.read, window.from_ns, window.to_ns, &w)?;
         let mut body = Vec::new();
         for (r, f) in &l.rows {
             let _ = serde_json::to_writer(&mut body, &crate::sessions::row_json(r, f));
@@ -1005,7 +1015,13 @@ async fn parquet(
     let r = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let files = crate::fleet::captures(&st2.cfg.stores, st2.cfg.prefix.as_deref())?;
-        let table = crate::fleet::block_table(&st2.cfg.node, &files, &window, &mut |_, _| {})?;
+        let table = crate::fleet::block_table(
+            &st2.cfg.node,
+            &files,
+            &st2.cfg.read,
+            &window,
+            &mut |_, _| {},
+        )?;
         let mut buf = Vec::new();
         crate::fleet::write_table(
             &mut buf,

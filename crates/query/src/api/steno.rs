@@ -258,6 +258,7 @@ pub(super) async fn query(
     };
     let mut request = Request::new(st.cfg.stores.clone());
     request.prefix = st.cfg.prefix.clone();
+    request.read = st.cfg.read.clone();
     request.steno = Some(Arc::new(sel));
     let stop = StopOnDrop::new();
     let flag = stop.flag();

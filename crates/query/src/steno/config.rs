@@ -32,7 +32,7 @@ pub struct ConfigError(pub String);
 fn server_names(cert: &Path) -> Result<Vec<String>, ConfigError> {
     use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
     let der =
-        tls::load_certs(cert, "the API's certificate").map_err(|e| ConfigError(e.to_string()))?;
+        tls::load_certs(cert, tls::PemRole::ApiCert).map_err(|e| ConfigError(e.to_string()))?;
     let first = der
         .first()
         .ok_or_else(|| ConfigError(format!("{}: no certificate in it", cert.display())))?;

@@ -5,7 +5,7 @@
 //! bundle a browser imports.
 
 use super::explain::{cert_info, utc};
-use super::TlsError;
+use super::{PemRole, TlsError};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose,
@@ -260,7 +260,7 @@ impl Ca {
         };
         let key_path = dir.join(files::CA_KEY);
         let key = KeyPair::from_pem(&read(&key_path)?).map_err(|e| TlsError::Pem {
-            flag: "the CA key",
+            role: PemRole::CaKey,
             path: key_path.clone(),
             why: e.to_string(),
         })?;
@@ -274,7 +274,7 @@ impl Ca {
 
     fn issuer(&self, dir: &Path) -> Result<Issuer<'_, &KeyPair>, TlsError> {
         Issuer::from_ca_cert_pem(&self.pem, &self.key).map_err(|e| TlsError::Pem {
-            flag: "the CA certificate",
+            role: PemRole::CaCert,
             path: dir.join(files::CA_CERT),
             why: e.to_string(),
         })
@@ -528,9 +528,9 @@ pub fn client_p12(
                 .into(),
         ));
     }
-    let read = |p: &Path, flag: &'static str| -> Result<Vec<u8>, TlsError> {
+    let read = |p: &Path, role: PemRole| -> Result<Vec<u8>, TlsError> {
         let text = std::fs::read(p).map_err(|e| TlsError::Pem {
-            flag,
+            role,
             path: p.to_owned(),
             why: format!(
                 "{e}: `wiretape certs client {} {name}` makes it",
@@ -542,23 +542,23 @@ pub fn client_p12(
             .and_then(Result::ok)
             .map(|c| c.as_ref().to_vec())
             .ok_or_else(|| TlsError::Pem {
-                flag,
+                role,
                 path: p.to_owned(),
                 why: "no certificate in it".into(),
             })
     };
     let cert = read(
         &dir.join(files::client_cert(name)),
-        "the client certificate",
+        PemRole::IssuedClientCert,
     )?;
-    let ca = read(&dir.join(files::CA_CERT), "the CA certificate")?;
+    let ca = read(&dir.join(files::CA_CERT), PemRole::CaCert)?;
     let key_path = dir.join(files::client_key(name));
     let key_text = std::fs::read(&key_path).map_err(|e| TlsError::Io {
         path: key_path.clone(),
         source: e,
     })?;
     let key = PrivateKeyDer::from_pem_slice(&key_text).map_err(|e| TlsError::Pem {
-        flag: "the client key",
+        role: PemRole::IssuedClientKey,
         path: key_path.clone(),
         why: e.to_string(),
     })?;

@@ -45,15 +45,69 @@ use rustls::{
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+/// What a PEM file is for, as [`TlsError::Pem`] names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PemRole {
+    /// A server's certificate chain ([`ServerTls::new`]'s `cert`).
+    ServerCert,
+    /// A server's private key ([`ServerTls::new`]'s `key`).
+    ServerKey,
+    /// The CA a server admits client certificates of ([`ServerTls::new`]'s
+    /// `client_ca`).
+    ClientCa,
+    /// A client's certificate chain ([`ClientTls::new`]'s `cert`).
+    ClientCert,
+    /// A client's private key ([`ClientTls::new`]'s `key`).
+    ClientKey,
+    /// The CA a client trusts sensors of ([`ClientTls::new`]'s `ca`).
+    ServerCa,
+    /// The CA's key in a certificate directory (`certs`).
+    CaKey,
+    /// The CA's certificate in a certificate directory (`certs`).
+    CaCert,
+    /// A client certificate a certificate directory issued (`certs`).
+    IssuedClientCert,
+    /// A client key a certificate directory issued (`certs`).
+    IssuedClientKey,
+    /// The certificate of an API Stenographer's clients are pointed at.
+    ApiCert,
+}
+
+impl PemRole {
+    /// What it is, in words.
+    pub fn what(self) -> &'static str {
+        match self {
+            PemRole::ServerCert => "the server's certificate",
+            PemRole::ServerKey => "the server's key",
+            PemRole::ClientCa => "the client CA",
+            PemRole::ClientCert => "the client's certificate",
+            PemRole::ClientKey => "the client's key",
+            PemRole::ServerCa => "the server CA",
+            PemRole::CaKey => "the CA key",
+            PemRole::CaCert => "the CA certificate",
+            PemRole::IssuedClientCert => "the client certificate",
+            PemRole::IssuedClientKey => "the client key",
+            PemRole::ApiCert => "the API's certificate",
+        }
+    }
+}
+
+impl std::fmt::Display for PemRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.what())
+    }
+}
+
 /// What went wrong with a certificate, a key or a TLS configuration.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TlsError {
     /// A PEM file could not be read or holds nothing of the kind wanted.
-    #[error("{flag} {path}: {why}")]
+    #[error("{role} {path}: {why}")]
     Pem {
-        /// The flag (or file role) it was given for, e.g. `--tls-cert`.
-        flag: &'static str,
+        /// What the file is for (a command names it by its flag).
+        role: PemRole,
         /// The file.
         path: PathBuf,
         /// What is wrong, with what to do.
@@ -98,12 +152,9 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 /// The certificates of a PEM file (a chain: leaf first).
-pub fn load_certs(
-    path: &Path,
-    flag: &'static str,
-) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub fn load_certs(path: &Path, role: PemRole) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let bad = |why: String| TlsError::Pem {
-        flag,
+        role,
         path: path.to_owned(),
         why,
     };
@@ -120,9 +171,9 @@ pub fn load_certs(
 }
 
 /// The private key of a PEM file (PKCS#8, SEC1 or PKCS#1).
-pub fn load_key(path: &Path, flag: &'static str) -> Result<PrivateKeyDer<'static>, TlsError> {
+pub fn load_key(path: &Path, role: PemRole) -> Result<PrivateKeyDer<'static>, TlsError> {
     let bad = |why: String| TlsError::Pem {
-        flag,
+        role,
         path: path.to_owned(),
         why,
     };
@@ -134,11 +185,11 @@ pub fn load_key(path: &Path, flag: &'static str) -> Result<PrivateKeyDer<'static
     })
 }
 
-fn roots(ca: &Path, flag: &'static str) -> Result<RootCertStore, TlsError> {
+fn roots(ca: &Path, role: PemRole) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
-    for c in load_certs(ca, flag)? {
+    for c in load_certs(ca, role)? {
         roots.add(c).map_err(|e| TlsError::Pem {
-            flag,
+            role,
             path: ca.to_owned(),
             why: format!("not a usable CA certificate: {e}"),
         })?;
@@ -149,26 +200,26 @@ fn roots(ca: &Path, flag: &'static str) -> Result<RootCertStore, TlsError> {
 /// Days before its end from which a certificate is said to expire soon.
 pub const EXPIRY_WARNING_DAYS: i64 = 30;
 
-/// The leaf of a chain, described; an error naming `flag` when it does
+/// The leaf of a chain, described; an error naming `role` when it does
 /// not parse.
 fn leaf_info(
     chain: &[CertificateDer<'_>],
     path: &Path,
-    flag: &'static str,
+    role: PemRole,
 ) -> Result<CertInfo, TlsError> {
     chain
         .first()
         .and_then(|c| cert_info(c))
         .ok_or_else(|| TlsError::Pem {
-            flag,
+            role,
             path: path.to_owned(),
             why: "not an X.509 certificate this program can read".into(),
         })
 }
 
-/// Refuses a certificate outside its validity now, naming `flag`, the
+/// Refuses a certificate outside its validity now, naming `role`, the
 /// date, and `fix`.
-fn in_validity(c: &CertInfo, path: &Path, flag: &'static str, fix: &str) -> Result<(), TlsError> {
+fn in_validity(c: &CertInfo, path: &Path, role: PemRole, fix: &str) -> Result<(), TlsError> {
     let now = explain::now();
     let why = if now > c.not_after {
         format!(
@@ -188,7 +239,7 @@ fn in_validity(c: &CertInfo, path: &Path, flag: &'static str, fix: &str) -> Resu
         return Ok(());
     };
     Err(TlsError::Pem {
-        flag,
+        role,
         path: path.to_owned(),
         why,
     })
@@ -229,23 +280,23 @@ impl ServerTls {
     /// Reads and checks the files: the key belongs to the certificate,
     /// the certificate and the CA are within their validity.
     pub fn new(cert: &Path, key: &Path, client_ca: &Path) -> Result<ServerTls, TlsError> {
-        let chain = load_certs(cert, "--tls-cert")?;
-        let key_der = load_key(key, "--tls-key")?;
-        let ca_certs = load_certs(client_ca, "--client-ca")?;
-        let me = leaf_info(&chain, cert, "--tls-cert")?;
+        let chain = load_certs(cert, PemRole::ServerCert)?;
+        let key_der = load_key(key, PemRole::ServerKey)?;
+        let ca_certs = load_certs(client_ca, PemRole::ClientCa)?;
+        let me = leaf_info(&chain, cert, PemRole::ServerCert)?;
         in_validity(
             &me,
             cert,
-            "--tls-cert",
+            PemRole::ServerCert,
             "make a new one with its CA: `wiretape certs server DIR --server-name NAME --force`",
         )?;
         let mut cas = Vec::new();
         for c in &ca_certs {
-            let info = leaf_info(std::slice::from_ref(c), client_ca, "--client-ca")?;
+            let info = leaf_info(std::slice::from_ref(c), client_ca, PemRole::ClientCa)?;
             in_validity(
                 &info,
                 client_ca,
-                "--client-ca",
+                PemRole::ClientCa,
                 "no client certificate of it is admitted any more: make a new CA and client certificates \
                  (`wiretape certs init DIR --server-name NAME --force`, then `wiretape certs client DIR NAME`)",
             )?;
@@ -257,7 +308,7 @@ impl ServerTls {
                 .map(|c| ("--client-ca", client_ca, c))
                 .collect::<Vec<_>>(),
         ));
-        let roots = roots(client_ca, "--client-ca")?;
+        let roots = roots(client_ca, PemRole::ClientCa)?;
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
             .build()
             .map_err(|e| TlsError::Config(format!("--client-ca {}: {e}", client_ca.display())))?;
@@ -394,14 +445,14 @@ pub type SeenSlot = Arc<Mutex<Seen>>;
 impl ClientTls {
     /// Reads the files; the key must belong to the certificate.
     pub fn new(cert: &Path, key: &Path, ca: &Path) -> Result<ClientTls, TlsError> {
-        let chain = load_certs(cert, "--cert")?;
-        let key_der = load_key(key, "--key")?;
-        let me = leaf_info(&chain, cert, "--cert")?;
-        let cas = load_certs(ca, "--ca")?
+        let chain = load_certs(cert, PemRole::ClientCert)?;
+        let key_der = load_key(key, PemRole::ClientKey)?;
+        let me = leaf_info(&chain, cert, PemRole::ClientCert)?;
+        let cas = load_certs(ca, PemRole::ServerCa)?
             .iter()
-            .map(|c| leaf_info(std::slice::from_ref(c), ca, "--ca"))
+            .map(|c| leaf_info(std::slice::from_ref(c), ca, PemRole::ServerCa))
             .collect::<Result<Vec<_>, _>>()?;
-        let roots = Arc::new(roots(ca, "--ca")?);
+        let roots = Arc::new(roots(ca, PemRole::ServerCa)?);
         let verifier = WebPkiServerVerifier::builder_with_provider(roots.clone(), provider())
             .build()
             .map_err(|e| TlsError::Config(format!("--ca {}: {e}", ca.display())))?;
@@ -598,14 +649,14 @@ mod tests {
         )
         .unwrap()
         .connection();
-        let der = load_certs(&d.join(files::client_cert("analyst-1")), "x").unwrap();
+        let der = load_certs(&d.join(files::client_cert("analyst-1")), PemRole::CaCert).unwrap();
         assert_eq!(cert_names(&der[0]), vec!["analyst-1"]);
-        let der = load_certs(&d.join(files::SERVER_CERT), "x").unwrap();
+        let der = load_certs(&d.join(files::SERVER_CERT), PemRole::CaCert).unwrap();
         assert_eq!(cert_names(&der[0]), vec!["sensor1.example"]);
         // The CA has a name of its own; the leaves name it as issuer and
         // carry its key identifier; the server certificate is valid for a
         // year, the CA for ten.
-        let ca = load_certs(&d.join(files::CA_CERT), "x").unwrap();
+        let ca = load_certs(&d.join(files::CA_CERT), PemRole::CaCert).unwrap();
         let (ca, leaf) = (cert_info(&ca[0]).unwrap(), cert_info(&der[0]).unwrap());
         assert!(
             ca.subject.starts_with("CN=wiretape CA sensor1.example "),
@@ -639,7 +690,7 @@ mod tests {
             "no --force"
         );
         issue_server(&d, &names2, v(10), true).unwrap();
-        let der = load_certs(&d.join(files::SERVER_CERT), "x").unwrap();
+        let der = load_certs(&d.join(files::SERVER_CERT), PemRole::CaCert).unwrap();
         assert_eq!(cert_names(&der[0]), vec!["sensor2.example"]);
         let s = ServerTls::new(
             &d.join(files::SERVER_CERT),
@@ -669,7 +720,7 @@ mod tests {
         .err()
         .unwrap();
         assert!(e.to_string().contains("--tls-cert"), "{e}");
-        let e = load_certs(&d.join(files::SERVER_KEY), "--tls-cert").unwrap_err();
+        let e = load_certs(&d.join(files::SERVER_KEY), PemRole::ServerCert).unwrap_err();
         assert!(e.to_string().contains("holds no certificate"), "{e}");
         // An expired server certificate: refused before anything listens,
         // with its date and the fix.
@@ -690,7 +741,9 @@ mod tests {
         .unwrap()
         .to_string();
         assert!(
-            e.contains("--tls-cert") && e.contains("expired on") && e.contains("certs server"),
+            e.contains("the server's certificate")
+                && e.contains("expired on")
+                && e.contains("certs server"),
             "{e}"
         );
         std::fs::remove_dir_all(&d).unwrap();

@@ -1,0 +1,161 @@
+//! Library errors in the command's words. The libraries say what went
+//! wrong in their own terms (typed variants with the data); the command
+//! names the flag that fixes it, word for word as it always has
+//! (tests/mistakes.rs, tests/errors.rs and docs/errors.md hold it to that).
+
+use std::error::Error;
+use wiretape::pipeline::{PipelineError, PreflightError};
+use wiretape::query::api::ApiError;
+use wiretape::query::tls::{PemRole, TlsError};
+use wiretape::query::QueryError;
+use wiretape::storage::StorageError;
+
+/// How `extract` asks for pcapng output.
+pub(crate) const PCAPNG: &str = "--format pcapng";
+
+/// The flag a PEM file of `role` is given by (its words where no flag
+/// names it: the files of a certificate directory).
+pub(crate) fn pem_flag(role: PemRole) -> String {
+    match role {
+        PemRole::ServerCert => "--tls-cert".into(),
+        PemRole::ServerKey => "--tls-key".into(),
+        PemRole::ClientCa => "--client-ca".into(),
+        PemRole::ClientCert => "--cert".into(),
+        PemRole::ClientKey => "--key".into(),
+        PemRole::ServerCa => "--ca".into(),
+        other => other.to_string(),
+    }
+}
+
+/// A TLS error's line, its file named by its flag.
+pub(crate) fn tls_line(e: &TlsError) -> String {
+    match e {
+        TlsError::Pem { role, path, why } => {
+            format!("{} {}: {why}", pem_flag(*role), path.display())
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A server's error's line ([`tls_line`] for its certificates).
+pub(crate) fn api_line(e: &ApiError) -> String {
+    match e {
+        ApiError::Tls(t) => tls_line(t),
+        other => other.to_string(),
+    }
+}
+
+/// A storage error's line with the flag that fixes it, if it needs one.
+fn storage_line(e: &StorageError) -> Option<String> {
+    let fix = "choose another -w directory or fix its permissions";
+    match e {
+        StorageError::NotWritable { path, source } => Some(format!(
+            "output directory {} is not writable ({source}): {fix}",
+            path.display()
+        )),
+        StorageError::DirectRefused { path } => Some(format!(
+            "output directory {} is not writable (the filesystem refuses O_DIRECT; use --io auto \
+             or buffered): {fix}",
+            path.display()
+        )),
+        _ => None,
+    }
+}
+
+/// The library's words of the typed error `e` is, and the command's.
+fn words(e: &(dyn Error + 'static)) -> Option<(String, String)> {
+    let with = |lib: &dyn std::fmt::Display, cli: Option<String>| cli.map(|c| (lib.to_string(), c));
+    if let Some(s) = e.downcast_ref::<StorageError>() {
+        return with(s, storage_line(s));
+    }
+    if let Some(p) = e.downcast_ref::<PipelineError>() {
+        return match p {
+            PipelineError::Storage(s) => with(s, storage_line(s)),
+            PipelineError::InterfaceTwice(i) => with(
+                p,
+                Some(format!("interface {i} is given twice: give each -i once")),
+            ),
+            _ => None,
+        };
+    }
+    if let Some(PreflightError::Storage(s)) = e.downcast_ref::<PreflightError>() {
+        return with(s, storage_line(s));
+    }
+    if let Some(q) = e.downcast_ref::<QueryError>() {
+        return match q {
+            QueryError::Storage(s) => with(s, storage_line(s)),
+            QueryError::MixedLinkTypes(m) => with(m, Some(m.with_fix(PCAPNG))),
+            _ => None,
+        };
+    }
+    if let Some(t) = e.downcast_ref::<TlsError>() {
+        return with(t, Some(tls_line(t)));
+    }
+    if let Some(a) = e.downcast_ref::<ApiError>() {
+        return with(a, Some(api_line(a)));
+    }
+    None
+}
+
+/// `line` (the one line of `e`) with a typed library error's words in it
+/// replaced by the command's (the error itself, or one under a context).
+pub(crate) fn in_flags(e: &anyhow::Error, line: String) -> String {
+    match e.chain().find_map(words) {
+        Some((lib, cli)) if lib != cli => line.replacen(&lib, &cli, 1),
+        _ => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(e: impl Into<anyhow::Error>) -> String {
+        let e = e.into();
+        in_flags(&e, crate::one_line(&e))
+    }
+
+    #[test]
+    fn library_words_become_the_flags_of_old() {
+        let io = std::io::Error::from_raw_os_error(30);
+        let e = StorageError::NotWritable {
+            path: "/ro".into(),
+            source: io,
+        };
+        assert!(!e.to_string().contains("-w"), "{e}");
+        assert_eq!(
+            line(PipelineError::Storage(e)),
+            "output directory /ro is not writable (Read-only file system (os error 30)): \
+             choose another -w directory or fix its permissions"
+        );
+        let e = StorageError::DirectRefused {
+            path: "/tmp".into(),
+        };
+        assert!(!e.to_string().contains("--io"), "{e}");
+        assert_eq!(
+            line(anyhow::Error::from(e).context("starting")),
+            "starting: output directory /tmp is not writable (the filesystem refuses O_DIRECT; \
+             use --io auto or buffered): choose another -w directory or fix its permissions"
+        );
+        let e = PipelineError::InterfaceTwice("eth0".into());
+        assert!(!e.to_string().contains("-i"), "{e}");
+        assert_eq!(line(e), "interface eth0 is given twice: give each -i once");
+        let m = wiretape::query::job::mixed_linktypes(&[
+            (1, vec!["a.pcap".into()]),
+            (101, vec!["b.pcap".into()]),
+        ])
+        .unwrap();
+        assert!(!m.to_string().contains("--format"), "{m}");
+        assert!(line(QueryError::MixedLinkTypes(m)).contains("(--format pcapng: one interface"));
+        let e = TlsError::Pem {
+            role: PemRole::ServerCert,
+            path: "/c.pem".into(),
+            why: "holds no certificate".into(),
+        };
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert_eq!(
+            line(ApiError::Tls(e)),
+            "--tls-cert /c.pem: holds no certificate"
+        );
+    }
+}
