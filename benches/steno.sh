@@ -3,7 +3,7 @@
 # traffic recorded at the same time (issue 42; the Stenographer drop-in,
 # issue 36, adds its columns here).
 #
-#   benches/steno.sh [-g GB] [-c CLIENTS] [-p PPS] [-o DIR] [-k]
+#   benches/steno.sh [-g GB] [-c CLIENTS] [-p PPS] [-o DIR] [-k] [-r RUNS]
 #
 # 1. Makes a trace (benches/steno_gen.py: GB gigabytes, default 2.2, of
 #    connections between CLIENTS clients, default 6000, and 200 servers;
@@ -15,7 +15,8 @@
 #    while tcpreplay sends the trace at PPS frames/s (default 40000).
 # 3. Waits for Stenographer to index its last file, stops wiretape.
 # 4. Asks every system every query, each on a cold page cache (`sync; echo 3
-#    > /proc/sys/vm/drop_caches` before each), one run each:
+#    > /proc/sys/vm/drop_caches` before each), RUNS rounds (-r, default 1;
+#    a round asks every query of every system once):
 #      rare host, busy host, a port, a net, 'udp or icmp', a conjunction
 #      (host and port), a time-bounded selective query (host, 20 % of the
 #      recording's time).
@@ -33,8 +34,13 @@
 #    (the client's processes, and the server's for a server), bytes read
 #    from disk (the client's cgroup io.stat rbytes plus the server's
 #    /proc/PID/io read_bytes), and the disk's sectors read meanwhile (the
-#    whole machine: other work on it counts too). Output: DIR/steno.md
-#    (table), DIR/steno.csv (rows), DIR/*.json (wiretape's --json).
+#    whole machine: other work on it counts too). Before a stenoread's
+#    measured query, an unparseable one (`host`, refused by both servers
+#    with 400 before they touch their stores) loads what the client reads
+#    of its own (curl's TLS, config, certificates, locale): the bytes then
+#    counted are the server's and its store's. Output: DIR/steno.md (table;
+#    with RUNS > 1, median [min..max] per cell), DIR/steno.csv (rows),
+#    DIR/*.json (wiretape's --json).
 #
 # Root, the rig (RIG=DIR, default ../shared/rig), ~3x GB of free disk, and
 # the bench lock: run it as `flock /path/to/rig.lock benches/steno.sh`.
@@ -44,13 +50,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-GB=2.2; CLIENTS=6000; PPS=40000; OUT=$ROOT/target/steno; KEEP=0
-while getopts "g:c:p:o:kh" o; do
+GB=2.2; CLIENTS=6000; PPS=40000; OUT=$ROOT/target/steno; KEEP=0; RUNS=1
+while getopts "g:c:p:o:kr:h" o; do
   case $o in
     g) GB=$OPTARG ;; c) CLIENTS=$OPTARG ;; p) PPS=$OPTARG ;; o) OUT=$OPTARG ;; k) KEEP=1 ;;
-    *) sed -n '2,44p' "$0"; exit 2 ;;
+    r) RUNS=$OPTARG ;;
+    *) sed -n '2,49p' "$0"; exit 2 ;;
   esac
 done
+[[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "steno.sh: -r takes a number of rounds (1 or more), not '$RUNS'" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "steno.sh: run as root (namespaces, AF_PACKET, drop_caches)" >&2; exit 1; }
 RIG=$(cd "${RIG:-$ROOT/../shared/rig}" 2>/dev/null && pwd) || { echo "steno.sh: the rig ../shared/rig is missing (RIG=DIR)" >&2; exit 1; }
 export DEBIAN_FRONTEND=noninteractive
@@ -172,7 +180,7 @@ cg_dirs() { if [ "$CGV" = 2 ]; then echo "/sys/fs/cgroup/$1"; else echo "/sys/fs
 N=0
 # The clients' programs and their libraries.
 PROGRAMS=()
-for p in "$W" bash env ip which dirname jq curl tcpdump stenoread stenocurl; do
+for p in "$W" bash env ip which dirname cat jq curl tcpdump stenoread stenocurl stenographer stenotype; do
   b=$(command -v "$p") || continue
   PROGRAMS+=("$b")
   while read -r lib; do [ -f "$lib" ] && PROGRAMS+=("$lib"); done < <(ldd "$b" 2>/dev/null | awk '/=> \// {print $3}')
@@ -186,6 +194,10 @@ measure() {
   # The programs (not the data): both sides' clients read from the page
   # cache as a sensor's tools would be, so that only the stores' bytes count.
   cat "${PROGRAMS[@]}" > /dev/null 2>&1 || true
+  # The client's own files (WARM: a command that loads them), then the
+  # servers' counters (MARK) from there on.
+  if [ -n "${WARM:-}" ]; then eval "$WARM" > /dev/null 2>&1 || true; fi
+  "${MARK:-true}"
   local s0 a b; s0=$(sectors); a=$(date +%s%N)
   (for d in $(cg_dirs "$name"); do echo $BASHPID > "$d/cgroup.procs"; done; exec "$@") || true
   b=$(date +%s%N)
@@ -210,8 +222,10 @@ frames() { [ -s "$1" ] && capinfos -c -M "$1" 2>/dev/null | awk '/Number of pack
 ask_stenoread() {
   local conf=$1 pid=$2 key=$3 o=$OUT/out-$4-$3.pcap
   rm -f "$o"
-  local r0 c0; r0=$(proc_io "$pid"); c0=$(proc_cpu "$pid")
-  measure ip netns exec pbcap env STENOGRAPHER_CONFIG="$conf" stenoread "${SQ[$key]}" -w "$o"
+  local r0 c0
+  mark() { r0=$(proc_io "$pid"); c0=$(proc_cpu "$pid"); }
+  WARM="ip netns exec pbcap env STENOGRAPHER_CONFIG='$conf' stenoread host -w /dev/null" MARK=mark \
+    measure ip netns exec pbcap env STENOGRAPHER_CONFIG="$conf" stenoread "${SQ[$key]}" -w "$o"
   R_FRAMES=$(frames "$o"); R_WALL=$M_WALL; R_CPU=$M_CPU; R_SECT=$M_SECT
   R_SCPU=$(python3 -c "print(f'{$(proc_cpu "$pid") - $c0:.3f}')")
   R_READ=$(( M_READ + $(proc_io "$pid") - r0 ))
@@ -230,13 +244,15 @@ ask_wiretape() {
 ask_wiretape_steno() { ask_stenoread "$WSCONF" "$APID" "$1" wiretape_steno; }
 SYSTEMS=${SYSTEMS:-"stenographer wiretape wiretape_steno"}
 
-echo "query,system,frames,wall_s,cpu_s,server_cpu_s,read_bytes,disk_read_bytes" > "$OUT/steno.csv"
-for key in "${KEYS[@]}"; do
-  for sys in $SYSTEMS; do
-    "ask_$sys" "$key"
-    echo "$key,$sys,$R_FRAMES,$R_WALL,$R_CPU,$R_SCPU,$R_READ,$R_SECT" >> "$OUT/steno.csv"
-    printf '%-44s %-14s %9s frames %8ss cpu %6ss+%6ss read %12s B (disk %12s B)\n' \
-      "${LABEL[$key]}" "$sys" "$R_FRAMES" "$R_WALL" "$R_CPU" "$R_SCPU" "$R_READ" "$R_SECT"
+echo "run,query,system,frames,wall_s,cpu_s,server_cpu_s,read_bytes,disk_read_bytes" > "$OUT/steno.csv"
+for run in $(seq 1 "$RUNS"); do
+  for key in "${KEYS[@]}"; do
+    for sys in $SYSTEMS; do
+      "ask_$sys" "$key"
+      echo "$run,$key,$sys,$R_FRAMES,$R_WALL,$R_CPU,$R_SCPU,$R_READ,$R_SECT" >> "$OUT/steno.csv"
+      printf 'run %s %-44s %-14s %9s frames %8ss cpu %6ss+%6ss read %12s B (disk %12s B)\n' \
+        "$run" "${LABEL[$key]}" "$sys" "$R_FRAMES" "$R_WALL" "$R_CPU" "$R_SCPU" "$R_READ" "$R_SECT"
+    done
   done
 done
 
@@ -263,6 +279,13 @@ def h(b):
             return f"{b:.0f} {u}" if u == "B" else f"{b:.1f} {u}"
         b /= 1000
 rec = json.load(open(rj)) if os.path.exists(rj) else {}
+def spread(vs, f):
+    """One value as is; several as median [min..max]."""
+    if len(vs) == 1:
+        return f(vs[0])
+    s = sorted(vs)
+    return f"{f(s[len(s) // 2])} [{f(s[0])}..{f(s[-1])}]"
+runs = len({r["run"] for r in rows})
 print(f"Trace: {t['frames']:,} frames, {t['bytes'] / 1e9:.2f} GB, {t['hosts']:,} hosts "
       f"(benches/steno_gen.py); sent by tcpreplay at a fixed rate, recorded by both at once.\n")
 if os.path.isdir(stores):
@@ -278,15 +301,20 @@ print("|" + "---|" * (1 + len(systems)))
 for k in ["rare", "busy", "port", "net", "udp_icmp", "conj", "time"]:
     cells = []
     for s in systems:
-        r = next((x for x in rows if x["query"] == k and x["system"] == s), None)
-        if r is None:
+        rs = [x for x in rows if x["query"] == k and x["system"] == s]
+        if not rs:
             cells.append("-"); continue
-        cpu = float(r["cpu_s"]) + float(r["server_cpu_s"])
-        cells.append(f"{int(r['frames']):,}, {float(r['wall_s']):.2f} s, {cpu:.2f} s, {h(r['read_bytes'])}")
+        frames = sorted({int(r["frames"]) for r in rs})
+        walls = [float(r["wall_s"]) for r in rs]
+        cpus = [float(r["cpu_s"]) + float(r["server_cpu_s"]) for r in rs]
+        reads = [float(r["read_bytes"]) for r in rs]
+        cells.append(f"{'/'.join(f'{n:,}' for n in frames)}, {spread(walls, lambda v: f'{v:.2f} s')}, "
+                     f"{spread(cpus, lambda v: f'{v:.2f} s')}, {spread(reads, h)}")
     w = f" ({want[k]:,})" if want[k] is not None else ""
     print(f"| {label[k]}{w} | " + " | ".join(cells) + " |")
-print("\nCPU: the client's processes plus, for a server, the server's. Read: the client's "
-      "cgroup (io.stat rbytes) plus the server's /proc/PID/io read_bytes, each query on a cold "
-      "page cache. The disk's own count (whole machine) is in steno.csv.")
+print(f"\n{runs} round(s); with more than one, each cell is median [min..max]. CPU: the client's "
+      "processes plus, for a server, the server's. Read: the client's cgroup (io.stat rbytes) plus "
+      "the server's /proc/PID/io read_bytes, each query on a cold page cache (the client's own "
+      "files loaded first by a refused query). The disk's own count (whole machine) is in steno.csv.")
 PY
 cat "$OUT/steno.md"

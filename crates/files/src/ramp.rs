@@ -25,10 +25,6 @@ pub const READ_BUFFER: usize = 1 << 20;
 /// Bytes of a reader's first read after a seek; each further read doubles
 /// it up to [`READ_BUFFER`] (a narrow window reads little).
 const FIRST_READ: usize = 64 << 10;
-/// Bytes read beyond a hinted span ([`RampReader::hint`]), for its last
-/// record (whose length is not known): a small frame's. A longer one that
-/// crosses into the next page costs a second read.
-const HINT_SLACK: usize = 512;
 /// Bytes of the first read of a file: its header (and, read whole, the
 /// first records).
 const HEAD_READ: usize = 4 << 10;
@@ -42,9 +38,6 @@ pub const PREFETCH_STREAM_BYTES: usize = 8 << 20;
 pub const PREFETCH_QUERY_BYTES: usize = 32 << 20;
 /// Reader threads of a query's [`ReadPool`] (started at its first read).
 pub const PREFETCH_THREADS: usize = 8;
-/// Bytes read ahead past a run's end: the record there, which ends the run
-/// for the walker, is read with it when it is a frame of up to ~2 KiB.
-const PREFETCH_SLACK: u64 = 2048;
 
 /// A file read through a buffer that starts small after every seek and
 /// doubles up to [`READ_BUFFER`]; counts the bytes it reads. A finished
@@ -129,14 +122,13 @@ impl RampReader {
         self.reads_ahead
     }
 
-    /// The next read (after a seek) is about `len` bytes: the records of a
-    /// span the query wants, plus room for its last record (whose length
-    /// the caller does not know). A selective query then reads a few pages
-    /// per frame instead of the usual 64 KiB first read; reads after it double
-    /// as usual.
+    /// The next read (after a seek) is `len` bytes: the records of a span
+    /// the query wants, up to the record that ends it (which the walk does
+    /// not read: [`crate::walk::Walker::next_at`]), in whole pages. A
+    /// selective query then reads a few pages per frame instead of the
+    /// usual 64 KiB first read; reads after it double as usual.
     pub fn hint(&mut self, len: u64) {
-        let want = (len as usize).saturating_add(HINT_SLACK);
-        self.next_fill = want
+        self.next_fill = (len as usize)
             .div_ceil(ALIGN)
             .max(1)
             .saturating_mul(ALIGN)
@@ -147,8 +139,9 @@ impl RampReader {
     /// order: their bytes are asked of `pool` ahead, up to
     /// [`PREFETCH_RUNS`] and [`PREFETCH_STREAM_BYTES`] at a time (and the
     /// pool's [`PREFETCH_QUERY_BYTES`]), each run from its page's start to
-    /// a little past its end (adjacent or overlapping runs in one read of
-    /// up to [`READ_BUFFER`]). Only with O_DIRECT (a file read through the
+    /// its end's page end, nothing past it (the record at a run's end is
+    /// not read: [`crate::walk::Walker::next_at`]; runs sharing a page in
+    /// one read of up to [`READ_BUFFER`]). Only with O_DIRECT (a file read through the
     /// page cache, or being written, reads as usual) and for two runs or
     /// more. A read that reaches a run not read ahead reads it itself.
     pub fn prefetch(&mut self, pool: &ReadPool, runs: impl IntoIterator<Item = (u64, u64)>) {
@@ -159,7 +152,7 @@ impl RampReader {
         let mut todo: VecDeque<(u64, usize)> = VecDeque::new();
         for (start, end) in runs {
             let mut lo = start / a * a;
-            let hi = end.saturating_add(PREFETCH_SLACK).div_ceil(a) * a;
+            let hi = end.div_ceil(a) * a;
             let hi = hi.min(lo + READ_BUFFER as u64);
             if let Some(last) = todo.back_mut() {
                 let last_end = last.0 + last.1 as u64;

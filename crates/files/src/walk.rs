@@ -370,6 +370,18 @@ impl<R: Read> Walker<R> {
         self.off
     }
 
+    /// Stream offset at or after which the next record starts: no record
+    /// not yet handed out starts before it. A caller that wants nothing
+    /// from some offset on learns here, without reading the next record
+    /// (nor its bytes), that the walk got there.
+    pub fn next_at(&self) -> u64 {
+        match self.pending {
+            Some(p) => p.0,
+            None if self.format == Some(Format::Steno) => self.steno_next_at(),
+            None => self.off,
+        }
+    }
+
     /// The stream read from.
     pub fn get_ref(&self) -> &R {
         &self.inner.inner

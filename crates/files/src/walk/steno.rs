@@ -218,6 +218,16 @@ impl<R: Read> Walker<R> {
         }
     }
 
+    /// [`Walker::next_at`] in stenotype's file: the block's next frame, or,
+    /// after its last, the next page boundary (where the next block's
+    /// descriptor is at the earliest; its first frame follows it).
+    pub(super) fn steno_next_at(&self) -> u64 {
+        match self.steno.next {
+            Some(n) if self.steno.left > 0 => n.max(self.off),
+            _ => self.off.div_ceil(PAGE) * PAGE,
+        }
+    }
+
     pub(super) fn step_steno(&mut self, data: Option<&mut Vec<u8>>) -> Result<super::Meta, Stop> {
         while self.steno.next.is_none() || self.steno.left == 0 {
             self.next_block()?;
