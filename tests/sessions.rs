@@ -724,6 +724,27 @@ fn sessions_from_sensors_as_parquet_and_their_frames_by_session_where() {
     let api_rows = lines(&body);
     assert_eq!(api_rows.len(), 4, "{api_rows:?}");
     assert_eq!(api_rows, sessions_json(&[d1, "--where", wher]));
+    assert!(!head.contains("wiretape-sessions-cut"), "{head}");
+    // `limit`: the first rows by first frame, and a header saying the
+    // answer was cut; as many as matched: no such header.
+    let (code, head, body) = curl(&cd, &format!("{q}&limit=1"));
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(lines(&body), api_rows[..1]);
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("wiretape-sessions-cut: 1"),
+        "{head}"
+    );
+    let (code, head, body) = curl(&cd, &format!("{q}&limit=4"));
+    assert_eq!(code, 200);
+    assert_eq!(lines(&body), api_rows);
+    assert!(!head.to_ascii_lowercase().contains("wiretape-sessions-cut"));
+    for bad in ["0", "100001", "x"] {
+        let (code, _, body) = curl(&cd, &format!("{q}&limit={bad}"));
+        assert_eq!(code, 400, "limit={bad}");
+        let e = String::from_utf8_lossy(&body);
+        assert!(e.contains("parameter 'limit'"), "{e}");
+    }
     // A bad expression: 400 naming the parameter and the position.
     let (code, _, body) = curl(&cd, &format!("{}/v1/sessions?where=srv_port+%3D+1", a1.url));
     assert_eq!(code, 400);

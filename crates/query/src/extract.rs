@@ -1736,7 +1736,13 @@ mod tests {
         w.close().unwrap();
         let offs = offsets(&p);
         let size = std::fs::metadata(&p).unwrap().len();
-        let mut plan = plan(std::slice::from_ref(&p), Window::default(), None).unwrap();
+        let mut plan = plan(
+            std::slice::from_ref(&p),
+            Window::default(),
+            None,
+            &ReadOptions::default(),
+        )
+        .unwrap();
         let page = 4096u64;
         // Every 37th frame, each a run up to the next record: the bytes a
         // run can cost at most, with O_DIRECT (from its page's start, counted

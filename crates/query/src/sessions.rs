@@ -468,6 +468,8 @@ pub struct Listing {
     pub without: Vec<PathBuf>,
     /// Tables that could not be read, and why.
     pub unreadable: Vec<(PathBuf, String)>,
+    /// Rows that matched but were left out by [`list_first`]'s limit.
+    pub cut: bool,
 }
 
 /// The sessions of the capture files `captures` whose time overlaps
@@ -480,7 +482,24 @@ pub fn list(
     to_ns: Option<u64>,
     w: &Where,
 ) -> Result<Listing, QueryError> {
+    list_first(captures, opts, from_ns, to_ns, w, usize::MAX)
+}
+
+/// [`list`], keeping only the first `limit` rows (by first frame): what
+/// it holds is bounded by `limit` and one table's rows, not by the
+/// window's ([`Listing::cut`] says whether rows were left out).
+pub fn list_first(
+    captures: &[PathBuf],
+    opts: &wiretape_files::ReadOptions,
+    from_ns: Option<u64>,
+    to_ns: Option<u64>,
+    w: &Where,
+    limit: usize,
+) -> Result<Listing, QueryError> {
     let mut out = Listing::default();
+    let order = |a: &(Session, String), b: &(Session, String)| {
+        (a.0.first_ns, a.0.id, &a.1).cmp(&(b.0.first_ns, b.0.id, &b.1))
+    };
     for c in captures {
         let p = opts.sessions_path(c);
         let bytes = match std::fs::read(&p) {
@@ -518,9 +537,17 @@ pub fn list(
                 out.rows.push((r, file.clone()));
             }
         }
+        if out.rows.len() / 2 >= limit {
+            out.rows.sort_by(order);
+            out.rows.truncate(limit);
+            out.cut = true;
+        }
     }
-    out.rows
-        .sort_by(|a, b| (a.0.first_ns, a.0.id, &a.1).cmp(&(b.0.first_ns, b.0.id, &b.1)));
+    out.rows.sort_by(order);
+    if out.rows.len() > limit {
+        out.rows.truncate(limit);
+        out.cut = true;
+    }
     Ok(out)
 }
 
@@ -599,6 +626,9 @@ pub struct RemoteRows {
     pub tables_incomplete: u64,
     /// Its capture files without a session table.
     pub files_without_table: u64,
+    /// The sensor's row limit cut its answer: only this many rows (the
+    /// first by first frame) came.
+    pub cut_at: Option<u64>,
 }
 
 impl RemoteRows {
@@ -617,6 +647,12 @@ impl RemoteRows {
             v.push(format!(
                 "sensor {url}: {} capture files have no session table",
                 self.files_without_table
+            ));
+        }
+        if let Some(n) = self.cut_at {
+            v.push(format!(
+                "sensor {url}: answer cut at its row limit, the first {n} sessions only: \
+                 narrow the window (--from/--to) or --where"
             ));
         }
         v
@@ -659,6 +695,10 @@ pub fn remote_rows(
         rows,
         tables_incomplete: n("wiretape-tables-incomplete"),
         files_without_table: n("wiretape-files-without-table"),
+        cut_at: head
+            .get("wiretape-sessions-cut")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok()),
     })
 }
 

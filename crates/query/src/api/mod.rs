@@ -541,16 +541,21 @@ pub(super) async fn handle(
         return timeline(st, client, what, r).await;
     }
     if path == "/v1/sessions" {
-        let parsed =
-            params::window(&p, now).and_then(|w| Ok((w, params::where_expr(&p, "where")?)));
-        let (w, wh) = match parsed {
+        let parsed = params::window(&p, now).and_then(|w| {
+            Ok((
+                w,
+                params::where_expr(&p, "where")?,
+                params::session_limit(&p)?,
+            ))
+        });
+        let (w, wh, limit) = match parsed {
             Ok(x) => x,
             Err(BadRequest(m)) => {
                 log(&st, &client.name, &what, &format!("400 {m}"));
                 return error(StatusCode::BAD_REQUEST, m);
             }
         };
-        return sessions(st, client, what, w, wh.unwrap_or_default()).await;
+        return sessions(st, client, what, w, wh.unwrap_or_default(), limit).await;
     }
     if path == "/v1/index.parquet" {
         let w = match params::window(&p, now) {
@@ -926,6 +931,7 @@ async fn sessions(
     what: String,
     window: crate::Window,
     w: crate::sessions::Where,
+    limit: usize,
 ) -> Response<ApiBody> {
     let Ok(permit) = st.queries.clone().try_acquire_owned() else {
         return busy(&st, &client, &what);
@@ -934,7 +940,14 @@ async fn sessions(
     let r = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let files = crate::fleet::captures(&st2.cfg.stores, st2.cfg.prefix.as_deref())?;
-        let l = crate::sessions::list(&files, &st2.cfg.read, window.from_ns, window.to_ns, &w)?;
+        let l = crate::sessions::list_first(
+            &files,
+            &st2.cfg.read,
+            window.from_ns,
+            window.to_ns,
+            &w,
+            limit,
+        )?;
         let mut body = Vec::new();
         for (r, f) in &l.rows {
             let _ = serde_json::to_writer(&mut body, &crate::sessions::row_json(r, f));
@@ -949,7 +962,12 @@ async fn sessions(
                 &st,
                 &client.name,
                 &what,
-                &format!("200, {} sessions from {} tables", l.rows.len(), l.tables),
+                &format!(
+                    "200, {} sessions from {} tables{}",
+                    l.rows.len(),
+                    l.tables,
+                    if l.cut { " (cut at the limit)" } else { "" }
+                ),
             );
             for (p, e) in &l.unreadable {
                 st.log_conn(&client.name, &format!("session table {}: {e}", p.display()));
@@ -966,6 +984,12 @@ async fn sessions(
                 ("wiretape-files-without-table", l.without.len()),
             ] {
                 h.insert(k, HeaderValue::from(v as u64));
+            }
+            if l.cut {
+                h.insert(
+                    "wiretape-sessions-cut",
+                    HeaderValue::from(l.rows.len() as u64),
+                );
             }
             if let Ok(v) = HeaderValue::from_str(&clean(&st.cfg.node, 200)) {
                 h.insert("wiretape-node", v);

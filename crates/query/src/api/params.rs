@@ -14,7 +14,7 @@ use wiretape_timestamp::{format_rfc3339, parse_time};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadRequest(pub String);
 
-use super::spec::{BY, FORMATS, MAX_NUMBER, TSPRECS, WIDTH};
+use super::spec::{BY, FORMATS, MAX_NUMBER, MAX_SESSION_ROWS, TSPRECS, WIDTH};
 pub use super::spec::{PROTOS, QUERY, SESSIONS, TIMELINE, WINDOW};
 
 /// A number as the schemas' `integer` reads in a query string: decimal
@@ -267,6 +267,23 @@ pub fn timeline(
         })?);
     }
     Ok(r)
+}
+
+/// `/v1/sessions`' `limit`: 1 to [`MAX_SESSION_ROWS`], that maximum when
+/// not given.
+pub fn session_limit(p: &HashMap<String, String>) -> Result<usize, BadRequest> {
+    match p.get("limit") {
+        None => Ok(MAX_SESSION_ROWS as usize),
+        Some(l) => number(l)
+            .filter(|n| (1..=MAX_SESSION_ROWS).contains(n))
+            .map(|n| n as usize)
+            .ok_or_else(|| {
+                BadRequest(format!(
+                    "parameter 'limit': {} is not a number of rows from 1 to {MAX_SESSION_ROWS}",
+                    quote(l)
+                ))
+            }),
+    }
 }
 
 #[cfg(test)]

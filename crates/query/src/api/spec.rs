@@ -120,7 +120,11 @@ pub const COUNT: &[&str] = QUERY;
 /// The parameters of `/v1/index.parquet`.
 pub const WINDOW: &[&str] = &["from", "to"];
 /// The parameters of `/v1/sessions`.
-pub const SESSIONS: &[&str] = &["from", "to", "where"];
+pub const SESSIONS: &[&str] = &["from", "to", "where", "limit"];
+/// The most rows one `/v1/sessions` answer holds (and its default
+/// `limit`): the answer is built in memory, so this bounds what one query
+/// can take.
+pub const MAX_SESSION_ROWS: u64 = 100_000;
 /// The parameters of `/v1/timeline`.
 pub const TIMELINE: &[&str] = &["from", "to", "by", "filter_index", "width", "bin_ns"];
 
@@ -200,7 +204,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
             is listed when its frames overlap [from, to). The headers Wiretape-Tables, \
             Wiretape-Tables-Incomplete (tables whose recorder skipped frames: sessions may be missing) \
             and Wiretape-Files-Without-Table say how complete the answer is; Wiretape-Node names the \
-            sensor.",
+            sensor. At most `limit` rows (100,000 at most): when more matched, the first ones are \
+            sent and Wiretape-Sessions-Cut gives their number.",
     },
     Endpoint {
         path: "/v1/openapi.json",
@@ -398,6 +403,14 @@ pub const PARAMS: &[Param] = &[
             else a substring; ASCII case ignored). One that does not parse is a 400 naming the \
             position.",
         examples: &["tls_sni ~ '*.example.com' and server_port = 443", "proto = 17"],
+    },
+    Param {
+        name: "limit",
+        schema: || json!({"type": "integer", "minimum": 1, "maximum": MAX_SESSION_ROWS}),
+        description: "At most this many rows, the first by first frame (default and maximum \
+            100,000). When rows were left out, the header Wiretape-Sessions-Cut says how many were \
+            kept: narrow the window or `where`.",
+        examples: &["1000"],
     },
     Param {
         name: "by",
