@@ -356,3 +356,75 @@ fn real_captures_have_one_row_per_tshark_conversation_with_its_names() {
         sum(|t| t.quoted)
     );
 }
+
+/// JA4 against FoxIO's reference: every ClientHello of FoxIO's own test
+/// captures whose expected output (FoxIO's Python implementation,
+/// `python/test/testdata/<capture>.json`, fetched with the captures) holds
+/// a JA4 gets exactly that JA4 in its connection's row: TLS 1.0-1.3, GREASE,
+/// QUIC, IPv6, a non-ASCII ALPN, ClientHellos through a SOCKS proxy.
+#[test]
+fn ja4_equals_foxios_expected_outputs() {
+    corpus();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("target/corpus/ja4");
+    let mut jsons: Vec<PathBuf> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    jsons.sort();
+    assert_eq!(jsons.len(), 17, "the manifest's 17 expected outputs");
+    let tmp = TempDir::new("ja4fox");
+    let (mut total, mut differ) = (0, Vec::new());
+    for j in &jsons {
+        let cap = j.with_extension("");
+        let name = cap.file_name().unwrap().to_str().unwrap().to_string();
+        let mut want = BTreeMap::new();
+        let exp: Value = serde_json::from_slice(&std::fs::read(j).unwrap()).unwrap();
+        for e in exp.as_array().unwrap() {
+            if let Some(v) = e.get("JA4.1").and_then(Value::as_str) {
+                let port = |k: &str| e[k].as_str().unwrap().parse::<u64>().unwrap();
+                let k = (
+                    e["src"].as_str().unwrap().to_string(),
+                    port("srcport"),
+                    e["dst"].as_str().unwrap().to_string(),
+                    port("dstport"),
+                );
+                want.insert(k, v.to_string());
+            }
+        }
+        assert!(!want.is_empty(), "{name}: no JA4 expected");
+        let copy = tmp.path().join(&name);
+        std::fs::copy(&cap, &copy).unwrap();
+        let f = copy.to_str().unwrap();
+        let (code, _, e) = run_wiretape(None, &["index", f]);
+        assert_eq!(code, 0, "index {name}: {e}");
+        let (code, o, e) = run_wiretape(None, &["sessions", f, "--json"]);
+        assert_eq!(code, 0, "sessions {name}: {e}");
+        let mut got = BTreeMap::new();
+        for l in o.lines() {
+            let r: Value = serde_json::from_str(l).unwrap();
+            if let Some(v) = r["ja4"].as_str() {
+                let k = (
+                    r["client_ip"].as_str().unwrap().to_string(),
+                    r["client_port"].as_u64().unwrap(),
+                    r["server_ip"].as_str().unwrap().to_string(),
+                    r["server_port"].as_u64().unwrap(),
+                );
+                got.entry(k).or_insert_with(|| v.to_string());
+            }
+        }
+        for (k, v) in &want {
+            total += 1;
+            if got.get(k) != Some(v) {
+                differ.push(format!("{name} {k:?}: FoxIO {v}, ours {:?}", got.get(k)));
+            }
+        }
+    }
+    eprintln!(
+        "{} captures: {total} JA4 equal to FoxIO's expected output",
+        jsons.len()
+    );
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    assert!(total >= 150, "{total} handshakes compared");
+}

@@ -12,8 +12,9 @@
 //! GREASE values (RFC 8701: 0x?a?a with equal bytes) are ignored
 //! everywhere; the version is the highest of `supported_versions`, else
 //! the ClientHello's own; counts stop at 99; `alpn` is the first and last
-//! character of the first ALPN value when both are ASCII alphanumeric,
-//! else the first and last hex digit of it, `00` without one; `b` is the
+//! character of the first ALPN value as FoxIO's implementations write
+//! them (a byte of 0x80 or more as `9`, a control byte making `99`; where
+//! JA4.md's text says hex digits, see `alpn_chars`), `00` without one; `b` is the
 //! first 12 hex digits of the SHA-256 of the sorted cipher suites (4 hex
 //! digits each, comma-separated); `c` of the sorted extensions without SNI
 //! (0) and ALPN (16), then `_` and the signature algorithms in their
@@ -196,21 +197,31 @@ fn hex_list(v: &[u16]) -> String {
     s
 }
 
+/// The two characters of the first ALPN value's first and last bytes, as
+/// FoxIO's own implementations write them (python/ja4.py, rust/ja4's
+/// `first_last`, and their expected outputs for FoxIO's test captures): a
+/// printable ASCII byte writes itself, a byte of 0x80 or more writes `9`,
+/// and a control byte at either end makes it `99`. JA4.md's text says the
+/// hex digits instead for anything not alphanumeric; the fingerprints
+/// users match against (FoxIO's tools, ja4db) are the implementations'.
+fn alpn_chars(first: u8, last: u8) -> String {
+    let c = |b: u8| match b {
+        0x20..=0x7e => Some(b as char),
+        0x80.. => Some('9'),
+        _ => None,
+    };
+    match (c(first), c(last)) {
+        (Some(f), Some(l)) => format!("{f}{l}"),
+        _ => "99".to_string(),
+    }
+}
+
 /// The JA4 fingerprint of a ClientHello; `proto` is `'t'` (TCP), `'q'`
 /// (QUIC) or `'d'` (DTLS).
 pub fn ja4(h: &Hello<'_>, proto: char) -> String {
     let version = version_code(h.max_supported.unwrap_or(h.legacy_version));
     let alpn = match h.alpn.first() {
-        Some(a) if !a.is_empty() => {
-            let (f, l) = (a[0], a[a.len() - 1]);
-            if f.is_ascii_alphanumeric() && l.is_ascii_alphanumeric() {
-                format!("{}{}", f as char, l as char)
-            } else {
-                let hex = format!("{f:02x}{l:02x}");
-                let hb = hex.as_bytes();
-                format!("{}{}", hb[0] as char, hb[3] as char)
-            }
-        }
+        Some(a) if !a.is_empty() => alpn_chars(a[0], a[a.len() - 1]),
         _ => "00".to_string(),
     };
     let mut ciphers = h.ciphers.clone();
@@ -353,17 +364,20 @@ mod tests {
     }
 
     #[test]
-    fn alpn_characters_as_the_definition_says() {
+    fn alpn_characters_as_foxio_implementations_write_them() {
         let cases: &[(&[u8], &str)] = &[
-            (&[0xab], "ab"),
-            (&[0x20], "20"),
-            (&[0xab, 0xcd], "ad"),
-            (&[0x20, 0x61], "21"),
-            (&[0x30, 0xab], "3b"),
-            (&[0x61, 0x20], "60"),
-            (&[0x30, 0x31, 0xab, 0xcd], "3d"),
+            (&[0xab], "99"),
+            (&[0x20], "  "),
+            (&[0xba, 0xad], "99"),
+            (&[0x20, 0x61], " a"),
+            (&[0x30, 0xab], "09"),
+            (&[0x61, 0x20], "a "),
+            (&[0x30, 0x31, 0xab, 0xcd], "09"),
             (&[0x30, 0xab, 0xcd, 0x31], "01"),
+            (&[0x68, 0x1f], "99"),
+            (&[0x7f, 0x68], "99"),
             (b"h", "hh"),
+            (b"h2", "h2"),
             (b"http/1.1", "h1"),
         ];
         for (alpn, want) in cases {

@@ -220,6 +220,8 @@ enum Want {
     Tls,
     /// An HTTP/1.x request.
     Http,
+    /// A SOCKS 4/5 client's handshake, then a TLS ClientHello through it.
+    Socks,
     /// DNS messages.
     Dns,
     /// QUIC Initials.
@@ -728,6 +730,7 @@ fn tcp(
     if d.want == Want::Unknown {
         d.want = match whole.first() {
             Some(22) => Want::Tls,
+            Some(4 | 5) => Want::Socks,
             Some(_) => Want::Http,
             None => return,
         };
@@ -744,6 +747,24 @@ fn tcp(
             tls::Stream::NotTls => false,
         },
         Want::Http => http::request(whole, last || full, names) == http::Request::More,
+        Want::Socks => match socks_len(whole) {
+            Socks::More => true,
+            Socks::Not => false,
+            Socks::Len(k) => match whole.get(k..) {
+                Some([]) | None => true,
+                Some([22, ..]) => match tls::records(&whole[k..], scratch) {
+                    tls::Stream::Hello => {
+                        if let Some(h) = scratch.get(4..).and_then(tls::client_hello) {
+                            tls::store(&h, false, names);
+                        }
+                        false
+                    }
+                    tls::Stream::More => true,
+                    tls::Stream::NotTls => false,
+                },
+                Some(_) => false,
+            },
+        },
         _ => false,
     };
     if !more || full {
@@ -759,5 +780,143 @@ fn tcp(
             return;
         }
         d.buf.extend_from_slice(&data[..take]);
+    }
+}
+
+/// How far a SOCKS client's handshake reaches into its stream.
+#[derive(Debug, PartialEq, Eq)]
+enum Socks {
+    /// The handshake ends here: what follows is the tunnel's.
+    Len(usize),
+    /// Not all of it yet.
+    More,
+    /// Not a SOCKS 4/5 handshake.
+    Not,
+}
+
+/// The length of the client's side of a SOCKS handshake at the start of
+/// `b` (RFC 1928 and 1929 for SOCKS 5: the greeting, a username/password
+/// exchange if one follows, the CONNECT request; SOCKS 4 and 4a: the
+/// request with its user id and, for 4a, the host name). FoxIO's JA4 reads
+/// the ClientHello sent through it (tshark's SOCKS dissector hands the
+/// tunnel to TLS), so the fingerprint is taken there.
+fn socks_len(b: &[u8]) -> Socks {
+    let need = |n: usize| if b.len() < n { Some(Socks::More) } else { None };
+    let nul_after = |from: usize| {
+        b.get(from..)?
+            .iter()
+            .position(|&c| c == 0)
+            .map(|p| from + p + 1)
+    };
+    match b.first() {
+        Some(4) => {
+            if let Some(m) = need(8) {
+                return m;
+            }
+            if b[1] != 1 {
+                return Socks::Not;
+            }
+            let Some(user_end) = nul_after(8) else {
+                return if b.len() > 8 + 255 {
+                    Socks::Not
+                } else {
+                    Socks::More
+                };
+            };
+            // 4a: the address 0.0.0.x (x > 0) says a host name follows.
+            if b[4..7] == [0, 0, 0] && b[7] != 0 {
+                return match nul_after(user_end) {
+                    Some(e) => Socks::Len(e),
+                    None if b.len() > user_end + 255 => Socks::Not,
+                    None => Socks::More,
+                };
+            }
+            Socks::Len(user_end)
+        }
+        Some(5) => {
+            if let Some(m) = need(2) {
+                return m;
+            }
+            let mut at = 2 + b[1] as usize;
+            if b[1] == 0 {
+                return Socks::Not;
+            }
+            if let Some(m) = need(at + 1) {
+                return m;
+            }
+            if b[at] == 1 {
+                // Username/password (RFC 1929): 1, ulen, user, plen, pass.
+                if let Some(m) = need(at + 2) {
+                    return m;
+                }
+                let p = at + 2 + b[at + 1] as usize;
+                if let Some(m) = need(p + 1) {
+                    return m;
+                }
+                at = p + 1 + b[p] as usize;
+                if let Some(m) = need(at + 1) {
+                    return m;
+                }
+            }
+            if let Some(m) = need(at + 4) {
+                return m;
+            }
+            if b[at] != 5 || b[at + 1] != 1 || b[at + 2] != 0 {
+                return Socks::Not;
+            }
+            let addr = match b[at + 3] {
+                1 => 4,
+                4 => 16,
+                3 => {
+                    if let Some(m) = need(at + 5) {
+                        return m;
+                    }
+                    1 + b[at + 4] as usize
+                }
+                _ => return Socks::Not,
+            };
+            let end = at + 4 + addr + 2;
+            need(end).unwrap_or(Socks::Len(end))
+        }
+        _ => Socks::Not,
+    }
+}
+
+#[cfg(test)]
+mod socks_tests {
+    use super::{socks_len, Socks};
+
+    #[test]
+    fn socks_handshakes_end_where_the_tunnel_starts() {
+        // SOCKS 5, no authentication, a domain name.
+        let mut b = vec![5, 1, 0, 5, 1, 0, 3, 11];
+        b.extend_from_slice(b"example.com");
+        b.extend_from_slice(&[1, 187]);
+        let n = b.len();
+        for cut in 0..n {
+            assert_eq!(
+                socks_len(&b[..cut]),
+                if cut == 0 { Socks::Not } else { Socks::More },
+                "{cut}"
+            );
+        }
+        assert_eq!(socks_len(&b), Socks::Len(n));
+        b.extend_from_slice(&[22, 3, 1]);
+        assert_eq!(socks_len(&b), Socks::Len(n));
+        // SOCKS 5 with username/password, an IPv4 address.
+        let b = [
+            5, 2, 0, 2, 1, 1, b'u', 2, b'p', b'w', 5, 1, 0, 1, 10, 0, 0, 1, 1, 187,
+        ];
+        assert_eq!(socks_len(&b), Socks::Len(b.len()));
+        // SOCKS 4 and 4a.
+        let b = [4, 1, 1, 187, 10, 0, 0, 1, b'u', 0];
+        assert_eq!(socks_len(&b), Socks::Len(b.len()));
+        let mut b = vec![4, 1, 1, 187, 0, 0, 0, 1, 0];
+        b.extend_from_slice(b"example.com\0");
+        assert_eq!(socks_len(&b), Socks::Len(b.len()));
+        // Not SOCKS: a BIND, an unknown address type, HTTP.
+        assert_eq!(socks_len(&[4, 2, 1, 187, 10, 0, 0, 1, 0]), Socks::Not);
+        assert_eq!(socks_len(&[5, 1, 0, 5, 1, 0, 9, 0]), Socks::Not);
+        assert_eq!(socks_len(b"GET / HTTP/1.1\r\n"), Socks::Not);
     }
 }
