@@ -141,19 +141,23 @@ with tarfile.open(s) as t:
             os.makedirs(d, exist_ok=True)
             open(os.path.join(d, os.path.basename(p)), "wb").write(t.extractfile(m).read())
 PY
-while read -r src member sum; do
-    [ -n "$src" ] || continue
-    f="$tmp/$src/$member"
-    [ -f "$f" ] || fail "$src has no $member"
-    echo "$sum  $f" | sha256sum --quiet -c - >/dev/null 2>&1 || fail "$src: $member is not sha256 $sum"
-    cp "$f" "$dir/files/$src-$(basename "$member")"
-done <<<"$manifest"
-mkdir -p "$dir/ja4"
-while read -r src member sum; do
-    [ -n "$src" ] || continue
-    f="$tmp/$src/$member"
-    [ -f "$f" ] || fail "$src has no $member"
-    echo "$sum  $f" | sha256sum --quiet -c - >/dev/null 2>&1 || fail "$src: $member is not sha256 $sum"
-    cp "$f" "$dir/ja4/$(basename "$member")"
-done <<<"$ja4manifest"
+# copy MANIFEST DEST PREFIX: each member, checked, to DEST/PREFIX<basename>
+# (PREFIX "src": the source's name and a dash).
+copy() {
+    local src member sum f
+    mkdir -p "$2"
+    while read -r src member sum; do
+        [ -n "$src" ] || continue
+        f="$tmp/$src/$member"
+        [ -f "$f" ] || fail "$src has no $member"
+        echo "$sum  $f" | sha256sum --quiet -c - >/dev/null 2>&1 || fail "$src: $member is not sha256 $sum"
+        if [ "$3" = src ]; then
+            cp "$f" "$2/$src-$(basename "$member")"
+        else
+            cp "$f" "$2/$(basename "$member")"
+        fi
+    done <<<"$1"
+}
+copy "$manifest" "$dir/files" src
+copy "$ja4manifest" "$dir/ja4" ""
 cached || fail "the cache in $dir/files does not match the manifest"

@@ -736,32 +736,14 @@ fn tcp(
         };
     }
     let more = match d.want {
-        Want::Tls => match tls::records(whole, scratch) {
-            tls::Stream::Hello => {
-                if let Some(h) = scratch.get(4..).and_then(tls::client_hello) {
-                    tls::store(&h, false, names);
-                }
-                false
-            }
-            tls::Stream::More => true,
-            tls::Stream::NotTls => false,
-        },
+        Want::Tls => client_hello(whole, scratch, names),
         Want::Http => http::request(whole, last || full, names) == http::Request::More,
         Want::Socks => match socks_len(whole) {
             Socks::More => true,
             Socks::Not => false,
             Socks::Len(k) => match whole.get(k..) {
                 Some([]) | None => true,
-                Some([22, ..]) => match tls::records(&whole[k..], scratch) {
-                    tls::Stream::Hello => {
-                        if let Some(h) = scratch.get(4..).and_then(tls::client_hello) {
-                            tls::store(&h, false, names);
-                        }
-                        false
-                    }
-                    tls::Stream::More => true,
-                    tls::Stream::NotTls => false,
-                },
+                Some(tunnel @ [22, ..]) => client_hello(tunnel, scratch, names),
                 Some(_) => false,
             },
         },
@@ -780,6 +762,21 @@ fn tcp(
             return;
         }
         d.buf.extend_from_slice(&data[..take]);
+    }
+}
+
+/// Reads the ClientHello at the start of `stream` (its TLS records put
+/// together in `scratch`) into `names`; whether more bytes are needed.
+fn client_hello(stream: &[u8], scratch: &mut Vec<u8>, names: &mut Names) -> bool {
+    match tls::records(stream, scratch) {
+        tls::Stream::Hello => {
+            if let Some(h) = scratch.get(4..).and_then(tls::client_hello) {
+                tls::store(&h, false, names);
+            }
+            false
+        }
+        tls::Stream::More => true,
+        tls::Stream::NotTls => false,
     }
 }
 
