@@ -26,15 +26,28 @@ rm -rf "${CARGO_TARGET_DIR:-target}/doc"
 RUSTDOCFLAGS="-D warnings" cargo "+$msrv" doc --no-deps --workspace --locked
 stage "public API (public-api/*.txt; a change to it is a visible diff)"
 python3 scripts/public-api.py
+T=${CARGO_TARGET_DIR:-target}
+# cargo-deb (pinned) for the package test: `cargo install` compiles it alone
+# on one core most of the time (minutes on two cores, from nothing), so it
+# runs beside the tests (setup.sh built their binaries: they wait on veth
+# pairs, namespaces and child processes much of the time), at low priority,
+# in its own target directory (not the suite's: no wait on its lock), and is
+# joined before the package test.
+stage "cargo-deb (pinned) for the package test: installing beside the tests"
+# (setsid: its own process group, so that a failure below stops all of it.)
+setsid env -u CARGO_TARGET_DIR nice -n 10 ./scripts/package.sh --tools > "$T/cargo-deb-install.log" 2>&1 &
+cargo_deb=$!
+trap 'kill -- "-$cargo_deb" 2>/dev/null || true' EXIT
 stage "cargo test"
 rm -f "${TMPDIR:-/tmp}/wiretape-testbed.log"
 cargo test --release --workspace --locked --no-fail-fast
 stage "netmap engine (cargo feature netmap: synthetic rings, no module needed)"
 cargo clippy --release -p wiretape-capture -p wiretape-pipeline -p wiretape-cli -p wiretape --all-targets --locked --features netmap -- -D warnings
 cargo test --release -p wiretape-capture -p wiretape-pipeline --locked --features netmap
-stage "cargo-deb (pinned) for the package test"
-./scripts/package.sh --tools
-T=${CARGO_TARGET_DIR:-target}
+stage "cargo-deb (pinned) for the package test: joined"
+wait "$cargo_deb" || { cat "$T/cargo-deb-install.log" >&2; echo "test: installing cargo-deb failed" >&2; exit 1; }
+trap - EXIT
+cat "$T/cargo-deb-install.log"
 stage "soak with analysts, 5 minutes (benches/soak.sh: nothing lost, every query right, flat, no error line), beside the package test and the demo"
 mkdir -p "$T/soak"
 benches/soak.sh 300 20000 512 "$T/soak" > "$T/soak/soak.log" 2>&1 &
