@@ -11,11 +11,10 @@ use wiretape::files::pcap::MAX_SNAPLEN;
 use wiretape::files::Format;
 use wiretape::filter::LINKTYPE_ETHERNET;
 use wiretape::pipeline::summary::{bytes_h, thousands};
-use wiretape::query::extraction::{self, Extraction};
-use wiretape::query::job::{self, Job, Outcome, PlanStats};
-use wiretape::query::remote::{self, Client, Remote, Source};
+use wiretape::query::extraction::{self, Event, Extraction, Report};
+use wiretape::query::job::{self, Job};
 use wiretape::query::sessions::Where;
-use wiretape::query::{Note, QueryError, Stats, StoreSpan, Window};
+use wiretape::query::{QueryError, Stats, Window};
 use wiretape::timestamp::realtime_ns;
 
 #[derive(clap::Args)]
@@ -247,24 +246,24 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         ));
     }
     // The output's link types (its pcapng interfaces), in order.
-    let mut written = extraction::output_linktypes(&linktypes, !remotes.is_empty());
+    let written = extraction::output_linktypes(&linktypes, !remotes.is_empty());
     let query = ex.sensor_query(!a.plan && !a.count_only, a.steno_query.as_deref());
     session_notes(&jobs, a.quiet);
     if a.plan {
-        return plan(&jobs, client.as_ref(), &remotes, &query);
+        let (j, failed) = ex.plan_all(&jobs, client.as_ref(), &query, say);
+        println!("{}", serde_json::to_string(&j)?);
+        return Ok(i32::from(failed > 0));
     }
     if a.count_only {
-        return count(
-            &a,
-            expr.as_deref(),
-            jobs,
-            client.as_ref(),
-            &remotes,
-            &query,
-            &window,
-            format,
-            written,
-        );
+        let r = ex.count(jobs, client.as_ref(), &query, written, say);
+        if a.json {
+            let j = r.summary_json(&ex, None, format, a.steno_query.as_deref());
+            println!("{}", serde_json::to_string(&j)?);
+        } else {
+            let st = &r.outcome.stats;
+            println!("{} frames, {} bytes", st.frames, st.bytes);
+        }
+        return Ok(ending(&a, &r, &window));
     }
     let to_stdout = a.out.as_deref() == Some(Path::new("-"));
     let out = a
@@ -276,117 +275,16 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         .flat_map(|j| j.plan.files.iter().map(|f| f.path.as_path()))
         .collect();
     // Every sensor is asked now, at once; their answers stream meanwhile.
-    let streams: Vec<remote::RemoteStream> = match &client {
-        Some(c) => remotes
-            .iter()
-            .map(|r| c.stream(r, &format!("/v1/extract?{query}")))
-            .collect(),
-        None => Vec::new(),
-    };
+    let streams = ex.ask_sensors(client.as_ref(), &query);
     let lts: Vec<u32> = written.iter().map(|l| l.0).collect();
-    let mut writer = open_output(out, to_stdout, format, &files, &lts)?;
-    let (narrows, by_flow) = (
-        jobs.iter().any(|j| j.filter_narrows),
-        jobs.iter().fold(PlanStats::default(), |mut a, j| {
-            a += j.plan_stats;
-            a
-        }),
-    );
-    let started = std::time::Instant::now();
-    let jobs_len = jobs.len();
-    let session_sel: Vec<_> = jobs.iter().filter_map(|j| j.sessions.clone()).collect();
-    let mut merge = ex.sources(jobs, streams);
-    let mut notes = Vec::new();
-    let say = |n: Note, notes: &mut Vec<Note>| {
-        eprintln!("wiretape: {}", job::note_line(&n));
-        notes.push(n);
-    };
-    let mut wrote = Ok(());
-    while let Some(f) = merge.next() {
-        let i = f.source;
-        let itf = lts.iter().position(|&l| l == f.linktype).unwrap_or(0);
-        written[itf].1 += 1;
-        if let Err(e) = writer.write_wire_on(itf as u32, f.ts_ns, f.data, f.orig_len) {
-            wrote = Err(e);
-            break;
-        }
-        if let Source::Local(m) = &mut merge.sources_mut()[i] {
-            if !m.notes().is_empty() {
-                for n in m.take_notes() {
-                    say(n, &mut notes);
-                }
-            }
-        }
-    }
-    wrote.map_err(|e| anyhow!("{e}"))?;
-    writer.flush().map_err(|e| anyhow!("{e}"))?;
-    writer.close().map_err(|(_, e)| anyhow!("{e}"))?;
-    let mut stats = Stats::default();
-    let mut sensors = Vec::new();
-    let mut failed = 0;
-    for s in merge.into_sources() {
-        match s {
-            Source::Local(mut m) => {
-                for n in m.take_notes() {
-                    say(n, &mut notes);
-                }
-                stats += m.finish();
-            }
-            Source::Remote(r) => {
-                if let Some(f) = r.failure() {
-                    failed += 1;
-                    eprintln!("wiretape: error: sensor {}: {f}", r.remote.url);
-                }
-                stats.store_span = StoreSpan::union(
-                    stats.store_span,
-                    r.summary()
-                        .and_then(|j| StoreSpan::from_json(&j["store_span"])),
-                );
-                sensors.push(serde_json::json!({
-                    "url": r.remote.url,
-                    "frames": r.frames,
-                    "bytes": r.bytes,
-                    "wire_bytes": r.wire_bytes,
-                    "error": r.failure(),
-                    "summary": r.summary(),
-                }));
-                stats.frames += r.frames;
-                stats.bytes += r.bytes;
-                stats.wire_bytes += r.wire_bytes;
-            }
-        }
-    }
-    let outcome = Outcome {
-        stats,
-        notes,
-        seconds: started.elapsed().as_secs_f64(),
-        stopped: false,
-    };
-    let code = outcome
-        .exit_code(a.ignore_corrupt)
-        .max(i32::from(failed > 0));
+    let writer = open_output(out, to_stdout, format, &files, &lts)?;
+    let r = ex
+        .run(jobs, streams, writer, written, say)
+        .map_err(|e| anyhow!("{e}"))?;
+    let (stats, seconds) = (&r.outcome.stats, r.outcome.seconds);
     let out_name = out.display().to_string();
     if a.json {
-        let mut j = job::summary_json(
-            expr.as_deref(),
-            narrows,
-            &by_flow,
-            &window,
-            &outcome,
-            Some(&out_name),
-            format,
-        );
-        j["linktypes"] = job::linktypes_json(&written);
-        if let Some(q) = &a.steno_query {
-            j["steno_query"] = q.as_str().into();
-        }
-        if let Some(w) = &a.session_where {
-            j["session_where"] = w.as_str().into();
-            j["sessions"] = sessions_json(&session_sel);
-        }
-        if !remotes.is_empty() {
-            j["sensors"] = sensors.into();
-        }
+        let j = r.summary_json(&ex, Some(&out_name), format, a.steno_query.as_deref());
         let text = serde_json::to_string(&j)?;
         if to_stdout {
             eprintln!("{text}");
@@ -394,14 +292,13 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             println!("{text}");
         }
     }
-    if !a.quiet && !a.json && jobs_len == 0 {
+    let to = if to_stdout { "stdout" } else { &out_name };
+    if !a.quiet && !a.json && r.local_inputs == 0 {
         eprintln!(
-            "wiretape: extracted {} frames ({} bytes) to {} from {} sensor(s) in {:.3} s",
+            "wiretape: extracted {} frames ({} bytes) to {to} from {} sensor(s) in {seconds:.3} s",
             thousands(stats.frames),
             thousands(stats.bytes),
-            if to_stdout { "stdout" } else { &out_name },
             remotes.len(),
-            outcome.seconds
         );
     } else if !a.quiet && !a.json {
         let from_sensors = if remotes.is_empty() {
@@ -410,46 +307,41 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             format!(", and {} sensor(s)", remotes.len())
         };
         eprintln!(
-            "wiretape: extracted {} frames ({} bytes) to {}: {} of {} files read ({} skipped by name \
+            "wiretape: extracted {} frames ({} bytes) to {to}: {} of {} files read ({} skipped by name \
              or index, {} read whole without index), {} of {} indexed blocks read ({} skipped by the \
-             flow index), {} read in {:.3} s{from_sensors}",
+             flow index), {} read in {seconds:.3} s{from_sensors}",
             thousands(stats.frames),
             thousands(stats.bytes),
-            if to_stdout { "stdout" } else { &out_name },
             stats.files_read,
             stats.files,
             stats.files_skipped,
             stats.files_without_index,
             stats.blocks_read,
             stats.blocks_read + stats.blocks_skipped,
-            by_flow.skipped_by_flow + by_flow.skipped_by_keys,
+            r.plan.skipped_by_flow + r.plan.skipped_by_keys,
             bytes_h(stats.bytes_read),
-            outcome.seconds
         );
     }
-    damaged_line(&stats, a.ignore_corrupt);
-    if !a.quiet {
-        missed_line(&stats, &window);
-    }
-    Ok(code)
+    Ok(ending(&a, &r, &window))
 }
 
-/// The sessions `--session-where` chose in the local stores, summed, as
-/// `extract --json` says them (`sessions`).
-fn sessions_json(sel: &[std::sync::Arc<wiretape::query::sessions::Selected>]) -> serde_json::Value {
-    let mut j = serde_json::json!({"matched": 0, "connections": 0, "tables": 0, "incomplete": [], "files_without_table": []});
-    for s in sel {
-        let v = s.to_json();
-        for k in ["matched", "connections", "tables"] {
-            j[k] = (j[k].as_u64().unwrap_or(0) + v[k].as_u64().unwrap_or(0)).into();
-        }
-        for k in ["incomplete", "files_without_table"] {
-            if let (Some(a), Some(b)) = (j[k].as_array_mut(), v[k].as_array()) {
-                a.extend(b.iter().cloned());
-            }
-        }
+/// Each note and sensor failure on stderr, as it happens.
+fn say(e: Event<'_>) {
+    match e {
+        Event::Note(n) => eprintln!("wiretape: {}", job::note_line(n)),
+        Event::SensorFailed { url, error } => eprintln!("wiretape: error: sensor {url}: {error}"),
+        _ => {}
     }
-    j
+}
+
+/// The lines after the summary (damage; a window that missed the store)
+/// and the exit code.
+fn ending(a: &Args, r: &Report, window: &Window) -> i32 {
+    damaged_line(&r.outcome.stats, a.ignore_corrupt);
+    if !a.quiet {
+        missed_line(&r.outcome.stats, window);
+    }
+    r.exit_code(a.ignore_corrupt)
 }
 
 /// `--session-where`: what each local store's tables could not say (on
@@ -488,7 +380,7 @@ fn session_notes(jobs: &[Job], quiet: bool) {
 
 /// When nothing was found because the window misses the store: one line
 /// saying the store's span.
-pub(crate) fn missed_line(stats: &Stats, window: &Window) {
+fn missed_line(stats: &Stats, window: &Window) {
     if let Some(s) = stats
         .store_span
         .filter(|s| stats.frames == 0 && s.misses(window))
@@ -510,125 +402,6 @@ fn damaged_line(stats: &Stats, ignore_corrupt: bool) {
             }
         );
     }
-}
-
-/// `--plan`: the local plan, and each sensor's beside it.
-fn plan(jobs: &[Job], client: Option<&Client>, remotes: &[&Remote], query: &str) -> Result<i32> {
-    let mut j = extraction::plan_json(jobs);
-    let mut code = 0;
-    if let Some(c) = client {
-        let mut sensors = Vec::new();
-        for r in remotes {
-            match c.get_json(r, &format!("/v1/plan?{query}")) {
-                Ok(p) => sensors.push(serde_json::json!({ "url": r.url, "plan": p })),
-                Err(e) => {
-                    code = 1;
-                    eprintln!("wiretape: error: sensor {}: {e}", r.url);
-                    sensors.push(serde_json::json!({ "url": r.url, "error": e.0 }));
-                }
-            }
-        }
-        j["sensors"] = sensors.into();
-    }
-    println!("{}", serde_json::to_string(&j)?);
-    Ok(code)
-}
-
-/// `--count-only`: the local count and every sensor's `/v1/count`, summed;
-/// `linktypes`: the link types counted (frames counted here per link type).
-#[allow(clippy::too_many_arguments)]
-fn count(
-    a: &Args,
-    filter: Option<&str>,
-    jobs: Vec<Job>,
-    client: Option<&Client>,
-    remotes: &[&Remote],
-    query: &str,
-    window: &Window,
-    format: Format,
-    mut linktypes: Vec<(u32, u64)>,
-) -> Result<i32> {
-    let mut stats = Stats::default();
-    let mut notes = Vec::new();
-    let (narrows, by_flow) = (
-        jobs.iter().any(|j| j.filter_narrows),
-        jobs.iter().fold(PlanStats::default(), |mut a, j| {
-            a += j.plan_stats;
-            a
-        }),
-    );
-    let started = std::time::Instant::now();
-    let session_sel: Vec<_> = jobs.iter().filter_map(|j| j.sessions.clone()).collect();
-    for job in jobs {
-        let o = job
-            .run(
-                |f| {
-                    if let Some(l) = linktypes.iter_mut().find(|l| l.0 == f.linktype) {
-                        l.1 += 1;
-                    }
-                    Ok::<(), std::convert::Infallible>(())
-                },
-                |n| eprintln!("wiretape: {}", job::note_line(n)),
-            )
-            .unwrap_or_else(|never| match never {});
-        stats += o.stats;
-        notes.extend(o.notes);
-    }
-    let mut sensors = Vec::new();
-    let mut failed = 0;
-    if let Some(c) = client {
-        for r in remotes {
-            match c.get_json(r, &format!("/v1/count?{query}")) {
-                Ok(v) => {
-                    let n = |k: &str| v[k].as_u64().unwrap_or(0);
-                    if let Some(l) = linktypes.iter_mut().find(|l| l.0 == LINKTYPE_ETHERNET) {
-                        l.1 += n("frames");
-                    }
-                    stats.frames += n("frames");
-                    stats.bytes += n("bytes");
-                    stats.wire_bytes += n("wire_bytes");
-                    stats.store_span =
-                        StoreSpan::union(stats.store_span, StoreSpan::from_json(&v["store_span"]));
-                    sensors.push(serde_json::json!({ "url": r.url, "count": v }));
-                }
-                Err(e) => {
-                    failed += 1;
-                    eprintln!("wiretape: error: sensor {}: {e}", r.url);
-                    sensors.push(serde_json::json!({ "url": r.url, "error": e.0 }));
-                }
-            }
-        }
-    }
-    let outcome = Outcome {
-        stats,
-        notes,
-        seconds: started.elapsed().as_secs_f64(),
-        stopped: false,
-    };
-    if a.json {
-        let mut j = job::summary_json(filter, narrows, &by_flow, window, &outcome, None, format);
-        j["linktypes"] = job::linktypes_json(&linktypes);
-        if let Some(q) = &a.steno_query {
-            j["steno_query"] = q.as_str().into();
-        }
-        if let Some(w) = &a.session_where {
-            j["session_where"] = w.as_str().into();
-            j["sessions"] = sessions_json(&session_sel);
-        }
-        if !remotes.is_empty() {
-            j["sensors"] = sensors.into();
-        }
-        println!("{}", serde_json::to_string(&j)?);
-    } else {
-        println!("{} frames, {} bytes", stats.frames, stats.bytes);
-    }
-    damaged_line(&stats, a.ignore_corrupt);
-    if !a.quiet {
-        missed_line(&stats, window);
-    }
-    Ok(outcome
-        .exit_code(a.ignore_corrupt)
-        .max(i32::from(failed > 0)))
 }
 
 /// The output: stdout, or OUT created (or overwritten; never one of the

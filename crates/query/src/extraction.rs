@@ -3,18 +3,22 @@
 //! window, the filter or Stenographer query and the index switches
 //! ([`Extraction`]); from it the local [`Job`]s, the link types of the
 //! output, the query string the sensors are asked with and the merge over
-//! all of them ([`Extraction::sources`]). A tool embedding the query side
+//! all of them ([`Extraction::sources`]); the run itself, written
+//! ([`Extraction::run`]) or counted ([`Extraction::count`]), with what it
+//! did as a [`Report`] (the source of `--json`) and what happens on the way
+//! as [`Event`]s. A tool embedding the query side
 //! builds the same extraction as the command; the command keeps its flags
 //! and what it prints.
 
-use crate::job::{Job, Pred, Request};
-use crate::remote::{self, Remote, RemoteSource, RemoteStream, Source, Sources};
+use crate::job::{self, Job, Outcome, Output, PlanStats, Pred, Request};
+use crate::remote::{self, Client, Remote, RemoteSource, RemoteStream, Source, Sources};
 use crate::steno::Selection;
-use crate::{Merge, QueryError, Window};
+use crate::{Merge, Note, QueryError, Stats, StoreSpan, Window};
 use std::path::PathBuf;
 use std::sync::Arc;
-use wiretape_files::ReadOptions;
+use wiretape_files::{Format, ReadOptions};
 use wiretape_filter::{Program, LINKTYPE_ETHERNET};
+use wiretape_storage::StorageError;
 
 /// One input of an extraction.
 #[derive(Clone, Debug)]
@@ -241,4 +245,326 @@ pub fn plan_json(jobs: &[Job]) -> serde_json::Value {
         all["to_ns"] = p["to_ns"].clone();
     }
     all
+}
+
+/// What happens while an extraction runs, as it happens, in order (the
+/// command prints each on stderr).
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// A local file's note: no index, damage, an error, out of order.
+    Note(&'a Note),
+    /// A sensor failed: its address and what went wrong.
+    SensorFailed {
+        /// The sensor's address.
+        url: &'a str,
+        /// What went wrong.
+        error: &'a str,
+    },
+}
+
+/// What an extraction ([`Extraction::run`]) or a count
+/// ([`Extraction::count`]) did, over every input.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Report {
+    /// The counts (the sensors' included), every local note, the seconds.
+    pub outcome: Outcome,
+    /// Whether a local job's filter narrowed its plan through the indexes.
+    pub filter_narrows: bool,
+    /// The local plans' block counts, summed.
+    pub plan: PlanStats,
+    /// The output's link types with the frames of each, in order.
+    pub linktypes: Vec<(u32, u64)>,
+    /// Per sensor, in order, its part as `--json` says it (`sensors`).
+    pub sensors: Vec<serde_json::Value>,
+    /// How many sensors failed.
+    pub sensors_failed: usize,
+    /// How many local inputs (jobs) there were.
+    pub local_inputs: usize,
+    /// The sessions `session_where` chose in each local store.
+    pub sessions: Vec<Arc<crate::sessions::Selected>>,
+}
+
+impl Report {
+    fn new(jobs: &[Job], linktypes: Vec<(u32, u64)>) -> Report {
+        Report {
+            outcome: Outcome {
+                stats: Stats::default(),
+                notes: Vec::new(),
+                seconds: 0.0,
+                stopped: false,
+            },
+            filter_narrows: jobs.iter().any(|j| j.filter_narrows),
+            plan: jobs.iter().fold(PlanStats::default(), |mut a, j| {
+                a += j.plan_stats;
+                a
+            }),
+            linktypes,
+            sensors: Vec::new(),
+            sensors_failed: 0,
+            local_inputs: jobs.len(),
+            sessions: jobs.iter().filter_map(|j| j.sessions.clone()).collect(),
+        }
+    }
+
+    /// 1 when a file could not be read, was damaged (unless
+    /// `ignore_corrupt`) or a sensor failed; else 0.
+    pub fn exit_code(&self, ignore_corrupt: bool) -> i32 {
+        self.outcome
+            .exit_code(ignore_corrupt)
+            .max(i32::from(self.sensors_failed > 0))
+    }
+
+    /// The JSON of `wiretape extract --json` (`output`: the output's name,
+    /// None for a count; `steno_query`: the query as the user wrote it).
+    pub fn summary_json(
+        &self,
+        ex: &Extraction,
+        output: Option<&str>,
+        format: Format,
+        steno_query: Option<&str>,
+    ) -> serde_json::Value {
+        let mut j = job::summary_json(
+            ex.filter.as_deref(),
+            self.filter_narrows,
+            &self.plan,
+            &ex.window,
+            &self.outcome,
+            output,
+            format,
+        );
+        j["linktypes"] = job::linktypes_json(&self.linktypes);
+        if let Some(q) = steno_query {
+            j["steno_query"] = q.into();
+        }
+        if let Some((_, w)) = &ex.session_where {
+            j["session_where"] = w.as_str().into();
+            j["sessions"] = sessions_json(&self.sessions);
+        }
+        if ex.inputs.iter().any(|i| matches!(i, Input::Remote(_))) {
+            j["sensors"] = self.sensors.clone().into();
+        }
+        j
+    }
+}
+
+/// The sessions `session_where` chose in the local stores, summed, as
+/// `extract --json` says them (`sessions`).
+pub fn sessions_json(sel: &[Arc<crate::sessions::Selected>]) -> serde_json::Value {
+    let mut j = serde_json::json!({"matched": 0, "connections": 0, "tables": 0, "incomplete": [], "files_without_table": []});
+    for s in sel {
+        let v = s.to_json();
+        for k in ["matched", "connections", "tables"] {
+            j[k] = (j[k].as_u64().unwrap_or(0) + v[k].as_u64().unwrap_or(0)).into();
+        }
+        for k in ["incomplete", "files_without_table"] {
+            if let (Some(a), Some(b)) = (j[k].as_array_mut(), v[k].as_array()) {
+                a.extend(b.iter().cloned());
+            }
+        }
+    }
+    j
+}
+
+impl Extraction {
+    /// Asks every sensor at once for its frames (`query`: from
+    /// [`Extraction::sensor_query`]); their answers stream meanwhile. None
+    /// without a client (no sensors).
+    pub fn ask_sensors(&self, client: Option<&Client>, query: &str) -> Vec<RemoteStream> {
+        match client {
+            Some(c) => self
+                .remotes()
+                .into_iter()
+                .map(|r| c.stream(r, &format!("/v1/extract?{query}")))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Writes every frame of `jobs` (the local inputs',
+    /// [`Extraction::plan_local`]) and of `streams` (the sensors',
+    /// [`Extraction::ask_sensors`]) to `out` in time order, on the
+    /// interface of its link type among `linktypes`
+    /// ([`output_linktypes`]), then flushes and closes it. `event` hears
+    /// each note and sensor failure as it happens. The error: the output
+    /// could not be written.
+    pub fn run(
+        &self,
+        jobs: Vec<Job>,
+        streams: Vec<RemoteStream>,
+        mut out: Output,
+        linktypes: Vec<(u32, u64)>,
+        mut event: impl FnMut(Event<'_>),
+    ) -> Result<Report, StorageError> {
+        let mut report = Report::new(&jobs, linktypes);
+        let lts: Vec<u32> = report.linktypes.iter().map(|l| l.0).collect();
+        let started = std::time::Instant::now();
+        let mut merge = self.sources(jobs, streams);
+        let mut notes = Vec::new();
+        let mut say = |n: Note, event: &mut dyn FnMut(Event<'_>)| {
+            event(Event::Note(&n));
+            notes.push(n);
+        };
+        let mut wrote = Ok(());
+        while let Some(f) = merge.next() {
+            let i = f.source;
+            let itf = lts.iter().position(|&l| l == f.linktype).unwrap_or(0);
+            report.linktypes[itf].1 += 1;
+            if let Err(e) = out.write_wire_on(itf as u32, f.ts_ns, f.data, f.orig_len) {
+                wrote = Err(e);
+                break;
+            }
+            if let Source::Local(m) = &mut merge.sources_mut()[i] {
+                if !m.notes().is_empty() {
+                    m.take_notes().into_iter().for_each(|n| say(n, &mut event));
+                }
+            }
+        }
+        wrote?;
+        out.flush()?;
+        out.close().map_err(|(_, e)| e)?;
+        let mut stats = Stats::default();
+        for s in merge.into_sources() {
+            match s {
+                Source::Local(mut m) => {
+                    m.take_notes().into_iter().for_each(|n| say(n, &mut event));
+                    stats += m.finish();
+                }
+                Source::Remote(r) => {
+                    if let Some(f) = r.failure() {
+                        report.sensors_failed += 1;
+                        event(Event::SensorFailed {
+                            url: &r.remote.url,
+                            error: f,
+                        });
+                    }
+                    stats.store_span = StoreSpan::union(
+                        stats.store_span,
+                        r.summary()
+                            .and_then(|j| StoreSpan::from_json(&j["store_span"])),
+                    );
+                    report.sensors.push(serde_json::json!({
+                        "url": r.remote.url,
+                        "frames": r.frames,
+                        "bytes": r.bytes,
+                        "wire_bytes": r.wire_bytes,
+                        "error": r.failure(),
+                        "summary": r.summary(),
+                    }));
+                    stats.frames += r.frames;
+                    stats.bytes += r.bytes;
+                    stats.wire_bytes += r.wire_bytes;
+                }
+            }
+        }
+        report.outcome.stats = stats;
+        report.outcome.notes = notes;
+        report.outcome.seconds = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    /// Counts the frames of `jobs` (the local inputs') per link type of
+    /// `linktypes`, and asks each sensor's `/v1/count` (`query`: from
+    /// [`Extraction::sensor_query`]), summed. `event` hears each note and
+    /// sensor failure as it happens.
+    pub fn count(
+        &self,
+        jobs: Vec<Job>,
+        client: Option<&Client>,
+        query: &str,
+        linktypes: Vec<(u32, u64)>,
+        mut event: impl FnMut(Event<'_>),
+    ) -> Report {
+        let mut report = Report::new(&jobs, linktypes);
+        let started = std::time::Instant::now();
+        let mut stats = Stats::default();
+        for job in jobs {
+            let counted = &mut report.linktypes;
+            let o = job
+                .run(
+                    |f| {
+                        if let Some(l) = counted.iter_mut().find(|l| l.0 == f.linktype) {
+                            l.1 += 1;
+                        }
+                        Ok::<(), std::convert::Infallible>(())
+                    },
+                    |n| event(Event::Note(n)),
+                )
+                .unwrap_or_else(|never| match never {});
+            stats += o.stats;
+            report.outcome.notes.extend(o.notes);
+        }
+        if let Some(c) = client {
+            for r in self.remotes() {
+                match c.get_json(r, &format!("/v1/count?{query}")) {
+                    Ok(v) => {
+                        let n = |k: &str| v[k].as_u64().unwrap_or(0);
+                        if let Some(l) = report
+                            .linktypes
+                            .iter_mut()
+                            .find(|l| l.0 == LINKTYPE_ETHERNET)
+                        {
+                            l.1 += n("frames");
+                        }
+                        stats.frames += n("frames");
+                        stats.bytes += n("bytes");
+                        stats.wire_bytes += n("wire_bytes");
+                        stats.store_span = StoreSpan::union(
+                            stats.store_span,
+                            StoreSpan::from_json(&v["store_span"]),
+                        );
+                        report
+                            .sensors
+                            .push(serde_json::json!({ "url": r.url, "count": v }));
+                    }
+                    Err(e) => {
+                        report.sensors_failed += 1;
+                        event(Event::SensorFailed {
+                            url: &r.url,
+                            error: &e.0,
+                        });
+                        report
+                            .sensors
+                            .push(serde_json::json!({ "url": r.url, "error": e.0 }));
+                    }
+                }
+            }
+        }
+        report.outcome.stats = stats;
+        report.outcome.seconds = started.elapsed().as_secs_f64();
+        report
+    }
+
+    /// The plan of `jobs` ([`plan_json`]) and, with a client, each
+    /// sensor's `/v1/plan` beside it (`sensors`); with how many sensors
+    /// failed (`event` hears each failure).
+    pub fn plan_all(
+        &self,
+        jobs: &[Job],
+        client: Option<&Client>,
+        query: &str,
+        mut event: impl FnMut(Event<'_>),
+    ) -> (serde_json::Value, usize) {
+        let mut j = plan_json(jobs);
+        let mut failed = 0;
+        if let Some(c) = client {
+            let mut sensors = Vec::new();
+            for r in self.remotes() {
+                match c.get_json(r, &format!("/v1/plan?{query}")) {
+                    Ok(p) => sensors.push(serde_json::json!({ "url": r.url, "plan": p })),
+                    Err(e) => {
+                        failed += 1;
+                        event(Event::SensorFailed {
+                            url: &r.url,
+                            error: &e.0,
+                        });
+                        sensors.push(serde_json::json!({ "url": r.url, "error": e.0 }));
+                    }
+                }
+            }
+            j["sensors"] = sensors.into();
+        }
+        (j, failed)
+    }
 }
