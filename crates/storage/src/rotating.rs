@@ -1233,9 +1233,7 @@ impl RotatingWriter {
         let left = self.current_mut().sink_mut().take_unwritten();
         let c = &self.cfg;
         let frames = left
-            .map(|(off, blocks)| {
-                records_in(c.format, c.snaplen, &self.ifname, c.linktype, off, &blocks)
-            })
+            .map(|u| records_in(c.format, c.snaplen, &self.ifname, c.linktype, &u))
             .unwrap_or_default();
         // Named by the oldest frame it will hold.
         let first = frames.first().map_or(ts_ns, |(m, _)| m.ts_ns.min(ts_ns));
@@ -1475,15 +1473,8 @@ fn close_file(w: PcapWriter<AnySink>, ctx: &CloseCtx) -> WriterReport {
             ctx.volumes.fail(ctx.vol, &e.to_string());
             if ctx.volumes.any_ok() {
                 failed_over = true;
-                if let Some((off, blocks)) = sink.take_unwritten() {
-                    let recs = records_in(
-                        ctx.format,
-                        ctx.snaplen,
-                        &ctx.ifname,
-                        ctx.linktype,
-                        off,
-                        &blocks,
-                    );
+                if let Some(u) = sink.take_unwritten() {
+                    let recs = records_in(ctx.format, ctx.snaplen, &ctx.ifname, ctx.linktype, &u);
                     let full = matches!(e, StorageError::DiskFull { .. });
                     ctx.rescue.lock().expect("rescue").push((full, recs));
                 }
@@ -1568,28 +1559,32 @@ fn close_file(w: PcapWriter<AnySink>, ctx: &CloseCtx) -> WriterReport {
 /// Frames with their record's metadata, kept in RAM for another volume.
 type Rescued = Vec<(wiretape_files::walk::Meta, Vec<u8>)>;
 
-/// The records in `blocks`, a file's bytes from stream offset `off` on (at
-/// 0 they start with the file header).
+/// The records of `u` the failed file does not keep: those in its blocks
+/// (a file's bytes from stream offset `u.off` on; at 0 they start with the
+/// file header) that end past `u.kept`, chosen by offset.
 fn records_in(
     format: wiretape_files::pcap::Format,
     snaplen: u32,
     ifname: &str,
     linktype: u32,
-    off: u64,
-    blocks: &[crate::sink::Block],
+    u: &crate::sink::Unwritten,
 ) -> Rescued {
     let mut stream = Vec::new();
-    if off > 0 {
+    if u.off > 0 {
         stream = format.file_header(snaplen, ifname, linktype);
     }
-    for b in blocks {
+    // Where the walk's offsets are in the file.
+    let shift = u.off as i128 - stream.len() as i128;
+    for b in &u.blocks {
         stream.extend_from_slice(b.data());
     }
     let mut w = wiretape_files::walk::Walker::new(std::io::Cursor::new(stream));
     let mut out = Vec::new();
     let mut data = Vec::new();
     while let Some(m) = w.next_into(&mut data) {
-        out.push((m, std::mem::take(&mut data)));
+        if w.offset() as i128 + shift > u.kept as i128 {
+            out.push((m, std::mem::take(&mut data)));
+        }
     }
     out
 }

@@ -258,15 +258,28 @@ pub trait BlockSink: Send {
     /// Opens `gate` once every write of this file is done (at
     /// [`BlockSink::finish`], or when the sink is dropped unfinished).
     fn open_when_done(&mut self, _gate: Arc<Gate>) {}
-    /// After a failed write: the blocks that did not reach the file and
-    /// are still in RAM, in order, with the stream offset of the first one
-    /// (a store with several volumes writes their frames to another
-    /// volume, [`crate::volume`]). Sinks that cannot give them back (the
-    /// io_uring engine, whose blocks are in flight, and the compressed
-    /// one): none.
-    fn take_unwritten(&mut self) -> Option<(u64, Vec<Block>)> {
+    /// After a failed write: the stream from a record boundary at or
+    /// before the failed offset to its end, as far as it is still in RAM
+    /// (a store with several volumes writes its frames to another volume,
+    /// [`crate::volume`]). The records ending at or before
+    /// [`Unwritten::kept`] stay in the file (it is cut after the last of
+    /// them); the others are the caller's to write elsewhere. Sinks that
+    /// cannot give them back (the compressed and encrypted ones): none.
+    fn take_unwritten(&mut self) -> Option<Unwritten> {
         None
     }
+}
+
+/// What a failed sink gives back ([`BlockSink::take_unwritten`]).
+pub struct Unwritten {
+    /// Stream offset of the first byte of `blocks`: a record boundary, or
+    /// 0 (then the blocks start with the file header).
+    pub off: u64,
+    /// The file keeps every record that ends at or before this offset
+    /// (the last one written whole, on disk before the failed write).
+    pub kept: u64,
+    /// The stream from `off` on, in order.
+    pub blocks: Vec<Block>,
 }
 
 /// The order of one queue's files on disk ([`BlockSink::write_after`]):
@@ -551,9 +564,13 @@ impl BlockSink for FileSink {
         self.opens.set(gate);
     }
 
-    fn take_unwritten(&mut self) -> Option<(u64, Vec<Block>)> {
+    fn take_unwritten(&mut self) -> Option<Unwritten> {
         let blocks = std::mem::take(&mut self.unwritten);
-        (!blocks.is_empty()).then_some((self.bytes, blocks))
+        (!blocks.is_empty()).then_some(Unwritten {
+            off: self.bytes,
+            kept: self.bytes,
+            blocks,
+        })
     }
 }
 
@@ -866,11 +883,12 @@ impl BlockSink for AnySink {
     fn open_when_done(&mut self, gate: Arc<Gate>) {
         both!(self, s => s.open_when_done(gate))
     }
-    fn take_unwritten(&mut self) -> Option<(u64, Vec<Block>)> {
+    fn take_unwritten(&mut self) -> Option<Unwritten> {
         match self {
             AnySink::Buffered(s) => s.take_unwritten(),
-            // In flight (io_uring), compressed or encrypted: not given back.
-            AnySink::Direct(_) | AnySink::Compressed(_) | AnySink::Encrypted(_) => None,
+            AnySink::Direct(s) => s.take_unwritten(),
+            // Compressed or encrypted: not given back.
+            AnySink::Compressed(_) | AnySink::Encrypted(_) => None,
         }
     }
 }

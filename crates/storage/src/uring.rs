@@ -249,6 +249,17 @@ pub struct UringSink {
     after: crate::sink::After,
     /// Opened when this file is written ([`BlockSink::open_when_done`]).
     opens: crate::sink::Opens,
+    /// Written blocks kept while a write at a lower offset is still on its
+    /// way (and, after a failure, every block at or past the failed
+    /// offset): what [`BlockSink::take_unwritten`] gives back.
+    held: Vec<(Block, u32, u64)>,
+    /// Blocks handed in after the failure (the writer's, with its latest
+    /// frames), with the offset of their first byte.
+    orphans: Vec<(Block, u64)>,
+    /// Record boundaries (the end of each block the writer handed in):
+    /// the largest at or below the lowest offset not yet written, and all
+    /// above it.
+    bounds: VecDeque<u64>,
 }
 
 /// An external write in flight: the runs it covers (each lent by its owner
@@ -355,6 +366,9 @@ impl UringEngine {
             unwritten_published: 0,
             after: Default::default(),
             opens: Default::default(),
+            held: Vec::new(),
+            orphans: Vec::new(),
+            bounds: VecDeque::new(),
         })
     }
 }
@@ -728,12 +742,62 @@ impl UringSink {
             } else {
                 self.record_latency(at, stream);
             }
-            for (mut b, _, _) in parts {
+            self.held.extend(parts);
+        }
+        self.release_held();
+        Ok(())
+    }
+
+    /// Frees the written blocks no write below them waits for any more
+    /// (kept until then: a failure there would need them again), and none
+    /// at or past a failed offset.
+    fn release_held(&mut self) {
+        let low = self
+            .in_flight
+            .iter()
+            .flatten()
+            .map(InFlight::off)
+            .chain(self.failed.as_ref().map(|f| f.0))
+            .min()
+            .unwrap_or(u64::MAX);
+        let mut i = 0;
+        while i < self.held.len() {
+            if self.held[i].2 < low {
+                let (mut b, _, _) = self.held.swap_remove(i);
                 b.clear();
                 self.free.push(b);
+            } else {
+                i += 1;
             }
         }
-        Ok(())
+    }
+
+    /// Notes that the stream's bytes up to `end` are whole records (a
+    /// block handed in ends on one), forgetting those no rescue can need.
+    fn note_bound(&mut self, end: u64) {
+        if self.bounds.back().is_some_and(|b| *b >= end) {
+            return;
+        }
+        self.bounds.push_back(end);
+        if self.bounds.len() < 8 {
+            return;
+        }
+        let flight = self.in_flight.iter().flatten().map(InFlight::off);
+        let waiting = self.pending.iter().chain(&self.held).map(|p| p.2);
+        let low = flight.chain(waiting).min().unwrap_or(self.off);
+        while self.bounds.len() >= 2 && self.bounds[1] <= low {
+            self.bounds.pop_front();
+        }
+    }
+
+    /// Keeps a block handed in after the failure: its frames go to another
+    /// volume ([`BlockSink::take_unwritten`]).
+    fn orphan(&mut self, block: Block) {
+        if block.is_empty() {
+            self.give_back(block);
+        } else {
+            self.orphans.push((block, self.off));
+        }
     }
 
     fn wait_all(&mut self) -> Result<(), StorageError> {
@@ -910,8 +974,9 @@ impl WithErrno for StorageError {
 
 impl BlockSink for UringSink {
     fn submit(&mut self, mut block: Block) -> Result<Block, StorageError> {
+        self.note_bound(self.off + block.len() as u64);
         if let Some(e) = self.error() {
-            self.give_back(block);
+            self.orphan(block);
             return Err(e);
         }
         if !self.owns(&block) {
@@ -925,7 +990,7 @@ impl BlockSink for UringSink {
         let mut next = match self.take_free() {
             Ok(n) => n,
             Err(e) => {
-                self.give_back(block);
+                self.orphan(block);
                 return Err(e);
             }
         };
@@ -1044,8 +1109,9 @@ impl BlockSink for UringSink {
     }
 
     fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+        self.note_bound(self.off + block.len() as u64);
         if let Some(e) = self.error() {
-            self.give_back(block);
+            self.orphan(block);
             return Err(e);
         }
         let block = self.adopt(block)?;
@@ -1053,12 +1119,13 @@ impl BlockSink for UringSink {
     }
 
     fn finish(&mut self, block: Block) -> Result<(), StorageError> {
+        self.note_bound(self.off + block.len() as u64);
         let r = if self.failed.is_none() {
             self.adopt(block)
                 .and_then(|b| self.write_now(b))
                 .map(|b| self.give_back(b))
         } else {
-            self.give_back(block);
+            self.orphan(block);
             Ok(())
         };
         // Whatever happened, nothing may be in flight when we return.
@@ -1090,6 +1157,82 @@ impl BlockSink for UringSink {
 
     fn bytes(&self) -> u64 {
         self.off
+    }
+
+    fn take_unwritten(&mut self) -> Option<crate::sink::Unwritten> {
+        let failed = self.failed.as_ref()?.0;
+        // Every write still on its way ends first (none goes out anew): one
+        // landing after this could not be taken back.
+        while self.n_in_flight + self.fallocs > 0 {
+            if self.reap_wait(1).is_err() {
+                break;
+            }
+        }
+        self.release_held();
+        // The stream from the failed offset on, as the writes (held, queued)
+        // and the blocks handed in since hold it; a later write of the same
+        // page (a flush's partial page, again with more) wins.
+        let mut parts: Vec<(u64, &[u8])> = self
+            .held
+            .iter()
+            .chain(&self.pending)
+            .map(|(b, len, off)| (*off, &b.data()[..(*len as usize).min(b.len())]))
+            .chain(self.orphans.iter().map(|(b, off)| (*off, b.data())))
+            .filter(|(off, _)| *off >= failed)
+            .collect();
+        parts.sort_by_key(|(off, d)| (*off, d.len()));
+        let end = parts
+            .iter()
+            .map(|(off, d)| off + d.len() as u64)
+            .max()
+            .unwrap_or(failed);
+        // The record that straddles the failed offset starts in a block
+        // written before it: its bytes are read back from the file (a full
+        // or read-only disk reads; one that fails reads too may lose it).
+        let mut from = self
+            .bounds
+            .iter()
+            .rev()
+            .find(|b| **b <= failed)
+            .copied()
+            .unwrap_or(0);
+        let mut head = vec![0; (failed - from) as usize];
+        let read = std::fs::File::open(&self.path)
+            .and_then(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, from));
+        if read.is_err() {
+            // The first record boundary past the failure, and no bytes before.
+            from = match self.bounds.iter().find(|b| **b >= failed) {
+                Some(b) => *b,
+                None => return None,
+            };
+            head.clear();
+        }
+        let mut stream = head;
+        stream.resize((end.max(from) - from) as usize, 0);
+        for (off, d) in parts {
+            let (at, d) = match off.checked_sub(from) {
+                Some(at) => (at as usize, d),
+                None => (0, d.get((from - off) as usize..).unwrap_or_default()),
+            };
+            stream[at..at + d.len()].copy_from_slice(d);
+        }
+        for (b, _, _) in std::mem::take(&mut self.held)
+            .into_iter()
+            .chain(std::mem::take(&mut self.pending))
+        {
+            self.give_back(b);
+        }
+        for (b, _) in std::mem::take(&mut self.orphans) {
+            self.give_back(b);
+        }
+        let mut block = Block::new(stream.len().max(1));
+        block.buf_mut()[..stream.len()].copy_from_slice(&stream);
+        block.set_len(stream.len());
+        Some(crate::sink::Unwritten {
+            off: from,
+            kept: failed,
+            blocks: vec![block],
+        })
     }
 
     fn path(&self) -> &Path {

@@ -23,7 +23,8 @@
 //! A volume whose write or file creation fails (ENOSPC, EIO, EROFS, gone)
 //! is taken out at once ([`Volumes::fail`]): the writer moves to a new file
 //! on another volume, with the frames of its blocks that the failed write
-//! left in RAM (the buffered engine keeps them; see
+//! left in RAM or in flight (both engines give them back, from the record
+//! that straddles the failed offset; see
 //! [`crate::sink::BlockSink::take_unwritten`]). Frames are lost only when
 //! no volume is left.
 
