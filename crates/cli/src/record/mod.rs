@@ -1202,14 +1202,14 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     for r in readers {
         let _ = r.join();
     }
-    let summary = wiretape::RunSummary::new(&rep, &opts, &why, &fin, engine_reason.as_deref());
+    let mut summary = wiretape::RunSummary::new(&rep, &opts, &why, &fin, engine_reason.as_deref());
+    summary.errors = crate::common::flags::run_errors(&rep);
     eprint!("{}", summary.text());
     if let Some(p) = &a.summary_json {
         std::fs::write(p, summary.to_json())
             .map_err(|e| anyhow::anyhow!("cannot write the summary {}: {e}", p.display()))?;
     }
-    let errors = rep.errors();
-    if let Some(e) = errors.first() {
+    if let Some(e) = summary.errors.first() {
         bail!("{e} (the files hold every frame the summary counts as written)");
     }
     Ok(0)
