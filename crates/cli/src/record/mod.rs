@@ -531,31 +531,18 @@ fn parse_secs(s: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
-/// Parses `0,1,4-6` into a list.
+/// Parses `0,1,4-6` into a list; a bad one is a usage error naming `what`.
 pub(crate) fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
-    let mut v = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || {
-            crate::usage(format!(
-                "invalid {what} '{part}': use numbers like 0,1 or ranges like 0-3"
-            ))
-        };
-        if let Some((a, b)) = part.split_once('-') {
-            let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-            if a > b {
-                return Err(bad());
+    use wiretape::capture::cpulist::{parse, ListError};
+    parse(s).map_err(|e| {
+        crate::usage(match e {
+            ListError::Item(part) => {
+                format!("invalid {what} '{part}': use numbers like 0,1 or ranges like 0-3")
             }
-            v.extend(a..=b);
-        } else {
-            v.push(part.parse().map_err(|_| bad())?);
-        }
-    }
-    if v.is_empty() {
-        return Err(crate::usage(format!(
-            "invalid {what} '{s}': give at least one number"
-        )));
-    }
-    Ok(v)
+            ListError::Empty(s) => format!("invalid {what} '{s}': give at least one number"),
+            e => e.to_string(),
+        })
+    })
 }
 
 /// The default control socket, DIR/.wiretape-control.sock, unless another
@@ -588,42 +575,9 @@ fn cpu_list(s: &Option<String>, what: &str) -> Result<Option<Vec<usize>>> {
         .into_iter()
         .map(|c| c as usize)
         .collect();
-    check_cpus(&list, &sys::allowed_cpus(), what)?;
+    wiretape::capture::cpulist::check(&list, &sys::allowed_cpus())
+        .map_err(|e| crate::usage(format!("{what}: {e}")))?;
     Ok(Some(list))
-}
-
-/// Every CPU of `list` must be in `allowed`.
-fn check_cpus(list: &[usize], allowed: &[usize], what: &str) -> Result<()> {
-    if let Some(bad) = list.iter().find(|c| !allowed.contains(c)) {
-        return Err(crate::usage(format!(
-            "{what}: CPU {bad} is not one this process may run on (allowed: {}); see `nproc`, `taskset -p $$` or the service's CPUAffinity=",
-            ranges(allowed)
-        )));
-    }
-    Ok(())
-}
-
-/// `0,1,2,5` -> `0-2,5`
-fn ranges(v: &[usize]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < v.len() {
-        let mut j = i;
-        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
-            j += 1;
-        }
-        out.push(if j > i {
-            format!("{}-{}", v[i], v[j])
-        } else {
-            v[i].to_string()
-        });
-        i = j + 1;
-    }
-    if out.is_empty() {
-        "none".into()
-    } else {
-        out.join(",")
-    }
 }
 
 /// The recipients of `--encrypt-to` and `--encrypt-to-file` (None: files
