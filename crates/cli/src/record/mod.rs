@@ -14,7 +14,7 @@ use std::time::Duration;
 use wiretape::capture::{
     sys, BusyPoll, CaptureConfig, FileConfig, NetmapConfig, PacketConfig, XdpCutoff, XdpMode,
 };
-use wiretape::pipeline::{ProgressMeter, StartLine, Status};
+use wiretape::pipeline::{preflight, ProgressMeter, StartLine, Status};
 use wiretape::{Event, Input, RecordConfig};
 
 #[derive(clap::Args)]
@@ -939,42 +939,6 @@ fn config(a: &Args) -> Result<(RecordConfig, Option<String>, Arc<AtomicBool>)> {
 /// The cheap checks a recording makes first, so that bad input fails
 /// before anything is attached (nothing is created: the recording makes DIR
 /// once the filter is compiled and the input opened).
-/// `--queues` naming a queue the interface lacks (a veth has one): a usage
-/// error (exit 2), refused before the output directory is made or a
-/// program attached (the engine would refuse it only once opening, exit 1).
-fn check_queues(opts: &RecordConfig) -> Result<()> {
-    let named: Vec<(&str, &[u32])> = match &opts.input {
-        Input::Interface(c) => vec![(c.ifname.as_str(), c.queues.as_deref().unwrap_or(&[]))],
-        Input::Interfaces(l) => l
-            .iter()
-            .map(|c| (c.ifname.as_str(), c.queues.as_deref().unwrap_or(&[])))
-            .collect(),
-        Input::Netmap(c) => vec![(c.ifname.as_str(), c.queues.as_deref().unwrap_or(&[]))],
-        _ => Vec::new(),
-    };
-    for (iface, queues) in named {
-        let Ok(count) = sys::rx_queue_count(iface) else {
-            continue; // no such interface: said later, as before
-        };
-        let count = count.max(1);
-        if let Some(q) = queues.iter().find(|&&q| q >= count) {
-            let list: Vec<String> = queues.iter().map(u32::to_string).collect();
-            return Err(crate::usage(format!(
-                "--queues {}: interface {iface} has no RX queue {q}: it has {count} ({}): \
-                 name queues below {count}, or leave --queues out to record them all \
-                 (`ethtool -l {iface}` lists them)",
-                list.join(","),
-                if count == 1 {
-                    "0".to_string()
-                } else {
-                    format!("0-{}", count - 1)
-                },
-            )));
-        }
-    }
-    Ok(())
-}
-
 fn refuse_early(a: &Args, opts: &RecordConfig) -> Result<()> {
     for iface in &a.iface {
         if sys::ifindex(iface).is_none() {
@@ -1016,11 +980,13 @@ fn refuse_early(a: &Args, opts: &RecordConfig) -> Result<()> {
 pub(crate) fn run(a: Args) -> Result<i32> {
     let (mut opts, engine_reason, trigger) = config(&a)?;
     // A typo in -w is refused before anything else is looked at.
-    check_volumes(&a.dirs)?;
-    for d in &a.dirs {
-        check_output_dir(d, a.mkdir)?;
-    }
-    check_queues(&opts)?;
+    let volumes = preflight::check_volumes(&a.dirs).and_then(|()| {
+        a.dirs
+            .iter()
+            .try_for_each(|d| preflight::check_output_dir(d, a.mkdir))
+    });
+    volumes.map_err(check::in_flags)?;
+    preflight::check_queues(&opts).map_err(check::in_flags)?;
     if a.check {
         return check::run(&opts, a.metrics);
     }
@@ -1174,70 +1140,6 @@ impl Args {
     fn dir(&self) -> &std::path::Path {
         &self.dirs[0]
     }
-}
-
-/// Several -w: no directory twice, none inside another (one volume's
-/// files would be another's too). Looks at the paths only.
-fn check_volumes(dirs: &[PathBuf]) -> Result<()> {
-    let abs = |d: &PathBuf| {
-        d.canonicalize()
-            .or_else(|_| std::path::absolute(d))
-            .unwrap_or_else(|_| d.clone())
-    };
-    for (i, a) in dirs.iter().enumerate() {
-        for b in &dirs[..i] {
-            let (x, y) = (abs(a), abs(b));
-            if x == y {
-                return Err(crate::usage(format!(
-                    "-w {} is given twice (as {}): give each volume once",
-                    a.display(),
-                    b.display()
-                )));
-            }
-            if x.starts_with(&y) || y.starts_with(&x) {
-                let (inner, outer) = if x.starts_with(&y) { (a, b) } else { (b, a) };
-                return Err(crate::usage(format!(
-                    "-w {} is inside -w {}: volumes must not nest (give separate directories, \
-                     normally one per disk)",
-                    inner.display(),
-                    outer.display()
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `-w DIR` as given: a directory, or a path whose parent exists (with
-/// `mkdir`, any path: the missing parents are made), writable where DIR is
-/// or will be made. Creates nothing (a probe file is made and removed).
-fn check_output_dir(dir: &std::path::Path, mkdir: bool) -> Result<()> {
-    use wiretape::storage::StorageError;
-    let probe_in = if dir.exists() {
-        if !dir.is_dir() {
-            bail!(StorageError::NotADirectory(dir.to_owned()));
-        }
-        dir.to_owned()
-    } else {
-        let parent = match dir.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        if !parent.is_dir() && !mkdir {
-            return Err(crate::usage(format!(
-                "-w {}: its parent {} does not exist (a typo?): give an existing path, or --mkdir \
-                 to create the whole path (in a --config file: create = true)",
-                dir.display(),
-                parent.display()
-            )));
-        }
-        wiretape::pipeline::preflight::nearest_existing(dir)
-    };
-    if !probe_in.is_dir() {
-        bail!(StorageError::NotADirectory(probe_in));
-    }
-    wiretape::pipeline::preflight::probe_writable(&probe_in, dir)?;
-    Ok(())
 }
 
 /// `-r FILE` is a file with bytes in it: else one line saying what is
