@@ -123,9 +123,21 @@ fn disk_full(m: &Mount, tag: &str, extra: &[&str], engine: &str) {
     let st = rec.wait(30);
     let err = rec.stderr_text();
     assert_eq!(st.code(), Some(1), "exit 1 on a full disk: {err}");
-    assert!(err.contains("disk full"), "{err}");
+    // The library's DiskFull in the command's words (its output flag), in
+    // the error line and in the summary's errors alike.
+    assert!(
+        err.contains("disk full while writing")
+            && err.contains("free space or point -w at another disk"),
+        "{err}"
+    );
     let j = read_json(&json);
     let _ = std::fs::remove_file(&json);
+    assert!(
+        j["errors"][0]
+            .as_str()
+            .is_some_and(|e| e.ends_with("free space or point -w at another disk")),
+        "{j}"
+    );
     assert_eq!(j["stop_reason"], "output failed");
     assert_eq!(j["write_engine"], engine);
     assert_identity(&j);

@@ -34,6 +34,8 @@
 //! - `frames`: known test frames (sequence, flow, send time).
 //! - `link`: link events of the recorded interface (netlink): removed, down.
 //! - `sys`: small OS calls (interface, queues, affinity, capabilities).
+//! - `cpulist`: CPU and queue lists as written (`0,1,4-6`), CPUs checked
+//!   against those the process may run on.
 #![deny(unsafe_code)]
 
 pub mod afxdp;
@@ -42,6 +44,7 @@ mod arena;
 #[allow(unsafe_code)]
 pub mod bpf;
 pub mod bpflog;
+pub mod cpulist;
 pub mod cutoff;
 #[allow(unsafe_code)]
 mod desc;

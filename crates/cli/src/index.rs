@@ -213,7 +213,11 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                 if b.tty && !b.quiet {
                     eprintln!();
                 }
-                eprintln!("wiretape: index: {}: {e}", f.display());
+                eprintln!(
+                    "wiretape: index: {}: {}",
+                    f.display(),
+                    crate::common::flags::storage_text(e)
+                );
             },
         )
     };

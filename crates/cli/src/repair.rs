@@ -74,7 +74,10 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                 println!("{}: intact, {} records", f.display(), r.records);
             }
             Err(e) => {
-                eprintln!("wiretape: error: {e}");
+                eprintln!(
+                    "wiretape: error: {}",
+                    crate::common::flags::storage_text(&e)
+                );
                 failed += 1;
             }
         }

@@ -9,8 +9,9 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum StorageError {
     /// A write found the filesystem full or the user's quota spent (ENOSPC,
-    /// EDQUOT; a short O_DIRECT write counts too).
-    #[error("disk full while writing {path}: free space or point -w at another disk")]
+    /// EDQUOT; a short O_DIRECT write counts too). In the library's words:
+    /// the command names its output flag.
+    #[error("disk full while writing {path}: free space or write to another disk")]
     DiskFull {
         /// The file being written when space ran out.
         path: PathBuf,
@@ -112,8 +113,10 @@ pub enum StorageError {
         what: String,
     },
     /// A file that is Stenographer's, which a command would change (repair,
-    /// or an index written beside it).
-    #[error("{path}: Stenographer's packet file (stenotype's TPACKET_V3 blocks): wiretape reads it but never changes it, nor writes beside it (`wiretape index --index-dir DIR` puts its indexes in DIR)")]
+    /// or an index written beside it). In the library's words: the command
+    /// names its flag for a sidecar directory
+    /// ([`crate::ReadOptions::with_steno_sidecar_dir`]).
+    #[error("{path}: Stenographer's packet file (stenotype's TPACKET_V3 blocks): wiretape reads it but never changes it, nor writes beside it (its indexes go to a sidecar directory of their own)")]
     NotOurs {
         /// The file.
         path: PathBuf,

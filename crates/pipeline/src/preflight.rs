@@ -85,6 +85,53 @@ pub enum PreflightError {
         /// The queues recorded.
         queues: u64,
     },
+    /// A volume (output directory) given twice, by the same path or two
+    /// paths to one directory.
+    #[error("volume {} is given twice (as {}): give each volume once", .given.display(), .first.display())]
+    VolumeTwice {
+        /// The later path.
+        given: PathBuf,
+        /// The earlier path to the same directory.
+        first: PathBuf,
+    },
+    /// A volume inside another (one volume's files would be the other's too).
+    #[error(
+        "volume {} is inside volume {}: volumes must not nest (give separate directories, normally one per disk)",
+        .inner.display(), .outer.display()
+    )]
+    VolumesNest {
+        /// The volume inside.
+        inner: PathBuf,
+        /// The volume it is in.
+        outer: PathBuf,
+    },
+    /// An output directory to be made whose parent does not exist, where
+    /// making the whole path was not asked for (a typo, most often).
+    #[error(
+        "output directory {}: its parent {} does not exist (a typo?): give an existing path, or have the whole path created",
+        .dir.display(), .parent.display()
+    )]
+    NoParent {
+        /// The output directory as given.
+        dir: PathBuf,
+        /// Its parent, which does not exist.
+        parent: PathBuf,
+    },
+    /// A queue asked for that the interface lacks (a veth has one).
+    #[error(
+        "interface {ifname} has no RX queue {queue}: it has {count} ({}): name queues below {count}, or record them all (`ethtool -l {ifname}` lists them)",
+        queue_range(*count)
+    )]
+    NoQueue {
+        /// The interface.
+        ifname: String,
+        /// The first queue asked for that it lacks.
+        queue: u32,
+        /// Its RX queues (at least 1).
+        count: u32,
+        /// The queues asked for, in order.
+        asked: Vec<u32>,
+    },
     /// The metrics address cannot be listened on.
     #[error("cannot listen on {addr} for the metrics endpoint: {source}")]
     MetricsAddress {
@@ -151,6 +198,105 @@ pub fn nearest_existing(p: &Path) -> PathBuf {
     } else {
         q
     }
+}
+
+/// `0` for one queue, `0-{n-1}` for more.
+pub fn queue_range(count: u32) -> String {
+    if count <= 1 {
+        "0".to_string()
+    } else {
+        format!("0-{}", count - 1)
+    }
+}
+
+/// The queues each interface of `config` is to record from exist
+/// (checked before anything is made or attached: the engine would refuse a
+/// missing one only once opening). An interface that does not exist is
+/// left to the checks that name it.
+pub fn check_queues(config: &RecordConfig) -> Result<(), PreflightError> {
+    let named: Vec<(&str, &[u32])> = match &config.input {
+        Input::Interface(c) => vec![(c.ifname.as_str(), c.queues.as_deref().unwrap_or(&[]))],
+        Input::Interfaces(l) => l
+            .iter()
+            .map(|c| (c.ifname.as_str(), c.queues.as_deref().unwrap_or(&[])))
+            .collect(),
+        Input::Netmap(c) => vec![(c.ifname.as_str(), c.queues.as_deref().unwrap_or(&[]))],
+        _ => Vec::new(),
+    };
+    for (iface, queues) in named {
+        let Ok(count) = sys::rx_queue_count(iface) else {
+            continue;
+        };
+        let count = count.max(1);
+        if let Some(&q) = queues.iter().find(|&&q| q >= count) {
+            return Err(PreflightError::NoQueue {
+                ifname: iface.to_string(),
+                queue: q,
+                count,
+                asked: queues.to_vec(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Several volumes (output directories): none twice (two paths to one
+/// directory count), none inside another. Looks at the paths only (each
+/// made absolute, through its symbolic links where it exists).
+pub fn check_volumes(dirs: &[PathBuf]) -> Result<(), PreflightError> {
+    let abs = |d: &PathBuf| {
+        d.canonicalize()
+            .or_else(|_| std::path::absolute(d))
+            .unwrap_or_else(|_| d.clone())
+    };
+    for (i, a) in dirs.iter().enumerate() {
+        for b in &dirs[..i] {
+            let (x, y) = (abs(a), abs(b));
+            if x == y {
+                return Err(PreflightError::VolumeTwice {
+                    given: a.clone(),
+                    first: b.clone(),
+                });
+            }
+            if x.starts_with(&y) || y.starts_with(&x) {
+                let (inner, outer) = if x.starts_with(&y) { (a, b) } else { (b, a) };
+                return Err(PreflightError::VolumesNest {
+                    inner: inner.clone(),
+                    outer: outer.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An output directory as given: a directory, or a path whose parent
+/// exists (with `create_all`, any path: its missing parents would be
+/// made), writable where it is or will be made. Creates nothing (a probe
+/// file is made and removed).
+pub fn check_output_dir(dir: &Path, create_all: bool) -> Result<(), PreflightError> {
+    let probe_in = if dir.exists() {
+        if !dir.is_dir() {
+            return Err(StorageError::NotADirectory(dir.to_owned()).into());
+        }
+        dir.to_owned()
+    } else {
+        let parent = match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        if !parent.is_dir() && !create_all {
+            return Err(PreflightError::NoParent {
+                dir: dir.to_owned(),
+                parent,
+            });
+        }
+        nearest_existing(dir)
+    };
+    if !probe_in.is_dir() {
+        return Err(StorageError::NotADirectory(probe_in).into());
+    }
+    Ok(probe_writable(&probe_in, dir)?)
 }
 
 /// Whether a file can be made in `probe_in` (the output directory `dir`,

@@ -49,6 +49,16 @@ pub(crate) fn api_line(e: &ApiError) -> String {
 fn storage_line(e: &StorageError) -> Option<String> {
     let fix = "choose another -w directory or fix its permissions";
     match e {
+        StorageError::DiskFull { path } => Some(format!(
+            "disk full while writing {}: free space or point -w at another disk",
+            path.display()
+        )),
+        StorageError::NotOurs { path } => Some(format!(
+            "{}: Stenographer's packet file (stenotype's TPACKET_V3 blocks): wiretape reads it \
+             but never changes it, nor writes beside it (`wiretape index --index-dir DIR` puts \
+             its indexes in DIR)",
+            path.display()
+        )),
         StorageError::NotWritable { path, source } => Some(format!(
             "output directory {} is not writable ({source}): {fix}",
             path.display()
@@ -60,6 +70,29 @@ fn storage_line(e: &StorageError) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// A storage error in the command's words (its own where no flag fixes it).
+pub(crate) fn storage_text(e: &StorageError) -> String {
+    storage_line(e).unwrap_or_else(|| e.to_string())
+}
+
+/// A run's error lines (`RecordReport::errors`) in the command's words: each
+/// writer's typed error's text replaced by its line with the flag.
+pub(crate) fn run_errors(rep: &wiretape::pipeline::RecordReport) -> Vec<String> {
+    let typed: Vec<(String, String)> = rep
+        .queues
+        .iter()
+        .filter_map(|q| q.error())
+        .filter_map(|e| storage_line(e).map(|c| (e.to_string(), c)))
+        .collect();
+    rep.errors()
+        .into_iter()
+        .map(|l| match typed.iter().find(|(lib, _)| *lib == l) {
+            Some((_, cli)) => cli.clone(),
+            None => l,
+        })
+        .collect()
 }
 
 /// The library's words of the typed error `e` is, and the command's.
@@ -136,6 +169,24 @@ mod tests {
             line(anyhow::Error::from(e).context("starting")),
             "starting: output directory /tmp is not writable (the filesystem refuses O_DIRECT; \
              use --io auto or buffered): choose another -w directory or fix its permissions"
+        );
+        let e = StorageError::DiskFull {
+            path: "/d/a.pcap".into(),
+        };
+        assert!(!e.to_string().contains("-w"), "{e}");
+        assert_eq!(
+            line(PipelineError::Storage(e)),
+            "disk full while writing /d/a.pcap: free space or point -w at another disk"
+        );
+        let e = StorageError::NotOurs {
+            path: "/s/1".into(),
+        };
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert_eq!(
+            storage_text(&e),
+            "/s/1: Stenographer's packet file (stenotype's TPACKET_V3 blocks): wiretape reads it \
+             but never changes it, nor writes beside it (`wiretape index --index-dir DIR` puts \
+             its indexes in DIR)"
         );
         let e = PipelineError::InterfaceTwice("eth0".into());
         assert!(!e.to_string().contains("-i"), "{e}");

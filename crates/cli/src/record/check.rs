@@ -27,9 +27,41 @@ pub(crate) fn run(opts: &RecordConfig, metrics: Option<SocketAddr>) -> Result<i3
 /// The preflight's error in the command's words: where the library says
 /// what is wrong in its own terms, the flag that mends it (the text a real
 /// run prints).
-fn in_flags(e: PreflightError) -> anyhow::Error {
+pub(super) fn in_flags(e: PreflightError) -> anyhow::Error {
     use wiretape::pipeline::summary::bytes_h;
     match e {
+        PreflightError::VolumeTwice { given, first } => crate::usage(format!(
+            "-w {} is given twice (as {}): give each volume once",
+            given.display(),
+            first.display()
+        )),
+        PreflightError::VolumesNest { inner, outer } => crate::usage(format!(
+            "-w {} is inside -w {}: volumes must not nest (give separate directories, \
+             normally one per disk)",
+            inner.display(),
+            outer.display()
+        )),
+        PreflightError::NoQueue {
+            ifname,
+            queue,
+            count,
+            asked,
+        } => {
+            let list: Vec<String> = asked.iter().map(u32::to_string).collect();
+            crate::usage(format!(
+                "--queues {}: interface {ifname} has no RX queue {queue}: it has {count} ({}): \
+                 name queues below {count}, or leave --queues out to record them all \
+                 (`ethtool -l {ifname}` lists them)",
+                list.join(","),
+                preflight::queue_range(count)
+            ))
+        }
+        PreflightError::NoParent { dir, parent } => crate::usage(format!(
+            "-w {}: its parent {} does not exist (a typo?): give an existing path, or --mkdir \
+             to create the whole path (in a --config file: create = true)",
+            dir.display(),
+            parent.display()
+        )),
         PreflightError::Twice(i) => anyhow!("interface {i} is given twice: give each -i once"),
         PreflightError::NoDirect(d) => anyhow!(
             "output directory {} is on a filesystem that refuses O_DIRECT: use --io auto or buffered",

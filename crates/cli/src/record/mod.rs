@@ -14,7 +14,7 @@ use std::time::Duration;
 use wiretape::capture::{
     sys, BusyPoll, CaptureConfig, FileConfig, NetmapConfig, PacketConfig, XdpCutoff, XdpMode,
 };
-use wiretape::pipeline::{ProgressMeter, StartLine, Status};
+use wiretape::pipeline::{preflight, ProgressMeter, StartLine, Status};
 use wiretape::{Event, Input, RecordConfig};
 
 #[derive(clap::Args)]
@@ -531,31 +531,18 @@ fn parse_secs(s: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
-/// Parses `0,1,4-6` into a list.
+/// Parses `0,1,4-6` into a list; a bad one is a usage error naming `what`.
 pub(crate) fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
-    let mut v = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || {
-            crate::usage(format!(
-                "invalid {what} '{part}': use numbers like 0,1 or ranges like 0-3"
-            ))
-        };
-        if let Some((a, b)) = part.split_once('-') {
-            let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-            if a > b {
-                return Err(bad());
+    use wiretape::capture::cpulist::{parse, ListError};
+    parse(s).map_err(|e| {
+        crate::usage(match e {
+            ListError::Item(part) => {
+                format!("invalid {what} '{part}': use numbers like 0,1 or ranges like 0-3")
             }
-            v.extend(a..=b);
-        } else {
-            v.push(part.parse().map_err(|_| bad())?);
-        }
-    }
-    if v.is_empty() {
-        return Err(crate::usage(format!(
-            "invalid {what} '{s}': give at least one number"
-        )));
-    }
-    Ok(v)
+            ListError::Empty(s) => format!("invalid {what} '{s}': give at least one number"),
+            e => e.to_string(),
+        })
+    })
 }
 
 /// The default control socket, DIR/.wiretape-control.sock, unless another
@@ -588,42 +575,9 @@ fn cpu_list(s: &Option<String>, what: &str) -> Result<Option<Vec<usize>>> {
         .into_iter()
         .map(|c| c as usize)
         .collect();
-    check_cpus(&list, &sys::allowed_cpus(), what)?;
+    wiretape::capture::cpulist::check(&list, &sys::allowed_cpus())
+        .map_err(|e| crate::usage(format!("{what}: {e}")))?;
     Ok(Some(list))
-}
-
-/// Every CPU of `list` must be in `allowed`.
-fn check_cpus(list: &[usize], allowed: &[usize], what: &str) -> Result<()> {
-    if let Some(bad) = list.iter().find(|c| !allowed.contains(c)) {
-        return Err(crate::usage(format!(
-            "{what}: CPU {bad} is not one this process may run on (allowed: {}); see `nproc`, `taskset -p $$` or the service's CPUAffinity=",
-            ranges(allowed)
-        )));
-    }
-    Ok(())
-}
-
-/// `0,1,2,5` -> `0-2,5`
-fn ranges(v: &[usize]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < v.len() {
-        let mut j = i;
-        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
-            j += 1;
-        }
-        out.push(if j > i {
-            format!("{}-{}", v[i], v[j])
-        } else {
-            v[i].to_string()
-        });
-        i = j + 1;
-    }
-    if out.is_empty() {
-        "none".into()
-    } else {
-        out.join(",")
-    }
 }
 
 /// The recipients of `--encrypt-to` and `--encrypt-to-file` (None: files
@@ -985,42 +939,6 @@ fn config(a: &Args) -> Result<(RecordConfig, Option<String>, Arc<AtomicBool>)> {
 /// The cheap checks a recording makes first, so that bad input fails
 /// before anything is attached (nothing is created: the recording makes DIR
 /// once the filter is compiled and the input opened).
-/// `--queues` naming a queue the interface lacks (a veth has one): a usage
-/// error (exit 2), refused before the output directory is made or a
-/// program attached (the engine would refuse it only once opening, exit 1).
-fn check_queues(opts: &RecordConfig) -> Result<()> {
-    let named: Vec<(&str, &[u32])> = match &opts.input {
-        Input::Interface(c) => vec![(c.ifname.as_str(), c.queues.as_deref().unwrap_or(&[]))],
-        Input::Interfaces(l) => l
-            .iter()
-            .map(|c| (c.ifname.as_str(), c.queues.as_deref().unwrap_or(&[])))
-            .collect(),
-        Input::Netmap(c) => vec![(c.ifname.as_str(), c.queues.as_deref().unwrap_or(&[]))],
-        _ => Vec::new(),
-    };
-    for (iface, queues) in named {
-        let Ok(count) = sys::rx_queue_count(iface) else {
-            continue; // no such interface: said later, as before
-        };
-        let count = count.max(1);
-        if let Some(q) = queues.iter().find(|&&q| q >= count) {
-            let list: Vec<String> = queues.iter().map(u32::to_string).collect();
-            return Err(crate::usage(format!(
-                "--queues {}: interface {iface} has no RX queue {q}: it has {count} ({}): \
-                 name queues below {count}, or leave --queues out to record them all \
-                 (`ethtool -l {iface}` lists them)",
-                list.join(","),
-                if count == 1 {
-                    "0".to_string()
-                } else {
-                    format!("0-{}", count - 1)
-                },
-            )));
-        }
-    }
-    Ok(())
-}
-
 fn refuse_early(a: &Args, opts: &RecordConfig) -> Result<()> {
     for iface in &a.iface {
         if sys::ifindex(iface).is_none() {
@@ -1062,11 +980,13 @@ fn refuse_early(a: &Args, opts: &RecordConfig) -> Result<()> {
 pub(crate) fn run(a: Args) -> Result<i32> {
     let (mut opts, engine_reason, trigger) = config(&a)?;
     // A typo in -w is refused before anything else is looked at.
-    check_volumes(&a.dirs)?;
-    for d in &a.dirs {
-        check_output_dir(d, a.mkdir)?;
-    }
-    check_queues(&opts)?;
+    let volumes = preflight::check_volumes(&a.dirs).and_then(|()| {
+        a.dirs
+            .iter()
+            .try_for_each(|d| preflight::check_output_dir(d, a.mkdir))
+    });
+    volumes.map_err(check::in_flags)?;
+    preflight::check_queues(&opts).map_err(check::in_flags)?;
     if a.check {
         return check::run(&opts, a.metrics);
     }
@@ -1202,14 +1122,14 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     for r in readers {
         let _ = r.join();
     }
-    let summary = wiretape::RunSummary::new(&rep, &opts, &why, &fin, engine_reason.as_deref());
+    let mut summary = wiretape::RunSummary::new(&rep, &opts, &why, &fin, engine_reason.as_deref());
+    summary.errors = crate::common::flags::run_errors(&rep);
     eprint!("{}", summary.text());
     if let Some(p) = &a.summary_json {
         std::fs::write(p, summary.to_json())
             .map_err(|e| anyhow::anyhow!("cannot write the summary {}: {e}", p.display()))?;
     }
-    let errors = rep.errors();
-    if let Some(e) = errors.first() {
+    if let Some(e) = summary.errors.first() {
         bail!("{e} (the files hold every frame the summary counts as written)");
     }
     Ok(0)
@@ -1220,70 +1140,6 @@ impl Args {
     fn dir(&self) -> &std::path::Path {
         &self.dirs[0]
     }
-}
-
-/// Several -w: no directory twice, none inside another (one volume's
-/// files would be another's too). Looks at the paths only.
-fn check_volumes(dirs: &[PathBuf]) -> Result<()> {
-    let abs = |d: &PathBuf| {
-        d.canonicalize()
-            .or_else(|_| std::path::absolute(d))
-            .unwrap_or_else(|_| d.clone())
-    };
-    for (i, a) in dirs.iter().enumerate() {
-        for b in &dirs[..i] {
-            let (x, y) = (abs(a), abs(b));
-            if x == y {
-                return Err(crate::usage(format!(
-                    "-w {} is given twice (as {}): give each volume once",
-                    a.display(),
-                    b.display()
-                )));
-            }
-            if x.starts_with(&y) || y.starts_with(&x) {
-                let (inner, outer) = if x.starts_with(&y) { (a, b) } else { (b, a) };
-                return Err(crate::usage(format!(
-                    "-w {} is inside -w {}: volumes must not nest (give separate directories, \
-                     normally one per disk)",
-                    inner.display(),
-                    outer.display()
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `-w DIR` as given: a directory, or a path whose parent exists (with
-/// `mkdir`, any path: the missing parents are made), writable where DIR is
-/// or will be made. Creates nothing (a probe file is made and removed).
-fn check_output_dir(dir: &std::path::Path, mkdir: bool) -> Result<()> {
-    use wiretape::storage::StorageError;
-    let probe_in = if dir.exists() {
-        if !dir.is_dir() {
-            bail!(StorageError::NotADirectory(dir.to_owned()));
-        }
-        dir.to_owned()
-    } else {
-        let parent = match dir.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        if !parent.is_dir() && !mkdir {
-            return Err(crate::usage(format!(
-                "-w {}: its parent {} does not exist (a typo?): give an existing path, or --mkdir \
-                 to create the whole path (in a --config file: create = true)",
-                dir.display(),
-                parent.display()
-            )));
-        }
-        wiretape::pipeline::preflight::nearest_existing(dir)
-    };
-    if !probe_in.is_dir() {
-        bail!(StorageError::NotADirectory(probe_in));
-    }
-    wiretape::pipeline::preflight::probe_writable(&probe_in, dir)?;
-    Ok(())
 }
 
 /// `-r FILE` is a file with bytes in it: else one line saying what is
