@@ -356,7 +356,11 @@ fn real_captures_have_one_row_per_tshark_conversation_with_its_names() {
         missing.is_empty(),
         "{} of tshark's names not in their connection's row:\n{}",
         missing.len(),
-        missing.iter().map(|m| m.as_str()).collect::<Vec<_>>().join("\n")
+        missing
+            .iter()
+            .map(|m| m.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     // Every one of tshark's names was compared (the corpus has 415).
     assert!(sum(|t| t.names) >= 415, "names compared");

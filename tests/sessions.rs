@@ -956,7 +956,12 @@ fn every_question_of_a_reused_resolver_port_in_new_and_old_tables() {
         let id = i as u16;
         let addr = synth::Answer::Addr(v4(100 + i as u8));
         frames.push(synth::udp(None, c, s, &synth::dns_query(id, n, 1)));
-        frames.push(synth::udp(None, s, c, &synth::dns_response(id, n, 1, &[addr])));
+        frames.push(synth::udp(
+            None,
+            s,
+            c,
+            &synth::dns_response(id, n, 1, &[addr]),
+        ));
     }
     let t0 = 1_764_000_000_000_000_000u64;
     let frames: Vec<(u64, Vec<u8>)> = frames
@@ -978,7 +983,10 @@ fn every_question_of_a_reused_resolver_port_in_new_and_old_tables() {
         old_table.display(),
         copy.display()
     );
-    let o = Command::new("python3").args(["-c", &script]).output().unwrap();
+    let o = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::rename(&copy, &old_table).unwrap();
 
@@ -991,7 +999,10 @@ fn every_question_of_a_reused_resolver_port_in_new_and_old_tables() {
     assert_eq!(rows[0]["client_packets"], 4);
     // The mix: the old table's row is found by its first question only.
     let file_of = |rows: &[Value]| -> Vec<String> {
-        let mut v: Vec<String> = rows.iter().map(|r| r["file"].as_str().unwrap().into()).collect();
+        let mut v: Vec<String> = rows
+            .iter()
+            .map(|r| r["file"].as_str().unwrap().into())
+            .collect();
         v.sort();
         v
     };
@@ -1014,7 +1025,10 @@ fn every_question_of_a_reused_resolver_port_in_new_and_old_tables() {
         "select file, dns_queries is null from read_parquet(TABLE, union_by_name = true) \
          where dns_query = 'first.example' order by file",
     );
-    assert_eq!(got, serde_json::json!([["new.pcap", false], ["old.pcap", true]]));
+    assert_eq!(
+        got,
+        serde_json::json!([["new.pcap", false], ["old.pcap", true]])
+    );
     let got = duck(
         &glob,
         "select file from TABLE where dns_query = 'first.example' order by file",

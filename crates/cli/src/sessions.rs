@@ -246,16 +246,17 @@ fn names_text(r: &wiretape::sessions::Session) -> String {
             v.push(format!("{k}={x}"));
         }
     };
-    if n.dns_queries.len() > 1 {
+    let dns = if n.dns_queries.len() > 1 {
         let cut = if n.dns_queries_cut > 0 {
             format!(" (+{} cut)", n.dns_queries_cut)
         } else {
             String::new()
         };
-        v.push(format!("dns={}{cut}", n.dns_queries.join(",")));
+        Some(format!("{}{cut}", n.dns_queries.join(",")))
     } else {
-        put("dns", &n.dns_query);
-    }
+        n.dns_query.clone()
+    };
+    put("dns", &dns);
     put("sni", &n.tls_sni);
     put("ja4", &n.ja4);
     put("host", &n.http_host);

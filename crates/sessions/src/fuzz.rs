@@ -43,7 +43,12 @@ pub fn check_names(n: &Names) {
         "dns_queries starts with dns_query"
     );
     assert!(n.tls_alpn.len() <= tls::MAX_ALPN);
-    for a in n.dns_answers.iter().chain(&n.tls_alpn).chain(&n.dns_queries) {
+    for a in n
+        .dns_answers
+        .iter()
+        .chain(&n.tls_alpn)
+        .chain(&n.dns_queries)
+    {
         check("list item", a, dns::MAX_NAME);
     }
 }

@@ -668,10 +668,8 @@ fn udp(
     match d.want {
         Want::Dns if !dns::message(p.payload, names, scratch) => d.want = Want::Done,
         // One request per datagram, whole (a cut one: what is complete).
-        Want::Http => {
-            if http::request(p.payload, true, names) == http::Request::Done {
-                d.want = Want::Done;
-            }
+        Want::Http if http::request(p.payload, true, names) == http::Request::Done => {
+            d.want = Want::Done
         }
         Want::Quic => {
             let st = q.get_or_insert_with(Box::default);

@@ -109,7 +109,10 @@ fn dns_questions_are_read_beyond_the_name_frames_up_to_their_own_bound() {
             i if i == dns::MAX_FRAMES as u16 => "late.example",
             _ => "same.example",
         };
-        add(&mut t, &synth::udp(None, c, s, &synth::dns_query(i, name, 1)));
+        add(
+            &mut t,
+            &synth::udp(None, c, s, &synth::dns_query(i, name, 1)),
+        );
     }
     let n = names(&mut t);
     assert_eq!(n.dns_queries, ["same.example", "ten.example"]);
@@ -126,7 +129,12 @@ fn ssdp_requests_over_udp_and_what_is_not_http() {
     add(&mut t, &synth::udp(None, (ip(1), 50000), ssdp, &m));
     add(
         &mut t,
-        &synth::udp(None, ssdp, (ip(1), 50000), b"HTTP/1.1 200 OK\r\nST: x\r\n\r\n"),
+        &synth::udp(
+            None,
+            ssdp,
+            (ip(1), 50000),
+            b"HTTP/1.1 200 OK\r\nST: x\r\n\r\n",
+        ),
     );
     let n = names(&mut t);
     assert_eq!(n.http_method.as_deref(), Some("M-SEARCH"));
@@ -152,25 +160,40 @@ fn ssdp_requests_over_udp_and_what_is_not_http() {
     // Cut inside the request line: the method and what there is of the
     // target.
     let mut t = Tracker::new(Config::default());
-    add(&mut t, &synth::udp(None, (ip(1), 50002), ssdp, b"M-SEARCH *"));
+    add(
+        &mut t,
+        &synth::udp(None, (ip(1), 50002), ssdp, b"M-SEARCH *"),
+    );
     let n = names(&mut t);
     assert_eq!(n.http_method.as_deref(), Some("M-SEARCH"));
     assert_eq!(n.http_host, None);
     // Starts with "GET " but is no HTTP request: nothing; a real request
     // in a later datagram of the connection still is read.
     let mut t = Tracker::new(Config::default());
-    add(&mut t, &synth::udp(None, (ip(1), 50003), ssdp, b"GET nothing here\r\n\r\n"));
-    add(&mut t, &synth::udp(None, (ip(1), 50003), ssdp, b"GETAWAY\r\n"));
+    add(
+        &mut t,
+        &synth::udp(None, (ip(1), 50003), ssdp, b"GET nothing here\r\n\r\n"),
+    );
+    add(
+        &mut t,
+        &synth::udp(None, (ip(1), 50003), ssdp, b"GETAWAY\r\n"),
+    );
     assert!(names(&mut t).is_empty());
     let mut t = Tracker::new(Config::default());
-    add(&mut t, &synth::udp(None, (ip(1), 50004), ssdp, b"GET nothing\r\n"));
+    add(
+        &mut t,
+        &synth::udp(None, (ip(1), 50004), ssdp, b"GET nothing\r\n"),
+    );
     add(&mut t, &synth::udp(None, (ip(1), 50004), ssdp, &m));
     assert_eq!(names(&mut t).http_method.as_deref(), Some("M-SEARCH"));
     // HTTP over UDP on another port: not read (tshark's HTTP dissector
     // is on UDP port 1900 only).
     let mut t = Tracker::new(Config::default());
     let get = synth::http_get("h.example", "/", "ua");
-    add(&mut t, &synth::udp(None, (ip(1), 50005), (ip(2), 8080), &get));
+    add(
+        &mut t,
+        &synth::udp(None, (ip(1), 50005), (ip(2), 8080), &get),
+    );
     assert!(names(&mut t).is_empty());
 }
 
