@@ -936,3 +936,102 @@ fn sessions_from_sensors_as_parquet_and_their_frames_by_session_where() {
         "{e}"
     );
 }
+
+/// A resolver reusing its source port to one server asks three names on
+/// one UDP connection: its row holds every question (`dns_queries`, the
+/// first also as `dns_query`), `--where dns_queries ~ ...` finds it by
+/// any. A table written before those columns existed (the same rows
+/// without them, as DuckDB copies them) beside a new one: `sessions`
+/// reads both (the old row's `dns_queries` is its `dns_query`), and
+/// DuckDB reads both with `union_by_name` (the old rows' `dns_queries`
+/// NULL); without it a query naming only columns both have still reads
+/// the mix.
+#[test]
+fn every_question_of_a_reused_resolver_port_in_new_and_old_tables() {
+    let tmp = TempDir::new("sessq");
+    let (c, s) = ((v4(10), 5301), (v4(53), 53));
+    let names = ["first.example", "second.example", "third.example"];
+    let mut frames = Vec::new();
+    for (i, n) in names.iter().chain(&names[..1]).enumerate() {
+        let id = i as u16;
+        let addr = synth::Answer::Addr(v4(100 + i as u8));
+        frames.push(synth::udp(None, c, s, &synth::dns_query(id, n, 1)));
+        frames.push(synth::udp(
+            None,
+            s,
+            c,
+            &synth::dns_response(id, n, 1, &[addr]),
+        ));
+    }
+    let t0 = 1_764_000_000_000_000_000u64;
+    let frames: Vec<(u64, Vec<u8>)> = frames
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| (t0 + i as u64 * 1_000_000, f))
+        .collect();
+    let (new, old) = (tmp.path().join("new.pcap"), tmp.path().join("old.pcap"));
+    for p in [&new, &old] {
+        std::fs::write(p, synth::pcap(&frames)).unwrap();
+        let (code, _, e) = run_wiretape(None, &["index", "-q", p.to_str().unwrap()]);
+        assert_eq!(code, 0, "{e}");
+    }
+    let old_table = tmp.path().join("old.pcap.sessions.parquet");
+    let copy = tmp.path().join("old.copy");
+    let script = format!(
+        "import duckdb\nduckdb.sql(\"copy (select * exclude (dns_queries, dns_queries_cut) \
+         from '{}') to '{}' (format parquet, compression uncompressed)\")\n",
+        old_table.display(),
+        copy.display()
+    );
+    let o = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::rename(&copy, &old_table).unwrap();
+
+    let (n, o) = (new.to_str().unwrap(), old.to_str().unwrap());
+    let rows = sessions_json(&[n, "--where", "dns_queries ~ second"]);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["dns_query"], "first.example");
+    assert_eq!(rows[0]["dns_queries"], serde_json::json!(names));
+    assert_eq!(rows[0]["dns_queries_cut"], 0);
+    assert_eq!(rows[0]["client_packets"], 4);
+    // The mix: the old table's row is found by its first question only.
+    let file_of = |rows: &[Value]| -> Vec<String> {
+        let mut v: Vec<String> = rows
+            .iter()
+            .map(|r| r["file"].as_str().unwrap().into())
+            .collect();
+        v.sort();
+        v
+    };
+    let both = sessions_json(&[n, o, "--where", "dns_queries ~ first"]);
+    assert_eq!(file_of(&both), ["new.pcap", "old.pcap"]);
+    let old_row = both.iter().find(|r| r["file"] == "old.pcap").unwrap();
+    assert_eq!(old_row["dns_queries"], serde_json::json!(["first.example"]));
+    let third = sessions_json(&[n, o, "--where", "dns_queries ~ third"]);
+    assert_eq!(file_of(&third), ["new.pcap"]);
+    // DuckDB over the same mix.
+    let glob = tmp.path().join("*.sessions.parquet");
+    let got = duck(
+        &glob,
+        "select file, dns_queries from read_parquet(TABLE, union_by_name = true) \
+         where list_contains(dns_queries, 'third.example')",
+    );
+    assert_eq!(got, serde_json::json!([["new.pcap", names]]));
+    let got = duck(
+        &glob,
+        "select file, dns_queries is null from read_parquet(TABLE, union_by_name = true) \
+         where dns_query = 'first.example' order by file",
+    );
+    assert_eq!(
+        got,
+        serde_json::json!([["new.pcap", false], ["old.pcap", true]])
+    );
+    let got = duck(
+        &glob,
+        "select file from TABLE where dns_query = 'first.example' order by file",
+    );
+    assert_eq!(got, serde_json::json!([["new.pcap"], ["old.pcap"]]));
+}

@@ -25,9 +25,10 @@ duckdb -c \"SELECT client_ip, server_ip, tls_sni FROM '/data/*.sessions.parquet'
 last_ns, ip_version, proto, client_ip, client_port, server_ip, server_port, vlan, client_packets, \
 client_bytes, server_packets, server_bytes, tcp_flags, continued, dns_query, dns_type, \
 dns_answers, tls_sni, tls_alpn, ja4, http_host, http_method, http_path, http_user_agent, \
-quic_sni). OP: = != < <= > >= and ~ (text: with * or ? the whole value matches the pattern, \
+quic_sni, dns_queries, dns_queries_cut). OP: = != < <= > >= and ~ (text: with * or ? the whole value matches the pattern, \
 else it contains VALUE; ASCII case ignored). VALUE: a number, a word, or 'quoted text'. On a list \
-(dns_answers, tls_alpn) a condition holds when it holds for one item. A missing name satisfies \
+(dns_queries: every distinct DNS question of the connection, dns_answers, tls_alpn) a condition \
+holds when it holds for one item. A missing name satisfies \
 only !=. A mistake is named by its character position.\n\n\
 Output: a table (first frame, protocol, client -> server, frames and bytes each way, the names), \
 --json: one object per line with the table's column names, or --parquet OUT: one Parquet file \
@@ -39,9 +40,9 @@ with --cert, --key and --ca); its rows are merged with the local ones by first f
 `wiretape extract --session-where EXPR` writes the chosen sessions' frames.\n\n\
 Examples:\n  \
 wiretape sessions /data --from -1h\n  \
-wiretape sessions https://sensor1:8443 https://sensor2:8443 --where 'dns_query ~ evil' --parquet case.parquet\n  \
+wiretape sessions https://sensor1:8443 https://sensor2:8443 --where 'dns_queries ~ evil' --parquet case.parquet\n  \
 wiretape sessions /data --where \"tls_sni ~ '*.evil-cdn.net' and server_port = 443\"\n  \
-wiretape sessions /data --where \"dns_query ~ example.com\" --json | jq .dns_answers"
+wiretape sessions /data --where \"dns_queries ~ example.com\" --json | jq .dns_answers"
 )]
 pub(crate) struct Args {
     /// Directories (their capture files' session tables), capture files and
@@ -245,7 +246,17 @@ fn names_text(r: &wiretape::sessions::Session) -> String {
             v.push(format!("{k}={x}"));
         }
     };
-    put("dns", &n.dns_query);
+    let dns = if n.dns_queries.len() > 1 {
+        let cut = if n.dns_queries_cut > 0 {
+            format!(" (+{} cut)", n.dns_queries_cut)
+        } else {
+            String::new()
+        };
+        Some(format!("{}{cut}", n.dns_queries.join(",")))
+    } else {
+        n.dns_query.clone()
+    };
+    put("dns", &dns);
     put("sni", &n.tls_sni);
     put("ja4", &n.ja4);
     put("host", &n.http_host);

@@ -9,13 +9,14 @@
 //! `*` (any run of characters) or `?` (one character) the whole value must
 //! match the pattern, else VALUE is a substring; either way ignoring ASCII
 //! case. `=` and `!=` compare text exactly; `<`.. compare numbers (and
-//! text, in byte order). On a list column (`dns_answers`, `tls_alpn`) a
+//! text, in byte order). On a list column (`dns_queries`, `dns_answers`,
+//! `tls_alpn`) a
 //! condition holds when it holds for one of its items. A missing name
 //! (NULL) satisfies nothing but `!=`.
 //!
 //! ```text
 //! tls_sni ~ '*.evil-cdn.net' and server_port = 443
-//! dns_query ~ example and client_ip = 10.0.0.10
+//! dns_queries ~ example and client_ip = 10.0.0.10
 //! ```
 
 use crate::QueryError;
@@ -62,6 +63,8 @@ const FIELDS: &[(&str, Kind)] = &[
     ("http_path", Kind::Text),
     ("http_user_agent", Kind::Text),
     ("quic_sni", Kind::Text),
+    ("dns_queries", Kind::List),
+    ("dns_queries_cut", Kind::Num),
 ];
 
 /// A comparison.
@@ -378,6 +381,13 @@ fn num_of(r: &Session, f: &str) -> Option<i128> {
         "server_packets" => r.server_packets as i128,
         "server_bytes" => r.server_bytes as i128,
         "tcp_flags" if r.proto == 6 => r.tcp_flags as i128,
+        "dns_queries_cut" => {
+            let n = r.names.as_deref()?;
+            if n.dns_queries.is_empty() {
+                return None;
+            }
+            n.dns_queries_cut as i128
+        }
         _ => return None,
     })
 }
@@ -405,6 +415,7 @@ fn list_of<'a>(r: &'a Session, f: &str) -> &'a [String] {
     match (r.names.as_deref(), f) {
         (Some(n), "dns_answers") => &n.dns_answers,
         (Some(n), "tls_alpn") => &n.tls_alpn,
+        (Some(n), "dns_queries") => &n.dns_queries,
         _ => &[],
     }
 }
@@ -450,6 +461,8 @@ pub fn row_json(r: &Session, file: &str) -> Value {
         "http_path": n.http_path,
         "http_user_agent": n.http_user_agent,
         "quic_sni": n.quic_sni,
+        "dns_queries": list(&n.dns_queries),
+        "dns_queries_cut": (!n.dns_queries.is_empty()).then_some(n.dns_queries_cut),
     })
 }
 
@@ -567,6 +580,12 @@ pub fn row_from_json(v: &Value) -> Option<(Session, String)> {
             .unwrap_or_default()
     };
     let names = wiretape_sessions::Names {
+        // A sensor of an older version sends no list: its first question.
+        dns_queries: match v.get("dns_queries") {
+            Some(Value::Array(_)) => list("dns_queries"),
+            _ => s("dns_query").into_iter().collect(),
+        },
+        dns_queries_cut: u("dns_queries_cut").map_or(0, |c| c.min(u32::MAX as u64) as u32),
         dns_query: s("dns_query"),
         dns_type: s("dns_type").and_then(|t| wiretape_sessions::dns::type_number(&t)),
         dns_answers: list("dns_answers"),

@@ -1,6 +1,8 @@
 //! DNS messages over UDP (ports 53, 5353 for mDNS, 5355 for LLMNR: the same
-//! format): the first question's name and type, and the answers of
-//! responses (A, AAAA, CNAME, DNAME, NS, PTR, MX).
+//! format): the first question's name and type, every distinct question
+//! name (a resolver reusing its source port to one server asks many on one
+//! connection; at most [`MAX_QUERIES`]), and the answers of responses (A,
+//! AAAA, CNAME, DNAME, NS, PTR, MX).
 //!
 //! Names follow compression pointers anywhere in the message, at most
 //! [`MAX_HOPS`] of them and at most 255 bytes of name (RFC 1035's limit):
@@ -14,6 +16,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Compression pointers followed in one name at most.
 pub const MAX_HOPS: usize = 32;
+/// Distinct question names kept per session at most.
+pub const MAX_QUERIES: usize = 16;
+/// Frames each way a DNS connection's messages are read from, at most
+/// (other protocols: [`crate::Config::name_frames`]).
+pub const MAX_FRAMES: u8 = 64;
 /// Answers kept per session at most.
 pub const MAX_ANSWERS: usize = 32;
 /// Bytes of a stored name at most.
@@ -122,6 +129,40 @@ pub fn type_number(s: &str) -> Option<u16> {
     }
 }
 
+/// Whether `raw` is stored as itself ([`escape`] changes nothing):
+/// printable ASCII without a backslash.
+fn plain(raw: &[u8]) -> bool {
+    raw.iter().all(|&b| (0x20..0x7f).contains(&b) && b != b'\\')
+}
+
+/// Adds the question name `raw` to the connection's distinct ones: a name
+/// already there costs a comparison per kept name and no allocation; a new
+/// one is stored while there is room, else counted as cut.
+fn question(raw: &[u8], names: &mut Names) {
+    if raw.is_empty() || names.dns_queries.iter().any(|q| q.as_bytes() == raw) {
+        return;
+    }
+    let name = if plain(raw) {
+        if names.dns_queries.len() >= MAX_QUERIES {
+            names.dns_queries_cut = names.dns_queries_cut.saturating_add(1);
+            return;
+        }
+        String::from_utf8_lossy(raw).into_owned()
+    } else {
+        // Stored escaped: compare that form (hostile names only allocate
+        // to be compared).
+        match escape(raw, MAX_NAME) {
+            Some(e) if !names.dns_queries.contains(&e) => e,
+            _ => return,
+        }
+    };
+    if names.dns_queries.len() < MAX_QUERIES {
+        names.dns_queries.push(name);
+    } else {
+        names.dns_queries_cut = names.dns_queries_cut.saturating_add(1);
+    }
+}
+
 /// Reads one DNS message into `names`: the first question when no query
 /// is known yet, and (responses) the answers, up to [`MAX_ANSWERS`] in
 /// all. `scratch` holds a name while it is read. Returns whether it was a
@@ -146,6 +187,7 @@ pub fn message(msg: &[u8], names: &mut Names, scratch: &mut Vec<u8>) -> bool {
             names.dns_query = escape(scratch, MAX_NAME);
             names.dns_type = Some(qtype);
         }
+        question(scratch, names);
         at = next + 4;
     }
     if qd == 0 && !response {
@@ -228,6 +270,29 @@ mod tests {
             n.dns_answers,
             ["cdn.example.com", "192.0.2.1", "2001:db8::1"]
         );
+    }
+
+    #[test]
+    fn every_question_of_a_message_once_escaped_names_too() {
+        // Two questions in one message, the second compressed onto the
+        // first's parent; then the same message again; then a name with a
+        // control character and a backslash (stored escaped), twice.
+        let mut m = query("a.example", 1);
+        m[5] = 2;
+        m.extend_from_slice(&[1, b'b', 0xc0, 14, 0, 28, 0, 1]);
+        let mut n = Names::default();
+        let mut s = Vec::new();
+        assert!(message(&m, &mut n, &mut s));
+        assert!(message(&m, &mut n, &mut s));
+        let odd = query("x\x01y\\.example", 1);
+        assert!(message(&odd, &mut n, &mut s));
+        assert!(message(&odd, &mut n, &mut s));
+        assert_eq!(n.dns_query.as_deref(), Some("a.example"));
+        assert_eq!(
+            n.dns_queries,
+            ["a.example", "b.example", "x\\u{0001}y\\\\.example"]
+        );
+        assert_eq!(n.dns_queries_cut, 0);
     }
 
     #[test]

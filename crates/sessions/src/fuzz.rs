@@ -36,8 +36,19 @@ pub fn check_names(n: &Names) {
         }
     }
     assert!(n.dns_answers.len() <= dns::MAX_ANSWERS);
+    assert!(n.dns_queries.len() <= dns::MAX_QUERIES);
+    assert_eq!(
+        n.dns_queries.first(),
+        n.dns_query.as_ref().filter(|_| !n.dns_queries.is_empty()),
+        "dns_queries starts with dns_query"
+    );
     assert!(n.tls_alpn.len() <= tls::MAX_ALPN);
-    for a in n.dns_answers.iter().chain(&n.tls_alpn) {
+    for a in n
+        .dns_answers
+        .iter()
+        .chain(&n.tls_alpn)
+        .chain(&n.dns_queries)
+    {
         check("list item", a, dns::MAX_NAME);
     }
 }
@@ -148,8 +159,10 @@ pub fn framed(link: u8, frames: &[Vec<u8>]) -> Vec<u8> {
 /// (a DNS response with a compressed name, a ClientHello in records,
 /// its handshake body, an HTTP request, a QUIC Initial), and whole
 /// connections as [`tracker`] frames: DNS over IPv4 and IPv6 in a VLAN,
+/// two questions on one resolver port (and the first again),
 /// TLS 1.3 with GREASE in one segment and split over records and three
-/// segments, TLS 1.2 without SNI, an HTTP GET, a QUIC Initial. The
+/// segments, TLS 1.2 without SNI, an HTTP GET, SSDP's M-SEARCH over UDP
+/// and its answer, a QUIC Initial. The
 /// largest is below 4 KiB (`-max_len=4096` covers a ClientHello across
 /// segments).
 pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
@@ -248,6 +261,35 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     f.push(t.seg(true, 0x18, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
     f.extend(t.close());
     out.push(("frames-http-v6", framed(0, &f)));
+    let (c, s) = ((v4(1), 53003), (v4(2), 53));
+    out.push((
+        "frames-dns-two-questions",
+        framed(
+            0,
+            &[
+                synth::udp(None, c, s, &q),
+                synth::udp(None, c, s, &synth::dns_query(9, "second.example", 28)),
+                synth::udp(None, c, s, &q),
+            ],
+        ),
+    ));
+    out.push(("ssdp-m-search", synth::ssdp_search("wiretape/1 UPnP/1.1")));
+    let (c, s) = ((v4(7), 50001), (v4(250), 1900));
+    out.push((
+        "frames-ssdp",
+        framed(
+            0,
+            &[
+                synth::udp(None, c, s, &synth::ssdp_search("wiretape/1 UPnP/1.1")),
+                synth::udp(
+                    None,
+                    s,
+                    c,
+                    b"HTTP/1.1 200 OK\r\nST: ssdp:all\r\nLOCATION: http://198.51.100.250/d.xml\r\n\r\n",
+                ),
+            ],
+        ),
+    ));
     out.push((
         "frames-quic",
         framed(0, &[synth::udp(None, (v4(5), 50000), (v4(6), 443), &quic)]),

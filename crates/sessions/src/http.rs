@@ -5,6 +5,11 @@
 //! buffer holds ([`crate::Config::name_bytes`]): a header after it, or a
 //! request line longer than it (a 64 KiB URL), is not seen; such a line's
 //! target is stored cut (ending in an ellipsis).
+//!
+//! Over UDP the same parser reads SSDP (UDP port 1900: `M-SEARCH`,
+//! `NOTIFY`), one request per datagram, where tshark's HTTP dissector
+//! reads it too (it is registered on that port only: a datagram on another
+//! port that looks like HTTP is not read, by either).
 
 use crate::names::Names;
 use crate::text::escape;
@@ -28,7 +33,15 @@ const METHODS: &[&[u8]] = &[
     b"LOCK",
     b"UNLOCK",
     b"SEARCH",
+    // SSDP and UPnP's event notification (GENA).
+    b"M-SEARCH",
+    b"NOTIFY",
+    b"SUBSCRIBE",
+    b"UNSUBSCRIBE",
 ];
+
+/// The UDP port whose datagrams are HTTP requests (SSDP).
+pub const SSDP_PORT: u16 = 1900;
 
 /// Bytes of a stored target at most.
 pub const MAX_PATH: usize = 2048;

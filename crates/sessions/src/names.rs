@@ -7,6 +7,14 @@ pub struct Names {
     pub dns_query: Option<String>,
     /// DNS: the first question's type (number; [`crate::dns::type_name`]).
     pub dns_type: Option<u16>,
+    /// DNS: every distinct question name of the connection (queries and
+    /// the questions responses repeat), in the order first seen, the
+    /// first being [`Names::dns_query`]; at most
+    /// [`crate::dns::MAX_QUERIES`].
+    pub dns_queries: Vec<String>,
+    /// DNS: questions not in [`Names::dns_queries`] because it was full
+    /// (each such question counted every time it was seen).
+    pub dns_queries_cut: u32,
     /// DNS: the answers of the responses (A, AAAA as addresses; CNAME,
     /// DNAME, NS, PTR, MX as names), in order, at most
     /// [`crate::dns::MAX_ANSWERS`].

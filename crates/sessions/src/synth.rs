@@ -344,6 +344,15 @@ pub fn http_get(host: &str, path: &str, agent: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+/// An SSDP `M-SEARCH` (HTTP over UDP, to port 1900) by `agent`.
+pub fn ssdp_search(agent: &str) -> Vec<u8> {
+    format!(
+        "M-SEARCH * HTTP/1.1\r\nHOST: 239.255.255.250:1900\r\nMAN: \"ssdp:discover\"\r\n\
+         MX: 1\r\nST: ssdp:all\r\nUSER-AGENT: {agent}\r\n\r\n"
+    )
+    .into_bytes()
+}
+
 /// A QUIC v1 client Initial carrying the whole ClientHello `hello` in one
 /// CRYPTO frame, to `dcid`.
 pub fn quic_initial(dcid: &[u8], hello: &Hello) -> Vec<u8> {

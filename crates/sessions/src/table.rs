@@ -24,6 +24,12 @@
 //! | `tls_sni`, `tls_alpn`, `ja4` | UTF8, LIST(UTF8), UTF8 | the ClientHello's (TLS over TCP or QUIC) |
 //! | `http_host`, `http_method`, `http_path`, `http_user_agent` | UTF8 | the first HTTP/1.x request |
 //! | `quic_sni` | UTF8 | the QUIC Initial's server name |
+//! | `dns_queries` | LIST(UTF8) | every distinct question name, first seen first (at most [`crate::dns::MAX_QUERIES`]) |
+//! | `dns_queries_cut` | INT32 | questions not in `dns_queries` because it was full (null without DNS questions) |
+//!
+//! The last two came later (last, so that a reader matching columns by
+//! position still finds the others where they were); a table without them
+//! reads back with `dns_queries` holding `dns_query` alone.
 
 use crate::track::{Session, Table, TableStats};
 use crate::Names;
@@ -108,6 +114,8 @@ pub fn schema() -> SchemaRef {
         text("http_path"),
         text("http_user_agent"),
         text("quic_sni"),
+        list("dns_queries"),
+        Field::new("dns_queries_cut", DataType::Int32, true),
     ]))
 }
 
@@ -167,6 +175,8 @@ pub fn rows_batch(
     let mut texts: [StringBuilder; 9] = std::array::from_fn(|_| StringBuilder::new());
     let mut answers = ListBuilder::new(StringBuilder::new());
     let mut alpn = ListBuilder::new(StringBuilder::new());
+    let mut queries = ListBuilder::new(StringBuilder::new());
+    let mut cut = Int32Builder::with_capacity(n);
     let none = Names::default();
     for &(r, f) in rows {
         id.append_value(r.id as i64);
@@ -207,7 +217,14 @@ pub fn rows_batch(
         ]) {
             b.append_option(v);
         }
-        for (b, v) in [(&mut answers, &nm.dns_answers), (&mut alpn, &nm.tls_alpn)] {
+        cut.append_option(
+            (!nm.dns_queries.is_empty()).then(|| nm.dns_queries_cut.min(i32::MAX as u32) as i32),
+        );
+        for (b, v) in [
+            (&mut answers, &nm.dns_answers),
+            (&mut alpn, &nm.tls_alpn),
+            (&mut queries, &nm.dns_queries),
+        ] {
             if v.is_empty() {
                 b.append_null();
             } else {
@@ -251,6 +268,8 @@ pub fn rows_batch(
         t6,
         t7,
         t8,
+        Arc::new(queries.finish()),
+        Arc::new(cut.finish()),
     ];
     let schema = Arc::new(schema().as_ref().clone().with_metadata(meta));
     RecordBatch::try_new(schema, cols).map_err(|e| TableError::Parquet {
@@ -403,6 +422,15 @@ pub fn read_parquet(bytes: Vec<u8>, path: &Path) -> Result<Table, TableError> {
         let (q, ty, sni, ja4, host, method, tpath, ua, qsni) =
             (q?, ty?, sni?, ja4?, host?, method?, tpath?, ua?, qsni?);
         let (answers, alpn) = (lists("dns_answers")?, lists("tls_alpn")?);
+        // Tables written before these columns have none.
+        let queries = b
+            .column_by_name("dns_queries")
+            .map(|_| lists("dns_queries"))
+            .transpose()?;
+        let cut = b
+            .column_by_name("dns_queries_cut")
+            .map(|_| i32s("dns_queries_cut"))
+            .transpose()?;
         let ip = |s: &StringArray, i: usize| {
             s.value(i)
                 .parse::<IpAddr>()
@@ -413,8 +441,17 @@ pub fn read_parquet(bytes: Vec<u8>, path: &Path) -> Result<Table, TableError> {
             if t.file.is_empty() {
                 t.file = file.value(i).to_string();
             }
+            let dns_query = opt(q, i);
+            let dns_queries = match queries {
+                Some(l) => list_at(l, i),
+                None => dns_query.iter().cloned().collect(),
+            };
             let nm = Names {
-                dns_query: opt(q, i),
+                dns_queries,
+                dns_queries_cut: cut
+                    .filter(|c| !c.is_null(i))
+                    .map_or(0, |c| c.value(i).max(0) as u32),
+                dns_query,
                 dns_type: opt(ty, i).and_then(|s| crate::dns::type_number(&s)),
                 dns_answers: list_at(answers, i),
                 tls_sni: opt(sni, i),

@@ -616,7 +616,13 @@ fn name_step(
         } else {
             tcp(d, dir, p, last, cfg, *held, stats, names, scratch);
         }
-        if last && d.want != Want::Done {
+        // DNS reads more frames (a resolver's questions on one port).
+        let limit = if d.want == Want::Dns {
+            cfg.name_frames.max(dns::MAX_FRAMES)
+        } else {
+            cfg.name_frames
+        };
+        if d.frames >= limit && d.want != Want::Done {
             d.want = Want::Done;
         }
         if d.want == Want::Done {
@@ -646,6 +652,13 @@ fn udp(
     if d.want == Want::Unknown {
         d.want = if dns::is_dns_port(p.sport) || dns::is_dns_port(p.dport) {
             Want::Dns
+        } else if p.sport == http::SSDP_PORT || p.dport == http::SSDP_PORT {
+            // Requests come from the first sender; responses name nothing.
+            if dir == 0 {
+                Want::Http
+            } else {
+                Want::Done
+            }
         } else if dir == 0 && quic::looks_initial(p.payload) {
             Want::Quic
         } else {
@@ -654,6 +667,10 @@ fn udp(
     }
     match d.want {
         Want::Dns if !dns::message(p.payload, names, scratch) => d.want = Want::Done,
+        // One request per datagram, whole (a cut one: what is complete).
+        Want::Http if http::request(p.payload, true, names) == http::Request::Done => {
+            d.want = Want::Done
+        }
         Want::Quic => {
             let st = q.get_or_insert_with(Box::default);
             if quic::Quic::datagram(st, p.payload, scratch, scratch2) == quic::Step::Hello {

@@ -127,7 +127,7 @@ fn cases() -> u32 {
 }
 
 /// Valid inputs to mutate: a DNS response, a ClientHello in records, an
-/// HTTP request, a QUIC Initial.
+/// HTTP request, a QUIC Initial, an SSDP M-SEARCH (HTTP over UDP).
 fn seeds() -> Vec<Vec<u8>> {
     vec![
         synth::dns_response(1, "www.example.com", 1, &[synth::Answer::Addr(ip(9))]),
@@ -137,6 +137,7 @@ fn seeds() -> Vec<Vec<u8>> {
             &[1, 2, 3, 4],
             &Hello::browser(Some(b"q.example"), &[b"h3"], 0x2a2a),
         ),
+        synth::ssdp_search("ua"),
     ]
 }
 
@@ -160,21 +161,22 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
-    fn every_parser_on_mutated_messages(s in 0usize..4, edits in prop::collection::vec(any::<(u16, u8, u8)>(), 0..12)) {
+    fn every_parser_on_mutated_messages(s in 0usize..5, edits in prop::collection::vec(any::<(u16, u8, u8)>(), 0..12)) {
         let v = mutate(seeds()[s].clone(), &edits);
         fuzz::parsers(&v);
     }
 
     #[test]
-    fn the_tracker_on_mutated_frames(link in any::<u8>(), picks in prop::collection::vec((0usize..4, any::<bool>(), prop::collection::vec(any::<(u16, u8, u8)>(), 0..4)), 1..24)) {
+    fn the_tracker_on_mutated_frames(link in any::<u8>(), picks in prop::collection::vec((0usize..5, any::<bool>(), prop::collection::vec(any::<(u16, u8, u8)>(), 0..4)), 1..24)) {
         // Frames of a few connections carrying the seeds, mutated, framed
         // as the fuzz body reads them.
         let mut data = vec![link];
         let mut t = Tcp::new((ip(1), 1000), (ip(2), 443), Some(5), 7);
         for (s, server, edits) in picks {
             let payload = seeds()[s].clone();
-            let f = if s == 3 || s == 0 {
-                synth::udp(None, (ip(1), if s == 0 { 53 } else { 4433 }), (ip(2), 443), &payload)
+            let f = if s == 3 || s == 0 || s == 4 {
+                let port = [53, 0, 0, 4433, 1900][s];
+                synth::udp(None, (ip(1), port), (ip(2), 443), &payload)
             } else {
                 t.seg(server, 0x18, &payload)
             };

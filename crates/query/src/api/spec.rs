@@ -393,7 +393,7 @@ pub const PARAMS: &[Param] = &[
             /v1/sessions) chooses in the sensor's own session tables, within from/to: what \
             `extract --session-where` selects (with a filter too, frames both keep; not with \
             steno). One that does not parse is a 400 naming the position.",
-        examples: &["tls_sni ~ '*.example.com'", "dns_query ~ example and proto = 17"],
+        examples: &["tls_sni ~ '*.example.com'", "dns_queries ~ example and proto = 17"],
     },
     Param {
         name: "where",
@@ -870,6 +870,8 @@ fn schemas() -> Value {
             ("http_path", string_or_null()),
             ("http_user_agent", string_or_null()),
             ("quic_sni", string_or_null()),
+            ("dns_queries", json!({"type": ["array", "null"], "items": {"type": "string"}})),
+            ("dns_queries_cut", int_or_null()),
         ]), "A session table's row (a connection's frames in one capture file); names escaped."),
         "OpenApi": {"type": "object", "required": ["openapi", "paths"]},
     })
