@@ -514,8 +514,8 @@ impl RecordOptions {
         if self.engine == EngineOpt::Netmap && !wiretape_capture::netmap::BUILT {
             return Err(OptionsError::NetmapNotBuilt(CaptureError::NetmapNotBuilt));
         }
-        let (input, engine_reason) = self.input(name)?;
         let dir = self.dirs.first().ok_or(OptionsError::NoOutput)?;
+        let (input, engine_reason) = self.input(name)?;
         let netmap = matches!(input, Input::Netmap(_));
         let mut c = match &input {
             Input::File(f) => RecordConfig::file(&f.path, dir),
@@ -693,6 +693,7 @@ impl RecordOptions {
             f.cutoff = self.cutoff.map(|size| (size, self.cutoff_flows as usize));
             return Ok((Input::File(f), None));
         }
+        let iface = self.interfaces.first().ok_or(OptionsError::NoInput)?;
         if self.packet_in_place {
             if let Some(why) = self.in_place_conflict() {
                 return Err(OptionsError::InPlace(why));
@@ -711,7 +712,6 @@ impl RecordOptions {
                 return not_for(Opt::PacketInPlace);
             }
         }
-        let iface = self.interfaces.first().ok_or(OptionsError::NoInput)?;
         let queues = || match self.queues.as_deref().map(str::trim) {
             None | Some("all") => Ok(None),
             Some(s) => list(s, Opt::Queues).map(Some),
@@ -989,4 +989,353 @@ pub fn parse_secs(s: &str) -> Result<Duration, ValueError> {
         return Err(ValueError::SecondsNotPositive(s.into()));
     }
     Ok(Duration::from_secs_f64(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Options recording an interface that does not exist here (nothing
+    /// about this host is learnt, so the choice is AF_XDP, with no reason).
+    fn nowhere() -> RecordOptions {
+        RecordOptions::new(["no-such-if0"], "/nonexistent/out")
+    }
+
+    fn err(o: &RecordOptions) -> OptionsError {
+        o.build().expect_err("the options are refused")
+    }
+
+    #[test]
+    fn the_defaults_record_an_interface_with_afxdp_and_the_cli_defaults() {
+        let b = nowhere().build().unwrap();
+        assert!(matches!(&b.config.input, Input::Interface(c) if c.ifname == "no-such-if0"));
+        assert_eq!(b.engine_reason, None);
+        assert_eq!(b.config.storage.prefix, "wiretape");
+        assert_eq!(b.config.storage.block_size, 1 << 20);
+        assert_eq!(b.config.stage.idle_sleep, Duration::from_micros(1000));
+        assert!(b.config.live.trigger.is_some());
+        assert!(b.config.live.write_files);
+        // A quarter of the packet engine's default ring (64 x 1 MiB).
+        assert_eq!(b.config.storage.direct_backlog_max, 16 << 20);
+    }
+
+    #[test]
+    fn several_interfaces_and_volumes_share_the_settings() {
+        let mut o = nowhere();
+        o.interfaces.push("no-such-if1".into());
+        o.dirs.push("/nonexistent/two".into());
+        o.frames = Some(4096);
+        let b = o.build().unwrap();
+        let Input::Interfaces(list) = &b.config.input else {
+            panic!("not several interfaces: {:?}", b.config.input)
+        };
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[1].ifname, "no-such-if1");
+        assert!(list.iter().all(|c| c.frames == 4096));
+        assert_eq!(
+            b.config.storage.more_dirs,
+            vec![PathBuf::from("/nonexistent/two")]
+        );
+    }
+
+    #[test]
+    fn the_site_engine_and_an_afxdp_only_option_give_the_reason() {
+        let mut o = nowhere();
+        o.site_engine = Some(Engine::Packet);
+        let b = o.build().unwrap();
+        assert!(matches!(b.config.input, Input::Packet(_)));
+        assert_eq!(
+            b.engine_reason.as_deref(),
+            Some("auto: packet, as WIRETAPE_ENGINE says")
+        );
+        let mut o = nowhere();
+        o.busy_poll = Some(50);
+        let b = o.build().unwrap();
+        assert_eq!(
+            b.engine_reason.as_deref(),
+            Some("auto: afxdp, as busy_poll needs it")
+        );
+        let b = o.build_naming(&|_| "--busy-poll".into()).unwrap();
+        assert_eq!(
+            b.engine_reason.as_deref(),
+            Some("auto: afxdp, as --busy-poll needs it")
+        );
+        // The packet engine's ring sized: that engine, no choice made.
+        let mut o = nowhere();
+        o.packet_blocks = Some(8);
+        let b = o.build().unwrap();
+        let Input::Packet(list) = &b.config.input else {
+            panic!("not the packet engine")
+        };
+        assert_eq!((list[0].blocks, b.engine_reason), (8, None));
+    }
+
+    #[test]
+    fn no_input_and_no_output_are_refused() {
+        let mut o = nowhere();
+        o.interfaces.clear();
+        assert!(matches!(err(&o), OptionsError::NoInput));
+        let mut o = nowhere();
+        o.dirs.clear();
+        assert!(matches!(err(&o), OptionsError::NoOutput));
+    }
+
+    #[test]
+    fn a_capture_file_takes_the_speed_and_no_busy_polling() {
+        let mut o = RecordOptions::default();
+        o.read = Some("/nonexistent/in.pcap".into());
+        o.dirs = vec!["/nonexistent/out".into()];
+        o.cutoff = Some(4096);
+        let b = o.build().unwrap();
+        assert!(matches!(&b.config.input, Input::File(f) if f.cutoff == Some((4096, 1 << 20))));
+        o.speed = "bogus".into();
+        assert!(matches!(
+            err(&o),
+            OptionsError::Value {
+                option: Opt::Speed,
+                ..
+            }
+        ));
+        o.busy_poll = Some(50);
+        assert!(matches!(
+            err(&o),
+            OptionsError::NotForFile {
+                option: Opt::BusyPoll
+            }
+        ));
+    }
+
+    #[test]
+    fn an_option_the_engine_lacks_names_both() {
+        let packet = |f: &dyn Fn(&mut RecordOptions)| {
+            let mut o = nowhere();
+            o.engine = EngineOpt::Packet;
+            f(&mut o);
+            match err(&o) {
+                OptionsError::NotFor { option, engine } => (option, engine),
+                e => panic!("another error: {e}"),
+            }
+        };
+        use EngineOpt::Packet as P;
+        assert_eq!(packet(&|o| o.cutoff = Some(1)), (Opt::Cutoff, P));
+        assert_eq!(packet(&|o| o.busy_poll = Some(1)), (Opt::BusyPoll, P));
+        assert_eq!(packet(&|o| o.frames = Some(4096)), (Opt::Frames, P));
+        assert_eq!(
+            packet(&|o| o.xdp_mode = Some(XdpMode::Native)),
+            (Opt::XdpMode, P)
+        );
+        assert_eq!(
+            packet(&|o| o.netmap_slots = Some(256)),
+            (Opt::NetmapSlots, P)
+        );
+        let mut o = nowhere();
+        o.engine = EngineOpt::Afxdp;
+        o.packet_sockets = Some(1);
+        assert!(matches!(
+            err(&o),
+            OptionsError::NotFor {
+                option: Opt::PacketSockets,
+                engine: EngineOpt::Afxdp
+            }
+        ));
+        o.packet_sockets = None;
+        o.packet_in_place = true;
+        o.format = "pcapng".into();
+        assert!(matches!(
+            err(&o),
+            OptionsError::NotFor {
+                option: Opt::PacketInPlace,
+                ..
+            }
+        ));
+    }
+
+    #[cfg(not(feature = "netmap"))]
+    #[test]
+    fn netmap_without_the_feature_says_how_to_build_it() {
+        let mut o = nowhere();
+        o.engine = EngineOpt::Netmap;
+        assert!(matches!(
+            err(&o),
+            OptionsError::NetmapNotBuilt(CaptureError::NetmapNotBuilt)
+        ));
+    }
+
+    #[cfg(feature = "netmap")]
+    #[test]
+    fn netmap_records_one_interface() {
+        let mut o = nowhere();
+        o.engine = EngineOpt::Netmap;
+        o.interfaces.push("no-such-if1".into());
+        assert!(matches!(
+            err(&o),
+            OptionsError::SeveralInterfaces {
+                engine: EngineOpt::Netmap
+            }
+        ));
+    }
+
+    #[test]
+    fn laid_out_in_place_each_conflict_in_order() {
+        let conflict = |f: &dyn Fn(&mut RecordOptions)| {
+            let mut o = nowhere();
+            o.packet_in_place = true;
+            o.format = "pcapng".into();
+            f(&mut o);
+            match err(&o) {
+                OptionsError::InPlace(c) => c,
+                e => panic!("another error: {e}"),
+            }
+        };
+        use InPlaceConflict as C;
+        assert_eq!(conflict(&|o| o.format = "pcap".into()), C::NotPcapng);
+        assert_eq!(conflict(&|o| o.tsprec = "us".into()), C::MicroStamps);
+        assert_eq!(conflict(&|o| o.compress = "lz4".into()), C::Compressed);
+        assert_eq!(conflict(&|o| o.encrypt_to = vec!["x".into()]), C::Encrypted);
+        assert_eq!(conflict(&|o| o.count = Some(5)), C::Count);
+        assert_eq!(conflict(&|o| o.snaplen = 100), C::Snaplen);
+        assert_eq!(conflict(&|o| o.ts = Some("kpt".into())), C::Stamps);
+        // Two at once: the first in order.
+        assert_eq!(
+            conflict(&|o| {
+                o.count = Some(5);
+                o.compress = "lz4".into()
+            }),
+            C::Compressed
+        );
+        let mut o = nowhere();
+        o.packet_in_place = true;
+        o.format = "pcapng".into();
+        let b = o.build().unwrap();
+        assert!(matches!(&b.config.input, Input::Packet(l) if l[0].in_place));
+    }
+
+    #[test]
+    fn lists_and_cpus_name_their_option() {
+        let mut o = nowhere();
+        o.queues = Some("0-a".into());
+        assert!(matches!(
+            err(&o),
+            OptionsError::List {
+                option: Opt::Queues,
+                error: ListError::Item(_)
+            }
+        ));
+        let mut o = nowhere();
+        o.writer_cpus = Some(",".into());
+        assert!(matches!(
+            err(&o),
+            OptionsError::List {
+                option: Opt::WriterCpus,
+                error: ListError::Empty(_)
+            }
+        ));
+        let mut o = nowhere();
+        o.cpus = Some("100000".into());
+        assert!(matches!(
+            err(&o),
+            OptionsError::CpuNotAllowed {
+                option: Opt::Cpus,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn the_packet_rings_sizes_are_checked() {
+        let mut o = nowhere();
+        o.engine = EngineOpt::Packet;
+        o.packet_block_kib = Some(3);
+        assert!(matches!(err(&o), OptionsError::Packet(_)));
+    }
+
+    #[test]
+    fn values_their_parsers_refuse_name_the_option() {
+        let value = |f: &dyn Fn(&mut RecordOptions)| {
+            let mut o = nowhere();
+            f(&mut o);
+            match err(&o) {
+                OptionsError::Value { option, .. } => option,
+                e => panic!("another error: {e}"),
+            }
+        };
+        assert_eq!(value(&|o| o.ts = Some("sometimes".into())), Opt::Ts);
+        assert_eq!(value(&|o| o.io = "sideways".into()), Opt::Io);
+        assert_eq!(value(&|o| o.format = "csv".into()), Opt::Format);
+        assert_eq!(value(&|o| o.compress = "zip".into()), Opt::Compress);
+        assert_eq!(
+            value(&|o| o.encrypt_to = vec!["age1bad".into()]),
+            Opt::EncryptTo
+        );
+        assert_eq!(
+            value(&|o| o.encrypt_to_file = vec!["/nonexistent/recipients".into()]),
+            Opt::EncryptTo
+        );
+    }
+
+    #[test]
+    fn serving_beyond_loopback_needs_allowing() {
+        let mut o = nowhere();
+        o.serve = Some("0.0.0.0:57012".parse().unwrap());
+        assert!(matches!(err(&o), OptionsError::NotLoopback(_)));
+        o.serve_allow_remote = true;
+        o.serve_max_clients = 3;
+        let b = o.build().unwrap();
+        assert_eq!(b.config.live.serve.map(|s| s.max_clients), Some(3));
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_units_and_bounds() {
+        assert_eq!(parse_bytes("100000"), Ok(100_000));
+        assert_eq!(parse_bytes("64K"), Ok(64 << 10));
+        assert_eq!(parse_bytes("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_bytes("2t"), Ok(2 << 40));
+        assert_eq!(parse_bytes("x"), Err(ValueError::NotASize("x".into())));
+        assert_eq!(
+            parse_bytes("5X").unwrap_err().to_string(),
+            "'5X': unknown unit 'X' (use K, M, G or T)"
+        );
+        assert_eq!(parse_rotate_size("64K"), Ok(64 << 10));
+        assert_eq!(
+            parse_rotate_size("1K"),
+            Err(ValueError::RotateTooSmall("1K".into()))
+        );
+        assert_eq!(parse_ring_size("4M"), Ok(4 << 20));
+        assert_eq!(
+            parse_ring_size("1M"),
+            Err(ValueError::RingTooSmall("1M".into()))
+        );
+        assert_eq!(parse_min_free("5%"), Ok(MinFree::Percent(5.0)));
+        assert_eq!(parse_min_free("10G"), Ok(MinFree::Bytes(10 << 30)));
+        assert_eq!(
+            parse_min_free("x%"),
+            Err(ValueError::NotAPercentage("x%".into()))
+        );
+        assert_eq!(
+            parse_min_free("200%"),
+            Err(ValueError::Percentage("200%".into()))
+        );
+    }
+
+    #[test]
+    fn durations_and_seconds_are_positive() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86400)));
+        assert_eq!(
+            parse_duration("x"),
+            Err(ValueError::NotADuration("x".into()))
+        );
+        assert_eq!(
+            parse_duration("0s"),
+            Err(ValueError::DurationNotPositive("0s".into()))
+        );
+        assert_eq!(parse_secs("0.25"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_secs("1s"), Err(ValueError::NotSeconds("1s".into())));
+        assert_eq!(
+            parse_secs("inf").unwrap_err().to_string(),
+            "'inf' must be a positive number of seconds"
+        );
+    }
 }
