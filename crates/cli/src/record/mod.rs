@@ -16,7 +16,7 @@ use wiretape::pipeline::options::{
     parse_bytes, parse_duration, parse_min_free, parse_ring_size, parse_rotate_size, parse_secs,
 };
 use wiretape::pipeline::{preflight, ProgressMeter, StartLine, Status};
-use wiretape::{Event, Input, RecordConfig};
+use wiretape::Event;
 
 #[derive(clap::Args)]
 #[command(
@@ -456,63 +456,28 @@ pub(crate) struct Args {
 /// wiretape listens there or the path is too long for a socket (then none,
 /// with a notice).
 fn default_control(dir: &std::path::Path) -> Option<PathBuf> {
-    let p = dir.join(wiretape::live::control::SOCKET_NAME);
-    if p.as_os_str().len() >= 108 {
-        eprintln!(
-            "wiretape: no control socket: {} is too long for a Unix socket (give --control PATH)",
-            p.display()
-        );
-        return None;
-    }
-    if std::os::unix::net::UnixStream::connect(&p).is_ok() {
-        eprintln!(
-            "wiretape: no control socket: another wiretape listens on {} (give --control PATH)",
-            p.display()
-        );
-        return None;
-    }
-    Some(p)
+    wiretape::live::control::default_socket(dir)
+        .map_err(|e| eprintln!("wiretape: no control socket: {e} (give --control PATH)"))
+        .ok()
 }
 
-/// The cheap checks a recording makes first, so that bad input fails
-/// before anything is attached (nothing is created: the recording makes DIR
-/// once the filter is compiled and the input opened).
-fn refuse_early(a: &Args, opts: &RecordConfig) -> Result<()> {
+/// Says, before a busy-polling run, which interfaces let their interrupts
+/// take the receive work back between polls, and how to stop that.
+fn busy_poll_notices(a: &Args) {
+    let Some(us) = a.busy_poll else { return };
     for iface in &a.iface {
-        if sys::ifindex(iface).is_none() {
-            bail!(
-                "no such interface '{iface}' in this network namespace (list interfaces with `ip link`)"
-            );
-        }
-    }
-    if let Some(p) = &a.read {
-        check_readable(p)?;
-    }
-    // netmap needs no capabilities, only /dev/netmap (root's by default:
-    // opening it says so).
-    use wiretape::pipeline::preflight::{check_rights, filter_needs_perfmon, locked_bytes};
-    let perfmon = filter_needs_perfmon(opts.filter.as_deref(), opts.storage.snaplen);
-    match &opts.input {
-        Input::Interface(c) => check_rights(locked_bytes(c), perfmon)?,
-        Input::Interfaces(list) => check_rights(list.iter().map(locked_bytes).sum(), perfmon)?,
-        _ => {}
-    }
-    if let Some(us) = a.busy_poll {
-        for iface in &a.iface {
-            if let Some((defer, timeout)) = sys::napi_defer(iface) {
-                if defer == 0 || timeout == 0 {
-                    eprintln!(
-                        "wiretape: notice: --busy-poll {us}: {iface} has napi_defer_hard_irqs {defer} and \
-                         gro_flush_timeout {timeout}, so between polls its interrupts (on veth: the \
-                         sender's softirq) take the receive work back; for full effect (as root): \
-                         echo 2 > /sys/class/net/{iface}/napi_defer_hard_irqs; \
-                         echo 200000 > /sys/class/net/{iface}/gro_flush_timeout"
-                    );
-                }
+        if let Some((defer, timeout)) = sys::napi_defer(iface) {
+            if defer == 0 || timeout == 0 {
+                eprintln!(
+                    "wiretape: notice: --busy-poll {us}: {iface} has napi_defer_hard_irqs {defer} and \
+                     gro_flush_timeout {timeout}, so between polls its interrupts (on veth: the \
+                     sender's softirq) take the receive work back; for full effect (as root): \
+                     echo 2 > /sys/class/net/{iface}/napi_defer_hard_irqs; \
+                     echo 200000 > /sys/class/net/{iface}/gro_flush_timeout"
+                );
             }
         }
     }
-    Ok(())
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
@@ -534,7 +499,9 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         return check::run(&opts, a.metrics);
     }
 
-    refuse_early(&a, &opts)?;
+    // The cheap checks first: nothing is attached or created before them.
+    preflight::check_start(&opts).map_err(check::in_flags)?;
+    busy_poll_notices(&a);
     wiretape::capture::bpflog::set_verbose(a.verbose);
     let metrics = match a.metrics {
         Some(addr) => {
@@ -683,26 +650,4 @@ impl Args {
     fn dir(&self) -> &std::path::Path {
         &self.dirs[0]
     }
-}
-
-/// `-r FILE` is a file with bytes in it: else one line saying what is
-/// wrong (missing, a directory, empty); what the bytes are is the reader's
-/// to say (not a pcap or pcapng file: the first bytes seen).
-fn check_readable(p: &std::path::Path) -> Result<()> {
-    use std::io::Read;
-    let d = p.display();
-    if !p.exists() {
-        bail!("cannot read {d}: no such file (give -r a pcap or pcapng file)");
-    }
-    if p.is_dir() {
-        bail!("cannot read {d}: a directory (give -r a pcap or pcapng file)");
-    }
-    let mut first = [0u8; 1];
-    let n = std::fs::File::open(p)
-        .and_then(|mut f| f.read(&mut first))
-        .map_err(|e| anyhow::anyhow!("cannot read {d}: {e}"))?;
-    if n == 0 {
-        bail!("cannot read {d}: it is empty, not a pcap or pcapng file (give -r a capture file)");
-    }
-    Ok(())
 }
