@@ -647,9 +647,10 @@ impl RecordOptions {
         if self.packet_sized().is_some() || self.packet_in_place {
             return (EngineOpt::Packet, None);
         }
-        let mut hints = AutoHints::default();
-        hints.site = self.site_engine;
-        hints.afxdp_only = self.afxdp_only().map(name);
+        let hints = AutoHints {
+            site: self.site_engine,
+            afxdp_only: self.afxdp_only().map(name),
+        };
         let c = choose_engine(&self.interfaces, &hints);
         (c.engine.into(), c.reason)
     }
@@ -1082,10 +1083,12 @@ mod tests {
 
     #[test]
     fn a_capture_file_takes_the_speed_and_no_busy_polling() {
-        let mut o = RecordOptions::default();
-        o.read = Some("/nonexistent/in.pcap".into());
-        o.dirs = vec!["/nonexistent/out".into()];
-        o.cutoff = Some(4096);
+        let mut o = RecordOptions {
+            read: Some("/nonexistent/in.pcap".into()),
+            dirs: vec!["/nonexistent/out".into()],
+            cutoff: Some(4096),
+            ..RecordOptions::default()
+        };
         let b = o.build().unwrap();
         assert!(matches!(&b.config.input, Input::File(f) if f.cutoff == Some((4096, 1 << 20))));
         o.speed = "bogus".into();
