@@ -109,8 +109,9 @@ pub use wiretape_timestamp as timestamp;
 pub use pipeline::{
     choose_engine, record, record_live, AutoHints, Batch, Controls, Drops, DumpReport, DumpRequest,
     EngineChoice, Event, Frame, Gap, Input, LiveConfig, LiveError, LiveReport, Merger,
-    PipelineError, QueueReport, RecordConfig, RecordReport, Recording, ReplaySource, RunSummary,
-    ServeConfig, Snapshot, StageConfig, StopReason, SubscribeOptions, Subscriber, SubscriberReport,
+    PipelineError, QueueReport, RecordConfig, RecordOptions, RecordReport, Recording, ReplaySource,
+    RunSummary, ServeConfig, Snapshot, StageConfig, StopReason, SubscribeOptions, Subscriber,
+    SubscriberReport,
 };
 pub use storage::{MinFree, Policy, StorageConfig, StorageProgress, DEFAULT_SNAPLEN};
 

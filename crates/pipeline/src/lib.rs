@@ -32,6 +32,7 @@
 pub mod engine;
 pub mod live;
 pub mod metrics;
+pub mod options;
 pub mod preflight;
 pub mod record;
 mod recording;
@@ -46,6 +47,7 @@ pub use live::{
     Batch, DumpReport, DumpRequest, Frame, LiveConfig, LiveError, LiveReport, Merger, Policy,
     ServeConfig, SubscribeOptions, Subscriber, SubscriberReport,
 };
+pub use options::{OptionsError, RecordOptions};
 pub use preflight::{preflight, Preflight, PreflightError};
 pub use record::{record, record_live, Controls, Event, Input, RecordConfig};
 pub use recording::Recording;

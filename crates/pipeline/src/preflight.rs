@@ -132,6 +132,15 @@ pub enum PreflightError {
         /// The queues asked for, in order.
         asked: Vec<u32>,
     },
+    /// The capture file to read is missing, a directory, empty or
+    /// unreadable (what its bytes are is the reader's to say).
+    #[error("cannot read {}: {problem}", .path.display())]
+    InputFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: InputProblem,
+    },
     /// The metrics address cannot be listened on.
     #[error("cannot listen on {addr} for the metrics endpoint: {source}")]
     MetricsAddress {
@@ -141,6 +150,71 @@ pub enum PreflightError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// What is wrong with a capture file given as input
+/// ([`PreflightError::InputFile`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputProblem {
+    /// It does not exist.
+    #[error("no such file (give a pcap or pcapng file)")]
+    Missing,
+    /// It is a directory.
+    #[error("a directory (give a pcap or pcapng file)")]
+    Directory,
+    /// It has no bytes.
+    #[error("it is empty, not a pcap or pcapng file (give a capture file)")]
+    Empty,
+    /// It cannot be opened or read.
+    #[error(transparent)]
+    Unreadable(std::io::Error),
+}
+
+/// A capture file to read has bytes in it: else what is wrong (missing, a
+/// directory, empty, unreadable).
+pub fn check_input_file(path: &Path) -> Result<(), PreflightError> {
+    use std::io::Read;
+    let problem = if !path.exists() {
+        InputProblem::Missing
+    } else if path.is_dir() {
+        InputProblem::Directory
+    } else {
+        let mut first = [0u8; 1];
+        match std::fs::File::open(path).and_then(|mut f| f.read(&mut first)) {
+            Ok(0) => InputProblem::Empty,
+            Ok(_) => return Ok(()),
+            Err(e) => InputProblem::Unreadable(e),
+        }
+    };
+    Err(PreflightError::InputFile {
+        path: path.to_owned(),
+        problem,
+    })
+}
+
+/// The cheap checks a recording of `config` makes first, so that bad
+/// input fails before anything is created or attached: each interface
+/// exists, a capture file has bytes ([`check_input_file`]), the rights of
+/// an AF_XDP recording ([`check_rights`]; the packet engine's sockets say
+/// what they lack themselves, netmap needs only /dev/netmap).
+pub fn check_start(config: &RecordConfig) -> Result<(), PreflightError> {
+    let names: Vec<&str> = match &config.input {
+        Input::Interface(c) => vec![&c.ifname],
+        Input::Interfaces(l) => l.iter().map(|c| c.ifname.as_str()).collect(),
+        Input::Packet(l) => l.iter().map(|c| c.ifname.as_str()).collect(),
+        Input::Netmap(c) => vec![&c.ifname],
+        Input::File(f) => return check_input_file(&f.path),
+    };
+    if let Some(n) = names.iter().find(|n| sys::ifindex(n).is_none()) {
+        return Err(PreflightError::NoSuchInterface(n.to_string()));
+    }
+    let perfmon = filter_needs_perfmon(config.filter.as_deref(), config.storage.snaplen);
+    match &config.input {
+        Input::Interface(c) => check_rights(locked_bytes(c), perfmon),
+        Input::Interfaces(list) => check_rights(list.iter().map(locked_bytes).sum(), perfmon),
+        _ => Ok(()),
+    }
 }
 
 /// Fails, naming each missing capability and what it is for, when the
@@ -588,5 +662,40 @@ mod tests {
             nearest_existing(Path::new("wt-no-such-rel/x")),
             PathBuf::from(".")
         );
+    }
+
+    #[test]
+    fn a_capture_file_to_read_must_have_bytes() {
+        let dir = std::env::temp_dir().join(format!("wt-input-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let problem = |p: &Path| match check_input_file(p) {
+            Err(PreflightError::InputFile { problem, .. }) => problem.to_string(),
+            r => format!("{r:?}"),
+        };
+        assert!(problem(&dir.join("none.pcap")).starts_with("no such file"));
+        assert!(problem(&dir).starts_with("a directory"));
+        let empty = dir.join("empty.pcap");
+        std::fs::write(&empty, b"").unwrap();
+        assert!(problem(&empty).starts_with("it is empty"));
+        std::fs::write(&empty, b"x").unwrap();
+        assert!(check_input_file(&empty).is_ok());
+        let cfg = RecordConfig::file(dir.join("none.pcap"), &dir);
+        assert!(matches!(
+            check_start(&cfg),
+            Err(PreflightError::InputFile {
+                problem: InputProblem::Missing,
+                ..
+            })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_interface_that_is_not_here_is_refused_first() {
+        let cfg = RecordConfig::interfaces(&["lo", "wt-no-such-if0"], "/nonexistent");
+        assert!(matches!(
+            check_start(&cfg),
+            Err(PreflightError::NoSuchInterface(n)) if n == "wt-no-such-if0"
+        ));
     }
 }

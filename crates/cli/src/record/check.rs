@@ -83,6 +83,22 @@ pub(super) fn in_flags(e: PreflightError) -> anyhow::Error {
             let text = format!("cannot listen on {addr} for --metrics: {source}");
             anyhow::Error::new(source).context(text)
         }
+        PreflightError::InputFile { path, problem } => {
+            use preflight::InputProblem;
+            let d = path.display();
+            match problem {
+                InputProblem::Missing => {
+                    anyhow!("cannot read {d}: no such file (give -r a pcap or pcapng file)")
+                }
+                InputProblem::Directory => {
+                    anyhow!("cannot read {d}: a directory (give -r a pcap or pcapng file)")
+                }
+                InputProblem::Empty => anyhow!(
+                    "cannot read {d}: it is empty, not a pcap or pcapng file (give -r a capture file)"
+                ),
+                problem => anyhow!("cannot read {d}: {problem}"),
+            }
+        }
         e => e.into(),
     }
 }

@@ -2,20 +2,21 @@
 
 mod check;
 mod metrics;
+mod options;
 mod service;
 
-use crate::common::filter_expression;
 use anyhow::{bail, Result};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-use wiretape::capture::{
-    sys, BusyPoll, CaptureConfig, FileConfig, NetmapConfig, PacketConfig, XdpCutoff, XdpMode,
+use wiretape::capture::sys;
+use wiretape::pipeline::options::{
+    parse_bytes, parse_duration, parse_min_free, parse_ring_size, parse_rotate_size, parse_secs,
 };
 use wiretape::pipeline::{preflight, ProgressMeter, StartLine, Status};
-use wiretape::{Event, Input, RecordConfig};
+use wiretape::Event;
 
 #[derive(clap::Args)]
 #[command(
@@ -241,7 +242,7 @@ pub(crate) struct Args {
     block_kib: u64,
     /// Start a new file before one grows past SIZE (bytes, or with K, M, G,
     /// T: binary units, e.g. 1G). Files never split a frame and are never empty.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_rotate_size)]
     rotate_size: Option<u64>,
     /// Start a new file every DURATION of packet time (e.g. 60s, 5m, 1h;
     /// a bare number is seconds), at the first frame past it.
@@ -363,7 +364,7 @@ pub(crate) struct Args {
     /// 4G; all queues together, preallocated at start, huge pages where the
     /// kernel gives them). `wiretape ctl dump` and SIGUSR1 write a window
     /// of it into DIR, as a capture file named by its first frame's time.
-    #[arg(long, value_name = "SIZE", value_parser = parse_ring)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_ring_size)]
     ring: Option<u64>,
     /// With --ring: write no capture files; only dumps reach the disk (record
     /// only what an alarm asks for). packets_written then counts frames
@@ -451,534 +452,41 @@ pub(crate) struct Args {
     after: Vec<String>,
 }
 
-/// A rotation size: [`parse_bytes`], at least 64K.
-fn parse_size(s: &str) -> std::result::Result<u64, String> {
-    let bytes = parse_bytes(s)?;
-    if bytes < 64 << 10 {
-        return Err(format!(
-            "'{s}' is too small: files rotate at 64K at the least"
-        ));
-    }
-    Ok(bytes)
-}
-
-/// A ring size: [`parse_bytes`], at least 4M.
-fn parse_ring(s: &str) -> std::result::Result<u64, String> {
-    let bytes = parse_bytes(s)?;
-    if bytes < 4 << 20 {
-        return Err(format!("'{s}' is too small: the ring holds at least 4M"));
-    }
-    Ok(bytes)
-}
-
-/// `10G` or `5%`.
-fn parse_min_free(s: &str) -> std::result::Result<wiretape::MinFree, String> {
-    if let Some(p) = s.trim().strip_suffix('%') {
-        let v: f64 = p
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a percentage: use e.g. 5%"))?;
-        if !(0.0..100.0).contains(&v) {
-            return Err(format!("'{s}': a percentage between 0 and 100"));
-        }
-        return Ok(wiretape::MinFree::Percent(v));
-    }
-    parse_bytes(s).map(wiretape::MinFree::Bytes)
-}
-
-/// `123`, `64K`, `512M`, `1G`, `2T` (binary units; `KiB`/`MB` spellings too).
-fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size: use e.g. 1G, 512M, 100000"))?;
-    let mul = match unit
-        .trim()
-        .to_ascii_lowercase()
-        .trim_end_matches('b')
-        .trim_end_matches('i')
-    {
-        "" => 1u64,
-        "k" => 1 << 10,
-        "m" => 1 << 20,
-        "g" => 1 << 30,
-        "t" => 1 << 40,
-        _ => return Err(format!("'{s}': unknown unit '{unit}' (use K, M, G or T)")),
-    };
-    Ok((v * mul as f64) as u64)
-}
-
-/// `90`, `90s`, `5m`, `1h`, `1d`, `1.5s`.
-fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
-    match crate::common::duration_secs(s) {
-        Ok(v) => Ok(Duration::from_secs_f64(v)),
-        Err(false) => Err(format!("'{s}' is not a duration: use e.g. 60s, 5m, 1h")),
-        Err(true) => Err(format!("'{s}' must be a positive duration")),
-    }
-}
-
-fn parse_secs(s: &str) -> std::result::Result<Duration, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !(v > 0.0 && v.is_finite()) {
-        return Err(format!("'{s}' must be a positive number of seconds"));
-    }
-    Ok(Duration::from_secs_f64(v))
-}
-
-/// Parses `0,1,4-6` into a list; a bad one is a usage error naming `what`.
-pub(crate) fn parse_list(s: &str, what: &str) -> Result<Vec<u32>> {
-    use wiretape::capture::cpulist::{parse, ListError};
-    parse(s).map_err(|e| {
-        crate::usage(match e {
-            ListError::Item(part) => {
-                format!("invalid {what} '{part}': use numbers like 0,1 or ranges like 0-3")
-            }
-            ListError::Empty(s) => format!("invalid {what} '{s}': give at least one number"),
-            e => e.to_string(),
-        })
-    })
-}
-
 /// The default control socket, DIR/.wiretape-control.sock, unless another
 /// wiretape listens there or the path is too long for a socket (then none,
 /// with a notice).
 fn default_control(dir: &std::path::Path) -> Option<PathBuf> {
-    let p = dir.join(wiretape::live::control::SOCKET_NAME);
-    if p.as_os_str().len() >= 108 {
-        eprintln!(
-            "wiretape: no control socket: {} is too long for a Unix socket (give --control PATH)",
-            p.display()
-        );
-        return None;
-    }
-    if std::os::unix::net::UnixStream::connect(&p).is_ok() {
-        eprintln!(
-            "wiretape: no control socket: another wiretape listens on {} (give --control PATH)",
-            p.display()
-        );
-        return None;
-    }
-    Some(p)
-}
-
-/// A CPU list flag, each CPU checked against the CPUs this process may run
-/// on (a usage error, exit 2, before anything is attached).
-fn cpu_list(s: &Option<String>, what: &str) -> Result<Option<Vec<usize>>> {
-    let Some(s) = s else { return Ok(None) };
-    let list: Vec<usize> = parse_list(s, what)?
-        .into_iter()
-        .map(|c| c as usize)
-        .collect();
-    wiretape::capture::cpulist::check(&list, &sys::allowed_cpus())
-        .map_err(|e| crate::usage(format!("{what}: {e}")))?;
-    Ok(Some(list))
-}
-
-/// The recipients of `--encrypt-to` and `--encrypt-to-file` (None: files
-/// are written plain); a bad one is a usage error naming it.
-fn recipients(a: &Args) -> Result<Option<wiretape::files::crypt::Recipients>> {
-    use wiretape::files::crypt::{parse_recipient, read_recipients_file, Recipients};
-    let mut to = Vec::new();
-    for r in &a.encrypt_to {
-        to.push(parse_recipient(r).map_err(crate::usage)?);
-    }
-    for f in &a.encrypt_to_file {
-        to.extend(read_recipients_file(f).map_err(crate::usage)?);
-    }
-    Ok((!to.is_empty()).then_some(Recipients(to)))
-}
-
-/// `--packet-in-place` checked against the other options: the conflict, if any.
-fn in_place_conflict(a: &Args) -> Option<&'static str> {
-    if a.format != "pcapng" {
-        return Some("it writes pcapng: add --format pcapng");
-    }
-    if a.tsprec != "ns" {
-        return Some("it writes ns stamps: leave --tsprec us out");
-    }
-    if a.compress != "none" {
-        return Some("compressed files are written from RAM blocks: leave --compress out");
-    }
-    if !a.encrypt_to.is_empty() || !a.encrypt_to_file.is_empty() {
-        return Some("encrypted files are written from RAM blocks: leave --encrypt-to out");
-    }
-    if a.count.is_some() {
-        return Some("-c may end a run inside a block: leave -c out (or use -d)");
-    }
-    if a.snaplen < wiretape::DEFAULT_SNAPLEN {
-        return Some("frames are written uncut: leave --snaplen out");
-    }
-    if !matches!(a.ts.as_deref(), None | Some("hw") | Some("xdp")) {
-        return Some("frames carry the kernel's stamps: use --ts hw (the default) or xdp");
-    }
-    None
-}
-
-/// `--engine auto` resolved (see [`wiretape::choose_engine`]), with its
-/// reason (none for an engine given).
-fn resolve_engine(a: &Args) -> (String, Option<String>) {
-    if a.engine != "auto" {
-        return (a.engine.clone(), None);
-    }
-    let mut hints = wiretape::AutoHints::default();
-    // What auto means on this host (a site's choice; the integration tests
-    // written for AF_XDP set afxdp).
-    hints.site = std::env::var("WIRETAPE_ENGINE")
+    wiretape::live::control::default_socket(dir)
+        .map_err(|e| eprintln!("wiretape: no control socket: {e} (give --control PATH)"))
         .ok()
-        .and_then(|e| wiretape::pipeline::Engine::from_name(&e));
-    hints.afxdp_only = [
-        (a.cutoff.is_some(), "--cutoff"),
-        (a.busy_poll.is_some(), "--busy-poll"),
-        (a.xdp_mode.is_some(), "--xdp-mode"),
-        (a.zero_copy.is_some(), "--zero-copy"),
-        (a.frames.is_some(), "--frames"),
-        (a.frame_size.is_some(), "--frame-size"),
-        (
-            a.queues.as_deref().is_some_and(|q| q.trim() != "all"),
-            "--queues",
-        ),
-    ]
-    .iter()
-    .find(|(given, _)| *given)
-    .map(|(_, flag)| flag.to_string());
-    let c = wiretape::choose_engine(&a.iface, &hints);
-    (c.engine.name().to_string(), c.reason)
 }
 
-/// Refuses the AF_XDP socket and UMEM flags for another engine; `ring`
-/// says what sizes that engine's ring instead.
-fn refuse_socket_flags(a: &Args, ring: &str) -> Result<()> {
-    for (given, flag) in [
-        (a.xdp_mode.is_some(), "--xdp-mode"),
-        (a.zero_copy.is_some(), "--zero-copy"),
-        (a.frames.is_some(), "--frames"),
-        (a.frame_size.is_some(), "--frame-size"),
-    ] {
-        if given {
-            return Err(crate::usage(format!(
-                "{flag} applies to --engine afxdp only ({ring})"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The capture side of the options (-i or -r), with the reason of
-/// `--engine auto`'s choice.
-fn input(a: &Args) -> Result<(Input, Option<String>)> {
-    if let Some(path) = &a.read {
-        if a.busy_poll.is_some() {
-            return Err(crate::usage("--busy-poll applies to interfaces (-i, --engine afxdp) only: a capture file (-r) has no driver to poll"));
-        }
-        let mut f = FileConfig::new(path);
-        f.speed = a
-            .speed
-            .parse()
-            .map_err(|e| crate::usage(format!("--speed {e}")))?;
-        f.cpu = cpu_list(&a.cpus, "--cpus")?.and_then(|c| c.first().copied());
-        f.writer_cpu = cpu_list(&a.writer_cpus, "--writer-cpus")?.and_then(|c| c.first().copied());
-        f.cutoff = a.cutoff.map(|size| (size, a.cutoff_flows as usize));
-        return Ok((Input::File(f), None));
-    }
-    if a.packet_in_place {
-        if let Some(why) = in_place_conflict(a) {
-            return Err(crate::usage(format!("--packet-in-place: {why}")));
-        }
-    }
-    let packet_sized = a.packet_blocks.is_some()
-        || a.packet_block_kib.is_some()
-        || a.packet_retire_ms.is_some()
-        || a.packet_sockets.is_some();
-    let (engine, reason) = if packet_sized || a.packet_in_place {
-        // Sizes of the packet engine's ring: that engine (auto included).
-        if a.engine == "auto" {
-            ("packet".to_string(), None)
-        } else {
-            (a.engine.clone(), None)
-        }
-    } else {
-        resolve_engine(a)
-    };
-    if a.cutoff.is_some() && engine != "afxdp" {
-        return Err(crate::usage(format!("--cutoff: the {engine} engine does not apply it (the XDP program of --engine afxdp and the file engine, -r, do); use --engine afxdp or leave --cutoff out")));
-    }
-    if engine != "packet" && packet_sized {
-        return Err(crate::usage("--packet-blocks, --packet-block-kib, --packet-retire-ms and --packet-sockets apply to --engine packet only"));
-    }
-    if engine != "packet" && a.packet_in_place {
-        return Err(crate::usage("--packet-in-place applies to --engine packet only (AF_XDP frames are copied out of the UMEM)"));
-    }
-    let iface = a
-        .iface
-        .first()
-        .cloned()
-        .expect("clap requires -i without -r");
-    if engine == "netmap" {
-        if a.iface.len() > 1 {
-            return Err(crate::usage("several interfaces in one run need --engine afxdp: with netmap, run one wiretape per interface"));
-        }
-        if a.busy_poll.is_some() {
-            return Err(crate::usage("--busy-poll applies to --engine afxdp only: it sets AF_XDP socket options (netmap's poll thread already polls its rings)"));
-        }
-        refuse_socket_flags(a, "netmap's ring size is --netmap-slots")?;
-        let mut c = NetmapConfig::new(&iface);
-        c.queues = match a.queues.as_deref().map(str::trim) {
-            None | Some("all") => None,
-            Some(s) => Some(parse_list(s, "--queues")?),
-        };
-        c.cpus = cpu_list(&a.cpus, "--cpus")?;
-        c.writer_cpus = cpu_list(&a.writer_cpus, "--writer-cpus")?;
-        c.slots = a.netmap_slots;
-        return Ok((Input::Netmap(c), reason));
-    }
-    if a.netmap_slots.is_some() {
-        return Err(crate::usage(
-            "--netmap-slots applies to --engine netmap only (AF_XDP's is --frames)",
-        ));
-    }
-    if engine == "packet" {
-        if a.busy_poll.is_some() {
-            return Err(crate::usage(
-                "--busy-poll applies to --engine afxdp only: it sets AF_XDP socket options",
-            ));
-        }
-        refuse_socket_flags(
-            a,
-            "the packet engine's ring is --packet-blocks x --packet-block-kib",
-        )?;
-        let cpus = cpu_list(&a.cpus, "--cpus")?;
-        let writer_cpus = cpu_list(&a.writer_cpus, "--writer-cpus")?;
-        let queues = match a.queues.as_deref().map(str::trim) {
-            None | Some("all") => None,
-            Some(s) => Some(parse_list(s, "--queues")?),
-        };
-        let list = a
-            .iface
-            .iter()
-            .map(|name| {
-                let mut c = PacketConfig::new(name);
-                c.queues = queues.clone();
-                c.cpus = cpus.clone();
-                c.writer_cpus = writer_cpus.clone();
-                if let Some(n) = a.packet_blocks {
-                    c.blocks = n;
-                }
-                if let Some(k) = a.packet_block_kib {
-                    c.block_size = k.saturating_mul(1024);
-                }
-                if let Some(ms) = a.packet_retire_ms {
-                    c.retire_ms = ms;
-                }
-                c.sockets = a.packet_sockets;
-                c.in_place = a.packet_in_place;
-                if let Some(m) = a.packet_in_place_min {
-                    c.in_place_min_slot = m;
-                }
-                c
-            })
-            .collect::<Vec<_>>();
-        // The sizes, and --queues and --packet-sockets against each
-        // interface, are usage (exit 2), found before anything is created
-        // (an interface that is missing is refused by refuse_early).
-        if let Some(c) = list.first() {
-            c.check_sizes().map_err(|e| crate::usage(e.to_string()))?;
-        }
-        for c in list.iter().filter(|c| sys::ifindex(&c.ifname).is_some()) {
-            c.check_interface()
-                .map_err(|e| crate::usage(e.to_string()))?;
-        }
-        return Ok((Input::Packet(list), reason));
-    }
-    let mut c = CaptureConfig::new(&iface);
-    c.queues = match a.queues.as_deref().map(str::trim) {
-        None | Some("all") => None,
-        Some(s) => Some(parse_list(s, "--queues")?),
-    };
-    c.cpus = cpu_list(&a.cpus, "--cpus")?;
-    c.writer_cpus = cpu_list(&a.writer_cpus, "--writer-cpus")?;
-    c.xdp_mode = match a.xdp_mode.as_deref() {
-        Some("native") => Some(XdpMode::Native),
-        Some("generic") => Some(XdpMode::Generic),
-        _ => None,
-    };
-    c.zero_copy = match a.zero_copy.as_deref() {
-        Some("on") => Some(true),
-        Some("off") => Some(false),
-        _ => None,
-    };
-    if let Some(n) = a.frames {
-        c.frames = n;
-    }
-    if let Some(n) = a.frame_size {
-        c.frame_size = n;
-    }
-    c.cutoff = a.cutoff.map(|size| XdpCutoff {
-        size,
-        // clap bounds --cutoff-flows to 2^26.
-        flows: a.cutoff_flows as u32,
-    });
-    c.busy_poll = a.busy_poll.map(|usecs| BusyPoll {
-        usecs,
-        budget: a.batch.clamp(1, u16::MAX as usize) as u16,
-    });
-    if a.iface.len() > 1 {
-        // The same settings on each; the CPU lists cover all queues.
-        return Ok((
-            Input::Interfaces(
-                a.iface
-                    .iter()
-                    .map(|name| {
-                        let mut c = c.clone();
-                        c.ifname = name.clone();
-                        c
-                    })
-                    .collect(),
-            ),
-            reason,
-        ));
-    }
-    Ok((Input::Interface(c), reason))
-}
-
-/// The recording the options ask for, the reason of `--engine auto`'s
-/// choice, and the SIGUSR1 dump trigger the config holds. Usage errors
-/// (exit 2) only: nothing is looked at beyond the options.
-fn config(a: &Args) -> Result<(RecordConfig, Option<String>, Arc<AtomicBool>)> {
-    // -r's input and the files an earlier run left are read with these.
-    let read = a.id.options()?;
-    if a.engine == "netmap" && !wiretape::capture::netmap::BUILT {
-        return Err(wiretape::capture::CaptureError::NetmapNotBuilt.into());
-    }
-    let (input, engine_reason) = input(a)?;
-    let words =
-        crate::common::inputs::filter_only(&a.expression, &a.after).map_err(crate::usage)?;
-    let filter = filter_expression(&words, a.filter_file.as_deref())?;
-    let netmap = matches!(input, Input::Netmap(_));
-    let mut opts = match &input {
-        Input::File(f) => RecordConfig::file(&f.path, a.dir()),
-        Input::Interface(c) => RecordConfig::interface(&c.ifname, a.dir()),
-        Input::Netmap(c) => RecordConfig::netmap(&c.ifname, a.dir()),
-        Input::Interfaces(_) | Input::Packet(_) => {
-            let names: Vec<&str> = a.iface.iter().map(String::as_str).collect();
-            RecordConfig::interfaces(&names, a.dir())
-        }
-    };
-    opts.input = input;
-    opts.storage.more_dirs = a.dirs[1..].to_vec();
-    opts.storage.read = read;
-    if let Some(ts) = &a.ts {
-        opts.ts = ts.parse().map_err(anyhow::Error::msg)?;
-    }
-    opts.stage.count = a.count;
-    opts.stage.batch = a.batch;
-    let sleep_us = a.poll_sleep_us.unwrap_or(if netmap { 50 } else { 1000 });
-    opts.stage.idle_sleep = Duration::from_micros(sleep_us);
-    opts.duration = a.duration;
-    opts.filter = filter;
-    opts.wait_iface = a.wait_iface;
-    let st = &mut opts.storage;
-    st.snaplen = a.snaplen;
-    st.flush_interval = a.flush_interval;
-    st.prefix = a.prefix.clone();
-    st.io = a.io.parse().map_err(crate::usage)?;
-    st.block_size = a.block_kib as usize * 1024;
-    st.buffers = a.write_buffers as usize;
-    st.rotate_size = a.rotate_size;
-    st.rotate_time = a.rotate_time;
-    if let Some(m) = a.buffer_mib {
-        st.buffer_bytes = m << 20;
-    }
-    st.format = wiretape::files::Format::from_flags(&a.format, &a.tsprec).map_err(crate::usage)?;
-    st.index = !a.no_index;
-    st.flow_index = !a.no_flow_index;
-    st.key_index = !a.no_key_index;
-    st.sessions = !a.no_sessions;
-    st.compress = a.compress.parse().map_err(crate::usage)?;
-    if let Some(n) = a.compress_threads {
-        st.compress_threads = n as usize;
-    }
-    st.encrypt_to = recipients(a)?;
-    st.retention = wiretape::Policy {
-        keep_files: a.keep_files.map(|n| n as usize),
-        keep_bytes: a.keep_bytes,
-        keep_age: a.keep_age,
-        min_free: a.min_free,
-    };
-    st.on_full_rotate = a.on_full == "rotate";
-    // Laid out in place, a ring block is the kernel's again only once the
-    // disk has it: a run is written from the ring only while less than a
-    // quarter of a queue's ring waits for the disk, else copied.
-    let ring =
-        a.packet_blocks.unwrap_or(64) as u64 * a.packet_block_kib.unwrap_or(1024) as u64 * 1024;
-    st.direct_backlog_max = a.packet_in_place_backlog.unwrap_or(ring / 4);
-    let trigger = Arc::new(AtomicBool::new(false));
-    let lv = &mut opts.live;
-    lv.ring_bytes = a.ring.unwrap_or(0);
-    lv.write_files = !a.ring_only;
-    lv.trigger_window = a.dump_window;
-    lv.trigger = Some(trigger.clone());
-    if let Some(addr) = a.serve {
-        if !wiretape::live::may_listen(addr, a.serve_allow_remote) {
-            let e = wiretape::LiveError::NotLoopback(addr);
-            return Err(crate::usage(e.to_string()));
-        }
-        let mut sc = wiretape::ServeConfig::new(addr);
-        sc.max_clients = a.serve_max_clients as usize;
-        sc.allow_remote = a.serve_allow_remote;
-        lv.serve = Some(sc);
-    }
-    Ok((opts, engine_reason, trigger))
-}
-
-/// The cheap checks a recording makes first, so that bad input fails
-/// before anything is attached (nothing is created: the recording makes DIR
-/// once the filter is compiled and the input opened).
-fn refuse_early(a: &Args, opts: &RecordConfig) -> Result<()> {
+/// Says, before a busy-polling run, which interfaces let their interrupts
+/// take the receive work back between polls, and how to stop that.
+fn busy_poll_notices(a: &Args) {
+    let Some(us) = a.busy_poll else { return };
     for iface in &a.iface {
-        if sys::ifindex(iface).is_none() {
-            bail!(
-                "no such interface '{iface}' in this network namespace (list interfaces with `ip link`)"
-            );
-        }
-    }
-    if let Some(p) = &a.read {
-        check_readable(p)?;
-    }
-    // netmap needs no capabilities, only /dev/netmap (root's by default:
-    // opening it says so).
-    use wiretape::pipeline::preflight::{check_rights, filter_needs_perfmon, locked_bytes};
-    let perfmon = filter_needs_perfmon(opts.filter.as_deref(), opts.storage.snaplen);
-    match &opts.input {
-        Input::Interface(c) => check_rights(locked_bytes(c), perfmon)?,
-        Input::Interfaces(list) => check_rights(list.iter().map(locked_bytes).sum(), perfmon)?,
-        _ => {}
-    }
-    if let Some(us) = a.busy_poll {
-        for iface in &a.iface {
-            if let Some((defer, timeout)) = sys::napi_defer(iface) {
-                if defer == 0 || timeout == 0 {
-                    eprintln!(
-                        "wiretape: notice: --busy-poll {us}: {iface} has napi_defer_hard_irqs {defer} and \
-                         gro_flush_timeout {timeout}, so between polls its interrupts (on veth: the \
-                         sender's softirq) take the receive work back; for full effect (as root): \
-                         echo 2 > /sys/class/net/{iface}/napi_defer_hard_irqs; \
-                         echo 200000 > /sys/class/net/{iface}/gro_flush_timeout"
-                    );
-                }
+        if let Some((defer, timeout)) = sys::napi_defer(iface) {
+            if defer == 0 || timeout == 0 {
+                eprintln!(
+                    "wiretape: notice: --busy-poll {us}: {iface} has napi_defer_hard_irqs {defer} and \
+                     gro_flush_timeout {timeout}, so between polls its interrupts (on veth: the \
+                     sender's softirq) take the receive work back; for full effect (as root): \
+                     echo 2 > /sys/class/net/{iface}/napi_defer_hard_irqs; \
+                     echo 200000 > /sys/class/net/{iface}/gro_flush_timeout"
+                );
             }
         }
     }
-    Ok(())
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
-    let (mut opts, engine_reason, trigger) = config(&a)?;
+    let wiretape::pipeline::options::Built {
+        config: mut opts,
+        engine_reason,
+        trigger,
+        ..
+    } = options::config(&a)?;
     // A typo in -w is refused before anything else is looked at.
     let volumes = preflight::check_volumes(&a.dirs).and_then(|()| {
         a.dirs
@@ -991,7 +499,9 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         return check::run(&opts, a.metrics);
     }
 
-    refuse_early(&a, &opts)?;
+    // The cheap checks first: nothing is attached or created before them.
+    preflight::check_start(&opts).map_err(check::in_flags)?;
+    busy_poll_notices(&a);
     wiretape::capture::bpflog::set_verbose(a.verbose);
     let metrics = match a.metrics {
         Some(addr) => {
@@ -1140,26 +650,4 @@ impl Args {
     fn dir(&self) -> &std::path::Path {
         &self.dirs[0]
     }
-}
-
-/// `-r FILE` is a file with bytes in it: else one line saying what is
-/// wrong (missing, a directory, empty); what the bytes are is the reader's
-/// to say (not a pcap or pcapng file: the first bytes seen).
-fn check_readable(p: &std::path::Path) -> Result<()> {
-    use std::io::Read;
-    let d = p.display();
-    if !p.exists() {
-        bail!("cannot read {d}: no such file (give -r a pcap or pcapng file)");
-    }
-    if p.is_dir() {
-        bail!("cannot read {d}: a directory (give -r a pcap or pcapng file)");
-    }
-    let mut first = [0u8; 1];
-    let n = std::fs::File::open(p)
-        .and_then(|mut f| f.read(&mut first))
-        .map_err(|e| anyhow::anyhow!("cannot read {d}: {e}"))?;
-    if n == 0 {
-        bail!("cannot read {d}: it is empty, not a pcap or pcapng file (give -r a capture file)");
-    }
-    Ok(())
 }

@@ -25,6 +25,32 @@ use std::time::Duration;
 /// `wiretape record` puts it unless told otherwise).
 pub const SOCKET_NAME: &str = ".wiretape-control.sock";
 
+/// Why a recording into a directory gets no control socket by default.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NoDefaultSocket {
+    /// The path is too long for a Unix socket (108 bytes with its NUL).
+    #[error("{} is too long for a Unix socket", .0.display())]
+    TooLong(std::path::PathBuf),
+    /// Another recording listens there.
+    #[error("another wiretape listens on {}", .0.display())]
+    Taken(std::path::PathBuf),
+}
+
+/// The default control socket of a recording into `dir`:
+/// `dir/`[`SOCKET_NAME`], unless the path is too long for a socket or
+/// another recording listens there (it connects to find out).
+pub fn default_socket(dir: &std::path::Path) -> Result<std::path::PathBuf, NoDefaultSocket> {
+    let p = dir.join(SOCKET_NAME);
+    if p.as_os_str().len() >= 108 {
+        return Err(NoDefaultSocket::TooLong(p));
+    }
+    if std::os::unix::net::UnixStream::connect(&p).is_ok() {
+        return Err(NoDefaultSocket::Taken(p));
+    }
+    Ok(p)
+}
+
 /// A request to a recording's control socket (one JSON line, tagged by
 /// `cmd`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -272,4 +298,27 @@ pub fn request(path: &Path, req: &Request, timeout: Duration) -> std::io::Result
         Request::Status => Reply::Status(v),
         Request::Dump { .. } => Reply::Dump(serde_json::from_value(v).map_err(bad)?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_socket_is_refused_when_too_long_or_taken() {
+        let dir = std::env::temp_dir().join(format!("wt-ctl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(default_socket(&dir), Ok(dir.join(SOCKET_NAME)));
+        let _listener = std::os::unix::net::UnixListener::bind(dir.join(SOCKET_NAME)).unwrap();
+        assert_eq!(
+            default_socket(&dir),
+            Err(NoDefaultSocket::Taken(dir.join(SOCKET_NAME)))
+        );
+        let long = dir.join("d".repeat(100));
+        assert_eq!(
+            default_socket(&long),
+            Err(NoDefaultSocket::TooLong(long.join(SOCKET_NAME)))
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
