@@ -7,8 +7,17 @@
 //! uncompressed (counted) rather than waiting, so no frame is ever dropped
 //! for compression. Where each block landed ([`Placed`]) goes to the index
 //! ([`crate::index`]).
+//!
+//! A volume that fails: the sink keeps each plain block until its unit is
+//! written (the inner sink's [`BlockSink::written`]), so it gives back
+//! ([`BlockSink::take_unwritten`]) the records of every unit its file does
+//! not keep whole (the file keeps the units that end at or before the
+//! inner sink's `kept` offset; readers and `repair` stop at the torn one
+//! after them), of the blocks still at the pool and of those handed in
+//! after the failure. The plain blocks kept meanwhile are at most those of
+//! the units the inner sink has waiting for the disk.
 
-use crate::sink::{Block, BlockSink, SinkStats};
+use crate::sink::{Block, BlockSink, SinkStats, Unwritten};
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::Hasher;
 use std::path::Path;
@@ -230,6 +239,14 @@ pub struct CompressSink<S: BlockSink> {
     xxh: twox_hash::XxHash32,
     placed: Vec<Placed>,
     stored_scratch: Vec<u8>,
+    /// The plain blocks of the units not yet all written, in order, each
+    /// with the end of its unit in the file and its plain offset: what a
+    /// failure gives back.
+    held: VecDeque<(u64, u64, Block)>,
+    /// Blocks handed in that became no unit (a write had failed).
+    orphans: Vec<Block>,
+    /// A write failed: nothing more goes to the inner sink.
+    failed: bool,
 }
 
 impl<S: BlockSink> CompressSink<S> {
@@ -256,6 +273,9 @@ impl<S: BlockSink> CompressSink<S> {
             xxh: twox_hash::XxHash32::with_seed(0),
             placed: Vec::new(),
             stored_scratch: Vec::new(),
+            held: VecDeque::new(),
+            orphans: Vec::new(),
+            failed: false,
             inner,
         };
         s.out = Some(s.inner.first_block());
@@ -276,15 +296,17 @@ impl<S: BlockSink> CompressSink<S> {
             *len += k;
             bytes = &bytes[k..];
             if *len == buf.len() {
-                b = self.inner.submit(b)?;
+                b = self.inner.submit(b).inspect_err(|_| self.failed = true)?;
             }
             self.out = Some(b);
         }
         Ok(())
     }
 
-    /// Writes one finished unit for a block of `u_len` bytes.
-    fn emit(&mut self, plain: &[u8], out: &[u8], stored: bool) -> Result<(), StorageError> {
+    /// Writes one finished unit `out` of the plain block `block` (kept
+    /// until the unit is written).
+    fn emit(&mut self, block: Block, out: &[u8], stored: bool) -> Result<(), StorageError> {
+        let plain = block.data();
         let st = &self.pool.stats;
         st.bytes_in.fetch_add(plain.len() as u64, Ordering::Relaxed);
         st.bytes_out.fetch_add(out.len() as u64, Ordering::Relaxed);
@@ -300,8 +322,31 @@ impl<S: BlockSink> CompressSink<S> {
             c_off: self.c_pos,
             c_len: out.len() as u64,
         });
+        let u_start = self.u_pos;
         self.u_pos += plain.len() as u64;
-        self.put(out)
+        let r = self.put(out);
+        self.held.push_back((self.c_pos, u_start, block));
+        r?;
+        self.release();
+        Ok(())
+    }
+
+    /// Frees the plain blocks whose units are written.
+    fn release(&mut self) {
+        let done = self.inner.written();
+        while self.held.front().is_some_and(|h| h.0 <= done) {
+            let (_, _, mut b) = self.held.pop_front().expect("a front");
+            b.clear();
+            self.free.push(b);
+        }
+    }
+
+    /// The error of a sink whose write failed before.
+    fn gone(&self) -> StorageError {
+        StorageError::Write {
+            path: self.inner.path().to_owned(),
+            source: std::io::Error::other("an earlier write of the file failed"),
+        }
     }
 
     /// Writes the blocks the pool has finished, in order; with `wait`, all.
@@ -325,27 +370,63 @@ impl<S: BlockSink> CompressSink<S> {
                 None => return Ok(()),
             };
             self.in_flight.pop_front();
-            let r = self.emit(d.block.data(), &d.out, d.stored);
-            let mut b = d.block;
-            b.clear();
-            self.free.push(b);
+            let r = self.emit(d.block, &d.out, d.stored);
             self.spare.push(d.out);
             r?;
         }
         Ok(())
     }
 
-    /// Writes `block` uncompressed, now (the pool is behind).
-    fn store_now(&mut self, block: &Block) -> Result<(), StorageError> {
+    /// Writes `block` uncompressed, now (the pool is behind), after those
+    /// at the pool.
+    fn store_now(&mut self, block: Block) -> Result<(), StorageError> {
+        if let Err(e) = self.drain(true) {
+            self.orphans.push(block);
+            return Err(e);
+        }
         let mut out = std::mem::take(&mut self.stored_scratch);
         out.clear();
         match self.compress {
             Compress::Zstd(_) => zstd_stored_frame(block.data(), &mut out),
             _ => lz4_blocks(block.data(), true, &mut out),
         }
-        let r = self.emit(block.data(), &out, true);
+        let r = self.emit(block, &out, true);
         self.stored_scratch = out;
         r
+    }
+
+    fn submit_inner(&mut self, block: Block) -> Result<Block, StorageError> {
+        if self.failed {
+            let e = self.gone();
+            self.orphans.push(block);
+            return Err(e);
+        }
+        if let Err(e) = self.drain(false) {
+            self.orphans.push(block);
+            return Err(e);
+        }
+        if block.is_empty() {
+            return Ok(block);
+        }
+        if self.in_flight.len() >= self.max_in_flight {
+            // Behind: out uncompressed, in order after those at the pool.
+            self.store_now(block)?;
+            return Ok(self.take_free());
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let job = Job {
+            seq,
+            block,
+            out: self.spare.pop().unwrap_or_default(),
+            compress: self.compress,
+            done: self.done_tx.clone(),
+        };
+        match self.pool.send(job) {
+            Ok(()) => self.in_flight.push_back(seq),
+            Err(job) => self.store_now(job.block)?,
+        }
+        Ok(self.take_free())
     }
 
     fn take_free(&mut self) -> Block {
@@ -372,65 +453,101 @@ impl<S: BlockSink> CompressSink<S> {
 
 impl<S: BlockSink> BlockSink for CompressSink<S> {
     fn submit(&mut self, block: Block) -> Result<Block, StorageError> {
-        self.drain(false)?;
-        if block.is_empty() {
-            return Ok(block);
-        }
-        if self.in_flight.len() >= self.max_in_flight {
-            // Behind: out uncompressed, in order after those at the pool.
-            self.drain(true)?;
-            self.store_now(&block)?;
-            let mut b = block;
-            b.clear();
-            return Ok(b);
-        }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let job = Job {
-            seq,
-            block,
-            out: self.spare.pop().unwrap_or_default(),
-            compress: self.compress,
-            done: self.done_tx.clone(),
-        };
-        match self.pool.send(job) {
-            Ok(()) => {
-                self.in_flight.push_back(seq);
-                Ok(self.take_free())
-            }
-            Err(job) => {
-                self.drain(true)?;
-                self.store_now(&job.block)?;
-                let mut b = job.block;
-                b.clear();
-                Ok(b)
-            }
-        }
+        self.submit_inner(block)
+            .inspect_err(|_| self.failed = true)
     }
 
     fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
         let b = self.submit(block)?;
-        self.drain(true)?;
+        self.drain(true).inspect_err(|_| self.failed = true)?;
         let out = self.out.take().unwrap_or_else(|| self.inner.first_block());
-        self.out = Some(self.inner.flush(out)?);
+        self.out = Some(self.inner.flush(out).inspect_err(|_| self.failed = true)?);
+        self.release();
         Ok(b)
     }
 
     fn finish(&mut self, block: Block) -> Result<(), StorageError> {
-        let _ = self.submit(block)?;
-        self.drain(true)?;
-        if self.compress == Compress::Lz4 {
+        let r = self.submit(block).and_then(|_| self.drain(true)).and_then(|()| {
+            if self.compress != Compress::Lz4 {
+                return Ok(());
+            }
             let sum = self.xxh.finish_32();
             let mut end = [0u8; 8];
             end[4..].copy_from_slice(&sum.to_le_bytes());
-            self.put(&end)?;
+            self.put(&end)
+        });
+        let mut out = self.out.take().unwrap_or_else(|| self.inner.first_block());
+        if r.is_err() {
+            // Nothing more after the failed write: the inner sink only
+            // waits for its writes and cuts its file at the failure.
+            self.failed = true;
+            out.clear();
         }
-        let out = self.out.take().unwrap_or_else(|| self.inner.first_block());
-        self.inner.finish(out)
+        let f = self.inner.finish(out);
+        r.and(f)
     }
 
     fn bytes(&self) -> u64 {
         self.inner.bytes()
+    }
+
+    fn written(&self) -> u64 {
+        // Plain bytes of the units written (the held blocks start there).
+        let done = self.inner.written();
+        match self.held.iter().find(|h| h.0 > done) {
+            Some(h) => h.1,
+            None => self.u_pos,
+        }
+    }
+
+    /// The plain records of the units the file does not keep whole, of the
+    /// blocks at the pool and of those handed in after the failure, from
+    /// the first unit that ends past the inner sink's `kept` offset (or
+    /// what it has written when it gives nothing back).
+    fn take_unwritten(&mut self) -> Option<Unwritten> {
+        self.failed = true;
+        // The pool's blocks come back uncompressed: their units are not
+        // written, nor will be.
+        let mut queued = Vec::new();
+        while let Some(seq) = self.in_flight.pop_front() {
+            let d = match self.arrived.remove(&seq) {
+                Some(d) => d,
+                None => loop {
+                    match self.done_rx.recv() {
+                        Ok(d) if d.seq == seq => break d,
+                        Ok(d) => {
+                            self.arrived.insert(d.seq, d);
+                        }
+                        Err(_) => return None,
+                    }
+                },
+            };
+            queued.push(d.block);
+            self.spare.push(d.out);
+        }
+        let c = match self.inner.take_unwritten() {
+            Some(u) => u.kept,
+            None => self.inner.written(),
+        };
+        while self.held.front().is_some_and(|h| h.0 <= c) {
+            let (_, _, mut b) = self.held.pop_front().expect("a front");
+            b.clear();
+            self.free.push(b);
+        }
+        let off = self.held.front().map_or(self.u_pos, |h| h.1);
+        let blocks: Vec<Block> = self
+            .held
+            .drain(..)
+            .map(|h| h.2)
+            .chain(queued)
+            .chain(std::mem::take(&mut self.orphans))
+            .filter(|b| !b.is_empty())
+            .collect();
+        (!blocks.is_empty()).then_some(Unwritten {
+            off,
+            kept: off,
+            blocks,
+        })
     }
 
     fn path(&self) -> &Path {

@@ -6,7 +6,7 @@
 
 use crate::block::BlockBuilder;
 use crate::index::IndexWriter;
-use crate::sink::BlockSink;
+use crate::sink::{BlockSink, Unwritten};
 use std::collections::VecDeque;
 use std::path::Path;
 use wiretape_files::pcap::Format;
@@ -68,6 +68,46 @@ pub struct PcapWriter<S: BlockSink> {
     feed_from: usize,
     feed_frames: u64,
     linktypes: Vec<u32>,
+    /// The file header (to walk a failed sink's records from the middle).
+    header: Vec<u8>,
+    /// The file is encrypted: this writer cannot read it back, so after a
+    /// failure its counts come from what the sink gives back.
+    encrypted: bool,
+    /// After a failure, what the encrypted file keeps: (frames, bytes).
+    kept_after: Option<(u64, u64)>,
+    /// What the failed sink gave back while closing, for the caller.
+    left: Option<Unwritten>,
+}
+
+/// Frames with their record's metadata, kept in RAM for another volume.
+pub type Rescued = Vec<(wiretape_files::walk::Meta, Vec<u8>)>;
+
+/// The records in `u` (a file's bytes from stream offset `u.off` on; at 0
+/// they start with the file header `header`): those that end past
+/// `u.kept`, for another volume, and the count and captured bytes of those
+/// before, which the failed file keeps.
+pub fn split_unwritten(header: &[u8], u: &Unwritten) -> (Rescued, u64, u64) {
+    let mut stream = Vec::new();
+    if u.off > 0 {
+        stream = header.to_vec();
+    }
+    // Where the walk's offsets are in the file.
+    let shift = u.off as i128 - stream.len() as i128;
+    for b in &u.blocks {
+        stream.extend_from_slice(b.data());
+    }
+    let mut w = wiretape_files::walk::Walker::new(std::io::Cursor::new(stream));
+    let (mut out, mut frames, mut bytes) = (Vec::new(), 0, 0);
+    let mut data = Vec::new();
+    while let Some(m) = w.next_into(&mut data) {
+        if w.offset() as i128 + shift > u.kept as i128 {
+            out.push((m, std::mem::take(&mut data)));
+        } else {
+            frames += 1;
+            bytes += m.caplen as u64;
+        }
+    }
+    (out, frames, bytes)
 }
 
 impl<S: BlockSink> PcapWriter<S> {
@@ -125,6 +165,7 @@ impl<S: BlockSink> PcapWriter<S> {
             _ => format.file_header(snaplen, ifname, linktypes[0]),
         };
         assert!(block.push_raw(&header), "the file header fits a block");
+        // (kept for walking a failed sink's records: see `take_unwritten`)
         let header_len = header.len() as u64;
         let feed_from = block.len();
         PcapWriter {
@@ -147,6 +188,49 @@ impl<S: BlockSink> PcapWriter<S> {
             feed_from,
             feed_frames: 0,
             linktypes: linktypes.to_vec(),
+            header,
+            encrypted: false,
+            kept_after: None,
+            left: None,
+        }
+    }
+
+    /// Says the sink encrypts (a [`crate::crypt::AgeSink`], maybe behind
+    /// a compressor): after a failed write the file, which this writer
+    /// cannot read back, is left as the sink cut it (its whole chunks; a
+    /// torn tail after them) and counted from what the sink gives back.
+    pub fn encrypted(mut self, on: bool) -> Self {
+        self.encrypted = on;
+        self
+    }
+
+    /// After a failed write: the records the file does not keep, from its
+    /// sink ([`BlockSink::take_unwritten`]), for another volume.
+    pub fn take_unwritten(&mut self) -> Option<Unwritten> {
+        if let Some(u) = self.left.take() {
+            return Some(u);
+        }
+        let u = self.sink.take_unwritten()?;
+        if self.encrypted {
+            self.kept_after = Some(self.kept_with(&u));
+        }
+        Some(u)
+    }
+
+    /// (frames, bytes) the file keeps when the sink gave back `u`: those
+    /// before `u.off` (the writer's count at that block boundary) and
+    /// those of `u` that end by `u.kept`. A boundary older than the
+    /// writer's history counts from the latest one before it (fewer than
+    /// the file holds: never more).
+    fn kept_with(&self, u: &Unwritten) -> (u64, u64) {
+        let at = self.history.iter().rev().find(|h| h.0 <= u.off.max(self.header_len));
+        match at {
+            Some(&(off, frames, bytes)) if off == u.off.max(self.header_len) => {
+                let (_, n, b) = split_unwritten(&self.header, u);
+                (frames + n, bytes + b)
+            }
+            Some(&(_, frames, bytes)) => (frames, bytes),
+            None => (0, 0),
         }
     }
 
@@ -518,9 +602,25 @@ impl<S: BlockSink> PcapWriter<S> {
     /// statistics then cover the last writes, made while closing).
     // The counts travel with the error: what the file holds after it.
     #[allow(clippy::result_large_err)]
-    pub fn close_keeping_sink(mut self) -> (Result<WriterStats, (WriterStats, StorageError)>, S) {
+    pub fn close_keeping_sink(self) -> (Result<WriterStats, (WriterStats, StorageError)>, S) {
+        let (r, s, _) = self.close_parts();
+        (r, s)
+    }
+
+    /// [`PcapWriter::close_keeping_sink`], with what a write that failed
+    /// while closing left in RAM ([`PcapWriter::take_unwritten`], when the
+    /// close took it already; else ask the sink).
+    // The counts travel with the error: what the file holds after it.
+    #[allow(clippy::result_large_err)]
+    pub fn close_parts(
+        mut self,
+    ) -> (
+        Result<WriterStats, (WriterStats, StorageError)>,
+        S,
+        Option<Unwritten>,
+    ) {
         let r = self.finish_file();
-        (r, self.sink)
+        (r, self.sink, self.left)
     }
 
     // The counts travel with the error: what the file holds after it.
@@ -567,8 +667,17 @@ impl<S: BlockSink> PcapWriter<S> {
                 self.stats.lost = accepted - frames;
                 // The index described blocks that may not have landed.
                 if let Some(i) = self.index.take() {
+                    let idx = i.path().to_owned();
                     i.abandon();
-                    if let Err(e) = crate::index::rebuild(self.sink.path(), block_size) {
+                    if self.encrypted {
+                        // Not rebuilt without an identity: readers find
+                        // the records by reading the file.
+                        let _ = std::fs::remove_file(&idx);
+                        self.index_error = Some(format!(
+                            "removed: the file's end was cut by a failed write; `wiretape \
+                             index --identity FILE` rebuilds it (readers go without meanwhile)"
+                        ));
+                    } else if let Err(e) = crate::index::rebuild(self.sink.path(), block_size) {
                         self.index_error = Some(e.to_string());
                     }
                 }
@@ -586,6 +695,16 @@ impl<S: BlockSink> PcapWriter<S> {
     /// Cuts the file to its last complete record; returns (frames, bytes) in it.
     fn recover(&mut self) -> Result<(u64, u64), StorageError> {
         let path = self.sink.path().to_owned();
+        if self.encrypted {
+            // Not readable here (no identity): the sink cut it after its
+            // last whole chunk; what it gave back says what it keeps.
+            if self.kept_after.is_none() {
+                self.left = self.take_unwritten();
+            }
+            return self.kept_after.ok_or(StorageError::Internal(
+                "an encrypted file's sink gave nothing back after a failed write",
+            ));
+        }
         if self.compressed {
             let (r, bytes) = crate::repair::repair_counting(&path)?;
             return Ok((r.records, bytes));
