@@ -8,14 +8,16 @@
 //! for compression. Where each block landed ([`Placed`]) goes to the index
 //! ([`crate::index`]).
 //!
-//! A volume that fails: the sink keeps each plain block until its unit is
-//! written (the inner sink's [`BlockSink::written`]), so it gives back
-//! ([`BlockSink::take_unwritten`]) the records of every unit its file does
-//! not keep whole (the file keeps the units that end at or before the
-//! inner sink's `kept` offset; readers and `repair` stop at the torn one
-//! after them), of the blocks still at the pool and of those handed in
-//! after the failure. The plain blocks kept meanwhile are at most those of
-//! the units the inner sink has waiting for the disk.
+//! A volume that fails: the sink keeps a copy of each unit's compressed
+//! bytes until the unit is written (the inner sink's
+//! [`BlockSink::written`]), so it gives back ([`BlockSink::take_unwritten`])
+//! the records of every unit its file does not keep whole, decoded again
+//! (the file keeps the units that end at or before the inner sink's `kept`
+//! offset; readers and `repair` stop at the torn one after them), then
+//! those of the blocks still at the pool and of those handed in after the
+//! failure. The copy costs one memcpy of the compressed bytes per block
+//! and as much RAM as the compressed bytes the inner sink has not written
+//! (its blocks waiting for the disk, and the one being filled).
 
 use crate::sink::{Block, BlockSink, SinkStats, Unwritten};
 use std::collections::{BTreeMap, VecDeque};
@@ -214,6 +216,39 @@ fn zstd_frame(
     true
 }
 
+/// Decodes one unit this sink made (`unit`: its bytes) into `out`, which
+/// is exactly as long as the plain block was; None if it does not decode.
+fn decode_unit(compress: Compress, unit: &[u8], out: &mut [u8]) -> Option<()> {
+    use wiretape_files::compress::LZ4_STORED;
+    match compress {
+        Compress::Zstd(_) => {
+            let n = zstd::bulk::Decompressor::new()
+                .ok()?
+                .decompress_to_buffer(unit, out)
+                .ok()?;
+            (n == out.len()).then_some(())
+        }
+        _ => {
+            // LZ4 blocks of at most 4 MB, each after its 4-byte length.
+            let (mut rest, mut at) = (unit, 0);
+            while !rest.is_empty() {
+                let w = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?);
+                let len = (w & !LZ4_STORED) as usize;
+                let data = rest.get(4..4 + len)?;
+                let n = if w & LZ4_STORED != 0 {
+                    out.get_mut(at..at + len)?.copy_from_slice(data);
+                    len
+                } else {
+                    lz4_flex::block::decompress_into(data, out.get_mut(at..)?).ok()?
+                };
+                at += n;
+                rest = &rest[4 + len..];
+            }
+            (at == out.len()).then_some(())
+        }
+    }
+}
+
 /// A [`BlockSink`] that compresses each block into the file's real sink.
 pub struct CompressSink<S: BlockSink> {
     inner: S,
@@ -239,10 +274,11 @@ pub struct CompressSink<S: BlockSink> {
     xxh: twox_hash::XxHash32,
     placed: Vec<Placed>,
     stored_scratch: Vec<u8>,
-    /// The plain blocks of the units not yet all written, in order, each
-    /// with the end of its unit in the file and its plain offset: what a
-    /// failure gives back.
-    held: VecDeque<(u64, u64, Block)>,
+    /// The units not yet all written, in order (what a failure gives
+    /// back), and their compressed bytes from stream offset `ring_at` on.
+    units: VecDeque<Placed>,
+    ring: VecDeque<u8>,
+    ring_at: u64,
     /// Blocks handed in that became no unit (a write had failed).
     orphans: Vec<Block>,
     /// A write failed: nothing more goes to the inner sink.
@@ -273,7 +309,9 @@ impl<S: BlockSink> CompressSink<S> {
             xxh: twox_hash::XxHash32::with_seed(0),
             placed: Vec::new(),
             stored_scratch: Vec::new(),
-            held: VecDeque::new(),
+            units: VecDeque::new(),
+            ring: VecDeque::new(),
+            ring_at: 0,
             orphans: Vec::new(),
             failed: false,
             inner,
@@ -282,6 +320,7 @@ impl<S: BlockSink> CompressSink<S> {
         if compress == Compress::Lz4 {
             s.put(&lz4_frame_header())?;
         }
+        s.ring_at = s.c_pos;
         Ok(s)
     }
 
@@ -303,9 +342,9 @@ impl<S: BlockSink> CompressSink<S> {
         Ok(())
     }
 
-    /// Writes one finished unit `out` of the plain block `block` (kept
-    /// until the unit is written).
-    fn emit(&mut self, block: Block, out: &[u8], stored: bool) -> Result<(), StorageError> {
+    /// Writes one finished unit `out` of the plain block `block` (its
+    /// bytes kept until written; the block is free again).
+    fn emit(&mut self, mut block: Block, out: &[u8], stored: bool) -> Result<(), StorageError> {
         let plain = block.data();
         let st = &self.pool.stats;
         st.bytes_in.fetch_add(plain.len() as u64, Ordering::Relaxed);
@@ -316,29 +355,54 @@ impl<S: BlockSink> CompressSink<S> {
         if self.compress == Compress::Lz4 {
             self.xxh.write(plain);
         }
-        self.placed.push(Placed {
+        let p = Placed {
             u_start: self.u_pos,
             u_len: plain.len() as u64,
             c_off: self.c_pos,
             c_len: out.len() as u64,
-        });
-        let u_start = self.u_pos;
+        };
+        self.placed.push(p);
+        self.units.push_back(p);
+        self.ring.extend(out);
         self.u_pos += plain.len() as u64;
-        let r = self.put(out);
-        self.held.push_back((self.c_pos, u_start, block));
-        r?;
+        block.clear();
+        self.free.push(block);
+        self.put(out)?;
         self.release();
         Ok(())
     }
 
-    /// Frees the plain blocks whose units are written.
+    /// Forgets the units that are written.
     fn release(&mut self) {
         let done = self.inner.written();
-        while self.held.front().is_some_and(|h| h.0 <= done) {
-            let (_, _, mut b) = self.held.pop_front().expect("a front");
-            b.clear();
-            self.free.push(b);
+        while self.units.front().is_some_and(|u| u.c_off + u.c_len <= done) {
+            self.units.pop_front();
         }
+        let keep_from = self.units.front().map_or(self.c_pos, |u| u.c_off);
+        let n = (keep_from - self.ring_at) as usize;
+        self.ring.drain(..n);
+        self.ring_at = keep_from;
+    }
+
+    /// The plain bytes of the units not written, decoded again from their
+    /// copy, into one block (None: none; or one does not decode, which a
+    /// unit this sink made always does).
+    fn decode_units(&mut self) -> Option<Block> {
+        let total: u64 = self.units.iter().map(|u| u.u_len).sum();
+        if total == 0 {
+            return None;
+        }
+        let ring = self.ring.make_contiguous();
+        let mut block = Block::new(total as usize);
+        let (buf, len) = block.space();
+        for u in &self.units {
+            let at = (u.c_off - self.ring_at) as usize;
+            let unit = ring.get(at..at + u.c_len as usize)?;
+            let into = &mut buf[*len..*len + u.u_len as usize];
+            decode_unit(self.compress, unit, into)?;
+            *len += u.u_len as usize;
+        }
+        Some(block)
     }
 
     /// The error of a sink whose write failed before.
@@ -492,10 +556,10 @@ impl<S: BlockSink> BlockSink for CompressSink<S> {
     }
 
     fn written(&self) -> u64 {
-        // Plain bytes of the units written (the held blocks start there).
+        // Plain bytes of the units written.
         let done = self.inner.written();
-        match self.held.iter().find(|h| h.0 > done) {
-            Some(h) => h.1,
+        match self.units.iter().find(|u| u.c_off + u.c_len > done) {
+            Some(u) => u.u_start,
             None => self.u_pos,
         }
     }
@@ -529,16 +593,15 @@ impl<S: BlockSink> BlockSink for CompressSink<S> {
             Some(u) => u.kept,
             None => self.inner.written(),
         };
-        while self.held.front().is_some_and(|h| h.0 <= c) {
-            let (_, _, mut b) = self.held.pop_front().expect("a front");
-            b.clear();
-            self.free.push(b);
+        while self.units.front().is_some_and(|u| u.c_off + u.c_len <= c) {
+            self.units.pop_front();
         }
-        let off = self.held.front().map_or(self.u_pos, |h| h.1);
-        let blocks: Vec<Block> = self
-            .held
-            .drain(..)
-            .map(|h| h.2)
+        let off = self.units.front().map_or(self.u_pos, |u| u.u_start);
+        let decoded = self.decode_units();
+        self.units.clear();
+        self.ring.clear();
+        let blocks: Vec<Block> = decoded
+            .into_iter()
             .chain(queued)
             .chain(std::mem::take(&mut self.orphans))
             .filter(|b| !b.is_empty())
