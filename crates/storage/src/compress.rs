@@ -375,7 +375,11 @@ impl<S: BlockSink> CompressSink<S> {
     /// Forgets the units that are written.
     fn release(&mut self) {
         let done = self.inner.written();
-        while self.units.front().is_some_and(|u| u.c_off + u.c_len <= done) {
+        while self
+            .units
+            .front()
+            .is_some_and(|u| u.c_off + u.c_len <= done)
+        {
             self.units.pop_front();
         }
         let keep_from = self.units.front().map_or(self.c_pos, |u| u.c_off);
@@ -517,8 +521,7 @@ impl<S: BlockSink> CompressSink<S> {
 
 impl<S: BlockSink> BlockSink for CompressSink<S> {
     fn submit(&mut self, block: Block) -> Result<Block, StorageError> {
-        self.submit_inner(block)
-            .inspect_err(|_| self.failed = true)
+        self.submit_inner(block).inspect_err(|_| self.failed = true)
     }
 
     fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
@@ -531,15 +534,18 @@ impl<S: BlockSink> BlockSink for CompressSink<S> {
     }
 
     fn finish(&mut self, block: Block) -> Result<(), StorageError> {
-        let r = self.submit(block).and_then(|_| self.drain(true)).and_then(|()| {
-            if self.compress != Compress::Lz4 {
-                return Ok(());
-            }
-            let sum = self.xxh.finish_32();
-            let mut end = [0u8; 8];
-            end[4..].copy_from_slice(&sum.to_le_bytes());
-            self.put(&end)
-        });
+        let r = self
+            .submit(block)
+            .and_then(|_| self.drain(true))
+            .and_then(|()| {
+                if self.compress != Compress::Lz4 {
+                    return Ok(());
+                }
+                let sum = self.xxh.finish_32();
+                let mut end = [0u8; 8];
+                end[4..].copy_from_slice(&sum.to_le_bytes());
+                self.put(&end)
+            });
         let mut out = self.out.take().unwrap_or_else(|| self.inner.first_block());
         if r.is_err() {
             // Nothing more after the failed write: the inner sink only

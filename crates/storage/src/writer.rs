@@ -79,6 +79,19 @@ pub struct PcapWriter<S: BlockSink> {
     left: Option<Unwritten>,
 }
 
+/// (records, captured bytes) a reader gets from `path` (up to a torn tail).
+fn readable(path: &Path) -> Option<(u64, u64)> {
+    let src =
+        wiretape_files::zread::open_buffered(path, &wiretape_files::ReadOptions::default()).ok()?;
+    let mut w = wiretape_files::walk::Walker::new(src);
+    let (mut n, mut b) = (0, 0);
+    while let Some(m) = w.next() {
+        n += 1;
+        b += m.caplen as u64;
+    }
+    Some((n, b))
+}
+
 /// Frames with their record's metadata, kept in RAM for another volume.
 pub type Rescued = Vec<(wiretape_files::walk::Meta, Vec<u8>)>;
 
@@ -223,7 +236,11 @@ impl<S: BlockSink> PcapWriter<S> {
     /// writer's history counts from the latest one before it (fewer than
     /// the file holds: never more).
     fn kept_with(&self, u: &Unwritten) -> (u64, u64) {
-        let at = self.history.iter().rev().find(|h| h.0 <= u.off.max(self.header_len));
+        let at = self
+            .history
+            .iter()
+            .rev()
+            .find(|h| h.0 <= u.off.max(self.header_len));
         match at {
             Some(&(off, frames, bytes)) if off == u.off.max(self.header_len) => {
                 let (_, n, b) = split_unwritten(&self.header, u);
@@ -706,8 +723,12 @@ impl<S: BlockSink> PcapWriter<S> {
             ));
         }
         if self.compressed {
-            let (r, bytes) = crate::repair::repair_counting(&path)?;
-            return Ok((r.records, bytes));
+            return match crate::repair::repair_counting(&path) {
+                Ok((r, bytes)) => Ok((r.records, bytes)),
+                // A volume that takes no more writes (read-only): left
+                // uncut, counted as readers read it (to its last whole unit).
+                Err(e) => readable(&path).ok_or(e),
+            };
         }
         let len = std::fs::metadata(&path)
             .map_err(|source| StorageError::Read {
@@ -728,7 +749,11 @@ impl<S: BlockSink> PcapWriter<S> {
             return Ok((0, 0));
         }
         let (end, n, b) = crate::repair::scan_from(&path, start)?;
-        crate::repair::truncate(&path, end)?;
+        if end < len {
+            // On a volume that takes no more writes (read-only) the torn
+            // tail stays: readers stop at it as at the cut.
+            let _ = crate::repair::truncate(&path, end);
+        }
         Ok((frames + n, bytes + b))
     }
 
@@ -825,6 +850,235 @@ mod tests {
         fn first_block(&mut self) -> Block {
             self.inner.first_block()
         }
+    }
+
+    /// A FileSink whose `fail_at`-th block lands only in part (its first
+    /// `torn` bytes: a write cut short by a full disk) and fails, as does
+    /// every later one; it says its last `lag` blocks are not written yet
+    /// (writes in flight), and gives back the failed block and those after.
+    struct Tearing {
+        inner: FileSink,
+        blocks: u32,
+        fail_at: u32,
+        torn: usize,
+        lag: usize,
+        ends: VecDeque<u64>,
+        kept: Option<u64>,
+        left: Vec<Block>,
+    }
+
+    impl BlockSink for Tearing {
+        fn submit(&mut self, block: Block) -> Result<Block, StorageError> {
+            self.blocks += 1;
+            if self.kept.is_none() && self.blocks >= self.fail_at {
+                let at = self.inner.bytes();
+                self.kept = Some(at);
+                let n = self.torn.min(block.len());
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(self.inner.path())
+                    .and_then(|f| {
+                        std::os::unix::fs::FileExt::write_all_at(&f, &block.data()[..n], at)
+                    })
+                    .unwrap();
+            }
+            if self.kept.is_some() {
+                self.left.push(block);
+                return Err(StorageError::DiskFull {
+                    path: self.inner.path().to_owned(),
+                });
+            }
+            let b = self.inner.submit(block)?;
+            self.ends.push_back(self.inner.bytes());
+            Ok(b)
+        }
+        fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+            self.submit(block)
+        }
+        fn finish(&mut self, block: Block) -> Result<(), StorageError> {
+            let r = self.submit(block);
+            if let Some(kept) = self.kept {
+                // As both engines do: the file cut at the failed write.
+                crate::repair::truncate(self.inner.path(), kept)?;
+            }
+            r?;
+            self.inner.finish(Block::new(4096))
+        }
+        fn bytes(&self) -> u64 {
+            self.inner.bytes()
+        }
+        fn written(&self) -> u64 {
+            let n = self.ends.len();
+            if n <= self.lag {
+                return 0;
+            }
+            self.ends[n - 1 - self.lag]
+        }
+        fn path(&self) -> &Path {
+            self.inner.path()
+        }
+        fn block_size(&self) -> usize {
+            self.inner.block_size()
+        }
+        fn first_block(&mut self) -> Block {
+            self.inner.first_block()
+        }
+        fn take_unwritten(&mut self) -> Option<Unwritten> {
+            let kept = self.kept?;
+            Some(Unwritten {
+                off: kept,
+                kept,
+                blocks: std::mem::take(&mut self.left),
+            })
+        }
+    }
+
+    /// Writes frames (each naming itself in its first bytes; some
+    /// compressible, some not) into `sink` until a write fails; then checks
+    /// that the file and what the sink gives back hold each exactly once.
+    fn exercise<S: BlockSink>(
+        sink: S,
+        compressed: bool,
+        encrypted: bool,
+        path: &Path,
+        opts: &wiretape_files::ReadOptions,
+        what: &str,
+    ) {
+        let mut w = PcapWriter::new(sink, 65535)
+            .compressed(compressed)
+            .encrypted(encrypted);
+        let mut sent = 0u64;
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        loop {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let len = 60 + (rng % 1400) as usize;
+            let mut f: Vec<u8> = (0..len)
+                .map(|i| {
+                    if sent % 3 == 0 {
+                        (rng >> (i % 56)) as u8
+                    } else {
+                        i as u8
+                    }
+                })
+                .collect();
+            f[..8].copy_from_slice(&sent.to_le_bytes());
+            if w.write(sent, &f).is_err() {
+                break;
+            }
+            sent += 1;
+            assert!(sent < 1_000_000, "{what}: never failed");
+        }
+        let u = w.take_unwritten().expect("something given back");
+        let header = Format::PcapNs.file_header(65535, "", wiretape_files::pcap::LINKTYPE_ETHERNET);
+        let (back, _, _) = split_unwritten(&header, &u);
+        let st = match w.close() {
+            Ok(st) | Err((st, _)) => st,
+        };
+        let id = |f: &[u8]| u64::from_le_bytes(f[..8].try_into().unwrap());
+        let mut ids: Vec<u64> = back.iter().map(|(_, f)| id(f)).collect();
+        let src = wiretape_files::zread::open_buffered(path, opts).unwrap();
+        let mut walk = wiretape_files::walk::Walker::new(src);
+        let mut in_file = 0;
+        let mut data = Vec::new();
+        while walk.next_into(&mut data).is_some() {
+            ids.push(id(&data));
+            in_file += 1;
+        }
+        assert_eq!(st.frames, in_file, "{what}: the writer's count");
+        assert!(!back.is_empty(), "{what}: nothing given back");
+        ids.sort_unstable();
+        let twice = ids.windows(2).filter(|w| w[0] == w[1]).count();
+        ids.dedup();
+        assert_eq!(
+            (ids.len() as u64, twice, ids.last().copied()),
+            (sent, 0, sent.checked_sub(1)),
+            "{what}: kept {in_file}, given back {} (frames, twice, last)",
+            back.len()
+        );
+    }
+
+    /// A compressed or encrypted file whose disk fails while units or
+    /// chunks are on their way: the file keeps every whole one before the
+    /// failed write (readers and `repair` stop at the torn one), the sink
+    /// gives back the records of all the others (at the pool, not written,
+    /// handed in after), and the two together are every frame handed in,
+    /// each once; the writer's count is what the file holds.
+    #[test]
+    fn a_failed_compressed_or_encrypted_file_keeps_or_gives_back_every_frame_once() {
+        use wiretape_files::compress::Compress;
+        let d = std::env::temp_dir().join(format!("wt-writer-back-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let pool = crate::compress::Pool::new(2).unwrap();
+        let id = age::x25519::Identity::generate();
+        let to = wiretape_files::crypt::Recipients(vec![id.to_public()]);
+        let opts = wiretape_files::ReadOptions::new().with_identities(vec![id]);
+        let mut case = 0;
+        for (compress, age) in [
+            (Compress::Lz4, false),
+            (Compress::Zstd(3), false),
+            (Compress::None, true),
+            (Compress::Lz4, true),
+        ] {
+            for (fail_at, torn, lag) in [
+                (2u32, 0usize, 0usize),
+                (4, 5000, 2),
+                (7, 70_000, 3),
+                (3, 1 << 20, 1),
+            ] {
+                case += 1;
+                let path = d.join(format!("c{case}.pcap"));
+                let inner = FileSink::with_block_size(&path, 1 << 17).unwrap();
+                let t = Tearing {
+                    inner,
+                    blocks: 0,
+                    fail_at,
+                    torn,
+                    lag,
+                    ends: VecDeque::new(),
+                    kept: None,
+                    left: Vec::new(),
+                };
+                let what =
+                    format!("{compress:?} age {age}, fail at {fail_at}, torn {torn}, lag {lag}");
+                // The layers as `record` stacks them, over the tearing disk.
+                let c = compress.is_on();
+                match (c, age) {
+                    (true, false) => exercise(
+                        crate::compress::CompressSink::new(t, compress, pool.clone()).unwrap(),
+                        c,
+                        age,
+                        &path,
+                        &opts,
+                        &what,
+                    ),
+                    (false, _) => exercise(
+                        crate::crypt::AgeSink::new(t, &to).unwrap(),
+                        c,
+                        age,
+                        &path,
+                        &opts,
+                        &what,
+                    ),
+                    (true, true) => exercise(
+                        crate::compress::CompressSink::new(
+                            crate::crypt::AgeSink::new(t, &to).unwrap(),
+                            compress,
+                            pool.clone(),
+                        )
+                        .unwrap(),
+                        c,
+                        age,
+                        &path,
+                        &opts,
+                        &what,
+                    ),
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
