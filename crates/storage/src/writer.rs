@@ -690,10 +690,11 @@ impl<S: BlockSink> PcapWriter<S> {
                         // Not rebuilt without an identity: readers find
                         // the records by reading the file.
                         let _ = std::fs::remove_file(&idx);
-                        self.index_error = Some(format!(
-                            "removed: the file's end was cut by a failed write; `wiretape \
-                             index --identity FILE` rebuilds it (readers go without meanwhile)"
-                        ));
+                        self.index_error = Some(
+                            "removed: the file's end was cut by a failed write; `wiretape index \
+                             --identity FILE` rebuilds it (readers go without meanwhile)"
+                                .to_owned(),
+                        );
                     } else if let Err(e) = crate::index::rebuild(self.sink.path(), block_size) {
                         self.index_error = Some(e.to_string());
                     }
@@ -956,7 +957,7 @@ mod tests {
             let len = 60 + (rng % 1400) as usize;
             let mut f: Vec<u8> = (0..len)
                 .map(|i| {
-                    if sent % 3 == 0 {
+                    if sent.is_multiple_of(3) {
                         (rng >> (i % 56)) as u8
                     } else {
                         i as u8
