@@ -167,7 +167,11 @@ impl<S: BlockSink> AgeSink<S> {
 
     /// Frees the plain blocks whose chunks are all written.
     fn release(&mut self) {
-        let done = plain_in(self.payload, self.inner.written());
+        self.release_to(plain_in(self.payload, self.inner.written()));
+    }
+
+    /// Frees the plain blocks that end by plain offset `done`.
+    fn release_to(&mut self, done: u64) {
         while let Some((at, b)) = self.held.front() {
             if at + b.len() as u64 > done {
                 break;
@@ -295,14 +299,7 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
             None => self.inner.written(),
         };
         let kept = plain_in(self.payload, c);
-        while let Some((at, b)) = self.held.front() {
-            if at + b.len() as u64 > kept {
-                break;
-            }
-            let (_, mut b) = self.held.pop_front().expect("a front");
-            b.clear();
-            self.free.push(b);
-        }
+        self.release_to(kept);
         let off = self.held.front()?.0;
         Some(Unwritten {
             off,
