@@ -16,23 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use wiretape_testbed::{SizeFn, Testbed};
 
-/// An age key pair made by `age-keygen`: (identity file, recipient).
-fn keygen(dir: &Path, name: &str) -> (PathBuf, String) {
-    let p = dir.join(name);
-    let o = Command::new("age-keygen")
-        .arg("-o")
-        .arg(&p)
-        .output()
-        .expect("age-keygen is installed (scripts/setup.sh installs Debian's age)");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = Command::new("age-keygen")
-        .arg("-y")
-        .arg(&p)
-        .output()
-        .unwrap();
-    (p, String::from_utf8(o.stdout).unwrap().trim().to_owned())
-}
-
 fn sh(cmd: &str) -> String {
     let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
     assert!(

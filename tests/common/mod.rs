@@ -335,6 +335,43 @@ pub fn mergecap(files: &[PathBuf], out: &Path) {
 }
 
 /// Capture files (pcap and pcapng) in a directory, sorted.
+/// An age key pair made by `age-keygen`: (identity file, recipient).
+pub fn keygen(dir: &Path, name: &str) -> (PathBuf, String) {
+    let p = dir.join(name);
+    let o = std::process::Command::new("age-keygen")
+        .arg("-o")
+        .arg(&p)
+        .output()
+        .expect("age-keygen is installed (scripts/setup.sh installs Debian's age)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = std::process::Command::new("age-keygen")
+        .arg("-y")
+        .arg(&p)
+        .output()
+        .unwrap();
+    (p, String::from_utf8(o.stdout).unwrap().trim().to_owned())
+}
+
+/// The capture files in `dir`, plain, compressed or encrypted (`.pcap`,
+/// `.pcap.lz4`, `.pcap.zst`, `.pcap.age`, `.pcapng.lz4.age`...), by name.
+pub fn captures(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            let n = n.strip_suffix(".age").unwrap_or(&n);
+            let n = n
+                .strip_suffix(".lz4")
+                .or_else(|| n.strip_suffix(".zst"))
+                .unwrap_or(n);
+            n.ends_with(".pcap") || n.ends_with(".pcapng")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 pub fn pcaps(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(dir)
         .unwrap()

@@ -7,8 +7,19 @@
 //! uncompressed (counted) rather than waiting, so no frame is ever dropped
 //! for compression. Where each block landed ([`Placed`]) goes to the index
 //! ([`crate::index`]).
+//!
+//! A volume that fails: the sink keeps a copy of each unit's compressed
+//! bytes until the unit is written (the inner sink's
+//! [`BlockSink::written`]), so it gives back ([`BlockSink::take_unwritten`])
+//! the records of every unit its file does not keep whole, decoded again
+//! (the file keeps the units that end at or before the inner sink's `kept`
+//! offset; readers and `repair` stop at the torn one after them), then
+//! those of the blocks still at the pool and of those handed in after the
+//! failure. The copy costs one memcpy of the compressed bytes per block
+//! and as much RAM as the compressed bytes the inner sink has not written
+//! (its blocks waiting for the disk, and the one being filled).
 
-use crate::sink::{Block, BlockSink, SinkStats};
+use crate::sink::{Block, BlockSink, SinkStats, Unwritten};
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::Hasher;
 use std::path::Path;
@@ -205,6 +216,39 @@ fn zstd_frame(
     true
 }
 
+/// Decodes one unit this sink made (`unit`: its bytes) into `out`, which
+/// is exactly as long as the plain block was; None if it does not decode.
+fn decode_unit(compress: Compress, unit: &[u8], out: &mut [u8]) -> Option<()> {
+    use wiretape_files::compress::LZ4_STORED;
+    match compress {
+        Compress::Zstd(_) => {
+            let n = zstd::bulk::Decompressor::new()
+                .ok()?
+                .decompress_to_buffer(unit, out)
+                .ok()?;
+            (n == out.len()).then_some(())
+        }
+        _ => {
+            // LZ4 blocks of at most 4 MB, each after its 4-byte length.
+            let (mut rest, mut at) = (unit, 0);
+            while !rest.is_empty() {
+                let w = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?);
+                let len = (w & !LZ4_STORED) as usize;
+                let data = rest.get(4..4 + len)?;
+                let n = if w & LZ4_STORED != 0 {
+                    out.get_mut(at..at + len)?.copy_from_slice(data);
+                    len
+                } else {
+                    lz4_flex::block::decompress_into(data, out.get_mut(at..)?).ok()?
+                };
+                at += n;
+                rest = &rest[4 + len..];
+            }
+            (at == out.len()).then_some(())
+        }
+    }
+}
+
 /// A [`BlockSink`] that compresses each block into the file's real sink.
 pub struct CompressSink<S: BlockSink> {
     inner: S,
@@ -230,6 +274,15 @@ pub struct CompressSink<S: BlockSink> {
     xxh: twox_hash::XxHash32,
     placed: Vec<Placed>,
     stored_scratch: Vec<u8>,
+    /// The units not yet all written, in order (what a failure gives
+    /// back), and their compressed bytes from stream offset `ring_at` on.
+    units: VecDeque<Placed>,
+    ring: VecDeque<u8>,
+    ring_at: u64,
+    /// Blocks handed in that became no unit (a write had failed).
+    orphans: Vec<Block>,
+    /// A write failed: nothing more goes to the inner sink.
+    failed: bool,
 }
 
 impl<S: BlockSink> CompressSink<S> {
@@ -256,12 +309,18 @@ impl<S: BlockSink> CompressSink<S> {
             xxh: twox_hash::XxHash32::with_seed(0),
             placed: Vec::new(),
             stored_scratch: Vec::new(),
+            units: VecDeque::new(),
+            ring: VecDeque::new(),
+            ring_at: 0,
+            orphans: Vec::new(),
+            failed: false,
             inner,
         };
         s.out = Some(s.inner.first_block());
         if compress == Compress::Lz4 {
             s.put(&lz4_frame_header())?;
         }
+        s.ring_at = s.c_pos;
         Ok(s)
     }
 
@@ -276,15 +335,17 @@ impl<S: BlockSink> CompressSink<S> {
             *len += k;
             bytes = &bytes[k..];
             if *len == buf.len() {
-                b = self.inner.submit(b)?;
+                b = self.inner.submit(b).inspect_err(|_| self.failed = true)?;
             }
             self.out = Some(b);
         }
         Ok(())
     }
 
-    /// Writes one finished unit for a block of `u_len` bytes.
-    fn emit(&mut self, plain: &[u8], out: &[u8], stored: bool) -> Result<(), StorageError> {
+    /// Writes one finished unit `out` of the plain block `block` (its
+    /// bytes kept until written; the block is free again).
+    fn emit(&mut self, mut block: Block, out: &[u8], stored: bool) -> Result<(), StorageError> {
+        let plain = block.data();
         let st = &self.pool.stats;
         st.bytes_in.fetch_add(plain.len() as u64, Ordering::Relaxed);
         st.bytes_out.fetch_add(out.len() as u64, Ordering::Relaxed);
@@ -294,14 +355,66 @@ impl<S: BlockSink> CompressSink<S> {
         if self.compress == Compress::Lz4 {
             self.xxh.write(plain);
         }
-        self.placed.push(Placed {
+        let p = Placed {
             u_start: self.u_pos,
             u_len: plain.len() as u64,
             c_off: self.c_pos,
             c_len: out.len() as u64,
-        });
+        };
+        self.placed.push(p);
+        self.units.push_back(p);
+        self.ring.extend(out);
         self.u_pos += plain.len() as u64;
-        self.put(out)
+        block.clear();
+        self.free.push(block);
+        self.put(out)?;
+        self.release();
+        Ok(())
+    }
+
+    /// Forgets the units that are written.
+    fn release(&mut self) {
+        let done = self.inner.written();
+        while self
+            .units
+            .front()
+            .is_some_and(|u| u.c_off + u.c_len <= done)
+        {
+            self.units.pop_front();
+        }
+        let keep_from = self.units.front().map_or(self.c_pos, |u| u.c_off);
+        let n = (keep_from - self.ring_at) as usize;
+        self.ring.drain(..n);
+        self.ring_at = keep_from;
+    }
+
+    /// The plain bytes of the units not written, decoded again from their
+    /// copy, into one block (None: none; or one does not decode, which a
+    /// unit this sink made always does).
+    fn decode_units(&mut self) -> Option<Block> {
+        let total: u64 = self.units.iter().map(|u| u.u_len).sum();
+        if total == 0 {
+            return None;
+        }
+        let ring = self.ring.make_contiguous();
+        let mut block = Block::new(total as usize);
+        let (buf, len) = block.space();
+        for u in &self.units {
+            let at = (u.c_off - self.ring_at) as usize;
+            let unit = ring.get(at..at + u.c_len as usize)?;
+            let into = &mut buf[*len..*len + u.u_len as usize];
+            decode_unit(self.compress, unit, into)?;
+            *len += u.u_len as usize;
+        }
+        Some(block)
+    }
+
+    /// The error of a sink whose write failed before.
+    fn gone(&self) -> StorageError {
+        StorageError::Write {
+            path: self.inner.path().to_owned(),
+            source: std::io::Error::other("an earlier write of the file failed"),
+        }
     }
 
     /// Writes the blocks the pool has finished, in order; with `wait`, all.
@@ -325,27 +438,63 @@ impl<S: BlockSink> CompressSink<S> {
                 None => return Ok(()),
             };
             self.in_flight.pop_front();
-            let r = self.emit(d.block.data(), &d.out, d.stored);
-            let mut b = d.block;
-            b.clear();
-            self.free.push(b);
+            let r = self.emit(d.block, &d.out, d.stored);
             self.spare.push(d.out);
             r?;
         }
         Ok(())
     }
 
-    /// Writes `block` uncompressed, now (the pool is behind).
-    fn store_now(&mut self, block: &Block) -> Result<(), StorageError> {
+    /// Writes `block` uncompressed, now (the pool is behind), after those
+    /// at the pool.
+    fn store_now(&mut self, block: Block) -> Result<(), StorageError> {
+        if let Err(e) = self.drain(true) {
+            self.orphans.push(block);
+            return Err(e);
+        }
         let mut out = std::mem::take(&mut self.stored_scratch);
         out.clear();
         match self.compress {
             Compress::Zstd(_) => zstd_stored_frame(block.data(), &mut out),
             _ => lz4_blocks(block.data(), true, &mut out),
         }
-        let r = self.emit(block.data(), &out, true);
+        let r = self.emit(block, &out, true);
         self.stored_scratch = out;
         r
+    }
+
+    fn submit_inner(&mut self, block: Block) -> Result<Block, StorageError> {
+        if self.failed {
+            let e = self.gone();
+            self.orphans.push(block);
+            return Err(e);
+        }
+        if let Err(e) = self.drain(false) {
+            self.orphans.push(block);
+            return Err(e);
+        }
+        if block.is_empty() {
+            return Ok(block);
+        }
+        if self.in_flight.len() >= self.max_in_flight {
+            // Behind: out uncompressed, in order after those at the pool.
+            self.store_now(block)?;
+            return Ok(self.take_free());
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let job = Job {
+            seq,
+            block,
+            out: self.spare.pop().unwrap_or_default(),
+            compress: self.compress,
+            done: self.done_tx.clone(),
+        };
+        match self.pool.send(job) {
+            Ok(()) => self.in_flight.push_back(seq),
+            Err(job) => self.store_now(job.block)?,
+        }
+        Ok(self.take_free())
     }
 
     fn take_free(&mut self) -> Block {
@@ -372,65 +521,102 @@ impl<S: BlockSink> CompressSink<S> {
 
 impl<S: BlockSink> BlockSink for CompressSink<S> {
     fn submit(&mut self, block: Block) -> Result<Block, StorageError> {
-        self.drain(false)?;
-        if block.is_empty() {
-            return Ok(block);
-        }
-        if self.in_flight.len() >= self.max_in_flight {
-            // Behind: out uncompressed, in order after those at the pool.
-            self.drain(true)?;
-            self.store_now(&block)?;
-            let mut b = block;
-            b.clear();
-            return Ok(b);
-        }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let job = Job {
-            seq,
-            block,
-            out: self.spare.pop().unwrap_or_default(),
-            compress: self.compress,
-            done: self.done_tx.clone(),
-        };
-        match self.pool.send(job) {
-            Ok(()) => {
-                self.in_flight.push_back(seq);
-                Ok(self.take_free())
-            }
-            Err(job) => {
-                self.drain(true)?;
-                self.store_now(&job.block)?;
-                let mut b = job.block;
-                b.clear();
-                Ok(b)
-            }
-        }
+        self.submit_inner(block).inspect_err(|_| self.failed = true)
     }
 
     fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
         let b = self.submit(block)?;
-        self.drain(true)?;
+        self.drain(true).inspect_err(|_| self.failed = true)?;
         let out = self.out.take().unwrap_or_else(|| self.inner.first_block());
-        self.out = Some(self.inner.flush(out)?);
+        self.out = Some(self.inner.flush(out).inspect_err(|_| self.failed = true)?);
+        self.release();
         Ok(b)
     }
 
     fn finish(&mut self, block: Block) -> Result<(), StorageError> {
-        let _ = self.submit(block)?;
-        self.drain(true)?;
-        if self.compress == Compress::Lz4 {
-            let sum = self.xxh.finish_32();
-            let mut end = [0u8; 8];
-            end[4..].copy_from_slice(&sum.to_le_bytes());
-            self.put(&end)?;
+        let r = self
+            .submit(block)
+            .and_then(|_| self.drain(true))
+            .and_then(|()| {
+                if self.compress != Compress::Lz4 {
+                    return Ok(());
+                }
+                let sum = self.xxh.finish_32();
+                let mut end = [0u8; 8];
+                end[4..].copy_from_slice(&sum.to_le_bytes());
+                self.put(&end)
+            });
+        let mut out = self.out.take().unwrap_or_else(|| self.inner.first_block());
+        if r.is_err() {
+            // Nothing more after the failed write: the inner sink only
+            // waits for its writes and cuts its file at the failure.
+            self.failed = true;
+            out.clear();
         }
-        let out = self.out.take().unwrap_or_else(|| self.inner.first_block());
-        self.inner.finish(out)
+        let f = self.inner.finish(out);
+        r.and(f)
     }
 
     fn bytes(&self) -> u64 {
         self.inner.bytes()
+    }
+
+    fn written(&self) -> u64 {
+        // Plain bytes of the units written.
+        let done = self.inner.written();
+        match self.units.iter().find(|u| u.c_off + u.c_len > done) {
+            Some(u) => u.u_start,
+            None => self.u_pos,
+        }
+    }
+
+    /// The plain records of the units the file does not keep whole, of the
+    /// blocks at the pool and of those handed in after the failure, from
+    /// the first unit that ends past the inner sink's `kept` offset (or
+    /// what it has written when it gives nothing back).
+    fn take_unwritten(&mut self) -> Option<Unwritten> {
+        self.failed = true;
+        // The pool's blocks come back uncompressed: their units are not
+        // written, nor will be.
+        let mut queued = Vec::new();
+        while let Some(seq) = self.in_flight.pop_front() {
+            let d = match self.arrived.remove(&seq) {
+                Some(d) => d,
+                None => loop {
+                    match self.done_rx.recv() {
+                        Ok(d) if d.seq == seq => break d,
+                        Ok(d) => {
+                            self.arrived.insert(d.seq, d);
+                        }
+                        Err(_) => return None,
+                    }
+                },
+            };
+            queued.push(d.block);
+            self.spare.push(d.out);
+        }
+        let c = match self.inner.take_unwritten() {
+            Some(u) => u.kept,
+            None => self.inner.written(),
+        };
+        while self.units.front().is_some_and(|u| u.c_off + u.c_len <= c) {
+            self.units.pop_front();
+        }
+        let off = self.units.front().map_or(self.u_pos, |u| u.u_start);
+        let decoded = self.decode_units();
+        self.units.clear();
+        self.ring.clear();
+        let blocks: Vec<Block> = decoded
+            .into_iter()
+            .chain(queued)
+            .chain(std::mem::take(&mut self.orphans))
+            .filter(|b| !b.is_empty())
+            .collect();
+        (!blocks.is_empty()).then_some(Unwritten {
+            off,
+            kept: off,
+            blocks,
+        })
     }
 
     fn path(&self) -> &Path {

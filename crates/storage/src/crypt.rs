@@ -11,12 +11,23 @@
 //! 64 KiB of records wait in memory until their chunk fills or the file is
 //! closed; a crash loses those (the file is read up to its last whole
 //! chunk, as a torn tail: see `wiretape_files::crypt`).
+//!
+//! A volume that fails: the sink keeps the plain blocks it was handed
+//! until the chunks that hold them are written (the inner sink's
+//! [`BlockSink::written`]), so it gives back ([`BlockSink::take_unwritten`])
+//! every record its file does not keep: the file keeps the chunks that end
+//! at or before the inner sink's `kept` offset (a torn tail after them,
+//! which readers stop at and `repair --identity` closes), and the records
+//! from the one that straddles that chunk boundary on go to another
+//! volume. The plain blocks kept meanwhile are at most what the inner sink
+//! has waiting for the disk, plus one chunk and one block.
 
-use crate::sink::{Block, BlockSink, SinkStats};
+use crate::sink::{Block, BlockSink, SinkStats, Unwritten};
+use std::collections::VecDeque;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use wiretape_files::crypt::Recipients;
+use wiretape_files::crypt::{Recipients, CHUNK, CHUNK_SEALED};
 use wiretape_files::StorageError;
 
 /// Where the age writer puts its ciphertext: a buffer the sink empties
@@ -51,6 +62,22 @@ pub struct AgeSink<S: BlockSink> {
     block_size: usize,
     /// Free blocks for the builder.
     free: Vec<Block>,
+    /// The age header and the payload's nonce: where chunk 0 starts.
+    payload: u64,
+    /// Plain bytes handed in so far.
+    plain: u64,
+    /// The plain blocks whose chunks are not all written yet, each with
+    /// the plain offset of its first byte, in order (and, after a failure,
+    /// every block handed in): what a failure gives back.
+    held: VecDeque<(u64, Block)>,
+    /// A write failed: nothing more goes to the inner sink.
+    failed: bool,
+}
+
+/// The plain bytes that whole chunks of a payload starting at `payload`
+/// hold in an age file's first `c` bytes.
+fn plain_in(payload: u64, c: u64) -> u64 {
+    c.saturating_sub(payload) / CHUNK_SEALED * CHUNK
 }
 
 impl<S: BlockSink> AgeSink<S> {
@@ -68,6 +95,8 @@ impl<S: BlockSink> AgeSink<S> {
             .wrap_output(spill.clone())
             .map_err(|e| StorageError::from_write(&path, e))?;
         let block_size = inner.block_size();
+        // The header and the nonce, written by `wrap_output`.
+        let payload = spill.0.lock().unwrap_or_else(|e| e.into_inner()).len() as u64;
         let mut s = AgeSink {
             inner,
             out: None,
@@ -76,6 +105,10 @@ impl<S: BlockSink> AgeSink<S> {
             sealed: Vec::new(),
             block_size,
             free: Vec::new(),
+            payload,
+            plain: 0,
+            held: VecDeque::new(),
+            failed: false,
         };
         s.out = Some(s.inner.first_block());
         s.put_sealed()?;
@@ -101,6 +134,7 @@ impl<S: BlockSink> AgeSink<S> {
                     Ok(n) => b = n,
                     Err(e) => {
                         self.sealed.clear();
+                        self.failed = true;
                         return Err(e);
                     }
                 }
@@ -123,6 +157,31 @@ impl<S: BlockSink> AgeSink<S> {
         self.put_sealed()
     }
 
+    /// The error of a sink whose write failed before.
+    fn gone(&self) -> StorageError {
+        StorageError::Write {
+            path: self.inner.path().to_owned(),
+            source: std::io::Error::other("an earlier write of the file failed"),
+        }
+    }
+
+    /// Frees the plain blocks whose chunks are all written.
+    fn release(&mut self) {
+        self.release_to(plain_in(self.payload, self.inner.written()));
+    }
+
+    /// Frees the plain blocks that end by plain offset `done`.
+    fn release_to(&mut self, done: u64) {
+        while let Some((at, b)) = self.held.front() {
+            if at + b.len() as u64 > done {
+                break;
+            }
+            let (_, mut b) = self.held.pop_front().expect("a front");
+            b.clear();
+            self.free.push(b);
+        }
+    }
+
     /// The sink the ciphertext goes to.
     pub fn inner(&self) -> &S {
         &self.inner
@@ -141,34 +200,65 @@ impl<S: BlockSink> AgeSink<S> {
 }
 
 impl<S: BlockSink> BlockSink for AgeSink<S> {
-    fn submit(&mut self, mut block: Block) -> Result<Block, StorageError> {
-        if !block.is_empty() {
-            self.seal(block.data())?;
-            block.clear();
+    fn submit(&mut self, block: Block) -> Result<Block, StorageError> {
+        if block.is_empty() {
+            return Ok(block);
         }
-        Ok(block)
+        let r = if self.failed {
+            Err(self.gone())
+        } else {
+            self.seal(block.data())
+        };
+        // Kept until its chunks are written (given back on a failure).
+        let len = block.len() as u64;
+        self.held.push_back((self.plain, block));
+        self.plain += len;
+        if r.is_err() {
+            self.failed = true;
+        }
+        r?;
+        self.release();
+        Ok(self.take_free())
     }
 
     fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
         let b = self.submit(block)?;
         let out = self.out.take().unwrap_or_else(|| self.inner.first_block());
-        self.out = Some(self.inner.flush(out)?);
+        match self.inner.flush(out) {
+            Ok(o) => self.out = Some(o),
+            Err(e) => {
+                self.failed = true;
+                return Err(e);
+            }
+        }
+        self.release();
         Ok(b)
     }
 
     fn finish(&mut self, block: Block) -> Result<(), StorageError> {
-        let _ = self.submit(block)?;
-        if let Some(w) = self.age.take() {
-            w.finish()
-                .map_err(|e| StorageError::from_write(self.inner.path(), e))?;
-            self.put_sealed()?;
+        let r = self.submit(block).and_then(|_| match self.age.take() {
+            Some(w) => w
+                .finish()
+                .map_err(|e| StorageError::from_write(self.inner.path(), e))
+                .and_then(|_| self.put_sealed()),
+            None => Ok(()),
+        });
+        let mut out = self.out.take().unwrap_or_else(|| self.inner.first_block());
+        if r.is_err() {
+            // Nothing more after the failed write: the inner sink only
+            // waits for its writes and cuts its file at the failure.
+            out.clear();
         }
-        let out = self.out.take().unwrap_or_else(|| self.inner.first_block());
-        self.inner.finish(out)
+        let f = self.inner.finish(out);
+        r.and(f)
     }
 
     fn bytes(&self) -> u64 {
         self.inner.bytes()
+    }
+
+    fn written(&self) -> u64 {
+        plain_in(self.payload, self.inner.written())
     }
 
     fn path(&self) -> &Path {
@@ -197,6 +287,25 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
 
     fn open_when_done(&mut self, gate: Arc<crate::sink::Gate>) {
         self.inner.open_when_done(gate)
+    }
+
+    /// The plain records from the one that straddles the end of the last
+    /// chunk the file keeps whole (the inner sink's `kept`, or what it has
+    /// written when it gives nothing back).
+    fn take_unwritten(&mut self) -> Option<Unwritten> {
+        self.failed = true;
+        let c = match self.inner.take_unwritten() {
+            Some(u) => u.kept,
+            None => self.inner.written(),
+        };
+        let kept = plain_in(self.payload, c);
+        self.release_to(kept);
+        let off = self.held.front()?.0;
+        Some(Unwritten {
+            off,
+            kept,
+            blocks: self.held.drain(..).map(|(_, b)| b).collect(),
+        })
     }
 }
 

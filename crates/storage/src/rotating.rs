@@ -919,7 +919,8 @@ impl RotatingWriter {
             sink.write_after(g);
         }
         let w = PcapWriter::with_link(sink, c.snaplen, c.format, &self.ifname, c.linktype)
-            .compressed(c.compress.is_on() && self.pool.is_some());
+            .compressed(c.compress.is_on() && self.pool.is_some())
+            .encrypted(c.encrypted());
         let w = match &self.sessions {
             Some((rec, series)) => w.with_sessions(crate::sessions::SessionFeed::new(
                 rec.clone(),
@@ -1230,7 +1231,7 @@ impl RotatingWriter {
         if !self.volumes.any_ok() {
             return false;
         }
-        let left = self.current_mut().sink_mut().take_unwritten();
+        let left = self.current_mut().take_unwritten();
         let c = &self.cfg;
         let frames = left
             .map(|u| records_in(c.format, c.snaplen, &self.ifname, c.linktype, &u))
@@ -1467,13 +1468,13 @@ fn close_file(w: PcapWriter<AnySink>, ctx: &CloseCtx) -> WriterReport {
     } else {
         "buffered"
     };
-    let (closed, mut sink) = w.close_keeping_sink();
+    let (closed, mut sink, left) = w.close_parts();
     if let Err((_, e)) = &closed {
         if ctx.volumes.len() > 1 && volume_error(e) {
             ctx.volumes.fail(ctx.vol, &e.to_string());
             if ctx.volumes.any_ok() {
                 failed_over = true;
-                if let Some(u) = sink.take_unwritten() {
+                if let Some(u) = left.or_else(|| sink.take_unwritten()) {
                     let recs = records_in(ctx.format, ctx.snaplen, &ctx.ifname, ctx.linktype, &u);
                     let full = matches!(e, StorageError::DiskFull { .. });
                     ctx.rescue.lock().expect("rescue").push((full, recs));
@@ -1556,8 +1557,7 @@ fn close_file(w: PcapWriter<AnySink>, ctx: &CloseCtx) -> WriterReport {
     r
 }
 
-/// Frames with their record's metadata, kept in RAM for another volume.
-type Rescued = Vec<(wiretape_files::walk::Meta, Vec<u8>)>;
+use crate::writer::Rescued;
 
 /// The records of `u` the failed file does not keep: those in its blocks
 /// (a file's bytes from stream offset `u.off` on; at 0 they start with the
@@ -1569,24 +1569,8 @@ fn records_in(
     linktype: u32,
     u: &crate::sink::Unwritten,
 ) -> Rescued {
-    let mut stream = Vec::new();
-    if u.off > 0 {
-        stream = format.file_header(snaplen, ifname, linktype);
-    }
-    // Where the walk's offsets are in the file.
-    let shift = u.off as i128 - stream.len() as i128;
-    for b in &u.blocks {
-        stream.extend_from_slice(b.data());
-    }
-    let mut w = wiretape_files::walk::Walker::new(std::io::Cursor::new(stream));
-    let mut out = Vec::new();
-    let mut data = Vec::new();
-    while let Some(m) = w.next_into(&mut data) {
-        if w.offset() as i128 + shift > u.kept as i128 {
-            out.push((m, std::mem::take(&mut data)));
-        }
-    }
-    out
+    let header = format.file_header(snaplen, ifname, linktype);
+    crate::writer::split_unwritten(&header, u).0
 }
 
 /// What closing a file needs: where its numbers go, its volume, and where

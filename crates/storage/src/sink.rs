@@ -193,6 +193,14 @@ pub trait BlockSink: Send {
     fn finish(&mut self, block: Block) -> Result<(), StorageError>;
     /// Bytes of the stream known to be in the file.
     fn bytes(&self) -> u64;
+    /// How much of the stream's start is written: every write below it
+    /// has completed (an engine with writes in flight: the lowest of them;
+    /// at most [`BlockSink::bytes`]). What a sink in front of this one
+    /// (compression, encryption) must still be able to give back after a
+    /// failure lies past it ([`BlockSink::take_unwritten`]).
+    fn written(&self) -> u64 {
+        self.bytes()
+    }
     /// The file being written.
     fn path(&self) -> &Path;
     /// Block size the sink wants (its buffers' size).
@@ -264,7 +272,10 @@ pub trait BlockSink: Send {
     /// [`crate::volume`]). The records ending at or before
     /// [`Unwritten::kept`] stay in the file (it is cut after the last of
     /// them); the others are the caller's to write elsewhere. Sinks that
-    /// cannot give them back (the compressed and encrypted ones): none.
+    /// cannot give them back: none. A compressed or encrypted sink gives
+    /// back the plain records its file does not keep whole (its inner
+    /// sink's `kept` decides: the file keeps every compressed unit, or age
+    /// chunk, that ends at or before it).
     fn take_unwritten(&mut self) -> Option<Unwritten> {
         None
     }
@@ -883,12 +894,10 @@ impl BlockSink for AnySink {
     fn open_when_done(&mut self, gate: Arc<Gate>) {
         both!(self, s => s.open_when_done(gate))
     }
+    fn written(&self) -> u64 {
+        both!(self, s => s.written())
+    }
     fn take_unwritten(&mut self) -> Option<Unwritten> {
-        match self {
-            AnySink::Buffered(s) => s.take_unwritten(),
-            AnySink::Direct(s) => s.take_unwritten(),
-            // Compressed or encrypted: not given back.
-            AnySink::Compressed(_) | AnySink::Encrypted(_) => None,
-        }
+        both!(self, s => s.take_unwritten())
     }
 }

@@ -1159,8 +1159,21 @@ impl BlockSink for UringSink {
         self.off
     }
 
+    fn written(&self) -> u64 {
+        let flight = self.in_flight.iter().flatten().map(InFlight::off);
+        let runs = self.ext_flight.iter().flatten().map(|w| w.off);
+        let waiting = self.pending.iter().chain(&self.held).map(|p| p.2);
+        let runs_queued = self.ext_pending.iter().map(|e| e.1);
+        flight
+            .chain(runs)
+            .chain(waiting)
+            .chain(runs_queued)
+            .chain(self.failed.as_ref().map(|f| f.0))
+            .fold(self.off, u64::min)
+    }
+
     fn take_unwritten(&mut self) -> Option<crate::sink::Unwritten> {
-        let failed = self.failed.as_ref()?.0;
+        self.failed.as_ref()?;
         // Every write still on its way ends first (none goes out anew): one
         // landing after this could not be taken back.
         while self.n_in_flight + self.fallocs > 0 {
@@ -1168,6 +1181,8 @@ impl BlockSink for UringSink {
                 break;
             }
         }
+        // The lowest failure, now that none can still come.
+        let failed = self.failed.as_ref()?.0;
         self.release_held();
         // The stream from the failed offset on, as the writes (held, queued)
         // and the blocks handed in since hold it; a later write of the same

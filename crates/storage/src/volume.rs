@@ -24,9 +24,10 @@
 //! is taken out at once ([`Volumes::fail`]): the writer moves to a new file
 //! on another volume, with the frames of its blocks that the failed write
 //! left in RAM or in flight (both engines give them back, from the record
-//! that straddles the failed offset; see
-//! [`crate::sink::BlockSink::take_unwritten`]). Frames are lost only when
-//! no volume is left.
+//! that straddles the failed offset; the compressing and the age layers
+//! give back the records of every unit or chunk their file does not keep
+//! whole; see [`crate::sink::BlockSink::take_unwritten`]). Frames are lost
+//! only when no volume is left.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

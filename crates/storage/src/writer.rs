@@ -6,7 +6,7 @@
 
 use crate::block::BlockBuilder;
 use crate::index::IndexWriter;
-use crate::sink::BlockSink;
+use crate::sink::{BlockSink, Unwritten};
 use std::collections::VecDeque;
 use std::path::Path;
 use wiretape_files::pcap::Format;
@@ -68,6 +68,59 @@ pub struct PcapWriter<S: BlockSink> {
     feed_from: usize,
     feed_frames: u64,
     linktypes: Vec<u32>,
+    /// The file header (to walk a failed sink's records from the middle).
+    header: Vec<u8>,
+    /// The file is encrypted: this writer cannot read it back, so after a
+    /// failure its counts come from what the sink gives back.
+    encrypted: bool,
+    /// After a failure, what the encrypted file keeps: (frames, bytes).
+    kept_after: Option<(u64, u64)>,
+    /// What the failed sink gave back while closing, for the caller.
+    left: Option<Unwritten>,
+}
+
+/// (records, captured bytes) a reader gets from `path` (up to a torn tail).
+fn readable(path: &Path) -> Option<(u64, u64)> {
+    let src =
+        wiretape_files::zread::open_buffered(path, &wiretape_files::ReadOptions::default()).ok()?;
+    let mut w = wiretape_files::walk::Walker::new(src);
+    let (mut n, mut b) = (0, 0);
+    while let Some(m) = w.next() {
+        n += 1;
+        b += m.caplen as u64;
+    }
+    Some((n, b))
+}
+
+/// Frames with their record's metadata, kept in RAM for another volume.
+pub type Rescued = Vec<(wiretape_files::walk::Meta, Vec<u8>)>;
+
+/// The records in `u` (a file's bytes from stream offset `u.off` on; at 0
+/// they start with the file header `header`): those that end past
+/// `u.kept`, for another volume, and the count and captured bytes of those
+/// before, which the failed file keeps.
+pub fn split_unwritten(header: &[u8], u: &Unwritten) -> (Rescued, u64, u64) {
+    let mut stream = Vec::new();
+    if u.off > 0 {
+        stream = header.to_vec();
+    }
+    // Where the walk's offsets are in the file.
+    let shift = u.off as i128 - stream.len() as i128;
+    for b in &u.blocks {
+        stream.extend_from_slice(b.data());
+    }
+    let mut w = wiretape_files::walk::Walker::new(std::io::Cursor::new(stream));
+    let (mut out, mut frames, mut bytes) = (Vec::new(), 0, 0);
+    let mut data = Vec::new();
+    while let Some(m) = w.next_into(&mut data) {
+        if w.offset() as i128 + shift > u.kept as i128 {
+            out.push((m, std::mem::take(&mut data)));
+        } else {
+            frames += 1;
+            bytes += m.caplen as u64;
+        }
+    }
+    (out, frames, bytes)
 }
 
 impl<S: BlockSink> PcapWriter<S> {
@@ -125,6 +178,7 @@ impl<S: BlockSink> PcapWriter<S> {
             _ => format.file_header(snaplen, ifname, linktypes[0]),
         };
         assert!(block.push_raw(&header), "the file header fits a block");
+        // (kept for walking a failed sink's records: see `take_unwritten`)
         let header_len = header.len() as u64;
         let feed_from = block.len();
         PcapWriter {
@@ -147,6 +201,53 @@ impl<S: BlockSink> PcapWriter<S> {
             feed_from,
             feed_frames: 0,
             linktypes: linktypes.to_vec(),
+            header,
+            encrypted: false,
+            kept_after: None,
+            left: None,
+        }
+    }
+
+    /// Says the sink encrypts (a [`crate::crypt::AgeSink`], maybe behind
+    /// a compressor): after a failed write the file, which this writer
+    /// cannot read back, is left as the sink cut it (its whole chunks; a
+    /// torn tail after them) and counted from what the sink gives back.
+    pub fn encrypted(mut self, on: bool) -> Self {
+        self.encrypted = on;
+        self
+    }
+
+    /// After a failed write: the records the file does not keep, from its
+    /// sink ([`BlockSink::take_unwritten`]), for another volume.
+    pub fn take_unwritten(&mut self) -> Option<Unwritten> {
+        if let Some(u) = self.left.take() {
+            return Some(u);
+        }
+        let u = self.sink.take_unwritten()?;
+        if self.encrypted {
+            self.kept_after = Some(self.kept_with(&u));
+        }
+        Some(u)
+    }
+
+    /// (frames, bytes) the file keeps when the sink gave back `u`: those
+    /// before `u.off` (the writer's count at that block boundary) and
+    /// those of `u` that end by `u.kept`. A boundary older than the
+    /// writer's history counts from the latest one before it (fewer than
+    /// the file holds: never more).
+    fn kept_with(&self, u: &Unwritten) -> (u64, u64) {
+        let at = self
+            .history
+            .iter()
+            .rev()
+            .find(|h| h.0 <= u.off.max(self.header_len));
+        match at {
+            Some(&(off, frames, bytes)) if off == u.off.max(self.header_len) => {
+                let (_, n, b) = split_unwritten(&self.header, u);
+                (frames + n, bytes + b)
+            }
+            Some(&(_, frames, bytes)) => (frames, bytes),
+            None => (0, 0),
         }
     }
 
@@ -518,9 +619,25 @@ impl<S: BlockSink> PcapWriter<S> {
     /// statistics then cover the last writes, made while closing).
     // The counts travel with the error: what the file holds after it.
     #[allow(clippy::result_large_err)]
-    pub fn close_keeping_sink(mut self) -> (Result<WriterStats, (WriterStats, StorageError)>, S) {
+    pub fn close_keeping_sink(self) -> (Result<WriterStats, (WriterStats, StorageError)>, S) {
+        let (r, s, _) = self.close_parts();
+        (r, s)
+    }
+
+    /// [`PcapWriter::close_keeping_sink`], with what a write that failed
+    /// while closing left in RAM ([`PcapWriter::take_unwritten`], when the
+    /// close took it already; else ask the sink).
+    // The counts travel with the error: what the file holds after it.
+    #[allow(clippy::result_large_err)]
+    pub fn close_parts(
+        mut self,
+    ) -> (
+        Result<WriterStats, (WriterStats, StorageError)>,
+        S,
+        Option<Unwritten>,
+    ) {
         let r = self.finish_file();
-        (r, self.sink)
+        (r, self.sink, self.left)
     }
 
     // The counts travel with the error: what the file holds after it.
@@ -567,8 +684,18 @@ impl<S: BlockSink> PcapWriter<S> {
                 self.stats.lost = accepted - frames;
                 // The index described blocks that may not have landed.
                 if let Some(i) = self.index.take() {
+                    let idx = i.path().to_owned();
                     i.abandon();
-                    if let Err(e) = crate::index::rebuild(self.sink.path(), block_size) {
+                    if self.encrypted {
+                        // Not rebuilt without an identity: readers find
+                        // the records by reading the file.
+                        let _ = std::fs::remove_file(&idx);
+                        self.index_error = Some(
+                            "removed: the file's end was cut by a failed write; `wiretape index \
+                             --identity FILE` rebuilds it (readers go without meanwhile)"
+                                .to_owned(),
+                        );
+                    } else if let Err(e) = crate::index::rebuild(self.sink.path(), block_size) {
                         self.index_error = Some(e.to_string());
                     }
                 }
@@ -586,9 +713,23 @@ impl<S: BlockSink> PcapWriter<S> {
     /// Cuts the file to its last complete record; returns (frames, bytes) in it.
     fn recover(&mut self) -> Result<(u64, u64), StorageError> {
         let path = self.sink.path().to_owned();
+        if self.encrypted {
+            // Not readable here (no identity): the sink cut it after its
+            // last whole chunk; what it gave back says what it keeps.
+            if self.kept_after.is_none() {
+                self.left = self.take_unwritten();
+            }
+            return self.kept_after.ok_or(StorageError::Internal(
+                "an encrypted file's sink gave nothing back after a failed write",
+            ));
+        }
         if self.compressed {
-            let (r, bytes) = crate::repair::repair_counting(&path)?;
-            return Ok((r.records, bytes));
+            return match crate::repair::repair_counting(&path) {
+                Ok((r, bytes)) => Ok((r.records, bytes)),
+                // A volume that takes no more writes (read-only): left
+                // uncut, counted as readers read it (to its last whole unit).
+                Err(e) => readable(&path).ok_or(e),
+            };
         }
         let len = std::fs::metadata(&path)
             .map_err(|source| StorageError::Read {
@@ -609,7 +750,11 @@ impl<S: BlockSink> PcapWriter<S> {
             return Ok((0, 0));
         }
         let (end, n, b) = crate::repair::scan_from(&path, start)?;
-        crate::repair::truncate(&path, end)?;
+        if end < len {
+            // On a volume that takes no more writes (read-only) the torn
+            // tail stays: readers stop at it as at the cut.
+            let _ = crate::repair::truncate(&path, end);
+        }
         Ok((frames + n, bytes + b))
     }
 
@@ -706,6 +851,235 @@ mod tests {
         fn first_block(&mut self) -> Block {
             self.inner.first_block()
         }
+    }
+
+    /// A FileSink whose `fail_at`-th block lands only in part (its first
+    /// `torn` bytes: a write cut short by a full disk) and fails, as does
+    /// every later one; it says its last `lag` blocks are not written yet
+    /// (writes in flight), and gives back the failed block and those after.
+    struct Tearing {
+        inner: FileSink,
+        blocks: u32,
+        fail_at: u32,
+        torn: usize,
+        lag: usize,
+        ends: VecDeque<u64>,
+        kept: Option<u64>,
+        left: Vec<Block>,
+    }
+
+    impl BlockSink for Tearing {
+        fn submit(&mut self, block: Block) -> Result<Block, StorageError> {
+            self.blocks += 1;
+            if self.kept.is_none() && self.blocks >= self.fail_at {
+                let at = self.inner.bytes();
+                self.kept = Some(at);
+                let n = self.torn.min(block.len());
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(self.inner.path())
+                    .and_then(|f| {
+                        std::os::unix::fs::FileExt::write_all_at(&f, &block.data()[..n], at)
+                    })
+                    .unwrap();
+            }
+            if self.kept.is_some() {
+                self.left.push(block);
+                return Err(StorageError::DiskFull {
+                    path: self.inner.path().to_owned(),
+                });
+            }
+            let b = self.inner.submit(block)?;
+            self.ends.push_back(self.inner.bytes());
+            Ok(b)
+        }
+        fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+            self.submit(block)
+        }
+        fn finish(&mut self, block: Block) -> Result<(), StorageError> {
+            let r = self.submit(block);
+            if let Some(kept) = self.kept {
+                // As both engines do: the file cut at the failed write.
+                crate::repair::truncate(self.inner.path(), kept)?;
+            }
+            r?;
+            self.inner.finish(Block::new(4096))
+        }
+        fn bytes(&self) -> u64 {
+            self.inner.bytes()
+        }
+        fn written(&self) -> u64 {
+            let n = self.ends.len();
+            if n <= self.lag {
+                return 0;
+            }
+            self.ends[n - 1 - self.lag]
+        }
+        fn path(&self) -> &Path {
+            self.inner.path()
+        }
+        fn block_size(&self) -> usize {
+            self.inner.block_size()
+        }
+        fn first_block(&mut self) -> Block {
+            self.inner.first_block()
+        }
+        fn take_unwritten(&mut self) -> Option<Unwritten> {
+            let kept = self.kept?;
+            Some(Unwritten {
+                off: kept,
+                kept,
+                blocks: std::mem::take(&mut self.left),
+            })
+        }
+    }
+
+    /// Writes frames (each naming itself in its first bytes; some
+    /// compressible, some not) into `sink` until a write fails; then checks
+    /// that the file and what the sink gives back hold each exactly once.
+    fn exercise<S: BlockSink>(
+        sink: S,
+        compressed: bool,
+        encrypted: bool,
+        path: &Path,
+        opts: &wiretape_files::ReadOptions,
+        what: &str,
+    ) {
+        let mut w = PcapWriter::new(sink, 65535)
+            .compressed(compressed)
+            .encrypted(encrypted);
+        let mut sent = 0u64;
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        loop {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let len = 60 + (rng % 1400) as usize;
+            let mut f: Vec<u8> = (0..len)
+                .map(|i| {
+                    if sent.is_multiple_of(3) {
+                        (rng >> (i % 56)) as u8
+                    } else {
+                        i as u8
+                    }
+                })
+                .collect();
+            f[..8].copy_from_slice(&sent.to_le_bytes());
+            if w.write(sent, &f).is_err() {
+                break;
+            }
+            sent += 1;
+            assert!(sent < 1_000_000, "{what}: never failed");
+        }
+        let u = w.take_unwritten().expect("something given back");
+        let header = Format::PcapNs.file_header(65535, "", wiretape_files::pcap::LINKTYPE_ETHERNET);
+        let (back, _, _) = split_unwritten(&header, &u);
+        let st = match w.close() {
+            Ok(st) | Err((st, _)) => st,
+        };
+        let id = |f: &[u8]| u64::from_le_bytes(f[..8].try_into().unwrap());
+        let mut ids: Vec<u64> = back.iter().map(|(_, f)| id(f)).collect();
+        let src = wiretape_files::zread::open_buffered(path, opts).unwrap();
+        let mut walk = wiretape_files::walk::Walker::new(src);
+        let mut in_file = 0;
+        let mut data = Vec::new();
+        while walk.next_into(&mut data).is_some() {
+            ids.push(id(&data));
+            in_file += 1;
+        }
+        assert_eq!(st.frames, in_file, "{what}: the writer's count");
+        assert!(!back.is_empty(), "{what}: nothing given back");
+        ids.sort_unstable();
+        let twice = ids.windows(2).filter(|w| w[0] == w[1]).count();
+        ids.dedup();
+        assert_eq!(
+            (ids.len() as u64, twice, ids.last().copied()),
+            (sent, 0, sent.checked_sub(1)),
+            "{what}: kept {in_file}, given back {} (frames, twice, last)",
+            back.len()
+        );
+    }
+
+    /// A compressed or encrypted file whose disk fails while units or
+    /// chunks are on their way: the file keeps every whole one before the
+    /// failed write (readers and `repair` stop at the torn one), the sink
+    /// gives back the records of all the others (at the pool, not written,
+    /// handed in after), and the two together are every frame handed in,
+    /// each once; the writer's count is what the file holds.
+    #[test]
+    fn a_failed_compressed_or_encrypted_file_keeps_or_gives_back_every_frame_once() {
+        use wiretape_files::compress::Compress;
+        let d = std::env::temp_dir().join(format!("wt-writer-back-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let pool = crate::compress::Pool::new(2).unwrap();
+        let id = age::x25519::Identity::generate();
+        let to = wiretape_files::crypt::Recipients(vec![id.to_public()]);
+        let opts = wiretape_files::ReadOptions::new().with_identities(vec![id]);
+        let mut case = 0;
+        for (compress, age) in [
+            (Compress::Lz4, false),
+            (Compress::Zstd(3), false),
+            (Compress::None, true),
+            (Compress::Lz4, true),
+        ] {
+            for (fail_at, torn, lag) in [
+                (2u32, 0usize, 0usize),
+                (4, 5000, 2),
+                (7, 70_000, 3),
+                (3, 1 << 20, 1),
+            ] {
+                case += 1;
+                let path = d.join(format!("c{case}.pcap"));
+                let inner = FileSink::with_block_size(&path, 1 << 17).unwrap();
+                let t = Tearing {
+                    inner,
+                    blocks: 0,
+                    fail_at,
+                    torn,
+                    lag,
+                    ends: VecDeque::new(),
+                    kept: None,
+                    left: Vec::new(),
+                };
+                let what =
+                    format!("{compress:?} age {age}, fail at {fail_at}, torn {torn}, lag {lag}");
+                // The layers as `record` stacks them, over the tearing disk.
+                let c = compress.is_on();
+                match (c, age) {
+                    (true, false) => exercise(
+                        crate::compress::CompressSink::new(t, compress, pool.clone()).unwrap(),
+                        c,
+                        age,
+                        &path,
+                        &opts,
+                        &what,
+                    ),
+                    (false, _) => exercise(
+                        crate::crypt::AgeSink::new(t, &to).unwrap(),
+                        c,
+                        age,
+                        &path,
+                        &opts,
+                        &what,
+                    ),
+                    (true, true) => exercise(
+                        crate::compress::CompressSink::new(
+                            crate::crypt::AgeSink::new(t, &to).unwrap(),
+                            compress,
+                            pool.clone(),
+                        )
+                        .unwrap(),
+                        c,
+                        age,
+                        &path,
+                        &opts,
+                        &what,
+                    ),
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
