@@ -586,10 +586,12 @@ fn recipients(a: &Args) -> Result<Option<wiretape::files::crypt::Recipients>> {
     use wiretape::files::crypt::{parse_recipient, read_recipients_file, Recipients};
     let mut to = Vec::new();
     for r in &a.encrypt_to {
-        to.push(parse_recipient(r).map_err(crate::usage)?);
+        to.push(parse_recipient(r).map_err(|e| crate::usage(format!("--encrypt-to {e}")))?);
     }
     for f in &a.encrypt_to_file {
-        to.extend(read_recipients_file(f).map_err(crate::usage)?);
+        to.extend(
+            read_recipients_file(f).map_err(|e| crate::usage(format!("--encrypt-to-file {e}")))?,
+        );
     }
     Ok((!to.is_empty()).then_some(Recipients(to)))
 }
