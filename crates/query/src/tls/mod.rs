@@ -756,7 +756,12 @@ mod tests {
         )
         .err()
         .unwrap();
-        assert!(e.to_string().contains("--tls-cert"), "{e}");
+        assert!(
+            matches!(&e, TlsError::KeyMismatch { cert, key: PemRole::ServerKey, .. } if cert.0 == PemRole::ServerCert),
+            "{e}"
+        );
+        assert!(e.to_string().contains("the server's certificate"), "{e}");
+        assert!(!e.to_string().contains("--"), "{e}");
         let e = load_certs(&d.join(files::SERVER_KEY), PemRole::ServerCert).unwrap_err();
         assert!(e.to_string().contains("holds no certificate"), "{e}");
         // An expired server certificate: refused before anything listens,
