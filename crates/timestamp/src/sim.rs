@@ -415,6 +415,16 @@ mod tests {
     }
 
     #[test]
+    fn error_statistics_of_known_gaps() {
+        // Errors -3, -1, 1, 3 (ns): mean 0, std sqrt(5), |err| 1, 1, 3, 3.
+        let e = ErrorStats::of(&[-3.0, -1.0, 1.0, 3.0]);
+        assert_eq!(e.mean, 0.0);
+        assert!((e.std - 5f64.sqrt()).abs() < 1e-12, "{e:?}");
+        assert_eq!((e.p50_abs, e.p99_abs), (1.0, 3.0));
+        assert_eq!(ErrorStats::of(&[]), ErrorStats::default());
+    }
+
+    #[test]
     fn link_model() {
         assert!((wire_ns(1514) - 1230.4).abs() < 0.01);
         assert!((wire_ns(60) - 67.2).abs() < 0.01);
