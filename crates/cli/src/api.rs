@@ -3,6 +3,7 @@
 //! The server, the TLS and the certificates are the query crate's
 //! (`query::api`, `query::tls`); this is the command line around them.
 
+use crate::common::flags::pem_flag;
 use crate::common::tls::missing;
 use anyhow::Result;
 use std::net::SocketAddr;
@@ -157,6 +158,7 @@ pub(crate) fn api(a: ApiArgs) -> Result<i32> {
     // The recorder comes first: every thread of this process (the
     // runtime's, the queries') runs 10 nice steps lower.
     for w in server.warnings() {
+        let w = format!("{} {}: {}", pem_flag(w.role), w.path.display(), w.note);
         eprintln!("wiretape: api: warning: {w}: renew it (`wiretape certs server DIR --server-name NAME --force` for --tls-cert)");
     }
     wiretape::query::api::escape_panics();

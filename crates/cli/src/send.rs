@@ -87,10 +87,7 @@ pub(crate) struct GenArgs {
 
 fn common(a: &TxArgs) -> Result<TxConfig> {
     if sys::ifindex(&a.iface).is_none() {
-        bail!(
-            "no such interface '{}' in this network namespace (list interfaces with `ip link`)",
-            a.iface
-        );
+        return Err(wiretape::capture::CaptureError::NoSuchInterface(a.iface.clone()).into());
     }
     check_basic_rights()?;
     let mut c = TxConfig::new(&a.iface);

@@ -56,75 +56,126 @@ impl std::fmt::Debug for Recipients {
     }
 }
 
-/// Parses one `age1...` X25519 recipient (`--encrypt-to`); the error
-/// names it and the fix.
-pub fn parse_recipient(s: &str) -> Result<Recipient, String> {
+/// Why a recipient, a recipients file or an identity file was refused:
+/// the text names the value or the file first, then what is wrong and the
+/// fix (a command puts its flag before it).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// A secret key given as a recipient (never echoed: a secret key in a
+    /// log is a secret key lost).
+    #[error("AGE-SECRET-KEY-1...: a secret key, not a recipient: give its public key (age-keygen -y KEYFILE) and keep the secret key off the sensor")]
+    SecretKey,
+    /// An SSH key given as a recipient.
+    #[error("{0}: an SSH key; wiretape encrypts to age X25519 recipients (age1..., age-keygen makes one)")]
+    SshKey(String),
+    /// Not an age X25519 recipient.
+    #[error("{0}: not an age X25519 recipient (age1 and 58 more characters, as age-keygen -y KEYFILE prints)")]
+    NotRecipient(String),
+    /// A recipients or identity file could not be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of a recipients file is no recipient.
+    #[error("{} line {line}: {why}", path.display())]
+    RecipientLine {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its line (from 1).
+        line: usize,
+        /// What is wrong with it.
+        why: Box<KeyError>,
+    },
+    /// A recipients file holds none.
+    #[error("{}: no recipient in it (one age1... a line)", path.display())]
+    NoRecipient {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+    /// A line of an identity file is no identity.
+    #[error("{} line {line}: not an age X25519 identity (AGE-SECRET-KEY-1..., as age-keygen writes)", path.display())]
+    NotIdentity {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its line (from 1).
+        line: usize,
+    },
+    /// An identity file holds none.
+    #[error("{}: no identity in it (AGE-SECRET-KEY-1..., as age-keygen writes)", path.display())]
+    NoIdentity {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+}
+
+/// Parses one `age1...` X25519 recipient; the error names it and the fix.
+pub fn parse_recipient(s: &str) -> Result<Recipient, KeyError> {
     let t = s.trim();
     t.parse::<Recipient>().map_err(|_| {
         if t.starts_with("AGE-SECRET-KEY-") {
-            // Never echoed: a secret key in a log is a secret key lost.
-            "--encrypt-to AGE-SECRET-KEY-1...: a secret key, not a recipient: give its public key (age-keygen -y KEYFILE) and keep the secret key off the sensor".to_owned()
+            KeyError::SecretKey
         } else if t.starts_with("ssh-") {
-            format!("--encrypt-to {t}: an SSH key; wiretape encrypts to age X25519 recipients (age1..., age-keygen makes one)")
+            KeyError::SshKey(t.to_owned())
         } else {
-            format!("--encrypt-to {t}: not an age X25519 recipient (age1 and 58 more characters, as age-keygen -y KEYFILE prints)")
+            KeyError::NotRecipient(t.to_owned())
         }
     })
 }
 
-/// Reads a recipients file (`--encrypt-to-file`): one `age1...` a line,
-/// blank lines and `#` comments skipped. An empty one is an error.
-pub fn read_recipients_file(path: &Path) -> Result<Vec<Recipient>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--encrypt-to-file {}: {e}", path.display()))?;
+/// Reads a recipients file: one `age1...` a line, blank lines and `#`
+/// comments skipped. An empty one is an error.
+pub fn read_recipients_file(path: &Path) -> Result<Vec<Recipient>, KeyError> {
+    let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
         if l.is_empty() || l.starts_with('#') {
             continue;
         }
-        out.push(parse_recipient(l).map_err(|e| {
-            format!(
-                "--encrypt-to-file {} line {}: {}",
-                path.display(),
-                i + 1,
-                e.trim_start_matches("--encrypt-to ")
-            )
+        out.push(parse_recipient(l).map_err(|e| KeyError::RecipientLine {
+            path: path.to_path_buf(),
+            line: i + 1,
+            why: Box::new(e),
         })?);
     }
     if out.is_empty() {
-        return Err(format!(
-            "--encrypt-to-file {}: no recipient in it (one age1... a line)",
-            path.display()
-        ));
+        return Err(KeyError::NoRecipient {
+            path: path.to_path_buf(),
+        });
     }
     Ok(out)
 }
 
-/// Reads an identity file (`--identity`, what `age-keygen -o` writes): its
+/// Reads an identity file (what `age-keygen -o` writes): its
 /// `AGE-SECRET-KEY-1...` lines, `#` comments skipped.
-pub fn read_identity_file(path: &Path) -> Result<Vec<Identity>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("--identity {}: {e}", path.display()))?;
+pub fn read_identity_file(path: &Path) -> Result<Vec<Identity>, KeyError> {
+    let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
         if l.is_empty() || l.starts_with('#') {
             continue;
         }
-        out.push(l.parse::<Identity>().map_err(|_| {
-            format!(
-                "--identity {} line {}: not an age X25519 identity (AGE-SECRET-KEY-1..., as age-keygen writes)",
-                path.display(),
-                i + 1
-            )
+        out.push(l.parse::<Identity>().map_err(|_| KeyError::NotIdentity {
+            path: path.to_path_buf(),
+            line: i + 1,
         })?);
     }
     if out.is_empty() {
-        return Err(format!(
-            "--identity {}: no identity in it (AGE-SECRET-KEY-1..., as age-keygen writes)",
-            path.display()
-        ));
+        return Err(KeyError::NoIdentity {
+            path: path.to_path_buf(),
+        });
     }
     Ok(out)
 }

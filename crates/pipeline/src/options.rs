@@ -139,8 +139,10 @@ pub enum Opt {
     Format,
     /// [`RecordOptions::compress`].
     Compress,
-    /// [`RecordOptions::encrypt_to`] or [`RecordOptions::encrypt_to_file`].
+    /// [`RecordOptions::encrypt_to`].
     EncryptTo,
+    /// [`RecordOptions::encrypt_to_file`].
+    EncryptToFile,
 }
 
 impl std::fmt::Display for Opt {
@@ -168,6 +170,7 @@ impl std::fmt::Display for Opt {
             Opt::Format => "format",
             Opt::Compress => "compress",
             Opt::EncryptTo => "encrypt_to",
+            Opt::EncryptToFile => "encrypt_to_file",
         };
         f.write_str(name)
     }
@@ -266,6 +269,15 @@ pub enum OptionsError {
         option: Opt,
         /// What the parser said.
         message: String,
+    },
+    /// A recipient, or a recipients' file, refused (its words name it).
+    #[error("{error}")]
+    Key {
+        /// The option.
+        option: Opt,
+        /// What is wrong with it.
+        #[source]
+        error: wiretape_files::crypt::KeyError,
     },
     /// A live stream on an address beyond loopback, not allowed.
     #[error(transparent)]
@@ -830,10 +842,16 @@ impl RecordOptions {
         use wiretape_files::crypt::{parse_recipient, read_recipients_file, Recipients};
         let mut to = Vec::new();
         for r in &self.encrypt_to {
-            to.push(value(Opt::EncryptTo, parse_recipient(r))?);
+            to.push(parse_recipient(r).map_err(|error| OptionsError::Key {
+                option: Opt::EncryptTo,
+                error,
+            })?);
         }
         for f in &self.encrypt_to_file {
-            to.extend(value(Opt::EncryptTo, read_recipients_file(f))?);
+            to.extend(read_recipients_file(f).map_err(|error| OptionsError::Key {
+                option: Opt::EncryptToFile,
+                error,
+            })?);
         }
         Ok((!to.is_empty()).then_some(Recipients(to)))
     }
@@ -1266,13 +1284,18 @@ mod tests {
         assert_eq!(value(&|o| o.io = "sideways".into()), Opt::Io);
         assert_eq!(value(&|o| o.format = "csv".into()), Opt::Format);
         assert_eq!(value(&|o| o.compress = "zip".into()), Opt::Compress);
+        let key = |set: &dyn Fn(&mut RecordOptions)| {
+            let mut o = nowhere();
+            set(&mut o);
+            match err(&o) {
+                OptionsError::Key { option, .. } => option,
+                e => panic!("another error: {e}"),
+            }
+        };
+        assert_eq!(key(&|o| o.encrypt_to = vec!["age1bad".into()]), Opt::EncryptTo);
         assert_eq!(
-            value(&|o| o.encrypt_to = vec!["age1bad".into()]),
-            Opt::EncryptTo
-        );
-        assert_eq!(
-            value(&|o| o.encrypt_to_file = vec!["/nonexistent/recipients".into()]),
-            Opt::EncryptTo
+            key(&|o| o.encrypt_to_file = vec!["/nonexistent/recipients".into()]),
+            Opt::EncryptToFile
         );
     }
 

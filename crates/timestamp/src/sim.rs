@@ -14,6 +14,7 @@ use crate::clock::Clock;
 use crate::mode::TsMode;
 use crate::stamper::{StampSlot, Stamper};
 use crate::TaiToUtc;
+use std::fmt::Write as _;
 
 /// Bits per ns of the simulated link.
 pub const LINK_GBPS: f64 = 10.0;
@@ -258,21 +259,49 @@ pub fn evaluate(
         .windows(2)
         .map(|w| (w[1].1 as f64 - w[0].1 as f64) - (w[1].0 - w[0].0))
         .collect();
-    let n = errs.len().max(1) as f64;
-    let mean = errs.iter().sum::<f64>() / n;
-    let std = (errs.iter().map(|e| (e - mean) * (e - mean)).sum::<f64>() / n).sqrt();
-    let mut abs = crate::hist::values();
-    for e in &errs {
-        abs.saturating_record(e.abs().round() as u64);
-    }
-    let p99_abs = crate::hist::quantile(&abs, 0.99) as f64;
+    let e = ErrorStats::of(&errs);
     Accuracy {
         pattern,
         mode,
-        mean,
-        std,
-        p99_abs,
+        mean: e.mean,
+        std: e.std,
+        p99_abs: e.p99_abs,
         frames: stamps.len(),
+    }
+}
+
+/// Statistics of inter-arrival errors (ns): the simulator's and those of a
+/// live measurement against send times (the test bed's `stamps`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ErrorStats {
+    /// Mean error (ns, signed): a bias.
+    pub mean: f64,
+    /// Standard deviation (ns).
+    pub std: f64,
+    /// Median of the absolute error (ns).
+    pub p50_abs: f64,
+    /// 99th percentile of the absolute error (ns).
+    pub p99_abs: f64,
+}
+
+impl ErrorStats {
+    /// The statistics of `errs` (all zero when it is empty); the absolute
+    /// values' percentiles from an HDR histogram ([`crate::hist`]), to 0.1 %.
+    pub fn of(errs: &[f64]) -> ErrorStats {
+        let n = errs.len().max(1) as f64;
+        let mean = errs.iter().sum::<f64>() / n;
+        let std = (errs.iter().map(|e| (e - mean) * (e - mean)).sum::<f64>() / n).sqrt();
+        let mut abs = crate::hist::values();
+        for e in errs {
+            abs.saturating_record(e.abs().round() as u64);
+        }
+        ErrorStats {
+            mean,
+            std,
+            p50_abs: crate::hist::quantile(&abs, 0.5) as f64,
+            p99_abs: crate::hist::quantile(&abs, 0.99) as f64,
+        }
     }
 }
 
@@ -288,6 +317,92 @@ pub fn run_all(frames: usize, poller: &Poller, seed: u64) -> Vec<Accuracy> {
     out
 }
 
+/// [`run_all`]'s rows as a grouped bar chart in SVG: one group per
+/// pattern, one bar per mode, the std-dev on a log axis (`wiretape tsbench --svg`).
+pub fn chart_svg(rows: &[Accuracy]) -> String {
+    let modes = TsMode::POLLER;
+    let colors = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e"];
+    let (w, h, left, top, bottom) = (900.0, 420.0, 70.0, 40.0, 60.0);
+    let plot_h = h - top - bottom;
+    let lo = 1.0f64.log10(); // 1 ns
+    let hi = rows
+        .iter()
+        .map(|r| r.std.max(1.0))
+        .fold(10.0f64, f64::max)
+        .log10()
+        .ceil();
+    let y = |v: f64| top + plot_h * (1.0 - (v.max(1.0).log10() - lo) / (hi - lo));
+    let group_w = (w - left - 20.0) / Pattern::ALL.len() as f64;
+    let bar_w = group_w * 0.8 / modes.len() as f64;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = write!(
+        s,
+        r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="20" font-size="14">Timestamp inter-arrival error (std-dev, log scale) by mode — wiretape tsbench</text>"#
+    );
+    let mut e = 0.0;
+    while e <= hi {
+        let v = 10f64.powf(e);
+        let yy = y(v);
+        let label = if v >= 1000.0 {
+            format!("{} µs", v / 1000.0)
+        } else {
+            format!("{v} ns")
+        };
+        let _ = write!(
+            s,
+            r##"<line x1="{left}" x2="{}" y1="{yy}" y2="{yy}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{label}</text>"##,
+            w - 20.0,
+            left - 5.0,
+            yy + 4.0
+        );
+        e += 1.0;
+    }
+    for (gi, p) in Pattern::ALL.iter().enumerate() {
+        let gx = left + gi as f64 * group_w + group_w * 0.1;
+        for (mi, m) in modes.iter().enumerate() {
+            if let Some(r) = rows.iter().find(|r| r.pattern == *p && r.mode == *m) {
+                let x = gx + mi as f64 * bar_w;
+                let yy = y(r.std);
+                let _ = write!(
+                    s,
+                    r#"<rect x="{x:.1}" y="{yy:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{} {}: {:.1} ns</title></rect>"#,
+                    bar_w * 0.9,
+                    top + plot_h - yy,
+                    colors[mi],
+                    p.name(),
+                    m.name(),
+                    r.std
+                );
+            }
+        }
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            gx + group_w * 0.4,
+            h - bottom + 18.0,
+            p.name()
+        );
+    }
+    for (mi, m) in modes.iter().enumerate() {
+        let x = left + mi as f64 * 110.0;
+        let _ = write!(
+            s,
+            r#"<rect x="{x}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}">{}</text>"#,
+            h - 22.0,
+            colors[mi],
+            x + 16.0,
+            h - 12.0,
+            m.name()
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,6 +412,16 @@ mod tests {
             .find(|a| a.pattern == p && a.mode == m)
             .unwrap()
             .std
+    }
+
+    #[test]
+    fn error_statistics_of_known_gaps() {
+        // Errors -3, -1, 1, 3 (ns): mean 0, std sqrt(5), |err| 1, 1, 3, 3.
+        let e = ErrorStats::of(&[-3.0, -1.0, 1.0, 3.0]);
+        assert_eq!(e.mean, 0.0);
+        assert!((e.std - 5f64.sqrt()).abs() < 1e-12, "{e:?}");
+        assert_eq!((e.p50_abs, e.p99_abs), (1.0, 3.0));
+        assert_eq!(ErrorStats::of(&[]), ErrorStats::default());
     }
 
     #[test]

@@ -33,6 +33,12 @@ pub(crate) fn tls_line(e: &TlsError) -> String {
         TlsError::Pem { role, path, why } => {
             format!("{} {}: {why}", pem_flag(*role), path.display())
         }
+        TlsError::KeyMismatch { cert, key, why } => format!(
+            "TLS configuration: {} {} with {}: {why} (does the key belong to the certificate?)",
+            pem_flag(cert.0),
+            cert.1.display(),
+            pem_flag(*key)
+        ),
         other => other.to_string(),
     }
 }

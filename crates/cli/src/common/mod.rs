@@ -184,7 +184,8 @@ impl IdentityArg {
     pub(crate) fn options(&self) -> Result<ReadOptions> {
         let mut o = ReadOptions::new();
         if let Some(p) = &self.identity {
-            let ids = wiretape::files::crypt::read_identity_file(p).map_err(crate::usage)?;
+            let ids = wiretape::files::crypt::read_identity_file(p)
+                .map_err(|e| crate::usage(format!("--identity {e}")))?;
             o = o.with_identities(ids);
         }
         Ok(o)

@@ -129,6 +129,7 @@ fn flag(o: Opt) -> &'static str {
         Opt::Format => "--format",
         Opt::Compress => "--compress",
         Opt::EncryptTo => "--encrypt-to",
+        Opt::EncryptToFile => "--encrypt-to-file",
         _ => "an option",
     }
 }
@@ -166,6 +167,7 @@ fn in_flags(e: OptionsError) -> anyhow::Error {
             message,
         } => return anyhow::Error::msg(message),
         OptionsError::NetmapNotBuilt(e) => return e.into(),
+        OptionsError::Key { option, error } => format!("{} {error}", flag(option)),
         e => e.to_string(),
     };
     crate::usage(msg)

@@ -293,7 +293,7 @@ impl Server {
     }
 
     /// Certificates that end within 30 days, one line each (for the start).
-    pub fn warnings(&self) -> Vec<String> {
+    pub fn warnings(&self) -> Vec<crate::tls::Expiring> {
         self.state
             .tls
             .as_ref()
@@ -600,9 +600,9 @@ fn plan_error(st: &State, client: &str, what: &str, e: &QueryError) -> Response<
             StatusCode::BAD_REQUEST,
             format!("parameter 'filter': {}", filter_message(f)),
         ),
-        // Its reader is `wiretape extract` on the client: the line it
-        // prints is the one a local extract prints (tests/linktypes.rs).
-        QueryError::MixedLinkTypes(m) => (StatusCode::BAD_REQUEST, m.with_fix("--format pcapng")),
+        // The line a local extract prints, with the query parameter where
+        // the command names its flag (tests/linktypes.rs).
+        QueryError::MixedLinkTypes(m) => (StatusCode::BAD_REQUEST, m.with_fix("format=pcapng")),
         other => (StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
     };
     log(st, client, what, &format!("{} {m}", code.as_u16()));

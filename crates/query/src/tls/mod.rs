@@ -113,10 +113,20 @@ pub enum TlsError {
         /// What is wrong, with what to do.
         why: String,
     },
-    /// rustls refused the configuration (e.g. a key that does not match the
-    /// certificate).
+    /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
     Config(String),
+    /// rustls refused a certificate with its key (most often: the key is
+    /// not the certificate's).
+    #[error("TLS configuration: {} {} with {key}: {why} (does the key belong to the certificate?)", cert.0, cert.1.display())]
+    KeyMismatch {
+        /// The certificate: what it is for, and its file.
+        cert: (PemRole, PathBuf),
+        /// What the key is for (a command names it by its flag).
+        key: PemRole,
+        /// rustls's words.
+        why: String,
+    },
     /// Making or writing a certificate failed.
     #[error("{0}")]
     Certs(String),
@@ -246,20 +256,41 @@ fn in_validity(c: &CertInfo, path: &Path, role: PemRole, fix: &str) -> Result<()
 }
 
 /// A line for each certificate that ends within [`EXPIRY_WARNING_DAYS`].
-fn expiring(list: &[(&'static str, &Path, &CertInfo)]) -> Vec<String> {
+fn expiring(list: &[(PemRole, &Path, &CertInfo)]) -> Vec<Expiring> {
     let now = explain::now();
     list.iter()
         .filter(|(_, _, c)| c.not_after - now < EXPIRY_WARNING_DAYS * 86_400)
-        .map(|(flag, p, c)| {
-            format!(
-                "{flag} {}: '{}' expires on {} (in {})",
-                p.display(),
+        .map(|(role, p, c)| Expiring {
+            role: *role,
+            path: p.to_path_buf(),
+            note: format!(
+                "'{}' expires on {} (in {})",
                 c.subject,
                 utc(c.not_after),
                 explain::span(c.not_after - now)
-            )
+            ),
         })
         .collect()
+}
+
+/// A certificate that ends soon (within 30 days): the warning a server
+/// gives at its start, `{role} {path}: {note}`; a command names the file by
+/// its flag.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Expiring {
+    /// What the file is for.
+    pub role: PemRole,
+    /// The file.
+    pub path: PathBuf,
+    /// Whose certificate, when it ends and how soon.
+    pub note: String,
+}
+
+impl std::fmt::Display for Expiring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.role, self.path.display(), self.note)
+    }
 }
 
 /// The server's TLS: its certificate and key, and only clients with a
@@ -270,7 +301,7 @@ pub struct ServerTls {
     verifier: Arc<dyn ClientCertVerifier>,
     resolver: Arc<dyn ResolvesServerCert>,
     side: Arc<ServerSide>,
-    warnings: Vec<String>,
+    warnings: Vec<Expiring>,
 }
 
 /// What a connection's verifier said of a refused client certificate.
@@ -302,26 +333,29 @@ impl ServerTls {
             )?;
             cas.push(info);
         }
-        let mut warnings = expiring(&[("--tls-cert", cert, &me)]);
+        let mut warnings = expiring(&[(PemRole::ServerCert, cert, &me)]);
         warnings.extend(expiring(
             &cas.iter()
-                .map(|c| ("--client-ca", client_ca, c))
+                .map(|c| (PemRole::ClientCa, client_ca, c))
                 .collect::<Vec<_>>(),
         ));
         let roots = roots(client_ca, PemRole::ClientCa)?;
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
             .build()
-            .map_err(|e| TlsError::Config(format!("--client-ca {}: {e}", client_ca.display())))?;
+            .map_err(|e| TlsError::Pem {
+                role: PemRole::ClientCa,
+                path: client_ca.to_path_buf(),
+                why: e.to_string(),
+            })?;
         let base = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| TlsError::Config(e.to_string()))?
             .with_client_cert_verifier(verifier.clone())
             .with_single_cert(chain, key_der)
-            .map_err(|e| {
-                TlsError::Config(format!(
-                    "--tls-cert {} with --tls-key: {e} (does the key belong to the certificate?)",
-                    cert.display()
-                ))
+            .map_err(|e| TlsError::KeyMismatch {
+                cert: (PemRole::ServerCert, cert.to_path_buf()),
+                key: PemRole::ServerKey,
+                why: e.to_string(),
             })?;
         Ok(ServerTls {
             provider: provider(),
@@ -336,7 +370,7 @@ impl ServerTls {
     }
 
     /// Certificates that end within [`EXPIRY_WARNING_DAYS`], one line each.
-    pub fn warnings(&self) -> &[String] {
+    pub fn warnings(&self) -> &[Expiring] {
         &self.warnings
     }
 
@@ -455,17 +489,20 @@ impl ClientTls {
         let roots = Arc::new(roots(ca, PemRole::ServerCa)?);
         let verifier = WebPkiServerVerifier::builder_with_provider(roots.clone(), provider())
             .build()
-            .map_err(|e| TlsError::Config(format!("--ca {}: {e}", ca.display())))?;
+            .map_err(|e| TlsError::Pem {
+                role: PemRole::ServerCa,
+                path: ca.to_path_buf(),
+                why: e.to_string(),
+            })?;
         let mut base = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| TlsError::Config(e.to_string()))?
             .with_root_certificates(roots)
             .with_client_auth_cert(chain, key_der)
-            .map_err(|e| {
-                TlsError::Config(format!(
-                    "--cert {} with --key: {e} (does the key belong to the certificate?)",
-                    cert.display()
-                ))
+            .map_err(|e| TlsError::KeyMismatch {
+                cert: (PemRole::ClientCert, cert.to_path_buf()),
+                key: PemRole::ClientKey,
+                why: e.to_string(),
             })?;
         base.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(ClientTls {
@@ -719,7 +756,12 @@ mod tests {
         )
         .err()
         .unwrap();
-        assert!(e.to_string().contains("--tls-cert"), "{e}");
+        assert!(
+            matches!(&e, TlsError::KeyMismatch { cert, key: PemRole::ServerKey, .. } if cert.0 == PemRole::ServerCert),
+            "{e}"
+        );
+        assert!(e.to_string().contains("the server's certificate"), "{e}");
+        assert!(!e.to_string().contains("--"), "{e}");
         let e = load_certs(&d.join(files::SERVER_KEY), PemRole::ServerCert).unwrap_err();
         assert!(e.to_string().contains("holds no certificate"), "{e}");
         // An expired server certificate: refused before anything listens,
