@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use wiretape::pipeline::summary::{bytes_h, thousands};
 use wiretape::query::fleet;
 use wiretape::query::index::{Event, Indexing, Table};
-use wiretape::query::remote::{self, Remote};
+use wiretape::query::remote;
 
 #[derive(clap::Args)]
 #[command(
@@ -145,18 +145,10 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Ok(w) => w,
         Err(e) => return crate::common::usage_exit(e),
     };
-    let mut local = Vec::new();
-    let mut remotes = Vec::new();
-    for i in &words {
-        if remote::is_url(i) {
-            match Remote::parse(i) {
-                Ok(r) => remotes.push(r),
-                Err(e) => return crate::common::usage_exit(e),
-            }
-        } else {
-            local.push(PathBuf::from(i));
-        }
-    }
+    let (local, remotes) = match remote::split_inputs(&words) {
+        Ok(s) => s,
+        Err(e) => return crate::common::usage_exit(e),
+    };
     if !remotes.is_empty() && a.parquet.is_none() {
         return crate::common::usage_exit(format!(
             "{}: a sensor's indexes are its own to rebuild: give --parquet OUT to gather its table",

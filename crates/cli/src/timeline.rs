@@ -128,18 +128,10 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Ok(w) => w,
         Err(e) => return usage(e),
     };
-    let mut local = Vec::new();
-    let mut remotes = Vec::new();
-    for w in &words {
-        if remote::is_url(w) {
-            match Remote::parse(w) {
-                Ok(r) => remotes.push(r),
-                Err(e) => return usage(e),
-            }
-        } else {
-            local.push(PathBuf::from(w));
-        }
-    }
+    let (local, remotes) = match remote::split_inputs(&words) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
     let refs: Vec<&Remote> = remotes.iter().collect();
     let client = match a.tls.client(&refs) {
         Ok(c) => c,

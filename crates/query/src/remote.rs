@@ -21,6 +21,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -54,6 +55,22 @@ pub struct Remote {
 /// Whether an input word names a sensor rather than a path.
 pub fn is_url(s: &str) -> bool {
     s.starts_with("https://") || s.starts_with("http://")
+}
+
+/// Inputs split into local paths and sensors ([`is_url`] words), each in
+/// its order. Err: a sensor's address that does not parse ([`Remote::parse`]).
+pub fn split_inputs<S: AsRef<str>>(words: &[S]) -> Result<(Vec<PathBuf>, Vec<Remote>), String> {
+    let mut local = Vec::new();
+    let mut remotes = Vec::new();
+    for w in words {
+        let w = w.as_ref();
+        if is_url(w) {
+            remotes.push(Remote::parse(w)?);
+        } else {
+            local.push(PathBuf::from(w));
+        }
+    }
+    Ok((local, remotes))
 }
 
 impl Remote {
