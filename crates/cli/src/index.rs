@@ -217,7 +217,11 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             Event::SensorNote(n) => eprintln!("wiretape: sessions: {n}"),
             Event::SensorFailed { url, error, table } => eprintln!(
                 "wiretape: error: sensor {url}: {error}: not in the {}table",
-                if table == Table::Sessions { "sessions " } else { "" }
+                if table == Table::Sessions {
+                    "sessions "
+                } else {
+                    ""
+                }
             ),
             _ => {}
         })

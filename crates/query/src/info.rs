@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use wiretape_files::index;
 use wiretape_files::keys::KeyIndex;
-use wiretape_files::{FileInfo, Format, ReadOptions};
 use wiretape_files::StorageError;
+use wiretape_files::{FileInfo, Format, ReadOptions};
 
 /// A sidecar of a capture file: none, one that cannot be read, or what it
 /// says.
