@@ -287,27 +287,6 @@ pub fn svg(tl: &Timeline, width: u32, height: u32) -> String {
     s
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn labels_and_numbers() {
-        assert_eq!(si(1_234_567.0), "1.23M");
-        assert_eq!(si(500.0), "500");
-        assert_eq!(si(2000.0), "2k");
-        assert_eq!(duration(60_000_000_000), "1 min");
-        assert_eq!(duration(2 * 86_400_000_000_000), "2 days");
-        assert_eq!(nice_ceil(3.3), 5.0);
-        assert_eq!(nice_ceil(1000.0), 1000.0);
-        assert_eq!(xml_escape("q\"'<img>&"), "q&quot;&#39;&lt;img&gt;&amp;");
-        assert_eq!(
-            tick_label(1_700_000_000_123_000_000, 1_000_000),
-            "22:13:20.123"
-        );
-    }
-}
-
 /// The bins as a text table (`wiretape timeline` without `-o`): a header,
 /// then one line per bin with frames (start, frames, bytes, the filter's
 /// bound when there is one) and a bar of up to 40 `#` scaled to the
@@ -346,4 +325,25 @@ pub fn table(tl: &Timeline) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_and_numbers() {
+        assert_eq!(si(1_234_567.0), "1.23M");
+        assert_eq!(si(500.0), "500");
+        assert_eq!(si(2000.0), "2k");
+        assert_eq!(duration(60_000_000_000), "1 min");
+        assert_eq!(duration(2 * 86_400_000_000_000), "2 days");
+        assert_eq!(nice_ceil(3.3), 5.0);
+        assert_eq!(nice_ceil(1000.0), 1000.0);
+        assert_eq!(xml_escape("q\"'<img>&"), "q&quot;&#39;&lt;img&gt;&amp;");
+        assert_eq!(
+            tick_label(1_700_000_000_123_000_000, 1_000_000),
+            "22:13:20.123"
+        );
+    }
 }

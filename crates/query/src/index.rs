@@ -371,3 +371,56 @@ impl Indexing {
         Ok((path, parts.iter().map(|p| p.1.len()).sum()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_table_goes_to_sessions_beside_the_block_table() {
+        assert_eq!(
+            sessions_path(Path::new("idx/s1.parquet")),
+            Path::new("idx/sessions/s1.parquet")
+        );
+        assert_eq!(
+            sessions_path(Path::new("s1.parquet")),
+            Path::new("sessions/s1.parquet")
+        );
+    }
+
+    #[test]
+    fn an_empty_store_rebuilds_nothing_and_its_report_has_the_json_fields() {
+        let dir = std::env::temp_dir().join(format!("wt-q-index-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = fleet::captures(std::slice::from_ref(&dir), None).unwrap();
+        let mut events = Vec::new();
+        let r = Indexing::new(files, ReadOptions::new())
+            .run(None, &mut |e| events.push(format!("{e:?}")))
+            .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(events, ["Start { files: 0, bytes: 0 }", "Rebuilt"]);
+        assert_eq!(r.exit_code(), 0);
+        let j = r.to_json();
+        let keys: Vec<&str> = j.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "being_written",
+                "bytes_read",
+                "details",
+                "entries_written",
+                "failed",
+                "files",
+                "parquet",
+                "parquet_rows",
+                "rebuilt",
+                "seconds",
+                "sessions_parquet",
+                "sessions_parquet_rows",
+                "up_to_date"
+            ]
+        );
+        assert_eq!(j["files"], 0);
+        assert!(j["parquet"].is_null());
+    }
+}

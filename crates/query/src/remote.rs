@@ -790,6 +790,17 @@ pub fn describe(r: &Remote) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn input_words_split_into_paths_and_sensors_in_order() {
+        let (l, r) =
+            split_inputs(&["/data", "https://s1:8443", "x.pcap", "http://127.0.0.1:1"]).unwrap();
+        assert_eq!(l, [PathBuf::from("/data"), PathBuf::from("x.pcap")]);
+        let urls: Vec<&str> = r.iter().map(|r| r.url.as_str()).collect();
+        assert_eq!(urls, ["https://s1:8443", "http://127.0.0.1:1"]);
+        assert!(split_inputs(&["https://"]).is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -715,58 +715,6 @@ fn open_walker(
     Walker::new(src)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn round_widths_give_at_most_the_bins_asked() {
-        for (from, to, max) in [
-            (0u64, 1_000u64, 10u64),
-            (1_700_000_000 * S + 123, 1_700_000_000 * S + 5 * MIN, 250),
-            (5, 6, 1),
-            (0, 400 * 365 * DAY, 100),
-        ] {
-            let w = round_width(from, to, max);
-            assert!(to.div_ceil(w) - from / w <= max, "{from} {to} {max}: {w}");
-        }
-        assert_eq!(round_width(0, 10 * S, 10), S);
-        assert_eq!(round_width(0, 10 * S, 9), 2 * S);
-        assert_eq!(round_width(0, 60 * MIN, 60), MIN);
-    }
-
-    #[test]
-    fn apportioning_keeps_every_frame_and_byte() {
-        let mut bins = vec![Counts::default(); 10];
-        let c = Counts {
-            frames: 1001,
-            bytes: 77_777,
-            may_match: 1001,
-        };
-        apportion(&mut bins, 100, 10, 113, 171, c);
-        let mut t = Counts::default();
-        bins.iter().for_each(|b| t += *b);
-        assert_eq!(t, c);
-        assert_eq!(bins[0], Counts::default());
-        assert!(bins[1].frames > 0 && bins[7].frames > 0);
-        assert_eq!(bins[8], Counts::default());
-        // Evenly spread: the whole bins inside get 10/59 of the frames each.
-        assert!((bins[3].frames as i64 - 1001 * 10 / 59).abs() <= 1);
-    }
-
-    #[test]
-    fn series_come_from_the_file_names() {
-        let p = Path::new("/d/wiretape-eth-0-q3-20261122T140200.000000000Z.pcap");
-        assert_eq!(series_of(p, By::Iface), "eth-0");
-        assert_eq!(series_of(p, By::Queue), "eth-0-q3");
-        assert_eq!(series_of(p, By::None), "all");
-        assert_eq!(
-            series_of(Path::new("/x/trace.pcap"), By::Iface),
-            "trace.pcap"
-        );
-    }
-}
-
 /// The timeline over local stores (`req.inputs`, none: sensors only) and
 /// sensors: the window resolved first where it is open (each sensor's
 /// first and last frame from `/v1/status`), then the bin width, then
@@ -836,4 +784,56 @@ pub fn build_fleet(
         tl.merge(&other).map_err(|e| sensor(&r.url, e))?;
     }
     Ok(tl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_widths_give_at_most_the_bins_asked() {
+        for (from, to, max) in [
+            (0u64, 1_000u64, 10u64),
+            (1_700_000_000 * S + 123, 1_700_000_000 * S + 5 * MIN, 250),
+            (5, 6, 1),
+            (0, 400 * 365 * DAY, 100),
+        ] {
+            let w = round_width(from, to, max);
+            assert!(to.div_ceil(w) - from / w <= max, "{from} {to} {max}: {w}");
+        }
+        assert_eq!(round_width(0, 10 * S, 10), S);
+        assert_eq!(round_width(0, 10 * S, 9), 2 * S);
+        assert_eq!(round_width(0, 60 * MIN, 60), MIN);
+    }
+
+    #[test]
+    fn apportioning_keeps_every_frame_and_byte() {
+        let mut bins = vec![Counts::default(); 10];
+        let c = Counts {
+            frames: 1001,
+            bytes: 77_777,
+            may_match: 1001,
+        };
+        apportion(&mut bins, 100, 10, 113, 171, c);
+        let mut t = Counts::default();
+        bins.iter().for_each(|b| t += *b);
+        assert_eq!(t, c);
+        assert_eq!(bins[0], Counts::default());
+        assert!(bins[1].frames > 0 && bins[7].frames > 0);
+        assert_eq!(bins[8], Counts::default());
+        // Evenly spread: the whole bins inside get 10/59 of the frames each.
+        assert!((bins[3].frames as i64 - 1001 * 10 / 59).abs() <= 1);
+    }
+
+    #[test]
+    fn series_come_from_the_file_names() {
+        let p = Path::new("/d/wiretape-eth-0-q3-20261122T140200.000000000Z.pcap");
+        assert_eq!(series_of(p, By::Iface), "eth-0");
+        assert_eq!(series_of(p, By::Queue), "eth-0-q3");
+        assert_eq!(series_of(p, By::None), "all");
+        assert_eq!(
+            series_of(Path::new("/x/trace.pcap"), By::Iface),
+            "trace.pcap"
+        );
+    }
 }
