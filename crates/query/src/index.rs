@@ -108,7 +108,7 @@ pub enum Event<'a> {
 pub struct Detail {
     /// The capture file.
     pub file: String,
-    /// `rebuilt`, `being_written` is never listed, `failed`.
+    /// `rebuilt`, `beingwritten` (left to its writer) or `failed`.
     pub outcome: String,
     /// Why it was rebuilt, or why that failed.
     pub why: Option<String>,
