@@ -8,9 +8,9 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use wiretape::pipeline::summary::{bytes_h, thousands};
-use wiretape::query::fleet::{self, Outcome};
-use wiretape::query::remote::{self, Remote};
-use wiretape::query::Window;
+use wiretape::query::fleet;
+use wiretape::query::index::{Event, Indexing, Table};
+use wiretape::query::remote;
 
 #[derive(clap::Args)]
 #[command(
@@ -77,7 +77,6 @@ pub(crate) struct Args {
 /// terminal, a line every 10 s otherwise.
 struct Bar {
     total: u64,
-    done: u64,
     start: Instant,
     last: Instant,
     tty: bool,
@@ -86,7 +85,7 @@ struct Bar {
 }
 
 impl Bar {
-    fn show(&mut self, now_in_file: u64, force: bool) {
+    fn show(&mut self, done: u64, force: bool) {
         if self.quiet {
             return;
         }
@@ -99,7 +98,6 @@ impl Bar {
             return;
         }
         self.last = Instant::now();
-        let done = self.done + now_in_file;
         let secs = self.start.elapsed().as_secs_f64().max(1e-3);
         let rate = done as f64 / secs;
         let frac = if self.total == 0 {
@@ -132,6 +130,13 @@ impl Bar {
             eprintln!("wiretape: index: {line}");
         }
     }
+
+    /// Ends the bar's line on a terminal (before another line).
+    fn break_line(&self) {
+        if self.tty && !self.quiet {
+            eprintln!();
+        }
+    }
 }
 
 pub(crate) fn run(a: Args) -> Result<i32> {
@@ -140,18 +145,10 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Ok(w) => w,
         Err(e) => return crate::common::usage_exit(e),
     };
-    let mut local = Vec::new();
-    let mut remotes = Vec::new();
-    for i in &words {
-        if remote::is_url(i) {
-            match Remote::parse(i) {
-                Ok(r) => remotes.push(r),
-                Err(e) => return crate::common::usage_exit(e),
-            }
-        } else {
-            local.push(PathBuf::from(i));
-        }
-    }
+    let (local, remotes) = match remote::split_inputs(&words) {
+        Ok(s) => s,
+        Err(e) => return crate::common::usage_exit(e),
+    };
     if !remotes.is_empty() && a.parquet.is_none() {
         return crate::common::usage_exit(format!(
             "{}: a sensor's indexes are its own to rebuild: give --parquet OUT to gather its table",
@@ -172,216 +169,86 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             );
         }
     }
-    let started = Instant::now();
-    let (todo, _) = fleet::triage(&files, &read, a.force);
-    let total: u64 = todo
-        .iter()
-        .map(|(f, _)| std::fs::metadata(f).map_or(0, |m| m.len()))
-        .sum();
-    let lens: Vec<u64> = todo
-        .iter()
-        .map(|(f, _)| std::fs::metadata(f).map_or(0, |m| m.len()))
-        .collect();
+    let mut ix = Indexing::new(files, read);
+    ix.local = !local.is_empty();
+    ix.remotes = remotes;
+    ix.force = a.force;
+    ix.parquet = a.parquet.clone();
+    ix.node = a.node.clone().unwrap_or_else(fleet::hostname);
     let mut bar = Bar {
-        total,
-        done: 0,
+        total: 0,
         start: Instant::now(),
         last: Instant::now() - Duration::from_secs(60),
         tty: std::io::stderr().is_terminal(),
-        quiet: a.quiet || todo.is_empty(),
-        files: (0, todo.len()),
+        quiet: a.quiet,
+        files: (0, 0),
     };
-    let r = {
-        let bar = std::cell::RefCell::new(&mut bar);
-        fleet::rebuild(
-            &files,
-            &read,
-            a.force,
-            &mut |n, at| {
-                let mut b = bar.borrow_mut();
-                if b.files.0 != n {
-                    // A new file: the one before is done.
-                    if b.files.0 > 0 {
-                        b.done += lens[b.files.0 - 1];
-                    }
-                    b.files.0 = n;
-                }
-                b.show(at, false);
-            },
-            &mut |f, e| {
-                let b = bar.borrow();
-                if b.tty && !b.quiet {
-                    eprintln!();
-                }
+    let r = ix
+        .run(client.as_ref(), &mut |e| match e {
+            Event::Start { files, bytes } => {
+                bar.total = bytes;
+                bar.files.1 = files;
+                bar.quiet |= files == 0;
+            }
+            Event::Progress { file, done } => {
+                bar.files.0 = file;
+                bar.show(done, false);
+            }
+            Event::Failed { file, error } => {
+                bar.break_line();
                 eprintln!(
                     "wiretape: index: {}: {}",
-                    f.display(),
-                    crate::common::flags::storage_text(e)
+                    file.display(),
+                    crate::common::flags::storage_text(error)
                 );
-            },
-        )
-    };
-    bar.done = total;
-    bar.show(0, true);
-    if bar.tty && !bar.quiet {
-        eprintln!();
-    }
-    let mut failed = r.count(Outcome::Failed);
-    let mut rows = 0;
-    let mut session_rows: Option<(PathBuf, usize)> = None;
-    if let Some(out) = &a.parquet {
-        let node = a.node.clone().unwrap_or_else(fleet::hostname);
-        let mut tables = Vec::new();
-        if !local.is_empty() {
-            let table =
-                fleet::block_table(&node, &files, &read, &Window::default(), &mut |f, e| {
-                    eprintln!(
-                        "wiretape: index: {}: no usable index ({e}): not in the table",
-                        f.display()
-                    )
-                })
-                .map_err(|e| anyhow!("{e}"))?;
-            tables.push(table);
-        }
-        if let Some(c) = &client {
-            for r in &remotes {
-                let got = c
-                    .get_bytes(r, "/v1/index.parquet")
-                    .map_err(|e| e.to_string())
-                    .and_then(|b| fleet::read_table(b, &r.url).map_err(|e| e.to_string()));
-                match got {
-                    Ok(t) => tables.extend(t),
-                    Err(e) => {
-                        failed += 1;
-                        eprintln!("wiretape: error: sensor {}: {e}: not in the table", r.url);
-                    }
-                }
             }
-        }
-        rows = tables.iter().map(|t| t.num_rows()).sum();
-        fleet::write_table_file(out, &tables).map_err(|e| anyhow!("{e}"))?;
-        // The session tables of the same inputs, one file in sessions/
-        // beside OUT (a glob over OUT's directory never mixes the two).
-        let (path, n, bad) =
-            sessions_table(out, &node, &files, &read, &local, client.as_ref(), &remotes)?;
-        failed += bad;
-        session_rows = Some((path, n));
-    }
-    let secs = started.elapsed().as_secs_f64();
+            Event::Rebuilt => {
+                bar.show(bar.total, true);
+                bar.break_line();
+            }
+            Event::NoIndex { file, error } => eprintln!(
+                "wiretape: index: {}: no usable index ({error}): not in the table",
+                file.display()
+            ),
+            Event::SessionsUnreadable { file, error } => eprintln!(
+                "wiretape: index: {}: {error}: not in the sessions table",
+                file.display()
+            ),
+            Event::SensorNote(n) => eprintln!("wiretape: sessions: {n}"),
+            Event::SensorFailed { url, error, table } => eprintln!(
+                "wiretape: error: sensor {url}: {error}: not in the {}table",
+                if table == Table::Sessions {
+                    "sessions "
+                } else {
+                    ""
+                }
+            ),
+            _ => {}
+        })
+        .map_err(|e| anyhow!("{e}"))?;
     if a.json {
-        let j = serde_json::json!({
-            "files": files.len(),
-            "rebuilt": r.count(Outcome::Rebuilt),
-            "up_to_date": r.count(Outcome::UpToDate),
-            "being_written": r.count(Outcome::BeingWritten),
-            "failed": failed,
-            "entries_written": r.entries,
-            "bytes_read": total,
-            "seconds": secs,
-            "parquet": a.parquet.as_ref().map(|p| p.display().to_string()),
-            "parquet_rows": rows,
-            "sessions_parquet": session_rows.as_ref().map(|s| s.0.display().to_string()),
-            "sessions_parquet_rows": session_rows.as_ref().map(|s| s.1),
-            "details": r.files.iter().filter(|o| o.outcome != Outcome::UpToDate).map(|o| serde_json::json!({
-                "file": o.file.display().to_string(),
-                "outcome": format!("{:?}", o.outcome).to_lowercase(),
-                "why": o.why,
-            })).collect::<Vec<_>>(),
-        });
-        println!("{}", serde_json::to_string(&j)?);
+        println!("{}", serde_json::to_string(&r.to_json())?);
     } else if !a.quiet {
         eprintln!(
             "wiretape: index: {} files: {} rebuilt ({} read in {:.1} s), {} up to date, {} being \
              written (left to their writer), {} failed{}{}",
-            files.len(),
-            r.count(Outcome::Rebuilt),
-            bytes_h(total),
-            secs,
-            r.count(Outcome::UpToDate),
-            r.count(Outcome::BeingWritten),
-            failed,
-            a.parquet
+            r.files,
+            r.rebuilt,
+            bytes_h(r.bytes_read),
+            r.seconds,
+            r.up_to_date,
+            r.being_written,
+            r.failed,
+            r.parquet
                 .as_ref()
-                .map(|p| format!("; {} blocks to {}", thousands(rows as u64), p.display()))
+                .map(|p| format!("; {} blocks to {p}", thousands(r.parquet_rows as u64)))
                 .unwrap_or_default(),
-            session_rows
+            r.sessions_parquet
                 .as_ref()
-                .map(|(p, n)| format!(", {} sessions to {}", thousands(*n as u64), p.display()))
+                .zip(r.sessions_parquet_rows)
+                .map(|(p, n)| format!(", {} sessions to {p}", thousands(n as u64)))
                 .unwrap_or_default()
         );
     }
-    Ok(i32::from(failed > 0))
-}
-
-/// Where `index --parquet OUT` puts the sessions: `sessions/NAME` in OUT's
-/// directory (NAME: OUT's file name).
-pub(crate) fn sessions_path(out: &std::path::Path) -> PathBuf {
-    let dir = out.parent().unwrap_or(std::path::Path::new(""));
-    dir.join("sessions").join(
-        out.file_name()
-            .unwrap_or_else(|| std::ffi::OsStr::new("sessions.parquet")),
-    )
-}
-
-/// `--parquet`'s session part: the rows of the local captures' tables
-/// (under `node`) and of every sensor's `/v1/sessions` (under its node
-/// name) as one Parquet file at [`sessions_path`]. Returns the file, its
-/// rows and the sensors that failed.
-fn sessions_table(
-    out: &std::path::Path,
-    node: &str,
-    files: &[PathBuf],
-    read: &wiretape::files::ReadOptions,
-    local: &[PathBuf],
-    client: Option<&remote::Client>,
-    remotes: &[Remote],
-) -> Result<(PathBuf, usize, usize)> {
-    use wiretape::query::sessions;
-    let mut parts = Vec::new();
-    let mut failed = 0;
-    if !local.is_empty() {
-        let l = sessions::list(files, read, None, None, &sessions::Where::default())
-            .map_err(|e| anyhow!("{e}"))?;
-        for (p, e) in &l.unreadable {
-            eprintln!(
-                "wiretape: index: {}: {e}: not in the sessions table",
-                p.display()
-            );
-        }
-        parts.push((node.to_string(), l.rows));
-    }
-    if let Some(c) = client {
-        let q = sessions::sessions_query(&Window::default(), None);
-        for r in remotes {
-            match sessions::remote_rows(c, r, &q) {
-                Ok(part) => {
-                    for n in part.notes(&r.url) {
-                        eprintln!("wiretape: sessions: {n}");
-                    }
-                    parts.push((part.node, part.rows));
-                }
-                Err(e) => {
-                    failed += 1;
-                    eprintln!(
-                        "wiretape: error: sensor {}: {e}: not in the sessions table",
-                        r.url
-                    );
-                }
-            }
-        }
-    }
-    let path = sessions_path(out);
-    if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d).map_err(|e| anyhow!("cannot create {}: {e}", d.display()))?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let f =
-        std::fs::File::create(&tmp).map_err(|e| anyhow!("cannot create {}: {e}", tmp.display()))?;
-    sessions::write_fleet_parquet(std::io::BufWriter::new(f), &parts, &path)
-        .map_err(|e| anyhow!("{e}"))?;
-    std::fs::rename(&tmp, &path).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
-    let n = parts.iter().map(|p| p.1.len()).sum();
-    Ok((path, n, failed))
+    Ok(r.exit_code())
 }

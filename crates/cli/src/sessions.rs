@@ -116,22 +116,13 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let mut failed = 0;
     if let Some(c) = &client {
         let query = sessions::sessions_query(&window, a.filter.as_deref());
-        for r in &remotes {
-            match sessions::remote_rows(c, r, &query) {
-                Ok(part) => {
-                    for n in part.notes(&r.url) {
-                        eprintln!("wiretape: sessions: {n}");
-                    }
-                    l.rows.extend(part.rows);
-                }
-                Err(e) => {
-                    failed += 1;
-                    eprintln!("wiretape: error: sensor {}: {e}", r.url);
-                }
+        failed = l.add_sensors(c, &remotes, &query, &mut |e| match e {
+            sessions::Event::Note(n) => eprintln!("wiretape: sessions: {n}"),
+            sessions::Event::SensorFailed { url, error } => {
+                eprintln!("wiretape: error: sensor {url}: {error}")
             }
-        }
-        l.rows
-            .sort_by(|a, b| (a.0.first_ns, a.0.id, &a.1).cmp(&(b.0.first_ns, b.0.id, &b.1)));
+            _ => {}
+        });
     }
     if let Some(out) = &a.parquet {
         let f = std::fs::File::create(out)
@@ -152,48 +143,9 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             writeln!(out, "{}", sessions::row_json(r, f))?;
         }
     } else {
-        writeln!(
-            out,
-            "{:<30} {:<5} {:<47} {:>17} {:>21}  names",
-            "first frame (UTC)", "proto", "client -> server", "frames c/s", "bytes c/s"
-        )?;
+        writeln!(out, "{}", sessions::table_header())?;
         for (r, _) in &l.rows {
-            let ep = |ip: &std::net::IpAddr, port: u16| match (ip, port) {
-                (std::net::IpAddr::V6(_), 0) => format!("[{ip}]"),
-                (std::net::IpAddr::V6(_), p) => format!("[{ip}]:{p}"),
-                (_, 0) => ip.to_string(),
-                (_, p) => format!("{ip}:{p}"),
-            };
-            let proto = match r.proto {
-                6 => "tcp".to_string(),
-                17 => "udp".to_string(),
-                1 => "icmp".to_string(),
-                58 => "icmp6".to_string(),
-                p => p.to_string(),
-            };
-            let names = names_text(r);
-            writeln!(
-                out,
-                "{:<30} {:<5} {:<47} {:>17} {:>21}  {}",
-                wiretape::timestamp::format_rfc3339(r.first_ns),
-                proto,
-                format!(
-                    "{} -> {}",
-                    ep(&r.client_ip, r.client_port),
-                    ep(&r.server_ip, r.server_port)
-                ),
-                format!(
-                    "{}/{}",
-                    thousands(r.client_packets),
-                    thousands(r.server_packets)
-                ),
-                format!(
-                    "{}/{}",
-                    thousands(r.client_bytes),
-                    thousands(r.server_bytes)
-                ),
-                names
-            )?;
+            writeln!(out, "{}", sessions::row_text(r))?;
         }
         out.flush()?;
         eprintln!(
@@ -232,43 +184,4 @@ fn report_listing(l: &sessions::Listing, files: usize) {
             files
         );
     }
-}
-
-/// The names of a row, as `key=value` words (stored escaped: no control
-/// characters).
-fn names_text(r: &wiretape::sessions::Session) -> String {
-    let Some(n) = r.names.as_deref() else {
-        return String::new();
-    };
-    let mut v = Vec::new();
-    let mut put = |k: &str, x: &Option<String>| {
-        if let Some(x) = x {
-            v.push(format!("{k}={x}"));
-        }
-    };
-    let dns = if n.dns_queries.len() > 1 {
-        let cut = if n.dns_queries_cut > 0 {
-            format!(" (+{} cut)", n.dns_queries_cut)
-        } else {
-            String::new()
-        };
-        Some(format!("{}{cut}", n.dns_queries.join(",")))
-    } else {
-        n.dns_query.clone()
-    };
-    put("dns", &dns);
-    put("sni", &n.tls_sni);
-    put("ja4", &n.ja4);
-    put("host", &n.http_host);
-    put("quic_sni", &n.quic_sni);
-    if let (Some(m), Some(p)) = (&n.http_method, &n.http_path) {
-        v.push(format!("{m} {p}"));
-    }
-    if !n.dns_answers.is_empty() {
-        v.push(format!("answers={}", n.dns_answers.join(",")));
-    }
-    if !n.tls_alpn.is_empty() {
-        v.push(format!("alpn={}", n.tls_alpn.join(",")));
-    }
-    v.join(" ")
 }

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use wiretape::pipeline::summary::thousands;
 use wiretape::query::chart;
 use wiretape::query::remote::{self, Remote};
-use wiretape::query::timeline::{self, By, Request, Timeline};
-use wiretape::query::{QueryError, Window};
+use wiretape::query::timeline::{self, By, Request};
+use wiretape::query::QueryError;
 use wiretape::timestamp::format_rfc3339;
 
 #[derive(clap::Args)]
@@ -128,18 +128,10 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Ok(w) => w,
         Err(e) => return usage(e),
     };
-    let mut local = Vec::new();
-    let mut remotes = Vec::new();
-    for w in &words {
-        if remote::is_url(w) {
-            match Remote::parse(w) {
-                Ok(r) => remotes.push(r),
-                Err(e) => return usage(e),
-            }
-        } else {
-            local.push(PathBuf::from(w));
-        }
-    }
+    let (local, remotes) = match remote::split_inputs(&words) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
     let refs: Vec<&Remote> = remotes.iter().collect();
     let client = match a.tls.client(&refs) {
         Ok(c) => c,
@@ -156,7 +148,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         timeline::build(&req).map_err(|e| anyhow!("{e}"))?
     } else {
         let client = client.expect("a client for the sensors");
-        fleet(&mut req, &client, &remotes)?
+        timeline::build_fleet(&mut req, &client, &remotes).map_err(|e| anyhow!("{e}"))?
     };
     if let Some(out) = &a.out {
         let svg = chart::svg(&tl, a.width, a.height);
@@ -170,7 +162,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     if a.json {
         println!("{}", serde_json::to_string(&tl.to_json())?);
     } else if a.out.is_none() {
-        print_table(&tl);
+        print!("{}", chart::table(&tl));
     }
     let t = tl.totals();
     let missed = tl.store_span.filter(|s| t.frames == 0 && s.misses(&window));
@@ -201,99 +193,6 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         );
     }
     Ok(0)
-}
-
-/// The timeline over local stores and sensors: the window resolved first
-/// (each sensor's first and last frame from `/v1/status`), then every
-/// sensor asked for the same bins, and the answers added up.
-fn fleet(req: &mut Request, client: &remote::Client, remotes: &[Remote]) -> Result<Timeline> {
-    let local = !req.inputs.is_empty();
-    if req.window.from_ns.is_none() || req.window.to_ns.is_none() {
-        let mut first = None::<u64>;
-        let mut last = None::<u64>;
-        if local {
-            let t = timeline::build(req).map_err(|e| anyhow!("{e}"))?;
-            if t.to_ns > t.from_ns {
-                first = Some(t.from_ns);
-                last = Some(t.to_ns - 1);
-            }
-        }
-        for r in remotes {
-            let s = client
-                .get_json(r, "/v1/status")
-                .map_err(|e| anyhow!("sensor {}: {e}", r.url))?;
-            if let Some(f) = s["first_ns"].as_u64() {
-                first = Some(first.map_or(f, |x| x.min(f)));
-            }
-            if let Some(l) = s["last_ns"].as_u64() {
-                last = Some(last.map_or(l, |x| x.max(l)));
-            }
-        }
-        let from = req.window.from_ns.or(first).unwrap_or(0);
-        let to = req
-            .window
-            .to_ns
-            .or(last.map(|l| l + 1))
-            .unwrap_or(from + 1)
-            .max(from + 1);
-        req.window = Window {
-            from_ns: Some(from),
-            to_ns: Some(to),
-        };
-    }
-    let (from, to) = (req.window.from_ns.unwrap(), req.window.to_ns.unwrap());
-    let bin = timeline::bin_width(from, to, req.width);
-    req.bin_ns = Some(bin);
-    let mut tl = timeline::build(req).map_err(|e| anyhow!("{e}"))?;
-    if !local {
-        tl.series.clear();
-        tl.counts.clear();
-    }
-    let q = format!("/v1/timeline?{}", timeline::query_string(req, bin));
-    for r in remotes {
-        let v = client
-            .get_json(r, &q)
-            .map_err(|e| anyhow!("sensor {}: {e}", r.url))?;
-        let other = Timeline::from_json(&v).map_err(|e| anyhow!("sensor {}: {e}", r.url))?;
-        tl.merge(&other)
-            .map_err(|e| anyhow!("sensor {}: {e}", r.url))?;
-    }
-    Ok(tl)
-}
-
-/// The bins as a table on stdout (non-empty bins, with a bar).
-fn print_table(tl: &Timeline) {
-    let peak = (0..tl.len())
-        .map(|i| tl.bin(i).frames)
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let filter = tl.filter.is_some();
-    println!(
-        "{:<30} {:>12} {:>14}{}",
-        "bin start (UTC)",
-        "frames",
-        "bytes",
-        if filter { "  filter bound" } else { "" }
-    );
-    for i in 0..tl.len() {
-        let c = tl.bin(i);
-        if c.frames == 0 {
-            continue;
-        }
-        let bar = "#".repeat(((c.frames * 40).div_ceil(peak)) as usize);
-        let bound = if filter {
-            format!("  {:>12}", c.may_match)
-        } else {
-            String::new()
-        };
-        println!(
-            "{:<30} {:>12} {:>14}{bound}  {bar}",
-            format_rfc3339(tl.bin_start(i)),
-            c.frames,
-            c.bytes
-        );
-    }
 }
 
 /// The SVG rendered at `width` × `height` by resvg (system fonts for the

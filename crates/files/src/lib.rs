@@ -58,3 +58,17 @@ pub use options::ReadOptions;
 pub use pcap::{FileHeader, Format, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
 pub use reader::{FileInfo, PcapReader, Record};
 pub use sys::{is_being_written, lock_owner_gone};
+
+/// 1234567 -> `1,234,567`: a count as every message and table of the
+/// readers and the recorder groups it.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

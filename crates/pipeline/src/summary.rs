@@ -12,18 +12,7 @@ use wiretape_files::Format;
 use wiretape_storage::{CompressReport, StorageProgress};
 use wiretape_timestamp::{format_rfc3339, StampStats};
 
-/// 1234567 -> `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use wiretape_files::thousands;
 
 /// Bytes in decimal units: `999 B`, `1.50 KB`, `3.27 GB`.
 pub fn bytes_h(n: u64) -> String {

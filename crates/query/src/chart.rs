@@ -287,6 +287,46 @@ pub fn svg(tl: &Timeline, width: u32, height: u32) -> String {
     s
 }
 
+/// The bins as a text table (`wiretape timeline` without `-o`): a header,
+/// then one line per bin with frames (start, frames, bytes, the filter's
+/// bound when there is one) and a bar of up to 40 `#` scaled to the
+/// busiest bin; every line ends in a newline.
+pub fn table(tl: &Timeline) -> String {
+    let peak = (0..tl.len())
+        .map(|i| tl.bin(i).frames)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let filter = tl.filter.is_some();
+    let mut s = format!(
+        "{:<30} {:>12} {:>14}{}\n",
+        "bin start (UTC)",
+        "frames",
+        "bytes",
+        if filter { "  filter bound" } else { "" }
+    );
+    for i in 0..tl.len() {
+        let c = tl.bin(i);
+        if c.frames == 0 {
+            continue;
+        }
+        let bar = "#".repeat(((c.frames * 40).div_ceil(peak)) as usize);
+        let bound = if filter {
+            format!("  {:>12}", c.may_match)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            s,
+            "{:<30} {:>12} {:>14}{bound}  {bar}",
+            wiretape_timestamp::format_rfc3339(tl.bin_start(i)),
+            c.frames,
+            c.bytes
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

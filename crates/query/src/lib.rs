@@ -21,6 +21,11 @@
 //!   builds from its flags: its jobs, output link types, sensor query, merge.
 //! - [`fleet`]: the index rebuild over a store and the block index as a
 //!   Parquet table (`wiretape index`, `/v1/index.parquet`).
+//! - [`index`]: `wiretape index` as a value: the rebuild with its
+//!   progress, the fleet's block and session tables gathered, a typed
+//!   [`index::Report`] (the one source of `index --json`).
+//! - [`info`]: one capture file described (`wiretape info`): its counts,
+//!   its `.idx` and `.kdx` summed up, as a typed [`info::FileReport`].
 //! - [`status`]: what a store holds, from its names and indexes.
 //! - [`timeline`]: frames and bytes per time bin from the indexes
 //!   (`wiretape timeline`, `/v1/timeline`, the console's picture).
@@ -40,6 +45,8 @@ pub mod chart;
 pub mod extract;
 pub mod extraction;
 pub mod fleet;
+pub mod index;
+pub mod info;
 pub mod job;
 pub mod narrow;
 pub mod remote;
@@ -82,6 +89,24 @@ pub enum QueryError {
     /// the files and their link types.
     #[error("{0}")]
     MixedLinkTypes(job::MixedLinkTypes),
+    /// A file or directory could not be created (an output beside which
+    /// more is written: `index --parquet`'s `sessions/`).
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        /// What could not be created.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A sensor's answer could not be had or used: its address and why.
+    #[error("sensor {url}: {why}")]
+    Sensor {
+        /// The sensor's address.
+        url: String,
+        /// What went wrong.
+        why: String,
+    },
     /// Writing an answer failed (the output file, or a client that went away).
     #[error("cannot write {what}: {source}")]
     Output {

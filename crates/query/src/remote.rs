@@ -21,6 +21,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -54,6 +55,22 @@ pub struct Remote {
 /// Whether an input word names a sensor rather than a path.
 pub fn is_url(s: &str) -> bool {
     s.starts_with("https://") || s.starts_with("http://")
+}
+
+/// Inputs split into local paths and sensors ([`is_url`] words), each in
+/// its order. Err: a sensor's address that does not parse ([`Remote::parse`]).
+pub fn split_inputs<S: AsRef<str>>(words: &[S]) -> Result<(Vec<PathBuf>, Vec<Remote>), String> {
+    let mut local = Vec::new();
+    let mut remotes = Vec::new();
+    for w in words {
+        let w = w.as_ref();
+        if is_url(w) {
+            remotes.push(Remote::parse(w)?);
+        } else {
+            local.push(PathBuf::from(w));
+        }
+    }
+    Ok((local, remotes))
 }
 
 impl Remote {
@@ -773,6 +790,17 @@ pub fn describe(r: &Remote) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn input_words_split_into_paths_and_sensors_in_order() {
+        let (l, r) =
+            split_inputs(&["/data", "https://s1:8443", "x.pcap", "http://127.0.0.1:1"]).unwrap();
+        assert_eq!(l, [PathBuf::from("/data"), PathBuf::from("x.pcap")]);
+        let urls: Vec<&str> = r.iter().map(|r| r.url.as_str()).collect();
+        assert_eq!(urls, ["https://s1:8443", "http://127.0.0.1:1"]);
+        assert!(split_inputs(&["https://"]).is_err());
+    }
+
     use super::*;
 
     #[test]

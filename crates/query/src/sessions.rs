@@ -721,6 +721,140 @@ pub fn remote_rows(
     })
 }
 
+/// What [`Listing::add_sensors`] hears, sensor by sensor.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// A sensor's note on its answer's completeness (one line, naming it).
+    Note(&'a str),
+    /// A sensor failed: its address and why.
+    SensorFailed {
+        /// The sensor's address.
+        url: &'a str,
+        /// What went wrong.
+        error: &'a str,
+    },
+}
+
+impl Listing {
+    /// Adds the rows of every sensor's `/v1/sessions?query` (`query` from
+    /// [`sessions_query`]) and sorts all by first frame (then session id,
+    /// then file); `on` hears each sensor's notes and failures. Returns
+    /// how many sensors failed.
+    pub fn add_sensors(
+        &mut self,
+        c: &crate::remote::Client,
+        remotes: &[crate::remote::Remote],
+        query: &str,
+        on: &mut dyn FnMut(Event),
+    ) -> usize {
+        let mut failed = 0;
+        for r in remotes {
+            match remote_rows(c, r, query) {
+                Ok(part) => {
+                    for n in part.notes(&r.url) {
+                        on(Event::Note(&n));
+                    }
+                    self.rows.extend(part.rows);
+                }
+                Err(e) => {
+                    failed += 1;
+                    on(Event::SensorFailed {
+                        url: &r.url,
+                        error: &e.to_string(),
+                    });
+                }
+            }
+        }
+        self.rows
+            .sort_by(|a, b| (a.0.first_ns, a.0.id, &a.1).cmp(&(b.0.first_ns, b.0.id, &b.1)));
+        failed
+    }
+}
+
+/// The header line of the sessions table ([`row_text`]'s columns), without
+/// a newline.
+pub fn table_header() -> String {
+    format!(
+        "{:<30} {:<5} {:<47} {:>17} {:>21}  names",
+        "first frame (UTC)", "proto", "client -> server", "frames c/s", "bytes c/s"
+    )
+}
+
+/// A row of the sessions table (`wiretape sessions` without `--json`):
+/// first frame, protocol, client -> server, frames and bytes each way,
+/// the names ([`names_text`]); without a newline.
+pub fn row_text(r: &Session) -> String {
+    let ep = |ip: &std::net::IpAddr, port: u16| match (ip, port) {
+        (std::net::IpAddr::V6(_), 0) => format!("[{ip}]"),
+        (std::net::IpAddr::V6(_), p) => format!("[{ip}]:{p}"),
+        (_, 0) => ip.to_string(),
+        (_, p) => format!("{ip}:{p}"),
+    };
+    let proto = match r.proto {
+        6 => "tcp".to_string(),
+        17 => "udp".to_string(),
+        1 => "icmp".to_string(),
+        58 => "icmp6".to_string(),
+        p => p.to_string(),
+    };
+    let n = wiretape_files::thousands;
+    format!(
+        "{:<30} {:<5} {:<47} {:>17} {:>21}  {}",
+        wiretape_timestamp::format_rfc3339(r.first_ns),
+        proto,
+        format!(
+            "{} -> {}",
+            ep(&r.client_ip, r.client_port),
+            ep(&r.server_ip, r.server_port)
+        ),
+        format!("{}/{}", n(r.client_packets), n(r.server_packets)),
+        format!("{}/{}", n(r.client_bytes), n(r.server_bytes)),
+        names_text(r)
+    )
+}
+
+/// The names of a row, as `key=value` words (stored escaped: no control
+/// characters): `dns=` (every question, with how many were cut), `sni=`,
+/// `ja4=`, `host=`, `quic_sni=`, the HTTP method and path, `answers=`,
+/// `alpn=`.
+pub fn names_text(r: &Session) -> String {
+    let Some(n) = r.names.as_deref() else {
+        return String::new();
+    };
+    let mut v = Vec::new();
+    let mut put = |k: &str, x: &Option<String>| {
+        if let Some(x) = x {
+            v.push(format!("{k}={x}"));
+        }
+    };
+    let dns = if n.dns_queries.len() > 1 {
+        let cut = if n.dns_queries_cut > 0 {
+            format!(" (+{} cut)", n.dns_queries_cut)
+        } else {
+            String::new()
+        };
+        Some(format!("{}{cut}", n.dns_queries.join(",")))
+    } else {
+        n.dns_query.clone()
+    };
+    put("dns", &dns);
+    put("sni", &n.tls_sni);
+    put("ja4", &n.ja4);
+    put("host", &n.http_host);
+    put("quic_sni", &n.quic_sni);
+    if let (Some(m), Some(p)) = (&n.http_method, &n.http_path) {
+        v.push(format!("{m} {p}"));
+    }
+    if !n.dns_answers.is_empty() {
+        v.push(format!("answers={}", n.dns_answers.join(",")));
+    }
+    if !n.tls_alpn.is_empty() {
+        v.push(format!("alpn={}", n.tls_alpn.join(",")));
+    }
+    v.join(" ")
+}
+
 /// Rows (each with its file's name) as one Parquet file into `w`, with
 /// the session table's columns (`wiretape sessions --parquet`).
 pub fn write_rows_parquet<W: std::io::Write + Send>(

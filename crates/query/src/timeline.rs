@@ -715,6 +715,77 @@ fn open_walker(
     Walker::new(src)
 }
 
+/// The timeline over local stores (`req.inputs`, none: sensors only) and
+/// sensors: the window resolved first where it is open (each sensor's
+/// first and last frame from `/v1/status`), then the bin width, then
+/// every sensor asked `/v1/timeline` for the same bins and the answers
+/// added up. Err: a local error as [`build`]'s, a sensor that cannot be
+/// asked or answers what does not fit ([`QueryError::Sensor`]).
+pub fn build_fleet(
+    req: &mut Request,
+    client: &crate::remote::Client,
+    remotes: &[crate::remote::Remote],
+) -> Result<Timeline, QueryError> {
+    let sensor = |url: &str, why: String| QueryError::Sensor {
+        url: url.to_string(),
+        why,
+    };
+    let local = !req.inputs.is_empty();
+    if req.window.from_ns.is_none() || req.window.to_ns.is_none() {
+        let mut first = None::<u64>;
+        let mut last = None::<u64>;
+        if local {
+            let t = build(req)?;
+            if t.to_ns > t.from_ns {
+                first = Some(t.from_ns);
+                last = Some(t.to_ns - 1);
+            }
+        }
+        for r in remotes {
+            let s = client
+                .get_json(r, "/v1/status")
+                .map_err(|e| sensor(&r.url, e.to_string()))?;
+            if let Some(f) = s["first_ns"].as_u64() {
+                first = Some(first.map_or(f, |x| x.min(f)));
+            }
+            if let Some(l) = s["last_ns"].as_u64() {
+                last = Some(last.map_or(l, |x| x.max(l)));
+            }
+        }
+        let from = req.window.from_ns.or(first).unwrap_or(0);
+        let to = req
+            .window
+            .to_ns
+            .or(last.map(|l| l + 1))
+            .unwrap_or(from + 1)
+            .max(from + 1);
+        req.window = Window {
+            from_ns: Some(from),
+            to_ns: Some(to),
+        };
+    }
+    let (from, to) = (
+        req.window.from_ns.unwrap_or(0),
+        req.window.to_ns.unwrap_or(1),
+    );
+    let bin = bin_width(from, to, req.width);
+    req.bin_ns = Some(bin);
+    let mut tl = build(req)?;
+    if !local {
+        tl.series.clear();
+        tl.counts.clear();
+    }
+    let q = format!("/v1/timeline?{}", query_string(req, bin));
+    for r in remotes {
+        let v = client
+            .get_json(r, &q)
+            .map_err(|e| sensor(&r.url, e.to_string()))?;
+        let other = Timeline::from_json(&v).map_err(|e| sensor(&r.url, e))?;
+        tl.merge(&other).map_err(|e| sensor(&r.url, e))?;
+    }
+    Ok(tl)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
