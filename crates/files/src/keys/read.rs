@@ -127,6 +127,14 @@ impl KeyIndex {
                 break;
             }
             next_block = h.block0 + h.nblocks;
+            // The root pages the header holds: a lookup's first read saved.
+            for (sec, p, bytes) in embedded_pages(&page) {
+                let s = &h.sections[sec];
+                if p < section_pages(s) {
+                    let abs = at + s.offset + p * PAGE as u64;
+                    self.cache.get_mut().insert(abs, bytes);
+                }
+            }
             let last = h.is_final();
             at += h.seg_len;
             self.segments.push(Segment {
