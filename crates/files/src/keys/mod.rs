@@ -90,7 +90,7 @@ mod build;
 mod read;
 
 pub use build::{build_segment, SegmentInput};
-pub use read::{Hit, KeyIndex, Segment};
+pub use read::{keep_upper_pages, Hit, KeyIndex, Segment};
 pub use wiretape_filter::flow::Needs;
 
 use wiretape_filter::flow::FrameKeys;
