@@ -184,9 +184,9 @@ pub fn list_any(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf
 
 fn list_ours(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> {
     let mut v: Vec<(String, PathBuf)> = Vec::new();
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        let Ok(name) = e.file_name().into_string() else {
+    for name in crate::steno::dir_names(dir)? {
+        let path = dir.join(&name);
+        let Ok(name) = name.into_string() else {
             continue;
         };
         let start = match prefix {
@@ -195,8 +195,8 @@ fn list_ours(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> 
         };
         let Some(start) = start else { continue };
         // Follows symlinks: a link to a capture is read like the capture.
-        if std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()) {
-            v.push((start, e.path()));
+        if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            v.push((start, path));
         }
     }
     v.sort();

@@ -353,6 +353,7 @@ impl Server {
         // (headers, roots, fences) stay in memory between them, so that a
         // cold page cache costs only the pages a lookup ends on.
         wiretape_files::keys::keep_upper_pages(KEPT_INDEX_BYTES);
+        wiretape_files::steno::keep_dir_listings();
         warm_key_indexes(&self.state.cfg);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
