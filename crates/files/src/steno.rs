@@ -385,6 +385,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn kept_listings_follow_the_mtime() {
+        let d = std::env::temp_dir().join(format!("wt-steno-ls-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("1795813946878311"), b"x").unwrap();
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        let age = |t| std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
+        age(past);
+        keep_dir_listings();
+        let sorted = |mut v: Vec<std::ffi::OsString>| {
+            v.sort();
+            v
+        };
+        assert_eq!(dir_names(&d).unwrap(), vec!["1795813946878311"]);
+        // A new file moves the mtime: listed again.
+        std::fs::write(d.join("1795813957904924"), b"x").unwrap();
+        assert_eq!(sorted(dir_names(&d).unwrap()).len(), 2);
+        // The same mtime as the kept listing: the listing is kept (a
+        // change that left the mtime where it was is not seen).
+        std::fs::write(d.join("1795813968909403"), b"x").unwrap();
+        age(past);
+        assert_eq!(dir_names(&d).unwrap(), vec!["1795813946878311"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
     fn names() {
         assert!(is_file_name("1795813946878311"));
         assert!(is_file_name(".1795813946878311"));

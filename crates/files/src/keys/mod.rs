@@ -967,6 +967,41 @@ mod segment_tests {
                 .collect::<Vec<_>>()
         );
         assert!(k0.bytes_read() > k.bytes_read());
+        // A server keeps the upper pages: after one reading of them, a
+        // lookup of the same file reads only its data pages, and a changed
+        // file (here longer) is read afresh.
+        keep_upper_pages(64 << 20);
+        let key = needs(vec![vec![Key::Ip4(a)]]);
+        let warm = KeyIndex::open(&cap, &crate::ReadOptions::default())
+            .unwrap()
+            .unwrap();
+        warm.read_upper().unwrap();
+        assert!(warm.bytes_read() >= PAGE as u64 * (1 + h4.levels as u64));
+        drop(warm);
+        let k1 = KeyIndex::open(&cap, &crate::ReadOptions::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(k1.bytes_read(), 0, "segment headers kept");
+        let hits1 = k1.select(&k1.segments()[1], &key).unwrap();
+        let pick = |h: &[Hit]| {
+            h.iter()
+                .map(|h| (h.block, h.first, h.last))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(pick(&hits1), pick(&hits));
+        let data = k1.bytes_read() / PAGE as u64;
+        assert!(data >= 1 && data < pages, "{data} data pages of {pages}");
+        drop(k1);
+        old.extend_from_slice(&[0u8; PAGE]);
+        std::fs::write(path_for(&cap), &old).unwrap();
+        let k2 = KeyIndex::open(&cap, &crate::ReadOptions::default())
+            .unwrap()
+            .unwrap();
+        assert!(k2.bytes_read() >= PAGE as u64, "a changed file read again");
+        assert_eq!(
+            pick(&k2.select(&k2.segments()[1], &key).unwrap()),
+            pick(&hits)
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
