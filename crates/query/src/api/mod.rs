@@ -91,7 +91,8 @@ fn warm_key_indexes(cfg: &ApiConfig) {
 }
 
 /// Bytes of key index pages (headers, roots, fences) a server keeps in
-/// memory between queries: 16 KiB or so per indexed file, 4,096 files.
+/// memory between queries (a file's are its segment headers and fence
+/// levels; beyond this, a file's are read per query as before).
 const KEPT_INDEX_BYTES: usize = 64 << 20;
 
 /// The TLS files of a server.
