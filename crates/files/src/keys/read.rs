@@ -118,7 +118,7 @@ impl Drop for KeyIndex {
         };
         if let Some(old) = set.by_path.get(&self.path) {
             if old.identity != identity {
-                let gone = old.pages.len() * PAGE;
+                let gone = (old.pages.len() + old.segments.len()) * PAGE;
                 set.used = set.used.saturating_sub(gone);
                 set.by_path.remove(&self.path);
             }
@@ -126,10 +126,21 @@ impl Drop for KeyIndex {
         let cache = self.cache.get_mut();
         let upper = self.upper.get_mut();
         let KeptSet { cap, used, by_path } = set;
-        let k = by_path.entry(self.path.clone()).or_insert_with(|| Kept {
-            identity,
-            segments: self.segments.clone(),
-            pages: HashMap::new(),
+        // Full (files gone since stay counted until then): start over,
+        // so memory stays under the cap and the files of now are kept.
+        let need = (upper.len() + self.segments.len()) * PAGE;
+        if !by_path.contains_key(&self.path) && *used + need > *cap {
+            by_path.clear();
+            *used = 0;
+        }
+        let k = by_path.entry(self.path.clone()).or_insert_with(|| {
+            // A segment header counted as the page it was read from.
+            *used += self.segments.len() * PAGE;
+            Kept {
+                identity,
+                segments: self.segments.clone(),
+                pages: HashMap::new(),
+            }
         });
         for at in upper.iter() {
             if *used + PAGE > *cap {
