@@ -42,6 +42,20 @@
 #    with RUNS > 1, median [min..max] per cell), DIR/steno.csv (rows),
 #    DIR/*.json (wiretape's --json).
 #
+# BLOCKTRACE=1 records where every byte a query reads comes from: the block
+# reads of the whole machine (tracefs block:block_bio_queue: sector + size,
+# the submitting thread) and ext4's inode and extent-tree loads
+# (ext4:ext4_load_inode, ext4:ext4_ext_load_extent) during each measured
+# query, into DIR/trace-SYSTEM-KEY-RUN.txt. Then
+#   benches/steno_blocks.py DIR/trace-wiretape_steno-rare-1.txt \
+#     DIR/stores DIR/steno-idx DIR "$(command -v stenographer)" ...
+# maps each read to a file or directory under those roots (FIEMAP extents,
+# `filefrag -e`), or to an inode table (the thread's last ext4_load_inode
+# names the inode: its group is (ino - 1) / inodes per group; ext4 reads
+# inode_readahead_blks blocks of the table, 128 KiB by default) or an
+# extent-tree block, and prints bytes per file, directory and group. (No
+# debugfs needed: it works where the block device cannot be opened.)
+#
 # Root, the rig (RIG=DIR, default ../shared/rig), ~3x GB of free disk, and
 # the bench lock: run it as `flock /path/to/rig.lock benches/steno.sh`.
 # -k keeps the stores (DIR/stores) for more queries, and reuses them when
@@ -94,6 +108,7 @@ cleanup() {
   [ -n "${APID:-}" ] && kill "$APID" 2>/dev/null || true
   ip netns exec pbcap "$RIG/steno.sh" down "$SDIR" >/dev/null 2>&1 || true
   for cg in /sys/fs/cgroup/wtsteno-$$-* /sys/fs/cgroup/*/wtsteno-$$-*; do [ -d "$cg" ] && rmdir "$cg" 2>/dev/null; done
+  [ -d "${TRACEFS:-}" ] && { echo 0 > "$TRACEFS/tracing_on"; rmdir "$TRACEFS"; } 2>/dev/null
   [ "$KEEP" = 1 ] || rm -rf "$STORES"
 }
 trap cleanup EXIT
@@ -185,6 +200,24 @@ for p in "$W" bash env ip which dirname cat jq curl tcpdump stenoread stenocurl 
   PROGRAMS+=("$b")
   while read -r lib; do [ -f "$lib" ] && PROGRAMS+=("$lib"); done < <(ldd "$b" 2>/dev/null | awk '/=> \// {print $3}')
 done
+# BLOCKTRACE=1: every block read of each measured query (the whole machine's
+# block:block_bio_queue, with ext4's inode and extent-tree loads that cause
+# them) into DIR/trace-SYSTEM-KEY-RUN.txt, in a tracefs instance of our own;
+# benches/steno_blocks.py attributes them (see the help above).
+TRACEFS=/sys/kernel/tracing/instances/wtsteno-$$
+trace_on() {
+  [ "${BLOCKTRACE:-0}" = 1 ] || return 0
+  [ -d "$TRACEFS" ] || mkdir "$TRACEFS"
+  echo 0 > "$TRACEFS/tracing_on"; echo > "$TRACEFS/trace"; echo 16384 > "$TRACEFS/buffer_size_kb"
+  local e; for e in block/block_bio_queue ext4/ext4_load_inode ext4/ext4_ext_load_extent; do
+    echo 1 > "$TRACEFS/events/$e/enable"; done
+  echo 1 > "$TRACEFS/tracing_on"
+}
+trace_off() {
+  [ "${BLOCKTRACE:-0}" = 1 ] || return 0
+  echo 0 > "$TRACEFS/tracing_on"
+  cat "$TRACEFS/trace" > "$OUT/trace-${T_NAME:-q}.txt"
+}
 # measure CMD...: runs CMD in a fresh cgroup on a cold page cache; sets
 # M_WALL (s), M_CPU (s), M_READ (bytes), M_SECT (bytes of the disk's reads).
 measure() {
@@ -198,9 +231,9 @@ measure() {
   # servers' counters (MARK) from there on.
   if [ -n "${WARM:-}" ]; then eval "$WARM" > /dev/null 2>&1 || true; fi
   "${MARK:-true}"
-  local s0 a b; s0=$(sectors); a=$(date +%s%N)
+  local s0 a b; s0=$(sectors); trace_on; a=$(date +%s%N)
   (for d in $(cg_dirs "$name"); do echo $BASHPID > "$d/cgroup.procs"; done; exec "$@") || true
-  b=$(date +%s%N)
+  b=$(date +%s%N); trace_off
   M_SECT=$(( ($(sectors) - s0) * 512 ))
   M_WALL=$(python3 -c "print(f'{($b - $a) / 1e9:.3f}')")
   if [ "$CGV" = 2 ]; then
@@ -224,7 +257,7 @@ ask_stenoread() {
   rm -f "$o"
   local r0 c0
   mark() { r0=$(proc_io "$pid"); c0=$(proc_cpu "$pid"); }
-  WARM="ip netns exec pbcap env STENOGRAPHER_CONFIG='$conf' stenoread host -w /dev/null" MARK=mark \
+  T_NAME=$4-$key-$run WARM="ip netns exec pbcap env STENOGRAPHER_CONFIG='$conf' stenoread host -w /dev/null" MARK=mark \
     measure ip netns exec pbcap env STENOGRAPHER_CONFIG="$conf" stenoread "${SQ[$key]}" -w "$o"
   R_FRAMES=$(frames "$o"); R_WALL=$M_WALL; R_CPU=$M_CPU; R_SECT=$M_SECT
   R_SCPU=$(python3 -c "print(f'{$(proc_cpu "$pid") - $c0:.3f}')")
@@ -236,7 +269,7 @@ ask_wiretape() {
   local key=$1 o=$OUT/out-wiretape-$1.pcap
   rm -f "$o"
   # shellcheck disable=SC2086
-  measure "$W" extract "$STORES/wt" -w "$o" --json -q ${WWIN[$key]:-} ${WQ[$key]} > "$OUT/wiretape-$key.json"
+  T_NAME=wiretape-$key-$run measure "$W" extract "$STORES/wt" -w "$o" --json -q ${WWIN[$key]:-} ${WQ[$key]} > "$OUT/wiretape-$key.json"
   R_FRAMES=$(frames "$o"); R_WALL=$M_WALL; R_CPU=$M_CPU; R_SCPU=0; R_READ=$M_READ; R_SECT=$M_SECT
 }
 # ask_wiretape_steno KEY: the same stenoread against wiretape's API over

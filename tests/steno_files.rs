@@ -183,10 +183,18 @@ fn stenographer_stores_are_read_by_info_extract_index_and_left_unchanged() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(tree(&root), before);
     let sidecars = tree(&idx);
+    // Flat: one file in DIR per store file, named after its absolute path
+    // (`%` as `%25`, `/` as `%2F`), no directory per path component.
     let abs = std::fs::canonicalize(&pk).unwrap();
-    let under = idx.join(abs.strip_prefix("/").unwrap());
+    let escaped = abs.to_str().unwrap()[1..]
+        .replace('%', "%25")
+        .replace('/', "%2F");
+    assert!(
+        sidecars.iter().all(|(s, _)| s.parent() == Some(&*idx)),
+        "{sidecars:?}"
+    );
     for f in ["1795813946000000", "1795813956000000", ".1795813966000000"] {
-        let p = under.join(format!("{f}.idx"));
+        let p = idx.join(format!("{escaped}%2F{f}.idx"));
         assert!(
             sidecars.iter().any(|(s, _)| *s == p),
             "{} in {sidecars:?}",

@@ -184,9 +184,9 @@ pub fn list_any(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf
 
 fn list_ours(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> {
     let mut v: Vec<(String, PathBuf)> = Vec::new();
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        let Ok(name) = e.file_name().into_string() else {
+    for name in crate::steno::dir_names(dir)? {
+        let path = dir.join(&name);
+        let Ok(name) = name.into_string() else {
             continue;
         };
         let start = match prefix {
@@ -195,8 +195,8 @@ fn list_ours(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> 
         };
         let Some(start) = start else { continue };
         // Follows symlinks: a link to a capture is read like the capture.
-        if std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()) {
-            v.push((start, e.path()));
+        if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            v.push((start, path));
         }
     }
     v.sort();
@@ -205,28 +205,132 @@ fn list_ours(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> 
 
 /// The path a capture's sidecars are named after (before their suffix):
 /// the capture itself, or for one of Stenographer's files with a sidecar
-/// directory `steno_dir` ([`ReadOptions::steno_sidecar_dir`]), its
-/// absolute path under that directory.
-fn sidecar_base(capture: &Path, steno_dir: Option<&Path>) -> PathBuf {
-    let steno = capture
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(crate::steno::is_file_name);
+/// directory `steno_dir` ([`ReadOptions::steno_sidecar_dir`]), a file
+/// directly in that directory named after the capture's absolute path
+/// ([`flat_name`]). A capture whose sidecars are only in the layout
+/// before (`<dir>/<absolute path>`, a directory per path component) gets
+/// that old path, so an index built then keeps being read; `wiretape
+/// index` moves it to the flat name ([`migrate_steno_sidecars`]).
+fn sidecar_base(capture: &Path, steno_dir: Option<&Path>, suffix: &str) -> PathBuf {
     match steno_dir {
-        Some(d) if steno => {
-            let abs = std::fs::canonicalize(capture)
-                .or_else(|_| std::path::absolute(capture))
-                .unwrap_or_else(|_| capture.to_owned());
-            d.join(abs.strip_prefix("/").unwrap_or(&abs))
+        Some(d) if is_steno(capture) => {
+            let abs = steno_abs(capture);
+            let flat = d.join(flat_name(&abs));
+            if !with(&flat, suffix).exists() {
+                let deep = deep_base(d, &abs);
+                if with(&deep, suffix).exists() {
+                    return deep;
+                }
+            }
+            flat
         }
         _ => capture.to_owned(),
     }
 }
 
-fn with_suffix(capture: &Path, suffix: &str, steno_dir: Option<&Path>) -> PathBuf {
-    let mut p = sidecar_base(capture, steno_dir).into_os_string();
+fn is_steno(capture: &Path) -> bool {
+    capture
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(crate::steno::is_file_name)
+}
+
+fn steno_abs(capture: &Path) -> PathBuf {
+    std::fs::canonicalize(capture)
+        .or_else(|_| std::path::absolute(capture))
+        .unwrap_or_else(|_| capture.to_owned())
+}
+
+/// The old layout: `<dir>/<absolute path>` (a directory per component).
+fn deep_base(dir: &Path, abs: &Path) -> PathBuf {
+    dir.join(abs.strip_prefix("/").unwrap_or(abs))
+}
+
+fn with(base: &Path, suffix: &str) -> PathBuf {
+    let mut p = base.as_os_str().to_owned();
     p.push(suffix);
     PathBuf::from(p)
+}
+
+/// Bytes of a flat name at most (before a sidecar's suffix, the longest
+/// `.sessions.parquet.tmp`, within a file name's 255).
+const FLAT_MAX: usize = 200;
+
+/// The file name, in the sidecar directory, of the sidecars of the
+/// Stenographer file at the absolute path `abs`: the path without its
+/// leading `/`, `%` written `%25` and `/` written `%2F` (so
+/// `/var/lib/stenographer/thread0/packets/1700000000000000` is
+/// `var%2Flib%2Fstenographer%2Fthread0%2Fpackets%2F1700000000000000`):
+/// one name per path and back, so two files never share one. A path whose
+/// name would pass [`FLAT_MAX`] bytes is named `%H<32 hex digits>-<its file
+/// name>` instead, by a 128-bit hash of the path (no escaped name starts
+/// with `%H`: an escaped `%` is always `%25`).
+pub fn flat_name(abs: &Path) -> std::ffi::OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let b = abs.as_os_str().as_bytes();
+    let b = b.strip_prefix(b"/").unwrap_or(b);
+    let mut out = Vec::with_capacity(b.len() + 16);
+    for &c in b {
+        match c {
+            b'%' => out.extend_from_slice(b"%25"),
+            b'/' => out.extend_from_slice(b"%2F"),
+            c => out.push(c),
+        }
+    }
+    if out.len() > FLAT_MAX {
+        let name = abs.file_name().map(|n| n.as_bytes()).unwrap_or_default();
+        let name = &name[..name.len().min(FLAT_MAX - 35)];
+        out = format!("%H{:032x}-", fnv1a128(b)).into_bytes();
+        out.extend_from_slice(name);
+    }
+    std::ffi::OsString::from_vec(out)
+}
+
+/// FNV-1a, 128 bits: stable across builds and machines (a name on disk).
+fn fnv1a128(b: &[u8]) -> u128 {
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
+    for &c in b {
+        h ^= c as u128;
+        h = h.wrapping_mul(PRIME);
+    }
+    h
+}
+
+/// Sidecar suffixes, in the order a reader needs them.
+const SUFFIXES: [&str; 3] = [".idx", ".kdx", ".sessions.parquet"];
+
+/// Moves the sidecars of Stenographer's file `capture` from the layout
+/// before (`<dir>/<absolute path>.idx`, ...) to their flat names in `dir`
+/// ([`flat_name`]), where there is none there yet, and removes the old
+/// directories left empty. Ok(n): sidecars moved (0: nothing to move).
+pub fn migrate_steno_sidecars(capture: &Path, dir: &Path) -> std::io::Result<usize> {
+    let abs = steno_abs(capture);
+    let deep = deep_base(dir, &abs);
+    let flat = dir.join(flat_name(&abs));
+    let mut n = 0;
+    for s in SUFFIXES {
+        let (from, to) = (with(&deep, s), with(&flat, s));
+        if from.exists() && !to.exists() {
+            std::fs::rename(&from, &to)?;
+            n += 1;
+        }
+    }
+    if n > 0 {
+        // Old directories, innermost first, while empty (not `dir` itself).
+        let mut d = deep.parent();
+        while let Some(p) = d.filter(|p| p.starts_with(dir) && *p != dir) {
+            if std::fs::remove_dir(p).is_err() {
+                break;
+            }
+            d = p.parent();
+        }
+    }
+    Ok(n)
+}
+
+fn with_suffix(capture: &Path, suffix: &str, steno_dir: Option<&Path>) -> PathBuf {
+    with(&sidecar_base(capture, steno_dir, suffix), suffix)
 }
 
 /// The sidecar index of a capture file beside it: `<file>.idx` (where a
@@ -251,8 +355,8 @@ pub fn sessions_path(capture: &Path) -> PathBuf {
 impl ReadOptions {
     /// The sidecar index of a capture file: `<file>.idx`, or for one of
     /// Stenographer's files with a sidecar directory
-    /// ([`ReadOptions::with_steno_sidecar_dir`]) `<dir>/<its absolute
-    /// path>.idx`.
+    /// ([`ReadOptions::with_steno_sidecar_dir`]) `<dir>/<flat name>.idx`
+    /// ([`flat_name`]: its absolute path, escaped into one file name).
     pub fn index_path(&self, capture: &Path) -> PathBuf {
         with_suffix(capture, ".idx", self.steno_sidecar_dir())
     }
@@ -420,5 +524,67 @@ mod tests {
         ] {
             assert_eq!(parse(&bad, "wt"), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn steno_sidecars_are_flat_one_name_per_path_and_the_old_layout_moves() {
+        let n = |p: &str| flat_name(Path::new(p)).into_string().unwrap();
+        assert_eq!(
+            n("/var/lib/stenographer/thread0/packets/1700000000000000"),
+            "var%2Flib%2Fstenographer%2Fthread0%2Fpackets%2F1700000000000000"
+        );
+        // `%` is escaped too: `a%2Fb/1` and `a/b/1` do not meet.
+        assert_eq!(n("/a%2Fb/1"), "a%252Fb%2F1");
+        assert_ne!(n("/a%2Fb/1"), n("/a/b/1"));
+        // A long path: a hash and the file name, within a file name's bytes.
+        let long = format!("/{}/thread0/packets/1700000000000000", "d".repeat(300));
+        let h = n(&long);
+        assert!(
+            h.starts_with("%H") && h.ends_with("-1700000000000000"),
+            "{h}"
+        );
+        assert!(h.len() <= FLAT_MAX);
+        assert_ne!(h, n(&long.replace("/thread0", "/thread1")));
+
+        let d = std::env::temp_dir().join(format!("wt-flat-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let pk = d.join("steno/thread0/packets");
+        std::fs::create_dir_all(&pk).unwrap();
+        let cap = pk.join("1700000000000000");
+        std::fs::write(&cap, b"x").unwrap();
+        let side = d.join("side");
+        // An index made before: `<side>/<absolute path>.kdx` (and `.idx`).
+        let abs = std::fs::canonicalize(&cap).unwrap();
+        let deep = side.join(abs.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(deep.parent().unwrap()).unwrap();
+        std::fs::write(with(&deep, ".kdx"), b"old kdx").unwrap();
+        std::fs::write(with(&deep, ".idx"), b"old idx").unwrap();
+        let opts = ReadOptions::new().with_steno_sidecar_dir(&side);
+        // Read where it is until moved ...
+        assert_eq!(opts.keys_path(&cap), with(&deep, ".kdx"));
+        assert_eq!(
+            opts.sessions_path(&cap),
+            side.join(format!("{}.sessions.parquet", n(abs.to_str().unwrap())))
+        );
+        assert_eq!(migrate_steno_sidecars(&cap, &side).unwrap(), 2);
+        // ... then in one directory, the old tree gone, nothing lost.
+        let flat = side.join(flat_name(&abs));
+        assert_eq!(opts.keys_path(&cap), with(&flat, ".kdx"));
+        assert_eq!(std::fs::read(opts.keys_path(&cap)).unwrap(), b"old kdx");
+        assert_eq!(std::fs::read(opts.index_path(&cap)).unwrap(), b"old idx");
+        let mut left: Vec<_> = std::fs::read_dir(&side)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                with(Path::new(&flat_name(&abs)), ".idx").into_os_string(),
+                with(Path::new(&flat_name(&abs)), ".kdx").into_os_string()
+            ]
+        );
+        assert_eq!(migrate_steno_sidecars(&cap, &side).unwrap(), 0);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

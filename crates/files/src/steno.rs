@@ -34,6 +34,7 @@
 //! not put it back, and neither does this reader, so the frames are those
 //! Stenographer's own server hands out).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Bytes of a block descriptor (`BLK_HDR_LEN`) and of a frame header
@@ -185,18 +186,71 @@ pub enum Layout {
     Packets(Vec<PathBuf>),
 }
 
+/// A directory's listings kept by a long-running reader
+/// ([`keep_dir_listings`]): by path, the directory's mtime and its names.
+type Listings = HashMap<PathBuf, (std::time::SystemTime, Vec<std::ffi::OsString>)>;
+
+static LISTINGS: std::sync::Mutex<Option<Listings>> = std::sync::Mutex::new(None);
+
+/// Keeps, for the rest of the process, the names in each store directory
+/// listed, and lists one again only when its mtime moved: a long-running
+/// server (`wiretape api`) then reads no directory block for a query on a
+/// cold page cache, as Stenographer's server lists its directories on its
+/// own schedule, not per query. A listing is kept only when the directory
+/// was last changed more than 2 s before it (a change within the same tick
+/// of the mtime clock would otherwise go unseen).
+pub fn keep_dir_listings() {
+    let mut g = LISTINGS.lock().unwrap_or_else(|e| e.into_inner());
+    if g.is_none() {
+        *g = Some(HashMap::new());
+    }
+}
+
+/// The names in `dir` (kept ones where [`keep_dir_listings`] says).
+pub(crate) fn dir_names(dir: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
+    let read = || -> std::io::Result<Vec<std::ffi::OsString>> {
+        std::fs::read_dir(dir)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect()
+    };
+    if LISTINGS.lock().map(|g| g.is_none()).unwrap_or(true) {
+        return read();
+    }
+    let mtime = std::fs::metadata(dir)?.modified()?;
+    if let Some((t, names)) = LISTINGS
+        .lock()
+        .ok()
+        .and_then(|g| g.as_ref().and_then(|m| m.get(dir).cloned()))
+    {
+        if t == mtime {
+            return Ok(names);
+        }
+    }
+    let names = read()?;
+    let settled = std::time::SystemTime::now()
+        .duration_since(mtime)
+        .is_ok_and(|d| d > std::time::Duration::from_secs(2));
+    if settled {
+        if let Ok(mut g) = LISTINGS.lock() {
+            if let Some(m) = g.as_mut() {
+                m.insert(dir.to_owned(), (mtime, names.clone()));
+            }
+        }
+    }
+    Ok(names)
+}
+
 /// Where stenotype's files lie under `dir`: `dir` itself holding them, a
 /// thread directory (`packets/` in it), stenotype's `--dir` (`PKT<n>/`), or
 /// their parent (`thread<n>/packets`).
 pub fn layout(dir: &Path) -> Layout {
     let sub = |d: &Path| -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+        let mut v: Vec<PathBuf> = dir_names(d)
             .into_iter()
             .flatten()
-            .flatten()
-            .filter_map(|e| {
-                let n = e.file_name().into_string().ok()?;
-                let p = e.path();
+            .filter_map(|n| {
+                let p = d.join(&n);
+                let n = n.into_string().ok()?;
                 let pk = n == "packets"
                     || n.strip_prefix("PKT")
                         .is_some_and(|t| t.parse::<u32>().is_ok());
@@ -210,17 +264,15 @@ pub fn layout(dir: &Path) -> Layout {
     if !mine.is_empty() {
         return Layout::Packets(mine);
     }
-    let mut threads: Vec<PathBuf> = std::fs::read_dir(dir)
+    let mut threads: Vec<PathBuf> = dir_names(dir)
         .into_iter()
         .flatten()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
+        .filter(|n| {
+            n.to_str()
                 .and_then(|n| n.strip_prefix("thread"))
                 .is_some_and(|t| t.parse::<u32>().is_ok())
         })
-        .map(|e| e.path())
+        .map(|n| dir.join(n))
         .filter(|p| p.join("packets").is_dir())
         .collect();
     threads.sort();
@@ -258,9 +310,9 @@ pub fn starts_like(p: &Path) -> bool {
 /// opened) are left out.
 pub fn list(packets: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut v: Vec<(u64, bool, PathBuf)> = Vec::new();
-    for e in std::fs::read_dir(packets)? {
-        let e = e?;
-        let Ok(name) = e.file_name().into_string() else {
+    for name in dir_names(packets)? {
+        let path = packets.join(&name);
+        let Ok(name) = name.into_string() else {
             continue;
         };
         if !is_file_name(&name) {
@@ -271,8 +323,8 @@ pub fn list(packets: &Path) -> std::io::Result<Vec<PathBuf>> {
             .trim_start_matches('.')
             .parse::<u64>()
             .unwrap_or(u64::MAX);
-        if std::fs::metadata(e.path()).is_ok_and(|m| m.is_file() && m.len() > 0) {
-            v.push((us, dot, e.path()));
+        if std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() > 0) {
+            v.push((us, dot, path));
         }
     }
     v.sort();
@@ -331,6 +383,32 @@ pub fn encode_block(frames: &[(u64, &[u8])], size: usize, seq: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kept_listings_follow_the_mtime() {
+        let d = std::env::temp_dir().join(format!("wt-steno-ls-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("1795813946878311"), b"x").unwrap();
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        let age = |t| std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
+        age(past);
+        keep_dir_listings();
+        let sorted = |mut v: Vec<std::ffi::OsString>| {
+            v.sort();
+            v
+        };
+        assert_eq!(dir_names(&d).unwrap(), vec!["1795813946878311"]);
+        // A new file moves the mtime: listed again.
+        std::fs::write(d.join("1795813957904924"), b"x").unwrap();
+        assert_eq!(sorted(dir_names(&d).unwrap()).len(), 2);
+        // The same mtime as the kept listing: the listing is kept (a
+        // change that left the mtime where it was is not seen).
+        std::fs::write(d.join("1795813968909403"), b"x").unwrap();
+        age(past);
+        assert_eq!(dir_names(&d).unwrap(), vec!["1795813946878311"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 
     #[test]
     fn names() {

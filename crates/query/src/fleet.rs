@@ -125,6 +125,10 @@ pub struct Rebuilt {
     pub entries: u64,
     /// Bytes of the files that were rebuilt.
     pub bytes: u64,
+    /// Sidecars of Stenographer's files moved from the sidecar directory's
+    /// old layout (a directory per path component) to their flat names
+    /// ([`naming::migrate_steno_sidecars`]): kept, not rebuilt.
+    pub moved: usize,
 }
 
 impl Rebuilt {
@@ -175,9 +179,20 @@ pub fn rebuild(
     progress: &mut dyn FnMut(usize, u64),
     failed: &mut dyn FnMut(&Path, &StorageError),
 ) -> Rebuilt {
+    // Sidecars of Stenographer's files in the old deep layout: moved to
+    // their flat names first (a rename each), so they count as up to date.
+    let mut moved = 0;
+    if let Some(dir) = opts.steno_sidecar_dir() {
+        for f in files {
+            if wiretape_files::steno::is_steno_file(f) {
+                moved += naming::migrate_steno_sidecars(f, dir).unwrap_or(0);
+            }
+        }
+    }
     let (todo, done) = triage(files, opts, force);
     let mut r = Rebuilt {
         files: done,
+        moved,
         ..Rebuilt::default()
     };
     // Session tables: a file's connections go on into the next file of its

@@ -135,9 +135,26 @@ pub fn plan_pieces(
     key_index: bool,
 ) -> Result<(Plan, PlanStats), StorageError> {
     let mut st = PlanStats::default();
+    // The key index lookups of the files are independent: done on a few
+    // threads at once (on a cold disk each is a chain of dependent page
+    // reads; one file after another waits for every chain in turn), then
+    // handed to the plan in its order.
+    let mut looked: HashMap<PathBuf, (Option<FilePlan>, PlanStats)> = HashMap::new();
+    if key_index {
+        let mut jobs = Vec::new();
+        extract::plan_files(inputs, hull, prefix, opts, &mut |path, start, next| {
+            jobs.push((path.clone(), start, next));
+            extract::whole(path, false, IndexUse::Missing, 0)
+        })?;
+        looked = lookup_all(&jobs, &hull, opts, pieces);
+    }
     let plan = extract::plan_files(inputs, hull, prefix, opts, &mut |path, start, next| {
         if key_index {
-            if let Some(p) = plan_keys(&path, start, next, &hull, opts, pieces, &mut st) {
+            let (p, s) = looked
+                .remove(&path)
+                .unwrap_or_else(|| plan_keys_alone(&path, start, next, &hull, opts, pieces));
+            st += s;
+            if let Some(p) = p {
                 return p;
             }
         }
@@ -159,6 +176,59 @@ pub fn plan_pieces(
         p
     })?;
     Ok((plan, st))
+}
+
+/// Threads the key index lookups of a plan take at most.
+const LOOKUP_THREADS: usize = 8;
+
+/// [`plan_keys`] of each of `jobs` (path, start, next start), on up to
+/// [`LOOKUP_THREADS`] threads: by path, each with its stats.
+fn lookup_all(
+    jobs: &[(PathBuf, u64, Option<u64>)],
+    w: &Window,
+    opts: &ReadOptions,
+    pieces: &[Piece<'_>],
+) -> HashMap<PathBuf, (Option<FilePlan>, PlanStats)> {
+    let threads = jobs.len().clamp(1, LOOKUP_THREADS);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut out = HashMap::with_capacity(jobs.len());
+    std::thread::scope(|sc| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                sc.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((path, start, nx)) = jobs.get(i) else {
+                            break;
+                        };
+                        let r = plan_keys_alone(path, *start, *nx, w, opts, pieces);
+                        done.push((path.clone(), r));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for h in workers {
+            // A lookup that panicked is done again in the plan's order.
+            out.extend(h.join().unwrap_or_default());
+        }
+    });
+    out
+}
+
+/// [`plan_keys`] with stats of its own.
+fn plan_keys_alone(
+    path: &Path,
+    start: u64,
+    next: Option<u64>,
+    w: &Window,
+    opts: &ReadOptions,
+    pieces: &[Piece<'_>],
+) -> (Option<FilePlan>, PlanStats) {
+    let mut st = PlanStats::default();
+    let p = plan_keys(path, start, next, w, opts, pieces, &mut st);
+    (p, st)
 }
 
 /// Where in a block to read: None, all of it; else the places (first,

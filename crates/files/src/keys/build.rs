@@ -653,5 +653,32 @@ pub fn build_segment(input: &SegmentInput) -> Vec<u8> {
     }
     h.seg_len = out.len() as u64;
     out[..PAGE].copy_from_slice(&h.encode());
+    embed_roots(&mut out, &h);
     out
+}
+
+/// Copies the first page a lookup reads in each section (its root fence
+/// page, or its only data page), `OTHER` first (every Stenographer query
+/// asks it), then `HOST4`, `PORT`, `HOST6`, into the header page after its
+/// fields, as many as fit ([`super::embedded_pages`] reads them): a lookup
+/// then reads the header and goes straight to the level below the root.
+fn embed_roots(seg: &mut [u8], h: &SegmentHeader) {
+    let mut at = HEADER_USED;
+    for sec in [S_OTHER, S_HOST4, S_PORT, S_HOST6] {
+        let s = &h.sections[sec];
+        let Some(p) = root_page(s) else { continue };
+        let o = (s.offset + p * PAGE as u64) as usize;
+        let page = &seg[o..o + PAGE];
+        // Its used bytes (the rest of a page is zeros: a reader pads).
+        let used = page.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
+        if at + EMBED_HEAD + used > PAGE {
+            continue;
+        }
+        let item = page[..used].to_vec();
+        seg[at] = sec as u8;
+        seg[at + 1..at + 5].copy_from_slice(&(p as u32).to_le_bytes());
+        seg[at + 5..at + 7].copy_from_slice(&(used as u16).to_le_bytes());
+        seg[at + EMBED_HEAD..at + EMBED_HEAD + used].copy_from_slice(&item);
+        at += EMBED_HEAD + used;
+    }
 }

@@ -90,7 +90,7 @@ mod build;
 mod read;
 
 pub use build::{build_segment, SegmentInput};
-pub use read::{Hit, KeyIndex, Segment};
+pub use read::{keep_upper_pages, Hit, KeyIndex, Segment};
 pub use wiretape_filter::flow::Needs;
 
 use wiretape_filter::flow::FrameKeys;
@@ -285,6 +285,56 @@ impl SegmentHeader {
             });
         sane.then_some(h)
     }
+}
+
+/// Bytes before each page copied into a header page ([`embedded_pages`]):
+/// the section (u8, never `S_BLOCKS`: 0 ends the list), the page's number
+/// in its section (u32), its used bytes (u16).
+const EMBED_HEAD: usize = 7;
+
+/// The page a lookup in section `s` reads first: its root fence page (the
+/// top level has one), or its only data page. None: an empty section.
+fn root_page(s: &Section) -> Option<u64> {
+    match s.levels as usize {
+        _ if s.pages == 0 => None,
+        0 => (s.pages == 1).then_some(0),
+        l if l <= MAX_LEVELS => Some(
+            s.pages as u64
+                + s.level_pages[..l - 1]
+                    .iter()
+                    .map(|&p| p as u64)
+                    .sum::<u64>(),
+        ),
+        _ => None,
+    }
+}
+
+/// The section pages a header page holds copies of, after its fields
+/// (written since the flat sidecar layout; older headers hold zeros there,
+/// so none, and older readers never look there): (section, page number in
+/// it, the whole page, its sum checked). A copy that does not check is
+/// left out (the page is then read from its place).
+fn embedded_pages(b: &[u8]) -> Vec<(usize, u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut at = HEADER_USED;
+    while at + EMBED_HEAD <= b.len().min(PAGE) {
+        let sec = b[at] as usize;
+        if sec == S_BLOCKS || sec >= SECTIONS {
+            break;
+        }
+        let p = u32::from_le_bytes(b[at + 1..at + 5].try_into().unwrap_or_default()) as u64;
+        let used = u16::from_le_bytes([b[at + 5], b[at + 6]]) as usize;
+        let Some(bytes) = b.get(at + EMBED_HEAD..at + EMBED_HEAD + used) else {
+            break;
+        };
+        let mut page = bytes.to_vec();
+        page.resize(PAGE, 0);
+        if unseal(&page).is_some() {
+            out.push((sec, p, page));
+        }
+        at += EMBED_HEAD + used;
+    }
+    out
 }
 
 /// Pages a section takes, fences included.
@@ -882,10 +932,75 @@ mod segment_tests {
         let a = 0x0a00_0000 | 12345;
         let hits = k.select(seg, &needs(vec![vec![Key::Ip4(a)]])).unwrap();
         assert_eq!(hits.len(), brute(&[Key::Ip4(a)]).len());
+        // The header holds copies of the roots (HOST4's among them): the
+        // root is not read again.
+        let copies = embedded_pages(&bytes[..PAGE]);
+        let root = root_page(h4).unwrap();
+        let o = (h4.offset + root * PAGE as u64) as usize;
+        assert!(copies
+            .iter()
+            .any(|(s, p, b)| (*s, *p) == (S_HOST4, root) && b[..] == bytes[o..o + PAGE]));
         let pages = k.bytes_read() / PAGE as u64;
         assert!(
-            pages <= 2 + h4.levels as u64 + 2,
+            pages < 2 + h4.levels as u64 + 2,
             "{pages} pages read for one host"
+        );
+        // A header written before the copies (zeros after its fields):
+        // the same hits, the roots read from their places.
+        let mut old = std::fs::read(path_for(&cap)).unwrap();
+        let at = seg.at as usize;
+        old[at + HEADER_USED..at + PAGE].fill(0);
+        std::fs::write(path_for(&cap), &old).unwrap();
+        let k0 = KeyIndex::open(&cap, &crate::ReadOptions::default())
+            .unwrap()
+            .unwrap();
+        let hits0 = k0
+            .select(&k0.segments()[1], &needs(vec![vec![Key::Ip4(a)]]))
+            .unwrap();
+        assert_eq!(
+            hits0
+                .iter()
+                .map(|h| (h.block, h.first, h.last))
+                .collect::<Vec<_>>(),
+            hits.iter()
+                .map(|h| (h.block, h.first, h.last))
+                .collect::<Vec<_>>()
+        );
+        assert!(k0.bytes_read() > k.bytes_read());
+        // A server keeps the upper pages: after one reading of them, a
+        // lookup of the same file reads only its data pages, and a changed
+        // file (here longer) is read afresh.
+        keep_upper_pages(64 << 20);
+        let key = needs(vec![vec![Key::Ip4(a)]]);
+        let warm = KeyIndex::open(&cap, &crate::ReadOptions::default())
+            .unwrap()
+            .unwrap();
+        warm.read_upper().unwrap();
+        assert!(warm.bytes_read() >= PAGE as u64 * (1 + h4.levels as u64));
+        drop(warm);
+        let k1 = KeyIndex::open(&cap, &crate::ReadOptions::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(k1.bytes_read(), 0, "segment headers kept");
+        let hits1 = k1.select(&k1.segments()[1], &key).unwrap();
+        let pick = |h: &[Hit]| {
+            h.iter()
+                .map(|h| (h.block, h.first, h.last))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(pick(&hits1), pick(&hits));
+        let data = k1.bytes_read() / PAGE as u64;
+        assert!(data >= 1 && data < pages, "{data} data pages of {pages}");
+        drop(k1);
+        old.extend_from_slice(&[0u8; PAGE]);
+        std::fs::write(path_for(&cap), &old).unwrap();
+        let k2 = KeyIndex::open(&cap, &crate::ReadOptions::default())
+            .unwrap()
+            .unwrap();
+        assert!(k2.bytes_read() >= PAGE as u64, "a changed file read again");
+        assert_eq!(
+            pick(&k2.select(&k2.segments()[1], &key).unwrap()),
+            pick(&hits)
         );
         std::fs::remove_dir_all(&d).unwrap();
     }

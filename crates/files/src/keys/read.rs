@@ -64,6 +64,94 @@ pub struct KeyIndex {
     /// share roots, fences and the small `OTHER` table (a Stenographer
     /// query asks the tag EtherTypes for every condition).
     cache: std::cell::RefCell<HashMap<u64, Vec<u8>>>,
+    /// The file's identity (inode, length, mtime) when [`keep_upper_pages`]
+    /// is on: what it kept of this file is reused only for the same one.
+    identity: Option<Identity>,
+    /// Offsets of the upper pages (header roots, fence levels) read.
+    upper: std::cell::RefCell<Vec<u64>>,
+}
+
+/// A `.kdx`'s inode, length and mtime (ns).
+type Identity = (u64, u64, i128);
+
+/// What a long-running reader keeps of one `.kdx` between queries.
+struct Kept {
+    identity: Identity,
+    segments: Vec<Segment>,
+    pages: HashMap<u64, Vec<u8>>,
+}
+
+/// The upper pages of the key indexes opened so far, when kept.
+struct KeptSet {
+    cap: usize,
+    used: usize,
+    by_path: HashMap<PathBuf, Kept>,
+}
+
+static KEPT: std::sync::Mutex<Option<KeptSet>> = std::sync::Mutex::new(None);
+
+/// Keeps, for the rest of the process, the upper pages of every key index
+/// it opens (segment headers with their root pages, fence levels; never
+/// data pages) in memory, up to `cap_bytes` in all: a long-running server
+/// (`wiretape api`) then reads only a lookup's data pages from disk, as
+/// Stenographer's server keeps its leveldb tables' index blocks. A file is
+/// reused only while its inode, length and mtime are the same.
+pub fn keep_upper_pages(cap_bytes: usize) {
+    let mut k = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    if k.is_none() {
+        *k = Some(KeptSet {
+            cap: cap_bytes,
+            used: 0,
+            by_path: HashMap::new(),
+        });
+    }
+}
+
+impl Drop for KeyIndex {
+    fn drop(&mut self) {
+        let Some(identity) = self.identity else {
+            return;
+        };
+        let mut g = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(set) = g.as_mut() else {
+            return;
+        };
+        if let Some(old) = set.by_path.get(&self.path) {
+            if old.identity != identity {
+                let gone = (old.pages.len() + old.segments.len()) * PAGE;
+                set.used = set.used.saturating_sub(gone);
+                set.by_path.remove(&self.path);
+            }
+        }
+        let cache = self.cache.get_mut();
+        let upper = self.upper.get_mut();
+        let KeptSet { cap, used, by_path } = set;
+        // Full (files gone since stay counted until then): start over,
+        // so memory stays under the cap and the files of now are kept.
+        let need = (upper.len() + self.segments.len()) * PAGE;
+        if !by_path.contains_key(&self.path) && *used + need > *cap {
+            by_path.clear();
+            *used = 0;
+        }
+        let k = by_path.entry(self.path.clone()).or_insert_with(|| {
+            // A segment header counted as the page it was read from.
+            *used += self.segments.len() * PAGE;
+            Kept {
+                identity,
+                segments: self.segments.clone(),
+                pages: HashMap::new(),
+            }
+        });
+        for at in upper.iter() {
+            if *used + PAGE > *cap {
+                break;
+            }
+            if let (false, Some(p)) = (k.pages.contains_key(at), cache.get(at)) {
+                k.pages.insert(*at, p.clone());
+                *used += PAGE;
+            }
+        }
+    }
 }
 
 /// Single pages a [`KeyIndex`] keeps at most.
@@ -101,14 +189,40 @@ impl KeyIndex {
                 source,
             })?
             .len();
-        let k = KeyIndex {
+        let identity = {
+            use std::os::unix::fs::MetadataExt;
+            let on = KEPT.lock().map(|g| g.is_some()).unwrap_or(false);
+            match (on, file.metadata()) {
+                (true, Ok(m)) => Some((
+                    m.ino(),
+                    m.len(),
+                    m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+                )),
+                _ => None,
+            }
+        };
+        let mut k = KeyIndex {
             path,
             file,
             len,
             segments: Vec::new(),
             read: std::cell::Cell::new(0),
             cache: Default::default(),
+            identity,
+            upper: Default::default(),
         };
+        if let Some(id) = identity {
+            let g = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(kept) = g
+                .as_ref()
+                .and_then(|s| s.by_path.get(&k.path))
+                .filter(|kept| kept.identity == id)
+            {
+                k.segments = kept.segments.clone();
+                k.cache.get_mut().extend(kept.pages.clone());
+                return Ok(Some(k));
+            }
+        }
         Ok(Some(k.with_segments()))
     }
 
@@ -127,6 +241,15 @@ impl KeyIndex {
                 break;
             }
             next_block = h.block0 + h.nblocks;
+            // The root pages the header holds: a lookup's first read saved.
+            for (sec, p, bytes) in embedded_pages(&page) {
+                let s = &h.sections[sec];
+                if p < section_pages(s) {
+                    let abs = at + s.offset + p * PAGE as u64;
+                    self.cache.get_mut().insert(abs, bytes);
+                    self.upper.get_mut().push(abs);
+                }
+            }
             let last = h.is_final();
             at += h.seg_len;
             self.segments.push(Segment {
@@ -138,6 +261,35 @@ impl KeyIndex {
             }
         }
         self
+    }
+
+    /// Reads every fence level of every section (one read each, after
+    /// the data pages), for [`keep_upper_pages`] to keep when this is
+    /// dropped: what a server does once per file, as Stenographer's opens
+    /// each leveldb table and holds its index block. Already kept: nothing
+    /// read.
+    pub fn read_upper(&self) -> Result<(), StorageError> {
+        for seg in &self.segments {
+            for s in &seg.header.sections {
+                let n: u64 = s.level_pages[..s.levels as usize]
+                    .iter()
+                    .map(|&p| p as u64)
+                    .sum();
+                let at = seg.at + s.offset + s.pages as u64 * PAGE as u64;
+                if n == 0 || self.cache.borrow().contains_key(&at) {
+                    continue;
+                }
+                let bytes = self.pages(seg, s.offset, s.pages as u64, n)?;
+                let mut c = self.cache.borrow_mut();
+                let mut u = self.upper.borrow_mut();
+                for (i, p) in bytes.chunks_exact(PAGE).enumerate() {
+                    let o = at + (i * PAGE) as u64;
+                    c.insert(o, p.to_vec());
+                    u.push(o);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The `.kdx`.
@@ -314,6 +466,11 @@ impl KeyIndex {
                 s.level_pages[l - 1] as u64
             };
             let bytes = self.pages(seg, s.offset, level_at[l] + range.0, range.1 - range.0 + 1)?;
+            if range.0 == range.1 {
+                // A fence page: kept by a long-running reader.
+                let at = seg.at + s.offset + (level_at[l] + range.0) * PAGE as u64;
+                self.upper.borrow_mut().push(at);
+            }
             let first_item = range.0 * fanout;
             let n = (((range.1 + 1) * fanout).min(below)).saturating_sub(first_item) as usize;
             let per = fanout as usize;

@@ -64,6 +64,37 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use wiretape_timestamp::realtime_ns;
 
+/// Reads the upper pages of the key index of every file the stores hold
+/// now, on a thread of its own (a query meanwhile reads what it needs
+/// itself), as Stenographer's server opens each file's index when it finds
+/// it: a query on a cold page cache then reads only its data pages.
+fn warm_key_indexes(cfg: &ApiConfig) {
+    let stores = cfg.stores.clone();
+    let prefix = cfg.prefix.clone();
+    let opts = cfg.read.clone();
+    let _ = std::thread::Builder::new()
+        .name("wt-api-warm".into())
+        .spawn(move || {
+            let _ = crate::extract::plan_files(
+                &stores,
+                crate::extract::Window::default(),
+                prefix.as_deref(),
+                &opts,
+                &mut |path, _, _| {
+                    if let Ok(Some(k)) = wiretape_files::keys::KeyIndex::open(&path, &opts) {
+                        let _ = k.read_upper();
+                    }
+                    crate::extract::whole(path, false, crate::extract::IndexUse::Missing, 0)
+                },
+            );
+        });
+}
+
+/// Bytes of key index pages (headers, roots, fences) a server keeps in
+/// memory between queries (a file's are its segment headers and fence
+/// levels; beyond this, a file's are read per query as before).
+const KEPT_INDEX_BYTES: usize = 64 << 20;
+
 /// The TLS files of a server.
 #[derive(Clone, Debug)]
 pub struct TlsFiles {
@@ -319,6 +350,12 @@ impl Server {
     /// Serves until `stop` is set (checked every 100 ms); queries running
     /// then are ended.
     pub fn run(self, stop: &AtomicBool) -> Result<(), ApiError> {
+        // A server answers query after query: the key indexes' upper pages
+        // (headers, roots, fences) stay in memory between them, so that a
+        // cold page cache costs only the pages a lookup ends on.
+        wiretape_files::keys::keep_upper_pages(KEPT_INDEX_BYTES);
+        wiretape_files::steno::keep_dir_listings();
+        warm_key_indexes(&self.state.cfg);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .max_blocking_threads(self.state.cfg.max_queries + 4)
