@@ -21,6 +21,25 @@ pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
     Some((s.f_bavail * f, s.f_blocks * f))
 }
 
+/// Whether the filesystem holding `dir` is read-only now (`ST_RDONLY`: a
+/// read-only mount, or one the kernel turned read-only after an error).
+/// False when it cannot be told.
+pub fn fs_read_only(dir: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: libc::statvfs is a plain C struct of integers, for which all
+    // zero bytes are a valid value.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call, and
+    // `s` is a live, writable statvfs: the call only writes into it.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return false;
+    }
+    s.f_flag & libc::ST_RDONLY != 0
+}
+
 /// Bytes free for unprivileged users on the filesystem holding `file`.
 pub(crate) fn free_bytes(file: &std::fs::File) -> Option<u64> {
     use std::os::fd::AsRawFd;

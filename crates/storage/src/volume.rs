@@ -217,7 +217,15 @@ impl Volumes {
         if f.is_some() {
             return false;
         }
-        *f = Some(cause.to_owned());
+        // A write in flight when the kernel turns a filesystem read-only
+        // (ext4's error behaviour, `errors=remount-ro`) fails with EIO, the
+        // later ones with EROFS: the cause says what the volume is now.
+        let ro = !cause.contains("Read-only file system") && crate::sys::fs_read_only(&v.dir);
+        *f = Some(if ro {
+            format!("{cause}; its filesystem is read-only now")
+        } else {
+            cause.to_owned()
+        });
         v.failures.fetch_add(1, Ordering::Relaxed);
         true
     }
