@@ -24,7 +24,7 @@ pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
 /// Whether the filesystem holding `dir` is read-only now (`ST_RDONLY`: a
 /// read-only mount, or one the kernel turned read-only after an error).
 /// False when it cannot be told.
-pub fn fs_read_only(dir: &std::path::Path) -> bool {
+pub(crate) fn fs_read_only(dir: &std::path::Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
         return false;
