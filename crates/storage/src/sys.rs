@@ -5,8 +5,8 @@
 
 use wiretape_files::StorageError;
 
-/// (free for unprivileged users, total) bytes of the filesystem holding `dir`.
-pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
+/// The statvfs of the filesystem holding `dir`.
+fn statvfs(dir: &std::path::Path) -> Option<libc::statvfs> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
     // SAFETY: libc::statvfs is a plain C struct of integers, for which all
@@ -17,6 +17,12 @@ pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
         return None;
     }
+    Some(s)
+}
+
+/// (free for unprivileged users, total) bytes of the filesystem holding `dir`.
+pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
+    let s = statvfs(dir)?;
     let f = s.f_frsize;
     Some((s.f_bavail * f, s.f_blocks * f))
 }
@@ -25,19 +31,7 @@ pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
 /// read-only mount, or one the kernel turned read-only after an error).
 /// False when it cannot be told.
 pub(crate) fn fs_read_only(dir: &std::path::Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: libc::statvfs is a plain C struct of integers, for which all
-    // zero bytes are a valid value.
-    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid NUL-terminated path that outlives the call, and
-    // `s` is a live, writable statvfs: the call only writes into it.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
-        return false;
-    }
-    s.f_flag & libc::ST_RDONLY != 0
+    statvfs(dir).is_some_and(|s| s.f_flag & libc::ST_RDONLY != 0)
 }
 
 /// Bytes free for unprivileged users on the filesystem holding `file`.
