@@ -491,6 +491,13 @@ impl<R: Read> Walker<R> {
         {
             return Ok(());
         }
+        if n == 0 {
+            // Not a byte: a file created whose header never landed (its
+            // volume went read-only or full first, where it cannot be
+            // removed either). It holds no frame and nothing is cut in it:
+            // an empty capture, not damage (`repair` still removes it).
+            return Err(Stop::at(0, End::Clean));
+        }
         if n < 4 {
             // Cut short in its magic, or not a capture at all.
             if could_start_a_capture(&h[..n]) {

@@ -5,8 +5,8 @@
 
 use wiretape_files::StorageError;
 
-/// (free for unprivileged users, total) bytes of the filesystem holding `dir`.
-pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
+/// The statvfs of the filesystem holding `dir`.
+fn statvfs(dir: &std::path::Path) -> Option<libc::statvfs> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
     // SAFETY: libc::statvfs is a plain C struct of integers, for which all
@@ -17,8 +17,21 @@ pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
         return None;
     }
+    Some(s)
+}
+
+/// (free for unprivileged users, total) bytes of the filesystem holding `dir`.
+pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
+    let s = statvfs(dir)?;
     let f = s.f_frsize;
     Some((s.f_bavail * f, s.f_blocks * f))
+}
+
+/// Whether the filesystem holding `dir` is read-only now (`ST_RDONLY`: a
+/// read-only mount, or one the kernel turned read-only after an error).
+/// False when it cannot be told.
+pub(crate) fn fs_read_only(dir: &std::path::Path) -> bool {
+    statvfs(dir).is_some_and(|s| s.f_flag & libc::ST_RDONLY != 0)
 }
 
 /// Bytes free for unprivileged users on the filesystem holding `file`.

@@ -37,6 +37,9 @@ use std::sync::{Arc, Mutex};
 /// busy queue's files then alternate between the volumes.
 pub const DEFAULT_ROTATE_SIZE: u64 = 1 << 30;
 
+/// What a failed volume's cause ends with once its filesystem is read-only.
+const RO_NOW: &str = "; its filesystem is read-only now";
+
 /// One directory of a store.
 #[derive(Debug)]
 pub struct Volume {
@@ -127,11 +130,29 @@ impl Volume {
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
+    /// Why it was taken out, if it was. A write in flight when the kernel
+    /// turns a filesystem read-only (ext4's abort, `errors=remount-ro`)
+    /// fails with EIO, the later ones with EROFS; ext4 sets the read-only
+    /// flag a moment after the journal stops taking writes: the cause says
+    /// so once the filesystem is read-only (one statvfs per look, only for
+    /// a volume taken out for another cause than EROFS, until it is).
+    fn cause(&self) -> Option<String> {
+        let mut f = self.failed.lock().expect("volume");
+        let c = f.as_mut()?;
+        if !c.contains("Read-only file system")
+            && !c.ends_with(RO_NOW)
+            && crate::sys::fs_read_only(&self.dir)
+        {
+            c.push_str(RO_NOW);
+        }
+        Some(c.clone())
+    }
+
     /// Its numbers now.
     pub fn state(&self) -> VolumeState {
         VolumeState {
             dir: self.dir.clone(),
-            failed: self.failed.lock().expect("volume").clone(),
+            failed: self.cause(),
             failures: self.failures.load(Ordering::Relaxed),
             files_in_flight: self.in_flight.load(Ordering::Relaxed),
             files: self.files.load(Ordering::Relaxed),

@@ -599,7 +599,13 @@ fn all_zeros_is_padding_without_a_header() {
         assert!(!w.header_complete() && !s.header_complete);
     }
     let (f, _) = pcap(true, false, 1);
-    for cut in [0, 3, 10, 23] {
+    // Not a byte: an empty capture (a file whose header never landed), no
+    // frame, no damage; still no header (repair removes it).
+    let w = Walker::new(Cursor::new(&f[..0]));
+    let s = w.stop().unwrap();
+    assert!(matches!(s.end, End::Clean) && s.error(Path::new("f"), 0).is_none());
+    assert!(!w.header_complete() && !s.header_complete);
+    for cut in [3, 10, 23] {
         let w = Walker::new(Cursor::new(&f[..cut]));
         assert!(!w.header_complete());
         let e = w.stop().unwrap().error(Path::new("f"), cut as u64).unwrap();
