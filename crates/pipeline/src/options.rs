@@ -1292,7 +1292,10 @@ mod tests {
                 e => panic!("another error: {e}"),
             }
         };
-        assert_eq!(key(&|o| o.encrypt_to = vec!["age1bad".into()]), Opt::EncryptTo);
+        assert_eq!(
+            key(&|o| o.encrypt_to = vec!["age1bad".into()]),
+            Opt::EncryptTo
+        );
         assert_eq!(
             key(&|o| o.encrypt_to_file = vec!["/nonexistent/recipients".into()]),
             Opt::EncryptToFile

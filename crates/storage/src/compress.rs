@@ -388,6 +388,48 @@ impl<S: BlockSink> CompressSink<S> {
         self.ring_at = keep_from;
     }
 
+    /// After a failure, with the inner sink's cut at `c`: the file is cut
+    /// there now (as the inner sink does when it finishes), and where it
+    /// cannot be (a volume that takes no more writes) the units past `c`
+    /// that are on disk whole all the same stay with the file. A write
+    /// that failed may have landed (EIO from a filesystem that aborted
+    /// mid-write, which turns read-only a moment later): readers read those
+    /// units, so giving them back too would put their frames in two files.
+    /// Each unit, in order, is compared with its copy; the first that
+    /// differs (or is not there) ends what is kept. Once per failure.
+    fn keep_landed(&mut self, c: u64) {
+        use std::os::unix::fs::FileExt;
+        if !self.inner.offsets_in_file() {
+            // Encrypted below: the file's bytes are not the units'.
+            return;
+        }
+        let Ok(len) = std::fs::metadata(self.inner.path()).map(|m| m.len()) else {
+            return;
+        };
+        if len <= c || self.inner.cut_at(c).is_ok() {
+            return;
+        }
+        let Ok(f) = std::fs::File::open(self.inner.path()) else {
+            return;
+        };
+        let ring = self.ring.make_contiguous();
+        let mut disk = Vec::new();
+        while let Some(u) = self.units.front() {
+            if u.c_off + u.c_len > len {
+                break;
+            }
+            let at = (u.c_off - self.ring_at) as usize;
+            let Some(copy) = ring.get(at..at + u.c_len as usize) else {
+                break;
+            };
+            disk.resize(u.c_len as usize, 0);
+            if f.read_exact_at(&mut disk, u.c_off).is_err() || disk != copy {
+                break;
+            }
+            self.units.pop_front();
+        }
+    }
+
     /// The plain bytes of the units not written, decoded again from their
     /// copy, into one block (None: none; or one does not decode, which a
     /// unit this sink made always does).
@@ -561,6 +603,10 @@ impl<S: BlockSink> BlockSink for CompressSink<S> {
         self.inner.bytes()
     }
 
+    fn offsets_in_file(&self) -> bool {
+        false
+    }
+
     fn written(&self) -> u64 {
         // Plain bytes of the units written.
         let done = self.inner.written();
@@ -602,6 +648,7 @@ impl<S: BlockSink> BlockSink for CompressSink<S> {
         while self.units.front().is_some_and(|u| u.c_off + u.c_len <= c) {
             self.units.pop_front();
         }
+        self.keep_landed(c);
         let off = self.units.front().map_or(self.u_pos, |u| u.u_start);
         let decoded = self.decode_units();
         self.units.clear();

@@ -261,6 +261,10 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
         plain_in(self.payload, self.inner.written())
     }
 
+    fn offsets_in_file(&self) -> bool {
+        false
+    }
+
     fn path(&self) -> &Path {
         self.inner.path()
     }

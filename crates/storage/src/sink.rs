@@ -201,6 +201,21 @@ pub trait BlockSink: Send {
     fn written(&self) -> u64 {
         self.bytes()
     }
+    /// Whether the stream's offsets are the file's (false: a layer below
+    /// or in this sink changes the bytes on their way, as encryption does),
+    /// so that a sink in front may read the file back at them.
+    fn offsets_in_file(&self) -> bool {
+        true
+    }
+    /// After a failure, cuts the file at `off` (a stream offset where
+    /// [`BlockSink::offsets_in_file`]); fails where the volume takes no
+    /// more writes.
+    fn cut_at(&mut self, off: u64) -> std::io::Result<()> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.path())
+            .and_then(|f| f.set_len(off))
+    }
     /// The file being written.
     fn path(&self) -> &Path;
     /// Block size the sink wants (its buffers' size).
@@ -896,6 +911,12 @@ impl BlockSink for AnySink {
     }
     fn written(&self) -> u64 {
         both!(self, s => s.written())
+    }
+    fn offsets_in_file(&self) -> bool {
+        both!(self, s => s.offsets_in_file())
+    }
+    fn cut_at(&mut self, off: u64) -> std::io::Result<()> {
+        both!(self, s => s.cut_at(off))
     }
     fn take_unwritten(&mut self) -> Option<Unwritten> {
         both!(self, s => s.take_unwritten())
