@@ -262,7 +262,7 @@ const FLAT_MAX: usize = 200;
 /// `/var/lib/stenographer/thread0/packets/1700000000000000` is
 /// `var%2Flib%2Fstenographer%2Fthread0%2Fpackets%2F1700000000000000`):
 /// one name per path and back, so two files never share one. A path whose
-/// name would pass [`FLAT_MAX`] bytes is named `%H<32 hex digits>-<its file
+/// name would pass 200 bytes is named `%H<32 hex digits>-<its file
 /// name>` instead, by a 128-bit hash of the path (no escaped name starts
 /// with `%H`: an escaped `%` is always `%25`).
 pub fn flat_name(abs: &Path) -> std::ffi::OsString {
