@@ -174,8 +174,8 @@ pub(crate) fn run(a: Args) -> Result<i32> {
 
 /// `30s`, `5m`, `1.5h`, `2d`, `90` (seconds) to ns.
 fn parse_span(s: &str) -> std::result::Result<u64, String> {
-    match crate::common::duration_secs(s.trim().trim_start_matches('-')) {
-        Ok(v) => Ok((v * 1e9) as u64),
+    match wiretape::pipeline::options::parse_duration(s.trim().trim_start_matches('-')) {
+        Ok(d) => Ok(d.as_nanos() as u64),
         Err(_) => Err(format!("'{s}' is not a duration: use e.g. 30s, 5m, 1h")),
     }
 }

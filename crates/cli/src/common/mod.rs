@@ -106,25 +106,6 @@ impl WindowArgs {
     }
 }
 
-/// A duration flag's value: `60s`, `5m`, `1.5h`, `7d` or bare seconds, in
-/// seconds; Err(false): not a number, Err(true): not positive (each flag
-/// words its own error).
-pub(crate) fn duration_secs(s: &str) -> std::result::Result<f64, bool> {
-    let t = s.trim();
-    let (num, mul) = match t.char_indices().last() {
-        Some((i, 's')) => (&t[..i], 1.0),
-        Some((i, 'm')) => (&t[..i], 60.0),
-        Some((i, 'h')) => (&t[..i], 3600.0),
-        Some((i, 'd')) => (&t[..i], 86400.0),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num.parse().map_err(|_| false)?;
-    if !(v > 0.0 && v.is_finite()) {
-        return Err(true);
-    }
-    Ok(v * mul)
-}
-
 /// The files `paths` stand for: a directory's captures named like ours
 /// (oldest first), anything else itself (a missing file is for the
 /// reader to name). Err: a directory that cannot be listed.
