@@ -451,14 +451,6 @@ impl<S: BlockSink> CompressSink<S> {
         Some(block)
     }
 
-    /// The error of a sink whose write failed before.
-    fn gone(&self) -> StorageError {
-        StorageError::Write {
-            path: self.inner.path().to_owned(),
-            source: std::io::Error::other("an earlier write of the file failed"),
-        }
-    }
-
     /// Writes the blocks the pool has finished, in order; with `wait`, all.
     fn drain(&mut self, wait: bool) -> Result<(), StorageError> {
         while let Some(&seq) = self.in_flight.front() {
@@ -507,7 +499,7 @@ impl<S: BlockSink> CompressSink<S> {
 
     fn submit_inner(&mut self, block: Block) -> Result<Block, StorageError> {
         if self.failed {
-            let e = self.gone();
+            let e = crate::sink::failed_before(self.inner.path());
             self.orphans.push(block);
             return Err(e);
         }

@@ -157,14 +157,6 @@ impl<S: BlockSink> AgeSink<S> {
         self.put_sealed()
     }
 
-    /// The error of a sink whose write failed before.
-    fn gone(&self) -> StorageError {
-        StorageError::Write {
-            path: self.inner.path().to_owned(),
-            source: std::io::Error::other("an earlier write of the file failed"),
-        }
-    }
-
     /// Frees the plain blocks whose chunks are all written.
     fn release(&mut self) {
         self.release_to(plain_in(self.payload, self.inner.written()));
@@ -205,7 +197,7 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
             return Ok(block);
         }
         let r = if self.failed {
-            Err(self.gone())
+            Err(crate::sink::failed_before(self.inner.path()))
         } else {
             self.seal(block.data())
         };

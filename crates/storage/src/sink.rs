@@ -139,6 +139,15 @@ impl Block {
     }
 }
 
+/// The error of a layered sink (compression, encryption) handed a block
+/// after a write of its file failed: nothing more goes to the disk.
+pub(crate) fn failed_before(path: &Path) -> StorageError {
+    StorageError::Write {
+        path: path.to_owned(),
+        source: std::io::Error::other("an earlier write of the file failed"),
+    }
+}
+
 /// Writes one file as a stream of blocks.
 ///
 /// A sink that discards blocks (as the benches' is), outside the crate:
