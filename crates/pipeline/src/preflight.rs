@@ -340,11 +340,23 @@ pub fn check_volumes(dirs: &[PathBuf]) -> Result<(), PreflightError> {
 }
 
 /// `dir` as the path two names of one directory share: canonical where it
-/// exists, else absolute (as given when even that fails).
+/// exists, else its parent's canonical path and its name (a directory the
+/// recording will make), else absolute (as given when even that fails).
 pub(crate) fn canonical(dir: &Path) -> PathBuf {
-    dir.canonicalize()
-        .or_else(|_| std::path::absolute(dir))
-        .unwrap_or_else(|_| dir.to_owned())
+    if let Ok(c) = dir.canonicalize() {
+        return c;
+    }
+    if let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) {
+        let parent = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
+        if let Ok(p) = parent.canonicalize() {
+            return p.join(name);
+        }
+    }
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned())
 }
 
 /// An output directory as given: a directory, or a path whose parent
