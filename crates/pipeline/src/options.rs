@@ -1074,7 +1074,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, ValueError> {
 /// it is a whole number of (`400G`, `1536M`, `1000`).
 pub fn size_text(n: u64) -> String {
     for (shift, unit) in [(40, 'T'), (30, 'G'), (20, 'M'), (10, 'K')] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
             return format!("{}{unit}", n >> shift);
         }
     }
