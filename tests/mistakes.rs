@@ -512,6 +512,40 @@ fn record_refuses_mistakes_before_creating_anything() {
         "-w typo/data/run1: its parent typo/data does not exist (a typo?): give an existing \
          path, or --mkdir to create the whole path (in a --config file: create = true)",
     );
+    // A volume's own limit for a directory that is not a volume.
+    refused(
+        d,
+        &[
+            "record",
+            "-r",
+            "trace.pcap",
+            "-w",
+            "out/a",
+            "-w",
+            "out/b",
+            "--min-free",
+            "out/c=5%",
+        ],
+        "--min-free out/c=...: out/c is not one of the volumes (-w out/a, -w out/b)",
+    );
+    // Another path to a volume is that volume: the same run records.
+    assert_eq!(
+        recorded(
+            d,
+            &record_r(
+                "out/v",
+                &[
+                    "-q",
+                    "--keep-bytes",
+                    "out/../out/v/=100M",
+                    "--min-free",
+                    "./out/v=1%"
+                ]
+            ),
+            "out/v"
+        ),
+        FRAMES
+    );
     // --mkdir and create = true make it, and record every frame.
     assert_eq!(
         recorded(d, &record_r("made/a/b", &["--mkdir", "-q"]), "made/a/b"),

@@ -1016,3 +1016,118 @@ fn preflight_checks_every_volume() {
     assert!(pcaps(a.path()).is_empty(), "nothing recorded");
     assert!(!xdp_attached(&tb));
 }
+
+/// Bytes of our files in `dir` (capture files with their sidecars: what
+/// retention counts), the store's description left out.
+fn our_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("wiretape-"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+/// A smaller disk: `--keep-bytes B=3M` keeps volume b under 3 MiB (its
+/// own oldest files go) while volume a keeps every file it got; the
+/// summary names b's cap and counts the deletions; `extract` over the set
+/// gives exactly the frames still on disk (count and bytes, capinfos
+/// agreeing); `--check` names each volume's own limits. The file engine,
+/// two directories: no privileges, about a second.
+#[test]
+fn a_volume_s_own_keep_bytes_keeps_that_volume_under_it() {
+    let t = TempDir::new("volown");
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let (ad, bd) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let tr = t.path().join("trace.pcap");
+    let n = 8_000u64;
+    let frames: Vec<(u64, Vec<u8>)> = (0..n)
+        .map(|i| {
+            (
+                1_700_000_000_000_000_000 + i * 1_000_000,
+                wiretape_testbed::frames::build(i, 1000, 4),
+            )
+        })
+        .collect();
+    write_ns_pcap(&tr, &frames);
+    let json = t.path().join("summary.json");
+    let cap = format!("{bd}=3M");
+    let own = [
+        "-w",
+        bd,
+        "--rotate-size",
+        "1M",
+        "--keep-bytes",
+        &cap,
+        "--min-free",
+        &format!("{ad}=1%"),
+    ];
+    // The preflight line of each volume names its own limits.
+    let o = record_file_command(&tr, &a, &[&own[..], &["--check"]].concat())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains(&format!("--min-free {ad}=1%)")), "{out}");
+    assert!(out.contains(&format!("--keep-bytes {bd}=3M)")), "{out}");
+    let args = [&own[..], &["--summary-json", json.to_str().unwrap()]].concat();
+    record_file(&tr, &a, &args);
+    let j = read_json(&json);
+    assert_identity(&j);
+    assert_eq!(j["packets_written"].as_u64(), Some(n), "{j}");
+    assert_eq!(j["volumes"][1]["keep_bytes"].as_u64(), Some(3 << 20), "{j}");
+    assert_eq!(j["volumes"][0]["min_free"]["percent"].as_f64(), Some(1.0));
+    assert!(j["volumes"][0].get("keep_bytes").is_none(), "{j}");
+    assert!(j["volumes"][1].get("min_free").is_none(), "{j}");
+    // b is under its cap; a keeps every file it got; what went was b's
+    // and its oldest.
+    let held = our_bytes(&b);
+    assert!(held <= 3 << 20, "b holds {held} bytes");
+    let (fa, fb) = (pcaps(&a), pcaps(&b));
+    assert_eq!(j["volumes"][0]["files"].as_u64(), Some(fa.len() as u64));
+    let deleted = j["retention"]["deleted_files"].as_u64().unwrap();
+    assert!(deleted >= 1 && !fb.is_empty(), "{j}");
+    assert_eq!(
+        j["volumes"][1]["files"].as_u64(),
+        Some(fb.len() as u64 + deleted)
+    );
+    let gone: Vec<String> = j["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .filter(|f| !Path::new(f).exists())
+        .collect();
+    assert_eq!(gone.len() as u64, deleted, "{gone:?}");
+    let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+    for g in &gone {
+        assert!(Path::new(g).starts_with(&b), "only b's files go: {g}");
+        assert!(fb.iter().all(|k| name(k) > name(Path::new(g))), "{g}");
+    }
+    // extract over the set = the frames still on disk.
+    let kept = pcaps_in(&[&a, &b]);
+    let (frames_kept, bytes_kept) = capinfos_totals(&kept);
+    assert!(frames_kept < n && frames_kept > n / 2, "{frames_kept}");
+    let x = t.path().join("x.pcap");
+    let (code, _, e) = run_wiretape(None, &["extract", bd, "-w", x.to_str().unwrap()]);
+    assert_eq!(code, 0, "{e}");
+    assert_eq!(
+        capinfos_totals(std::slice::from_ref(&x)),
+        (frames_kept, bytes_kept)
+    );
+    let got = read_all(&x);
+    assert_eq!(got.len() as u64, frames_kept);
+    assert!(
+        got.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns),
+        "in time order"
+    );
+    for r in &got {
+        let i = ((r.ts_ns - frames[0].0) / 1_000_000) as usize;
+        assert_eq!(r.data, frames[i].1, "frame {i} byte-identical");
+    }
+    assert_eq!(got.last().unwrap().ts_ns, frames[n as usize - 1].0);
+}

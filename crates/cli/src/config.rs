@@ -193,6 +193,15 @@ mod tests {
         let (flags, _) =
             from_text("interface = [\"a\", \"b\"]", "t", &record(), &|_| false).unwrap();
         assert_eq!(flags, ["--interface=a", "--interface=b"]);
+        // The store's limit and a volume's own, as two flags.
+        let (flags, _) = from_text(
+            "keep-bytes = [\"10T\", \"/disk3=400G\"]",
+            "t",
+            &record(),
+            &|_| false,
+        )
+        .unwrap();
+        assert_eq!(flags, ["--keep-bytes=10T", "--keep-bytes=/disk3=400G"]);
         let (flags, words) = from_text(text, "t", &record(), &|id| id == "keep_files").unwrap();
         assert_eq!(
             flags,

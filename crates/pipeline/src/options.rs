@@ -14,7 +14,9 @@
 //!
 //! The sizes and durations the options take in text are parsed by
 //! [`parse_bytes`], [`parse_rotate_size`], [`parse_ring_size`],
-//! [`parse_min_free`], [`parse_duration`] and [`parse_secs`].
+//! [`parse_min_free`], [`parse_duration`] and [`parse_secs`]; the limits
+//! given for the whole store or for one volume (`DIR=SIZE`) by
+//! [`parse_keep_bytes_scoped`] and [`parse_min_free_scoped`].
 //!
 //! ```no_run
 //! use wiretape_pipeline::options::RecordOptions;
@@ -26,8 +28,9 @@
 
 use crate::engine::{choose_engine, AutoHints, Engine};
 use crate::{Input, RecordConfig};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +39,7 @@ use wiretape_capture::{
     sys, BusyPoll, CaptureConfig, CaptureError, FileConfig, NetmapConfig, PacketConfig, XdpCutoff,
     XdpMode,
 };
-use wiretape_storage::{MinFree, Policy, DEFAULT_SNAPLEN};
+use wiretape_storage::{MinFree, Policy, VolumeLimits, DEFAULT_SNAPLEN};
 
 /// The engine a recording of interfaces asks for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -143,6 +146,10 @@ pub enum Opt {
     EncryptTo,
     /// [`RecordOptions::encrypt_to_file`].
     EncryptToFile,
+    /// [`RecordOptions::keep_bytes`] and [`RecordOptions::volume_keep_bytes`].
+    KeepBytes,
+    /// [`RecordOptions::min_free`] and [`RecordOptions::volume_min_free`].
+    MinFree,
 }
 
 impl std::fmt::Display for Opt {
@@ -171,6 +178,8 @@ impl std::fmt::Display for Opt {
             Opt::Compress => "compress",
             Opt::EncryptTo => "encrypt_to",
             Opt::EncryptToFile => "encrypt_to_file",
+            Opt::KeepBytes => "keep_bytes",
+            Opt::MinFree => "min_free",
         };
         f.write_str(name)
     }
@@ -282,6 +291,64 @@ pub enum OptionsError {
     /// A live stream on an address beyond loopback, not allowed.
     #[error(transparent)]
     NotLoopback(crate::LiveError),
+    /// A volume's own limit for a directory that is not one of the
+    /// volumes ([`RecordOptions::dirs`], compared as canonical paths).
+    #[error("{option}: {} is not one of the volumes ({})", dir.display(), dir_list(volumes))]
+    NotAVolume {
+        /// The option ([`Opt::KeepBytes`], [`Opt::MinFree`]).
+        option: Opt,
+        /// The directory as given.
+        dir: PathBuf,
+        /// The volumes as given.
+        volumes: Vec<PathBuf>,
+    },
+    /// A limit given twice: for the whole store, or for one volume.
+    #[error("{option} is given twice for {}", dir.as_ref().map_or("the whole store".into(), |d| d.display().to_string()))]
+    LimitTwice {
+        /// The option ([`Opt::KeepBytes`], [`Opt::MinFree`]).
+        option: Opt,
+        /// The volume as given (none: the whole store).
+        dir: Option<PathBuf>,
+    },
+}
+
+/// Directories, comma-separated, for an error's words.
+fn dir_list(dirs: &[PathBuf]) -> String {
+    let d: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    d.join(", ")
+}
+
+/// A limit as given: for the whole store (`SIZE`) or for one volume
+/// (`DIR=SIZE`); see [`parse_keep_bytes_scoped`], [`Scoped::split`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scoped<T> {
+    /// For the whole store.
+    Store(T),
+    /// For the volume in this directory (one of [`RecordOptions::dirs`]).
+    Volume(PathBuf, T),
+}
+
+impl<T: Clone> Scoped<T> {
+    /// The store's value and the volumes' of a repeatable option (for
+    /// [`RecordOptions::keep_bytes`] and [`RecordOptions::volume_keep_bytes`],
+    /// say); the store's given twice is refused as `option`'s.
+    #[allow(clippy::type_complexity)]
+    pub fn split(
+        given: &[Scoped<T>],
+        option: Opt,
+    ) -> Result<(Option<T>, Vec<(PathBuf, T)>), OptionsError> {
+        let (mut store, mut volumes) = (None, Vec::new());
+        for g in given {
+            match g {
+                Scoped::Store(_) if store.is_some() => {
+                    return Err(OptionsError::LimitTwice { option, dir: None });
+                }
+                Scoped::Store(v) => store = Some(v.clone()),
+                Scoped::Volume(d, v) => volumes.push((d.clone(), v.clone())),
+            }
+        }
+        Ok((store, volumes))
+    }
 }
 
 /// Every option of a recording, as values; [`RecordOptions::build`] makes
@@ -366,12 +433,20 @@ pub struct RecordOptions {
     pub tsprec: String,
     /// Retention: at most this many files.
     pub keep_files: Option<u64>,
-    /// Retention: at most this many bytes.
+    /// Retention: at most this many bytes, all volumes together.
     pub keep_bytes: Option<u64>,
+    /// Retention: at most this many bytes on one volume (a directory of
+    /// [`RecordOptions::dirs`], as given or another path to it), each
+    /// volume once.
+    pub volume_keep_bytes: Vec<(PathBuf, u64)>,
     /// Retention: no file older than this.
     pub keep_age: Option<Duration>,
-    /// Retention: at least this much free space.
+    /// Retention: at least this much free space (on each volume's
+    /// filesystem).
     pub min_free: Option<MinFree>,
+    /// Retention: one volume's own free-space floor, in place of
+    /// [`RecordOptions::min_free`] there (each volume once).
+    pub volume_min_free: Vec<(PathBuf, MinFree)>,
     /// A full disk: delete the oldest files and go on (else stop).
     pub on_full_rotate: bool,
     /// The `.idx` sidecar.
@@ -459,8 +534,10 @@ impl Default for RecordOptions {
             tsprec: "ns".into(),
             keep_files: None,
             keep_bytes: None,
+            volume_keep_bytes: Vec::new(),
             keep_age: None,
             min_free: None,
+            volume_min_free: Vec::new(),
             on_full_rotate: false,
             index: true,
             flow_index: true,
@@ -527,6 +604,7 @@ impl RecordOptions {
             return Err(OptionsError::NetmapNotBuilt(CaptureError::NetmapNotBuilt));
         }
         let dir = self.dirs.first().ok_or(OptionsError::NoOutput)?;
+        let volumes = self.volume_limits()?;
         let (input, engine_reason) = self.input(name)?;
         let netmap = matches!(input, Input::Netmap(_));
         let mut c = match &input {
@@ -584,6 +662,7 @@ impl RecordOptions {
             keep_bytes: self.keep_bytes,
             keep_age: self.keep_age,
             min_free: self.min_free,
+            volumes,
         };
         st.on_full_rotate = self.on_full_rotate;
         // Laid out in place, a ring block is the kernel's again only once
@@ -837,6 +916,46 @@ impl RecordOptions {
         Ok(())
     }
 
+    /// Each volume's own limits, by its directory as in
+    /// [`RecordOptions::dirs`] (the paths given for them may be other
+    /// paths to it: compared canonically).
+    fn volume_limits(&self) -> Result<BTreeMap<PathBuf, VolumeLimits>, OptionsError> {
+        let canon: Vec<PathBuf> = self
+            .dirs
+            .iter()
+            .map(|d| crate::preflight::canonical(d))
+            .collect();
+        let volume = |option, dir: &Path| {
+            let c = crate::preflight::canonical(dir);
+            match canon.iter().position(|v| *v == c) {
+                Some(i) => Ok(self.dirs[i].clone()),
+                None => Err(OptionsError::NotAVolume {
+                    option,
+                    dir: dir.to_owned(),
+                    volumes: self.dirs.clone(),
+                }),
+            }
+        };
+        let twice = |option, dir: &Path| OptionsError::LimitTwice {
+            option,
+            dir: Some(dir.to_owned()),
+        };
+        let mut m: BTreeMap<PathBuf, VolumeLimits> = BTreeMap::new();
+        for (dir, bytes) in &self.volume_keep_bytes {
+            let own = m.entry(volume(Opt::KeepBytes, dir)?).or_default();
+            if own.keep_bytes.replace(*bytes).is_some() {
+                return Err(twice(Opt::KeepBytes, dir));
+            }
+        }
+        for (dir, floor) in &self.volume_min_free {
+            let own = m.entry(volume(Opt::MinFree, dir)?).or_default();
+            if own.min_free.replace(*floor).is_some() {
+                return Err(twice(Opt::MinFree, dir));
+            }
+        }
+        Ok(m)
+    }
+
     /// The recipients to encrypt to (none: files are written plain).
     fn recipients(&self) -> Result<Option<wiretape_files::crypt::Recipients>, OptionsError> {
         use wiretape_files::crypt::{parse_recipient, read_recipients_file, Recipients};
@@ -916,6 +1035,9 @@ pub enum ValueError {
     /// Seconds of zero or less.
     #[error("'{0}' must be a positive number of seconds")]
     SecondsNotPositive(String),
+    /// `=VALUE` without the volume's directory.
+    #[error("'{0}': name the volume before '=' (e.g. /disk3=400G), or give the value alone for the whole store")]
+    NoVolume(String),
 }
 
 /// `123`, `64K`, `512M`, `1G`, `2T` (binary units; `KiB`/`MB` spellings
@@ -946,6 +1068,25 @@ pub fn parse_bytes(s: &str) -> Result<u64, ValueError> {
         }
     };
     Ok((v * mul as f64) as u64)
+}
+
+/// `n` bytes as [`parse_bytes`] takes them, in the largest binary unit
+/// it is a whole number of (`400G`, `1536M`, `1000`).
+pub fn size_text(n: u64) -> String {
+    for (shift, unit) in [(40, 'T'), (30, 'G'), (20, 'M'), (10, 'K')] {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    n.to_string()
+}
+
+/// A free-space floor as [`parse_min_free`] takes it (`5%`, `10G`).
+pub fn min_free_text(m: MinFree) -> String {
+    match m {
+        MinFree::Percent(p) => format!("{p}%"),
+        MinFree::Bytes(b) => size_text(b),
+    }
 }
 
 /// A rotation size: [`parse_bytes`], at least 64 KiB.
@@ -980,6 +1121,28 @@ pub fn parse_min_free(s: &str) -> Result<MinFree, ValueError> {
         return Ok(MinFree::Percent(v));
     }
     parse_bytes(s).map(MinFree::Bytes)
+}
+
+/// `--keep-bytes`: a size for the whole store ([`parse_bytes`], `10T`) or
+/// for one volume, `DIR=SIZE` (`/disk3=400G`; the size after the last
+/// `=`).
+pub fn parse_keep_bytes_scoped(s: &str) -> Result<Scoped<u64>, ValueError> {
+    scoped(s, parse_bytes)
+}
+
+/// `--min-free`: a floor for every volume ([`parse_min_free`], `10G`,
+/// `5%`) or one volume's own, `DIR=SIZE|PCT%` (`/disk3=5%`).
+pub fn parse_min_free_scoped(s: &str) -> Result<Scoped<MinFree>, ValueError> {
+    scoped(s, parse_min_free)
+}
+
+/// `VALUE` or `DIR=VALUE`, the value by `parse`.
+fn scoped<T>(s: &str, parse: fn(&str) -> Result<T, ValueError>) -> Result<Scoped<T>, ValueError> {
+    match s.rsplit_once('=') {
+        None => parse(s).map(Scoped::Store),
+        Some((dir, _)) if dir.trim().is_empty() => Err(ValueError::NoVolume(s.into())),
+        Some((dir, v)) => parse(v).map(|v| Scoped::Volume(dir.into(), v)),
+    }
 }
 
 /// `90`, `90s`, `5m`, `1h`, `1d`, `1.5s`: positive.
@@ -1344,6 +1507,109 @@ mod tests {
             parse_min_free("200%"),
             Err(ValueError::Percentage("200%".into()))
         );
+    }
+
+    #[test]
+    fn a_limit_for_the_store_or_for_one_volume() {
+        use Scoped::{Store, Volume};
+        assert_eq!(parse_keep_bytes_scoped("10T"), Ok(Store(10 << 40)));
+        assert_eq!(
+            parse_keep_bytes_scoped("/disk3=400G"),
+            Ok(Volume("/disk3".into(), 400 << 30))
+        );
+        // The size after the last '=': a directory may hold one.
+        assert_eq!(
+            parse_keep_bytes_scoped("/srv/a=b=1M"),
+            Ok(Volume("/srv/a=b".into(), 1 << 20))
+        );
+        assert_eq!(
+            parse_keep_bytes_scoped("=1M"),
+            Err(ValueError::NoVolume("=1M".into()))
+        );
+        assert_eq!(
+            parse_keep_bytes_scoped("/disk3=lots"),
+            Err(ValueError::NotASize("lots".into()))
+        );
+        assert_eq!(
+            parse_keep_bytes_scoped("/disk3"),
+            Err(ValueError::NotASize("/disk3".into()))
+        );
+        assert_eq!(
+            parse_min_free_scoped("/disk3=5%"),
+            Ok(Volume("/disk3".into(), MinFree::Percent(5.0)))
+        );
+        assert_eq!(
+            parse_min_free_scoped("10G"),
+            Ok(Store(MinFree::Bytes(10 << 30)))
+        );
+        assert_eq!(
+            parse_min_free_scoped("/disk3=200%"),
+            Err(ValueError::Percentage("200%".into()))
+        );
+        // What the parsers take back, as the preflight says it.
+        for n in [400u64 << 30, 1536 << 20, 1000, 10 << 40] {
+            assert_eq!(parse_bytes(&size_text(n)), Ok(n));
+        }
+        assert_eq!(size_text(400 << 30), "400G");
+        assert_eq!(min_free_text(MinFree::Percent(5.0)), "5%");
+        // The store's given twice is refused; the volumes' are kept.
+        let given = [Store(1u64), Volume("/a".into(), 2), Store(3)];
+        assert!(matches!(
+            Scoped::split(&given, Opt::KeepBytes),
+            Err(OptionsError::LimitTwice {
+                option: Opt::KeepBytes,
+                dir: None
+            })
+        ));
+        assert_eq!(
+            Scoped::split(&given[..2], Opt::KeepBytes).unwrap(),
+            (Some(1), vec![(PathBuf::from("/a"), 2)])
+        );
+    }
+
+    /// A volume's own limits reach the retention policy under the volume's
+    /// path as given to -w (another path to it is compared canonically);
+    /// a directory that is not a volume, or a volume named twice, is
+    /// refused naming it.
+    #[test]
+    fn a_volume_s_own_limits_name_one_of_the_volumes() {
+        let base = std::env::temp_dir().join(format!("wt-opt-vol-{}", std::process::id()));
+        let (a, b) = (base.join("a"), base.join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let mut o = nowhere();
+        o.dirs = vec![a.clone(), b.clone()];
+        o.keep_bytes = Some(10 << 30);
+        o.volume_keep_bytes = vec![(base.join("a/../b/"), 1 << 30)];
+        o.volume_min_free = vec![(a.clone(), MinFree::Percent(5.0))];
+        let p = o.build().unwrap().config.storage.retention;
+        assert_eq!(p.keep_bytes, Some(10 << 30));
+        assert_eq!(p.of_volume(&b).keep_bytes, Some(1 << 30));
+        assert_eq!(p.of_volume(&b).min_free, None);
+        assert_eq!(p.of_volume(&a).min_free, Some(MinFree::Percent(5.0)));
+        assert_eq!(p.volumes.len(), 2);
+        o.volume_keep_bytes.push((base.join("c"), 1));
+        match err(&o) {
+            OptionsError::NotAVolume {
+                option: Opt::KeepBytes,
+                dir,
+                volumes,
+            } => {
+                assert_eq!((dir, volumes), (base.join("c"), vec![a.clone(), b.clone()]));
+            }
+            e => panic!("{e}"),
+        }
+        o.volume_keep_bytes.pop();
+        o.volume_min_free
+            .push((base.join("./a"), MinFree::Bytes(1)));
+        assert!(matches!(
+            err(&o),
+            OptionsError::LimitTwice {
+                option: Opt::MinFree,
+                dir: Some(_)
+            }
+        ));
+        std::fs::remove_dir_all(base).unwrap();
     }
 
     #[test]

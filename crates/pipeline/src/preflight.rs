@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use wiretape_capture::sys::{self, MissingCap};
 use wiretape_capture::{CaptureConfig, CaptureError, CaptureFilter};
 use wiretape_filter::FilterError;
-use wiretape_storage::{IoMode, MinFree, StorageError};
+use wiretape_storage::{IoMode, StorageError};
 
 /// What the preflight checked, when everything passed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -318,14 +318,9 @@ pub fn check_queues(config: &RecordConfig) -> Result<(), PreflightError> {
 /// directory count), none inside another. Looks at the paths only (each
 /// made absolute, through its symbolic links where it exists).
 pub fn check_volumes(dirs: &[PathBuf]) -> Result<(), PreflightError> {
-    let abs = |d: &PathBuf| {
-        d.canonicalize()
-            .or_else(|_| std::path::absolute(d))
-            .unwrap_or_else(|_| d.clone())
-    };
     for (i, a) in dirs.iter().enumerate() {
         for b in &dirs[..i] {
-            let (x, y) = (abs(a), abs(b));
+            let (x, y) = (canonical(a), canonical(b));
             if x == y {
                 return Err(PreflightError::VolumeTwice {
                     given: a.clone(),
@@ -342,6 +337,26 @@ pub fn check_volumes(dirs: &[PathBuf]) -> Result<(), PreflightError> {
         }
     }
     Ok(())
+}
+
+/// `dir` as the path two names of one directory share: canonical where it
+/// exists, else its parent's canonical path and its name (a directory the
+/// recording will make), else absolute (as given when even that fails).
+pub(crate) fn canonical(dir: &Path) -> PathBuf {
+    if let Ok(c) = dir.canonicalize() {
+        return c;
+    }
+    if let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) {
+        let parent = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
+        if let Ok(p) = parent.canonicalize() {
+            return p.join(name);
+        }
+    }
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned())
 }
 
 /// An output directory as given: a directory, or a path whose parent
@@ -596,11 +611,10 @@ fn check_dir(config: &RecordConfig, dir: &Path, volumes: u64) -> Result<String, 
                     queues,
                 });
             }
-            let low = match st.retention.min_free {
-                Some(MinFree::Bytes(b)) => free < b,
-                Some(MinFree::Percent(p)) => (free as f64) < total as f64 * p / 100.0,
-                None => false,
-            };
+            let low = st
+                .retention
+                .min_free_of(dir)
+                .is_some_and(|m| m.below(free, total));
             format!(
                 "{} free of {}{}",
                 crate::summary::bytes_h(free),
@@ -615,11 +629,30 @@ fn check_dir(config: &RecordConfig, dir: &Path, volumes: u64) -> Result<String, 
         _ => "free space unknown".into(),
     };
     Ok(format!(
-        "{} {}{} ({engine}, {space})",
+        "{} {}{} ({engine}, {space}{})",
         if volumes > 1 { "volume" } else { "directory" },
         dir.display(),
-        if created { " (will be created)" } else { "" }
+        if created { " (will be created)" } else { "" },
+        limits(&st.retention, dir)
     ))
+}
+
+/// The limits of volume `dir` beyond the store's `--keep-*`: its
+/// free-space floor (its own or the store's) and its own `--keep-bytes`,
+/// as flags (`, --min-free /disk3=5%, --keep-bytes /disk3=400G`).
+fn limits(p: &wiretape_storage::Policy, dir: &Path) -> String {
+    use crate::options::{min_free_text, size_text};
+    let own = p.of_volume(dir);
+    let mut s = String::new();
+    match (own.min_free, p.min_free) {
+        (Some(m), _) => s += &format!(", --min-free {}={}", dir.display(), min_free_text(m)),
+        (None, Some(m)) => s += &format!(", --min-free {}", min_free_text(m)),
+        (None, None) => {}
+    }
+    if let Some(b) = own.keep_bytes {
+        s += &format!(", --keep-bytes {}={}", dir.display(), size_text(b));
+    }
+    s
 }
 
 /// The queues a recording of `input` writes (the interfaces' RX queues

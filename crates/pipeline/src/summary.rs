@@ -436,6 +436,33 @@ pub struct VolumeSummary {
     pub bytes: u64,
     /// Why it was taken out (null: in use to the end).
     pub failed: Option<String>,
+    /// Its own cap on our bytes (`--keep-bytes DIR=SIZE`; absent: the
+    /// store's only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keep_bytes: Option<u64>,
+    /// Its own free-space floor (`--min-free DIR=...`; absent: the
+    /// store's): `{"bytes": N}` or `{"percent": P}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_free: Option<MinFreeSummary>,
+}
+
+/// A free-space floor in the summary and `ctl status`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MinFreeSummary {
+    /// At least this many bytes free.
+    Bytes(u64),
+    /// At least this percentage of the filesystem free.
+    Percent(f64),
+}
+
+impl From<wiretape_storage::MinFree> for MinFreeSummary {
+    fn from(m: wiretape_storage::MinFree) -> Self {
+        match m {
+            wiretape_storage::MinFree::Bytes(b) => MinFreeSummary::Bytes(b),
+            wiretape_storage::MinFree::Percent(p) => MinFreeSummary::Percent(p),
+        }
+    }
 }
 
 /// A time an interface was away.
@@ -647,6 +674,8 @@ impl RunSummary {
                     files: v.files,
                     bytes: v.bytes,
                     failed: v.failed.clone(),
+                    keep_bytes: v.keep_bytes,
+                    min_free: v.min_free.map(Into::into),
                 })
                 .collect(),
             sessions_skipped: storage.sessions.as_ref().map_or(0, |x| x.skipped_frames),
@@ -858,10 +887,14 @@ impl RunSummary {
         }
         for v in &self.volumes {
             s += &format!(
-                "  volume {}: {} files ({}){}\n",
+                "  volume {}: {} files ({}){}{}\n",
                 v.dir,
                 v.files,
                 bytes_h(v.bytes),
+                match v.keep_bytes {
+                    Some(b) => format!(", kept under --keep-bytes {}", crate::options::size_text(b)),
+                    None => String::new(),
+                },
                 match &v.failed {
                     Some(why) => format!(
                         "; FAILED, taken out (volume_failed 1): {why}; the other volumes took its share"

@@ -38,11 +38,28 @@ pub enum MinFree {
 pub struct Policy {
     /// At most this many of our files.
     pub keep_files: Option<usize>,
-    /// At most this many bytes in our files (sidecars included).
+    /// At most this many bytes in our files (sidecars included), all
+    /// volumes together.
     pub keep_bytes: Option<u64>,
     /// Files whose last write is older than this go.
     pub keep_age: Option<Duration>,
-    /// Delete our oldest files while the filesystem has less free space.
+    /// Delete our oldest files while the filesystem has less free space
+    /// (each volume's own, unless [`VolumeLimits::min_free`] sets its own).
+    pub min_free: Option<MinFree>,
+    /// One volume's own limits (`--keep-bytes DIR=SIZE`, `--min-free
+    /// DIR=SIZE|PCT%`), by its directory exactly as in the store's list
+    /// ([`Retention::dirs`]); a volume not named has only the store's.
+    pub volumes: BTreeMap<PathBuf, VolumeLimits>,
+}
+
+/// The limits of one volume of a store, where a disk is smaller than the
+/// others.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VolumeLimits {
+    /// At most this many bytes of our files on this volume (sidecars
+    /// included): its oldest go, whatever the other volumes hold.
+    pub keep_bytes: Option<u64>,
+    /// Its free-space floor, in place of [`Policy::min_free`].
     pub min_free: Option<MinFree>,
 }
 
@@ -50,6 +67,26 @@ impl Policy {
     /// Whether no limit is set (then [`Retention::enforce`] deletes nothing).
     pub fn is_empty(&self) -> bool {
         *self == Policy::default()
+    }
+
+    /// The limits volume `dir` has of its own (none set: the store's only).
+    pub fn of_volume(&self, dir: &Path) -> VolumeLimits {
+        self.volumes.get(dir).cloned().unwrap_or_default()
+    }
+
+    /// The free-space floor of volume `dir`: its own, else the store's.
+    pub fn min_free_of(&self, dir: &Path) -> Option<MinFree> {
+        self.of_volume(dir).min_free.or(self.min_free)
+    }
+}
+
+impl MinFree {
+    /// Whether `free` of `total` bytes is below this floor.
+    pub fn below(self, free: u64, total: u64) -> bool {
+        match self {
+            MinFree::Bytes(b) => free < b,
+            MinFree::Percent(p) => (free as f64) < total as f64 * p / 100.0,
+        }
     }
 }
 
@@ -277,16 +314,40 @@ impl Retention {
     }
 
     fn low_on_space(&self, dir: &Path) -> bool {
-        let Some(m) = self.policy.min_free else {
+        let Some(m) = self.policy.min_free_of(dir) else {
             return false;
         };
-        let Some((free, total)) = fs_space(dir) else {
-            return false;
-        };
-        match m {
-            MinFree::Bytes(b) => free < b,
-            MinFree::Percent(p) => (free as f64) < total as f64 * p / 100.0,
+        fs_space(dir).is_some_and(|(free, total)| m.below(free, total))
+    }
+
+    /// Each volume's own `--keep-bytes`: while its files hold more, its
+    /// oldest closed files go (the other volumes are not looked at).
+    fn enforce_volume_bytes(&self, cat: &mut Catalog, open: &HashSet<PathBuf>) -> u64 {
+        let mut n = 0;
+        for dir in &self.dirs {
+            let Some(keep) = self.policy.of_volume(dir).keep_bytes else {
+                continue;
+            };
+            let mut bytes: u64 = cat
+                .files
+                .iter()
+                .filter(|((_, p), _)| p.starts_with(dir))
+                .map(|(_, v)| v.0)
+                .sum();
+            let why = format!("--keep-bytes of volume {}: {keep} bytes", dir.display());
+            while bytes > keep {
+                let Some(f) = cat.oldest(|p| !open.contains(p) && p.starts_with(dir)) else {
+                    break;
+                };
+                let deleted = self.delete(cat, &f, &why);
+                if !deleted && f.path.exists() {
+                    break;
+                }
+                bytes -= f.bytes;
+                n += u64::from(deleted);
+            }
         }
+        n
     }
 
     /// Applies the policy: deletes our oldest closed files until every
@@ -298,10 +359,13 @@ impl Retention {
         let mut cat = self.lock.lock().unwrap();
         self.update(&mut cat);
         let open = self.open.lock().unwrap().clone();
+        // A volume's own cap first: the store's limits then count what is
+        // left (the other way round, an older file of another volume could
+        // go for a total that this volume's deletions bring down anyway).
+        let mut n = self.enforce_volume_bytes(&mut cat, &open);
         let mut count = cat.files.len();
         let mut bytes: u64 = cat.files.values().map(|v| v.0).sum();
         let now = SystemTime::now();
-        let mut n = 0;
         // The oldest closed file, again after each deletion: open files are
         // few and the newest, so this stays at the catalogue's front.
         while let Some(f) = cat.oldest(|p| !open.contains(p)) {
@@ -329,8 +393,8 @@ impl Retention {
             bytes -= f.bytes;
             n += u64::from(deleted);
         }
-        // The free-space floor, on each volume's own filesystem: its oldest
-        // files go while it is below.
+        // The free-space floor (the volume's own, else the store's), on each
+        // volume's own filesystem: its oldest files go while it is below.
         for dir in &self.dirs {
             while self.low_on_space(dir) {
                 let Some(f) = cat.oldest(|p| !open.contains(p) && p.starts_with(dir)) else {
@@ -591,6 +655,73 @@ mod tests {
         assert!(r.make_room(&name(7)));
         assert!(!name(5).exists() && name(4).exists() && name(6).exists());
         assert!(!r.make_room(&name(7)), "nothing else of ours on b");
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
+    /// Three volumes, b the smaller disk: its own `--keep-bytes` deletes
+    /// its oldest files only; the store's limits then count all three
+    /// together; a volume's own `--min-free` replaces the store's there.
+    #[test]
+    fn a_volume_s_own_limits() {
+        let base = std::env::temp_dir().join(format!("wt-ret-own-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let dirs: Vec<PathBuf> = ["a", "b", "c"].iter().map(|v| base.join(v)).collect();
+        for d in &dirs {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        // File i on volume i % 3, 100 bytes, oldest first: a has 0, 3, 6,
+        // 9; b has 1, 4, 7, 10; c has 2, 5, 8, 11.
+        let name = |i: u32| {
+            dirs[i as usize % 3].join(format!("wt-eth0-q0-20261122T1010{i:02}.000000000Z.pcap"))
+        };
+        for i in 0..12 {
+            std::fs::write(name(i), vec![0u8; 100]).unwrap();
+        }
+        let exists = |i: u32| name(i).exists();
+        let mut policy = Policy::default();
+        policy.volumes.insert(
+            dirs[1].clone(),
+            VolumeLimits {
+                keep_bytes: Some(250),
+                ..Default::default()
+            },
+        );
+        let r = Retention::with_dirs(&dirs, "wt", policy.clone());
+        r.opened(&name(1)); // being written: stays, and counts
+                            // b holds 400 > 250: its oldest closed files go (4, then 7): 1 is
+                            // open; a and c keep everything.
+        assert_eq!(r.enforce(), 2);
+        assert!(exists(1) && !exists(4) && !exists(7) && exists(10));
+        assert!([0, 3, 6, 9, 2, 5, 8, 11].iter().all(|&i| exists(i)));
+        assert_eq!(r.deleted(), (2, 200));
+        let log = r.take_log();
+        assert!(log[0].contains("(--keep-bytes of volume ") && log[0].ends_with(": 250 bytes)"));
+        assert_eq!(r.enforce(), 0, "b holds 200 now");
+        r.closed(&name(1));
+        // The store's --keep-bytes beside b's own, over what is left (10
+        // files, 1000 bytes): b's holds already (200), the store's deletes
+        // the oldest across the volumes (0 on a, 1 on b, 2 on c).
+        policy.keep_bytes = Some(700);
+        let r = Retention::with_dirs(&dirs, "wt", policy.clone());
+        assert_eq!(r.enforce(), 3);
+        assert!(!exists(0) && !exists(1) && !exists(2) && exists(3));
+        // A volume's own --min-free replaces the store's: the store's can
+        // never hold (99.999 % free), c's own always does (0 bytes), so a
+        // and b lose every closed file, c none.
+        policy.keep_bytes = None;
+        policy.volumes.clear();
+        policy.min_free = Some(MinFree::Percent(99.999));
+        policy.volumes.insert(
+            dirs[2].clone(),
+            VolumeLimits {
+                min_free: Some(MinFree::Bytes(0)),
+                ..Default::default()
+            },
+        );
+        let r = Retention::with_dirs(&dirs, "wt", policy);
+        assert_eq!(r.enforce(), 4, "3, 6, 9 on a and 10 on b");
+        assert!([3, 6, 9, 10].iter().all(|&i| !exists(i)));
+        assert!([5, 8, 11].iter().all(|&i| exists(i)));
         std::fs::remove_dir_all(base).unwrap();
     }
 

@@ -658,6 +658,10 @@ impl Store {
         st.fs_space = crate::sys::fs_space(&self.cfg.dir);
         if self.volumes.len() > 1 {
             st.volumes = self.volumes.states();
+            for v in &mut st.volumes {
+                let own = self.cfg.retention.of_volume(&v.dir);
+                (v.keep_bytes, v.min_free) = (own.keep_bytes, own.min_free);
+            }
         }
         st.buffer_limit_bytes = self.cfg.buffer_bytes;
         st.sessions = self.sessions.as_ref().map(|s| s.stats());

@@ -63,7 +63,7 @@ pub struct Volume {
 }
 
 /// A volume's numbers now (for the summary, `ctl status` and `/metrics`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct VolumeState {
     /// The directory.
     pub dir: PathBuf,
@@ -77,6 +77,12 @@ pub struct VolumeState {
     pub files: u64,
     /// Bytes of its files closed this run.
     pub bytes: u64,
+    /// Its own cap on our bytes (`--keep-bytes DIR=SIZE`; none: the
+    /// store's only).
+    pub keep_bytes: Option<u64>,
+    /// Its own free-space floor (`--min-free DIR=SIZE|PCT%`; none: the
+    /// store's).
+    pub min_free: Option<crate::MinFree>,
 }
 
 impl Volume {
@@ -157,6 +163,7 @@ impl Volume {
             files_in_flight: self.in_flight.load(Ordering::Relaxed),
             files: self.files.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            ..Default::default()
         }
     }
 }

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use wiretape::capture::sys;
 use wiretape::pipeline::options::{
-    parse_bytes, parse_duration, parse_min_free, parse_ring_size, parse_rotate_size, parse_secs,
+    parse_bytes, parse_duration, parse_keep_bytes_scoped, parse_min_free_scoped, parse_ring_size,
+    parse_rotate_size, parse_secs, Scoped,
 };
 use wiretape::pipeline::{preflight, ProgressMeter, StartLine, Status};
 use wiretape::Event;
@@ -261,16 +262,20 @@ pub(crate) struct Args {
     /// ours (<prefix>-<iface>-q<N>-<UTC>.pcap[ng]) are ever deleted.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     keep_files: Option<u64>,
-    /// Keep at most SIZE bytes of our files (e.g. 500G); oldest go first.
-    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
-    keep_bytes: Option<u64>,
+    /// Keep at most SIZE bytes of our files (e.g. 500G), all volumes
+    /// together; oldest go first. DIR=SIZE (repeatable, beside SIZE) caps
+    /// one volume, a -w DIR, where a disk is smaller: its own oldest go.
+    #[arg(long, value_name = "SIZE|DIR=SIZE", value_parser = parse_keep_bytes_scoped)]
+    keep_bytes: Vec<Scoped<u64>>,
     /// Delete our files last written more than DURATION ago (e.g. 7d, 12h).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     keep_age: Option<Duration>,
     /// Delete our oldest files while the filesystem has less free space than
-    /// SIZE (e.g. 10G) or PCT of its size (e.g. 5%).
-    #[arg(long, value_name = "SIZE|PCT", value_parser = parse_min_free)]
-    min_free: Option<wiretape::MinFree>,
+    /// SIZE (e.g. 10G) or PCT of its size (e.g. 5%), on each volume (the
+    /// files of the volume that is low). DIR=SIZE|PCT (repeatable) sets one
+    /// volume's own floor in place of that (e.g. /disk3=50G).
+    #[arg(long, value_name = "SIZE|PCT|DIR=...", value_parser = parse_min_free_scoped)]
+    min_free: Vec<Scoped<wiretape::MinFree>>,
     /// When the disk fills up: stop (cleanly; the summary's drops gain
     /// disk_full) or rotate (delete our oldest files and go on; stop only
     /// when nothing of ours is left to delete).

@@ -5,7 +5,7 @@ use super::Args;
 use anyhow::Result;
 use wiretape::capture::cpulist::ListError;
 use wiretape::capture::XdpMode;
-use wiretape::pipeline::options::{Built, EngineOpt, InPlaceConflict, Opt, OptionsError};
+use wiretape::pipeline::options::{Built, EngineOpt, InPlaceConflict, Opt, OptionsError, Scoped};
 use wiretape::RecordOptions;
 
 /// The recording the flags ask for, the reason of `--engine auto`'s
@@ -16,6 +16,9 @@ pub(super) fn config(a: &Args) -> Result<Built> {
     let read_options = a.id.options()?;
     let mut o = options(a);
     o.read_options = read_options;
+    (o.keep_bytes, o.volume_keep_bytes) =
+        Scoped::split(&a.keep_bytes, Opt::KeepBytes).map_err(in_flags)?;
+    (o.min_free, o.volume_min_free) = Scoped::split(&a.min_free, Opt::MinFree).map_err(in_flags)?;
     if o.engine == EngineOpt::Netmap && !wiretape::capture::netmap::BUILT {
         return Err(wiretape::capture::CaptureError::NetmapNotBuilt.into());
     }
@@ -79,9 +82,7 @@ fn options(a: &Args) -> RecordOptions {
     o.format = a.format.clone();
     o.tsprec = a.tsprec.clone();
     o.keep_files = a.keep_files;
-    o.keep_bytes = a.keep_bytes;
     o.keep_age = a.keep_age;
-    o.min_free = a.min_free;
     o.on_full_rotate = a.on_full == "rotate";
     o.index = !a.no_index;
     o.flow_index = !a.no_flow_index;
@@ -130,6 +131,8 @@ fn flag(o: Opt) -> &'static str {
         Opt::Compress => "--compress",
         Opt::EncryptTo => "--encrypt-to",
         Opt::EncryptToFile => "--encrypt-to-file",
+        Opt::KeepBytes => "--keep-bytes",
+        Opt::MinFree => "--min-free",
         _ => "an option",
     }
 }
@@ -168,6 +171,38 @@ fn in_flags(e: OptionsError) -> anyhow::Error {
         } => return anyhow::Error::msg(message),
         OptionsError::NetmapNotBuilt(e) => return e.into(),
         OptionsError::Key { option, error } => format!("{} {error}", flag(option)),
+        OptionsError::NotAVolume {
+            option,
+            dir,
+            volumes,
+        } => format!(
+            "{} {}=...: {} is not one of the volumes (-w {}): name one of them, or give the \
+             value alone for the whole store",
+            flag(option),
+            dir.display(),
+            dir.display(),
+            volumes
+                .iter()
+                .map(|v| v.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", -w ")
+        ),
+        OptionsError::LimitTwice { option, dir: None } => {
+            format!(
+                "{} is given twice for the whole store: give it once",
+                flag(option)
+            )
+        }
+        OptionsError::LimitTwice {
+            option,
+            dir: Some(d),
+        } => {
+            format!(
+                "{} {}=... is given twice: give each volume's once",
+                flag(option),
+                d.display()
+            )
+        }
         e => e.to_string(),
     };
     crate::usage(msg)

@@ -404,13 +404,23 @@ pub(crate) fn status_json(
         "volume_failed": st.volumes.iter()
             .map(|v| (v.dir.display().to_string(), json!(v.failures)))
             .collect::<serde_json::Map<_, _>>(),
-        "volumes": st.volumes.iter().map(|v| json!({
-            "dir": v.dir.display().to_string(),
-            "files": v.files,
-            "bytes": v.bytes,
-            "files_in_flight": v.files_in_flight,
-            "failed": v.failed,
-        })).collect::<Vec<_>>(),
+        "volumes": st.volumes.iter().map(|v| {
+            let mut j = json!({
+                "dir": v.dir.display().to_string(),
+                "files": v.files,
+                "bytes": v.bytes,
+                "files_in_flight": v.files_in_flight,
+                "failed": v.failed,
+            });
+            // Its own limits, when set (as in the summary).
+            if let Some(b) = v.keep_bytes {
+                j["keep_bytes"] = json!(b);
+            }
+            if let Some(m) = v.min_free {
+                j["min_free"] = json!(crate::summary::MinFreeSummary::from(m));
+            }
+            j
+        }).collect::<Vec<_>>(),
         "compress": crate::report::compress_json(st.compress.as_ref()),
         "sessions_skipped": st.sessions.map_or(0, |x| x.skipped_frames),
         "sessions": crate::report::sessions_json(st.sessions.as_ref()),
