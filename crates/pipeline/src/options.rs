@@ -14,7 +14,8 @@
 //!
 //! The sizes and durations the options take in text are parsed by
 //! [`parse_bytes`], [`parse_rotate_size`], [`parse_ring_size`],
-//! [`parse_min_free`], [`parse_duration`] and [`parse_secs`].
+//! [`parse_min_free`], [`parse_duration`] and [`parse_secs`]; a file of
+//! options (`wiretape record --config FILE`) by [`file`].
 //!
 //! ```no_run
 //! use wiretape_pipeline::options::RecordOptions;
@@ -23,6 +24,8 @@
 //! let built = o.build().unwrap();
 //! println!("{}", built.engine_reason.as_deref().unwrap_or("engine as asked"));
 //! ```
+
+pub mod file;
 
 use crate::engine::{choose_engine, AutoHints, Engine};
 use crate::{Input, RecordConfig};
