@@ -138,7 +138,10 @@ mod tests {
         // A filter on the command line: the file's is left out.
         let args = expanded("record", text, &["-i", "x", "-w", "/d", "udp"]).unwrap();
         assert!(!args.contains(&"tcp".to_string()), "{args:?}");
-        assert!(!args.iter().any(|a| a.starts_with("--interface")), "{args:?}");
+        assert!(
+            !args.iter().any(|a| a.starts_with("--interface")),
+            "{args:?}"
+        );
     }
 
     #[test]
@@ -155,7 +158,11 @@ mod tests {
             ]
         );
         for (sub, text, want) in [
-            ("api", "filter = \"udp\"", "`wiretape api`, e.g. listen, tls-cert)"),
+            (
+                "api",
+                "filter = \"udp\"",
+                "`wiretape api`, e.g. listen, tls-cert)",
+            ),
             ("record", "config = \"x\"", "unknown key 'config'"),
             ("record", "check = true", "unknown key 'check'"),
         ] {

@@ -191,7 +191,11 @@ pub fn parse(text: &str, path: &Path, command: &Command) -> Result<FileArgs, Con
         let bad = |make: fn(PathBuf, String) -> ConfigError| make(path.to_owned(), key.clone());
         let long = key.replace('_', "-");
         // `create = true`: the flag is --mkdir (create the whole -w path).
-        let long = if long == "create" { "mkdir".into() } else { long };
+        let long = if long == "create" {
+            "mkdir".into()
+        } else {
+            long
+        };
         if long == "filter" && command.filter {
             if command.filter_given {
                 continue;
