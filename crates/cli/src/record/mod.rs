@@ -3,7 +3,6 @@
 mod check;
 mod metrics;
 mod options;
-mod service;
 
 use anyhow::{bail, Result};
 use std::io::IsTerminal;
@@ -519,7 +518,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let quiet = a.quiet;
     let mut why = String::new();
     let mut fin = wiretape::StorageProgress::default();
-    let mut ready = false;
+    let mut systemd = wiretape::pipeline::service::Notifier::new(&opts.storage.dir);
     let mut meter = ProgressMeter::new();
     let live = wiretape::live::Live::new(opts.live.clone());
     let readers = live.bench_subscribers(a.bench_subscribers);
@@ -527,19 +526,9 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         if let Some(m) = &metrics {
             m.observe(&ev);
         }
+        systemd.observe(&ev);
         match ev {
             Event::Started(info) => {
-                let what = format!(
-                    "recording {} queues {:?} -> {}",
-                    info.ifname,
-                    info.queues,
-                    opts.storage.dir.display()
-                );
-                if std::mem::replace(&mut ready, true) {
-                    service::status(&format!("{what} (again)"));
-                } else {
-                    service::ready(&what);
-                }
                 eprintln!("{}", StartLine::new(info, &opts, engine_reason.as_deref()))
             }
             Event::Progress {
@@ -547,17 +536,6 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                 snapshot,
                 storage,
             } => {
-                service::alive(&format!(
-                    "{} frames seen, {} written, {} dropped by the kernel{}",
-                    snapshot.seen(),
-                    snapshot.written(),
-                    snapshot.kernel_drops(),
-                    snapshot
-                        .link
-                        .as_ref()
-                        .map(|w| format!("; {w}"))
-                        .unwrap_or_default()
-                ));
                 if status.swap(false, std::sync::atomic::Ordering::AcqRel) {
                     if tty && !quiet {
                         eprintln!();
@@ -576,7 +554,6 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             Event::Finished(st) => fin = st,
             Event::Notice(n) => eprintln!("wiretape: {n}"),
             Event::Stopping(w) => {
-                service::stopping(w);
                 if tty && !quiet {
                     eprintln!();
                 }
