@@ -162,7 +162,7 @@ impl Metrics {
         Ok(Metrics { shared, addr })
     }
 
-    /// Follows a recording's events ([`crate::record`]'s callback): its
+    /// Follows a recording's events ([`crate::record()`]'s callback): its
     /// start ([`Metrics::started`]) and each progress tick
     /// ([`Metrics::update`]); the end is [`Metrics::finish`]'s, with the
     /// report.

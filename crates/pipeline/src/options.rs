@@ -16,7 +16,7 @@
 //! [`parse_bytes`], [`parse_rotate_size`], [`parse_ring_size`],
 //! [`parse_min_free`], [`parse_duration`], [`parse_secs`] and
 //! [`parse_listen_addr`]; a file of
-//! options (`wiretape record --config FILE`) by [`file`].
+//! options (`wiretape record --config FILE`) by [`mod@file`].
 //!
 //! ```no_run
 //! use wiretape_pipeline::options::RecordOptions;

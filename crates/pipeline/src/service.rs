@@ -27,7 +27,7 @@ impl Notifier {
         }
     }
 
-    /// Follows one event of the recording ([`crate::record`]'s callback).
+    /// Follows one event of the recording ([`crate::record()`]'s callback).
     pub fn observe(&mut self, event: &Event) {
         match event {
             Event::Started(info) => {
