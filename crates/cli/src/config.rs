@@ -43,17 +43,14 @@ pub(crate) fn expand<C: CommandFactory>(args: Vec<OsString>) -> Result<Vec<OsStr
         .cloned()
         .expect("a subcommand of WITH_CONFIG");
     let flags = flags(&sub, &given);
-    let filter = sub.get_arguments().any(|a| a.get_id() == "expression");
-    let command = Command {
-        name: &format!("wiretape {name}"),
-        flags: &flags,
-        filter,
-        filter_given: given("expression") || given("after") || given("filter_file"),
-        examples: if filter {
-            &["rotate-size"]
-        } else {
-            &["listen", "tls-cert"]
-        },
+    let title = format!("wiretape {name}");
+    let mut command = Command::new(&title, &flags);
+    command.filter = sub.get_arguments().any(|a| a.get_id() == "expression");
+    command.filter_given = given("expression") || given("after") || given("filter_file");
+    command.examples = if command.filter {
+        &["rotate-size"]
+    } else {
+        &["listen", "tls-cert"]
     };
     let from_file = file::read(path, &command).map_err(|e| crate::usage(e.to_string()))?;
     let at = args
@@ -76,12 +73,14 @@ fn flags<'a>(sub: &'a clap::Command, given: &dyn Fn(&str) -> bool) -> Vec<Flag<'
     sub.get_arguments()
         .filter(|a| !matches!(a.get_id().as_str(), "config" | "check" | "help"))
         .filter_map(|a| {
-            Some(Flag {
-                long: a.get_long()?,
-                takes_value: !matches!(a.get_action(), ArgAction::SetTrue),
-                repeatable: matches!(a.get_action(), ArgAction::Append),
-                given: given(a.get_id().as_str()),
-            })
+            let long = a.get_long()?;
+            let mut flag = match a.get_action() {
+                ArgAction::SetTrue => Flag::switch(long),
+                ArgAction::Append => Flag::repeated(long),
+                _ => Flag::value(long),
+            };
+            flag.given = given(a.get_id().as_str());
+            Some(flag)
         })
         .collect()
 }

@@ -22,7 +22,8 @@
 //! ```
 //! use wiretape_pipeline::options::file::{parse, Command, Flag};
 //! let flags = [Flag::value("interface"), Flag::switch("quiet"), Flag::value("queues")];
-//! let record = Command { name: "wiretape record", flags: &flags, filter: true, ..Command::default() };
+//! let mut record = Command::new("wiretape record", &flags);
+//! record.filter = true;
 //! let text = "interface = \"eth0\"\nqueues = [0, 1]\nquiet = true\nfilter = \"tcp port 443\"";
 //! let args = parse(text, "eth0.conf".as_ref(), &record).unwrap();
 //! assert_eq!(args.flags, ["--interface=eth0", "--queues=0,1", "--quiet"]);
@@ -31,8 +32,10 @@
 
 use std::path::{Path, PathBuf};
 
-/// One flag of the command a file is for.
+/// One flag of the command a file is for ([`Flag::switch`],
+/// [`Flag::value`], [`Flag::repeated`]; then set [`Flag::given`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Flag<'a> {
     /// Its long name, without `--` (`rotate-size`): the file's key.
     pub long: &'a str,
@@ -75,8 +78,10 @@ impl<'a> Flag<'a> {
     }
 }
 
-/// The command a file is for: its name and its flags.
+/// The command a file is for: its name and its flags ([`Command::new`],
+/// then set what differs).
 #[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
 pub struct Command<'a> {
     /// How a user calls it (`wiretape record`): the unknown-key error
     /// names it.
@@ -90,6 +95,17 @@ pub struct Command<'a> {
     pub filter_given: bool,
     /// Keys the unknown-key error gives as examples (`rotate-size`).
     pub examples: &'a [&'a str],
+}
+
+impl<'a> Command<'a> {
+    /// `name` with `flags`, taking no filter.
+    pub fn new(name: &'a str, flags: &'a [Flag<'a>]) -> Command<'a> {
+        Command {
+            name,
+            flags,
+            ..Command::default()
+        }
+    }
 }
 
 /// The arguments a file stands for.
