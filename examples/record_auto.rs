@@ -33,17 +33,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Record, the metrics fed from the progress events.
     let (mut why, mut fin) = (String::new(), StorageProgress::default());
     let stop = AtomicBool::new(false);
-    let report = wiretape::record(&cfg, &stop, |ev| match ev {
-        Event::Started(info) => {
-            metrics.started(info);
-            eprintln!("wiretape: recording {} ({})", info.ifname, info.engine);
+    let report = wiretape::record(&cfg, &stop, |ev| {
+        metrics.observe(&ev);
+        match ev {
+            Event::Started(i) => eprintln!("wiretape: recording {} ({})", i.ifname, i.engine),
+            Event::Stopping(w) => why = w.to_string(),
+            Event::Finished(st) => fin = st,
+            _ => {}
         }
-        Event::Progress {
-            snapshot, storage, ..
-        } => metrics.update(&snapshot, &storage),
-        Event::Stopping(w) => why = w.to_string(),
-        Event::Finished(st) => fin = st,
-        _ => {}
     })?;
     metrics.finish(&report, &fin);
     // The typed summary: the CLI's --summary-json and closing text.

@@ -26,7 +26,8 @@
 //! engine). [`live`] holds the live consumers: subscribers (lossless or
 //! lossy) reading the writers' chunks in place, the time-travel ring and
 //! its dumps, PCAP-over-IP and the control socket; [`Recording`] is the
-//! handle other tools embed (start, subscribe, dump, stop).
+//! handle other tools embed (start, subscribe, dump, stop). [`service`]
+//! tells systemd how a recording goes (READY, WATCHDOG, STOPPING).
 #![deny(unsafe_code)]
 
 pub mod engine;
@@ -38,6 +39,7 @@ pub mod record;
 mod recording;
 pub mod replay;
 pub mod report;
+pub mod service;
 pub mod stage;
 pub mod status;
 pub mod summary;

@@ -162,6 +162,20 @@ impl Metrics {
         Ok(Metrics { shared, addr })
     }
 
+    /// Follows a recording's events ([`crate::record()`]'s callback): its
+    /// start ([`Metrics::started`]) and each progress tick
+    /// ([`Metrics::update`]); the end is [`Metrics::finish`]'s, with the
+    /// report.
+    pub fn observe(&self, event: &crate::Event) {
+        match event {
+            crate::Event::Started(info) => self.started(info),
+            crate::Event::Progress {
+                snapshot, storage, ..
+            } => self.update(snapshot, storage),
+            _ => {}
+        }
+    }
+
     /// The engine is up (again, after the interface came back).
     pub fn started(&self, info: &wiretape_capture::StartInfo) {
         let mut st = self.shared.state.lock().unwrap();

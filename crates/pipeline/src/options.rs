@@ -14,9 +14,11 @@
 //!
 //! The sizes and durations the options take in text are parsed by
 //! [`parse_bytes`], [`parse_rotate_size`], [`parse_ring_size`],
-//! [`parse_min_free`], [`parse_duration`] and [`parse_secs`]; the limits
-//! given for the whole store or for one volume (`DIR=SIZE`) by
-//! [`parse_keep_bytes_scoped`] and [`parse_min_free_scoped`].
+//! [`parse_min_free`], [`parse_duration`], [`parse_secs`] and
+//! [`parse_listen_addr`]; the limits given for the whole store or for one
+//! volume (`DIR=SIZE`) by [`parse_keep_bytes_scoped`] and
+//! [`parse_min_free_scoped`]; a file of options (`wiretape record --config
+//! FILE`) by [`mod@file`].
 //!
 //! ```no_run
 //! use wiretape_pipeline::options::RecordOptions;
@@ -25,6 +27,8 @@
 //! let built = o.build().unwrap();
 //! println!("{}", built.engine_reason.as_deref().unwrap_or("engine as asked"));
 //! ```
+
+pub mod file;
 
 use crate::engine::{choose_engine, AutoHints, Engine};
 use crate::{Input, RecordConfig};
@@ -1038,6 +1042,9 @@ pub enum ValueError {
     /// `=VALUE` without the volume's directory.
     #[error("'{0}': name the volume before '=' (e.g. /disk3=400G), or give the value alone for the whole store")]
     NoVolume(String),
+    /// Neither `HOST:PORT` nor a port.
+    #[error("'{0}' is not an address to listen on: use e.g. 127.0.0.1:9750, [::1]:9750 or 9750")]
+    NotAnAddress(String),
 }
 
 /// `123`, `64K`, `512M`, `1G`, `2T` (binary units; `KiB`/`MB` spellings
@@ -1173,9 +1180,30 @@ pub fn parse_secs(s: &str) -> Result<Duration, ValueError> {
     Ok(Duration::from_secs_f64(v))
 }
 
+/// An address to listen on (the metrics endpoint's: [`crate::metrics::Metrics::serve`]): `HOST:PORT`
+/// (`127.0.0.1:9750`, `[::1]:9750`), or a bare port, on 127.0.0.1.
+pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, ValueError> {
+    let t = s.trim();
+    if let Ok(port) = t.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    t.parse().map_err(|_| ValueError::NotAnAddress(s.into()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_addresses_are_host_and_port_or_a_port_on_loopback() {
+        let a = |s| parse_listen_addr(s).map(|a| a.to_string());
+        assert_eq!(a("9750").unwrap(), "127.0.0.1:9750");
+        assert_eq!(a(" [::1]:1 ").unwrap(), "[::1]:1");
+        assert_eq!(
+            a("localhost").unwrap_err().to_string(),
+            "'localhost' is not an address to listen on: use e.g. 127.0.0.1:9750, [::1]:9750 or 9750"
+        );
+    }
 
     /// Options recording an interface that does not exist here (nothing
     /// about this host is learnt, so the choice is AF_XDP, with no reason).

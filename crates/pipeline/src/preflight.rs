@@ -8,7 +8,8 @@
 //! creatable), O_DIRECT, free space, the metrics address. [`preflight`]
 //! returns what it checked, or the first problem as the error a real run
 //! would meet. The rights checks a recording makes before it starts are
-//! here too ([`check_rights`], [`check_basic_rights`]).
+//! here too ([`check_rights`], [`check_basic_rights`]), and what it is
+//! worth telling before a busy-polling one ([`busy_poll_undeferred`]).
 
 use crate::{Input, RecordConfig};
 use std::net::SocketAddr;
@@ -215,6 +216,65 @@ pub fn check_start(config: &RecordConfig) -> Result<(), PreflightError> {
         Input::Interfaces(list) => check_rights(list.iter().map(locked_bytes).sum(), perfmon),
         _ => Ok(()),
     }
+}
+
+/// An interface a busy-polling recording reads whose interrupts take the
+/// receive work back between polls (its `napi_defer_hard_irqs` or
+/// `gro_flush_timeout` is 0), so that busy polling saves less than it
+/// could. Its text says so and how to change it (as root).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Undeferred {
+    /// The interface.
+    pub ifname: String,
+    /// The recording's busy-poll time per poll, in microseconds.
+    pub usecs: u32,
+    /// Its `napi_defer_hard_irqs`.
+    pub defer_hard_irqs: u64,
+    /// Its `gro_flush_timeout` (ns).
+    pub gro_flush_timeout: u64,
+}
+
+impl std::fmt::Display for Undeferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Undeferred {
+            ifname,
+            defer_hard_irqs,
+            gro_flush_timeout,
+            ..
+        } = self;
+        write!(
+            f,
+            "{ifname} has napi_defer_hard_irqs {defer_hard_irqs} and gro_flush_timeout \
+             {gro_flush_timeout}, so between polls its interrupts (on veth: the sender's \
+             softirq) take the receive work back; for full effect (as root): \
+             echo 2 > /sys/class/net/{ifname}/napi_defer_hard_irqs; \
+             echo 200000 > /sys/class/net/{ifname}/gro_flush_timeout"
+        )
+    }
+}
+
+/// The interfaces of `config` that busy-poll ([`CaptureConfig::busy_poll`])
+/// with their interrupts taking the receive work back between polls
+/// ([`Undeferred`]); empty without busy polling.
+pub fn busy_poll_undeferred(config: &RecordConfig) -> Vec<Undeferred> {
+    let list = match &config.input {
+        Input::Interface(c) => std::slice::from_ref(c),
+        Input::Interfaces(l) => l.as_slice(),
+        _ => &[],
+    };
+    list.iter()
+        .filter_map(|c| {
+            let usecs = c.busy_poll.as_ref()?.usecs;
+            let (defer, timeout) = sys::napi_defer(&c.ifname)?;
+            (defer == 0 || timeout == 0).then(|| Undeferred {
+                ifname: c.ifname.clone(),
+                usecs,
+                defer_hard_irqs: defer,
+                gro_flush_timeout: timeout,
+            })
+        })
+        .collect()
 }
 
 /// Fails, naming each missing capability and what it is for, when the
@@ -685,6 +745,38 @@ mod tests {
         assert!(e.to_string().starts_with(
             "missing capability CAP_BPF (to load the XDP program and its maps): run as root"
         ));
+    }
+
+    #[test]
+    fn busy_polling_names_interfaces_whose_interrupts_take_the_work_back() {
+        let mut config = RecordConfig::interface("lo", std::env::temp_dir());
+        assert!(busy_poll_undeferred(&config).is_empty(), "no busy polling");
+        let Input::Interface(c) = &mut config.input else {
+            unreachable!()
+        };
+        c.busy_poll = Some(wiretape_capture::BusyPoll {
+            usecs: 50,
+            budget: 64,
+        });
+        let found = busy_poll_undeferred(&config);
+        match sys::napi_defer("lo") {
+            Some((d, t)) if d == 0 || t == 0 => {
+                assert_eq!(found.len(), 1, "{found:?}");
+                assert_eq!(found[0].usecs, 50);
+                let text = found[0].to_string();
+                assert!(
+                    text.starts_with(&format!(
+                        "lo has napi_defer_hard_irqs {d} and gro_flush_timeout {t}, so"
+                    )),
+                    "{text}"
+                );
+                assert!(
+                    text.ends_with("echo 200000 > /sys/class/net/lo/gro_flush_timeout"),
+                    "{text}"
+                );
+            }
+            _ => assert!(found.is_empty(), "{found:?}"),
+        }
     }
 
     #[test]

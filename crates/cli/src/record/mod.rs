@@ -3,7 +3,6 @@
 mod check;
 mod metrics;
 mod options;
-mod service;
 
 use anyhow::{bail, Result};
 use std::io::IsTerminal;
@@ -11,7 +10,6 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
-use wiretape::capture::sys;
 use wiretape::pipeline::options::{
     parse_bytes, parse_duration, parse_keep_bytes_scoped, parse_min_free_scoped, parse_ring_size,
     parse_rotate_size, parse_secs, Scoped,
@@ -436,7 +434,7 @@ pub(crate) struct Args {
     /// filtered and dropped by reason, bytes, disk write latency, RAM
     /// buffer, files open/rotated/deleted, free space, last error. ADDR:
     /// 127.0.0.1:9750, [::1]:9750 or a bare port (on 127.0.0.1).
-    #[arg(long, value_name = "ADDR", value_parser = metrics::parse_addr)]
+    #[arg(long, value_name = "ADDR", value_parser = wiretape::pipeline::options::parse_listen_addr)]
     metrics: Option<std::net::SocketAddr>,
     /// Let --metrics listen on an address other machines can reach.
     #[arg(long, requires = "metrics")]
@@ -466,25 +464,6 @@ fn default_control(dir: &std::path::Path) -> Option<PathBuf> {
         .ok()
 }
 
-/// Says, before a busy-polling run, which interfaces let their interrupts
-/// take the receive work back between polls, and how to stop that.
-fn busy_poll_notices(a: &Args) {
-    let Some(us) = a.busy_poll else { return };
-    for iface in &a.iface {
-        if let Some((defer, timeout)) = sys::napi_defer(iface) {
-            if defer == 0 || timeout == 0 {
-                eprintln!(
-                    "wiretape: notice: --busy-poll {us}: {iface} has napi_defer_hard_irqs {defer} and \
-                     gro_flush_timeout {timeout}, so between polls its interrupts (on veth: the \
-                     sender's softirq) take the receive work back; for full effect (as root): \
-                     echo 2 > /sys/class/net/{iface}/napi_defer_hard_irqs; \
-                     echo 200000 > /sys/class/net/{iface}/gro_flush_timeout"
-                );
-            }
-        }
-    }
-}
-
 pub(crate) fn run(a: Args) -> Result<i32> {
     let wiretape::pipeline::options::Built {
         config: mut opts,
@@ -506,7 +485,9 @@ pub(crate) fn run(a: Args) -> Result<i32> {
 
     // The cheap checks first: nothing is attached or created before them.
     preflight::check_start(&opts).map_err(check::in_flags)?;
-    busy_poll_notices(&a);
+    for n in preflight::busy_poll_undeferred(&opts) {
+        eprintln!("wiretape: notice: --busy-poll {}: {n}", n.usecs);
+    }
     wiretape::capture::bpflog::set_verbose(a.verbose);
     let metrics = match a.metrics {
         Some(addr) => {
@@ -542,84 +523,47 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let quiet = a.quiet;
     let mut why = String::new();
     let mut fin = wiretape::StorageProgress::default();
-    let mut ready = false;
+    let mut systemd = wiretape::pipeline::service::Notifier::new(&opts.storage.dir);
     let mut meter = ProgressMeter::new();
     let live = wiretape::live::Live::new(opts.live.clone());
-    let readers: Vec<_> = (0..a.bench_subscribers)
-        .map(|i| {
-            let sub = live
-                .subscribe(wiretape::SubscribeOptions::lossless().name(format!("bench-{}", i + 1)));
-            std::thread::spawn(move || {
-                let mut acc = 0u64;
-                for b in sub {
-                    for f in b.frames() {
-                        acc = acc.wrapping_add(f.ts_ns ^ f.orig_len as u64 ^ f.data[0] as u64);
+    let readers = live.bench_subscribers(a.bench_subscribers);
+    let rep = match wiretape::record_live(&opts, &live, &stop, |ev| {
+        if let Some(m) = &metrics {
+            m.observe(&ev);
+        }
+        systemd.observe(&ev);
+        match ev {
+            Event::Started(info) => {
+                eprintln!("{}", StartLine::new(info, &opts, engine_reason.as_deref()))
+            }
+            Event::Progress {
+                elapsed,
+                snapshot,
+                storage,
+            } => {
+                if status.swap(false, std::sync::atomic::Ordering::AcqRel) {
+                    if tty && !quiet {
+                        eprintln!();
+                    }
+                    eprint!("{}", Status::new(elapsed, &snapshot, &storage));
+                }
+                if !quiet {
+                    let line = meter.line(elapsed, &snapshot, &storage);
+                    if tty {
+                        eprint!("\r{line}\x1b[K");
+                    } else {
+                        eprintln!("{line}");
                     }
                 }
-                std::hint::black_box(acc);
-            })
-        })
-        .collect();
-    let rep = match wiretape::record_live(&opts, &live, &stop, |ev| match ev {
-        Event::Started(info) => {
-            if let Some(m) = &metrics {
-                m.started(info);
             }
-            let what = format!(
-                "recording {} queues {:?} -> {}",
-                info.ifname,
-                info.queues,
-                opts.storage.dir.display()
-            );
-            if std::mem::replace(&mut ready, true) {
-                service::status(&format!("{what} (again)"));
-            } else {
-                service::ready(&what);
-            }
-            eprintln!("{}", StartLine::new(info, &opts, engine_reason.as_deref()))
-        }
-        Event::Progress {
-            elapsed,
-            snapshot,
-            storage,
-        } => {
-            if let Some(m) = &metrics {
-                m.update(&snapshot, &storage);
-            }
-            service::alive(&format!(
-                "{} frames seen, {} written, {} dropped by the kernel{}",
-                snapshot.seen(),
-                snapshot.written(),
-                snapshot.kernel_drops(),
-                snapshot
-                    .link
-                    .as_ref()
-                    .map(|w| format!("; {w}"))
-                    .unwrap_or_default()
-            ));
-            if status.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            Event::Finished(st) => fin = st,
+            Event::Notice(n) => eprintln!("wiretape: {n}"),
+            Event::Stopping(w) => {
                 if tty && !quiet {
                     eprintln!();
                 }
-                eprint!("{}", Status::new(elapsed, &snapshot, &storage));
+                why = w.to_string();
             }
-            if !quiet {
-                let line = meter.line(elapsed, &snapshot, &storage);
-                if tty {
-                    eprint!("\r{line}\x1b[K");
-                } else {
-                    eprintln!("{line}");
-                }
-            }
-        }
-        Event::Finished(st) => fin = st,
-        Event::Notice(n) => eprintln!("wiretape: {n}"),
-        Event::Stopping(w) => {
-            service::stopping(w);
-            if tty && !quiet {
-                eprintln!();
-            }
-            why = w.to_string();
         }
     }) {
         Ok(r) => r,

@@ -83,6 +83,29 @@ impl Live {
         self.hub.subscribe(opts.into())
     }
 
+    /// `n` lossless subscribers (`bench-1`, `bench-2`, ...), each on its
+    /// own thread reading every frame's stamp, length and first byte and
+    /// dropping the batch: what subscribers cost a recording, for a
+    /// benchmark (`record --bench-subscribers N`). Each thread ends with
+    /// the run; join them after it.
+    pub fn bench_subscribers(&self, n: usize) -> Vec<std::thread::JoinHandle<()>> {
+        (0..n)
+            .map(|i| {
+                let sub =
+                    self.subscribe(SubscribeOptions::lossless().name(format!("bench-{}", i + 1)));
+                std::thread::spawn(move || {
+                    let mut acc = 0u64;
+                    for b in sub {
+                        for f in b.frames() {
+                            acc = acc.wrapping_add(f.ts_ns ^ f.orig_len as u64 ^ f.data[0] as u64);
+                        }
+                    }
+                    std::hint::black_box(acc);
+                })
+            })
+            .collect()
+    }
+
     /// After [`crate::Running::stop`]: subscribers get what is queued, then
     /// the end.
     pub fn finish(&self) {
