@@ -38,6 +38,7 @@ pub mod record;
 mod recording;
 pub mod replay;
 pub mod report;
+pub mod send;
 pub mod stage;
 pub mod status;
 pub mod summary;
