@@ -44,7 +44,8 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         _ => None,
     };
     let mut meter = wiretape::pipeline::ProgressMeter::new();
-    let r = demo::run(&opts, |ev| match ev {
+    let r = demo::run(&opts, |ev| {
+        match ev {
         DemoEvent::Created { netns } => println!(
             "demo: network namespace {netns} with veth {GEN_IF} <-> {CAP_IF} ({} RX queues); sending {} frames of 60..1514 bytes at {} frames/s",
             a.queues,
@@ -60,11 +61,12 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                 elapsed,
                 snapshot,
                 storage,
-            } => eprintln!("{}", meter.line(elapsed, &snapshot, &storage)),
+            } => eprintln!("{}", meter.line(*elapsed, snapshot, storage)),
             Event::Notice(n) => println!("demo: {n}"),
             _ => {}
         },
         _ => {}
+    }
     })?;
     print!("{}", r.summary.text());
     println!("demo: recorded files:");

@@ -281,7 +281,10 @@ mod tests {
         };
         let l = s.lines();
         assert_eq!(l.len(), 3, "{l:?}");
-        assert_eq!(l[1], "pacing: the latest frame left 12.3 us after its due time");
+        assert_eq!(
+            l[1],
+            "pacing: the latest frame left 12.3 us after its due time"
+        );
         assert!(l[2].starts_with("note: 7 frames were cut"), "{l:?}");
     }
 

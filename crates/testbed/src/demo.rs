@@ -77,7 +77,7 @@ pub enum DemoEvent<'a> {
     /// the sender starts at [`Event::Started`].
     Record {
         /// The event.
-        event: Event<'a>,
+        event: &'a Event<'a>,
         /// The recording's settings (for [`wiretape_pipeline::StartLine`]).
         config: &'a RecordConfig,
     },
@@ -264,7 +264,7 @@ pub fn run(
                     _ => {}
                 }
                 on_event(DemoEvent::Record {
-                    event,
+                    event: &event,
                     config: &cfg,
                 });
             })?;
@@ -340,7 +340,8 @@ impl ReadBack {
             last_ts = rec.ts_ns;
             match frames::parse(&rec.data) {
                 Some((seq, len, flow))
-                    if seq < self.seen.len() as u64 && rec.data == frames::build(seq, len, flow) =>
+                    if seq < self.seen.len() as u64
+                        && rec.data == frames::build(seq, len, flow) =>
                 {
                     if std::mem::replace(&mut self.seen[seq as usize], true) {
                         self.mismatches.push(Mismatch::Twice { seq });

@@ -114,7 +114,10 @@ pub fn dump_window(
     if let Some(l) = last {
         let span = crate::options::parse_duration(l.trim().trim_start_matches('-'))
             .map_err(|_| WindowError::Last(l.to_string()))?;
-        return Ok((Some(now_ns.saturating_sub(span.as_nanos() as u64)), Some(now_ns)));
+        return Ok((
+            Some(now_ns.saturating_sub(span.as_nanos() as u64)),
+            Some(now_ns),
+        ));
     }
     let t = |s: &str| wiretape_timestamp::parse_time_in(s, now_ns, zone);
     let from = from.map(t).transpose().map_err(WindowError::From)?;
@@ -390,15 +393,27 @@ mod tests {
         let now = 1_000_000_000_000;
         let w = |l, f, t| dump_window(l, f, t, now, NoZone::Utc);
         let s = 1_000_000_000;
-        assert_eq!(w(Some("30s"), None, None), Ok((Some(now - 30 * s), Some(now))));
-        assert_eq!(w(Some("-1.5m"), None, None), Ok((Some(now - 90 * s), Some(now))));
+        assert_eq!(
+            w(Some("30s"), None, None),
+            Ok((Some(now - 30 * s), Some(now)))
+        );
+        assert_eq!(
+            w(Some("-1.5m"), None, None),
+            Ok((Some(now - 90 * s), Some(now)))
+        );
         assert_eq!(w(Some("2"), None, None), Ok((Some(now - 2 * s), Some(now))));
         assert_eq!(w(None, None, None), Ok((None, None)));
-        assert_eq!(w(None, Some("-10s"), Some("990")), Ok((Some(now - 10 * s), Some(990 * s))));
+        assert_eq!(
+            w(None, Some("-10s"), Some("990")),
+            Ok((Some(now - 10 * s), Some(990 * s)))
+        );
         for bad in ["x", "0s"] {
             let e = w(Some(bad), None, None).unwrap_err();
             assert_eq!(e.part(), "last");
-            assert_eq!(e.to_string(), format!("'{bad}' is not a duration: use e.g. 30s, 5m, 1h"));
+            assert_eq!(
+                e.to_string(),
+                format!("'{bad}' is not a duration: use e.g. 30s, 5m, 1h")
+            );
         }
         assert_eq!(w(None, Some("5m"), None).unwrap_err().part(), "from");
         assert_eq!(w(None, None, Some("nonsense")).unwrap_err().part(), "to");
@@ -406,9 +421,19 @@ mod tests {
 
     #[test]
     fn the_socket_is_the_flag_then_the_directory_then_the_environment() {
-        let (c, d, e) = (Path::new("/run/c.sock"), Path::new("/data"), PathBuf::from("/e.sock"));
-        assert_eq!(find_socket(Some(c), Some(d), Some(e.clone())), Some(c.to_path_buf()));
-        assert_eq!(find_socket(None, Some(d), Some(e.clone())), Some(d.join(SOCKET_NAME)));
+        let (c, d, e) = (
+            Path::new("/run/c.sock"),
+            Path::new("/data"),
+            PathBuf::from("/e.sock"),
+        );
+        assert_eq!(
+            find_socket(Some(c), Some(d), Some(e.clone())),
+            Some(c.to_path_buf())
+        );
+        assert_eq!(
+            find_socket(None, Some(d), Some(e.clone())),
+            Some(d.join(SOCKET_NAME))
+        );
         assert_eq!(find_socket(None, None, Some(e.clone())), Some(e));
     }
 
