@@ -289,8 +289,25 @@ pub fn run(
     if temp {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    let holds = rep.identity_holds();
-    Ok(check.report(tb.netns(), &sent, holds, dir, !temp, summary))
+    check.finish(rep.identity_holds());
+    Ok(DemoReport {
+        netns: tb.netns().to_string(),
+        sent: sent.sent,
+        sent_bytes: sent.bytes,
+        recorded: check.total,
+        files: (check.files.into_iter())
+            .map(|(path, (queue, frames))| DemoFile {
+                path,
+                queue,
+                frames,
+            })
+            .collect(),
+        first_records: check.first,
+        mismatches: check.mismatches,
+        dir,
+        kept: !temp,
+        summary,
+    })
 }
 
 /// The read-back of the recorded files against what was sent.
@@ -366,15 +383,9 @@ impl ReadBack {
         Ok(())
     }
 
-    fn report(
-        mut self,
-        netns: &str,
-        sent: &crate::SendReport,
-        identity_holds: bool,
-        dir: PathBuf,
-        kept: bool,
-        summary: RunSummary,
-    ) -> DemoReport {
+    /// Ends the checks: frames never seen, the recorder's accounting
+    /// (`identity_holds`); keeps the first 10 mismatches.
+    fn finish(&mut self, identity_holds: bool) {
         let missing = self.seen.iter().filter(|s| !**s).count() as u64;
         if missing > 0 {
             self.mismatches.push(Mismatch::Missing { count: missing });
@@ -384,25 +395,74 @@ impl ReadBack {
         }
         self.mismatches.truncate(10);
         self.first.sort();
-        DemoReport {
-            netns: netns.to_string(),
-            sent: sent.sent,
-            sent_bytes: sent.bytes,
-            recorded: self.total,
-            files: self
-                .files
-                .into_iter()
-                .map(|(path, (queue, frames))| DemoFile {
-                    path,
-                    queue,
-                    frames,
-                })
-                .collect(),
-            first_records: self.first,
-            mismatches: self.mismatches,
-            dir,
-            kept,
-            summary,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A nanosecond pcap of `recs` (stamp, frame).
+    fn pcap(path: &Path, recs: &[(u64, Vec<u8>)]) {
+        let mut b = Vec::new();
+        for v in [0xa1b2_3c4du32, 0x0004_0002, 0, 0, 262_144, 1] {
+            b.extend_from_slice(&v.to_le_bytes());
         }
+        for (ts, f) in recs {
+            let hdr = [
+                (ts / 1_000_000_000) as u32,
+                (ts % 1_000_000_000) as u32,
+                f.len() as u32,
+                f.len() as u32,
+            ];
+            for v in hdr {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            b.extend_from_slice(f);
+        }
+        std::fs::write(path, b).unwrap();
+    }
+
+    #[test]
+    fn the_read_back_names_each_kind_of_mismatch() {
+        let dir = std::env::temp_dir().join(format!("wt-demo-rb-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("q0.pcap");
+        let s = 1_000_000_000u64;
+        let mut foreign = frames::build(1, 100, 0);
+        foreign[60] ^= 0xff;
+        pcap(
+            &f,
+            &[
+                (10 * s, frames::build(0, 60, 0)),
+                (12 * s, frames::build(2, 200, 2)),
+                (11 * s, frames::build(2, 200, 2)),
+                (13 * s, foreign),
+                (99 * s, frames::build(3, 80, 3)),
+            ],
+        );
+        let mut rb = ReadBack::new(4, 10 * s..=20 * s);
+        rb.file(&f, 0).unwrap();
+        rb.finish(false);
+        let texts: Vec<String> = rb.mismatches.iter().map(|m| m.to_string()).collect();
+        let p = f.display();
+        assert_eq!(
+            texts,
+            [
+                format!("{p}: timestamps go backwards at record 3"),
+                "frame 2 recorded twice".to_string(),
+                format!("{p}: record 4 is not a frame the demo sent"),
+                format!("{p}: record 5 stamped 1970-01-01T00:01:39.000000000Z outside the run"),
+                "1 sent frames are not in the files".to_string(),
+                "accounting identity does not hold".to_string(),
+            ]
+        );
+        assert_eq!(rb.total, 5);
+        assert_eq!(
+            rb.files.into_iter().collect::<Vec<_>>(),
+            [(f.clone(), (0, 5))]
+        );
+        assert_eq!(rb.first.len(), 4, "the frames the demo sent");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
