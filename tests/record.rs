@@ -249,19 +249,6 @@ fn count_stops_at_exactly_count_and_accounts_for_the_rest() {
     assert_eq!(v.frames, 1000);
 }
 
-/// capinfos' frame count and data bytes of one capture file.
-fn capinfos(f: &std::path::Path) -> (u64, u64) {
-    let o = std::process::Command::new("capinfos")
-        .args(["-M", "-T", "-r", "-c", "-d"])
-        .arg(f)
-        .output()
-        .expect("capinfos is installed (with tshark, scripts/setup.sh)");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = String::from_utf8_lossy(&o.stdout);
-    let cols: Vec<&str> = text.trim().split('\t').collect();
-    (cols[1].parse().unwrap(), cols[2].parse().unwrap())
-}
-
 #[test]
 fn the_demo_as_a_library_run_proves_every_frame_and_keeps_its_files_when_asked() {
     use wiretape_testbed::demo::{self, DemoEvent, DemoOptions};
