@@ -8,7 +8,6 @@
 mod common;
 
 use common::*;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use wiretape::capture::{AfXdp, BusyPoll, CaptureConfig, Desc, Engine, RxQueue, XdpMode};
 use wiretape::timestamp::TsMode;
@@ -25,19 +24,6 @@ fn set_napi_defer(tb: &Testbed, defer: u32, timeout_ns: u64) {
         ),
     ])
     .unwrap();
-}
-
-/// capinfos' frame count and data size of one capture file.
-fn capinfos(f: &std::path::Path) -> (u64, u64) {
-    let o = Command::new("capinfos")
-        .args(["-M", "-T", "-r", "-c", "-d"])
-        .arg(f)
-        .output()
-        .expect("capinfos is installed (with tshark, scripts/setup.sh)");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = String::from_utf8_lossy(&o.stdout);
-    let cols: Vec<&str> = text.trim().split('\t').collect();
-    (cols[1].parse().unwrap(), cols[2].parse().unwrap())
 }
 
 /// Records `n` mixed-size frames with `--busy-poll 50` and proves them all.

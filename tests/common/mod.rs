@@ -596,6 +596,20 @@ pub fn read_all(path: &Path) -> Vec<Record> {
     out
 }
 
+/// capinfos' (an independent reader's) frame count and data bytes of one
+/// capture file.
+pub fn capinfos(f: &Path) -> (u64, u64) {
+    let o = Command::new("capinfos")
+        .args(["-M", "-T", "-r", "-c", "-d"])
+        .arg(f)
+        .output()
+        .expect("capinfos is installed (with tshark, scripts/setup.sh)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let cols: Vec<&str> = text.trim().split('\t').collect();
+    (cols[1].parse().unwrap(), cols[2].parse().unwrap())
+}
+
 /// The independent reference: what `tcpdump -r FILE -w - EXPR` selects
 /// (nanosecond stamps kept), read back.
 pub fn tcpdump_select(file: &Path, expr: &str, scratch: &Path) -> Vec<Record> {

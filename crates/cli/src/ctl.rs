@@ -3,10 +3,8 @@
 
 use crate::common::usage_exit as usage;
 use anyhow::{bail, Result};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-use wiretape::live::control::{self, Reply, Request, SOCKET_NAME};
+use std::path::PathBuf;
+use wiretape::live::control::{self, Reply, Request};
 
 #[derive(clap::Args)]
 #[command(
@@ -76,64 +74,38 @@ struct DumpArgs {
     after: Vec<String>,
 }
 
-fn socket(a: &Args) -> Result<PathBuf> {
-    if let Some(p) = &a.control {
-        return Ok(p.clone());
-    }
-    if let Some(d) = &a.dir {
-        return Ok(d.join(SOCKET_NAME));
-    }
-    if let Some(p) = std::env::var_os("WIRETAPE_CONTROL") {
-        return Ok(p.into());
-    }
-    let p = Path::new(".").join(SOCKET_NAME);
-    if p.exists() {
-        return Ok(p);
-    }
-    Err(crate::usage(
-        "which recorder? give -w DIR (its output directory) or --control PATH",
-    ))
-}
-
 pub(crate) fn run(a: Args) -> Result<i32> {
-    let now = wiretape::timestamp::realtime_ns();
-    let (req, timeout) = match &a.cmd {
-        Cmd::Status => (Request::Status, Duration::from_secs(10)),
+    let req = match &a.cmd {
+        Cmd::Status => Request::Status,
         Cmd::Dump(d) => {
+            let now = wiretape::timestamp::realtime_ns();
             let zone = crate::common::no_zone(d.utc);
-            let t = |s: &str| wiretape::timestamp::parse_time_in(s, now, zone);
-            let (from, to) = match (&d.last, &d.from, &d.to) {
-                (Some(l), _, _) => match parse_span(l) {
-                    Ok(span) => (Some(now.saturating_sub(span)), Some(now)),
-                    Err(e) => return usage(format!("--last {e}")),
-                },
-                (None, f, t2) => {
-                    let from = match f.as_deref().map(t).transpose() {
-                        Ok(v) => v,
-                        Err(e) => return usage(format!("--from {e}")),
-                    };
-                    let to = match t2.as_deref().map(t).transpose() {
-                        Ok(v) => v,
-                        Err(e) => return usage(format!("--to {e}")),
-                    };
-                    (from, to)
-                }
+            let (from, to) = match control::dump_window(
+                d.last.as_deref(),
+                d.from.as_deref(),
+                d.to.as_deref(),
+                now,
+                zone,
+            ) {
+                Ok(w) => w,
+                Err(e) => return usage(format!("--{} {e}", e.part())),
             };
             let words = match crate::common::inputs::filter_only(&d.expression, &d.after) {
                 Ok(w) => w,
                 Err(e) => return usage(e),
             };
             let filter = crate::common::filter_expression(&words, d.filter_file.as_deref())?;
-            (
-                Request::dump(from, to, filter),
-                // A large window of a large ring is written at disk speed.
-                Duration::from_secs(3600),
-            )
+            Request::dump(from, to, filter)
         }
     };
     // Usage problems first (above), then which recorder.
-    let path = socket(&a)?;
-    let reply = match control::request(&path, &req, timeout) {
+    let env = std::env::var_os("WIRETAPE_CONTROL").map(PathBuf::from);
+    let Some(path) = control::find_socket(a.control.as_deref(), a.dir.as_deref(), env) else {
+        return Err(crate::usage(
+            "which recorder? give -w DIR (its output directory) or --control PATH",
+        ));
+    };
+    let reply = match control::request(&path, &req, req.reply_timeout()) {
         Ok(r) => r,
         Err(e) => bail!(
             "cannot reach the recorder at {}: {e} (is `wiretape record` running with this -w DIR or --control PATH?)",
@@ -158,36 +130,12 @@ pub(crate) fn run(a: Args) -> Result<i32> {
                     d.frames,
                     d.bytes,
                     f.display(),
-                    if d.window_overwritten {
-                        " (the ring no longer held the start of the window)"
-                    } else {
-                        ""
-                    }
+                    d.window_note()
                 ),
                 None => eprintln!("wiretape: no frame in the window: nothing written"),
             }
             Ok(0)
         }
         _ => bail!("the recorder answered with a reply this wiretape does not know"),
-    }
-}
-
-/// `30s`, `5m`, `1.5h`, `2d`, `90` (seconds) to ns.
-fn parse_span(s: &str) -> std::result::Result<u64, String> {
-    match wiretape::pipeline::options::parse_duration(s.trim().trim_start_matches('-')) {
-        Ok(d) => Ok(d.as_nanos() as u64),
-        Err(_) => Err(format!("'{s}' is not a duration: use e.g. 30s, 5m, 1h")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    #[test]
-    fn spans() {
-        assert_eq!(parse_span("30s"), Ok(30_000_000_000));
-        assert_eq!(parse_span("1.5m"), Ok(90_000_000_000));
-        assert_eq!(parse_span("2"), Ok(2_000_000_000));
-        assert!(parse_span("x").is_err() && parse_span("0s").is_err());
     }
 }

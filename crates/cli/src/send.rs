@@ -1,14 +1,13 @@
-//! `wiretape replay` and `wiretape gen`: AF_XDP transmit, paced.
+//! `wiretape replay` and `wiretape gen`: AF_XDP transmit, paced
+//! (`wiretape::pipeline::send` around `capture::tx::transmit`): the flags,
+//! the signals and the lines.
 
 use anyhow::{bail, Result};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
-use wiretape::capture::sys;
 use wiretape::capture::tx::{self, GenSize, GenSource, Speed, TxConfig, TxReport};
-use wiretape::pipeline::preflight::check_basic_rights;
-use wiretape::pipeline::summary::{bytes_h, thousands};
+use wiretape::pipeline::send::{self, SendMeter, SendSummary};
 
 /// Options both commands share.
 #[derive(clap::Args)]
@@ -86,11 +85,7 @@ pub(crate) struct GenArgs {
 }
 
 fn common(a: &TxArgs) -> Result<TxConfig> {
-    if sys::ifindex(&a.iface).is_none() {
-        return Err(wiretape::capture::CaptureError::NoSuchInterface(a.iface.clone()).into());
-    }
-    check_basic_rights()?;
-    let mut c = TxConfig::new(&a.iface);
+    let mut c = send::tx_config(&a.iface)?;
     c.queue = a.queue;
     c.batch = a.batch;
     c.cpu = a.cpu;
@@ -108,96 +103,35 @@ fn run_tx(a: &TxArgs, cfg: &TxConfig, src: &mut dyn tx::Source, what: &str) -> R
             cfg.ifname, cfg.queue, cfg.speed
         );
     }
-    let quiet = a.quiet;
-    let mut last = (0u64, Duration::ZERO);
+    let mut meter = SendMeter::new();
     let rep = tx::transmit(cfg, src, &stop, |sent, bytes, el| {
-        if !quiet {
-            let dt = (el - last.1).as_secs_f64().max(1e-3);
-            eprintln!(
-                "[{:7.1}s] {:>10} frames/s | sent {} ({})",
-                el.as_secs_f64(),
-                thousands(((sent - last.0) as f64 / dt) as u64),
-                thousands(sent),
-                bytes_h(bytes)
-            );
-            last = (sent, el);
+        if !a.quiet {
+            eprintln!("{}", meter.line(sent, bytes, el));
         }
     })?;
     Ok(rep)
 }
 
-fn print_report(a: &TxArgs, r: &TxReport, extra: serde_json::Value) {
+fn print_report(a: &TxArgs, s: &SendSummary) {
     if a.json {
-        let mut j = serde_json::json!({
-            "sent": r.sent, "failed": r.failed, "too_long": r.too_long,
-            "device_dropped": r.device_dropped, "bytes": r.bytes,
-            "duration_s": r.duration.as_secs_f64(), "pps": r.pps(), "gbps": r.gbps(),
-            "max_late_us": r.max_late_us, "mode": r.mode,
-        });
-        if let (Some(o), serde_json::Value::Object(e)) = (j.as_object_mut(), extra) {
-            o.extend(e);
-        }
-        println!("{j}");
+        println!("{}", s.to_json());
     }
-    eprintln!(
-        "wiretape: sent {} frames ({}) in {:.3} s: {} frames/s, {:.3} Gbit/s; failed {}{}{}; AF_XDP {} mode",
-        thousands(r.sent),
-        bytes_h(r.bytes),
-        r.duration.as_secs_f64(),
-        thousands(r.pps() as u64),
-        r.gbps(),
-        thousands(r.failed),
-        if r.too_long > 0 {
-            format!(" ({} longer than the largest frame the socket sends)", r.too_long)
-        } else {
-            String::new()
-        },
-        if r.device_dropped > 0 {
-            format!(
-                "; the device dropped {} after sending (peer queue full)",
-                thousands(r.device_dropped)
-            )
-        } else {
-            String::new()
-        },
-        r.mode
-    );
-    if r.max_late_us > 0.0 {
-        eprintln!(
-            "wiretape: pacing: the latest frame left {:.1} us after its due time",
-            r.max_late_us
-        );
+    for l in s.lines() {
+        eprintln!("wiretape: {l}");
     }
 }
 
 pub(crate) fn replay(a: ReplayArgs) -> Result<i32> {
-    let mut src = wiretape::ReplaySource::open(&a.file, a.loops)?;
-    if src.linktype() != wiretape::files::LINKTYPE_ETHERNET {
-        bail!(
-            "{}: link type {} is not Ethernet (1): only Ethernet captures can be replayed on an interface",
-            a.file.display(),
-            src.linktype()
-        );
-    }
+    let mut src = send::open_replay(&a.file, a.loops)?;
     let mut cfg = common(&a.tx)?;
     cfg.speed = a.speed;
     cfg.zero_copy = a.zero_copy;
     let r = run_tx(&a.tx, &cfg, &mut src, &a.file.display().to_string())?;
-    print_report(
-        &a.tx,
-        &r,
-        serde_json::json!({ "frames_read": src.frames, "cut_in_file": src.cut, "loops": a.loops }),
-    );
-    if src.cut > 0 {
-        eprintln!(
-            "wiretape: note: {} frames were cut by the capture's snap length and were sent as recorded",
-            thousands(src.cut)
-        );
-    }
+    print_report(&a.tx, &SendSummary::replay(&r, &src, a.loops));
     if let Some(e) = src.error {
         bail!("{e} (every frame before it was sent)");
     }
-    Ok(if r.failed > 0 { 1 } else { 0 })
+    Ok(i32::from(r.failed > 0))
 }
 
 pub(crate) fn gen(a: GenArgs) -> Result<i32> {
@@ -216,6 +150,6 @@ pub(crate) fn gen(a: GenArgs) -> Result<i32> {
     let mut src = GenSource::new(a.size, a.count, a.flows);
     let what = format!("{} frames of size {:?}, {} flows", a.count, a.size, a.flows);
     let r = run_tx(&a.tx, &cfg, &mut src, &what)?;
-    print_report(&a.tx, &r, serde_json::json!({ "count": a.count }));
-    Ok(if r.failed > 0 { 1 } else { 0 })
+    print_report(&a.tx, &SendSummary::gen(&r, a.count));
+    Ok(i32::from(r.failed > 0))
 }

@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 use std::path::PathBuf;
-use wiretape::timestamp::sim::{self, Accuracy, Pattern, Poller};
+use wiretape::timestamp::sim::{self, ns_text, Pattern, Poller};
 
 #[derive(clap::Args)]
 #[command(
@@ -58,14 +58,6 @@ pub(crate) struct Args {
     poll_sleep_us: u64,
 }
 
-fn us(ns: f64) -> String {
-    if ns.abs() >= 1000.0 {
-        format!("{:.2} µs", ns / 1000.0)
-    } else {
-        format!("{ns:.1} ns")
-    }
-}
-
 pub(crate) fn run(a: Args) -> Result<i32> {
     let poller = Poller {
         interval_ns: a.interval_us * 1000.0,
@@ -93,15 +85,14 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             "pattern", "mode", "mean ± std-dev", "p99 |err|"
         );
         for p in Pattern::ALL {
-            let these: Vec<&Accuracy> = rows.iter().filter(|r| r.pattern == p).collect();
-            let best = these.iter().map(|r| r.std).fold(f64::INFINITY, f64::min);
-            for r in these {
+            let best = sim::best_std(&rows, p);
+            for r in rows.iter().filter(|r| r.pattern == p) {
                 println!(
                     "{:<18} {:<7} {:>24} {:>12}  {}",
                     p.name(),
                     r.mode.name(),
-                    format!("{} ± {}", us(r.mean), us(r.std)),
-                    us(r.p99_abs),
+                    format!("{} ± {}", ns_text(r.mean), ns_text(r.std)),
+                    ns_text(r.p99_abs),
                     if r.std == best { "*" } else { "" }
                 );
             }
@@ -139,9 +130,9 @@ fn live(a: &Args) -> Result<()> {
         println!(
             "{:<8} {:>26} {:>12} {:>12} {:>8}",
             r.label(),
-            format!("{} ± {}", us(r.error.mean), us(r.error.std)),
-            us(r.error.p50_abs),
-            us(r.error.p99_abs),
+            format!("{} ± {}", ns_text(r.error.mean), ns_text(r.error.std)),
+            ns_text(r.error.p50_abs),
+            ns_text(r.error.p99_abs),
             r.frames
         );
     }

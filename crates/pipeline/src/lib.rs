@@ -39,6 +39,7 @@ pub mod record;
 mod recording;
 pub mod replay;
 pub mod report;
+pub mod send;
 pub mod service;
 pub mod stage;
 pub mod status;

@@ -4,6 +4,7 @@
 //! a test fails (the namespace goes, and the veth pair with it).
 #![deny(unsafe_code)]
 
+pub mod demo;
 pub mod stamps;
 #[allow(unsafe_code)]
 pub mod sys;

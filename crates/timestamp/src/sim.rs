@@ -317,6 +317,25 @@ pub fn run_all(frames: usize, poller: &Poller, seed: u64) -> Vec<Accuracy> {
     out
 }
 
+/// The lowest standard deviation of the error among `rows` of `pattern`:
+/// the best mode there (`wiretape tsbench` stars it).
+pub fn best_std(rows: &[Accuracy], pattern: Pattern) -> f64 {
+    rows.iter()
+        .filter(|r| r.pattern == pattern)
+        .map(|r| r.std)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// An error in ns for a table: `12.3 ns` below a microsecond, `1.23 µs`
+/// from there on.
+pub fn ns_text(ns: f64) -> String {
+    if ns.abs() >= 1000.0 {
+        format!("{:.2} µs", ns / 1000.0)
+    } else {
+        format!("{ns:.1} ns")
+    }
+}
+
 /// [`run_all`]'s rows as a grouped bar chart in SVG: one group per
 /// pattern, one bar per mode, the std-dev on a log axis (`wiretape tsbench --svg`).
 pub fn chart_svg(rows: &[Accuracy]) -> String {
@@ -412,6 +431,34 @@ mod tests {
             .find(|a| a.pattern == p && a.mode == m)
             .unwrap()
             .std
+    }
+
+    #[test]
+    fn errors_read_in_ns_below_a_microsecond_and_in_us_above() {
+        assert_eq!(ns_text(12.34), "12.3 ns");
+        assert_eq!(ns_text(-999.9), "-999.9 ns");
+        assert_eq!(ns_text(1234.0), "1.23 µs");
+        assert_eq!(ns_text(-20_000.0), "-20.00 µs");
+    }
+
+    #[test]
+    fn the_best_mode_of_a_pattern_is_its_lowest_std_dev() {
+        let row = |pattern, mode, std| Accuracy {
+            pattern,
+            mode,
+            mean: 0.0,
+            std,
+            p99_abs: 0.0,
+            frames: 10,
+        };
+        let (a, b) = (Pattern::ALL[0], Pattern::ALL[1]);
+        let rows = [
+            row(a, TsMode::Kpt, 30.0),
+            row(a, TsMode::Batch, 20.0),
+            row(b, TsMode::Kpt, 5.0),
+        ];
+        assert_eq!(best_std(&rows, a), 20.0);
+        assert_eq!(best_std(&rows, b), 5.0);
     }
 
     #[test]

@@ -51,6 +51,80 @@ pub fn default_socket(dir: &std::path::Path) -> Result<std::path::PathBuf, NoDef
     Ok(p)
 }
 
+/// The control socket a client talks to: `control` (as given to the
+/// recording), else `dir/`[`SOCKET_NAME`] (its output directory), else
+/// `from_env` (the caller's environment, e.g. `$WIRETAPE_CONTROL`), else
+/// `./`[`SOCKET_NAME`] if it exists; `None`: which recording is unknown.
+pub fn find_socket(
+    control: Option<&Path>,
+    dir: Option<&Path>,
+    from_env: Option<PathBuf>,
+) -> Option<PathBuf> {
+    if let Some(p) = control {
+        return Some(p.to_path_buf());
+    }
+    if let Some(d) = dir {
+        return Some(d.join(SOCKET_NAME));
+    }
+    if from_env.is_some() {
+        return from_env;
+    }
+    let p = Path::new(".").join(SOCKET_NAME);
+    p.exists().then_some(p)
+}
+
+/// A part of a dump's window that does not parse (see [`dump_window`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WindowError {
+    /// The span back from now is not a duration.
+    #[error("'{0}' is not a duration: use e.g. 30s, 5m, 1h")]
+    Last(String),
+    /// The start is not a time ([`wiretape_timestamp::parse_time_in`]'s message).
+    #[error("{0}")]
+    From(String),
+    /// The end is not a time.
+    #[error("{0}")]
+    To(String),
+}
+
+impl WindowError {
+    /// Which part: `last`, `from` or `to`.
+    pub fn part(&self) -> &'static str {
+        match self {
+            WindowError::Last(_) => "last",
+            WindowError::From(_) => "from",
+            WindowError::To(_) => "to",
+        }
+    }
+}
+
+/// A dump's window `[from_ns, to_ns)` from what a user writes: `last`, a
+/// duration back from `now_ns` (`30s`, `-5m`, `90`: seconds), or `from`
+/// and `to`, times as [`wiretape_timestamp::parse_time_in`] reads them
+/// (`zone`: what a time without a zone means). Unset ends stay `None`
+/// (the ring's oldest frame; now).
+pub fn dump_window(
+    last: Option<&str>,
+    from: Option<&str>,
+    to: Option<&str>,
+    now_ns: u64,
+    zone: wiretape_timestamp::NoZone,
+) -> Result<(Option<u64>, Option<u64>), WindowError> {
+    if let Some(l) = last {
+        let span = crate::options::parse_duration(l.trim().trim_start_matches('-'))
+            .map_err(|_| WindowError::Last(l.to_string()))?;
+        return Ok((
+            Some(now_ns.saturating_sub(span.as_nanos() as u64)),
+            Some(now_ns),
+        ));
+    }
+    let t = |s: &str| wiretape_timestamp::parse_time_in(s, now_ns, zone);
+    let from = from.map(t).transpose().map_err(WindowError::From)?;
+    let to = to.map(t).transpose().map_err(WindowError::To)?;
+    Ok((from, to))
+}
+
 /// A request to a recording's control socket (one JSON line, tagged by
 /// `cmd`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +148,15 @@ pub enum Request {
 }
 
 impl Request {
+    /// How long a client waits for the reply: 10 s for the status, an hour
+    /// for a dump (a large window of a large ring is written at disk speed).
+    pub fn reply_timeout(&self) -> Duration {
+        match self {
+            Request::Status => Duration::from_secs(10),
+            Request::Dump { .. } => Duration::from_secs(3600),
+        }
+    }
+
     /// A dump of `[from_ns, to_ns)` through `filter`.
     pub fn dump(from_ns: Option<u64>, to_ns: Option<u64>, filter: Option<String>) -> Request {
         Request::Dump {
@@ -303,6 +386,56 @@ pub fn request(path: &Path, req: &Request, timeout: Duration) -> std::io::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wiretape_timestamp::NoZone;
+
+    #[test]
+    fn a_window_is_a_span_back_from_now_or_two_times() {
+        let now = 1_000_000_000_000;
+        let w = |l, f, t| dump_window(l, f, t, now, NoZone::Utc);
+        let s = 1_000_000_000;
+        assert_eq!(
+            w(Some("30s"), None, None),
+            Ok((Some(now - 30 * s), Some(now)))
+        );
+        assert_eq!(
+            w(Some("-1.5m"), None, None),
+            Ok((Some(now - 90 * s), Some(now)))
+        );
+        assert_eq!(w(Some("2"), None, None), Ok((Some(now - 2 * s), Some(now))));
+        assert_eq!(w(None, None, None), Ok((None, None)));
+        assert_eq!(
+            w(None, Some("-10s"), Some("990")),
+            Ok((Some(now - 10 * s), Some(990 * s)))
+        );
+        for bad in ["x", "0s"] {
+            let e = w(Some(bad), None, None).unwrap_err();
+            assert_eq!(e.part(), "last");
+            assert_eq!(
+                e.to_string(),
+                format!("'{bad}' is not a duration: use e.g. 30s, 5m, 1h")
+            );
+        }
+        assert_eq!(w(None, Some("5m"), None).unwrap_err().part(), "from");
+        assert_eq!(w(None, None, Some("nonsense")).unwrap_err().part(), "to");
+    }
+
+    #[test]
+    fn the_socket_is_the_flag_then_the_directory_then_the_environment() {
+        let (c, d, e) = (
+            Path::new("/run/c.sock"),
+            Path::new("/data"),
+            PathBuf::from("/e.sock"),
+        );
+        assert_eq!(
+            find_socket(Some(c), Some(d), Some(e.clone())),
+            Some(c.to_path_buf())
+        );
+        assert_eq!(
+            find_socket(None, Some(d), Some(e.clone())),
+            Some(d.join(SOCKET_NAME))
+        );
+        assert_eq!(find_socket(None, None, Some(e.clone())), Some(e));
+    }
 
     #[test]
     fn the_default_socket_is_refused_when_too_long_or_taken() {

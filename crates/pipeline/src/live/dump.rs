@@ -74,6 +74,19 @@ pub struct DumpReport {
     pub error: Option<String>,
 }
 
+impl DumpReport {
+    /// What a line about the dump adds when the ring no longer reached back
+    /// to the window's start (`window_overwritten`), with its leading
+    /// space; else nothing.
+    pub fn window_note(&self) -> &'static str {
+        if self.window_overwritten {
+            " (the ring no longer held the start of the window)"
+        } else {
+            ""
+        }
+    }
+}
+
 /// Where dumps go (set when the run starts).
 #[derive(Clone, Debug)]
 pub(crate) struct DumpTarget {

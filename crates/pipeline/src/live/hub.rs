@@ -180,11 +180,7 @@ impl Hub {
                 r.frames,
                 r.bytes,
                 f.display(),
-                if r.window_overwritten {
-                    " (the ring no longer held the start of the window)"
-                } else {
-                    ""
-                }
+                r.window_note()
             ),
             (None, None) => format!(
                 "dump ({}): no frame in the window, nothing written",
