@@ -3,6 +3,7 @@
 //! planning, merging and the JSON are the query crate's (`query::job`);
 //! this is the command line around them.
 
+use crate::common::flags::identity_words;
 use crate::common::usage_exit as usage;
 use anyhow::{anyhow, bail, Result};
 use std::io::Write;
@@ -328,7 +329,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
 /// Each note and sensor failure on stderr, as it happens.
 fn say(e: Event<'_>) {
     match e {
-        Event::Note(n) => eprintln!("wiretape: {}", job::note_line(n)),
+        Event::Note(n) => eprintln!("wiretape: {}", identity_words(&job::note_line(n))),
         Event::SensorFailed { url, error } => eprintln!("wiretape: error: sensor {url}: {error}"),
         _ => {}
     }

@@ -452,8 +452,25 @@ fn json(status: StatusCode, v: &serde_json::Value) -> Response<ApiBody> {
 /// An error answer: `{"error": msg}` (control characters escaped, cut at
 /// [`text::LINE_MAX`]).
 pub(super) fn error(status: StatusCode, msg: impl Into<String>) -> Response<ApiBody> {
-    let m = clean(&msg.into(), text::LINE_MAX);
+    let m = clean(&identity_words(&msg.into()), text::LINE_MAX);
     json(status, &serde_json::json!({ "error": m }))
+}
+
+/// `m` with the reader's words of what opens an encrypted file said for a
+/// client: the identities are the server's, given when it was started.
+fn identity_words(m: &str) -> String {
+    use wiretape_files::crypt::IdentityNeeded;
+    m.replacen(
+        &format!(": {}", IdentityNeeded::NONE_GIVEN),
+        ": this server was started without an identity (the secret key of one of its recipients \
+         opens it)",
+        1,
+    )
+    .replacen(
+        "and the identity given (",
+        "and the identity this server was started with (",
+        1,
+    )
 }
 
 /// The line of a request: `wiretape: api: CLIENT WHAT -> RESULT`, with
