@@ -300,6 +300,16 @@ impl IdentityNeeded {
     pub const NOT_ONE: &'static str =
         "only the secret key of a recipient it was recorded for opens it";
 
+    /// The refusal of `file`, whose header says `recipients`, the public
+    /// keys `tried` having been tried (none: none was given).
+    pub fn new(file: PathBuf, recipients: String, tried: Vec<String>) -> Self {
+        IdentityNeeded {
+            file,
+            recipients,
+            tried,
+        }
+    }
+
     /// The [`IdentityNeeded`] inside `e` (an [`identity_error`]), if it is one.
     pub fn of(e: &std::io::Error) -> Option<&IdentityNeeded> {
         e.get_ref()?.downcast_ref()
@@ -329,14 +339,8 @@ impl std::error::Error for IdentityNeeded {}
 pub fn identity_error(path: &Path, tried: &[Identity]) -> std::io::Error {
     let recipients = header_recipients(path).unwrap_or_else(|e| format!("header unreadable: {e}"));
     let tried = tried.iter().map(|i| i.to_public().to_string()).collect();
-    std::io::Error::new(
-        ErrorKind::PermissionDenied,
-        IdentityNeeded {
-            file: path.to_path_buf(),
-            recipients,
-            tried,
-        },
-    )
+    let e = IdentityNeeded::new(path.to_path_buf(), recipients, tried);
+    std::io::Error::new(ErrorKind::PermissionDenied, e)
 }
 
 /// The plain stream of an age file, `Read + Seek` in its offsets.

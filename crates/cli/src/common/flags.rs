@@ -232,11 +232,8 @@ mod tests {
             line(ApiError::Tls(e)),
             "--tls-cert /c.pem: holds no certificate"
         );
-        let mut e = IdentityNeeded {
-            file: "/s/a.pcap.age".into(),
-            recipients: "1 X25519 recipient".into(),
-            tried: vec![],
-        };
+        let mut e =
+            IdentityNeeded::new("/s/a.pcap.age".into(), "1 X25519 recipient".into(), vec![]);
         assert!(!e.to_string().contains("--"), "{e}");
         let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, e.clone());
         assert_eq!(
