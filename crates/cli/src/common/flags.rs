@@ -6,7 +6,7 @@
 use std::error::Error;
 use wiretape::files::crypt::IdentityNeeded;
 use wiretape::pipeline::{PipelineError, PreflightError};
-use wiretape::query::api::ApiError;
+use wiretape::query::api::{ApiError, ApiOpt};
 use wiretape::query::tls::{PemRole, TlsError};
 use wiretape::query::QueryError;
 use wiretape::storage::StorageError;
@@ -44,10 +44,42 @@ pub(crate) fn tls_line(e: &TlsError) -> String {
     }
 }
 
-/// A server's error's line ([`tls_line`] for its certificates).
+/// A server's error's line, its settings named by their flags
+/// ([`tls_line`] for its certificates).
 pub(crate) fn api_line(e: &ApiError) -> String {
+    let certs = "`wiretape certs init DIR --server-name NAME`";
     match e {
         ApiError::Tls(t) => tls_line(t),
+        ApiError::NoStores => "give the stores to serve: -w DIR (repeatable)".into(),
+        ApiError::Store { path, source } => format!(
+            "-w {}: {source}: give a directory wiretape records into (or a capture file)",
+            path.display()
+        ),
+        ApiError::ZeroLimit => "--max-queries and --max-connections must be at least 1".into(),
+        ApiError::NotLoopback { listen } => format!(
+            "--listen {listen}: not a loopback address, so clients must be authenticated: add \
+             --tls-cert PEM --tls-key PEM --client-ca PEM (make them with {certs}), or listen on \
+             127.0.0.1"
+        ),
+        ApiError::AllowWithoutTls => {
+            "--allow-client needs mutual TLS: add --tls-cert, --tls-key and --client-ca".into()
+        }
+        ApiError::OpenToAnyone => "--tls-cert and --tls-key without --client-ca would admit \
+             anyone: add --client-ca PEM (the CA whose client certificates are admitted; \
+             `wiretape certs init` makes one)"
+            .into(),
+        ApiError::TlsIncomplete { given, .. } => {
+            let (given, lacking) = super::tls::missing([
+                ("--tls-cert", given.contains(&ApiOpt::TlsCert)),
+                ("--tls-key", given.contains(&ApiOpt::TlsKey)),
+                ("--client-ca", given.contains(&ApiOpt::ClientCa)),
+            ]);
+            format!(
+                "{given} given without {lacking}: mutual TLS needs all three of --tls-cert, \
+                 --tls-key and --client-ca ({} makes them)",
+                certs
+            )
+        }
         other => other.to_string(),
     }
 }
