@@ -510,7 +510,10 @@ fn log_line(st: &State, client: &str, what: &str, result: &str) {
         let what = clean(what, 300);
         eprintln!(
             "wiretape: api: {}",
-            clean(&format!("{client} {what} -> {result}"), text::LINE_MAX)
+            clean(
+                &format!("{client} {what} -> {}", identity_words(result)),
+                text::LINE_MAX
+            )
         );
     }
 }
@@ -529,7 +532,7 @@ pub(super) async fn handle(
     let what = format!("{} {}", req.method(), req.uri());
     if !client.allowed {
         let m = format!(
-            "client certificate {} is not admitted here (--allow-client)",
+            "client certificate {} is not admitted here (not among the names this server admits)",
             if client.names.is_empty() {
                 "without a name".to_string()
             } else {
@@ -1092,7 +1095,7 @@ pub(super) fn busy(st: &State, client: &Client, what: &str) -> Response<ApiBody>
     let mut r = error(
         StatusCode::SERVICE_UNAVAILABLE,
         format!(
-            "{} queries are running (--max-queries): try again in a second",
+            "{} queries are running (this server's limit at once): try again in a second",
             st.cfg.max_queries
         ),
     );
@@ -1111,7 +1114,7 @@ async fn parquet(
         log(&st, &client.name, &what, "503 busy");
         let mut r = error(
             StatusCode::SERVICE_UNAVAILABLE,
-            "too many queries are running (--max-queries): try again in a second",
+            "too many queries are running (this server's limit at once): try again in a second",
         );
         r.headers_mut()
             .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
