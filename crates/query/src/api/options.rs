@@ -82,23 +82,24 @@ pub struct ApiOptions {
 }
 
 impl ApiOptions {
-    /// Serving `stores` on `listen`, with the defaults.
+    /// Serving `stores` on `listen`, with the defaults ([`ApiConfig::new`]'s).
     pub fn new(stores: Vec<PathBuf>, listen: SocketAddr) -> Self {
+        let d = ApiConfig::new(Vec::new(), listen);
         ApiOptions {
             stores,
             listen,
             tls_cert: None,
             tls_key: None,
             client_ca: None,
-            allow_clients: Vec::new(),
-            max_queries: 4,
-            max_connections: 2048,
-            handshake_timeout_secs: 10,
-            idle_timeout_secs: 30,
-            prefix: None,
+            allow_clients: d.allow_clients,
+            max_queries: d.max_queries,
+            max_connections: d.max_connections,
+            handshake_timeout_secs: d.handshake_timeout.as_secs(),
+            idle_timeout_secs: d.idle_timeout.as_secs(),
+            prefix: d.prefix,
             node: None,
-            quiet: false,
-            read: wiretape_files::ReadOptions::default(),
+            quiet: d.quiet,
+            read: d.read,
         }
     }
 
