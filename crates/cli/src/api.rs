@@ -4,13 +4,12 @@
 //! (`query::api`, `query::tls`); this is the command line around them.
 
 use crate::common::flags::pem_flag;
-use crate::common::tls::missing;
 use anyhow::Result;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use wiretape::query::api::{ApiConfig, Server, TlsFiles};
+use wiretape::query::api::{ApiOptions, Server};
 
 use wiretape::query::tls::{self, Validity};
 
@@ -106,49 +105,15 @@ pub(crate) struct ApiArgs {
 }
 
 pub(crate) fn api(a: ApiArgs) -> Result<i32> {
-    let read = a.read.options()?;
-    let tls = match (&a.tls_cert, &a.tls_key, &a.client_ca) {
-        (None, None, None) => None,
-        (Some(cert), Some(key), Some(ca)) => Some(TlsFiles {
-            cert: cert.clone(),
-            key: key.clone(),
-            client_ca: ca.clone(),
-        }),
-        (Some(_), Some(_), None) => {
-            eprintln!(
-                "wiretape: error: --tls-cert and --tls-key without --client-ca would admit anyone: add \
-                 --client-ca PEM (the CA whose client certificates are admitted; `wiretape certs init` makes one)"
-            );
-            return Ok(2);
-        }
-        (c, k, ca) => {
-            let (given, lacking) = missing([
-                ("--tls-cert", c.is_some()),
-                ("--tls-key", k.is_some()),
-                ("--client-ca", ca.is_some()),
-            ]);
-            eprintln!(
-                "wiretape: error: {given} given without {lacking}: mutual TLS needs all three of \
-                 --tls-cert, --tls-key and --client-ca (`wiretape certs init DIR --server-name NAME` makes them)"
-            );
-            return Ok(2);
-        }
-    };
-    let mut cfg = ApiConfig::new(a.stores, a.listen);
-    cfg.tls = tls;
-    cfg.read = read;
-    cfg.allow_clients = a.allow_client;
-    cfg.max_queries = a.max_queries;
-    cfg.max_connections = a.max_connections;
-    cfg.handshake_timeout = std::time::Duration::from_secs(a.handshake_timeout.max(1));
-    cfg.idle_timeout = std::time::Duration::from_secs(a.idle_timeout.max(1));
-    cfg.prefix = a.prefix;
-    if let Some(n) = a.node {
-        cfg.node = n;
-    }
-    cfg.quiet = a.quiet;
-    let stores = cfg.stores.len();
-    let server = match Server::bind(cfg) {
+    let mut o = ApiOptions::new(a.stores, a.listen);
+    o.read = a.read.options()?;
+    (o.tls_cert, o.tls_key, o.client_ca) = (a.tls_cert, a.tls_key, a.client_ca);
+    o.allow_clients = a.allow_client;
+    (o.max_queries, o.max_connections) = (a.max_queries, a.max_connections);
+    (o.handshake_timeout_secs, o.idle_timeout_secs) = (a.handshake_timeout, a.idle_timeout);
+    (o.prefix, o.node, o.quiet) = (a.prefix, a.node, a.quiet);
+    let stores = o.stores.len();
+    let server = match o.build().and_then(Server::bind) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("wiretape: error: {}", crate::common::flags::api_line(&e));

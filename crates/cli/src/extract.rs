@@ -3,17 +3,15 @@
 //! planning, merging and the JSON are the query crate's (`query::job`);
 //! this is the command line around them.
 
+use crate::common::flags::identity_words;
 use crate::common::usage_exit as usage;
 use anyhow::{anyhow, bail, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use wiretape::files::pcap::MAX_SNAPLEN;
 use wiretape::files::Format;
-use wiretape::filter::LINKTYPE_ETHERNET;
 use wiretape::pipeline::summary::{bytes_h, thousands};
-use wiretape::query::extraction::{self, Event, Extraction, Report};
+use wiretape::query::extraction::{self, Event, Extraction, OutputError, Report, SelectError};
 use wiretape::query::job::{self, Job};
-use wiretape::query::sessions::Where;
 use wiretape::query::{QueryError, Stats, Window};
 use wiretape::timestamp::realtime_ns;
 
@@ -146,59 +144,39 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Ok(e) => e,
         Err(e) => return usage(e),
     };
-    // A Stenographer query, compiled before anything is read or asked.
-    let steno = match (&a.steno_query, &expr) {
-        (None, _) => None,
-        (Some(_), Some(e)) => {
+    // The conditions are compiled before anything is read, written or asked.
+    let mut ex = Extraction::new(Vec::new());
+    let (steno, wh) = (a.steno_query.as_deref(), a.session_where.as_deref());
+    match ex.select(expr, steno, wh, realtime_ns()) {
+        Ok(()) => {}
+        Err(SelectError::Both { filter }) => {
             return usage(format!(
-                "--steno-query and a filter expression ('{e}'): give the conditions in one \
+                "--steno-query and a filter expression ('{filter}'): give the conditions in one \
                  language, a Stenographer query or tcpdump's filter, not both"
             ))
         }
-        (Some(q), None) => match wiretape::query::steno::compile(q, realtime_ns()) {
-            Ok(sel) => Some(std::sync::Arc::new(sel)),
-            Err(e) => return usage(format!("--steno-query: {e}")),
-        },
-    };
-    let session_where = match a.session_where.as_deref().map(Where::parse).transpose() {
-        Ok(w) => w,
-        Err(e) => {
-            return usage(format!(
-                "--session-where: {}",
-                e.to_string().trim_start_matches("--where: ")
-            ))
+        Err(SelectError::Steno(e)) => return usage(format!("--steno-query: {e}")),
+        Err(SelectError::SessionWhere(e)) => return usage(format!("--session-where: {e}")),
+        Err(SelectError::Filter(e)) => {
+            eprintln!("wiretape: error: {e}");
+            return Ok(QueryError::from(e).exit_code());
         }
-    };
-    // The filter is compiled before anything is read, written or asked.
-    let prog = match &expr {
-        Some(e) => match wiretape::filter::compile(e, LINKTYPE_ETHERNET, MAX_SNAPLEN) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                eprintln!("wiretape: error: {e}");
-                return Ok(QueryError::from(e).exit_code());
-            }
-        },
-        None => None,
-    };
+        Err(e) => return usage(e),
+    }
     let window = match a.window.window() {
         Ok(w) => w,
         Err(e) => return usage(e),
     };
-    let inputs = match extraction::group_inputs(&words) {
+    ex.inputs = match extraction::group_inputs(&words) {
         Ok(i) => i,
         Err(e) => return usage(e),
     };
-    let mut ex = Extraction::new(inputs);
     ex.window = window;
-    ex.filter = expr.clone();
-    ex.program = prog;
-    ex.steno = steno;
     ex.prefix = a.prefix.clone();
     ex.flow_index = !a.no_flow_index;
     ex.key_index = !a.no_key_index;
     ex.list_blocks = a.plan;
     ex.read = read;
-    ex.session_where = session_where.zip(a.session_where.clone());
     let remotes = ex.remotes();
     let client = match a.tls.client(&remotes) {
         Ok(c) => c,
@@ -229,24 +207,20 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         Err(e) => bail!("{e}"),
     };
     // A pcap file states one link type; pcapng has an interface per link
-    // type (sensors send Ethernet).
-    let linktypes = extraction::input_linktypes(&jobs);
-    let linktype = linktypes.first().map_or(LINKTYPE_ETHERNET, |l| l.0);
-    let pcapng = format == Format::PcapNg;
-    if let Some(m) = job::mixed_linktypes(&linktypes) {
-        if !pcapng && !a.plan && !a.count_only {
-            return usage(m.with_fix(crate::common::flags::PCAPNG));
-        }
-    }
-    if linktype != LINKTYPE_ETHERNET && !remotes.is_empty() && !pcapng {
-        return usage(format!(
-            "local inputs of link type {} and sensors (ethernet): a pcap file holds one \
-             link type; write pcapng (--format pcapng) or extract them on their own",
-            wiretape::filter::linktype::name(linktype)
-        ));
-    }
-    // The output's link types (its pcapng interfaces), in order.
-    let written = extraction::output_linktypes(&linktypes, !remotes.is_empty());
+    // type (sensors send Ethernet): the output's link types, in order.
+    let written =
+        match ex.output_linktypes(&jobs, format == Format::PcapNg, !a.plan && !a.count_only) {
+            Ok(w) => w,
+            Err(OutputError::Mixed(m)) => return usage(m.with_fix(crate::common::flags::PCAPNG)),
+            Err(OutputError::LocalAndSensors { linktype }) => {
+                return usage(format!(
+                    "local inputs of link type {} and sensors (ethernet): a pcap file holds one \
+                 link type; write pcapng (--format pcapng) or extract them on their own",
+                    wiretape::filter::linktype::name(linktype)
+                ))
+            }
+            Err(e) => bail!("{e}"),
+        };
     let query = ex.sensor_query(!a.plan && !a.count_only, a.steno_query.as_deref());
     session_notes(&jobs, a.quiet);
     if a.plan {
@@ -328,7 +302,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
 /// Each note and sensor failure on stderr, as it happens.
 fn say(e: Event<'_>) {
     match e {
-        Event::Note(n) => eprintln!("wiretape: {}", job::note_line(n)),
+        Event::Note(n) => eprintln!("wiretape: {}", identity_words(&job::note_line(n))),
         Event::SensorFailed { url, error } => eprintln!("wiretape: error: sensor {url}: {error}"),
         _ => {}
     }
@@ -385,7 +359,10 @@ fn missed_line(stats: &Stats, window: &Window) {
         .store_span
         .filter(|s| stats.frames == 0 && s.misses(window))
     {
-        eprintln!("wiretape: no frames: {}", s.missed_line(window));
+        eprintln!(
+            "wiretape: no frames: {}; give --from/--to inside that span",
+            s.missed_line(window)
+        );
     }
 }
 
@@ -416,27 +393,18 @@ fn open_output(
     let (w, name): (Box<dyn Write + Send>, PathBuf) = if to_stdout {
         (Box::new(std::io::stdout()), "<stdout>".into())
     } else {
-        use std::os::unix::fs::MetadataExt;
-        if let Ok(m) = std::fs::metadata(out) {
-            if m.is_dir() {
-                bail!(
-                    "-w {} is a directory: give a file name (or - for stdout)",
-                    out.display()
-                );
-            }
-            let same = |p: &Path| {
-                std::fs::metadata(p).is_ok_and(|i| (i.dev(), i.ino()) == (m.dev(), m.ino()))
-            };
-            if let Some(f) = inputs.iter().find(|f| same(f)) {
-                bail!(
-                    "-w {} is one of the inputs ({}): give another output file",
-                    out.display(),
-                    f.display()
-                );
-            }
-        }
-        let f = std::fs::File::create(out)
-            .map_err(|e| anyhow!("cannot create {}: {e}", out.display()))?;
+        let f = extraction::create_output(out, inputs).map_err(|e| match e {
+            OutputError::IsDirectory { path } => anyhow!(
+                "-w {} is a directory: give a file name (or - for stdout)",
+                path.display()
+            ),
+            OutputError::IsInput { path, input } => anyhow!(
+                "-w {} is one of the inputs ({}): give another output file",
+                path.display(),
+                input.display()
+            ),
+            e => anyhow!("{e}"),
+        })?;
         (Box::new(f), out.to_owned())
     };
     Ok(job::output_links(w, name, format, 1 << 20, linktypes))

@@ -1,6 +1,7 @@
 //! `wiretape info`.
 
 use crate::common::captures;
+use crate::common::flags::identity_words;
 use anyhow::Result;
 use std::path::PathBuf;
 use wiretape::pipeline::summary::{bytes_h, thousands};
@@ -38,13 +39,17 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         let r = info::describe(f, &opts);
         if let Some(e) = &r.damage {
             failed += 1;
-            eprintln!("wiretape: error: {e}");
+            eprintln!("wiretape: error: {}", identity_words(&e.to_string()));
             if !a.json {
                 continue;
             }
         }
         if a.json {
-            println!("{}", r.to_json());
+            let mut j = r.to_json();
+            if let Some(e) = j["error"].as_str().map(identity_words) {
+                j["error"] = e.into();
+            }
+            println!("{j}");
             continue;
         }
         let i = &r.info;

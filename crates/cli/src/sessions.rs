@@ -74,7 +74,7 @@ pub(crate) struct Args {
 pub(crate) fn run(a: Args) -> Result<i32> {
     let w = match a.filter.as_deref().map(Where::parse).transpose() {
         Ok(w) => w.unwrap_or_default(),
-        Err(e) => return crate::common::usage_exit(e),
+        Err(e) => return crate::common::usage_exit(format!("--where: {e}")),
     };
     let window = match a.window.window() {
         Ok(w) => w,

@@ -168,7 +168,10 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let missed = tl.store_span.filter(|s| t.frames == 0 && s.misses(&window));
     if let Some(s) = missed {
         // Instead of "0 frames in 0 bins": why.
-        eprintln!("wiretape: no frames: {}", s.missed_line(&window));
+        eprintln!(
+            "wiretape: no frames: {}; give --from/--to inside that span",
+            s.missed_line(&window)
+        );
     } else if !a.json {
         eprintln!(
             "wiretape: timeline {} to {}: {} frames, {} bytes in {} bins of {}{}{}",

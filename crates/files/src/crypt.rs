@@ -19,7 +19,7 @@
 
 use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use age::x25519::{Identity, Recipient};
@@ -275,23 +275,72 @@ impl Seek for Counted {
 }
 
 /// Why an age file cannot be opened: no identity given, or none of those
-/// given is one of its recipients. Its text is one line naming the file
-/// and what the header says of its recipients, and the fix.
+/// given is one of its recipients. Its text is one line saying what the
+/// header says of its recipients and what opens the file, in the
+/// library's terms (the callers' errors name the file, "cannot read FILE:
+/// ..."; a command line says how it takes identities, by the fixed words
+/// [`IdentityNeeded::NONE_GIVEN`] and [`IdentityNeeded::NOT_ONE`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct IdentityNeeded {
+    /// The file.
+    pub file: PathBuf,
+    /// Its recipients as its header says them ("2 X25519 recipients"; age's
+    /// X25519 stanzas name no public key), or why the header is unreadable.
+    pub recipients: String,
+    /// The public keys of the identities tried (none: none was given).
+    pub tried: Vec<String>,
+}
+
+impl IdentityNeeded {
+    /// The end of the text when no identity was given.
+    pub const NONE_GIVEN: &'static str =
+        "no identity was given; the secret key of one of its recipients opens it";
+    /// The end of the text when the identities given are not recipients.
+    pub const NOT_ONE: &'static str =
+        "only the secret key of a recipient it was recorded for opens it";
+
+    /// The refusal of `file`, whose header says `recipients`, the public
+    /// keys `tried` having been tried (none: none was given).
+    pub fn new(file: PathBuf, recipients: String, tried: Vec<String>) -> Self {
+        IdentityNeeded {
+            file,
+            recipients,
+            tried,
+        }
+    }
+
+    /// The [`IdentityNeeded`] inside `e` (an [`identity_error`]), if it is one.
+    pub fn of(e: &std::io::Error) -> Option<&IdentityNeeded> {
+        e.get_ref()?.downcast_ref()
+    }
+}
+
+impl std::fmt::Display for IdentityNeeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "encrypted (age, to {})", self.recipients)?;
+        if self.tried.is_empty() {
+            write!(f, ": {}", Self::NONE_GIVEN)
+        } else {
+            let tried = self.tried.join(", ");
+            write!(
+                f,
+                ", and the identity given ({tried}) is not one of them: {}",
+                Self::NOT_ONE
+            )
+        }
+    }
+}
+
+impl std::error::Error for IdentityNeeded {}
+
+/// Why an age file cannot be opened ([`IdentityNeeded`]), as the
+/// `PermissionDenied` I/O error the readers return.
 pub fn identity_error(path: &Path, tried: &[Identity]) -> std::io::Error {
-    let wants = header_recipients(path).unwrap_or_else(|e| format!("header unreadable: {e}"));
-    // The callers' errors name the file ("cannot read FILE: ...").
-    let msg = if tried.is_empty() {
-        format!(
-            "encrypted (age, to {wants}): give --identity FILE (or WIRETAPE_IDENTITY) with the secret key of one of its recipients"
-        )
-    } else {
-        let keys: Vec<String> = tried.iter().map(|i| i.to_public().to_string()).collect();
-        format!(
-            "encrypted (age, to {wants}), and the identity given ({}) is not one of them: give --identity FILE with the secret key of a recipient it was recorded for (record --encrypt-to)",
-            keys.join(", ")
-        )
-    };
-    std::io::Error::new(ErrorKind::PermissionDenied, msg)
+    let recipients = header_recipients(path).unwrap_or_else(|e| format!("header unreadable: {e}"));
+    let tried = tried.iter().map(|i| i.to_public().to_string()).collect();
+    let e = IdentityNeeded::new(path.to_path_buf(), recipients, tried);
+    std::io::Error::new(ErrorKind::PermissionDenied, e)
 }
 
 /// The plain stream of an age file, `Read + Seek` in its offsets.

@@ -153,13 +153,13 @@ impl StoreSpan {
     }
 
     /// The line a command prints when a window found nothing because it
-    /// misses the store: the window, the span, what to do.
+    /// misses the store: the window and the span (the command adds how it
+    /// takes a window inside it).
     pub fn missed_line(&self, w: &Window) -> String {
         let fmt = wiretape_timestamp::format_rfc3339;
         let end = |t: Option<u64>, open: &str| t.map_or(open.to_string(), fmt);
         format!(
-            "the window {} to {} misses the store, which holds {} to {}: nothing was read; \
-             give --from/--to inside that span",
+            "the window {} to {} misses the store, which holds {} to {}: nothing was read",
             end(w.from_ns, "the first frame"),
             end(w.to_ns, "the last frame"),
             fmt(self.first_ns),

@@ -14,7 +14,7 @@ use crate::job::{self, Job, Outcome, Output, PlanStats, Pred, Request};
 use crate::remote::{self, Client, Remote, RemoteSource, RemoteStream, Source, Sources};
 use crate::steno::Selection;
 use crate::{Merge, Note, QueryError, Stats, StoreSpan, Window};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use wiretape_files::{Format, ReadOptions};
 use wiretape_filter::{Program, LINKTYPE_ETHERNET};
@@ -212,6 +212,153 @@ pub fn output_linktypes(inputs: &[(u32, Vec<PathBuf>)], sensors: bool) -> Vec<(u
         written.push((LINKTYPE_ETHERNET, 0));
     }
     written
+}
+
+/// Why the conditions of an extraction cannot be taken together, or do not
+/// compile ([`Extraction::select`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SelectError {
+    /// A Stenographer query and a filter expression at once.
+    #[error("a Stenographer query and a filter expression ('{filter}'): give the conditions in one language, not both")]
+    Both {
+        /// The filter expression.
+        filter: String,
+    },
+    /// The Stenographer query does not compile.
+    #[error("the Stenographer query: {0}")]
+    Steno(#[source] crate::steno::StenoError),
+    /// The sessions' expression does not parse.
+    #[error("the sessions' expression: {0}")]
+    SessionWhere(#[source] crate::sessions::WhereError),
+    /// The filter expression does not compile (libpcap's message).
+    #[error(transparent)]
+    Filter(#[from] wiretape_filter::FilterError),
+}
+
+/// Why the output cannot be written as asked.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutputError {
+    /// Several link types for a pcap output (a pcap file holds one).
+    #[error("{0}")]
+    Mixed(job::MixedLinkTypes),
+    /// Local inputs of a link type other than Ethernet, and sensors (which
+    /// send Ethernet), for a pcap output.
+    #[error("local inputs of link type {} and sensors (ethernet): a pcap file holds one link type; write pcapng or extract them on their own", wiretape_filter::linktype::name(*linktype))]
+    LocalAndSensors {
+        /// The local inputs' link type.
+        linktype: u32,
+    },
+    /// The output is a directory.
+    #[error("{} is a directory: the output is a file", path.display())]
+    IsDirectory {
+        /// The output.
+        path: PathBuf,
+    },
+    /// The output is one of the inputs.
+    #[error("{} is one of the inputs ({})", path.display(), input.display())]
+    IsInput {
+        /// The output.
+        path: PathBuf,
+        /// The input it is.
+        input: PathBuf,
+    },
+    /// The output cannot be created.
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        /// The output.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Extraction {
+    /// Sets the conditions: a filter expression, or a Stenographer query
+    /// (compiled at `now_ns` for its relative times), and the sessions'
+    /// expression, each checked in that order before anything is read.
+    pub fn select(
+        &mut self,
+        filter: Option<String>,
+        steno: Option<&str>,
+        session_where: Option<&str>,
+        now_ns: u64,
+    ) -> Result<(), SelectError> {
+        self.steno = match (steno, &filter) {
+            (None, _) => None,
+            (Some(_), Some(f)) => return Err(SelectError::Both { filter: f.clone() }),
+            (Some(q), None) => Some(Arc::new(
+                crate::steno::compile(q, now_ns).map_err(SelectError::Steno)?,
+            )),
+        };
+        self.session_where = match session_where {
+            Some(w) => Some((
+                crate::sessions::Where::parse(w).map_err(SelectError::SessionWhere)?,
+                w.to_string(),
+            )),
+            None => None,
+        };
+        self.program = match &filter {
+            Some(e) => Some(wiretape_filter::compile(
+                e,
+                LINKTYPE_ETHERNET,
+                wiretape_files::pcap::MAX_SNAPLEN,
+            )?),
+            None => None,
+        };
+        self.filter = filter;
+        Ok(())
+    }
+
+    /// The output's link types (its pcapng interfaces), in order
+    /// ([`output_linktypes`] of the jobs' [`input_linktypes`]). Err where a
+    /// pcap output (not `pcapng`) cannot hold them: several link types
+    /// when frames are written (`writes`: not a count or a plan), or local
+    /// inputs of another link type than Ethernet with sensors.
+    pub fn output_linktypes(
+        &self,
+        jobs: &[Job],
+        pcapng: bool,
+        writes: bool,
+    ) -> Result<Vec<(u32, u64)>, OutputError> {
+        let linktypes = input_linktypes(jobs);
+        let linktype = linktypes.first().map_or(LINKTYPE_ETHERNET, |l| l.0);
+        let sensors = !self.remotes().is_empty();
+        if let Some(m) = job::mixed_linktypes(&linktypes) {
+            if !pcapng && writes {
+                return Err(OutputError::Mixed(m));
+            }
+        }
+        if linktype != LINKTYPE_ETHERNET && sensors && !pcapng {
+            return Err(OutputError::LocalAndSensors { linktype });
+        }
+        Ok(output_linktypes(&linktypes, sensors))
+    }
+}
+
+/// The output file `out` created (or overwritten): never a directory, nor
+/// one of `inputs` (the same file by device and inode).
+pub fn create_output(out: &Path, inputs: &[&Path]) -> Result<std::fs::File, OutputError> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(m) = std::fs::metadata(out) {
+        if m.is_dir() {
+            return Err(OutputError::IsDirectory { path: out.into() });
+        }
+        let same =
+            |p: &Path| std::fs::metadata(p).is_ok_and(|i| (i.dev(), i.ino()) == (m.dev(), m.ino()));
+        if let Some(f) = inputs.iter().find(|f| same(f)) {
+            return Err(OutputError::IsInput {
+                path: out.into(),
+                input: f.to_path_buf(),
+            });
+        }
+    }
+    std::fs::File::create(out).map_err(|source| OutputError::Create {
+        path: out.into(),
+        source,
+    })
 }
 
 /// The plans of several jobs as one plan's JSON (one job: its own).

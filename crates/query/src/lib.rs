@@ -33,6 +33,8 @@
 //!   `extract --steno-query`), compiled to exact time pieces and programs.
 //! - [`api`]: `wiretape api`, the stores of a sensor over HTTPS with mutual
 //!   TLS ([`tls`]: configurations, client names, `wiretape certs`).
+//! - [`words`]: which words of a command line are inputs and which a
+//!   filter expression (the one rule, its ambiguities as typed errors).
 //!
 //! It reads the files `wiretape record` writes, including those being
 //! written (up to what has been flushed); it never writes into a store
@@ -56,6 +58,7 @@ pub mod steno;
 pub mod text;
 pub mod timeline;
 pub mod tls;
+pub mod words;
 
 pub use extract::{Frame, Merge, Note, NoteKind, Plan, Stats, StoreSpan, Window};
 pub use job::{Job, Outcome, Request};

@@ -97,7 +97,7 @@ pub struct Where {
 
 /// A `--where` expression that does not parse: where and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("--where: at character {at}: {why}")]
+#[error("at character {at}: {why}")]
 pub struct WhereError {
     /// The character position (from 1).
     pub at: usize,
@@ -1143,7 +1143,7 @@ mod tests {
         assert_eq!(e("").at, 1);
         assert_eq!(
             e("server_port = x").to_string(),
-            "--where: at character 15: server_port is a number: \"x\" is not one"
+            "at character 15: server_port is a number: \"x\" is not one"
         );
     }
 }

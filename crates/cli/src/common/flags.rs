@@ -4,8 +4,9 @@
 //! (tests/mistakes.rs, tests/errors.rs and docs/errors.md hold it to that).
 
 use std::error::Error;
+use wiretape::files::crypt::IdentityNeeded;
 use wiretape::pipeline::{PipelineError, PreflightError};
-use wiretape::query::api::ApiError;
+use wiretape::query::api::{ApiError, ApiOpt};
 use wiretape::query::tls::{PemRole, TlsError};
 use wiretape::query::QueryError;
 use wiretape::storage::StorageError;
@@ -43,10 +44,42 @@ pub(crate) fn tls_line(e: &TlsError) -> String {
     }
 }
 
-/// A server's error's line ([`tls_line`] for its certificates).
+/// A server's error's line, its settings named by their flags
+/// ([`tls_line`] for its certificates).
 pub(crate) fn api_line(e: &ApiError) -> String {
+    let certs = "`wiretape certs init DIR --server-name NAME`";
     match e {
         ApiError::Tls(t) => tls_line(t),
+        ApiError::NoStores => "give the stores to serve: -w DIR (repeatable)".into(),
+        ApiError::Store { path, source } => format!(
+            "-w {}: {source}: give a directory wiretape records into (or a capture file)",
+            path.display()
+        ),
+        ApiError::ZeroLimit => "--max-queries and --max-connections must be at least 1".into(),
+        ApiError::NotLoopback { listen } => format!(
+            "--listen {listen}: not a loopback address, so clients must be authenticated: add \
+             --tls-cert PEM --tls-key PEM --client-ca PEM (make them with {certs}), or listen on \
+             127.0.0.1"
+        ),
+        ApiError::AllowWithoutTls => {
+            "--allow-client needs mutual TLS: add --tls-cert, --tls-key and --client-ca".into()
+        }
+        ApiError::OpenToAnyone => "--tls-cert and --tls-key without --client-ca would admit \
+             anyone: add --client-ca PEM (the CA whose client certificates are admitted; \
+             `wiretape certs init` makes one)"
+            .into(),
+        ApiError::TlsIncomplete { given, .. } => {
+            let (given, lacking) = super::tls::missing([
+                ("--tls-cert", given.contains(&ApiOpt::TlsCert)),
+                ("--tls-key", given.contains(&ApiOpt::TlsKey)),
+                ("--client-ca", given.contains(&ApiOpt::ClientCa)),
+            ]);
+            format!(
+                "{given} given without {lacking}: mutual TLS needs all three of --tls-cert, \
+                 --tls-key and --client-ca ({} makes them)",
+                certs
+            )
+        }
         other => other.to_string(),
     }
 }
@@ -80,7 +113,23 @@ fn storage_line(e: &StorageError) -> Option<String> {
 
 /// A storage error in the command's words (its own where no flag fixes it).
 pub(crate) fn storage_text(e: &StorageError) -> String {
-    storage_line(e).unwrap_or_else(|| e.to_string())
+    storage_line(e).unwrap_or_else(|| identity_words(&e.to_string()))
+}
+
+/// `line` with the reader's words of what opens an encrypted file
+/// ([`IdentityNeeded`]) replaced by the flag that gives it.
+pub(crate) fn identity_words(line: &str) -> String {
+    line.replacen(
+        &format!(": {}", IdentityNeeded::NONE_GIVEN),
+        ": give --identity FILE (or WIRETAPE_IDENTITY) with the secret key of one of its recipients",
+        1,
+    )
+    .replacen(
+        &format!(": {}", IdentityNeeded::NOT_ONE),
+        ": give --identity FILE with the secret key of a recipient it was recorded for (record \
+         --encrypt-to)",
+        1,
+    )
 }
 
 /// A run's error lines (`RecordReport::errors`) in the command's words: each
@@ -139,10 +188,11 @@ fn words(e: &(dyn Error + 'static)) -> Option<(String, String)> {
 /// `line` (the one line of `e`) with a typed library error's words in it
 /// replaced by the command's (the error itself, or one under a context).
 pub(crate) fn in_flags(e: &anyhow::Error, line: String) -> String {
-    match e.chain().find_map(words) {
+    let line = match e.chain().find_map(words) {
         Some((lib, cli)) if lib != cli => line.replacen(&lib, &cli, 1),
         _ => line,
-    }
+    };
+    identity_words(&line)
 }
 
 #[cfg(test)]
@@ -213,6 +263,23 @@ mod tests {
         assert_eq!(
             line(ApiError::Tls(e)),
             "--tls-cert /c.pem: holds no certificate"
+        );
+        let mut e =
+            IdentityNeeded::new("/s/a.pcap.age".into(), "1 X25519 recipient".into(), vec![]);
+        assert!(!e.to_string().contains("--"), "{e}");
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, e.clone());
+        assert_eq!(
+            line(anyhow::Error::from(io).context("cannot read /s/a.pcap.age")),
+            "cannot read /s/a.pcap.age: encrypted (age, to 1 X25519 recipient): give --identity \
+             FILE (or WIRETAPE_IDENTITY) with the secret key of one of its recipients"
+        );
+        e.tried = vec!["age1x".into()];
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert_eq!(
+            identity_words(&e.to_string()),
+            "encrypted (age, to 1 X25519 recipient), and the identity given (age1x) is not one \
+             of them: give --identity FILE with the secret key of a recipient it was recorded for \
+             (record --encrypt-to)"
         );
     }
 }

@@ -43,6 +43,7 @@
 mod body;
 mod conn;
 mod console;
+mod options;
 pub mod params;
 pub mod spec;
 mod steno;
@@ -55,6 +56,7 @@ use body::{ApiBody, ChannelSink, StopOnDrop};
 use hyper::body::Frame;
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Response, StatusCode};
+pub use options::{ApiOpt, ApiOptions};
 use params::BadRequest;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -162,9 +164,45 @@ impl ApiConfig {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ApiError {
-    /// Bad usage: what to change.
-    #[error("{0}")]
-    Usage(String),
+    /// No store to serve.
+    #[error("no stores to serve")]
+    NoStores,
+    /// A store is not there (or cannot be read).
+    #[error("store {}: {source}: a directory wiretape records into (or a capture file) is served", path.display())]
+    Store {
+        /// The store.
+        path: PathBuf,
+        /// Why it cannot be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A limit of queries or connections at once is 0.
+    #[error("the limits of queries and of connections at once must be at least 1")]
+    ZeroLimit,
+    /// A non-loopback address without mutual TLS.
+    #[error("{listen}: not a loopback address, so clients must be authenticated: mutual TLS (a server certificate, its key and a client CA) is needed")]
+    NotLoopback {
+        /// The address.
+        listen: SocketAddr,
+    },
+    /// Client names to admit without mutual TLS (which says them).
+    #[error("admitting clients by name needs mutual TLS")]
+    AllowWithoutTls,
+    /// A server certificate and key without a client CA: anyone would be
+    /// admitted.
+    #[error("a server certificate and key without a client CA would admit anyone")]
+    OpenToAnyone,
+    /// Some of the three TLS files, not all.
+    #[error(
+        "mutual TLS needs a server certificate, its key and a client CA: {} missing",
+        missing.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    TlsIncomplete {
+        /// The TLS settings given.
+        given: Vec<ApiOpt>,
+        /// Those missing.
+        missing: Vec<ApiOpt>,
+    },
     /// A certificate, key or CA file is unusable.
     #[error(transparent)]
     Tls(#[from] TlsError),
@@ -183,11 +221,12 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    /// 2 for usage and certificate problems, 1 for the rest.
+    /// 1 where the server could not listen or run, 2 for the rest (its
+    /// settings and certificates).
     pub fn exit_code(&self) -> i32 {
         match self {
-            ApiError::Usage(_) | ApiError::Tls(_) => 2,
-            _ => 1,
+            ApiError::Bind { .. } | ApiError::Runtime(_) => 1,
+            _ => 2,
         }
     }
 }
@@ -219,34 +258,23 @@ pub fn is_loopback(ip: std::net::IpAddr) -> bool {
 /// it, the files usable, the stores there. Returns the TLS configuration.
 pub fn check(cfg: &ApiConfig) -> Result<Option<Arc<tls::ServerTls>>, ApiError> {
     if cfg.stores.is_empty() {
-        return Err(ApiError::Usage(
-            "give the stores to serve: -w DIR (repeatable)".into(),
-        ));
+        return Err(ApiError::NoStores);
     }
     for s in &cfg.stores {
-        if let Err(e) = std::fs::metadata(s) {
-            return Err(ApiError::Usage(format!(
-                "-w {}: {e}: give a directory wiretape records into (or a capture file)",
-                s.display()
-            )));
+        if let Err(source) = std::fs::metadata(s) {
+            return Err(ApiError::Store {
+                path: s.clone(),
+                source,
+            });
         }
     }
     if cfg.max_queries == 0 || cfg.max_connections == 0 {
-        return Err(ApiError::Usage(
-            "--max-queries and --max-connections must be at least 1".into(),
-        ));
+        return Err(ApiError::ZeroLimit);
     }
     let loopback = is_loopback(cfg.listen.ip());
     match &cfg.tls {
-        None if !loopback => Err(ApiError::Usage(format!(
-            "--listen {}: not a loopback address, so clients must be authenticated: add --tls-cert PEM \
-             --tls-key PEM --client-ca PEM (make them with `wiretape certs init DIR --server-name NAME`), \
-             or listen on 127.0.0.1",
-            cfg.listen
-        ))),
-        None if !cfg.allow_clients.is_empty() => Err(ApiError::Usage(
-            "--allow-client needs mutual TLS: add --tls-cert, --tls-key and --client-ca".into(),
-        )),
+        None if !loopback => Err(ApiError::NotLoopback { listen: cfg.listen }),
+        None if !cfg.allow_clients.is_empty() => Err(ApiError::AllowWithoutTls),
         None => Ok(None),
         Some(t) => Ok(Some(Arc::new(tls::ServerTls::new(
             &t.cert,
@@ -452,8 +480,25 @@ fn json(status: StatusCode, v: &serde_json::Value) -> Response<ApiBody> {
 /// An error answer: `{"error": msg}` (control characters escaped, cut at
 /// [`text::LINE_MAX`]).
 pub(super) fn error(status: StatusCode, msg: impl Into<String>) -> Response<ApiBody> {
-    let m = clean(&msg.into(), text::LINE_MAX);
+    let m = clean(&identity_words(&msg.into()), text::LINE_MAX);
     json(status, &serde_json::json!({ "error": m }))
+}
+
+/// `m` with the reader's words of what opens an encrypted file said for a
+/// client: the identities are the server's, given when it was started.
+fn identity_words(m: &str) -> String {
+    use wiretape_files::crypt::IdentityNeeded;
+    m.replacen(
+        &format!(": {}", IdentityNeeded::NONE_GIVEN),
+        ": this server was started without an identity (the secret key of one of its recipients \
+         opens it)",
+        1,
+    )
+    .replacen(
+        "and the identity given (",
+        "and the identity this server was started with (",
+        1,
+    )
 }
 
 /// The line of a request: `wiretape: api: CLIENT WHAT -> RESULT`, with
@@ -465,7 +510,10 @@ fn log_line(st: &State, client: &str, what: &str, result: &str) {
         let what = clean(what, 300);
         eprintln!(
             "wiretape: api: {}",
-            clean(&format!("{client} {what} -> {result}"), text::LINE_MAX)
+            clean(
+                &format!("{client} {what} -> {}", identity_words(result)),
+                text::LINE_MAX
+            )
         );
     }
 }
@@ -484,7 +532,7 @@ pub(super) async fn handle(
     let what = format!("{} {}", req.method(), req.uri());
     if !client.allowed {
         let m = format!(
-            "client certificate {} is not admitted here (--allow-client)",
+            "client certificate {} is not admitted here (not among the names this server admits)",
             if client.names.is_empty() {
                 "without a name".to_string()
             } else {
@@ -1047,7 +1095,7 @@ pub(super) fn busy(st: &State, client: &Client, what: &str) -> Response<ApiBody>
     let mut r = error(
         StatusCode::SERVICE_UNAVAILABLE,
         format!(
-            "{} queries are running (--max-queries): try again in a second",
+            "{} queries are running (this server's limit at once): try again in a second",
             st.cfg.max_queries
         ),
     );
@@ -1066,7 +1114,7 @@ async fn parquet(
         log(&st, &client.name, &what, "503 busy");
         let mut r = error(
             StatusCode::SERVICE_UNAVAILABLE,
-            "too many queries are running (--max-queries): try again in a second",
+            "too many queries are running (this server's limit at once): try again in a second",
         );
         r.headers_mut()
             .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -571,7 +571,7 @@ pub fn openapi() -> Value {
         }
         responses.insert(
             "403".into(),
-            error_answer("The client certificate's names are not admitted (--allow-client)."),
+            error_answer("The client certificate's names are not among those the server admits."),
         );
         responses.insert(
             "431".into(),
@@ -581,7 +581,7 @@ pub fn openapi() -> Value {
             responses.insert(
                 "503".into(),
                 json!({
-                    "description": "--max-queries queries are running: try again.",
+                    "description": "As many queries as the server runs at once are running: try again.",
                     "headers": {"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}}},
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
                 }),
