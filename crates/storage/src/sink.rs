@@ -401,18 +401,17 @@ pub(crate) struct Landing {
 /// A sink's test fault ([`Landing`]); zero-sized outside unit tests.
 #[derive(Debug, Default)]
 pub(crate) struct Fault {
+    /// The landing, and the block writes so far (boxed: a sink stays
+    /// small).
     #[cfg(test)]
-    landing: Option<Landing>,
-    #[cfg(test)]
-    writes: u64,
+    landing: Option<Box<(Landing, u64)>>,
 }
 
 impl Fault {
     #[cfg(test)]
     pub(crate) fn landing(landing: Landing) -> Self {
         Fault {
-            landing: Some(landing),
-            writes: 0,
+            landing: Some(Box::new((landing, 0))),
         }
     }
 
@@ -421,9 +420,9 @@ impl Fault {
     #[inline(always)]
     pub(crate) fn lands(&mut self) -> Option<usize> {
         #[cfg(test)]
-        if let Some(l) = self.landing {
-            self.writes += 1;
-            return (self.writes >= l.at).then_some(l.torn);
+        if let Some(l) = self.landing.as_deref_mut() {
+            l.1 += 1;
+            return (l.1 >= l.0.at).then_some(l.0.torn);
         }
         None
     }
@@ -431,8 +430,8 @@ impl Fault {
     /// The first landed write happened: the file can no longer be cut.
     pub(crate) fn refuses_cut(&self) -> bool {
         #[cfg(test)]
-        if let Some(l) = self.landing {
-            return self.writes >= l.at;
+        if let Some(l) = self.landing.as_deref() {
+            return l.1 >= l.0.at;
         }
         false
     }
@@ -440,8 +439,8 @@ impl Fault {
     /// ... nor read back by the sink.
     pub(crate) fn refuses_read(&self) -> bool {
         #[cfg(test)]
-        if let Some(l) = self.landing {
-            return l.unreadable && self.writes >= l.at;
+        if let Some(l) = self.landing.as_deref() {
+            return l.0.unreadable && l.1 >= l.0.at;
         }
         false
     }
