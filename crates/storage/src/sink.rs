@@ -446,9 +446,24 @@ impl Fault {
     }
 }
 
-/// The error [`Fault`] makes a cut fail with.
-pub(crate) fn read_only() -> std::io::Error {
-    std::io::Error::from_raw_os_error(libc::EROFS)
+/// Cuts a sink's `file` (once closed, the file at `path`) at `off`
+/// ([`BlockSink::cut_at`]), unless a unit test's failing disk refuses.
+pub(crate) fn cut_file(
+    file: Option<&File>,
+    path: &Path,
+    off: u64,
+    fault: &Fault,
+) -> std::io::Result<()> {
+    if fault.refuses_cut() {
+        return Err(std::io::Error::from_raw_os_error(libc::EROFS));
+    }
+    match file {
+        Some(f) => f.set_len(off),
+        None => std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_len(off)),
+    }
 }
 
 /// The order of one queue's files on disk ([`BlockSink::write_after`]):
@@ -770,16 +785,7 @@ impl BlockSink for FileSink {
     }
 
     fn cut_at(&mut self, off: u64) -> std::io::Result<()> {
-        if self.fault.refuses_cut() {
-            return Err(read_only());
-        }
-        match &self.file {
-            Some(f) => f.set_len(off),
-            None => std::fs::OpenOptions::new()
-                .write(true)
-                .open(&self.path)
-                .and_then(|f| f.set_len(off)),
-        }
+        cut_file(self.file.as_ref(), &self.path, off, &self.fault)
     }
 
     /// The blocks from the failed one on; those of them that landed in a

@@ -1305,16 +1305,7 @@ impl BlockSink for UringSink {
     }
 
     fn cut_at(&mut self, off: u64) -> std::io::Result<()> {
-        if self.fault.refuses_cut() {
-            return Err(crate::sink::read_only());
-        }
-        match &self.file {
-            Some(f) => f.set_len(off),
-            None => std::fs::OpenOptions::new()
-                .write(true)
-                .open(&self.path)
-                .and_then(|f| f.set_len(off)),
-        }
+        crate::sink::cut_file(self.file.as_ref(), &self.path, off, &self.fault)
     }
 
     fn path(&self) -> &Path {
