@@ -299,7 +299,14 @@ pub trait BlockSink: Send {
     /// cannot give them back: none. A compressed or encrypted sink gives
     /// back the plain records its file does not keep whole (its inner
     /// sink's `kept` decides: the file keeps every compressed unit, or age
-    /// chunk, that ends at or before it).
+    /// chunk, that ends at or before it). An engine first cuts its file at
+    /// the failure; where it cannot (an ext4 that aborts fails the write in
+    /// flight with EIO and turns read-only: that write may have landed), it
+    /// reads back what is past the failure and compares it with its copy:
+    /// what is on disk whole stays with the file (`kept` lies past the
+    /// failed offset then) and is not given back; where it cannot read it
+    /// back either, [`Unwritten::doubt`] says which records given back may
+    /// be in the file too.
     fn take_unwritten(&mut self) -> Option<Unwritten> {
         None
     }
@@ -312,7 +319,8 @@ pub struct Unwritten {
     pub off: u64,
     /// The file keeps every record that ends at or before this offset
     /// (the last one written whole, on disk before the failed write, or
-    /// after it where that write landed all the same: see [`keep_landed`]).
+    /// after it where that write landed all the same: see
+    /// [`BlockSink::take_unwritten`]).
     pub kept: u64,
     /// Records given back that end past `kept` and at or before this
     /// offset may be in the file too: it could be neither cut nor read
@@ -789,7 +797,7 @@ impl BlockSink for FileSink {
     }
 
     /// The blocks from the failed one on; those of them that landed in a
-    /// file that cannot be cut stay with it ([`keep_landed`]).
+    /// file that cannot be cut stay with it (`keep_landed`).
     fn take_unwritten(&mut self) -> Option<Unwritten> {
         let blocks = std::mem::take(&mut self.unwritten);
         if blocks.is_empty() {

@@ -38,7 +38,7 @@ pub struct WriterStats {
     /// After a failed write: frames the sink gave back
     /// ([`PcapWriter::take_unwritten`]) that readers find in the file too
     /// (its volume could neither cut it nor read it back; see
-    /// [`crate::sink::keep_landed`]), or, for an encrypted file this writer
+    /// `sink::keep_landed`), or, for an encrypted file this writer
     /// cannot read, may find there.
     pub twice: u64,
 }
