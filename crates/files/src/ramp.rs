@@ -194,7 +194,11 @@ impl RampReader {
         // format): not read again. Whole pages only (O_DIRECT reads start
         // at a page).
         let have = (self.at, self.at + self.len as u64);
-        let have = if have.1.is_multiple_of(a) { have } else { (0, 0) };
+        let have = if have.1.is_multiple_of(a) {
+            have
+        } else {
+            (0, 0)
+        };
         let mut todo: VecDeque<(u64, usize)> = VecDeque::new();
         for (start, end) in runs {
             let mut lo = start / a * a;
@@ -949,7 +953,10 @@ mod tests {
             assert_eq!(reads[0], (0, ALIGN, false), "read ahead {ahead}");
             for &(at, n, _) in &reads {
                 for p in page(at)..page(at + n as u64 - 1) + 1 {
-                    assert!(seen.insert(p), "read ahead {ahead}: page {p} read twice: {reads:?}");
+                    assert!(
+                        seen.insert(p),
+                        "read ahead {ahead}: page {p} read twice: {reads:?}"
+                    );
                     assert!(
                         needed.contains(&p),
                         "read ahead {ahead}: page {p} holds no frame wanted: {reads:?}"
