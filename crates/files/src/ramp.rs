@@ -755,6 +755,23 @@ impl Seek for RampReader {
 mod tests {
     use super::*;
 
+    /// A directory of the test's own, removed when dropped.
+    struct Dir(std::path::PathBuf);
+
+    impl Dir {
+        fn new(name: &str) -> Dir {
+            let d = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+            std::fs::create_dir_all(&d).unwrap();
+            Dir(d)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
     /// Threads of this process named like the pool's.
     fn prefetch_threads() -> usize {
         std::fs::read_dir("/proc/self/task")
@@ -769,14 +786,7 @@ mod tests {
     /// with reads asked for leaves no read and, with its pool, no thread.
     #[test]
     fn runs_read_ahead_are_the_files_bytes_and_nothing_is_left_behind() {
-        struct Dir(std::path::PathBuf);
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-        let dir = Dir(std::env::temp_dir().join(format!("wt-ramp-{}", std::process::id())));
-        std::fs::create_dir_all(&dir.0).unwrap();
+        let dir = Dir::new("wt-ramp");
         let path = dir.0.join("f.bin");
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let bytes: Vec<u8> = (0..5_000_000)
@@ -856,14 +866,7 @@ mod tests {
         use crate::steno::{encode_block, TP_MAC};
         use crate::walk::Walker;
         use crate::zread::Source;
-        struct Dir(std::path::PathBuf);
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-        let dir = Dir(std::env::temp_dir().join(format!("wt-ramp-plan-{}", std::process::id())));
-        std::fs::create_dir_all(&dir.0).unwrap();
+        let dir = Dir::new("wt-ramp-plan");
         let path = dir.0.join("1795813946878311");
         // 6 blocks of 64 KiB, frames of 60 to 1,559 bytes (some cross pages).
         let size = 64 << 10;
