@@ -65,7 +65,23 @@ pub struct RampReader {
     read: u64,
     /// Reads served by reads ahead ([`RampReader::prefetch`]).
     reads_ahead: u64,
+    /// Where the run the walk reads ends ([`RampReader::hint_to`]): a read
+    /// that starts at or past it reads the rest of the run's last record
+    /// only (what the walk asks for, in whole pages).
+    run_end: Option<u64>,
+    /// The file's first page is in the page cache (the caller read the
+    /// file's first bytes to know its format): the head is read through
+    /// it, not from the disk again.
+    head_cached: bool,
+    /// Every read of the file (offset, bytes, from the disk: O_DIRECT),
+    /// for the tests.
+    #[cfg(test)]
+    log: Log,
 }
+
+/// The reads of a file (offset, bytes, O_DIRECT), for the tests.
+#[cfg(test)]
+type Log = Arc<Mutex<Vec<(u64, usize, bool)>>>;
 
 impl RampReader {
     /// Opens `path` for reading, and says whether a writer holds it
@@ -73,8 +89,27 @@ impl RampReader {
     /// too where the filesystem takes it; a file being written through the
     /// page cache (its last pages still change).
     pub fn open(path: &Path) -> std::io::Result<(Self, bool)> {
+        Self::open_direct(File::open(path)?, path)
+    }
+
+    /// [`RampReader::open`] of `file`, opened at `path` by a caller who has
+    /// just read its first bytes through the page cache (to know what the
+    /// file is: [`crate::zread::open_layers`], which also told the kernel
+    /// not to read ahead around them): its head is read from there, not
+    /// from the disk a second time (with O_DIRECT it would be), and the
+    /// file is not opened again for it.
+    pub fn open_read_head(file: File, path: &Path) -> std::io::Result<(Self, bool)> {
+        let (mut r, live) = Self::open_direct(file, path)?;
+        if r.direct.is_none() {
+            // Read through the page cache: in order, as a fresh one is.
+            crate::sys::advise_normal(&r.file);
+        }
+        r.head_cached = true;
+        Ok((r, live))
+    }
+
+    fn open_direct(file: File, path: &Path) -> std::io::Result<(Self, bool)> {
         use std::os::unix::fs::OpenOptionsExt;
-        let file = File::open(path)?;
         let live = crate::sys::is_being_written(&file);
         let direct = if live {
             None
@@ -104,6 +139,10 @@ impl RampReader {
             at: 0,
             read: 0,
             reads_ahead: 0,
+            run_end: None,
+            head_cached: false,
+            #[cfg(test)]
+            log: Log::default(),
         }
     }
 
@@ -122,17 +161,19 @@ impl RampReader {
         self.reads_ahead
     }
 
-    /// The next read (after a seek) is `len` bytes: the records of a span
-    /// the query wants, up to the record that ends it (which the walk does
-    /// not read: [`crate::walk::Walker::next_at`]), in whole pages. A
-    /// selective query then reads a few pages per frame instead of the
-    /// usual 64 KiB first read; reads after it double as usual.
-    pub fn hint(&mut self, len: u64) {
-        self.next_fill = (len as usize)
-            .div_ceil(ALIGN)
-            .max(1)
-            .saturating_mul(ALIGN)
-            .min(READ_BUFFER);
+    /// The next reads (from where a seek put the reader, or where it is)
+    /// are the records of a run the query wants, up to the record that
+    /// starts at `end` or after it (which the walk does not read:
+    /// [`crate::walk::Walker::next_at`]). The next read is then the pages
+    /// from here to `end`, and a read that starts at `end` or past it (the
+    /// run's last record goes on past `end`) reads what the walk asks for,
+    /// in whole pages: a selective query reads the pages of its frames and
+    /// no other, instead of the usual 64 KiB first read. Reads after those
+    /// double as usual.
+    pub fn hint_to(&mut self, end: u64) {
+        let here = self.at + self.pos as u64;
+        self.run_end = Some(end);
+        self.next_fill = (end.saturating_sub(here) as usize).clamp(1, READ_BUFFER);
     }
 
     /// The file's next reads are the runs `runs` (start, end), in file
@@ -149,11 +190,23 @@ impl RampReader {
             return;
         };
         let a = ALIGN as u64;
+        // Bytes in the buffer already (the head, read with the file's
+        // format): not read again. Whole pages only (O_DIRECT reads start
+        // at a page).
+        let have = (self.at, self.at + self.len as u64);
+        let have = if have.1.is_multiple_of(a) {
+            have
+        } else {
+            (0, 0)
+        };
         let mut todo: VecDeque<(u64, usize)> = VecDeque::new();
         for (start, end) in runs {
             let mut lo = start / a * a;
             let hi = end.div_ceil(a) * a;
             let hi = hi.min(lo + READ_BUFFER as u64);
+            if lo >= have.0 && lo < have.1 {
+                lo = have.1;
+            }
             if let Some(last) = todo.back_mut() {
                 let last_end = last.0 + last.1 as u64;
                 if lo <= last_end && hi - last.0 <= READ_BUFFER as u64 {
@@ -181,6 +234,8 @@ impl RampReader {
             done_tx,
             done_rx,
             cancel: Arc::new(AtomicBool::new(false)),
+            #[cfg(test)]
+            log: self.log.clone(),
         };
         p.top_up();
         self.prefetch = Some(p);
@@ -195,12 +250,20 @@ impl RampReader {
         }
     }
 
-    /// Refills the buffer with the bytes from file offset `cur` on.
-    fn fill(&mut self, cur: u64) -> std::io::Result<()> {
+    /// Refills the buffer with the bytes from file offset `cur` on; the
+    /// caller asks for `need` of them.
+    fn fill(&mut self, cur: u64, need: usize) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
-        let want = self.next_fill;
-        self.next_fill = (want * 2).min(READ_BUFFER);
-        if let Some(p) = self.prefetch.as_mut() {
+        let mut want = self.next_fill;
+        if self.run_end.is_some_and(|e| cur >= e) {
+            // The run's last record goes on past the run's end: its rest.
+            self.run_end = None;
+            want = need.clamp(1, READ_BUFFER);
+        }
+        self.next_fill = (want.div_ceil(ALIGN) * ALIGN * 2).min(READ_BUFFER);
+        // The head, where the caller's look at it left it: the page cache.
+        let head = std::mem::take(&mut self.head_cached) && cur == 0 && self.read == 0;
+        if let Some(p) = self.prefetch.as_mut().filter(|_| !head) {
             let (wasted, got) = p.take(cur);
             self.read += wasted;
             match got {
@@ -228,7 +291,7 @@ impl RampReader {
                 .take()
                 .unwrap_or_else(|| AlignedBuf::new(READ_BUFFER + ALIGN));
         }
-        if let Some(d) = self.direct.clone() {
+        if let Some(d) = self.direct.clone().filter(|_| !head) {
             let start = cur / ALIGN as u64 * ALIGN as u64;
             let skip = (cur - start) as usize;
             let n = (skip + want).div_ceil(ALIGN) * ALIGN;
@@ -245,6 +308,8 @@ impl RampReader {
             };
             match r {
                 Ok(got) => {
+                    #[cfg(test)]
+                    self.log.lock().unwrap().push((start, got, true));
                     self.at = start;
                     self.len = got;
                     self.pos = skip.min(got);
@@ -270,9 +335,12 @@ impl RampReader {
                 Err(e) => return Err(e),
             }
         }
-        let got = self
-            .file
-            .read_at(&mut self.buf.as_mut_slice()[..want], cur)?;
+        // Through the page cache: to the end of the page `want` ends in.
+        let skip = (cur % ALIGN as u64) as usize;
+        let n = ((skip + want).div_ceil(ALIGN) * ALIGN - skip).min(READ_BUFFER);
+        let got = self.file.read_at(&mut self.buf.as_mut_slice()[..n], cur)?;
+        #[cfg(test)]
+        self.log.lock().unwrap().push((cur, got, false));
         self.at = cur;
         self.pos = 0;
         self.len = got;
@@ -524,6 +592,8 @@ struct Prefetch {
     done_tx: mpsc::Sender<Done>,
     done_rx: mpsc::Receiver<Done>,
     cancel: Arc<AtomicBool>,
+    #[cfg(test)]
+    log: Log,
 }
 
 struct Asked {
@@ -589,6 +659,10 @@ impl Prefetch {
         self.bytes -= a.n;
         self.pool.release(a.n);
         let (b, r) = a.got.unwrap_or_else(|| (AlignedBuf::new(ALIGN), None));
+        #[cfg(test)]
+        if let Some(Ok(got)) = &r {
+            self.log.lock().unwrap().push((a.at, *got, true));
+        }
         Some((a.at, b, r))
     }
 
@@ -646,7 +720,7 @@ impl Drop for Prefetch {
 impl Read for RampReader {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         if self.pos == self.len {
-            self.fill(self.at + self.len as u64)?;
+            self.fill(self.at + self.len as u64, out.len())?;
             if self.pos == self.len {
                 return Ok(0);
             }
@@ -663,6 +737,7 @@ impl Seek for RampReader {
         let SeekFrom::Start(to) = to else {
             return Err(std::io::Error::other("only absolute seeks"));
         };
+        self.run_end = None;
         // Within the buffer: no system call.
         if to >= self.at && to <= self.at + self.len as u64 {
             self.pos = (to - self.at) as usize;
@@ -680,6 +755,23 @@ impl Seek for RampReader {
 mod tests {
     use super::*;
 
+    /// A directory of the test's own, removed when dropped.
+    struct Dir(std::path::PathBuf);
+
+    impl Dir {
+        fn new(name: &str) -> Dir {
+            let d = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+            std::fs::create_dir_all(&d).unwrap();
+            Dir(d)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
     /// Threads of this process named like the pool's.
     fn prefetch_threads() -> usize {
         std::fs::read_dir("/proc/self/task")
@@ -694,14 +786,7 @@ mod tests {
     /// with reads asked for leaves no read and, with its pool, no thread.
     #[test]
     fn runs_read_ahead_are_the_files_bytes_and_nothing_is_left_behind() {
-        struct Dir(std::path::PathBuf);
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-        let dir = Dir(std::env::temp_dir().join(format!("wt-ramp-{}", std::process::id())));
-        std::fs::create_dir_all(&dir.0).unwrap();
+        let dir = Dir::new("wt-ramp");
         let path = dir.0.join("f.bin");
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let bytes: Vec<u8> = (0..5_000_000)
@@ -735,7 +820,7 @@ mod tests {
             // Every 11th read on 5000 bytes past its end (past the read ahead).
             let n = (b - a + if k % 11 == 0 { 5000 } else { 0 }) as usize;
             r.seek(SeekFrom::Start(a)).unwrap();
-            r.hint(b - a);
+            r.hint_to(b);
             got.resize(n, 0);
             r.read_exact(&mut got).unwrap();
             assert!(got == bytes[a as usize..a as usize + n], "run {k} at {a}");
@@ -766,5 +851,126 @@ mod tests {
         assert_eq!(pool.held(), 0);
         drop(pool);
         assert_eq!(prefetch_threads(), 0, "threads left behind");
+    }
+
+    /// A plan's runs over stenotype's file, read as the extraction merge
+    /// reads them (runs read ahead, a seek and a hint per run, the walk
+    /// stopping at each run's end): the frames are the file's; every page
+    /// read holds a byte of a frame a run wants (or is the head, page 0),
+    /// and no page is read twice: neighbouring runs share a read, a run's
+    /// last frame that goes on past its end costs the pages it goes on
+    /// into and no more, and the head is read once (its first bytes, read
+    /// to know the file's format, come from the page cache).
+    #[test]
+    fn a_plans_reads_touch_each_page_of_its_frames_once_and_no_other() {
+        use crate::steno::{encode_block, TP_MAC};
+        use crate::walk::Walker;
+        use crate::zread::Source;
+        let dir = Dir::new("wt-ramp-plan");
+        let path = dir.0.join("1795813946878311");
+        // 6 blocks of 64 KiB, frames of 60 to 1,559 bytes (some cross pages).
+        let size = 64 << 10;
+        let mut bytes = Vec::new();
+        for b in 0..6u64 {
+            let fr: Vec<(u64, Vec<u8>)> = (0..40u64)
+                .map(|i| {
+                    let n = 60 + ((b * 40 + i) * 7919 % 1500) as usize;
+                    let ts = 1_795_813_946_000_000_000 + (b * 40 + i) * 1000;
+                    (ts, (0..n).map(|k| (k as u64 * 31 + b + i) as u8).collect())
+                })
+                .collect();
+            let refs: Vec<(u64, &[u8])> = fr.iter().map(|(t, d)| (*t, d.as_slice())).collect();
+            bytes.extend(encode_block(&refs, size, 1 + b));
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        // Every frame: its offset and bytes.
+        let mut all = Vec::new();
+        let mut w = Walker::new(std::io::Cursor::new(&bytes));
+        let mut d = Vec::new();
+        while let Some(m) = w.next_into(&mut d) {
+            all.push((m.offset, d.clone()));
+        }
+        assert_eq!(all.len(), 240);
+        // The plan: runs (first frame, last frame) as the key index's
+        // places give them (a run ends one byte into its last frame): lone
+        // frames, neighbours, runs that touch, a frame in the head's page.
+        let picks: Vec<(usize, usize)> = vec![
+            (1, 1),
+            (9, 9),
+            (10, 12),
+            (13, 13),
+            (30, 30),
+            (31, 31),
+            (47, 47),
+            (60, 64),
+            (90, 90),
+            (133, 133),
+            (134, 134),
+            (170, 170),
+            (201, 203),
+            (239, 239),
+        ];
+        let runs: Vec<(u64, u64)> = picks
+            .iter()
+            .map(|&(f, l)| (all[f].0, all[l].0 + 1))
+            .collect();
+        let want: Vec<(u64, Vec<u8>)> = picks
+            .iter()
+            .flat_map(|&(f, l)| all[f..=l].iter().cloned())
+            .collect();
+        // The pages the wanted frames' bytes lie in (header to data end).
+        let page = |o: u64| o / ALIGN as u64;
+        let mut needed = std::collections::BTreeSet::from([0]);
+        for (o, d) in &want {
+            needed.extend(page(*o)..=page(o + u64::from(TP_MAC) + d.len() as u64 - 1));
+        }
+        let pool = ReadPool::with_threads(4);
+        for ahead in [true, false] {
+            let (src, live) = Source::open_query(&path, &crate::ReadOptions::default()).unwrap();
+            assert!(!live);
+            let log = match &src {
+                Source::Plain(r) => r.log.clone(),
+                _ => unreachable!("a plain file"),
+            };
+            let mut w = Walker::new(src);
+            if ahead {
+                w.get_mut().prefetch(&pool, runs.iter().copied());
+            }
+            let mut got = Vec::new();
+            for &(start, end) in &runs {
+                if start > w.next_at() {
+                    w.seek_to(start);
+                }
+                w.get_mut().hint_to(end);
+                while w.next_at() < end {
+                    let m = w.next_into(&mut d).expect("a frame");
+                    got.push((m.offset, d.clone()));
+                }
+            }
+            w.get_mut().settle();
+            assert!(got == want, "read ahead {ahead}: other frames");
+            let reads = log.lock().unwrap().clone();
+            let mut seen = std::collections::BTreeSet::new();
+            // The head: from the page cache, where the look at the file's
+            // format put it (the disk reads it once).
+            assert_eq!(reads[0], (0, ALIGN, false), "read ahead {ahead}");
+            for &(at, n, _) in &reads {
+                for p in page(at)..page(at + n as u64 - 1) + 1 {
+                    assert!(
+                        seen.insert(p),
+                        "read ahead {ahead}: page {p} read twice: {reads:?}"
+                    );
+                    assert!(
+                        needed.contains(&p),
+                        "read ahead {ahead}: page {p} holds no frame wanted: {reads:?}"
+                    );
+                }
+            }
+            assert_eq!(seen, needed, "read ahead {ahead}");
+            if ahead {
+                // Runs that share or touch pages: one read.
+                assert!(reads.len() < runs.len(), "{} reads: {reads:?}", reads.len());
+            }
+        }
     }
 }

@@ -121,7 +121,12 @@ pub fn open_layers(path: &Path, opts: &ReadOptions) -> std::io::Result<Layers> {
     } else {
         Raw::File(file)
     };
-    let n = raw.read_at(&mut m[..4], 0)?;
+    // A plain file's first bytes are those read above; an age file's
+    // plain stream starts with its own.
+    let n = match &mut raw {
+        Raw::File(_) => n,
+        Raw::Age(_) => raw.read_at(&mut m[..4], 0)?,
+    };
     let Some(kind) = kind_of(&m[..n]) else {
         return Ok(match raw {
             Raw::File(f) => Layers::Plain(f),
@@ -626,12 +631,12 @@ pub fn open_buffered(path: &Path, opts: &ReadOptions) -> std::io::Result<Source<
 }
 
 impl Source<crate::ramp::RampReader> {
-    /// A plain file: its next read is about `len` bytes
-    /// ([`crate::ramp::RampReader::hint`]); a compressed or encrypted one
-    /// reads whole units anyway.
-    pub fn hint(&mut self, len: u64) {
+    /// A plain file: its next reads are a run that ends at `end`
+    /// ([`crate::ramp::RampReader::hint_to`]); a compressed or encrypted
+    /// one reads whole units anyway.
+    pub fn hint_to(&mut self, end: u64) {
         if let Source::Plain(r) = self {
-            r.hint(len);
+            r.hint_to(end);
         }
     }
 
@@ -664,8 +669,8 @@ impl Source<crate::ramp::RampReader> {
     pub fn open_query(path: &Path, opts: &ReadOptions) -> std::io::Result<(Self, bool)> {
         match open_layers(path, opts)? {
             Layers::Plain(f) => {
-                drop(f);
-                let (r, live) = crate::ramp::RampReader::open(path)?;
+                // Its first page is in the page cache now: read from there.
+                let (r, live) = crate::ramp::RampReader::open_read_head(f, path)?;
                 Ok((Source::Plain(r), live))
             }
             Layers::Age(a) => {

@@ -938,7 +938,7 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
         let first = sp.start;
         walk.seek_to(first);
         if let Some(end) = sp.end {
-            walk.get_mut().hint(end.saturating_sub(first));
+            walk.get_mut().hint_to(end);
         }
         let block = sp.blocks.start;
         self.streams[i] = Some(Stream {
@@ -989,9 +989,11 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
                 s.block = next.blocks.start;
                 if next.start > at {
                     s.walk.seek_to(next.start);
-                    if let Some(end) = next.end {
-                        s.walk.get_mut().hint(end.saturating_sub(next.start));
-                    }
+                }
+                // Read on (after the seek, or from where the walk is: the
+                // runs touch) to this run's end.
+                if let Some(end) = next.end {
+                    s.walk.get_mut().hint_to(end);
                 }
                 continue;
             }
@@ -1022,9 +1024,12 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
                 if next.start > m.offset {
                     s.walk.seek_to(next.start);
                     if let Some(end) = next.end {
-                        s.walk.get_mut().hint(end.saturating_sub(next.start));
+                        s.walk.get_mut().hint_to(end);
                     }
                     continue;
+                }
+                if let Some(end) = next.end {
+                    s.walk.get_mut().hint_to(end);
                 }
                 // The next run starts at this very record (runs of the key
                 // index can touch): it is the run's first.
