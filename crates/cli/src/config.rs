@@ -118,7 +118,12 @@ mod tests {
         let args = expanded("record", "keep-bytes = [\"10T\", \"/disk3=400G\"]", &[]).unwrap();
         assert_eq!(
             args,
-            ["wiretape", "record", "--keep-bytes=10T", "--keep-bytes=/disk3=400G"]
+            [
+                "wiretape",
+                "record",
+                "--keep-bytes=10T",
+                "--keep-bytes=/disk3=400G"
+            ]
         );
         let args = expanded("record", text, &["--keep-files", "3", "-w", "/d"]).unwrap();
         assert_eq!(
