@@ -91,7 +91,10 @@ mod tests {
 
     /// The file's arguments for `wiretape SUB --config FILE EXTRA...`.
     fn expanded(sub: &str, text: &str, extra: &[&str]) -> Result<Vec<String>> {
-        let dir = std::env::temp_dir().join(format!("wt-config-{}-{sub}", std::process::id()));
+        // One file per call: the tests run in parallel in one process.
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("wt-config-{}-{sub}-{n}", std::process::id()));
         std::fs::write(&dir, text)?;
         let mut args: Vec<OsString> = vec!["wiretape".into(), sub.into(), "--config".into()];
         args.push(dir.clone().into());
