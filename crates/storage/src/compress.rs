@@ -599,11 +599,6 @@ impl<S: BlockSink> BlockSink for CompressSink<S> {
         false
     }
 
-    /// Cuts the file at file offset `off` (its inner sink's offsets).
-    fn cut_at(&mut self, off: u64) -> std::io::Result<()> {
-        self.inner.cut_at(off)
-    }
-
     fn written(&self) -> u64 {
         // Plain bytes of the units written.
         let done = self.inner.written();
@@ -638,22 +633,15 @@ impl<S: BlockSink> BlockSink for CompressSink<S> {
             queued.push(d.block);
             self.spare.push(d.out);
         }
-        let (c, doubt) = match self.inner.take_unwritten() {
-            Some(u) => (u.kept, u.doubt),
-            None => (self.inner.written(), 0),
+        let c = match self.inner.take_unwritten() {
+            Some(u) => u.kept,
+            None => self.inner.written(),
         };
         while self.units.front().is_some_and(|u| u.c_off + u.c_len <= c) {
             self.units.pop_front();
         }
         self.keep_landed(c);
         let off = self.units.front().map_or(self.u_pos, |u| u.u_start);
-        // The units given back that may be whole in the file too.
-        let doubt = self
-            .units
-            .iter()
-            .take_while(|u| u.c_off + u.c_len <= doubt)
-            .last()
-            .map_or(off, |u| u.u_start + u.u_len);
         let decoded = self.decode_units();
         self.units.clear();
         self.ring.clear();
@@ -666,7 +654,6 @@ impl<S: BlockSink> BlockSink for CompressSink<S> {
         (!blocks.is_empty()).then_some(Unwritten {
             off,
             kept: off,
-            doubt,
             blocks,
         })
     }

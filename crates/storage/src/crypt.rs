@@ -229,7 +229,6 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
 
     fn finish(&mut self, block: Block) -> Result<(), StorageError> {
         let r = self.submit(block).and_then(|_| match self.age.take() {
-            _ if self.failed => Err(crate::sink::failed_before(self.inner.path())),
             Some(w) => w
                 .finish()
                 .map_err(|e| StorageError::from_write(self.inner.path(), e))
@@ -237,11 +236,9 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
             None => Ok(()),
         });
         let mut out = self.out.take().unwrap_or_else(|| self.inner.first_block());
-        if r.is_err() || self.failed {
-            // Nothing more after the failed write (not even the final
-            // chunk: it would land after a hole, or over what landed): the
-            // inner sink only waits for its writes and cuts its file at the
-            // failure.
+        if r.is_err() {
+            // Nothing more after the failed write: the inner sink only
+            // waits for its writes and cuts its file at the failure.
             out.clear();
         }
         let f = self.inner.finish(out);
@@ -258,11 +255,6 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
 
     fn offsets_in_file(&self) -> bool {
         false
-    }
-
-    /// Cuts the file at file offset `off` (its inner sink's offsets).
-    fn cut_at(&mut self, off: u64) -> std::io::Result<()> {
-        self.inner.cut_at(off)
     }
 
     fn path(&self) -> &Path {
@@ -298,9 +290,9 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
     /// written when it gives nothing back).
     fn take_unwritten(&mut self) -> Option<Unwritten> {
         self.failed = true;
-        let (c, doubt) = match self.inner.take_unwritten() {
-            Some(u) => (u.kept, u.doubt),
-            None => (self.inner.written(), 0),
+        let c = match self.inner.take_unwritten() {
+            Some(u) => u.kept,
+            None => self.inner.written(),
         };
         let kept = plain_in(self.payload, c);
         self.release_to(kept);
@@ -308,7 +300,6 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
         Some(Unwritten {
             off,
             kept,
-            doubt: plain_in(self.payload, doubt).max(kept),
             blocks: self.held.drain(..).map(|(_, b)| b).collect(),
         })
     }

@@ -1516,18 +1516,6 @@ fn close_file(w: PcapWriter<AnySink>, ctx: &CloseCtx) -> WriterReport {
             ));
         }
     }
-    if failed_over && st.twice > 0 {
-        // Given back and written on another volume, and read in this file
-        // too: its volume could neither cut it at the failed write nor say
-        // what of that write landed (see `sink::keep_landed`).
-        r.notes.push(format!(
-            "{} frames of {} may be read twice: they were written again on another volume, and \
-             the failed volume could neither cut the file after its failed write nor read back \
-             what of that write landed",
-            st.twice,
-            path.display()
-        ));
-    }
     r.truncated = st.truncated;
     // A file its failed volume took no frame of (not even its header, at
     // times) is no capture: removed, so that readers never meet it.

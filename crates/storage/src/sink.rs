@@ -299,14 +299,7 @@ pub trait BlockSink: Send {
     /// cannot give them back: none. A compressed or encrypted sink gives
     /// back the plain records its file does not keep whole (its inner
     /// sink's `kept` decides: the file keeps every compressed unit, or age
-    /// chunk, that ends at or before it). An engine first cuts its file at
-    /// the failure; where it cannot (an ext4 that aborts fails the write in
-    /// flight with EIO and turns read-only: that write may have landed), it
-    /// reads back what is past the failure and compares it with its copy:
-    /// what is on disk whole stays with the file (`kept` lies past the
-    /// failed offset then) and is not given back; where it cannot read it
-    /// back either, [`Unwritten::doubt`] says which records given back may
-    /// be in the file too.
+    /// chunk, that ends at or before it).
     fn take_unwritten(&mut self) -> Option<Unwritten> {
         None
     }
@@ -318,160 +311,10 @@ pub struct Unwritten {
     /// 0 (then the blocks start with the file header).
     pub off: u64,
     /// The file keeps every record that ends at or before this offset
-    /// (the last one written whole, on disk before the failed write, or
-    /// after it where that write landed all the same: see
-    /// [`BlockSink::take_unwritten`]).
+    /// (the last one written whole, on disk before the failed write).
     pub kept: u64,
-    /// Records given back that end past `kept` and at or before this
-    /// offset may be in the file too: it could be neither cut nor read
-    /// back there (`kept` when there is no such doubt).
-    pub doubt: u64,
     /// The stream from `off` on, in order.
     pub blocks: Vec<Block>,
-}
-
-/// After a failed write at stream offset `at` (the sink's offsets are the
-/// file's): how much of `copy` (the stream from `at` on, as still held in
-/// RAM) the file keeps, as `(kept, doubt)` for [`Unwritten`]. The file is
-/// cut at `at` where it can be (nothing past it kept). Where it cannot be
-/// (an ext4 that aborts fails the write in flight with EIO and turns
-/// read-only a moment later, so that write may have landed whole) the
-/// bytes past `at` are read back and compared with the copy: the file
-/// keeps the equal part (readers read it; giving it back too would put its
-/// frames in two files), the rest goes to another volume. Where they
-/// cannot be read either, everything past `at` is given back, and what the
-/// file holds past it is the doubt. Once per failure, never per frame.
-pub(crate) fn keep_landed<S: BlockSink + ?Sized>(
-    sink: &mut S,
-    at: u64,
-    copy: &[&[u8]],
-    unreadable: bool,
-) -> (u64, u64) {
-    let total: u64 = copy.iter().map(|c| c.len() as u64).sum();
-    let Ok(len) = std::fs::metadata(sink.path()).map(|m| m.len()) else {
-        return (at, at + total);
-    };
-    if len <= at || sink.cut_at(at).is_ok() {
-        return (at, at);
-    }
-    let read = if unreadable {
-        Err(std::io::Error::from_raw_os_error(libc::EIO))
-    } else {
-        equal_prefix(sink.path(), at, copy)
-    };
-    match read {
-        Ok(n) => (at + n, at + n),
-        Err(_) => (at, len.min(at + total)),
-    }
-}
-
-/// How many bytes of `copy` (concatenated) are in the file at `path` from
-/// offset `at` on, byte for byte, up to the first that differs or is
-/// missing.
-fn equal_prefix(path: &Path, at: u64, copy: &[&[u8]]) -> std::io::Result<u64> {
-    use std::os::unix::fs::FileExt;
-    let f = File::open(path)?;
-    let len = f.metadata()?.len();
-    let mut disk = vec![0u8; 1 << 20];
-    let mut n = 0u64;
-    for part in copy {
-        for piece in part.chunks(disk.len()) {
-            let have = len.saturating_sub(at + n).min(piece.len() as u64) as usize;
-            f.read_exact_at(&mut disk[..have], at + n)?;
-            let same = disk[..have]
-                .iter()
-                .zip(piece)
-                .position(|(a, b)| a != b)
-                .unwrap_or(have);
-            n += same as u64;
-            if same < piece.len() {
-                return Ok(n);
-            }
-        }
-    }
-    Ok(n)
-}
-
-/// A disk that fails as an aborting ext4 does, made on demand by unit
-/// tests (never in a shipped or integration-test build: there this is a
-/// zero-sized no-op): from the `at`-th block write on (a merged write
-/// counts once), each write lands (its first `torn` bytes, the rest of it
-/// zeros) and fails with EIO all the same; from then on the file cannot be
-/// cut (EROFS), and with `unreadable` not read back by the sink either.
-#[cfg(test)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Landing {
-    pub(crate) at: u64,
-    pub(crate) torn: usize,
-    pub(crate) unreadable: bool,
-}
-
-/// A sink's test fault ([`Landing`]); zero-sized outside unit tests.
-#[derive(Debug, Default)]
-pub(crate) struct Fault {
-    /// The landing, and the block writes so far (boxed: a sink stays
-    /// small).
-    #[cfg(test)]
-    landing: Option<Box<(Landing, u64)>>,
-}
-
-impl Fault {
-    #[cfg(test)]
-    pub(crate) fn landing(landing: Landing) -> Self {
-        Fault {
-            landing: Some(Box::new((landing, 0))),
-        }
-    }
-
-    /// A block write is issued: `Some(n)` when it is to land only its
-    /// first `n` bytes and fail with EIO.
-    #[inline(always)]
-    pub(crate) fn lands(&mut self) -> Option<usize> {
-        #[cfg(test)]
-        if let Some(l) = self.landing.as_deref_mut() {
-            l.1 += 1;
-            return (l.1 >= l.0.at).then_some(l.0.torn);
-        }
-        None
-    }
-
-    /// The first landed write happened: the file can no longer be cut.
-    pub(crate) fn refuses_cut(&self) -> bool {
-        #[cfg(test)]
-        if let Some(l) = self.landing.as_deref() {
-            return l.1 >= l.0.at;
-        }
-        false
-    }
-
-    /// ... nor read back by the sink.
-    pub(crate) fn refuses_read(&self) -> bool {
-        #[cfg(test)]
-        if let Some(l) = self.landing.as_deref() {
-            return l.0.unreadable && l.1 >= l.0.at;
-        }
-        false
-    }
-}
-
-/// Cuts a sink's `file` (once closed, the file at `path`) at `off`
-/// ([`BlockSink::cut_at`]), unless a unit test's failing disk refuses.
-pub(crate) fn cut_file(
-    file: Option<&File>,
-    path: &Path,
-    off: u64,
-    fault: &Fault,
-) -> std::io::Result<()> {
-    if fault.refuses_cut() {
-        return Err(std::io::Error::from_raw_os_error(libc::EROFS));
-    }
-    match file {
-        Some(f) => f.set_len(off),
-        None => std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .and_then(|f| f.set_len(off)),
-    }
 }
 
 /// The order of one queue's files on disk ([`BlockSink::write_after`]):
@@ -616,10 +459,6 @@ pub struct FileSink {
     opens: Opens,
     /// Blocks a failed write left in RAM ([`BlockSink::take_unwritten`]).
     unwritten: Vec<Block>,
-    /// A write failed: the file takes no more.
-    failed: bool,
-    /// A unit test's failing disk ([`Landing`]).
-    fault: Fault,
 }
 
 impl FileSink {
@@ -647,21 +486,7 @@ impl FileSink {
             held: std::collections::VecDeque::new(),
             opens: Opens::default(),
             unwritten: Vec::new(),
-            failed: false,
-            fault: Fault::default(),
         })
-    }
-
-    /// A sink whose disk fails as `landing` says (unit tests).
-    #[cfg(test)]
-    pub(crate) fn failing(
-        path: impl Into<PathBuf>,
-        block_size: usize,
-        landing: Landing,
-    ) -> Result<Self, StorageError> {
-        let mut s = Self::with_block_size(path, block_size)?;
-        s.fault = Fault::landing(landing);
-        Ok(s)
     }
 
     /// On ENOSPC, call `f` to free space and write again.
@@ -675,24 +500,15 @@ impl FileSink {
             source: std::io::Error::other("file already closed"),
         })?;
         loop {
-            let r = match self.fault.lands() {
-                Some(torn) => f
-                    .write_all(&data[..torn.min(data.len())])
-                    .and(Err(std::io::Error::from_raw_os_error(libc::EIO))),
-                None => f.write_all(data),
-            };
-            match r {
+            match f.write_all(data) {
                 Ok(()) => {
                     self.bytes += data.len() as u64;
                     return Ok(());
                 }
                 Err(e) => {
                     // A short write leaves part of the block in the file: cut
-                    // the file back to the last whole block so it stays valid
-                    // (where it cannot be cut, `take_unwritten` compares).
-                    if !self.fault.refuses_cut() {
-                        let _ = f.set_len(self.bytes);
-                    }
+                    // the file back to the last whole block so it stays valid.
+                    let _ = f.set_len(self.bytes);
                     use std::io::Seek;
                     let _ = f.seek(std::io::SeekFrom::Start(self.bytes));
                     let full = matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
@@ -709,13 +525,6 @@ impl FileSink {
 
 impl BlockSink for FileSink {
     fn submit(&mut self, mut block: Block) -> Result<Block, StorageError> {
-        if self.failed {
-            // A write failed: nothing more goes to the file (a write now
-            // would land over what the failed one may have left).
-            let e = failed_before(&self.path);
-            self.unwritten.push(block);
-            return Err(e);
-        }
         if self.after.holds() {
             // The file before is still being written: this block waits
             // (a new one to fill meanwhile; only until that file is done).
@@ -724,7 +533,6 @@ impl BlockSink for FileSink {
         }
         while let Some(b) = self.held.pop_front() {
             if let Err(e) = self.write_all(b.data()) {
-                self.failed = true;
                 // Kept, in order, for another volume.
                 self.unwritten.push(b);
                 self.unwritten.extend(self.held.drain(..));
@@ -733,7 +541,6 @@ impl BlockSink for FileSink {
             }
         }
         if let Err(e) = self.write_all(block.data()) {
-            self.failed = true;
             self.unwritten.push(block);
             return Err(e);
         }
@@ -792,24 +599,11 @@ impl BlockSink for FileSink {
         self.opens.set(gate);
     }
 
-    fn cut_at(&mut self, off: u64) -> std::io::Result<()> {
-        cut_file(self.file.as_ref(), &self.path, off, &self.fault)
-    }
-
-    /// The blocks from the failed one on; those of them that landed in a
-    /// file that cannot be cut stay with it (`keep_landed`).
     fn take_unwritten(&mut self) -> Option<Unwritten> {
         let blocks = std::mem::take(&mut self.unwritten);
-        if blocks.is_empty() {
-            return None;
-        }
-        let copy: Vec<&[u8]> = blocks.iter().map(Block::data).collect();
-        let unreadable = self.fault.refuses_read();
-        let (kept, doubt) = keep_landed(self, self.bytes, &copy, unreadable);
-        Some(Unwritten {
+        (!blocks.is_empty()).then_some(Unwritten {
             off: self.bytes,
-            kept,
-            doubt,
+            kept: self.bytes,
             blocks,
         })
     }

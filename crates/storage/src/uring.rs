@@ -260,8 +260,6 @@ pub struct UringSink {
     /// the largest at or below the lowest offset not yet written, and all
     /// above it.
     bounds: VecDeque<u64>,
-    /// A unit test's failing disk ([`crate::sink::Landing`]).
-    fault: crate::sink::Fault,
 }
 
 /// An external write in flight: the runs it covers (each lent by its owner
@@ -371,7 +369,6 @@ impl UringEngine {
             held: Vec::new(),
             orphans: Vec::new(),
             bounds: VecDeque::new(),
-            fault: Default::default(),
         })
     }
 }
@@ -729,13 +726,6 @@ impl UringSink {
                 self.busy[b.lease().expect("ours").slot as usize] = false;
             }
             let res = if fault { -libc::EIO } else { res };
-            let res = match self.fault.lands() {
-                Some(torn) if res >= 0 => {
-                    self.tear(off + torn as u64, len.saturating_sub(torn as u64));
-                    -libc::EIO
-                }
-                _ => res,
-            };
             if res < 0 || res as u64 != len {
                 let err = Self::write_error(res);
                 if self.made_room_for(&err) {
@@ -959,35 +949,6 @@ impl UringSink {
         Ok(own)
     }
 
-    /// A unit test's landed write that only landed in part: zeros over
-    /// its last `len` bytes, from `at`.
-    #[cfg(test)]
-    fn tear(&self, at: u64, len: u64) {
-        use std::os::unix::fs::FileExt;
-        if len > 0 {
-            let f = std::fs::OpenOptions::new().write(true).open(&self.path);
-            f.and_then(|f| f.write_all_at(&vec![0; len as usize], at))
-                .expect("tearing a test's write");
-        }
-    }
-
-    #[cfg(not(test))]
-    #[inline(always)]
-    fn tear(&self, _at: u64, _len: u64) {}
-
-    /// A sink whose disk fails as `landing` says (unit tests).
-    #[cfg(test)]
-    pub(crate) fn failing(
-        path: impl Into<PathBuf>,
-        block_size: usize,
-        nbufs: usize,
-        landing: crate::sink::Landing,
-    ) -> Result<Self, StorageError> {
-        let mut s = Self::create(path, block_size, nbufs)?;
-        s.fault = crate::sink::Fault::landing(landing);
-        Ok(s)
-    }
-
     /// Gives a block back to the free list if it is ours (else drops it).
     fn give_back(&mut self, block: Block) {
         if self.owns(&block) {
@@ -1176,9 +1137,8 @@ impl BlockSink for UringSink {
             // parallel), leaving a hole at the failed offset: cut the file
             // there, so that it ends in complete data and the writer's
             // recovery finds its last complete record before the hole.
-            // (Where it cannot be, `take_unwritten` compares.)
             if let (Some((off, _)), Some(f)) = (&self.failed, &self.file) {
-                if f.metadata().is_ok_and(|m| m.len() > *off) && !self.fault.refuses_cut() {
+                if f.metadata().is_ok_and(|m| m.len() > *off) {
                     let _ = f.set_len(*off);
                 }
             }
@@ -1254,7 +1214,7 @@ impl BlockSink for UringSink {
         let mut head = vec![0; (failed - from) as usize];
         let read = std::fs::File::open(&self.path)
             .and_then(|f| std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, from));
-        if read.is_err() || self.fault.refuses_read() {
+        if read.is_err() {
             // The first record boundary past the failure, and no bytes before.
             from = match self.bounds.iter().find(|b| **b >= failed) {
                 Some(b) => *b,
@@ -1280,32 +1240,14 @@ impl BlockSink for UringSink {
         for (b, _) in std::mem::take(&mut self.orphans) {
             self.give_back(b);
         }
-        // What landed past the failure in a file that cannot be cut stays.
-        let (kept, doubt) = if from <= failed {
-            let past = &stream[(failed - from) as usize..];
-            let unreadable = self.fault.refuses_read();
-            crate::sink::keep_landed(self, failed, &[past], unreadable)
-        } else if self.cut_at(failed).is_ok() {
-            (failed, failed)
-        } else {
-            // Neither read back nor cut: what is past the failure may be
-            // there too.
-            let len = std::fs::metadata(&self.path).map_or(u64::MAX, |m| m.len());
-            (failed, len.min(from + stream.len() as u64))
-        };
         let mut block = Block::new(stream.len().max(1));
         block.buf_mut()[..stream.len()].copy_from_slice(&stream);
         block.set_len(stream.len());
         Some(crate::sink::Unwritten {
             off: from,
-            kept,
-            doubt,
+            kept: failed,
             blocks: vec![block],
         })
-    }
-
-    fn cut_at(&mut self, off: u64) -> std::io::Result<()> {
-        crate::sink::cut_file(self.file.as_ref(), &self.path, off, &self.fault)
     }
 
     fn path(&self) -> &Path {

@@ -35,12 +35,6 @@ pub struct WriterStats {
     /// Frames not read for the file's session table (its thread was
     /// behind: the table is marked incomplete).
     pub sessions_skipped: u64,
-    /// After a failed write: frames the sink gave back
-    /// ([`PcapWriter::take_unwritten`]) that readers find in the file too
-    /// (its volume could neither cut it nor read it back; see
-    /// `sink::keep_landed`), or, for an encrypted file this writer
-    /// cannot read, may find there.
-    pub twice: u64,
 }
 
 /// Writes frames as pcap records into blocks and blocks into a sink.
@@ -79,24 +73,10 @@ pub struct PcapWriter<S: BlockSink> {
     /// The file is encrypted: this writer cannot read it back, so after a
     /// failure its counts come from what the sink gives back.
     encrypted: bool,
-    /// After a failure, what the file keeps by its sink's word (frames,
-    /// bytes), and the frames given back that may be in it too.
+    /// After a failure, what the encrypted file keeps: (frames, bytes).
     kept_after: Option<(u64, u64)>,
-    doubt_after: u64,
-    /// ... and the stream offset the file is whole up to by its word.
-    kept_off: Option<u64>,
     /// What the failed sink gave back while closing, for the caller.
     left: Option<Unwritten>,
-}
-
-/// The length of the file at `path`.
-fn file_len(path: &Path) -> Result<u64, StorageError> {
-    std::fs::metadata(path)
-        .map(|m| m.len())
-        .map_err(|source| StorageError::Read {
-            path: path.to_owned(),
-            source,
-        })
 }
 
 /// (records, captured bytes) a reader gets from `path` (up to a torn tail).
@@ -120,37 +100,6 @@ pub type Rescued = Vec<(wiretape_files::walk::Meta, Vec<u8>)>;
 /// `u.kept`, for another volume, and the count and captured bytes of those
 /// before, which the failed file keeps.
 pub fn split_unwritten(header: &[u8], u: &Unwritten) -> (Rescued, u64, u64) {
-    let (mut out, mut frames, mut bytes) = (Vec::new(), 0, 0);
-    walk_unwritten(header, u, |end, m, data| {
-        if end > u.kept {
-            out.push((m, std::mem::take(data)));
-        } else {
-            frames += 1;
-            bytes += m.caplen as u64;
-        }
-    });
-    (out, frames, bytes)
-}
-
-/// The records of `u` given back that may be in the failed file too:
-/// those ending past `u.kept` and at or before `u.doubt`.
-fn doubtful(header: &[u8], u: &Unwritten) -> u64 {
-    let mut n = 0;
-    if u.doubt > u.kept {
-        walk_unwritten(header, u, |end, _, _| {
-            n += u64::from(end > u.kept && end <= u.doubt)
-        });
-    }
-    n
-}
-
-/// Calls `each` with every record of `u` (see [`split_unwritten`]): the
-/// stream offset of its end, its metadata, its bytes.
-fn walk_unwritten(
-    header: &[u8],
-    u: &Unwritten,
-    mut each: impl FnMut(u64, wiretape_files::walk::Meta, &mut Vec<u8>),
-) {
     let mut stream = Vec::new();
     if u.off > 0 {
         stream = header.to_vec();
@@ -161,10 +110,17 @@ fn walk_unwritten(
         stream.extend_from_slice(b.data());
     }
     let mut w = wiretape_files::walk::Walker::new(std::io::Cursor::new(stream));
+    let (mut out, mut frames, mut bytes) = (Vec::new(), 0, 0);
     let mut data = Vec::new();
     while let Some(m) = w.next_into(&mut data) {
-        each((w.offset() as i128 + shift).max(0) as u64, m, &mut data);
+        if w.offset() as i128 + shift > u.kept as i128 {
+            out.push((m, std::mem::take(&mut data)));
+        } else {
+            frames += 1;
+            bytes += m.caplen as u64;
+        }
     }
+    (out, frames, bytes)
 }
 
 impl<S: BlockSink> PcapWriter<S> {
@@ -248,8 +204,6 @@ impl<S: BlockSink> PcapWriter<S> {
             header,
             encrypted: false,
             kept_after: None,
-            doubt_after: 0,
-            kept_off: None,
             left: None,
         }
     }
@@ -270,9 +224,9 @@ impl<S: BlockSink> PcapWriter<S> {
             return Some(u);
         }
         let u = self.sink.take_unwritten()?;
-        self.kept_after = Some(self.kept_with(&u));
-        self.kept_off = Some(u.kept);
-        self.doubt_after = doubtful(&self.header, &u);
+        if self.encrypted {
+            self.kept_after = Some(self.kept_with(&u));
+        }
         Some(u)
     }
 
@@ -723,24 +677,11 @@ impl<S: BlockSink> PcapWriter<S> {
         }
         let err = self.failure();
         let accepted = self.stats.frames + self.stats.lost;
-        // What the sink gives back, first: it cuts the file at the failure,
-        // or where it cannot, keeps what landed (the counts below then find
-        // the file as readers will).
-        if self.kept_after.is_none() {
-            self.left = self.take_unwritten();
-        }
         match self.recover() {
             Ok((frames, bytes)) => {
                 self.stats.frames = frames;
                 self.stats.bytes = bytes;
-                self.stats.lost = accepted.saturating_sub(frames);
-                // Read in the file and given back as well: the file could
-                // be neither cut nor read back by its sink (an encrypted
-                // one, which this writer cannot read: what may be).
-                self.stats.twice = match self.kept_after {
-                    Some((kept, _)) if !self.encrypted => frames.saturating_sub(kept),
-                    _ => self.doubt_after,
-                };
+                self.stats.lost = accepted - frames;
                 // The index described blocks that may not have landed.
                 if let Some(i) = self.index.take() {
                     let idx = i.path().to_owned();
@@ -764,7 +705,6 @@ impl<S: BlockSink> PcapWriter<S> {
                 self.stats.lost = accepted;
                 self.stats.frames = 0;
                 self.stats.bytes = 0;
-                self.stats.twice = self.doubt_after;
             }
         }
         Err((self.stats, err))
@@ -776,18 +716,14 @@ impl<S: BlockSink> PcapWriter<S> {
         if self.encrypted {
             // Not readable here (no identity): the sink cut it after its
             // last whole chunk; what it gave back says what it keeps.
+            if self.kept_after.is_none() {
+                self.left = self.take_unwritten();
+            }
             return self.kept_after.ok_or(StorageError::Internal(
                 "an encrypted file's sink gave nothing back after a failed write",
             ));
         }
         if self.compressed {
-            if self.sink.cut_at(file_len(&path)?).is_err() {
-                // A volume that takes no more writes (read-only): left
-                // uncut, counted as readers read it (to its last whole unit).
-                return readable(&path).ok_or(StorageError::Internal(
-                    "a failed compressed file that cannot be read back",
-                ));
-            }
             return match crate::repair::repair_counting(&path) {
                 Ok((r, bytes)) => Ok((r.records, bytes)),
                 // A volume that takes no more writes (read-only): left
@@ -795,16 +731,18 @@ impl<S: BlockSink> PcapWriter<S> {
                 Err(e) => readable(&path).ok_or(e),
             };
         }
-        let len = file_len(&path)?;
-        // The latest record boundary at or below the file's length, and
-        // below what the sink says is whole (a file that could not be cut
-        // may be longer: space allocated ahead, after a hole).
-        let whole = self.kept_off.map_or(len, |k| k.min(len));
+        let len = std::fs::metadata(&path)
+            .map_err(|source| StorageError::Read {
+                path: path.clone(),
+                source,
+            })?
+            .len();
+        // The latest record boundary at or below the file's length.
         let (start, frames, bytes) = self
             .history
             .iter()
             .rev()
-            .find(|(off, _, _)| *off <= whole)
+            .find(|(off, _, _)| *off <= len)
             .copied()
             .unwrap_or((self.header_len, 0, 0));
         if len < self.header_len {
@@ -815,7 +753,7 @@ impl<S: BlockSink> PcapWriter<S> {
         if end < len {
             // On a volume that takes no more writes (read-only) the torn
             // tail stays: readers stop at it as at the cut.
-            let _ = self.sink.cut_at(end);
+            let _ = crate::repair::truncate(&path, end);
         }
         Ok((frames + n, bytes + b))
     }
@@ -1000,7 +938,6 @@ mod tests {
             Some(Unwritten {
                 off: kept,
                 kept,
-                doubt: kept,
                 blocks: std::mem::take(&mut self.left),
             })
         }
@@ -1008,10 +945,7 @@ mod tests {
 
     /// Writes frames (each naming itself in its first bytes; some
     /// compressible, some not) into `sink` until a write fails; then checks
-    /// that the file and what the sink gives back hold every frame, none
-    /// twice but those the writer counts as such ([`WriterStats::twice`]:
-    /// exactly, or for an encrypted file at most). Returns (frames in the
-    /// file, given back, twice).
+    /// that the file and what the sink gives back hold each exactly once.
     fn exercise<S: BlockSink>(
         sink: S,
         compressed: bool,
@@ -1019,7 +953,7 @@ mod tests {
         path: &Path,
         opts: &wiretape_files::ReadOptions,
         what: &str,
-    ) -> (u64, u64, u64) {
+    ) {
         let mut w = PcapWriter::new(sink, 65535)
             .compressed(compressed)
             .encrypted(encrypted);
@@ -1046,7 +980,7 @@ mod tests {
             sent += 1;
             assert!(sent < 1_000_000, "{what}: never failed");
         }
-        let u = w.take_unwritten().expect("an Unwritten after the failure");
+        let u = w.take_unwritten().expect("something given back");
         let header = Format::PcapNs.file_header(65535, "", wiretape_files::pcap::LINKTYPE_ETHERNET);
         let (back, _, _) = split_unwritten(&header, &u);
         let st = match w.close() {
@@ -1062,34 +996,17 @@ mod tests {
             ids.push(id(&data));
             in_file += 1;
         }
-        if encrypted {
-            // What this writer cannot read back it counts by the sink's
-            // word: what the file holds for sure, and what it may hold too.
-            assert!(
-                st.frames <= in_file && in_file <= st.frames + st.twice,
-                "{what}: the writer's count {} (twice {}), in the file {in_file}",
-                st.frames,
-                st.twice
-            );
-        } else {
-            assert_eq!(st.frames, in_file, "{what}: the writer's count");
-        }
+        assert_eq!(st.frames, in_file, "{what}: the writer's count");
+        assert!(!back.is_empty(), "{what}: nothing given back");
         ids.sort_unstable();
-        let twice = ids.windows(2).filter(|w| w[0] == w[1]).count() as u64;
+        let twice = ids.windows(2).filter(|w| w[0] == w[1]).count();
         ids.dedup();
-        let counted = if encrypted {
-            twice.min(st.twice)
-        } else {
-            st.twice
-        };
         assert_eq!(
             (ids.len() as u64, twice, ids.last().copied()),
-            (sent, counted, sent.checked_sub(1)),
-            "{what}: kept {in_file}, given back {}, counted twice {} (frames, twice, last)",
-            back.len(),
-            st.twice
+            (sent, 0, sent.checked_sub(1)),
+            "{what}: kept {in_file}, given back {} (frames, twice, last)",
+            back.len()
         );
-        (in_file, back.len() as u64, twice)
     }
 
     /// A compressed or encrypted file whose disk fails while units or
@@ -1122,8 +1039,7 @@ mod tests {
                 (3, 1 << 20, 1, false),
                 // The failed write landed whole and the file stays as it
                 // is: its units stay with the file, none is given back
-                // too (this test sink does not compare: the compressor
-                // does; for age the engines below do).
+                // too. (Not yet so for age's chunks: issue 37.)
                 (3, 1 << 20, 1, true),
                 (5, 1 << 20, 0, true),
             ] {
@@ -1149,7 +1065,7 @@ mod tests {
                 );
                 // The layers as `record` stacks them, over the tearing disk.
                 let c = compress.is_on();
-                let (_, back, twice) = match (c, age) {
+                match (c, age) {
                     (true, false) => exercise(
                         crate::compress::CompressSink::new(t, compress, pool.clone()).unwrap(),
                         c,
@@ -1179,69 +1095,6 @@ mod tests {
                         &opts,
                         &what,
                     ),
-                };
-                assert!(back > 0, "{what}: nothing given back");
-                assert_eq!(twice, 0, "{what}: twice");
-            }
-        }
-        // The real engines, buffered and io_uring, under each layer, on a
-        // disk that fails as an aborting ext4 does: the failed write lands
-        // (whole, or its first bytes and zeros after) and the file can no
-        // longer be cut; the sink compares what is past the failure with
-        // its copy. Where it cannot read it back either, the frames it gave
-        // back that the file holds too are counted.
-        let mut n = 0;
-        for (compress, age) in [
-            (Compress::None, false),
-            (Compress::Lz4, false),
-            (Compress::None, true),
-            (Compress::Lz4, true),
-        ] {
-            for (at, torn, unreadable) in [
-                (3u64, usize::MAX, false),
-                (5, usize::MAX, false),
-                (4, 5000, false),
-                (3, usize::MAX, true),
-            ] {
-                for direct in [false, true] {
-                    n += 1;
-                    let path = d.join(format!("r{n}.pcap"));
-                    let landing = crate::sink::Landing {
-                        at,
-                        torn,
-                        unreadable,
-                    };
-                    let sink = if direct {
-                        crate::sink::AnySink::Direct(Box::new(
-                            crate::uring::UringSink::failing(&path, 1 << 17, 4, landing).unwrap(),
-                        ))
-                    } else {
-                        crate::sink::AnySink::Buffered(
-                            FileSink::failing(&path, 1 << 17, landing).unwrap(),
-                        )
-                    };
-                    let what = format!(
-                        "{compress:?} age {age}, direct {direct}, landing at {at}, torn {torn}, \
-                         unreadable {unreadable}"
-                    );
-                    let sink = sink
-                        .encrypted(age.then_some(&to))
-                        .unwrap()
-                        .compressed(compress, Some(&pool))
-                        .unwrap();
-                    let (in_file, back, twice) =
-                        exercise(sink, compress.is_on(), age, &path, &opts, &what);
-                    eprintln!("{what}: kept {in_file}, given back {back}, twice {twice}");
-                    // Where every write landed whole, none is twice. The
-                    // io_uring file, though, is allocated ahead (zeros past
-                    // its data): the one record, or compressed unit, that
-                    // straddles the end of what went out reads as whole
-                    // (zeros in its tail; an LZ4 unit has no checksum of
-                    // its own) and is given back intact too: counted
-                    // (`exercise`). An age chunk is authenticated: never.
-                    if torn == usize::MAX && !unreadable && (!direct || age) {
-                        assert_eq!(twice, 0, "{what}: twice");
-                    }
                 }
             }
         }
