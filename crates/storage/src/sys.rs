@@ -28,10 +28,29 @@ pub fn fs_space(dir: &std::path::Path) -> Option<(u64, u64)> {
 }
 
 /// Whether the filesystem holding `dir` is read-only now (`ST_RDONLY`: a
-/// read-only mount, or one the kernel turned read-only after an error).
-/// False when it cannot be told.
+/// read-only mount, or one the kernel turned read-only after an error; or
+/// ext4's `emergency_ro`: since Linux 6.x an ext4 that aborts refuses
+/// writes with EROFS without setting `ST_RDONLY`, and says so only in its
+/// mount options). False when it cannot be told.
 pub(crate) fn fs_read_only(dir: &std::path::Path) -> bool {
     statvfs(dir).is_some_and(|s| s.f_flag & libc::ST_RDONLY != 0)
+        || std::fs::read_to_string("/proc/self/mounts")
+            .is_ok_and(|m| emergency_ro(&m, &dir.canonicalize().unwrap_or_default()))
+}
+
+/// Whether the mount holding `dir` (the longest mount point above it) in
+/// `mounts` (`/proc/self/mounts`) has the option `emergency_ro`.
+fn emergency_ro(mounts: &str, dir: &std::path::Path) -> bool {
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let at = f.nth(1)?.replace("\\040", " ");
+            Some((at, f.nth(1)?.to_owned()))
+        })
+        .filter(|(at, _)| dir.starts_with(at))
+        .max_by_key(|(at, _)| at.len())
+        .is_some_and(|(_, opts)| opts.split(',').any(|o| o == "emergency_ro"))
 }
 
 /// Bytes free for unprivileged users on the filesystem holding `file`.
@@ -142,4 +161,22 @@ pub(crate) fn thread_cpu_ns() -> u64 {
         return 0;
     }
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    /// ext4 after `mount -o remount,abort` (Linux 6.18): `emergency_ro`
+    /// in its options, no `ro`; the longest mount point above wins.
+    #[test]
+    fn an_aborted_ext4_is_read_only() {
+        let m = "/dev/vda / ext4 rw,relatime 0 0\n\
+                 /dev/loop0 /tmp/a.mnt ext4 rw,relatime,abort,emergency_ro 0 0\n\
+                 /dev/loop1 /tmp/a\\040b ext4 rw,relatime,emergency_ro 0 0\n";
+        let p = std::path::Path::new;
+        assert!(super::emergency_ro(m, p("/tmp/a.mnt/x")));
+        assert!(super::emergency_ro(m, p("/tmp/a.mnt")));
+        assert!(super::emergency_ro(m, p("/tmp/a b/c")));
+        assert!(!super::emergency_ro(m, p("/tmp/a.mntx")));
+        assert!(!super::emergency_ro(m, p("/tmp")));
+    }
 }
