@@ -257,7 +257,11 @@ fn steno_abs(capture: &Path) -> PathBuf {
     let (Some(dir), Some(name)) = (capture.parent(), capture.file_name()) else {
         return whole();
     };
-    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
     let Ok(id) = std::fs::metadata(dir).map(|m| (m.dev(), m.ino())) else {
         return whole();
     };
@@ -566,6 +570,35 @@ mod tests {
         ] {
             assert_eq!(parse(&bad, "wt"), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_steno_files_absolute_path_follows_its_directorys_link() {
+        let root = std::env::temp_dir().join(format!("wt-steno-abs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (a, b) = (root.join("a"), root.join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        let link = root.join("packets");
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        let f = link.join("1795813946878311");
+        assert_eq!(steno_abs(&f), root.join("a/1795813946878311"));
+        // Asked again: the kept resolution, the same answer.
+        assert_eq!(steno_abs(&f), root.join("a/1795813946878311"));
+        // The link now names another directory: resolved anew.
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&b, &link).unwrap();
+        assert_eq!(steno_abs(&f), root.join("b/1795813946878311"));
+        // A relative path in the current directory's terms.
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(
+            steno_abs(Path::new("1795813946878311")),
+            std::fs::canonicalize(&here)
+                .unwrap()
+                .join("1795813946878311")
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -213,7 +213,9 @@ pub(crate) fn dir_names(dir: &Path) -> std::io::Result<Vec<std::ffi::OsString>> 
 
 /// The names in `dir`, and the directory's mtime when the listing is a
 /// kept one ([`keep_dir_listings`]; None: listed afresh and not kept).
-fn listing(dir: &Path) -> std::io::Result<(Vec<std::ffi::OsString>, Option<std::time::SystemTime>)> {
+fn listing(
+    dir: &Path,
+) -> std::io::Result<(Vec<std::ffi::OsString>, Option<std::time::SystemTime>)> {
     let read = || -> std::io::Result<Vec<std::ffi::OsString>> {
         std::fs::read_dir(dir)?
             .map(|e| e.map(|e| e.file_name()))
@@ -448,6 +450,39 @@ mod tests {
         std::fs::write(d.join("1795813968909403"), b"x").unwrap();
         age(past);
         assert_eq!(dir_names(&d).unwrap(), vec!["1795813946878311"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_kept_store_stats_its_final_names_once_per_mtime() {
+        let d = std::env::temp_dir().join(format!("wt-steno-states-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let (full, empty, dot) = (
+            d.join("1795813946878311"),
+            d.join("1795813957904924"),
+            d.join(".1795813968909403"),
+        );
+        std::fs::write(&full, b"x").unwrap();
+        std::fs::write(&empty, b"").unwrap();
+        std::fs::write(&dot, b"").unwrap();
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        let age = |t| std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
+        age(past);
+        keep_dir_listings();
+        assert_eq!(list(&d).unwrap(), vec![full.clone()]);
+        // The dot-file being written grows: seen at once (stat'ed every
+        // time); a final name's state is kept while the mtime holds (the
+        // empty file written in place, which stenotype never does, is
+        // not seen)...
+        std::fs::write(&dot, b"x").unwrap();
+        std::fs::write(&empty, b"x").unwrap();
+        assert_eq!(list(&d).unwrap(), vec![full.clone(), dot.clone()]);
+        // ... and a rename (stenotype's end of a file) moves the mtime:
+        // every final name is looked at again.
+        let done = d.join("1795813968909403");
+        std::fs::rename(&dot, &done).unwrap();
+        assert_eq!(list(&d).unwrap(), vec![full, empty, done]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 
