@@ -10,6 +10,8 @@
 use crate::extract::{Frame, Merge, Note, NoteKind, Plan, Stats, Window};
 /// Files opened by the planner for the merge, by path.
 type Opened = std::collections::HashMap<PathBuf, crate::extract::Opened>;
+/// Link types, each with its files, in plan order.
+type LinkTypes = Vec<(u32, Vec<PathBuf>)>;
 use crate::narrow::Narrow;
 pub use crate::narrow::PlanStats;
 use crate::steno::Selection;
@@ -233,7 +235,7 @@ impl Job {
         req: &Request,
         plan: Plan,
         plan_stats: PlanStats,
-        (linktypes, opened): (Vec<(u32, Vec<PathBuf>)>, Opened),
+        (linktypes, opened): (LinkTypes, Opened),
         started: Instant,
     ) -> Job {
         let blocks = if req.list_blocks {
@@ -813,8 +815,8 @@ const KEEP_OPEN: usize = 16;
 /// kept open as read, for the merge ([`Merge::with_opened`]): a selective
 /// query over a few files opens each once, not once here and once more
 /// in the merge.
-fn linktypes_of(plan: &Plan) -> Result<(Vec<(u32, Vec<PathBuf>)>, Opened), QueryError> {
-    let mut out: Vec<(u32, Vec<PathBuf>)> = Vec::new();
+fn linktypes_of(plan: &Plan) -> Result<(LinkTypes, Opened), QueryError> {
+    let mut out: LinkTypes = Vec::new();
     let mut opened = Opened::new();
     for f in plan.files.iter().filter(|f| f.skip.is_none()) {
         // Its header only (a compressed capture through its decompressor).
