@@ -9,6 +9,7 @@
 
 use crate::pcap::Format;
 use crate::ReadOptions;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -235,10 +236,55 @@ fn is_steno(capture: &Path) -> bool {
         .is_some_and(crate::steno::is_file_name)
 }
 
+/// `capture`'s absolute path, its directory's symbolic links resolved:
+/// the directory resolved once and kept by its (device, inode), so that a
+/// query over a store's files costs one `stat` of their directory per
+/// file, not a `readlink` per path component per sidecar (ten and more
+/// each; a cold query over a store of a few files made 250 of them).
+/// The directory's kept resolution is used while the path still names
+/// the same directory (a link above it moved elsewhere resolves anew).
+/// The file's own name is kept as given: a Stenographer file is a file in
+/// its packets directory, not a link.
 fn steno_abs(capture: &Path) -> PathBuf {
-    std::fs::canonicalize(capture)
-        .or_else(|_| std::path::absolute(capture))
-        .unwrap_or_else(|_| capture.to_owned())
+    use std::os::unix::fs::MetadataExt;
+    type Kept = HashMap<PathBuf, ((u64, u64), PathBuf)>;
+    static DIRS: std::sync::Mutex<Option<Kept>> = std::sync::Mutex::new(None);
+    let whole = || {
+        std::fs::canonicalize(capture)
+            .or_else(|_| std::path::absolute(capture))
+            .unwrap_or_else(|_| capture.to_owned())
+    };
+    let (Some(dir), Some(name)) = (capture.parent(), capture.file_name()) else {
+        return whole();
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let Ok(id) = std::fs::metadata(dir).map(|m| (m.dev(), m.ino())) else {
+        return whole();
+    };
+    let kept = DIRS.lock().ok().and_then(|g| {
+        g.as_ref()?
+            .get(dir)
+            .filter(|(i, _)| *i == id)
+            .map(|(_, r)| r.clone())
+    });
+    let resolved = match kept {
+        Some(r) => r,
+        None => {
+            let Ok(r) = std::fs::canonicalize(dir) else {
+                return whole();
+            };
+            if let Ok(mut g) = DIRS.lock() {
+                g.get_or_insert_with(HashMap::new)
+                    .insert(dir.to_owned(), (id, r.clone()));
+            }
+            r
+        }
+    };
+    resolved.join(name)
 }
 
 /// The old layout: `<dir>/<absolute path>` (a directory per component).
@@ -524,6 +570,35 @@ mod tests {
         ] {
             assert_eq!(parse(&bad, "wt"), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_steno_files_absolute_path_follows_its_directorys_link() {
+        let root = std::env::temp_dir().join(format!("wt-steno-abs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (a, b) = (root.join("a"), root.join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        let link = root.join("packets");
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        let f = link.join("1795813946878311");
+        assert_eq!(steno_abs(&f), root.join("a/1795813946878311"));
+        // Asked again: the kept resolution, the same answer.
+        assert_eq!(steno_abs(&f), root.join("a/1795813946878311"));
+        // The link now names another directory: resolved anew.
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&b, &link).unwrap();
+        assert_eq!(steno_abs(&f), root.join("b/1795813946878311"));
+        // A relative path in the current directory's terms.
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(
+            steno_abs(Path::new("1795813946878311")),
+            std::fs::canonicalize(&here)
+                .unwrap()
+                .join("1795813946878311")
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

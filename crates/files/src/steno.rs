@@ -208,13 +208,21 @@ pub fn keep_dir_listings() {
 
 /// The names in `dir` (kept ones where [`keep_dir_listings`] says).
 pub(crate) fn dir_names(dir: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
+    listing(dir).map(|(names, _)| names)
+}
+
+/// The names in `dir`, and the directory's mtime when the listing is a
+/// kept one ([`keep_dir_listings`]; None: listed afresh and not kept).
+fn listing(
+    dir: &Path,
+) -> std::io::Result<(Vec<std::ffi::OsString>, Option<std::time::SystemTime>)> {
     let read = || -> std::io::Result<Vec<std::ffi::OsString>> {
         std::fs::read_dir(dir)?
             .map(|e| e.map(|e| e.file_name()))
             .collect()
     };
     if LISTINGS.lock().map(|g| g.is_none()).unwrap_or(true) {
-        return read();
+        return Ok((read()?, None));
     }
     let mtime = std::fs::metadata(dir)?.modified()?;
     if let Some((t, names)) = LISTINGS
@@ -223,7 +231,7 @@ pub(crate) fn dir_names(dir: &Path) -> std::io::Result<Vec<std::ffi::OsString>> 
         .and_then(|g| g.as_ref().and_then(|m| m.get(dir).cloned()))
     {
         if t == mtime {
-            return Ok(names);
+            return Ok((names, Some(t)));
         }
     }
     let names = read()?;
@@ -234,11 +242,24 @@ pub(crate) fn dir_names(dir: &Path) -> std::io::Result<Vec<std::ffi::OsString>> 
         if let Ok(mut g) = LISTINGS.lock() {
             if let Some(m) = g.as_mut() {
                 m.insert(dir.to_owned(), (mtime, names.clone()));
+                return Ok((names, Some(mtime)));
             }
         }
     }
-    Ok(names)
+    Ok((names, None))
 }
+
+/// Of a packets directory with a kept listing, by its mtime: whether each
+/// of its files under a final name (not a dot-file) is a non-empty regular
+/// file. stenotype writes a file only under its dot-name and renames it
+/// when done, and a rename or removal moves the directory's mtime: a
+/// final name's state holds while the mtime does, so a query over a kept
+/// store stats none of them (one `stat` per file per query before; a
+/// store of stenotype's restarts holds many empty ones). Dot-files are
+/// stat'ed every time (the one being written grows).
+type FileStates = HashMap<PathBuf, (std::time::SystemTime, HashMap<std::ffi::OsString, bool>)>;
+
+static FILE_STATES: std::sync::Mutex<Option<FileStates>> = std::sync::Mutex::new(None);
 
 /// Where stenotype's files lie under `dir`: `dir` itself holding them, a
 /// thread directory (`packets/` in it), stenotype's `--dir` (`PKT<n>/`), or
@@ -310,12 +331,21 @@ pub fn starts_like(p: &Path) -> bool {
 /// opened) are left out.
 pub fn list(packets: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut v: Vec<(u64, bool, PathBuf)> = Vec::new();
-    for name in dir_names(packets)? {
-        let path = packets.join(&name);
-        let Ok(name) = name.into_string() else {
+    let (names, kept) = listing(packets)?;
+    let known = kept
+        .and_then(|t| {
+            let g = FILE_STATES.lock().ok()?;
+            let (at, states) = g.as_ref()?.get(packets)?;
+            (*at == t).then(|| states.clone())
+        })
+        .unwrap_or_default();
+    let mut states = HashMap::new();
+    for os in names {
+        let path = packets.join(&os);
+        let Some(name) = os.to_str() else {
             continue;
         };
-        if !is_file_name(&name) {
+        if !is_file_name(name) {
             continue;
         }
         let dot = name.starts_with('.');
@@ -323,8 +353,21 @@ pub fn list(packets: &Path) -> std::io::Result<Vec<PathBuf>> {
             .trim_start_matches('.')
             .parse::<u64>()
             .unwrap_or(u64::MAX);
-        if std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() > 0) {
+        let full = match known.get(&os) {
+            Some(&full) if !dot => full,
+            _ => std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() > 0),
+        };
+        if !dot {
+            states.insert(os, full);
+        }
+        if full {
             v.push((us, dot, path));
+        }
+    }
+    if let Some(t) = kept {
+        if let Ok(mut g) = FILE_STATES.lock() {
+            g.get_or_insert_with(HashMap::new)
+                .insert(packets.to_owned(), (t, states));
         }
     }
     v.sort();
@@ -407,6 +450,39 @@ mod tests {
         std::fs::write(d.join("1795813968909403"), b"x").unwrap();
         age(past);
         assert_eq!(dir_names(&d).unwrap(), vec!["1795813946878311"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_kept_store_stats_its_final_names_once_per_mtime() {
+        let d = std::env::temp_dir().join(format!("wt-steno-states-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let (full, empty, dot) = (
+            d.join("1795813946878311"),
+            d.join("1795813957904924"),
+            d.join(".1795813968909403"),
+        );
+        std::fs::write(&full, b"x").unwrap();
+        std::fs::write(&empty, b"").unwrap();
+        std::fs::write(&dot, b"").unwrap();
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        let age = |t| std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
+        age(past);
+        keep_dir_listings();
+        assert_eq!(list(&d).unwrap(), vec![full.clone()]);
+        // The dot-file being written grows: seen at once (stat'ed every
+        // time); a final name's state is kept while the mtime holds (the
+        // empty file written in place, which stenotype never does, is
+        // not seen)...
+        std::fs::write(&dot, b"x").unwrap();
+        std::fs::write(&empty, b"x").unwrap();
+        assert_eq!(list(&d).unwrap(), vec![full.clone(), dot.clone()]);
+        // ... and a rename (stenotype's end of a file) moves the mtime:
+        // every final name is looked at again.
+        let done = d.join("1795813968909403");
+        std::fs::rename(&dot, &done).unwrap();
+        assert_eq!(list(&d).unwrap(), vec![full, empty, done]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -726,6 +726,19 @@ pub struct Merge<P: FnMut(&[u8], u32, u64) -> bool> {
     pool: ReadPool,
     /// How the files are opened ([`Plan::read`]).
     read: ReadOptions,
+    /// Files the planner opened already (to learn their link types), by
+    /// path: taken instead of opening them again ([`Merge::with_opened`]).
+    opened: HashMap<PathBuf, Opened>,
+}
+
+/// A file opened for the merge: its walk (its header read) and whether a
+/// writer holds it ([`Source::open_query`]).
+pub(crate) type Opened = (Walker<Source<RampReader>>, bool);
+
+/// Opens `path` for the merge ([`Opened`]).
+pub(crate) fn open_for_merge(path: &Path, read: &ReadOptions) -> std::io::Result<Opened> {
+    let (reader, live) = Source::open_query(path, read)?;
+    Ok((Walker::new(reader), live))
 }
 
 impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
@@ -790,7 +803,15 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
             stop: None,
             stopped: false,
             pool: ReadPool::new(),
+            opened: HashMap::new(),
         }
+    }
+
+    /// The merge takes these files as they are opened ([`open_for_merge`]
+    /// by the planner) instead of opening them again.
+    pub(crate) fn with_opened(mut self, opened: HashMap<PathBuf, Opened>) -> Self {
+        self.opened = opened;
+        self
     }
 
     /// Ends the merge early once `flag` is set: it is checked every 1024
@@ -904,14 +925,17 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
 
     fn open(&mut self, i: usize) {
         let path = &self.files[i].path;
-        let (reader, live) = match Source::open_query(path, &self.read) {
-            Ok(r) => r,
+        let opened = match self.opened.remove(path) {
+            Some(o) => Ok(o),
+            None => open_for_merge(path, &self.read),
+        };
+        let (mut walk, live) = match opened {
+            Ok(o) => o,
             Err(e) => {
                 let m = format!("cannot read it: {e}");
                 return self.note(i, None, NoteKind::Error, m);
             }
         };
-        let mut walk = Walker::new(reader);
         self.stats.files_read += 1;
         self.stats.files_live += u64::from(live);
         let lt = walk.header().linktype;

@@ -8,6 +8,10 @@
 //! what the command prints.
 
 use crate::extract::{Frame, Merge, Note, NoteKind, Plan, Stats, Window};
+/// Files opened by the planner for the merge, by path.
+type Opened = std::collections::HashMap<PathBuf, crate::extract::Opened>;
+/// Link types, each with its files, in plan order.
+type LinkTypes = Vec<(u32, Vec<PathBuf>)>;
 use crate::narrow::Narrow;
 pub use crate::narrow::PlanStats;
 use crate::steno::Selection;
@@ -127,6 +131,8 @@ pub struct Job {
     /// The sessions chosen by [`Request::session_where`]: only their
     /// frames are given.
     pub sessions: Option<Arc<crate::sessions::Selected>>,
+    /// Files opened while planning, kept for the merge.
+    opened: Opened,
 }
 
 /// What a finished job did.
@@ -212,14 +218,14 @@ impl Job {
             plan.files.clear();
             plan_stats = PlanStats::default();
         }
-        let linktypes = linktypes_of(&plan)?;
+        let (linktypes, opened) = linktypes_of(&plan)?;
         let progs = progs_for(&linktypes, &filter, prog)?;
         Ok(Job {
             filter,
             progs,
             filter_narrows: needs_on && !sel.is_empty(),
             sessions: Some(Arc::new(sel)),
-            ..Job::of_plan(req, plan, plan_stats, linktypes, started)
+            ..Job::of_plan(req, plan, plan_stats, (linktypes, opened), started)
         })
     }
 
@@ -229,7 +235,7 @@ impl Job {
         req: &Request,
         plan: Plan,
         plan_stats: PlanStats,
-        linktypes: Vec<(u32, Vec<PathBuf>)>,
+        (linktypes, opened): (LinkTypes, Opened),
         started: Instant,
     ) -> Job {
         let blocks = if req.list_blocks {
@@ -251,6 +257,7 @@ impl Job {
             steno: None,
             not_ethernet: Vec::new(),
             sessions: None,
+            opened,
         }
     }
 
@@ -281,14 +288,14 @@ impl Job {
             &req.read,
             narrow,
         )?;
-        let linktypes = linktypes_of(&plan)?;
+        let (linktypes, opened) = linktypes_of(&plan)?;
         let progs = progs_for(&linktypes, &filter, prog)?;
         let ethernet = progs.iter().any(|p| p.0 == LINKTYPE_ETHERNET);
         Ok(Job {
             filter,
             progs,
             filter_narrows: needs.is_some() && ethernet,
-            ..Job::of_plan(req, plan, plan_stats, linktypes, started)
+            ..Job::of_plan(req, plan, plan_stats, (linktypes, opened), started)
         })
     }
 
@@ -323,7 +330,7 @@ impl Job {
             plan.files.clear();
             plan_stats = PlanStats::default();
         }
-        let mut linktypes = linktypes_of(&plan)?;
+        let (mut linktypes, mut opened) = linktypes_of(&plan)?;
         let mut not_ethernet = Vec::new();
         linktypes.retain(|(lt, files)| {
             if *lt != LINKTYPE_ETHERNET {
@@ -332,6 +339,7 @@ impl Job {
             *lt == LINKTYPE_ETHERNET
         });
         plan.files.retain(|f| !not_ethernet.contains(&f.path));
+        opened.retain(|p, _| !not_ethernet.contains(p));
         let narrows = req.flow_index && sel.parts.iter().any(|p| p.needs.is_some());
         let blocks = if req.list_blocks {
             planned_blocks(&plan)
@@ -363,6 +371,7 @@ impl Job {
             steno: Some(sel),
             not_ethernet,
             sessions: None,
+            opened,
         })
     }
 
@@ -419,7 +428,7 @@ impl Job {
                     .collect()
             }
         };
-        let mut merge = Merge::per_linktype(self.plan, preds);
+        let mut merge = Merge::per_linktype(self.plan, preds).with_opened(self.opened);
         if let Some(f) = self.stop {
             merge.stop_on(f);
         }
@@ -795,18 +804,24 @@ pub fn mixed_linktypes(linktypes: &[(u32, Vec<PathBuf>)]) -> Option<MixedLinkTyp
     })
 }
 
+/// Files [`linktypes_of`] keeps open for the merge, at most (each holds
+/// two descriptors and a read buffer until the merge reads it; files past
+/// these are opened again by the merge as before).
+const KEEP_OPEN: usize = 16;
+
 /// The link types of the files `plan` reads (from their headers), each
 /// with its files, in plan order; a file whose header cannot be read is
-/// left to the merge (which notes it).
-fn linktypes_of(plan: &Plan) -> Result<Vec<(u32, Vec<PathBuf>)>, QueryError> {
-    let mut out: Vec<(u32, Vec<PathBuf>)> = Vec::new();
+/// left to the merge (which notes it). The first [`KEEP_OPEN`] files are
+/// kept open as read, for the merge ([`Merge::with_opened`]): a selective
+/// query over a few files opens each once, not once here and once more
+/// in the merge.
+fn linktypes_of(plan: &Plan) -> Result<(LinkTypes, Opened), QueryError> {
+    let mut out: LinkTypes = Vec::new();
+    let mut opened = Opened::new();
     for f in plan.files.iter().filter(|f| f.skip.is_none()) {
         // Its header only (a compressed capture through its decompressor).
-        use wiretape_files::zread::{open_layers, Layers, Source};
-        let src = match open_layers(&f.path, &plan.read) {
-            Ok(Layers::Plain(file)) => Source::Plain(std::io::BufReader::with_capacity(4096, file)),
-            Ok(Layers::Age(a)) => Source::Age(a),
-            Ok(Layers::Z(z)) => Source::Z(z),
+        let (w, live) = match crate::extract::open_for_merge(&f.path, &plan.read) {
+            Ok(o) => o,
             // An encrypted file no identity given opens: refused before
             // anything is written (the error names it and its recipients).
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
@@ -817,7 +832,6 @@ fn linktypes_of(plan: &Plan) -> Result<Vec<(u32, Vec<PathBuf>)>, QueryError> {
             }
             Err(_) => continue,
         };
-        let w = wiretape_files::walk::Walker::new(src);
         if w.format().is_none() {
             continue;
         }
@@ -826,6 +840,9 @@ fn linktypes_of(plan: &Plan) -> Result<Vec<(u32, Vec<PathBuf>)>, QueryError> {
             Some((_, v)) => v.push(f.path.clone()),
             None => out.push((lt, vec![f.path.clone()])),
         }
+        if opened.len() < KEEP_OPEN {
+            opened.insert(f.path.clone(), (w, live));
+        }
     }
-    Ok(out)
+    Ok((out, opened))
 }
