@@ -169,7 +169,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     };
     ex.inputs = match extraction::group_inputs(&words) {
         Ok(i) => i,
-        Err(e) => return usage(e),
+        Err(e) => return usage(crate::common::flags::address_line(&e)),
     };
     ex.window = window;
     ex.prefix = a.prefix.clone();
