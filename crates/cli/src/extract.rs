@@ -134,7 +134,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let read = a.read.options()?;
     let format = match Format::from_flags(&a.format, &a.tsprec) {
         Ok(f) => f,
-        Err(e) => return usage(e),
+        Err(e) => return usage(e.named("--format", "--tsprec")),
     };
     let (words, filter_words) = match crate::common::inputs::split(&a.words, &a.after) {
         Ok(w) => w,

@@ -95,11 +95,10 @@ pub fn format(p: &HashMap<String, String>) -> Result<Format, BadRequest> {
             quote(t)
         )));
     }
-    Format::from_flags(f, t).map_err(|m| {
+    Format::from_flags(f, t).map_err(|e| {
         BadRequest(format!(
             "parameters 'format' and 'tsprec': {}",
-            m.replace("--tsprec", "tsprec")
-                .replace("--format", "format")
+            e.named("format", "tsprec")
         ))
     })
 }
