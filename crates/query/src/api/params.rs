@@ -294,6 +294,16 @@ mod tests {
     }
 
     #[test]
+    fn a_format_refused_names_the_parameters() {
+        assert_eq!(format(&p("format=pcapng&tsprec=ns")), Ok(Format::PcapNg));
+        assert_eq!(
+            format(&p("format=pcapng&tsprec=us")).unwrap_err().0,
+            "parameters 'format' and 'tsprec': tsprec us is for pcap; pcapng files always carry \
+             ns stamps (if_tsresol 9)"
+        );
+    }
+
+    #[test]
     fn the_five_tuple_form_is_stenoquerys() {
         let f = |q: &str| filter(&p(q));
         assert_eq!(
