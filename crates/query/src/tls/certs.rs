@@ -88,7 +88,7 @@ impl Validity {
 /// `days` if a certificate may be valid that long (1 to [`MAX_DAYS`]),
 /// else [`TlsError::Days`].
 pub fn check_days(days: u32) -> Result<u32, TlsError> {
-    if days < 1 || days > MAX_DAYS {
+    if !(1..=MAX_DAYS).contains(&days) {
         return Err(TlsError::Days { days });
     }
     Ok(days)
