@@ -157,7 +157,7 @@ fn days_arg(s: &str) -> std::result::Result<u32, String> {
     let n: u32 = s
         .parse()
         .map_err(|_| format!("'{s}' is not a number of days"))?;
-    tls::check_days(n)
+    tls::check_days(n).map_err(|e| crate::common::flags::tls_line(&e))
 }
 
 #[derive(clap::Subcommand)]
@@ -405,7 +405,7 @@ pub(crate) fn certs(a: CertsArgs) -> Result<i32> {
             Ok(0)
         }
         Err(e) => {
-            eprintln!("wiretape: error: {e}");
+            eprintln!("wiretape: error: {}", crate::common::flags::certs_line(&e));
             Ok(1)
         }
     }

@@ -134,7 +134,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let read = a.read.options()?;
     let format = match Format::from_flags(&a.format, &a.tsprec) {
         Ok(f) => f,
-        Err(e) => return usage(e),
+        Err(e) => return usage(e.named("--format", "--tsprec")),
     };
     let (words, filter_words) = match crate::common::inputs::split(&a.words, &a.after) {
         Ok(w) => w,
@@ -169,7 +169,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     };
     ex.inputs = match extraction::group_inputs(&words) {
         Ok(i) => i,
-        Err(e) => return usage(e),
+        Err(e) => return usage(crate::common::flags::address_line(&e)),
     };
     ex.window = window;
     ex.prefix = a.prefix.clone();

@@ -147,7 +147,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     };
     let (local, remotes) = match remote::split_inputs(&words) {
         Ok(s) => s,
-        Err(e) => return crate::common::usage_exit(e),
+        Err(e) => return crate::common::usage_exit(crate::common::flags::address_line(&e)),
     };
     if !remotes.is_empty() && a.parquet.is_none() {
         return crate::common::usage_exit(format!(

@@ -86,7 +86,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         if remote::is_url(i) {
             match Remote::parse(i) {
                 Ok(r) => remotes.push(r),
-                Err(e) => return crate::common::usage_exit(e),
+                Err(e) => return crate::common::usage_exit(crate::common::flags::address_line(&e)),
             }
         } else if !std::path::Path::new(i).exists() {
             return crate::common::usage_exit(format!(

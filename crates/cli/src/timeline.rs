@@ -130,7 +130,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     };
     let (local, remotes) = match remote::split_inputs(&words) {
         Ok(s) => s,
-        Err(e) => return usage(e),
+        Err(e) => return usage(crate::common::flags::address_line(&e)),
     };
     let refs: Vec<&Remote> = remotes.iter().collect();
     let client = match a.tls.client(&refs) {

@@ -43,9 +43,50 @@ pub const LZ4_HEADER_LEN: u64 = 7;
 /// The high bit of an LZ4 block size: the block is stored uncompressed.
 pub const LZ4_STORED: u32 = 0x8000_0000;
 
+/// A compression's name that does not parse (`lz4`, `zstd`, `zstd:LEVEL`,
+/// `none`); each holds the text as given.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompressError {
+    /// `lz4:LEVEL`: LZ4 has no levels.
+    #[error("compression {0}: lz4 takes no level; use lz4 or zstd:LEVEL")]
+    Lz4Level(String),
+    /// `zstd:LEVEL` with a level zstd does not have.
+    #[error("compression {given}: zstd level must be an integer from {min} to {max}")]
+    ZstdLevel {
+        /// The text as given.
+        given: String,
+        /// zstd's lowest level.
+        min: i32,
+        /// zstd's highest level.
+        max: i32,
+    },
+    /// Not a compression wiretape writes.
+    #[error("compression {0}: unknown compression; use lz4, zstd or zstd:LEVEL")]
+    Unknown(String),
+}
+
+impl CompressError {
+    /// The line with the setting named `name` (a command's flag, a file's
+    /// key) instead of the library's words.
+    pub fn named(&self, name: &str) -> String {
+        match self {
+            CompressError::Lz4Level(s) => {
+                format!("{name} {s}: lz4 takes no level; use {name} lz4 or zstd:LEVEL")
+            }
+            CompressError::ZstdLevel { given, min, max } => {
+                format!("{name} {given}: zstd level must be an integer from {min} to {max}")
+            }
+            CompressError::Unknown(s) => {
+                format!("{name} {s}: unknown compression; use lz4, zstd or zstd:LEVEL")
+            }
+        }
+    }
+}
+
 impl std::str::FromStr for Compress {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = CompressError;
+    fn from_str(s: &str) -> Result<Self, CompressError> {
         let (alg, level) = match s.split_once(':') {
             Some((a, l)) => (a, Some(l)),
             None => (s, None),
@@ -53,24 +94,20 @@ impl std::str::FromStr for Compress {
         match (alg, level) {
             ("none", None) => Ok(Compress::None),
             ("lz4", None) => Ok(Compress::Lz4),
-            ("lz4", Some(_)) => Err(format!(
-                "--compress {s}: lz4 takes no level; use --compress lz4 or zstd:LEVEL"
-            )),
+            ("lz4", Some(_)) => Err(CompressError::Lz4Level(s.to_string())),
             ("zstd", None) => Ok(Compress::Zstd(ZSTD_DEFAULT_LEVEL)),
             ("zstd", Some(l)) => {
                 let range = zstd::compression_level_range();
                 match l.parse::<i32>() {
                     Ok(n) if range.contains(&n) => Ok(Compress::Zstd(n)),
-                    _ => Err(format!(
-                        "--compress {s}: zstd level must be an integer from {} to {}",
-                        range.start(),
-                        range.end()
-                    )),
+                    _ => Err(CompressError::ZstdLevel {
+                        given: s.to_string(),
+                        min: *range.start(),
+                        max: *range.end(),
+                    }),
                 }
             }
-            _ => Err(format!(
-                "--compress {s}: unknown compression; use lz4, zstd or zstd:LEVEL"
-            )),
+            _ => Err(CompressError::Unknown(s.to_string())),
         }
     }
 }
@@ -191,6 +228,8 @@ mod tests {
         assert_eq!("none".parse::<Compress>(), Ok(Compress::None));
         for bad in ["zstd:99", "zstd:x", "lz4:3", "gzip", ""] {
             let e = bad.parse::<Compress>().unwrap_err();
+            assert!(!e.to_string().contains("--"), "{e}");
+            let e = e.named("--compress");
             assert!(e.starts_with(&format!("--compress {bad}:")), "{e}");
             assert_eq!(e.lines().count(), 1);
         }

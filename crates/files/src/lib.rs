@@ -55,7 +55,7 @@ pub mod zread;
 
 pub use error::StorageError;
 pub use options::ReadOptions;
-pub use pcap::{FileHeader, Format, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
+pub use pcap::{FileHeader, Format, FormatError, LINKTYPE_ETHERNET, RECORD_HEADER_LEN};
 pub use reader::{FileInfo, PcapReader, Record};
 pub use sys::{is_being_written, lock_owner_gone};
 

@@ -61,19 +61,48 @@ impl Format {
         }
     }
 
-    /// The format that `--format` (`pcap`, `pcapng`) and `--tsprec` (`ns`,
-    /// `us`) name; Err: a message for the user (pcapng has no µs variant).
-    pub fn from_flags(format: &str, tsprec: &str) -> Result<Self, String> {
+    /// The format that a format's name (`pcap`, `pcapng`) and a stamp
+    /// precision (`ns`, `us`) name; Err: [`FormatError`] (pcapng has no µs
+    /// variant).
+    pub fn from_flags(format: &str, tsprec: &str) -> Result<Self, FormatError> {
         match (format, tsprec) {
             ("pcap", "ns") => Ok(Format::PcapNs),
             ("pcap", "us") => Ok(Format::PcapUs),
             ("pcapng", "ns") => Ok(Format::PcapNg),
-            ("pcapng", "us") => Err(
-                "--tsprec us is for pcap; pcapng files always carry ns stamps (if_tsresol 9)"
-                    .into(),
+            ("pcapng", "us") => Err(FormatError::UsForPcapng),
+            ("pcap" | "pcapng", t) => Err(FormatError::Tsprec(t.to_string())),
+            (f, _) => Err(FormatError::Format(f.to_string())),
+        }
+    }
+}
+
+/// A file format and stamp precision that do not name a format
+/// ([`Format::from_flags`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// Microsecond stamps asked of pcapng.
+    #[error("stamp precision us is for pcap; pcapng files always carry ns stamps (if_tsresol 9)")]
+    UsForPcapng,
+    /// A stamp precision other than `ns` and `us`.
+    #[error("unknown stamp precision '{0}': use ns or us")]
+    Tsprec(String),
+    /// A format other than `pcap` and `pcapng`.
+    #[error("unknown file format '{0}': use pcap or pcapng")]
+    Format(String),
+}
+
+impl FormatError {
+    /// The line with the settings named `format` and `tsprec` (a
+    /// command's flags, an API's parameters) instead of the library's
+    /// words.
+    pub fn named(&self, format: &str, tsprec: &str) -> String {
+        match self {
+            FormatError::UsForPcapng => format!(
+                "{tsprec} us is for pcap; pcapng files always carry ns stamps (if_tsresol 9)"
             ),
-            ("pcap" | "pcapng", t) => Err(format!("unknown --tsprec '{t}': use ns or us")),
-            (f, _) => Err(format!("unknown --format '{f}': use pcap or pcapng")),
+            FormatError::Tsprec(t) => format!("unknown {tsprec} '{t}': use ns or us"),
+            FormatError::Format(f) => format!("unknown {format} '{f}': use pcap or pcapng"),
         }
     }
 }

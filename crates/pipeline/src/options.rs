@@ -275,6 +275,12 @@ pub enum OptionsError {
     /// the interface (the capture side's words).
     #[error(transparent)]
     Packet(CaptureError),
+    /// The compression's name refused ([`Opt::Compress`]).
+    #[error("{0}")]
+    Compress(#[source] wiretape_files::compress::CompressError),
+    /// The file format and stamp precision refused ([`Opt::Format`]).
+    #[error("{0}")]
+    Format(#[source] wiretape_files::FormatError),
     /// A value its parser refuses (the parser's words).
     #[error("{message}")]
     Value {
@@ -648,15 +654,13 @@ impl RecordOptions {
         if let Some(m) = self.buffer_mib {
             st.buffer_bytes = m << 20;
         }
-        st.format = value(
-            Opt::Format,
-            wiretape_files::Format::from_flags(&self.format, &self.tsprec),
-        )?;
+        st.format = wiretape_files::Format::from_flags(&self.format, &self.tsprec)
+            .map_err(OptionsError::Format)?;
         st.index = self.index;
         st.flow_index = self.flow_index;
         st.key_index = self.key_index;
         st.sessions = self.sessions;
-        st.compress = value(Opt::Compress, self.compress.parse())?;
+        st.compress = self.compress.parse().map_err(OptionsError::Compress)?;
         if let Some(n) = self.compress_threads {
             st.compress_threads = n as usize;
         }
@@ -1473,8 +1477,12 @@ mod tests {
         };
         assert_eq!(value(&|o| o.ts = Some("sometimes".into())), Opt::Ts);
         assert_eq!(value(&|o| o.io = "sideways".into()), Opt::Io);
-        assert_eq!(value(&|o| o.format = "csv".into()), Opt::Format);
-        assert_eq!(value(&|o| o.compress = "zip".into()), Opt::Compress);
+        let mut o = nowhere();
+        o.format = "csv".into();
+        assert!(matches!(err(&o), OptionsError::Format(_)));
+        o = nowhere();
+        o.compress = "zip".into();
+        assert!(matches!(err(&o), OptionsError::Compress(_)));
         let key = |set: &dyn Fn(&mut RecordOptions)| {
             let mut o = nowhere();
             set(&mut o);

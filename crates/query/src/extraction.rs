@@ -32,7 +32,7 @@ pub enum Input {
 /// The inputs of `words` in order: each run of local paths one
 /// [`Input::Local`], each `https://` word a sensor. The error is a sensor
 /// address that does not parse.
-pub fn group_inputs(words: &[String]) -> Result<Vec<Input>, String> {
+pub fn group_inputs(words: &[String]) -> Result<Vec<Input>, remote::AddressError> {
     let mut out: Vec<Input> = Vec::new();
     for w in words {
         if remote::is_url(w) {

@@ -39,6 +39,57 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
 #[error("{0}")]
 pub struct RemoteError(pub String);
 
+/// A sensor's address that does not parse ([`Remote::parse`]); each names
+/// the address as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AddressError {
+    /// Neither `https://` nor `http://`.
+    #[error("{url}: not a sensor URL (https://HOST:PORT)")]
+    NotUrl {
+        /// The address as given.
+        url: String,
+    },
+    /// A path or a query after `HOST:PORT`.
+    #[error("{url}: give the sensor as https://HOST:PORT, without a path")]
+    Path {
+        /// The address as given.
+        url: String,
+    },
+    /// No `:PORT` (`bracketed`: an IPv6 address in brackets).
+    #[error("{url}: give the port: {}", if *.bracketed { "https://[ADDR]:PORT" } else { "https://HOST:PORT" })]
+    NoPort {
+        /// The address as given.
+        url: String,
+        /// Whether the host is an IPv6 address in brackets.
+        bracketed: bool,
+    },
+    /// The port is not a number from 0 to 65535.
+    #[error("{url}: '{port}' is not a port number")]
+    BadPort {
+        /// The address as given.
+        url: String,
+        /// The port's text.
+        port: String,
+    },
+    /// Nothing before `:PORT`.
+    #[error("{url}: no host")]
+    NoHost {
+        /// The address as given.
+        url: String,
+    },
+    /// `http://` to a host that is not loopback: queries to other hosts
+    /// never go out in the clear.
+    #[error(
+        "{url}: plain http:// is for loopback servers only; use https:// with this client's \
+         certificate, key and CA"
+    )]
+    PlainNotLoopback {
+        /// The address as given.
+        url: String,
+    },
+}
+
 /// A sensor's address: `https://HOST:PORT` (or `http://` for loopback).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Remote {
@@ -59,7 +110,9 @@ pub fn is_url(s: &str) -> bool {
 
 /// Inputs split into local paths and sensors ([`is_url`] words), each in
 /// its order. Err: a sensor's address that does not parse ([`Remote::parse`]).
-pub fn split_inputs<S: AsRef<str>>(words: &[S]) -> Result<(Vec<PathBuf>, Vec<Remote>), String> {
+pub fn split_inputs<S: AsRef<str>>(
+    words: &[S],
+) -> Result<(Vec<PathBuf>, Vec<Remote>), AddressError> {
     let mut local = Vec::new();
     let mut remotes = Vec::new();
     for w in words {
@@ -77,36 +130,40 @@ impl Remote {
     /// Parses `https://HOST:PORT` (port required; an IPv6 host in
     /// brackets). `http://` only for a loopback host: queries to other
     /// hosts never go out in the clear.
-    pub fn parse(s: &str) -> Result<Remote, String> {
+    pub fn parse(s: &str) -> Result<Remote, AddressError> {
+        let url = || s.to_string();
         let (tls, rest) = if let Some(r) = s.strip_prefix("https://") {
             (true, r)
         } else if let Some(r) = s.strip_prefix("http://") {
             (false, r)
         } else {
-            return Err(format!("{s}: not a sensor URL (https://HOST:PORT)"));
+            return Err(AddressError::NotUrl { url: url() });
         };
         let hostport = rest.trim_end_matches('/');
         if hostport.contains('/') || hostport.contains('?') {
-            return Err(format!(
-                "{s}: give the sensor as https://HOST:PORT, without a path"
-            ));
+            return Err(AddressError::Path { url: url() });
         }
         let (host, port) = if let Some(r) = hostport.strip_prefix('[') {
-            let (h, p) = r
-                .split_once("]:")
-                .ok_or_else(|| format!("{s}: give the port: https://[ADDR]:PORT"))?;
+            let (h, p) = r.split_once("]:").ok_or_else(|| AddressError::NoPort {
+                url: url(),
+                bracketed: true,
+            })?;
             (h.to_string(), p)
         } else {
             let (h, p) = hostport
                 .rsplit_once(':')
-                .ok_or_else(|| format!("{s}: give the port: https://HOST:PORT"))?;
+                .ok_or_else(|| AddressError::NoPort {
+                    url: url(),
+                    bracketed: false,
+                })?;
             (h.to_string(), p)
         };
-        let port: u16 = port
-            .parse()
-            .map_err(|_| format!("{s}: '{port}' is not a port number"))?;
+        let port: u16 = port.parse().map_err(|_| AddressError::BadPort {
+            url: url(),
+            port: port.to_string(),
+        })?;
         if host.is_empty() {
-            return Err(format!("{s}: no host"));
+            return Err(AddressError::NoHost { url: url() });
         }
         if !tls {
             let loopback = match host.parse::<IpAddr>() {
@@ -114,9 +171,7 @@ impl Remote {
                 Err(_) => host == "localhost",
             };
             if !loopback {
-                return Err(format!(
-                    "{s}: plain http:// is for loopback servers only; use https:// with --cert, --key and --ca"
-                ));
+                return Err(AddressError::PlainNotLoopback { url: url() });
             }
         }
         Ok(Remote {
@@ -329,7 +384,8 @@ impl Client {
         let io: Box<dyn Io> = if r.tls {
             let Some(t) = tls else {
                 return Err(RemoteError(
-                    "https:// needs --cert, --key and --ca (or WIRETAPE_CERT, WIRETAPE_KEY, WIRETAPE_CA)"
+                    "https:// needs this client's certificate, key and CA: the client was made \
+                     without them"
                         .into(),
                 ));
             };
@@ -825,6 +881,16 @@ mod tests {
         ] {
             assert!(Remote::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            Remote::parse("http://10.0.0.1:80"),
+            Err(AddressError::PlainNotLoopback {
+                url: "http://10.0.0.1:80".into()
+            })
+        );
+        assert_eq!(
+            Remote::parse("https://[::1]").unwrap_err().to_string(),
+            "https://[::1]: give the port: https://[ADDR]:PORT"
+        );
         assert_eq!(
             time_param(1_700_000_000_000_000_001),
             "1700000000.000000001"

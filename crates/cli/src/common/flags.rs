@@ -7,7 +7,9 @@ use std::error::Error;
 use wiretape::files::crypt::IdentityNeeded;
 use wiretape::pipeline::{PipelineError, PreflightError};
 use wiretape::query::api::{ApiError, ApiOpt};
-use wiretape::query::tls::{PemRole, TlsError};
+use wiretape::query::remote::AddressError;
+use wiretape::query::steno::ConfigError;
+use wiretape::query::tls::{CertsError, PemRole, TlsError};
 use wiretape::query::QueryError;
 use wiretape::storage::StorageError;
 
@@ -39,6 +41,66 @@ pub(crate) fn tls_line(e: &TlsError) -> String {
             pem_flag(cert.0),
             cert.1.display(),
             pem_flag(*key)
+        ),
+        TlsError::Days { days } if *days < 1 => format!(
+            "{days} days: a certificate must be valid for at least 1 day (0 would make one that \
+             expires within two minutes); give --days 1 or more"
+        ),
+        TlsError::Days { days } => format!(
+            "{days} days: give --days {} (a hundred years) or fewer",
+            wiretape::query::tls::MAX_DAYS
+        ),
+        TlsError::Exists { path } => format!(
+            "{} exists: wiretape certs never overwrites a file without --force",
+            path.display()
+        ),
+        TlsError::CaName { name } => format!(
+            "--name {name}: give 1 to 48 printable characters (the CA is named 'wiretape CA NAME')"
+        ),
+        TlsError::NoCa { dir, path, source } => format!(
+            "{}: {source}: run `wiretape certs init {} --server-name NAME` first",
+            path.display(),
+            dir.display()
+        ),
+        TlsError::NoServerNames => {
+            "give the server's names: --server-name NAME (a DNS name or an IP address clients use)"
+                .into()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `wiretape certs`'s error's line: [`tls_line`], and the Stenographer
+/// client's host and files named by their flags.
+pub(crate) fn certs_line(e: &CertsError) -> String {
+    match e {
+        CertsError::Tls(t) => tls_line(t),
+        CertsError::Stenographer(ConfigError::Host {
+            host,
+            cert,
+            names,
+            dir,
+        }) => format!(
+            "--host {host}: the API's certificate ({}) is for {}: curl refuses any other name; \
+             give one of them, or make the certificate with `wiretape certs init {} \
+             --server-name {host} ...`",
+            cert.display(),
+            names.join(", "),
+            dir.display()
+        ),
+        CertsError::Stenographer(ConfigError::Exists { path }) => {
+            tls_line(&TlsError::Exists { path: path.clone() })
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A sensor address's error's line, the client's certificate named by its
+/// flags.
+pub(crate) fn address_line(e: &AddressError) -> String {
+    match e {
+        AddressError::PlainNotLoopback { url } => format!(
+            "{url}: plain http:// is for loopback servers only; use https:// with --cert, --key and --ca"
         ),
         other => other.to_string(),
     }
@@ -263,6 +325,13 @@ mod tests {
         assert_eq!(
             line(ApiError::Tls(e)),
             "--tls-cert /c.pem: holds no certificate"
+        );
+        let e = wiretape::query::remote::Remote::parse("http://10.0.0.1:80").unwrap_err();
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert_eq!(
+            address_line(&e),
+            "http://10.0.0.1:80: plain http:// is for loopback servers only; use https:// with \
+             --cert, --key and --ca"
         );
         let mut e =
             IdentityNeeded::new("/s/a.pcap.age".into(), "1 X25519 recipient".into(), vec![]);

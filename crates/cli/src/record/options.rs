@@ -160,6 +160,8 @@ fn in_flags(e: OptionsError) -> anyhow::Error {
             e => e.to_string(),
         },
         OptionsError::CpuNotAllowed { option, error } => format!("{}: {error}", flag(option)),
+        OptionsError::Compress(e) => e.named(flag(Opt::Compress)),
+        OptionsError::Format(e) => e.named(flag(Opt::Format), "--tsprec"),
         OptionsError::Value {
             option: Speed,
             message,

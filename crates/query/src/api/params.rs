@@ -95,11 +95,10 @@ pub fn format(p: &HashMap<String, String>) -> Result<Format, BadRequest> {
             quote(t)
         )));
     }
-    Format::from_flags(f, t).map_err(|m| {
+    Format::from_flags(f, t).map_err(|e| {
         BadRequest(format!(
             "parameters 'format' and 'tsprec': {}",
-            m.replace("--tsprec", "tsprec")
-                .replace("--format", "format")
+            e.named("format", "tsprec")
         ))
     })
 }
@@ -292,6 +291,16 @@ mod tests {
 
     fn p(q: &str) -> HashMap<String, String> {
         parse(Some(q), QUERY, "/v1/extract").unwrap()
+    }
+
+    #[test]
+    fn a_format_refused_names_the_parameters() {
+        assert_eq!(format(&p("format=pcapng&tsprec=ns")), Ok(Format::PcapNg));
+        assert_eq!(
+            format(&p("format=pcapng&tsprec=us")).unwrap_err().0,
+            "parameters 'format' and 'tsprec': tsprec us is for pcap; pcapng files always carry \
+             ns stamps (if_tsresol 9)"
+        );
     }
 
     #[test]

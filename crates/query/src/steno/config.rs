@@ -24,20 +24,46 @@ pub struct StenoConfig {
 
 /// Why the files could not be written.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The host asked for is not one the API's certificate names.
+    #[error(
+        "host {host}: the API's certificate ({}) is for {}: curl refuses any other name; give \
+         one of them, or make the certificate of {} for {host}",
+        cert.display(), names.join(", "), dir.display()
+    )]
+    Host {
+        /// The host asked for.
+        host: String,
+        /// The API's certificate.
+        cert: PathBuf,
+        /// The names it is for.
+        names: Vec<String>,
+        /// The certificate directory.
+        dir: PathBuf,
+    },
+    /// A file of the configuration exists, and overwriting was not asked for.
+    #[error("{} exists: wiretape certs overwrites a file only when told to", path.display())]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Any other failure, in words.
+    #[error("{0}")]
+    Other(String),
+}
 
 /// The names of a certificate clients can reach its server by: its SAN
 /// DNS names and IP addresses, else its CN.
 fn server_names(cert: &Path) -> Result<Vec<String>, ConfigError> {
     use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
-    let der =
-        tls::load_certs(cert, tls::PemRole::ApiCert).map_err(|e| ConfigError(e.to_string()))?;
+    let der = tls::load_certs(cert, tls::PemRole::ApiCert)
+        .map_err(|e| ConfigError::Other(e.to_string()))?;
     let first = der
         .first()
-        .ok_or_else(|| ConfigError(format!("{}: no certificate in it", cert.display())))?;
+        .ok_or_else(|| ConfigError::Other(format!("{}: no certificate in it", cert.display())))?;
     let (_, c) = X509Certificate::from_der(first.as_ref())
-        .map_err(|e| ConfigError(format!("{}: {e}", cert.display())))?;
+        .map_err(|e| ConfigError::Other(format!("{}: {e}", cert.display())))?;
     let mut names = Vec::new();
     if let Ok(Some(san)) = c.subject_alternative_name() {
         for n in &san.value.general_names {
@@ -91,18 +117,14 @@ pub fn client_config(
             .iter()
             .find(|n| same_name(n, h))
             .cloned()
-            .ok_or_else(|| {
-                ConfigError(format!(
-                    "--host {h}: the API's certificate ({}) is for {}: curl refuses any other name; \
-                     give one of them, or make the certificate with `wiretape certs init {} \
-                     --server-name {h} ...`",
-                    certs.join(files::SERVER_CERT).display(),
-                    names.join(", "),
-                    certs.display()
-                ))
+            .ok_or_else(|| ConfigError::Host {
+                host: h.to_string(),
+                cert: certs.join(files::SERVER_CERT),
+                names: names.clone(),
+                dir: certs.to_owned(),
             })?,
         None => names.first().cloned().ok_or_else(|| {
-            ConfigError(format!(
+            ConfigError::Other(format!(
                 "{}: the certificate names no host",
                 certs.join(files::SERVER_CERT).display()
             ))
@@ -110,16 +132,17 @@ pub fn client_config(
     };
     let read = |f: &str| {
         let p = certs.join(f);
-        std::fs::read(&p).map_err(|e| ConfigError(format!("{}: {e}", p.display())))
+        std::fs::read(&p).map_err(|e| ConfigError::Other(format!("{}: {e}", p.display())))
     };
     let (cert, key, ca) = (
         read(&files::client_cert(name))?,
         read(&files::client_key(name))?,
         read(files::CA_CERT)?,
     );
-    std::fs::create_dir_all(out).map_err(|e| ConfigError(format!("{}: {e}", out.display())))?;
-    let dir =
-        std::fs::canonicalize(out).map_err(|e| ConfigError(format!("{}: {e}", out.display())))?;
+    std::fs::create_dir_all(out)
+        .map_err(|e| ConfigError::Other(format!("{}: {e}", out.display())))?;
+    let dir = std::fs::canonicalize(out)
+        .map_err(|e| ConfigError::Other(format!("{}: {e}", out.display())))?;
     let config = serde_json::json!({
         "Host": host,
         "Port": port,
@@ -136,16 +159,13 @@ pub fn client_config(
     ];
     if !force {
         if let Some((f, _, _)) = plan.iter().find(|(f, _, _)| dir.join(f).exists()) {
-            return Err(ConfigError(format!(
-                "{} exists: wiretape certs never overwrites a file without --force",
-                dir.join(f).display()
-            )));
+            return Err(ConfigError::Exists { path: dir.join(f) });
         }
     }
     let mut written = Vec::new();
     for (f, bytes, mode) in plan {
         let p = dir.join(f);
-        tls::write_file(&p, bytes, mode, true).map_err(|e| ConfigError(e.to_string()))?;
+        tls::write_file(&p, bytes, mode, true).map_err(|e| ConfigError::Other(e.to_string()))?;
         written.push(p);
     }
     Ok(StenoConfig {

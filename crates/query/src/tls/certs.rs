@@ -76,7 +76,7 @@ impl Validity {
     /// From a minute ago (clocks differ a little) for `days` days, 1 to
     /// [`MAX_DAYS`] ([`check_days`]).
     pub fn days(days: u32) -> Result<Validity, TlsError> {
-        let days = check_days(days).map_err(TlsError::Certs)?;
+        let days = check_days(days)?;
         let now = time::OffsetDateTime::now_utc();
         Ok(Validity {
             not_before: now - time::Duration::minutes(1),
@@ -86,18 +86,10 @@ impl Validity {
 }
 
 /// `days` if a certificate may be valid that long (1 to [`MAX_DAYS`]),
-/// else why not, with what to give.
-pub fn check_days(days: u32) -> Result<u32, String> {
-    if days < 1 {
-        return Err(format!(
-            "{days} days: a certificate must be valid for at least 1 day (0 would make one that \
-             expires within two minutes); give --days 1 or more"
-        ));
-    }
-    if days > MAX_DAYS {
-        return Err(format!(
-            "{days} days: give --days {MAX_DAYS} (a hundred years) or fewer"
-        ));
+/// else [`TlsError::Days`].
+pub fn check_days(days: u32) -> Result<u32, TlsError> {
+    if !(1..=MAX_DAYS).contains(&days) {
+        return Err(TlsError::Days { days });
     }
     Ok(days)
 }
@@ -132,10 +124,7 @@ pub(crate) fn write_file(
 }
 
 fn exists(p: &Path) -> TlsError {
-    TlsError::Certs(format!(
-        "{} exists: wiretape certs never overwrites a file without --force",
-        p.display()
-    ))
+    TlsError::Exists { path: p.to_owned() }
 }
 
 /// Refuses when any of `paths` exists (without `force`): before anything
@@ -180,10 +169,9 @@ pub fn ca_common_name(name: Option<&str>, server_names: &[String]) -> Result<Str
         Some(n) => {
             let n = n.trim();
             if n.is_empty() || n.chars().count() > 48 || n.chars().any(char::is_control) {
-                return Err(TlsError::Certs(format!(
-                    "--name {}: give 1 to 48 printable characters (the CA is named 'wiretape CA NAME')",
-                    crate::text::quote(n)
-                )));
+                return Err(TlsError::CaName {
+                    name: crate::text::quote(n),
+                });
             }
             n.to_string()
         }
@@ -250,12 +238,10 @@ struct Ca {
 impl Ca {
     fn load(dir: &Path) -> Result<Ca, TlsError> {
         let read = |p: &Path| {
-            std::fs::read_to_string(p).map_err(|e| {
-                TlsError::Certs(format!(
-                    "{}: {e}: run `wiretape certs init {} --server-name NAME` first",
-                    p.display(),
-                    dir.display()
-                ))
+            std::fs::read_to_string(p).map_err(|source| TlsError::NoCa {
+                dir: dir.to_owned(),
+                path: p.to_owned(),
+                source,
             })
         };
         let key_path = dir.join(files::CA_KEY);
@@ -283,10 +269,7 @@ impl Ca {
 
 fn check_server_names(names: &[String]) -> Result<(), TlsError> {
     if names.is_empty() {
-        return Err(TlsError::Certs(
-            "give the server's names: --server-name NAME (a DNS name or an IP address clients use)"
-                .into(),
-        ));
+        return Err(TlsError::NoServerNames);
     }
     Ok(())
 }

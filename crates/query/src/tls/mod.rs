@@ -130,6 +130,48 @@ pub enum TlsError {
     /// Making or writing a certificate failed.
     #[error("{0}")]
     Certs(String),
+    /// A certificate's validity out of bounds: 1 to [`MAX_DAYS`] days.
+    #[error(
+        "{days} days: {}",
+        if *days < 1 {
+            "a certificate must be valid for at least 1 day (0 would make one that expires within two minutes)".to_string()
+        } else {
+            format!("a certificate may be valid for at most {MAX_DAYS} days (a hundred years)")
+        }
+    )]
+    Days {
+        /// The days asked for.
+        days: u32,
+    },
+    /// A file `wiretape certs` would write exists, and overwriting was
+    /// not asked for.
+    #[error("{} exists: wiretape certs overwrites a file only when told to", path.display())]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A CA's name that is empty, too long or not printable.
+    #[error(
+        "CA name {name}: give 1 to 48 printable characters (the CA is named 'wiretape CA NAME')"
+    )]
+    CaName {
+        /// The name as given, quoted where it needs to be.
+        name: String,
+    },
+    /// A certificate directory without its CA (made by [`init`]).
+    #[error("{}: {source}: make the CA of {} first", path.display(), dir.display())]
+    NoCa {
+        /// The certificate directory.
+        dir: PathBuf,
+        /// The CA's file that could not be read.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A server certificate asked for without any name for the server.
+    #[error("give the server's names (a DNS name or an IP address clients use)")]
+    NoServerNames,
     /// A file of `wiretape certs` could not be written or read.
     #[error("{path}: {source}")]
     Io {
@@ -745,7 +787,10 @@ mod tests {
         );
         assert!(ca_common_name(Some("a\u{1b}b"), &names).is_err());
         // 0 days and more than a hundred years are refused.
-        assert!(check_days(0).unwrap_err().contains("at least 1 day"));
+        assert!(check_days(0)
+            .unwrap_err()
+            .to_string()
+            .contains("at least 1 day"));
         assert!(check_days(MAX_DAYS + 1).is_err());
         assert!(Validity::days(0).is_err());
         // A key that is not the certificate's.
