@@ -300,7 +300,7 @@ ask_curl() {
   mark() { r0=$(proc_io "$pid"); c0=$(proc_cpu "$pid"); }
   T_NAME=curl-$4-$key-$run WARM="$(printf '%q ' "${c[@]}") -d host" MARK=mark \
     measure "${c[@]}" -d "${SQ[$key]}" \
-    -w '%{http_code} %{size_download} %{time_appconnect} %{time_starttransfer} %{time_total}' > "$OUT/curl.txt"
+    -w '%{http_code} %{size_download} %{time_appconnect} %{time_starttransfer} %{time_total}\n' > "$OUT/curl.txt"
   read -r C_CODE C_BYTES C_TLS C_TTFB C_TOTAL < "$OUT/curl.txt"
   C_WALL=$M_WALL
   C_SCPU=$(python3 -c "print(f'{$(proc_cpu "$pid") - $c0:.3f}')")
