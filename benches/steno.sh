@@ -388,6 +388,8 @@ for k in ["rare", "busy", "port", "net", "udp_icmp", "conj", "time"]:
         reads = [float(r["read_bytes"]) for r in rs]
         cells.append(f"{'/'.join(f'{n:,}' for n in frames)}, {spread(walls, lambda v: f'{v:.2f} s')}, "
                      f"{spread(cpus, lambda v: f'{v:.2f} s')}, {spread(reads, h)}")
+    if all(c == "-" for c in cells):
+        continue
     w = f" ({want[k]:,})" if want[k] is not None else ""
     print(f"| {label[k]}{w} | " + " | ".join(cells) + " |")
 print(f"\n{runs} round(s); with more than one, each cell is median [min..max]. CPU: the client's "
@@ -402,7 +404,8 @@ if os.path.exists(f"{out}/server.csv"):
             ssys.append(r["system"])
     print("\nThe server alone (SERVER_TIME=1): `curl -d QUERY https://HOST:PORT/query -o /dev/null` "
           "with stenoread's certificate, cold page cache.\n")
-    print("| query | " + " | ".join(f"{s}: TLS, first byte, total, answer, server read" for s in ssys) + " |")
+    print("| query | " + " | ".join(f"{s}: TLS, first byte, total, total after TLS, answer, server read"
+                                     for s in ssys) + " |")
     print("|" + "---|" * (1 + len(ssys)))
     for k in ["rare", "busy", "port", "net", "udp_icmp", "conj", "time"]:
         cells = []
@@ -413,12 +416,15 @@ if os.path.exists(f"{out}/server.csv"):
             col = lambda n: [float(r[n]) for r in rs]
             sec = lambda v: f"{v:.3f} s"
             cells.append(f"{spread(col('tls_s'), sec)}, {spread(col('ttfb_s'), sec)}, "
-                         f"{spread(col('total_s'), sec)}, {spread(col('bytes'), h)}, "
+                         f"{spread(col('total_s'), sec)}, "
+                         f"{spread([float(r['total_s']) - float(r['tls_s']) for r in rs], sec)}, "
+                         f"{spread(col('bytes'), h)}, "
                          f"{spread(col('server_read_bytes'), h)}")
         if any(c != "-" for c in cells):
             print(f"| {label[k]} | " + " | ".join(cells) + " |")
     print("\nTLS: curl's time_appconnect (handshake done); first byte: time_starttransfer; total: "
-          "time_total. Server read: the server's /proc/PID/io read_bytes over the query; "
+          "time_total; total after TLS: time_total - time_appconnect (the query's own part: each "
+          "server's handshake depends on its certificate's key). Server read: the server's /proc/PID/io read_bytes over the query; "
           "the client's cgroup reads are in server.csv (read_bytes, both together).")
 PY
 cat "$OUT/steno.md"
