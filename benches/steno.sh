@@ -42,6 +42,18 @@
 #    with RUNS > 1, median [min..max] per cell), DIR/steno.csv (rows),
 #    DIR/*.json (wiretape's --json).
 #
+# SERVER_TIME=1 also asks each server the same query itself, without the
+# client: after each query's stenoread rounds, per server system (those
+# asked by stenoread), one cold-cache `curl --cert --key --cacert -d QUERY
+# https://HOST:PORT/query -o /dev/null` with the certificate and config
+# stenoread uses (after the same refused `host` query to load curl's own
+# files), and curl's times: TLS done (time_appconnect), first byte
+# (time_starttransfer) and last byte (time_total), the bytes of the answer,
+# the server's CPU and its /proc/PID/io read_bytes. Rows go to
+# DIR/server.csv, a second table into DIR/steno.md. Rounds alternate the
+# order of the systems (round 1 as SYSTEMS, round 2 reversed, ...), for the
+# stenoread queries and these.
+#
 # BLOCKTRACE=1 records where every byte a query reads comes from: the block
 # reads of the whole machine (tracefs block:block_bio_queue: sector + size,
 # the submitting thread) and ext4's inode and extent-tree loads
@@ -69,7 +81,7 @@ while getopts "g:c:p:o:kr:h" o; do
   case $o in
     g) GB=$OPTARG ;; c) CLIENTS=$OPTARG ;; p) PPS=$OPTARG ;; o) OUT=$OPTARG ;; k) KEEP=1 ;;
     r) RUNS=$OPTARG ;;
-    *) sed -n '2,49p' "$0"; exit 2 ;;
+    *) sed -n '2,61p' "$0"; exit 2 ;;
   esac
 done
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "steno.sh: -r takes a number of rounds (1 or more), not '$RUNS'" >&2; exit 2; }
@@ -277,14 +289,47 @@ ask_wiretape() {
 ask_wiretape_steno() { ask_stenoread "$WSCONF" "$APID" "$1" wiretape_steno; }
 SYSTEMS=${SYSTEMS:-"stenographer wiretape wiretape_steno"}
 
+# SERVER_TIME=1: ask_curl CONFIG SERVER_PID KEY NAME asks the server itself
+# (curl with stenoread's certificate, no tcpdump, the answer to /dev/null).
+ask_curl() {
+  local conf=$1 pid=$2 key=$3 host port cp
+  host=$(jq -r .Host "$conf"); port=$(jq -r .Port "$conf"); cp=$(jq -r .CertPath "$conf")
+  local c=(ip netns exec pbcap curl -s --cert "$cp/client_cert.pem" --key "$cp/client_key.pem"
+    --cacert "$cp/ca_cert.pem" --max-time 890 -o /dev/null "https://$host:$port/query")
+  local r0 c0
+  mark() { r0=$(proc_io "$pid"); c0=$(proc_cpu "$pid"); }
+  T_NAME=curl-$4-$key-$run WARM="$(printf '%q ' "${c[@]}") -d host" MARK=mark \
+    measure "${c[@]}" -d "${SQ[$key]}" \
+    -w '%{http_code} %{size_download} %{time_appconnect} %{time_starttransfer} %{time_total}\n' > "$OUT/curl.txt"
+  read -r C_CODE C_BYTES C_TLS C_TTFB C_TOTAL < "$OUT/curl.txt"
+  C_WALL=$M_WALL
+  C_SCPU=$(python3 -c "print(f'{$(proc_cpu "$pid") - $c0:.3f}')")
+  C_SREAD=$(( $(proc_io "$pid") - r0 ))
+  C_READ=$(( M_READ + C_SREAD ))
+}
+curl_stenographer() { ask_curl "$SCONF" "$SPID" "$1" stenographer; }
+curl_wiretape_steno() { ask_curl "$WSCONF" "$APID" "$1" wiretape_steno; }
+
 echo "run,query,system,frames,wall_s,cpu_s,server_cpu_s,read_bytes,disk_read_bytes" > "$OUT/steno.csv"
+[ "${SERVER_TIME:-0}" = 1 ] &&
+  echo "run,query,system,http_code,bytes,tls_s,ttfb_s,total_s,wall_s,server_cpu_s,server_read_bytes,read_bytes" > "$OUT/server.csv"
 for run in $(seq 1 "$RUNS"); do
+  # Odd rounds ask the systems in SYSTEMS' order, even rounds the other way.
+  order=$SYSTEMS; [ $((run % 2)) = 0 ] && order=$(echo "$SYSTEMS" | tr ' ' '\n' | tac | tr '\n' ' ')
   for key in "${KEYS[@]}"; do
-    for sys in $SYSTEMS; do
+    for sys in $order; do
       "ask_$sys" "$key"
       echo "$run,$key,$sys,$R_FRAMES,$R_WALL,$R_CPU,$R_SCPU,$R_READ,$R_SECT" >> "$OUT/steno.csv"
       printf 'run %s %-44s %-14s %9s frames %8ss cpu %6ss+%6ss read %12s B (disk %12s B)\n' \
         "$run" "${LABEL[$key]}" "$sys" "$R_FRAMES" "$R_WALL" "$R_CPU" "$R_SCPU" "$R_READ" "$R_SECT"
+    done
+    [ "${SERVER_TIME:-0}" = 1 ] || continue
+    for sys in $order; do
+      declare -F "curl_$sys" > /dev/null || continue
+      "curl_$sys" "$key"
+      echo "$run,$key,$sys,$C_CODE,$C_BYTES,$C_TLS,$C_TTFB,$C_TOTAL,$C_WALL,$C_SCPU,$C_SREAD,$C_READ" >> "$OUT/server.csv"
+      printf 'run %s %-44s %-14s server: %s %11s B, TLS %8ss, first byte %8ss, total %8ss (wall %6ss) cpu %6ss read %11s B (+client %11s B)\n' \
+        "$run" "${LABEL[$key]}" "$sys" "$C_CODE" "$C_BYTES" "$C_TLS" "$C_TTFB" "$C_TOTAL" "$C_WALL" "$C_SCPU" "$C_SREAD" "$C_READ"
     done
   done
 done
@@ -343,11 +388,43 @@ for k in ["rare", "busy", "port", "net", "udp_icmp", "conj", "time"]:
         reads = [float(r["read_bytes"]) for r in rs]
         cells.append(f"{'/'.join(f'{n:,}' for n in frames)}, {spread(walls, lambda v: f'{v:.2f} s')}, "
                      f"{spread(cpus, lambda v: f'{v:.2f} s')}, {spread(reads, h)}")
+    if all(c == "-" for c in cells):
+        continue
     w = f" ({want[k]:,})" if want[k] is not None else ""
     print(f"| {label[k]}{w} | " + " | ".join(cells) + " |")
 print(f"\n{runs} round(s); with more than one, each cell is median [min..max]. CPU: the client's "
       "processes plus, for a server, the server's. Read: the client's cgroup (io.stat rbytes) plus "
       "the server's /proc/PID/io read_bytes, each query on a cold page cache (the client's own "
       "files loaded first by a refused query). The disk's own count (whole machine) is in steno.csv.")
+if os.path.exists(f"{out}/server.csv"):
+    srows = list(csv.DictReader(open(f"{out}/server.csv")))
+    ssys = []
+    for r in srows:
+        if r["system"] not in ssys:
+            ssys.append(r["system"])
+    print("\nThe server alone (SERVER_TIME=1): `curl -d QUERY https://HOST:PORT/query -o /dev/null` "
+          "with stenoread's certificate, cold page cache.\n")
+    print("| query | " + " | ".join(f"{s}: TLS, first byte, total, total after TLS, answer, server read"
+                                     for s in ssys) + " |")
+    print("|" + "---|" * (1 + len(ssys)))
+    for k in ["rare", "busy", "port", "net", "udp_icmp", "conj", "time"]:
+        cells = []
+        for s in ssys:
+            rs = [x for x in srows if x["query"] == k and x["system"] == s]
+            if not rs:
+                cells.append("-"); continue
+            col = lambda n: [float(r[n]) for r in rs]
+            sec = lambda v: f"{v:.3f} s"
+            cells.append(f"{spread(col('tls_s'), sec)}, {spread(col('ttfb_s'), sec)}, "
+                         f"{spread(col('total_s'), sec)}, "
+                         f"{spread([float(r['total_s']) - float(r['tls_s']) for r in rs], sec)}, "
+                         f"{spread(col('bytes'), h)}, "
+                         f"{spread(col('server_read_bytes'), h)}")
+        if any(c != "-" for c in cells):
+            print(f"| {label[k]} | " + " | ".join(cells) + " |")
+    print("\nTLS: curl's time_appconnect (handshake done); first byte: time_starttransfer; total: "
+          "time_total; total after TLS: time_total - time_appconnect (the query's own part: each "
+          "server's handshake depends on its certificate's key). Server read: the server's /proc/PID/io read_bytes over the query; "
+          "the client's cgroup reads are in server.csv (read_bytes, both together).")
 PY
 cat "$OUT/steno.md"

@@ -43,6 +43,22 @@ impl AlignedBuf {
         }
     }
 
+    /// Like [`AlignedBuf::new`], but on an anonymous mapping of its own
+    /// whose pages come as they are first written (the kernel's zero
+    /// pages until then), where `new` zeroes every page at once. For a
+    /// buffer sized for the largest read of which most uses fill a page or
+    /// two (a query's reader of each file: a selective query reads a few
+    /// pages of each; zeroing its 1 MiB was half of such a query's CPU).
+    /// Plain pages, never huge ones; [`AlignedBuf::new`] if the mapping
+    /// cannot be made.
+    pub(crate) fn lazy(len: usize) -> Self {
+        let len = len.max(ALIGN).div_ceil(ALIGN) * ALIGN;
+        match Slab::map(1, len, false, false) {
+            Ok(mut c) => c.bufs.pop().expect("one buffer carved"),
+            Err(_) => AlignedBuf::new(len),
+        }
+    }
+
     /// Its length in bytes (a whole number of pages).
     pub fn len(&self) -> usize {
         self.len
@@ -110,6 +126,11 @@ impl Slab {
     /// come as they are first written (huge pages are always populated).
     /// Err when the mapping cannot be made: then use [`AlignedBuf::new`].
     pub fn carve(n: usize, size: usize, populate: bool) -> std::io::Result<Carved> {
+        Self::map(n, size, populate, true)
+    }
+
+    /// [`Slab::carve`], on huge pages only if `huge` allows them.
+    fn map(n: usize, size: usize, populate: bool, huge: bool) -> std::io::Result<Carved> {
         assert!(
             size > 0 && size.is_multiple_of(ALIGN),
             "slab part size {size}"
@@ -122,7 +143,7 @@ impl Slab {
             base
         };
         // Huge pages only for a whole number of them.
-        let tries: &[libc::c_int] = if len.is_multiple_of(HUGE) {
+        let tries: &[libc::c_int] = if huge && len.is_multiple_of(HUGE) {
             &[base | libc::MAP_POPULATE | libc::MAP_HUGETLB, plain]
         } else {
             &[plain]
@@ -232,6 +253,23 @@ mod tests {
         drop(bufs);
         // The slab lives on with its last part.
         assert!(last.as_slice().iter().all(|&x| x == 3));
+    }
+
+    #[test]
+    fn lazy_buffers_are_zeroed_and_fault_in_only_what_is_written() {
+        // A multiple of a huge page: plain pages all the same, none in yet.
+        for len in [5000, 2 << 20] {
+            let mut b = AlignedBuf::lazy(len);
+            let n = len.div_ceil(ALIGN) * ALIGN;
+            assert_eq!(b.len(), n);
+            let base = b.as_slice().as_ptr();
+            assert_eq!(base as usize % ALIGN, 0);
+            assert_eq!(resident(base, n), 0);
+            b.as_mut_slice()[..ALIGN + 1].fill(9);
+            assert_eq!(resident(base, n), 2);
+            assert!(b.as_slice()[..ALIGN + 1].iter().all(|&x| x == 9));
+            assert!(b.as_slice()[ALIGN + 1..].iter().all(|&x| x == 0));
+        }
     }
 
     /// Pages of [base, base+len) in memory (mincore).

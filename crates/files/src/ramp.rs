@@ -131,7 +131,7 @@ impl RampReader {
             direct: direct.map(std::sync::Arc::new),
             ahead: None,
             prefetch: None,
-            buf: AlignedBuf::new(READ_BUFFER + ALIGN),
+            buf: AlignedBuf::lazy(READ_BUFFER + ALIGN),
             big: None,
             pos: 0,
             len: 0,
@@ -289,7 +289,7 @@ impl RampReader {
             self.buf = self
                 .big
                 .take()
-                .unwrap_or_else(|| AlignedBuf::new(READ_BUFFER + ALIGN));
+                .unwrap_or_else(|| AlignedBuf::lazy(READ_BUFFER + ALIGN));
         }
         if let Some(d) = self.direct.clone().filter(|_| !head) {
             let start = cur / ALIGN as u64 * ALIGN as u64;
@@ -381,7 +381,7 @@ impl ReadAhead {
             tx,
             rx,
             pending: None,
-            spare: Some(AlignedBuf::new(READ_BUFFER + ALIGN)),
+            spare: Some(AlignedBuf::lazy(READ_BUFFER + ALIGN)),
         })
     }
 
