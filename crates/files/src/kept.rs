@@ -31,15 +31,32 @@ pub(crate) struct Kept {
     pub(crate) listings: Mutex<HashMap<PathBuf, Listing>>,
     /// stenotype's packets directories' file states, by path.
     pub(crate) states: Mutex<HashMap<PathBuf, States>>,
+    /// The upper pages of the key indexes opened, when kept
+    /// ([`crate::ReadOptions::with_kept_index_pages`]).
+    pub(crate) index_pages: Option<Mutex<crate::keys::KeptSet>>,
 }
 
 impl Kept {
     /// Kept with listings on.
+    #[cfg(test)]
     pub(crate) fn with_listings() -> Self {
+        Kept::new(true, None)
+    }
+
+    /// Nothing kept yet: listings when `listings_on`, key indexes' upper
+    /// pages up to `pages_cap` bytes when given.
+    pub(crate) fn new(listings_on: bool, pages_cap: Option<usize>) -> Self {
         Kept {
-            listings_on: true,
+            listings_on,
+            index_pages: pages_cap.map(|c| Mutex::new(crate::keys::KeptSet::new(c))),
             ..Kept::default()
         }
+    }
+
+    /// The cap of the kept upper pages, when kept.
+    pub(crate) fn pages_cap(&self) -> Option<usize> {
+        let p = self.index_pages.as_ref()?;
+        Some(p.lock().unwrap_or_else(|e| e.into_inner()).cap())
     }
 
     /// The resolution of `dir` kept while it is the directory `id`.

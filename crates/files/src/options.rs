@@ -70,13 +70,24 @@ impl ReadOptions {
     /// change within the same tick of the mtime clock would otherwise go
     /// unseen). What was kept before is dropped.
     pub fn with_kept_listings(mut self) -> Self {
-        Arc::make_mut(&mut self.0).kept = Arc::new(Kept::with_listings());
+        let cap = self.0.kept.pages_cap();
+        Arc::make_mut(&mut self.0).kept = Arc::new(Kept::new(true, cap));
         self
     }
 
-    /// Whether these options keep listings ([`ReadOptions::with_kept_listings`]).
-    pub fn keeps_listings(&self) -> bool {
-        self.0.kept.listings_on
+    /// These options keeping, for as long as they (or a clone) live, the
+    /// upper pages of every key index opened with them
+    /// ([`crate::keys::KeyIndex::open`]: segment headers with their root
+    /// pages, fence levels; never data pages) in memory, up to `cap_bytes`
+    /// in all: a long-running server (`wiretape api`) then reads only a
+    /// lookup's data pages from disk, as Stenographer's server keeps its
+    /// leveldb tables' index blocks. A file's are reused only while its
+    /// inode, length and mtime are the same. What was kept before is
+    /// dropped.
+    pub fn with_kept_index_pages(mut self, cap_bytes: usize) -> Self {
+        let on = self.0.kept.listings_on;
+        Arc::make_mut(&mut self.0).kept = Arc::new(Kept::new(on, Some(cap_bytes)));
+        self
     }
 
     /// The capture files in `dir`, as [`crate::naming::list_any`] lists
@@ -88,6 +99,11 @@ impl ReadOptions {
 
     /// What these options keep (crate-internal readers).
     pub(crate) fn kept(&self) -> &Kept {
+        &self.0.kept
+    }
+
+    /// The same, to hold beyond a borrow of these options.
+    pub(crate) fn kept_arc(&self) -> &Arc<Kept> {
         &self.0.kept
     }
 }
@@ -105,6 +121,7 @@ impl std::fmt::Debug for ReadOptions {
             .field("identities", &ids)
             .field("steno_sidecar_dir", &self.0.steno_sidecars)
             .field("kept_listings", &self.0.kept.listings_on)
+            .field("kept_index_pages", &self.0.kept.pages_cap())
             .finish()
     }
 }

@@ -466,32 +466,39 @@ mod tests {
     }
 
     #[test]
-    fn two_keepers_share_nothing() {
-        // Two stores' options in one process: what one keeps is not the
-        // other's, and neither keeps anything unless asked.
-        let d = std::env::temp_dir().join(format!("wt-steno-two-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
+    fn two_stores_options_share_nothing() {
+        // Two stores' options in one process (a server each): what one
+        // keeps is not the other's, and options that keep nothing list
+        // afresh.
+        let root = std::env::temp_dir().join(format!("wt-steno-two-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let d = root.join("packets");
         std::fs::create_dir_all(&d).unwrap();
         let first = d.join("1795813946878311");
         std::fs::write(&first, b"x").unwrap();
         let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
         let age = |t| std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
         age(past);
-        let (a, b) = (Kept::with_listings(), Kept::with_listings());
-        assert_eq!(list_in(&d, Some(&a)).unwrap(), vec![first.clone()]);
-        // A file come while the mtime is put back: `a` keeps its listing,
-        // `b` (never listed the directory) and the unkept see the file.
+        let a = crate::ReadOptions::new().with_kept_listings();
+        let b = crate::ReadOptions::new().with_kept_listings();
+        assert_eq!(a.list_any(&d, None).unwrap(), vec![first.clone()]);
+        // A file come while the mtime is put back: `a` (and its clone)
+        // keep their listing, `b` (which never listed the directory) and
+        // the options that keep nothing see the file.
         let second = d.join("1795813957904924");
         std::fs::write(&second, b"x").unwrap();
         age(past);
         let both = vec![first.clone(), second.clone()];
-        assert_eq!(list_in(&d, Some(&a)).unwrap(), vec![first.clone()]);
-        assert_eq!(list_in(&d, Some(&b)).unwrap(), both);
+        assert_eq!(a.list_any(&d, None).unwrap(), vec![first.clone()]);
+        assert_eq!(a.clone().list_any(&d, None).unwrap(), vec![first.clone()]);
+        assert_eq!(b.list_any(&d, None).unwrap(), both);
+        assert_eq!(crate::ReadOptions::new().list_any(&d, None).unwrap(), both);
+        assert_eq!(crate::naming::list_any(&d, None).unwrap(), both);
         assert_eq!(list(&d).unwrap(), both);
-        assert_eq!(list_in(&d, Some(&Kept::default())).unwrap(), both);
-        assert_eq!(a.listings.lock().unwrap().len(), 1);
-        assert_eq!(b.listings.lock().unwrap().len(), 1);
-        std::fs::remove_dir_all(&d).unwrap();
+        // Each keeps only the directory it listed.
+        assert_eq!(a.kept().listings.lock().unwrap().len(), 1);
+        assert_eq!(b.kept().listings.lock().unwrap().len(), 1);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -329,11 +329,14 @@ impl Server {
     pub fn bind(mut cfg: ApiConfig) -> Result<Server, ApiError> {
         let tls = check(&cfg)?;
         // A server answers query after query: its stores' directory
-        // listings are kept between them, by this server's read options
-        // (never shared with another server in the process).
-        if !cfg.read.keeps_listings() {
-            cfg.read = cfg.read.with_kept_listings();
-        }
+        // listings and the key indexes' upper pages (headers, roots,
+        // fences) stay in memory between them, so that a cold page cache
+        // costs only the pages a lookup ends on. Kept by this server's
+        // read options: never shared with another server in the process.
+        cfg.read = cfg
+            .read
+            .with_kept_listings()
+            .with_kept_index_pages(KEPT_INDEX_BYTES);
         let listener =
             std::net::TcpListener::bind(cfg.listen).map_err(|source| ApiError::Bind {
                 addr: cfg.listen,
@@ -384,10 +387,6 @@ impl Server {
     /// Serves until `stop` is set (checked every 100 ms); queries running
     /// then are ended.
     pub fn run(self, stop: &AtomicBool) -> Result<(), ApiError> {
-        // A server answers query after query: the key indexes' upper pages
-        // (headers, roots, fences) stay in memory between them, so that a
-        // cold page cache costs only the pages a lookup ends on.
-        wiretape_files::keys::keep_upper_pages(KEPT_INDEX_BYTES);
         warm_key_indexes(&self.state.cfg);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
