@@ -14,6 +14,10 @@ use std::time::SystemTime;
 /// A directory's kept listing: its mtime and its names.
 type Listing = (SystemTime, Vec<OsString>);
 
+/// A directory's symbolic links resolved: its (device, inode) then, and
+/// its resolution.
+type Resolved = ((u64, u64), PathBuf);
+
 /// A packets directory's final names' states at its mtime
 /// ([`crate::steno`]'s `list`).
 type States = (SystemTime, HashMap<OsString, bool>);
@@ -26,7 +30,7 @@ pub(crate) struct Kept {
     pub(crate) listings_on: bool,
     /// A capture directory's symbolic links resolved, by its path: its
     /// (device, inode) then and its resolution.
-    pub(crate) dirs: Mutex<HashMap<PathBuf, ((u64, u64), PathBuf)>>,
+    pub(crate) dirs: Mutex<HashMap<PathBuf, Resolved>>,
     /// Directory listings, by path.
     pub(crate) listings: Mutex<HashMap<PathBuf, Listing>>,
     /// stenotype's packets directories' file states, by path.
