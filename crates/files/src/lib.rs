@@ -41,6 +41,7 @@ pub mod compress;
 pub mod crypt;
 mod error;
 pub mod index;
+mod kept;
 pub mod keys;
 pub mod naming;
 mod options;

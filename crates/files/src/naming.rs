@@ -7,9 +7,9 @@
 //! `<file>.kdx`, its session table `<file>.sessions.parquet`.
 //! Retention deletes only names that [`parse`] accepts.
 
+use crate::kept::Kept;
 use crate::pcap::Format;
 use crate::ReadOptions;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -171,21 +171,36 @@ fn compact_ns(ts: &str) -> Option<u64> {
 /// counts too ([`crate::steno::layout`]: a thread directory, its parent, a
 /// packets directory): stenotype's files after ours, packets directory by
 /// packets directory, each oldest first. Err: `dir` cannot be read.
+/// Every directory is listed afresh: a long-running reader keeps them
+/// with [`ReadOptions::list_any`] ([`ReadOptions::with_kept_listings`]).
 pub fn list_any(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> {
-    let mut v = list_ours(dir, prefix)?;
+    list_any_in(dir, prefix, None)
+}
+
+/// [`list_any`], listings kept where `kept` says.
+pub(crate) fn list_any_in(
+    dir: &Path,
+    prefix: Option<&str>,
+    kept: Option<&Kept>,
+) -> std::io::Result<Vec<PathBuf>> {
+    let mut v = list_ours(dir, prefix, kept)?;
     if prefix.is_none() {
-        if let crate::steno::Layout::Packets(dirs) = crate::steno::layout(dir) {
+        if let crate::steno::Layout::Packets(dirs) = crate::steno::layout_in(dir, kept) {
             for d in dirs {
-                v.extend(crate::steno::list(&d)?);
+                v.extend(crate::steno::list_in(&d, kept)?);
             }
         }
     }
     Ok(v)
 }
 
-fn list_ours(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> {
+fn list_ours(
+    dir: &Path,
+    prefix: Option<&str>,
+    kept: Option<&Kept>,
+) -> std::io::Result<Vec<PathBuf>> {
     let mut v: Vec<(String, PathBuf)> = Vec::new();
-    for name in crate::steno::dir_names(dir)? {
+    for name in crate::steno::dir_names(dir, kept)? {
         let path = dir.join(&name);
         let Ok(name) = name.into_string() else {
             continue;
@@ -212,10 +227,15 @@ fn list_ours(dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> 
 /// before (`<dir>/<absolute path>`, a directory per path component) gets
 /// that old path, so an index built then keeps being read; `wiretape
 /// index` moves it to the flat name ([`migrate_steno_sidecars`]).
-fn sidecar_base(capture: &Path, steno_dir: Option<&Path>, suffix: &str) -> PathBuf {
+fn sidecar_base(
+    capture: &Path,
+    steno_dir: Option<&Path>,
+    suffix: &str,
+    kept: Option<&Kept>,
+) -> PathBuf {
     match steno_dir {
         Some(d) if is_steno(capture) => {
-            let abs = steno_abs(capture);
+            let abs = steno_abs(capture, kept);
             let flat = d.join(flat_name(&abs));
             if !with(&flat, suffix).exists() {
                 let deep = deep_base(d, &abs);
@@ -237,7 +257,8 @@ fn is_steno(capture: &Path) -> bool {
 }
 
 /// `capture`'s absolute path, its directory's symbolic links resolved:
-/// the directory resolved once and kept by its (device, inode), so that a
+/// the directory resolved once and kept (in `kept`, the reader's
+/// [`ReadOptions`]; resolved every time without) by its (device, inode), so that a
 /// query over a store's files costs one `stat` of their directory per
 /// file, not a `readlink` per path component per sidecar (ten and more
 /// each; a cold query over a store of a few files made 250 of them).
@@ -245,10 +266,8 @@ fn is_steno(capture: &Path) -> bool {
 /// the same directory (a link above it moved elsewhere resolves anew).
 /// The file's own name is kept as given: a Stenographer file is a file in
 /// its packets directory, not a link.
-fn steno_abs(capture: &Path) -> PathBuf {
+fn steno_abs(capture: &Path, kept: Option<&Kept>) -> PathBuf {
     use std::os::unix::fs::MetadataExt;
-    type Kept = HashMap<PathBuf, ((u64, u64), PathBuf)>;
-    static DIRS: std::sync::Mutex<Option<Kept>> = std::sync::Mutex::new(None);
     let whole = || {
         std::fs::canonicalize(capture)
             .or_else(|_| std::path::absolute(capture))
@@ -265,21 +284,14 @@ fn steno_abs(capture: &Path) -> PathBuf {
     let Ok(id) = std::fs::metadata(dir).map(|m| (m.dev(), m.ino())) else {
         return whole();
     };
-    let kept = DIRS.lock().ok().and_then(|g| {
-        g.as_ref()?
-            .get(dir)
-            .filter(|(i, _)| *i == id)
-            .map(|(_, r)| r.clone())
-    });
-    let resolved = match kept {
+    let resolved = match kept.and_then(|k| k.dir(dir, id)) {
         Some(r) => r,
         None => {
             let Ok(r) = std::fs::canonicalize(dir) else {
                 return whole();
             };
-            if let Ok(mut g) = DIRS.lock() {
-                g.get_or_insert_with(HashMap::new)
-                    .insert(dir.to_owned(), (id, r.clone()));
+            if let Some(k) = kept {
+                k.keep_dir(dir, id, &r);
             }
             r
         }
@@ -351,7 +363,11 @@ const SUFFIXES: [&str; 3] = [".idx", ".kdx", ".sessions.parquet"];
 /// ([`flat_name`]), where there is none there yet, and removes the old
 /// directories left empty. Ok(n): sidecars moved (0: nothing to move).
 pub fn migrate_steno_sidecars(capture: &Path, dir: &Path) -> std::io::Result<usize> {
-    let abs = steno_abs(capture);
+    migrate_in(capture, dir, None)
+}
+
+fn migrate_in(capture: &Path, dir: &Path, kept: Option<&Kept>) -> std::io::Result<usize> {
+    let abs = steno_abs(capture, kept);
     let deep = deep_base(dir, &abs);
     let flat = dir.join(flat_name(&abs));
     let mut n = 0;
@@ -375,27 +391,32 @@ pub fn migrate_steno_sidecars(capture: &Path, dir: &Path) -> std::io::Result<usi
     Ok(n)
 }
 
-fn with_suffix(capture: &Path, suffix: &str, steno_dir: Option<&Path>) -> PathBuf {
-    with(&sidecar_base(capture, steno_dir, suffix), suffix)
+fn with_suffix(
+    capture: &Path,
+    suffix: &str,
+    steno_dir: Option<&Path>,
+    kept: Option<&Kept>,
+) -> PathBuf {
+    with(&sidecar_base(capture, steno_dir, suffix, kept), suffix)
 }
 
 /// The sidecar index of a capture file beside it: `<file>.idx` (where a
 /// reader looks: [`ReadOptions::index_path`]).
 pub fn index_path(capture: &Path) -> PathBuf {
-    with_suffix(capture, ".idx", None)
+    with_suffix(capture, ".idx", None, None)
 }
 
 /// The key index of a capture file beside it: `<file>.kdx`
 /// ([`crate::keys`]; a reader's: [`ReadOptions::keys_path`]).
 pub fn keys_path(capture: &Path) -> PathBuf {
-    with_suffix(capture, ".kdx", None)
+    with_suffix(capture, ".kdx", None, None)
 }
 
 /// The session table of a capture file beside it:
 /// `<file>.sessions.parquet` (`wiretape_storage::sessions`; a reader's:
 /// [`ReadOptions::sessions_path`]).
 pub fn sessions_path(capture: &Path) -> PathBuf {
-    with_suffix(capture, ".sessions.parquet", None)
+    with_suffix(capture, ".sessions.parquet", None, None)
 }
 
 impl ReadOptions {
@@ -404,19 +425,34 @@ impl ReadOptions {
     /// ([`ReadOptions::with_steno_sidecar_dir`]) `<dir>/<flat name>.idx`
     /// ([`flat_name`]: its absolute path, escaped into one file name).
     pub fn index_path(&self, capture: &Path) -> PathBuf {
-        with_suffix(capture, ".idx", self.steno_sidecar_dir())
+        with_suffix(capture, ".idx", self.steno_sidecar_dir(), Some(self.kept()))
     }
 
     /// The key index of a capture file: `<file>.kdx` (Stenographer's
     /// files: as [`ReadOptions::index_path`]).
     pub fn keys_path(&self, capture: &Path) -> PathBuf {
-        with_suffix(capture, ".kdx", self.steno_sidecar_dir())
+        with_suffix(capture, ".kdx", self.steno_sidecar_dir(), Some(self.kept()))
     }
 
     /// The session table of a capture file: `<file>.sessions.parquet`
     /// (Stenographer's files: as [`ReadOptions::index_path`]).
     pub fn sessions_path(&self, capture: &Path) -> PathBuf {
-        with_suffix(capture, ".sessions.parquet", self.steno_sidecar_dir())
+        with_suffix(
+            capture,
+            ".sessions.parquet",
+            self.steno_sidecar_dir(),
+            Some(self.kept()),
+        )
+    }
+
+    /// [`migrate_steno_sidecars`] into these options' sidecar directory
+    /// ([`ReadOptions::with_steno_sidecar_dir`]; none: Ok(0)), the
+    /// capture's directory resolved once for these options.
+    pub fn migrate_steno_sidecars(&self, capture: &Path) -> std::io::Result<usize> {
+        match self.steno_sidecar_dir() {
+            Some(dir) => migrate_in(capture, dir, Some(self.kept())),
+            None => Ok(0),
+        }
     }
 }
 
@@ -583,17 +619,22 @@ mod tests {
         let link = root.join("packets");
         std::os::unix::fs::symlink(&a, &link).unwrap();
         let f = link.join("1795813946878311");
-        assert_eq!(steno_abs(&f), root.join("a/1795813946878311"));
+        let kept = Kept::default();
+        let k = Some(&kept);
+        assert_eq!(steno_abs(&f, k), root.join("a/1795813946878311"));
         // Asked again: the kept resolution, the same answer.
-        assert_eq!(steno_abs(&f), root.join("a/1795813946878311"));
-        // The link now names another directory: resolved anew.
+        assert_eq!(steno_abs(&f, k), root.join("a/1795813946878311"));
+        assert_eq!(kept.dirs.lock().unwrap().len(), 1);
+        // The link now names another directory: resolved anew, with or
+        // without what was kept.
         std::fs::remove_file(&link).unwrap();
         std::os::unix::fs::symlink(&b, &link).unwrap();
-        assert_eq!(steno_abs(&f), root.join("b/1795813946878311"));
+        assert_eq!(steno_abs(&f, k), root.join("b/1795813946878311"));
+        assert_eq!(steno_abs(&f, None), root.join("b/1795813946878311"));
         // A relative path in the current directory's terms.
         let here = std::env::current_dir().unwrap();
         assert_eq!(
-            steno_abs(Path::new("1795813946878311")),
+            steno_abs(Path::new("1795813946878311"), k),
             std::fs::canonicalize(&here)
                 .unwrap()
                 .join("1795813946878311")

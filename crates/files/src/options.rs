@@ -4,8 +4,14 @@
 //! A value, handed to every reader that needs it (no process-wide
 //! setting): a tool with two stores and two keys reads both side by side,
 //! each with its own options. Cheap to clone (shared inside).
+//!
+//! The options also hold what a reader keeps of the store's directories
+//! between reads (their symbolic links resolved; with
+//! [`ReadOptions::with_kept_listings`], their listings): shared by their
+//! clones, never by two options made apart, and gone with the last clone.
 
 use crate::crypt::Identity;
+use crate::kept::Kept;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,6 +24,7 @@ pub struct ReadOptions(Arc<Inner>);
 struct Inner {
     identities: Vec<Identity>,
     steno_sidecars: Option<PathBuf>,
+    kept: Arc<Kept>,
 }
 
 impl ReadOptions {
@@ -51,6 +58,54 @@ impl ReadOptions {
     pub fn steno_sidecar_dir(&self) -> Option<&Path> {
         self.0.steno_sidecars.as_deref()
     }
+
+    /// These options keeping, for as long as they (or a clone) live, the
+    /// names in each store directory they list ([`ReadOptions::list_any`]),
+    /// listing one again only when its mtime moved, and the state of each
+    /// of stenotype's finished files while its directory's mtime holds: a
+    /// long-running server (`wiretape api`) then reads no directory block
+    /// for a query on a cold page cache, as Stenographer's server lists its
+    /// directories on its own schedule, not per query. A listing is kept
+    /// only when the directory was last changed more than 2 s before it (a
+    /// change within the same tick of the mtime clock would otherwise go
+    /// unseen). What was kept before is dropped.
+    pub fn with_kept_listings(mut self) -> Self {
+        let cap = self.0.kept.pages_cap();
+        Arc::make_mut(&mut self.0).kept = Arc::new(Kept::new(true, cap));
+        self
+    }
+
+    /// These options keeping, for as long as they (or a clone) live, the
+    /// upper pages of every key index opened with them
+    /// ([`crate::keys::KeyIndex::open`]: segment headers with their root
+    /// pages, fence levels; never data pages) in memory, up to `cap_bytes`
+    /// in all: a long-running server (`wiretape api`) then reads only a
+    /// lookup's data pages from disk, as Stenographer's server keeps its
+    /// leveldb tables' index blocks. A file's are reused only while its
+    /// inode, length and mtime are the same. What was kept before is
+    /// dropped.
+    pub fn with_kept_index_pages(mut self, cap_bytes: usize) -> Self {
+        let on = self.0.kept.listings_on;
+        Arc::make_mut(&mut self.0).kept = Arc::new(Kept::new(on, Some(cap_bytes)));
+        self
+    }
+
+    /// The capture files in `dir`, as [`crate::naming::list_any`] lists
+    /// them, its directories' listings kept where these options say
+    /// ([`ReadOptions::with_kept_listings`]).
+    pub fn list_any(&self, dir: &Path, prefix: Option<&str>) -> std::io::Result<Vec<PathBuf>> {
+        crate::naming::list_any_in(dir, prefix, Some(&self.0.kept))
+    }
+
+    /// What these options keep (crate-internal readers).
+    pub(crate) fn kept(&self) -> &Kept {
+        &self.0.kept
+    }
+
+    /// The same, to hold beyond a borrow of these options.
+    pub(crate) fn kept_arc(&self) -> &Arc<Kept> {
+        &self.0.kept
+    }
 }
 
 impl std::fmt::Debug for ReadOptions {
@@ -65,6 +120,8 @@ impl std::fmt::Debug for ReadOptions {
         f.debug_struct("ReadOptions")
             .field("identities", &ids)
             .field("steno_sidecar_dir", &self.0.steno_sidecars)
+            .field("kept_listings", &self.0.kept.listings_on)
+            .field("kept_index_pages", &self.0.kept.pages_cap())
             .finish()
     }
 }

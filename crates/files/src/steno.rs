@@ -34,6 +34,7 @@
 //! not put it back, and neither does this reader, so the frames are those
 //! Stenographer's own server hands out).
 
+use crate::kept::Kept;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -186,87 +187,55 @@ pub enum Layout {
     Packets(Vec<PathBuf>),
 }
 
-/// A directory's listings kept by a long-running reader
-/// ([`keep_dir_listings`]): by path, the directory's mtime and its names.
-type Listings = HashMap<PathBuf, (std::time::SystemTime, Vec<std::ffi::OsString>)>;
-
-static LISTINGS: std::sync::Mutex<Option<Listings>> = std::sync::Mutex::new(None);
-
-/// Keeps, for the rest of the process, the names in each store directory
-/// listed, and lists one again only when its mtime moved: a long-running
-/// server (`wiretape api`) then reads no directory block for a query on a
-/// cold page cache, as Stenographer's server lists its directories on its
-/// own schedule, not per query. A listing is kept only when the directory
-/// was last changed more than 2 s before it (a change within the same tick
-/// of the mtime clock would otherwise go unseen).
-pub fn keep_dir_listings() {
-    let mut g = LISTINGS.lock().unwrap_or_else(|e| e.into_inner());
-    if g.is_none() {
-        *g = Some(HashMap::new());
-    }
-}
-
-/// The names in `dir` (kept ones where [`keep_dir_listings`] says).
-pub(crate) fn dir_names(dir: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
-    listing(dir).map(|(names, _)| names)
+/// The names in `dir` (kept ones where `kept` says:
+/// [`crate::ReadOptions::with_kept_listings`]).
+pub(crate) fn dir_names(
+    dir: &Path,
+    kept: Option<&Kept>,
+) -> std::io::Result<Vec<std::ffi::OsString>> {
+    listing(dir, kept).map(|(names, _)| names)
 }
 
 /// The names in `dir`, and the directory's mtime when the listing is a
-/// kept one ([`keep_dir_listings`]; None: listed afresh and not kept).
+/// kept one (None: listed afresh and not kept).
 fn listing(
     dir: &Path,
+    kept: Option<&Kept>,
 ) -> std::io::Result<(Vec<std::ffi::OsString>, Option<std::time::SystemTime>)> {
     let read = || -> std::io::Result<Vec<std::ffi::OsString>> {
         std::fs::read_dir(dir)?
             .map(|e| e.map(|e| e.file_name()))
             .collect()
     };
-    if LISTINGS.lock().map(|g| g.is_none()).unwrap_or(true) {
+    let Some(kept) = kept.filter(|k| k.listings_on) else {
         return Ok((read()?, None));
-    }
+    };
     let mtime = std::fs::metadata(dir)?.modified()?;
-    if let Some((t, names)) = LISTINGS
-        .lock()
-        .ok()
-        .and_then(|g| g.as_ref().and_then(|m| m.get(dir).cloned()))
-    {
-        if t == mtime {
-            return Ok((names, Some(t)));
-        }
+    if let Some(names) = kept.listing(dir, mtime) {
+        return Ok((names, Some(mtime)));
     }
     let names = read()?;
     let settled = std::time::SystemTime::now()
         .duration_since(mtime)
         .is_ok_and(|d| d > std::time::Duration::from_secs(2));
     if settled {
-        if let Ok(mut g) = LISTINGS.lock() {
-            if let Some(m) = g.as_mut() {
-                m.insert(dir.to_owned(), (mtime, names.clone()));
-                return Ok((names, Some(mtime)));
-            }
-        }
+        kept.keep_listing(dir, mtime, &names);
+        return Ok((names, Some(mtime)));
     }
     Ok((names, None))
 }
-
-/// Of a packets directory with a kept listing, by its mtime: whether each
-/// of its files under a final name (not a dot-file) is a non-empty regular
-/// file. stenotype writes a file only under its dot-name and renames it
-/// when done, and a rename or removal moves the directory's mtime: a
-/// final name's state holds while the mtime does, so a query over a kept
-/// store stats none of them (one `stat` per file per query before; a
-/// store of stenotype's restarts holds many empty ones). Dot-files are
-/// stat'ed every time (the one being written grows).
-type FileStates = HashMap<PathBuf, (std::time::SystemTime, HashMap<std::ffi::OsString, bool>)>;
-
-static FILE_STATES: std::sync::Mutex<Option<FileStates>> = std::sync::Mutex::new(None);
 
 /// Where stenotype's files lie under `dir`: `dir` itself holding them, a
 /// thread directory (`packets/` in it), stenotype's `--dir` (`PKT<n>/`), or
 /// their parent (`thread<n>/packets`).
 pub fn layout(dir: &Path) -> Layout {
+    layout_in(dir, None)
+}
+
+/// [`layout`], listings kept where `kept` says.
+pub(crate) fn layout_in(dir: &Path, kept: Option<&Kept>) -> Layout {
     let sub = |d: &Path| -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = dir_names(d)
+        let mut v: Vec<PathBuf> = dir_names(d, kept)
             .into_iter()
             .flatten()
             .filter_map(|n| {
@@ -285,7 +254,7 @@ pub fn layout(dir: &Path) -> Layout {
     if !mine.is_empty() {
         return Layout::Packets(mine);
     }
-    let mut threads: Vec<PathBuf> = dir_names(dir)
+    let mut threads: Vec<PathBuf> = dir_names(dir, kept)
         .into_iter()
         .flatten()
         .filter(|n| {
@@ -330,14 +299,24 @@ pub fn starts_like(p: &Path) -> bool {
 /// named like its own ([`is_file_name`]). Empty files (a dot-file just
 /// opened) are left out.
 pub fn list(packets: &Path) -> std::io::Result<Vec<PathBuf>> {
+    list_in(packets, None)
+}
+
+/// [`list`], the listing kept where `kept` says, and with it, by the
+/// directory's mtime, whether each of its files under a final name (not a
+/// dot-file) is a non-empty regular file. stenotype writes a file only
+/// under its dot-name and renames it when done, and a rename or removal
+/// moves the directory's mtime: a final name's state holds while the
+/// mtime does, so a query over a kept store stats none of them (one
+/// `stat` per file per query before; a store of stenotype's restarts
+/// holds many empty ones). Dot-files are stat'ed every time (the one
+/// being written grows).
+pub(crate) fn list_in(packets: &Path, kept: Option<&Kept>) -> std::io::Result<Vec<PathBuf>> {
     let mut v: Vec<(u64, bool, PathBuf)> = Vec::new();
-    let (names, kept) = listing(packets)?;
-    let known = kept
-        .and_then(|t| {
-            let g = FILE_STATES.lock().ok()?;
-            let (at, states) = g.as_ref()?.get(packets)?;
-            (*at == t).then(|| states.clone())
-        })
+    let (names, at) = listing(packets, kept)?;
+    let known = at
+        .zip(kept)
+        .and_then(|(t, k)| k.states(packets, t))
         .unwrap_or_default();
     let mut states = HashMap::new();
     for os in names {
@@ -364,11 +343,8 @@ pub fn list(packets: &Path) -> std::io::Result<Vec<PathBuf>> {
             v.push((us, dot, path));
         }
     }
-    if let Some(t) = kept {
-        if let Ok(mut g) = FILE_STATES.lock() {
-            g.get_or_insert_with(HashMap::new)
-                .insert(packets.to_owned(), (t, states));
-        }
+    if let (Some(t), Some(k)) = (at, kept) {
+        k.keep_states(packets, t, states);
     }
     v.sort();
     Ok(v.into_iter().map(|(_, _, p)| p).collect())
@@ -436,20 +412,20 @@ mod tests {
         let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
         let age = |t| std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
         age(past);
-        keep_dir_listings();
+        let k = Kept::with_listings();
         let sorted = |mut v: Vec<std::ffi::OsString>| {
             v.sort();
             v
         };
-        assert_eq!(dir_names(&d).unwrap(), vec!["1795813946878311"]);
+        assert_eq!(dir_names(&d, Some(&k)).unwrap(), vec!["1795813946878311"]);
         // A new file moves the mtime: listed again.
         std::fs::write(d.join("1795813957904924"), b"x").unwrap();
-        assert_eq!(sorted(dir_names(&d).unwrap()).len(), 2);
+        assert_eq!(sorted(dir_names(&d, Some(&k)).unwrap()).len(), 2);
         // The same mtime as the kept listing: the listing is kept (a
         // change that left the mtime where it was is not seen).
         std::fs::write(d.join("1795813968909403"), b"x").unwrap();
         age(past);
-        assert_eq!(dir_names(&d).unwrap(), vec!["1795813946878311"]);
+        assert_eq!(dir_names(&d, Some(&k)).unwrap(), vec!["1795813946878311"]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 
@@ -469,21 +445,60 @@ mod tests {
         let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
         let age = |t| std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
         age(past);
-        keep_dir_listings();
-        assert_eq!(list(&d).unwrap(), vec![full.clone()]);
+        let k = Kept::with_listings();
+        assert_eq!(list_in(&d, Some(&k)).unwrap(), vec![full.clone()]);
         // The dot-file being written grows: seen at once (stat'ed every
         // time); a final name's state is kept while the mtime holds (the
         // empty file written in place, which stenotype never does, is
         // not seen)...
         std::fs::write(&dot, b"x").unwrap();
         std::fs::write(&empty, b"x").unwrap();
-        assert_eq!(list(&d).unwrap(), vec![full.clone(), dot.clone()]);
+        assert_eq!(
+            list_in(&d, Some(&k)).unwrap(),
+            vec![full.clone(), dot.clone()]
+        );
         // ... and a rename (stenotype's end of a file) moves the mtime:
         // every final name is looked at again.
         let done = d.join("1795813968909403");
         std::fs::rename(&dot, &done).unwrap();
-        assert_eq!(list(&d).unwrap(), vec![full, empty, done]);
+        assert_eq!(list_in(&d, Some(&k)).unwrap(), vec![full, empty, done]);
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn two_stores_options_share_nothing() {
+        // Two stores' options in one process (a server each): what one
+        // keeps is not the other's, and options that keep nothing list
+        // afresh.
+        let root = std::env::temp_dir().join(format!("wt-steno-two-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let d = root.join("packets");
+        std::fs::create_dir_all(&d).unwrap();
+        let first = d.join("1795813946878311");
+        std::fs::write(&first, b"x").unwrap();
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        let age = |t| std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
+        age(past);
+        let a = crate::ReadOptions::new().with_kept_listings();
+        let b = crate::ReadOptions::new().with_kept_listings();
+        assert_eq!(a.list_any(&d, None).unwrap(), vec![first.clone()]);
+        // A file come while the mtime is put back: `a` (and its clone)
+        // keep their listing, `b` (which never listed the directory) and
+        // the options that keep nothing see the file.
+        let second = d.join("1795813957904924");
+        std::fs::write(&second, b"x").unwrap();
+        age(past);
+        let both = vec![first.clone(), second.clone()];
+        assert_eq!(a.list_any(&d, None).unwrap(), vec![first.clone()]);
+        assert_eq!(a.clone().list_any(&d, None).unwrap(), vec![first.clone()]);
+        assert_eq!(b.list_any(&d, None).unwrap(), both);
+        assert_eq!(crate::ReadOptions::new().list_any(&d, None).unwrap(), both);
+        assert_eq!(crate::naming::list_any(&d, None).unwrap(), both);
+        assert_eq!(list(&d).unwrap(), both);
+        // Each keeps only the directory it listed.
+        assert_eq!(a.kept().listings.lock().unwrap().len(), 1);
+        assert_eq!(b.kept().listings.lock().unwrap().len(), 1);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

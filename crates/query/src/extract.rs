@@ -319,7 +319,7 @@ pub(crate) fn plan_files(
     for input in &wiretape_files::store::expand_inputs(inputs) {
         let md = std::fs::metadata(input).map_err(|e| rd(input, e))?;
         let files = if md.is_dir() {
-            naming::list_any(input, prefix).map_err(|e| rd(input, e))?
+            opts.list_any(input, prefix).map_err(|e| rd(input, e))?
         } else {
             vec![input.clone()]
         };

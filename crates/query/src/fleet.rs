@@ -71,6 +71,16 @@ pub fn stale(capture: &Path, opts: &ReadOptions, force: bool) -> Option<&'static
 /// when given), any file named; a volume of a store stands for all its
 /// volumes ([`wiretape_files::store`]).
 pub fn captures(inputs: &[PathBuf], prefix: Option<&str>) -> Result<Vec<PathBuf>, StorageError> {
+    captures_with(inputs, prefix, &ReadOptions::new())
+}
+
+/// [`captures`], directories listed by `opts` ([`ReadOptions::list_any`]:
+/// their listings kept where `opts` says).
+pub fn captures_with(
+    inputs: &[PathBuf],
+    prefix: Option<&str>,
+    opts: &ReadOptions,
+) -> Result<Vec<PathBuf>, StorageError> {
     let rd = |p: &Path, source| StorageError::Read {
         path: p.to_owned(),
         source,
@@ -79,7 +89,7 @@ pub fn captures(inputs: &[PathBuf], prefix: Option<&str>) -> Result<Vec<PathBuf>
     for p in &wiretape_files::store::expand_inputs(inputs) {
         let m = std::fs::metadata(p).map_err(|e| rd(p, e))?;
         if m.is_dir() {
-            out.extend(naming::list_any(p, prefix).map_err(|e| rd(p, e))?);
+            out.extend(opts.list_any(p, prefix).map_err(|e| rd(p, e))?);
         } else {
             out.push(p.clone());
         }
@@ -182,10 +192,10 @@ pub fn rebuild(
     // Sidecars of Stenographer's files in the old deep layout: moved to
     // their flat names first (a rename each), so they count as up to date.
     let mut moved = 0;
-    if let Some(dir) = opts.steno_sidecar_dir() {
+    if opts.steno_sidecar_dir().is_some() {
         for f in files {
             if wiretape_files::steno::is_steno_file(f) {
-                moved += naming::migrate_steno_sidecars(f, dir).unwrap_or(0);
+                moved += opts.migrate_steno_sidecars(f).unwrap_or(0);
             }
         }
     }

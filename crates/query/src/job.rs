@@ -191,7 +191,7 @@ impl Job {
         prog: Option<Program>,
     ) -> Result<Job, QueryError> {
         let started = Instant::now();
-        let files = crate::fleet::captures(&req.inputs, req.prefix.as_deref())?;
+        let files = crate::fleet::captures_with(&req.inputs, req.prefix.as_deref(), &req.read)?;
         let listing =
             crate::sessions::list(&files, &req.read, req.window.from_ns, req.window.to_ns, w)?;
         let sel = crate::sessions::Selected::of(listing, req.window);

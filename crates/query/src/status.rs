@@ -109,7 +109,7 @@ pub fn of(stores: &[PathBuf], prefix: Option<&str>, opts: &ReadOptions) -> Store
             }
         }
     }
-    let files = crate::fleet::captures(stores, prefix).unwrap_or_default();
+    let files = crate::fleet::captures_with(stores, prefix, opts).unwrap_or_default();
     for f in files {
         st.files.push(file_status(&f, opts));
     }

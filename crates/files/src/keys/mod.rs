@@ -90,7 +90,8 @@ mod build;
 mod read;
 
 pub use build::{build_segment, SegmentInput};
-pub use read::{keep_upper_pages, Hit, KeyIndex, Segment};
+pub(crate) use read::KeptSet;
+pub use read::{Hit, KeyIndex, Segment};
 pub use wiretape_filter::flow::Needs;
 
 use wiretape_filter::flow::FrameKeys;
@@ -970,17 +971,19 @@ mod segment_tests {
         // A server keeps the upper pages: after one reading of them, a
         // lookup of the same file reads only its data pages, and a changed
         // file (here longer) is read afresh.
-        keep_upper_pages(64 << 20);
+        let server = crate::ReadOptions::new().with_kept_index_pages(64 << 20);
         let key = needs(vec![vec![Key::Ip4(a)]]);
-        let warm = KeyIndex::open(&cap, &crate::ReadOptions::default())
-            .unwrap()
-            .unwrap();
+        let warm = KeyIndex::open(&cap, &server).unwrap().unwrap();
         warm.read_upper().unwrap();
         assert!(warm.bytes_read() >= PAGE as u64 * (1 + h4.levels as u64));
         drop(warm);
-        let k1 = KeyIndex::open(&cap, &crate::ReadOptions::default())
+        // Kept by those options (and their clones) only: other options
+        // read the headers again.
+        let other = KeyIndex::open(&cap, &crate::ReadOptions::default())
             .unwrap()
             .unwrap();
+        assert!(other.bytes_read() >= PAGE as u64, "nothing shared");
+        let k1 = KeyIndex::open(&cap, &server.clone()).unwrap().unwrap();
         assert_eq!(k1.bytes_read(), 0, "segment headers kept");
         let hits1 = k1.select(&k1.segments()[1], &key).unwrap();
         let pick = |h: &[Hit]| {
@@ -994,9 +997,7 @@ mod segment_tests {
         drop(k1);
         old.extend_from_slice(&[0u8; PAGE]);
         std::fs::write(path_for(&cap), &old).unwrap();
-        let k2 = KeyIndex::open(&cap, &crate::ReadOptions::default())
-            .unwrap()
-            .unwrap();
+        let k2 = KeyIndex::open(&cap, &server).unwrap().unwrap();
         assert!(k2.bytes_read() >= PAGE as u64, "a changed file read again");
         assert_eq!(
             pick(&k2.select(&k2.segments()[1], &key).unwrap()),

@@ -64,9 +64,13 @@ pub struct KeyIndex {
     /// share roots, fences and the small `OTHER` table (a Stenographer
     /// query asks the tag EtherTypes for every condition).
     cache: std::cell::RefCell<HashMap<u64, Vec<u8>>>,
-    /// The file's identity (inode, length, mtime) when [`keep_upper_pages`]
-    /// is on: what it kept of this file is reused only for the same one.
+    /// The file's identity (inode, length, mtime) when the reader's options
+    /// keep upper pages ([`crate::ReadOptions::with_kept_index_pages`]):
+    /// what they kept of this file is reused only for the same one.
     identity: Option<Identity>,
+    /// What the reader's options keep, when they keep upper pages: this
+    /// file's are put there when it is dropped.
+    kept: Option<std::sync::Arc<crate::kept::Kept>>,
     /// Offsets of the upper pages (header roots, fence levels) read.
     upper: std::cell::RefCell<Vec<u64>>,
 }
@@ -75,47 +79,48 @@ pub struct KeyIndex {
 type Identity = (u64, u64, i128);
 
 /// What a long-running reader keeps of one `.kdx` between queries.
+#[derive(Debug)]
 struct Kept {
     identity: Identity,
     segments: Vec<Segment>,
     pages: HashMap<u64, Vec<u8>>,
 }
 
-/// The upper pages of the key indexes opened so far, when kept.
-struct KeptSet {
+/// The upper pages of the key indexes a reader opened so far, when its
+/// [`crate::ReadOptions`] keep them
+/// ([`crate::ReadOptions::with_kept_index_pages`]).
+#[derive(Debug)]
+pub(crate) struct KeptSet {
     cap: usize,
     used: usize,
     by_path: HashMap<PathBuf, Kept>,
 }
 
-static KEPT: std::sync::Mutex<Option<KeptSet>> = std::sync::Mutex::new(None);
-
-/// Keeps, for the rest of the process, the upper pages of every key index
-/// it opens (segment headers with their root pages, fence levels; never
-/// data pages) in memory, up to `cap_bytes` in all: a long-running server
-/// (`wiretape api`) then reads only a lookup's data pages from disk, as
-/// Stenographer's server keeps its leveldb tables' index blocks. A file is
-/// reused only while its inode, length and mtime are the same.
-pub fn keep_upper_pages(cap_bytes: usize) {
-    let mut k = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-    if k.is_none() {
-        *k = Some(KeptSet {
-            cap: cap_bytes,
+impl KeptSet {
+    /// Nothing kept yet, at most `cap` bytes.
+    pub(crate) fn new(cap: usize) -> Self {
+        KeptSet {
+            cap,
             used: 0,
             by_path: HashMap::new(),
-        });
+        }
+    }
+
+    /// The bytes it may keep.
+    pub(crate) fn cap(&self) -> usize {
+        self.cap
     }
 }
 
 impl Drop for KeyIndex {
     fn drop(&mut self) {
-        let Some(identity) = self.identity else {
+        let (Some(identity), Some(kept)) = (self.identity, self.kept.take()) else {
             return;
         };
-        let mut g = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(set) = g.as_mut() else {
+        let Some(pages) = kept.index_pages.as_ref() else {
             return;
         };
+        let mut set = pages.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = set.by_path.get(&self.path) {
             if old.identity != identity {
                 let gone = (old.pages.len() + old.segments.len()) * PAGE;
@@ -125,7 +130,7 @@ impl Drop for KeyIndex {
         }
         let cache = self.cache.get_mut();
         let upper = self.upper.get_mut();
-        let KeptSet { cap, used, by_path } = set;
+        let KeptSet { cap, used, by_path } = &mut *set;
         // Full (files gone since stay counted until then): start over,
         // so memory stays under the cap and the files of now are kept.
         let need = (upper.len() + self.segments.len()) * PAGE;
@@ -191,7 +196,7 @@ impl KeyIndex {
             .len();
         let identity = {
             use std::os::unix::fs::MetadataExt;
-            let on = KEPT.lock().map(|g| g.is_some()).unwrap_or(false);
+            let on = opts.kept().index_pages.is_some();
             match (on, file.metadata()) {
                 (true, Ok(m)) => Some((
                     m.ino(),
@@ -209,17 +214,17 @@ impl KeyIndex {
             read: std::cell::Cell::new(0),
             cache: Default::default(),
             identity,
+            kept: identity.map(|_| opts.kept_arc().clone()),
             upper: Default::default(),
         };
-        if let Some(id) = identity {
-            let g = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(kept) = g
-                .as_ref()
-                .and_then(|s| s.by_path.get(&k.path))
-                .filter(|kept| kept.identity == id)
-            {
+        let kept = k.kept.clone();
+        let pages = kept.as_ref().and_then(|kept| kept.index_pages.as_ref());
+        if let (Some(id), Some(pages)) = (identity, pages) {
+            let g = pages.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(kept) = g.by_path.get(&k.path).filter(|kept| kept.identity == id) {
                 k.segments = kept.segments.clone();
                 k.cache.get_mut().extend(kept.pages.clone());
+                drop(g);
                 return Ok(Some(k));
             }
         }
@@ -264,7 +269,7 @@ impl KeyIndex {
     }
 
     /// Reads every fence level of every section (one read each, after
-    /// the data pages), for [`keep_upper_pages`] to keep when this is
+    /// the data pages), for the reader's options to keep when this is
     /// dropped: what a server does once per file, as Stenographer's opens
     /// each leveldb table and holds its index block. Already kept: nothing
     /// read.

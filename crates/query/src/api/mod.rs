@@ -326,8 +326,17 @@ pub(super) struct Client {
 impl Server {
     /// Checks the configuration ([`check`]) and binds the address: a usage
     /// or certificate problem is an error before anything listens.
-    pub fn bind(cfg: ApiConfig) -> Result<Server, ApiError> {
+    pub fn bind(mut cfg: ApiConfig) -> Result<Server, ApiError> {
         let tls = check(&cfg)?;
+        // A server answers query after query: its stores' directory
+        // listings and the key indexes' upper pages (headers, roots,
+        // fences) stay in memory between them, so that a cold page cache
+        // costs only the pages a lookup ends on. Kept by this server's
+        // read options: never shared with another server in the process.
+        cfg.read = cfg
+            .read
+            .with_kept_listings()
+            .with_kept_index_pages(KEPT_INDEX_BYTES);
         let listener =
             std::net::TcpListener::bind(cfg.listen).map_err(|source| ApiError::Bind {
                 addr: cfg.listen,
@@ -378,11 +387,6 @@ impl Server {
     /// Serves until `stop` is set (checked every 100 ms); queries running
     /// then are ended.
     pub fn run(self, stop: &AtomicBool) -> Result<(), ApiError> {
-        // A server answers query after query: the key indexes' upper pages
-        // (headers, roots, fences) stay in memory between them, so that a
-        // cold page cache costs only the pages a lookup ends on.
-        wiretape_files::keys::keep_upper_pages(KEPT_INDEX_BYTES);
-        wiretape_files::steno::keep_dir_listings();
         warm_key_indexes(&self.state.cfg);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -1024,7 +1028,8 @@ async fn sessions(
     let st2 = st.clone();
     let r = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let files = crate::fleet::captures(&st2.cfg.stores, st2.cfg.prefix.as_deref())?;
+        let files =
+            crate::fleet::captures_with(&st2.cfg.stores, st2.cfg.prefix.as_deref(), &st2.cfg.read)?;
         let l = crate::sessions::list_first(
             &files,
             &st2.cfg.read,
@@ -1123,7 +1128,8 @@ async fn parquet(
     let st2 = st.clone();
     let r = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let files = crate::fleet::captures(&st2.cfg.stores, st2.cfg.prefix.as_deref())?;
+        let files =
+            crate::fleet::captures_with(&st2.cfg.stores, st2.cfg.prefix.as_deref(), &st2.cfg.read)?;
         let table = crate::fleet::block_table(
             &st2.cfg.node,
             &files,
