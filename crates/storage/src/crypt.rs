@@ -184,6 +184,75 @@ impl<S: BlockSink> AgeSink<S> {
         &mut self.inner
     }
 
+    /// After a failure, with the inner sink's cut at `c` (and what it gave
+    /// back, the ciphertext from `back.off` on): the plain bytes the file
+    /// keeps. The file is cut at `c` (as the inner sink does when it
+    /// finishes); where it cannot be (a volume that takes no more writes)
+    /// the chunks past `c` that are on disk whole stay with the file: a
+    /// write that failed (EIO from a filesystem that aborted mid-write) or
+    /// one in flight beside it may have landed, and readers read every
+    /// chunk that decrypts, so giving their records back too would put
+    /// them in two files. Each chunk, in order, is compared with its
+    /// ciphertext; the first that differs, is not in the file whole, or
+    /// whose ciphertext is not at hand ends what is kept. The inner sink
+    /// has nothing in flight by now (its `take_unwritten` waits for every
+    /// write). Once per failure.
+    fn keep_landed(&mut self, c: u64, back: Option<&Unwritten>) -> u64 {
+        use std::os::unix::fs::FileExt;
+        let kept = plain_in(self.payload, c);
+        let Some(u) = back.filter(|_| self.inner.offsets_in_file()) else {
+            return kept;
+        };
+        let Ok(f) = std::fs::File::open(self.inner.path()) else {
+            return kept;
+        };
+        let Ok(len) = f.metadata().map(|m| m.len()) else {
+            return kept;
+        };
+        if len <= c || self.inner.cut_at(c).is_ok() {
+            return kept;
+        }
+        // The ciphertext given back, from `u.off` on.
+        let sealed: std::borrow::Cow<[u8]> = match &u.blocks[..] {
+            [b] => b.data().into(),
+            bs => bs.iter().flat_map(|b| b.data()).copied().collect(),
+        };
+        let mut disk = Vec::new();
+        let mut kept = kept;
+        // The file's bytes below it are the stream's: every write below
+        // `c` completed.
+        let mut checked = c;
+        loop {
+            // The chunk that holds plain offset `kept`: a whole one (the age
+            // writer seals a chunk once it is full and the next byte has
+            // come) or, once the stream is finished, the last one.
+            let n = self.plain.saturating_sub(kept).min(CHUNK);
+            let last = self.age.is_none() && kept + n == self.plain;
+            if n < CHUNK && !(last && (n > 0 || kept == 0)) {
+                break;
+            }
+            let end = self.payload + kept / CHUNK * CHUNK_SEALED + n + (CHUNK_SEALED - CHUNK);
+            if end > checked {
+                let Some(copy) = checked
+                    .checked_sub(u.off)
+                    .and_then(|s| sealed.get(s as usize..(end - u.off) as usize))
+                else {
+                    break;
+                };
+                disk.resize(copy.len(), 0);
+                if end > len || f.read_exact_at(&mut disk, checked).is_err() || disk != copy {
+                    break;
+                }
+                checked = end;
+            }
+            kept += n;
+            if last {
+                break;
+            }
+        }
+        kept
+    }
+
     fn take_free(&mut self) -> Block {
         self.free
             .pop()
@@ -290,11 +359,11 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
     /// written when it gives nothing back).
     fn take_unwritten(&mut self) -> Option<Unwritten> {
         self.failed = true;
-        let c = match self.inner.take_unwritten() {
-            Some(u) => u.kept,
-            None => self.inner.written(),
+        let (c, back) = match self.inner.take_unwritten() {
+            Some(u) => (u.kept, Some(u)),
+            None => (self.inner.written(), None),
         };
-        let kept = plain_in(self.payload, c);
+        let kept = self.keep_landed(c, back.as_ref());
         self.release_to(kept);
         let off = self.held.front()?.0;
         Some(Unwritten {
