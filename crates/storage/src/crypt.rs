@@ -19,8 +19,14 @@
 //! at or before the inner sink's `kept` offset (a torn tail after them,
 //! which readers stop at and `repair --identity` closes), and the records
 //! from the one that straddles that chunk boundary on go to another
-//! volume. The plain blocks kept meanwhile are at most what the inner sink
-//! has waiting for the disk, plus one chunk and one block.
+//! volume. What the file keeps is the file's truth, not the sink's belief:
+//! a failed write, or one in flight beside it, may have landed all the
+//! same, and readers read every chunk that decrypts. So the file is cut at
+//! `kept`, and where it cannot be (a volume gone read-only) each chunk past
+//! it is compared with its ciphertext once every write has ended: those on
+//! disk whole stay with the file, and only the records past the last of
+//! them are given back. The plain blocks kept meanwhile are at most what
+//! the inner sink has waiting for the disk, plus one chunk and one block.
 
 use crate::sink::{Block, BlockSink, SinkStats, Unwritten};
 use std::collections::VecDeque;
