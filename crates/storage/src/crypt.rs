@@ -20,13 +20,15 @@
 //! which readers stop at and `repair --identity` closes), and the records
 //! from the one that straddles that chunk boundary on go to another
 //! volume. What the file keeps is the file's truth, not the sink's belief:
-//! a failed write, or one in flight beside it, may have landed all the
-//! same, and readers read every chunk that decrypts. So the file is cut at
-//! `kept`, and where it cannot be (a volume gone read-only) each chunk past
-//! it is compared with its ciphertext once every write has ended: those on
-//! disk whole stay with the file, and only the records past the last of
-//! them are given back. The plain blocks kept meanwhile are at most what
-//! the inner sink has waiting for the disk, plus one chunk and one block.
+//! a failed write, one in flight beside it, or the last writes of a file
+//! whose close failed may have landed all the same, and readers read
+//! every chunk that decrypts. So the file is cut at `kept`, and where it
+//! cannot be (a volume gone read-only) each chunk past it is read back once
+//! every write has ended and its hash compared with the one noted when it
+//! was sealed: those on disk whole stay with the file, and only the records
+//! past the last of them are given back. The plain blocks kept meanwhile
+//! are at most what the inner sink has waiting for the disk, plus one chunk
+//! and one block (and a hash for each of those chunks).
 
 use crate::sink::{Block, BlockSink, SinkStats, Unwritten};
 use std::collections::VecDeque;
@@ -78,6 +80,14 @@ pub struct AgeSink<S: BlockSink> {
     held: VecDeque<(u64, Block)>,
     /// A write failed: nothing more goes to the inner sink.
     failed: bool,
+    /// Ciphertext bytes made so far (the header included).
+    sealed_at: u64,
+    /// The hash of the chunk being sealed, so far.
+    xxh: twox_hash::XxHash32,
+    /// Each chunk (the header first, as one) not known written yet: its
+    /// file range and the hash of its bytes, to tell after a failure
+    /// whether it is on disk whole (`keep_landed`).
+    sums: VecDeque<(u64, u64, u32)>,
 }
 
 /// The plain bytes that whole chunks of a payload starting at `payload`
@@ -115,6 +125,9 @@ impl<S: BlockSink> AgeSink<S> {
             plain: 0,
             held: VecDeque::new(),
             failed: false,
+            sealed_at: 0,
+            xxh: twox_hash::XxHash32::with_seed(0),
+            sums: VecDeque::new(),
         };
         s.out = Some(s.inner.first_block());
         s.put_sealed()?;
@@ -127,6 +140,7 @@ impl<S: BlockSink> AgeSink<S> {
             let mut g = self.spill.0.lock().unwrap_or_else(|e| e.into_inner());
             std::mem::swap(&mut *g, &mut self.sealed);
         }
+        self.note_sealed();
         let mut bytes = &self.sealed[..];
         while !bytes.is_empty() {
             let mut b = self.out.take().unwrap_or_else(|| self.inner.first_block());
@@ -151,6 +165,43 @@ impl<S: BlockSink> AgeSink<S> {
         Ok(())
     }
 
+    /// Hashes the ciphertext in `sealed` chunk by chunk (once per chunk,
+    /// never per frame), noting each chunk's range and hash as it ends (the
+    /// last one, shorter, once the stream is finished).
+    fn note_sealed(&mut self) {
+        use std::hash::Hasher;
+        let sealed = std::mem::take(&mut self.sealed);
+        let mut bytes = &sealed[..];
+        while !bytes.is_empty() {
+            let end = match self.sealed_at.checked_sub(self.payload) {
+                None => self.payload,
+                Some(p) => self.payload + (p / CHUNK_SEALED + 1) * CHUNK_SEALED,
+            };
+            let k = bytes.len().min((end - self.sealed_at) as usize);
+            self.xxh.write(&bytes[..k]);
+            bytes = &bytes[k..];
+            self.sealed_at += k as u64;
+            if self.sealed_at == end {
+                self.end_chunk();
+            }
+        }
+        self.sealed = sealed;
+        if self.age.is_none() && self.sums.back().is_none_or(|s| s.1 < self.sealed_at) {
+            self.end_chunk();
+        }
+    }
+
+    /// The chunk being hashed ends at `sealed_at`.
+    fn end_chunk(&mut self) {
+        let start = match self.sealed_at.checked_sub(self.payload) {
+            Some(p) if p > 0 => self.payload + (p - 1) / CHUNK_SEALED * CHUNK_SEALED,
+            _ => 0,
+        };
+        let sum = self.xxh.finish_32();
+        self.sums.push_back((start, self.sealed_at, sum));
+        self.xxh = twox_hash::XxHash32::with_seed(0);
+    }
+
     /// Encrypts `data` (what the writer handed on).
     fn seal(&mut self, data: &[u8]) -> Result<(), StorageError> {
         let path = self.inner.path().to_owned();
@@ -165,7 +216,11 @@ impl<S: BlockSink> AgeSink<S> {
 
     /// Frees the plain blocks whose chunks are all written.
     fn release(&mut self) {
-        self.release_to(plain_in(self.payload, self.inner.written()));
+        let done = self.inner.written();
+        while self.sums.front().is_some_and(|s| s.1 <= done) {
+            self.sums.pop_front();
+        }
+        self.release_to(plain_in(self.payload, done));
     }
 
     /// Frees the plain blocks that end by plain offset `done`.
@@ -190,71 +245,50 @@ impl<S: BlockSink> AgeSink<S> {
         &mut self.inner
     }
 
-    /// After a failure, with the inner sink's cut at `c` (and what it gave
-    /// back, the ciphertext from `back.off` on): the plain bytes the file
-    /// keeps. The file is cut at `c` (as the inner sink does when it
-    /// finishes); where it cannot be (a volume that takes no more writes)
-    /// the chunks past `c` that are on disk whole stay with the file: a
-    /// write that failed (EIO from a filesystem that aborted mid-write) or
-    /// one in flight beside it may have landed, and readers read every
-    /// chunk that decrypts, so giving their records back too would put
-    /// them in two files. Each chunk, in order, is compared with its
-    /// ciphertext; the first that differs, is not in the file whole, or
-    /// whose ciphertext is not at hand ends what is kept. The inner sink
-    /// has nothing in flight by now (its `take_unwritten` waits for every
-    /// write). Once per failure.
-    fn keep_landed(&mut self, c: u64, back: Option<&Unwritten>) -> u64 {
+    /// After a failure, with the inner sink's cut at `c`: the plain bytes
+    /// the file keeps. The file is cut at `c` (as the inner sink does when
+    /// it finishes); where it cannot be (a volume that takes no more
+    /// writes) the chunks past `c` that are on disk whole stay with the
+    /// file: a write that failed (EIO from a filesystem that aborted
+    /// mid-write), one in flight beside it, or the last ones of a file
+    /// whose close failed after them may have landed, and readers read
+    /// every chunk that decrypts, so giving their records back too would
+    /// put them in two files. Each chunk, in order, is read back and its
+    /// hash compared with the one noted when it was sealed; the first that
+    /// differs or is not in the file whole ends what is kept. Called once
+    /// the inner sink has nothing in flight (its `take_unwritten` waits for
+    /// every write, its `finish` too). Once per failure.
+    fn keep_landed(&mut self, c: u64) -> u64 {
         use std::os::unix::fs::FileExt;
-        let kept = plain_in(self.payload, c);
-        let Some(u) = back.filter(|_| self.inner.offsets_in_file()) else {
-            return kept;
-        };
+        let mut kept = plain_in(self.payload, c);
         let Ok(f) = std::fs::File::open(self.inner.path()) else {
             return kept;
         };
         let Ok(len) = f.metadata().map(|m| m.len()) else {
             return kept;
         };
-        if len <= c || self.inner.cut_at(c).is_ok() {
+        if len <= c || !self.inner.offsets_in_file() || self.inner.cut_at(c).is_ok() {
             return kept;
         }
-        // The ciphertext given back, from `u.off` on.
-        let sealed: std::borrow::Cow<[u8]> = match &u.blocks[..] {
-            [b] => b.data().into(),
-            bs => bs.iter().flat_map(|b| b.data()).copied().collect(),
-        };
         let mut disk = Vec::new();
-        let mut kept = kept;
-        // The file's bytes below it are the stream's: every write below
-        // `c` completed.
-        let mut checked = c;
-        loop {
-            // The chunk that holds plain offset `kept`: a whole one (the age
-            // writer seals a chunk once it is full and the next byte has
-            // come) or, once the stream is finished, the last one.
-            let n = self.plain.saturating_sub(kept).min(CHUNK);
-            let last = self.age.is_none() && kept + n == self.plain;
-            if n < CHUNK && !(last && (n > 0 || kept == 0)) {
+        for &(start, end, sum) in &self.sums {
+            // The plain bytes up to the end of this chunk.
+            let upto = if self.age.is_none() && end == self.sealed_at {
+                self.plain
+            } else {
+                plain_in(self.payload, end)
+            };
+            if end <= c && upto <= kept {
+                continue;
+            }
+            disk.resize((end - start) as usize, 0);
+            if end > len
+                || f.read_exact_at(&mut disk, start).is_err()
+                || twox_hash::XxHash32::oneshot(0, &disk) != sum
+            {
                 break;
             }
-            let end = self.payload + kept / CHUNK * CHUNK_SEALED + n + (CHUNK_SEALED - CHUNK);
-            if end > checked {
-                let Some(copy) = checked
-                    .checked_sub(u.off)
-                    .and_then(|s| sealed.get(s as usize..(end - u.off) as usize))
-                else {
-                    break;
-                };
-                disk.resize(copy.len(), 0);
-                if end > len || f.read_exact_at(&mut disk, checked).is_err() || disk != copy {
-                    break;
-                }
-                checked = end;
-            }
-            kept += n;
-            if last {
-                break;
-            }
+            kept = kept.max(upto);
         }
         kept
     }
@@ -365,11 +399,11 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
     /// written when it gives nothing back).
     fn take_unwritten(&mut self) -> Option<Unwritten> {
         self.failed = true;
-        let (c, back) = match self.inner.take_unwritten() {
-            Some(u) => (u.kept, Some(u)),
-            None => (self.inner.written(), None),
+        let c = match self.inner.take_unwritten() {
+            Some(u) => u.kept,
+            None => self.inner.written(),
         };
-        let kept = self.keep_landed(c, back.as_ref());
+        let kept = self.keep_landed(c);
         self.release_to(kept);
         let off = self.held.front()?.0;
         Some(Unwritten {
