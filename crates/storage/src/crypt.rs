@@ -517,3 +517,133 @@ pub fn close_cut(
         .map_err(|e| StorageError::from_write(path, e))?;
     Ok(cut + sealed.len() as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::FileSink;
+
+    /// A file whose writes all landed but whose close failed after them
+    /// (its volume went read-only: the exact length or the fsync refused),
+    /// as the io_uring sink then stands: no write failed, so it gives
+    /// nothing back and knows written only up to `written` (its aligned
+    /// offset, say); the file cannot be cut.
+    struct ClosedBadly {
+        inner: FileSink,
+        written: u64,
+    }
+
+    impl BlockSink for ClosedBadly {
+        fn submit(&mut self, block: Block) -> Result<Block, StorageError> {
+            self.inner.submit(block)
+        }
+        fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+            self.inner.flush(block)
+        }
+        fn finish(&mut self, block: Block) -> Result<(), StorageError> {
+            self.inner.finish(block)?;
+            Err(StorageError::from_write(
+                self.inner.path(),
+                std::io::Error::from_raw_os_error(libc::EROFS),
+            ))
+        }
+        fn bytes(&self) -> u64 {
+            self.inner.bytes()
+        }
+        fn written(&self) -> u64 {
+            self.written.min(self.inner.bytes())
+        }
+        fn path(&self) -> &Path {
+            self.inner.path()
+        }
+        fn block_size(&self) -> usize {
+            self.inner.block_size()
+        }
+        fn first_block(&mut self) -> Block {
+            self.inner.first_block()
+        }
+        fn cut_at(&mut self, _off: u64) -> std::io::Result<()> {
+            Err(std::io::Error::from_raw_os_error(libc::EROFS))
+        }
+    }
+
+    /// The plain bytes a reader gets from the age file at `path`.
+    fn readable(path: &Path, id: &wiretape_files::crypt::Identity) -> u64 {
+        use std::io::Read;
+        let mut r = wiretape_files::crypt::AgeReader::open(path, std::slice::from_ref(id)).unwrap();
+        let (mut n, mut buf) = (0u64, vec![0u8; 1 << 16]);
+        while let Ok(k) = r.read(&mut buf) {
+            if k == 0 {
+                break;
+            }
+            n += k as u64;
+        }
+        n
+    }
+
+    /// A failed close whose writes landed (whole, or up to some chunk: the
+    /// file cut short by hand, as a write that did not land leaves it):
+    /// what the file holds and what the sink gives back are the stream,
+    /// each byte once; nothing a reader reads is given back too (issue 37).
+    #[test]
+    fn a_file_whose_close_failed_keeps_the_chunks_that_landed_and_gives_back_only_the_rest() {
+        let d = std::env::temp_dir().join(format!("wt-crypt-landed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let id = age::x25519::Identity::generate();
+        let to = Recipients(vec![id.to_public()]);
+        let total: u64 = 9 * 100_000 + 777;
+        for (case, (written, cut)) in [
+            (0u64, None),
+            (300_000, None),
+            (0, Some(5 * CHUNK_SEALED + 1000)),
+            (200_000, Some(3 * CHUNK_SEALED)),
+            (0, Some(100)),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let path = d.join(format!("f{case}.pcap.age"));
+            let inner = ClosedBadly {
+                inner: FileSink::with_block_size(&path, 1 << 16).unwrap(),
+                written,
+            };
+            let mut s = AgeSink::new(inner, &to).unwrap();
+            let mut left = total;
+            let mut i = 0u8;
+            while left > 0 {
+                let n = (left as usize).min(100_000);
+                let mut b = Block::new(n);
+                let (buf, len) = b.space();
+                buf[..n].fill(i);
+                *len = n;
+                i = i.wrapping_add(1);
+                left -= n as u64;
+                s.submit(b).unwrap();
+            }
+            assert!(s.finish(Block::new(4096)).is_err(), "the close fails");
+            if let Some(c) = cut {
+                crate::repair::truncate(&path, s.payload + c).unwrap();
+            }
+            let in_file = readable(&path, &id);
+            let (kept, back) = match s.take_unwritten() {
+                Some(u) => {
+                    let end = u.off + u.blocks.iter().map(|b| b.len() as u64).sum::<u64>();
+                    assert_eq!(end, total, "case {case}: given back to the end");
+                    assert!(
+                        u.off <= u.kept,
+                        "case {case}: from a record at or before kept"
+                    );
+                    (u.kept, end - u.kept)
+                }
+                None => (total, 0),
+            };
+            assert_eq!(
+                (kept, kept + back),
+                (in_file, total),
+                "case {case}: kept, and kept + given back (written {written}, cut {cut:?})"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
