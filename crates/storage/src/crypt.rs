@@ -405,7 +405,15 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
         };
         let kept = self.keep_landed(c);
         self.release_to(kept);
-        let off = self.held.front()?.0;
+        let Some(&(off, _)) = self.held.front() else {
+            // The file keeps the whole stream (a close that failed after
+            // its writes landed): nothing to give back, and it says so.
+            return Some(Unwritten {
+                off: self.plain,
+                kept: self.plain,
+                blocks: Vec::new(),
+            });
+        };
         Some(Unwritten {
             off,
             kept,
@@ -636,7 +644,7 @@ mod tests {
                     );
                     (u.kept, end - u.kept)
                 }
-                None => (total, 0),
+                None => panic!("case {case}: a failed sink says what its file keeps"),
             };
             assert_eq!(
                 (kept, kept + back),

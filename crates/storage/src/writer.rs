@@ -236,6 +236,10 @@ impl<S: BlockSink> PcapWriter<S> {
     /// writer's history counts from the latest one before it (fewer than
     /// the file holds: never more).
     fn kept_with(&self, u: &Unwritten) -> (u64, u64) {
+        if u.blocks.is_empty() && u.off >= self.stream_len {
+            // The file keeps the whole stream.
+            return (self.stats.frames, self.stats.bytes);
+        }
         let at = self
             .history
             .iter()
