@@ -19,8 +19,16 @@
 //! at or before the inner sink's `kept` offset (a torn tail after them,
 //! which readers stop at and `repair --identity` closes), and the records
 //! from the one that straddles that chunk boundary on go to another
-//! volume. The plain blocks kept meanwhile are at most what the inner sink
-//! has waiting for the disk, plus one chunk and one block.
+//! volume. What the file keeps is the file's truth, not the sink's belief:
+//! a failed write, one in flight beside it, or the last writes of a file
+//! whose close failed may have landed all the same, and readers read
+//! every chunk that decrypts. So the file is cut at `kept`, and where it
+//! cannot be (a volume gone read-only) each chunk past it is read back once
+//! every write has ended and its hash compared with the one noted when it
+//! was sealed: those on disk whole stay with the file, and only the records
+//! past the last of them are given back. The plain blocks kept meanwhile
+//! are at most what the inner sink has waiting for the disk, plus one chunk
+//! and one block (and a hash for each of those chunks).
 
 use crate::sink::{Block, BlockSink, SinkStats, Unwritten};
 use std::collections::VecDeque;
@@ -72,6 +80,14 @@ pub struct AgeSink<S: BlockSink> {
     held: VecDeque<(u64, Block)>,
     /// A write failed: nothing more goes to the inner sink.
     failed: bool,
+    /// Ciphertext bytes made so far (the header included).
+    sealed_at: u64,
+    /// The hash of the chunk being sealed, so far.
+    xxh: twox_hash::XxHash32,
+    /// Each chunk (the header first, as one) not known written yet: its
+    /// file range and the hash of its bytes, to tell after a failure
+    /// whether it is on disk whole (`keep_landed`).
+    sums: VecDeque<(u64, u64, u32)>,
 }
 
 /// The plain bytes that whole chunks of a payload starting at `payload`
@@ -109,6 +125,9 @@ impl<S: BlockSink> AgeSink<S> {
             plain: 0,
             held: VecDeque::new(),
             failed: false,
+            sealed_at: 0,
+            xxh: twox_hash::XxHash32::with_seed(0),
+            sums: VecDeque::new(),
         };
         s.out = Some(s.inner.first_block());
         s.put_sealed()?;
@@ -121,6 +140,7 @@ impl<S: BlockSink> AgeSink<S> {
             let mut g = self.spill.0.lock().unwrap_or_else(|e| e.into_inner());
             std::mem::swap(&mut *g, &mut self.sealed);
         }
+        self.note_sealed();
         let mut bytes = &self.sealed[..];
         while !bytes.is_empty() {
             let mut b = self.out.take().unwrap_or_else(|| self.inner.first_block());
@@ -145,6 +165,43 @@ impl<S: BlockSink> AgeSink<S> {
         Ok(())
     }
 
+    /// Hashes the ciphertext in `sealed` chunk by chunk (once per chunk,
+    /// never per frame), noting each chunk's range and hash as it ends (the
+    /// last one, shorter, once the stream is finished).
+    fn note_sealed(&mut self) {
+        use std::hash::Hasher;
+        let sealed = std::mem::take(&mut self.sealed);
+        let mut bytes = &sealed[..];
+        while !bytes.is_empty() {
+            let end = match self.sealed_at.checked_sub(self.payload) {
+                None => self.payload,
+                Some(p) => self.payload + (p / CHUNK_SEALED + 1) * CHUNK_SEALED,
+            };
+            let k = bytes.len().min((end - self.sealed_at) as usize);
+            self.xxh.write(&bytes[..k]);
+            bytes = &bytes[k..];
+            self.sealed_at += k as u64;
+            if self.sealed_at == end {
+                self.end_chunk();
+            }
+        }
+        self.sealed = sealed;
+        if self.age.is_none() && self.sums.back().is_none_or(|s| s.1 < self.sealed_at) {
+            self.end_chunk();
+        }
+    }
+
+    /// The chunk being hashed ends at `sealed_at`.
+    fn end_chunk(&mut self) {
+        let start = match self.sealed_at.checked_sub(self.payload) {
+            Some(p) if p > 0 => self.payload + (p - 1) / CHUNK_SEALED * CHUNK_SEALED,
+            _ => 0,
+        };
+        let sum = self.xxh.finish_32();
+        self.sums.push_back((start, self.sealed_at, sum));
+        self.xxh = twox_hash::XxHash32::with_seed(0);
+    }
+
     /// Encrypts `data` (what the writer handed on).
     fn seal(&mut self, data: &[u8]) -> Result<(), StorageError> {
         let path = self.inner.path().to_owned();
@@ -159,7 +216,11 @@ impl<S: BlockSink> AgeSink<S> {
 
     /// Frees the plain blocks whose chunks are all written.
     fn release(&mut self) {
-        self.release_to(plain_in(self.payload, self.inner.written()));
+        let done = self.inner.written();
+        while self.sums.front().is_some_and(|s| s.1 <= done) {
+            self.sums.pop_front();
+        }
+        self.release_to(plain_in(self.payload, done));
     }
 
     /// Frees the plain blocks that end by plain offset `done`.
@@ -182,6 +243,54 @@ impl<S: BlockSink> AgeSink<S> {
     /// The same, mutably.
     pub fn inner_mut(&mut self) -> &mut S {
         &mut self.inner
+    }
+
+    /// After a failure, with the inner sink's cut at `c`: the plain bytes
+    /// the file keeps. The file is cut at `c` (as the inner sink does when
+    /// it finishes); where it cannot be (a volume that takes no more
+    /// writes) the chunks past `c` that are on disk whole stay with the
+    /// file: a write that failed (EIO from a filesystem that aborted
+    /// mid-write), one in flight beside it, or the last ones of a file
+    /// whose close failed after them may have landed, and readers read
+    /// every chunk that decrypts, so giving their records back too would
+    /// put them in two files. Each chunk, in order, is read back and its
+    /// hash compared with the one noted when it was sealed; the first that
+    /// differs or is not in the file whole ends what is kept. Called once
+    /// the inner sink has nothing in flight (its `take_unwritten` waits for
+    /// every write, its `finish` too). Once per failure.
+    fn keep_landed(&mut self, c: u64) -> u64 {
+        use std::os::unix::fs::FileExt;
+        let mut kept = plain_in(self.payload, c);
+        let Ok(f) = std::fs::File::open(self.inner.path()) else {
+            return kept;
+        };
+        let Ok(len) = f.metadata().map(|m| m.len()) else {
+            return kept;
+        };
+        if len <= c || !self.inner.offsets_in_file() || self.inner.cut_at(c).is_ok() {
+            return kept;
+        }
+        let mut disk = Vec::new();
+        for &(start, end, sum) in &self.sums {
+            // The plain bytes up to the end of this chunk.
+            let upto = if self.age.is_none() && end == self.sealed_at {
+                self.plain
+            } else {
+                plain_in(self.payload, end)
+            };
+            if end <= c && upto <= kept {
+                continue;
+            }
+            disk.resize((end - start) as usize, 0);
+            if end > len
+                || f.read_exact_at(&mut disk, start).is_err()
+                || twox_hash::XxHash32::oneshot(0, &disk) != sum
+            {
+                break;
+            }
+            kept = kept.max(upto);
+        }
+        kept
     }
 
     fn take_free(&mut self) -> Block {
@@ -294,9 +403,17 @@ impl<S: BlockSink> BlockSink for AgeSink<S> {
             Some(u) => u.kept,
             None => self.inner.written(),
         };
-        let kept = plain_in(self.payload, c);
+        let kept = self.keep_landed(c);
         self.release_to(kept);
-        let off = self.held.front()?.0;
+        let Some(&(off, _)) = self.held.front() else {
+            // The file keeps the whole stream (a close that failed after
+            // its writes landed): nothing to give back, and it says so.
+            return Some(Unwritten {
+                off: self.plain,
+                kept: self.plain,
+                blocks: Vec::new(),
+            });
+        };
         Some(Unwritten {
             off,
             kept,
@@ -407,4 +524,134 @@ pub fn close_cut(
         .and_then(|()| w.sync_data())
         .map_err(|e| StorageError::from_write(path, e))?;
     Ok(cut + sealed.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::FileSink;
+
+    /// A file whose writes all landed but whose close failed after them
+    /// (its volume went read-only: the exact length or the fsync refused),
+    /// as the io_uring sink then stands: no write failed, so it gives
+    /// nothing back and knows written only up to `written` (its aligned
+    /// offset, say); the file cannot be cut.
+    struct ClosedBadly {
+        inner: FileSink,
+        written: u64,
+    }
+
+    impl BlockSink for ClosedBadly {
+        fn submit(&mut self, block: Block) -> Result<Block, StorageError> {
+            self.inner.submit(block)
+        }
+        fn flush(&mut self, block: Block) -> Result<Block, StorageError> {
+            self.inner.flush(block)
+        }
+        fn finish(&mut self, block: Block) -> Result<(), StorageError> {
+            self.inner.finish(block)?;
+            Err(StorageError::from_write(
+                self.inner.path(),
+                std::io::Error::from_raw_os_error(libc::EROFS),
+            ))
+        }
+        fn bytes(&self) -> u64 {
+            self.inner.bytes()
+        }
+        fn written(&self) -> u64 {
+            self.written.min(self.inner.bytes())
+        }
+        fn path(&self) -> &Path {
+            self.inner.path()
+        }
+        fn block_size(&self) -> usize {
+            self.inner.block_size()
+        }
+        fn first_block(&mut self) -> Block {
+            self.inner.first_block()
+        }
+        fn cut_at(&mut self, _off: u64) -> std::io::Result<()> {
+            Err(std::io::Error::from_raw_os_error(libc::EROFS))
+        }
+    }
+
+    /// The plain bytes a reader gets from the age file at `path`.
+    fn readable(path: &Path, id: &wiretape_files::crypt::Identity) -> u64 {
+        use std::io::Read;
+        let mut r = wiretape_files::crypt::AgeReader::open(path, std::slice::from_ref(id)).unwrap();
+        let (mut n, mut buf) = (0u64, vec![0u8; 1 << 16]);
+        while let Ok(k) = r.read(&mut buf) {
+            if k == 0 {
+                break;
+            }
+            n += k as u64;
+        }
+        n
+    }
+
+    /// A failed close whose writes landed (whole, or up to some chunk: the
+    /// file cut short by hand, as a write that did not land leaves it):
+    /// what the file holds and what the sink gives back are the stream,
+    /// each byte once; nothing a reader reads is given back too (issue 37).
+    #[test]
+    fn a_file_whose_close_failed_keeps_the_chunks_that_landed_and_gives_back_only_the_rest() {
+        let d = std::env::temp_dir().join(format!("wt-crypt-landed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let id = age::x25519::Identity::generate();
+        let to = Recipients(vec![id.to_public()]);
+        let total: u64 = 9 * 100_000 + 777;
+        for (case, (written, cut)) in [
+            (0u64, None),
+            (300_000, None),
+            (0, Some(5 * CHUNK_SEALED + 1000)),
+            (200_000, Some(3 * CHUNK_SEALED)),
+            (0, Some(100)),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let path = d.join(format!("f{case}.pcap.age"));
+            let inner = ClosedBadly {
+                inner: FileSink::with_block_size(&path, 1 << 16).unwrap(),
+                written,
+            };
+            let mut s = AgeSink::new(inner, &to).unwrap();
+            let mut left = total;
+            let mut i = 0u8;
+            while left > 0 {
+                let n = (left as usize).min(100_000);
+                let mut b = Block::new(n);
+                let (buf, len) = b.space();
+                buf[..n].fill(i);
+                *len = n;
+                i = i.wrapping_add(1);
+                left -= n as u64;
+                s.submit(b).unwrap();
+            }
+            assert!(s.finish(Block::new(4096)).is_err(), "the close fails");
+            if let Some(c) = cut {
+                crate::repair::truncate(&path, s.payload + c).unwrap();
+            }
+            let in_file = readable(&path, &id);
+            let (kept, back) = match s.take_unwritten() {
+                Some(u) => {
+                    let end = u.off + u.blocks.iter().map(|b| b.len() as u64).sum::<u64>();
+                    assert_eq!(end, total, "case {case}: given back to the end");
+                    assert!(
+                        u.off <= u.kept,
+                        "case {case}: from a record at or before kept"
+                    );
+                    (u.kept, end - u.kept)
+                }
+                None => panic!("case {case}: a failed sink says what its file keeps"),
+            };
+            assert_eq!(
+                (kept, kept + back),
+                (in_file, total),
+                "case {case}: kept, and kept + given back (written {written}, cut {cut:?})"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }

@@ -299,7 +299,9 @@ pub trait BlockSink: Send {
     /// cannot give them back: none. A compressed or encrypted sink gives
     /// back the plain records its file does not keep whole (its inner
     /// sink's `kept` decides: the file keeps every compressed unit, or age
-    /// chunk, that ends at or before it).
+    /// chunk, that ends at or before it; and, where the file cannot be cut
+    /// there, every one after it that a failed write put on disk whole:
+    /// nothing is both in the file and given back).
     fn take_unwritten(&mut self) -> Option<Unwritten> {
         None
     }
