@@ -106,6 +106,23 @@ pub(crate) fn address_line(e: &AddressError) -> String {
     }
 }
 
+/// A server's setting named by its flag, for the lines `wiretape api`
+/// logs while it runs (a connection closed for `--max-connections`).
+pub(crate) fn api_flag(opt: ApiOpt) -> String {
+    match opt {
+        ApiOpt::Stores => "-w".into(),
+        ApiOpt::Listen => "--listen".into(),
+        ApiOpt::TlsCert => "--tls-cert".into(),
+        ApiOpt::TlsKey => "--tls-key".into(),
+        ApiOpt::ClientCa => "--client-ca".into(),
+        ApiOpt::AllowClients => "--allow-client".into(),
+        ApiOpt::MaxQueries => "--max-queries".into(),
+        ApiOpt::MaxConnections => "--max-connections".into(),
+        ApiOpt::HandshakeTimeout => "--handshake-timeout".into(),
+        other => other.to_string(),
+    }
+}
+
 /// A server's error's line, its settings named by their flags
 /// ([`tls_line`] for its certificates).
 pub(crate) fn api_line(e: &ApiError) -> String {

@@ -8,7 +8,7 @@
 //! refusal, and logged.
 
 use super::body::ApiBody;
-use super::{handle, log_line, Client, State};
+use super::{handle, log_line, ApiConfig, ApiOpt, Client, State};
 use crate::text::clean;
 use hyper::body::{Body, Frame, SizeHint};
 use std::io;
@@ -61,7 +61,44 @@ impl Throttle {
 }
 
 /// ` (and N more like it in the last second)` when N > 0.
-pub(super) fn more(n: u64) -> String {
+/// Why a connection was closed before its first request: the line logged
+/// names the setting at fault in the embedder's words ([`ApiConfig::naming`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Closed {
+    /// At the connection limit.
+    Full,
+    /// Nothing sent within the handshake timeout.
+    Silent,
+    /// A TLS handshake not finished within the handshake timeout.
+    SlowHandshake,
+}
+
+/// The line logged for a connection closed for `why`, `m` more of the
+/// kind throttled in the last second.
+pub(super) fn closed_line(cfg: &ApiConfig, why: Closed, m: u64) -> String {
+    let secs = cfg.handshake_timeout.as_secs();
+    let name = |o| (cfg.naming)(o);
+    match why {
+        Closed::Full => format!(
+            "closed at once: {} connections are open ({}){}",
+            cfg.max_connections,
+            name(ApiOpt::MaxConnections),
+            more(m)
+        ),
+        Closed::Silent => format!(
+            "closed: nothing sent within {secs} s ({}){}",
+            name(ApiOpt::HandshakeTimeout),
+            more(m)
+        ),
+        Closed::SlowHandshake => format!(
+            "closed: the TLS handshake did not end within {secs} s ({}){}",
+            name(ApiOpt::HandshakeTimeout),
+            more(m)
+        ),
+    }
+}
+
+fn more(n: u64) -> String {
     if n == 0 {
         String::new()
     } else {
@@ -125,11 +162,7 @@ pub(super) async fn connection(state: Arc<State>, tcp: TcpStream, peer: SocketAd
             if let Some(m) = state.timeout_throttle.admit() {
                 state.log_conn(
                     &peer.to_string(),
-                    &format!(
-                        "closed: nothing sent within {} s (--handshake-timeout){}",
-                        state.cfg.handshake_timeout.as_secs(),
-                        more(m)
-                    ),
+                    &closed_line(&state.cfg, Closed::Silent, m),
                 );
             }
             return;
@@ -204,11 +237,7 @@ pub(super) async fn connection(state: Arc<State>, tcp: TcpStream, peer: SocketAd
                     if let Some(m) = state.timeout_throttle.admit() {
                         state.log_conn(
                             &peer.to_string(),
-                            &format!(
-                                "closed: the TLS handshake did not end within {} s (--handshake-timeout){}",
-                                state.cfg.handshake_timeout.as_secs(),
-                                more(m)
-                            ),
+                            &closed_line(&state.cfg, Closed::SlowHandshake, m),
                         );
                     }
                     return;
@@ -646,5 +675,63 @@ content-length: 0\r\ndate: Fri, 27 Nov 2026 14:04:19 GMT\r\n\r\n";
         std::thread::sleep(Duration::from_millis(1050));
         assert_eq!(t.admit(), Some(2));
         assert_eq!(more(2), " (and 2 more in the last second)");
+    }
+
+    #[test]
+    fn closed_lines_name_settings_in_the_embedders_words() {
+        let mut cfg = ApiConfig::new(vec!["/s".into()], "127.0.0.1:0".parse().unwrap());
+        cfg.max_connections = 3;
+        cfg.handshake_timeout = Duration::from_secs(7);
+        // Without an embedder: the library's own words, no flag.
+        let full = closed_line(&cfg, Closed::Full, 0);
+        assert_eq!(
+            full,
+            "closed at once: 3 connections are open (the connections at once)"
+        );
+        let silent = closed_line(&cfg, Closed::Silent, 2);
+        assert_eq!(
+            silent,
+            "closed: nothing sent within 7 s (the handshake timeout) \
+             (and 2 more in the last second)"
+        );
+        let slow = closed_line(&cfg, Closed::SlowHandshake, 0);
+        assert_eq!(
+            slow,
+            "closed: the TLS handshake did not end within 7 s (the handshake timeout)"
+        );
+        for l in [&full, &silent, &slow] {
+            assert!(!l.contains("--"), "{l}");
+        }
+        // An embedder's naming shows in the same lines.
+        fn mine(o: ApiOpt) -> String {
+            match o {
+                ApiOpt::MaxConnections => "conn_cap in sensor.yaml".into(),
+                ApiOpt::HandshakeTimeout => "hello_secs in sensor.yaml".into(),
+                other => other.to_string(),
+            }
+        }
+        cfg.naming = mine;
+        assert_eq!(
+            closed_line(&cfg, Closed::Full, 1),
+            "closed at once: 3 connections are open (conn_cap in sensor.yaml) \
+             (and 1 more in the last second)"
+        );
+        assert_eq!(
+            closed_line(&cfg, Closed::Silent, 0),
+            "closed: nothing sent within 7 s (hello_secs in sensor.yaml)"
+        );
+        assert_eq!(
+            closed_line(&cfg, Closed::SlowHandshake, 0),
+            "closed: the TLS handshake did not end within 7 s (hello_secs in sensor.yaml)"
+        );
+        // Set on the options, it reaches the configuration.
+        let mut o =
+            super::super::ApiOptions::new(vec!["/s".into()], "127.0.0.1:0".parse().unwrap());
+        o.naming = mine;
+        let built = o.build().unwrap();
+        assert_eq!(
+            (built.naming)(ApiOpt::MaxConnections),
+            "conn_cap in sensor.yaml"
+        );
     }
 }

@@ -56,7 +56,7 @@ use body::{ApiBody, ChannelSink, StopOnDrop};
 use hyper::body::Frame;
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Response, StatusCode};
-pub use options::{ApiOpt, ApiOptions};
+pub use options::{library_naming, ApiOpt, ApiOptions, Naming};
 use params::BadRequest;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -137,6 +137,11 @@ pub struct ApiConfig {
     /// How the stores are read: the identities of encrypted files, where
     /// the indexes of Stenographer's files are.
     pub read: wiretape_files::ReadOptions,
+    /// How the lines logged while serving name the settings (a connection
+    /// closed for [`ApiOpt::MaxConnections`] or
+    /// [`ApiOpt::HandshakeTimeout`]): [`library_naming`] by default, a
+    /// command line's flags for `wiretape api`.
+    pub naming: Naming,
 }
 
 impl ApiConfig {
@@ -156,6 +161,7 @@ impl ApiConfig {
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
             read: wiretape_files::ReadOptions::default(),
+            naming: library_naming,
         }
     }
 }
@@ -290,7 +296,7 @@ pub(super) struct State {
     queries: Arc<Semaphore>,
     conns: AtomicUsize,
     refused_conns: AtomicUsize,
-    /// Connections closed for --max-connections, logged once a second.
+    /// Connections closed for the connection limit, logged once a second.
     refused_throttle: conn::Throttle,
     /// Connections that sent nothing or no whole handshake in time.
     timeout_throttle: conn::Throttle,
@@ -420,11 +426,7 @@ impl Server {
                     if let Some(m) = state.refused_throttle.admit() {
                         state.log_conn(
                             &peer.to_string(),
-                            &format!(
-                                "closed at once: {} connections are open (--max-connections){}",
-                                state.cfg.max_connections,
-                                conn::more(m)
-                            ),
+                            &conn::closed_line(&state.cfg, conn::Closed::Full, m),
                         );
                     }
                     continue;

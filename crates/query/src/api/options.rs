@@ -29,6 +29,9 @@ pub enum ApiOpt {
     MaxQueries,
     /// Connections open at once.
     MaxConnections,
+    /// How long a client may take to send its first bytes or finish its
+    /// TLS handshake.
+    HandshakeTimeout,
 }
 
 impl std::fmt::Display for ApiOpt {
@@ -42,8 +45,20 @@ impl std::fmt::Display for ApiOpt {
             ApiOpt::AllowClients => "the client names admitted",
             ApiOpt::MaxQueries => "the queries at once",
             ApiOpt::MaxConnections => "the connections at once",
+            ApiOpt::HandshakeTimeout => "the handshake timeout",
         })
     }
+}
+
+/// How a server names its settings in the lines it logs while it runs
+/// (a connection closed for a limit or a timeout): the library's own words
+/// ([`ApiOpt`]'s `Display`, the default) or the embedder's, e.g. a
+/// command line's flags (`wiretape api` says `--max-connections`).
+pub type Naming = fn(ApiOpt) -> String;
+
+/// The default [`Naming`]: the library's words ("the connections at once").
+pub fn library_naming(opt: ApiOpt) -> String {
+    opt.to_string()
 }
 
 /// A server's options (`wiretape api`'s flags), with its defaults.
@@ -79,6 +94,9 @@ pub struct ApiOptions {
     pub quiet: bool,
     /// How the stores are read (identities, Stenographer's index directory).
     pub read: wiretape_files::ReadOptions,
+    /// How the lines logged while serving name the settings
+    /// ([`library_naming`] unless set).
+    pub naming: Naming,
 }
 
 impl ApiOptions {
@@ -100,6 +118,7 @@ impl ApiOptions {
             node: None,
             quiet: d.quiet,
             read: d.read,
+            naming: d.naming,
         }
     }
 
@@ -148,6 +167,7 @@ impl ApiOptions {
             cfg.node = n;
         }
         cfg.quiet = self.quiet;
+        cfg.naming = self.naming;
         Ok(cfg)
     }
 }
