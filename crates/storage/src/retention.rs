@@ -23,6 +23,72 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+/// A limit of the retention, as a deletion's notice names it (the limit
+/// that had the file deleted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Limit {
+    /// [`Policy::keep_files`].
+    KeepFiles,
+    /// [`Policy::keep_bytes`] and [`VolumeLimits::keep_bytes`].
+    KeepBytes,
+    /// [`Policy::keep_age`].
+    KeepAge,
+    /// [`Policy::min_free`] and [`VolumeLimits::min_free`].
+    MinFree,
+    /// Deleting the oldest files on a full disk and going on
+    /// ([`crate::StorageConfig::on_full_rotate`]).
+    OnFullRotate,
+}
+
+impl Limit {
+    const ALL: [Limit; 5] = [
+        Limit::KeepFiles,
+        Limit::KeepBytes,
+        Limit::KeepAge,
+        Limit::MinFree,
+        Limit::OnFullRotate,
+    ];
+}
+
+impl std::fmt::Display for Limit {
+    /// The field's name (`keep_bytes`, `on_full_rotate`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Limit::KeepFiles => "keep_files",
+            Limit::KeepBytes => "keep_bytes",
+            Limit::KeepAge => "keep_age",
+            Limit::MinFree => "min_free",
+            Limit::OnFullRotate => "on_full_rotate",
+        })
+    }
+}
+
+/// What the notices of deletions call each [`Limit`]: by default its
+/// field's name ([`Limit`]'s `Display`); an embedder names them its own
+/// way ([`LimitWords::naming`]; the CLI: its flags).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitWords([String; 5]);
+
+impl Default for LimitWords {
+    fn default() -> Self {
+        LimitWords::naming(&|l| l.to_string())
+    }
+}
+
+impl LimitWords {
+    /// Each limit called as `name` says.
+    pub fn naming(name: &dyn Fn(Limit) -> String) -> Self {
+        LimitWords(Limit::ALL.map(name))
+    }
+
+    /// What `l` is called.
+    pub fn of(&self, l: Limit) -> &str {
+        let i = Limit::ALL.iter().position(|x| *x == l).unwrap_or(0);
+        &self.0[i]
+    }
+}
+
 /// Free space to keep on the output filesystem.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum MinFree {
@@ -179,6 +245,8 @@ pub struct Retention {
     /// Full listings of the directory so far.
     listings: AtomicU64,
     log: Mutex<Vec<String>>,
+    /// What the notices in `log` call the limits.
+    words: LimitWords,
 }
 
 impl Retention {
@@ -204,7 +272,15 @@ impl Retention {
             changed: Mutex::new(Vec::new()),
             listings: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
+            words: LimitWords::default(),
         }
+    }
+
+    /// The notices of deletions ([`Retention::take_log`]) call the limits
+    /// as `words` says (by default: the fields' names).
+    pub fn with_words(mut self, words: LimitWords) -> Self {
+        self.words = words;
+        self
     }
 
     /// A file is being written (never deleted until [`Retention::closed`]).
@@ -334,7 +410,11 @@ impl Retention {
                 .filter(|((_, p), _)| p.starts_with(dir))
                 .map(|(_, v)| v.0)
                 .sum();
-            let why = format!("--keep-bytes of volume {}: {keep} bytes", dir.display());
+            let why = format!(
+                "{} of volume {}: {keep} bytes",
+                self.words.of(Limit::KeepBytes),
+                dir.display()
+            );
             while bytes > keep {
                 let Some(f) = cat.oldest(|p| !open.contains(p) && p.starts_with(dir)) else {
                     break;
@@ -370,21 +450,21 @@ impl Retention {
         // few and the newest, so this stays at the catalogue's front.
         while let Some(f) = cat.oldest(|p| !open.contains(p)) {
             let why = if self.policy.keep_files.is_some_and(|k| count > k) {
-                "--keep-files"
+                Limit::KeepFiles
             } else if self.policy.keep_bytes.is_some_and(|k| bytes > k) {
-                "--keep-bytes"
+                Limit::KeepBytes
             } else if self
                 .policy
                 .keep_age
                 .is_some_and(|a| now.duration_since(f.modified).unwrap_or_default() > a)
             {
-                "--keep-age"
+                Limit::KeepAge
             } else {
                 // Oldest first: the age test may still hold for a later
                 // file only if clocks jumped; stop at the first one kept.
                 break;
             };
-            let deleted = self.delete(&mut cat, &f, why);
+            let deleted = self.delete(&mut cat, &f, self.words.of(why));
             if !deleted && f.path.exists() {
                 break; // cannot be deleted (it stays): not forever
             }
@@ -400,7 +480,7 @@ impl Retention {
                 let Some(f) = cat.oldest(|p| !open.contains(p) && p.starts_with(dir)) else {
                     break;
                 };
-                let deleted = self.delete(&mut cat, &f, "--min-free");
+                let deleted = self.delete(&mut cat, &f, self.words.of(Limit::MinFree));
                 if !deleted && f.path.exists() {
                     break;
                 }
@@ -434,7 +514,8 @@ impl Retention {
                         && !tried.contains(p)
                         && vol.is_none_or(|v| p.starts_with(v))
                 }) {
-                    if self.delete(&mut cat, &f, "disk full, --on-full rotate") {
+                    let why = format!("disk full, {}", self.words.of(Limit::OnFullRotate));
+                    if self.delete(&mut cat, &f, &why) {
                         return true;
                     }
                     tried.insert(f.path);
