@@ -646,6 +646,129 @@ mod tests {
         std::fs::remove_dir_all(d).unwrap();
     }
 
+    /// A deletion's notice names the limit in the library's words (the
+    /// fields' names, no command-line flag); an embedder's naming shows
+    /// in its place, for every limit.
+    #[test]
+    fn notices_name_limits_in_library_words_or_the_embedder_s() {
+        let base = std::env::temp_dir().join(format!("wt-ret-words-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let dirs: Vec<PathBuf> = ["a", "b"].iter().map(|v| base.join(v)).collect();
+        let name = |v: usize, i: u32| {
+            dirs[v].join(format!("wt-eth0-q0-20261122T1010{i:02}.000000000Z.pcap"))
+        };
+        let now = SystemTime::now();
+        // Each limit in turn over fresh files: 3 of 100 bytes on a (0 and
+        // 1 written two hours ago), 3 on b; the newest of each is written.
+        let cases = |p: &dyn Fn() -> Policy| {
+            let mut out = Vec::new();
+            for words in [None, Some(LimitWords::naming(&|l| format!("<{l:?}>")))] {
+                let _ = std::fs::remove_dir_all(&base);
+                for (v, d) in dirs.iter().enumerate() {
+                    std::fs::create_dir_all(d).unwrap();
+                    for i in 0..3 {
+                        std::fs::write(name(v, i), vec![0u8; 100]).unwrap();
+                        if i < 2 {
+                            let f = std::fs::File::options().write(true).open(name(v, i));
+                            f.unwrap()
+                                .set_modified(now - Duration::from_secs(7200))
+                                .unwrap();
+                        }
+                    }
+                }
+                let mut r = Retention::with_dirs(&dirs, "wt", p());
+                if let Some(w) = words {
+                    r = r.with_words(w);
+                }
+                r.opened(&name(0, 2));
+                r.opened(&name(1, 2));
+                let n = r.enforce();
+                let room = r.make_room(&name(0, 2));
+                let log = r.take_log();
+                assert_eq!(log.len() as u64, n + u64::from(room), "{log:?}");
+                out.push(log);
+            }
+            out
+        };
+        let why = |l: &String| l[l.find(" (").unwrap()..].to_string();
+        let b = dirs[1].display();
+        for (p, lib, own) in [
+            (
+                Policy {
+                    keep_files: Some(3),
+                    ..Default::default()
+                },
+                "keep_files",
+                "<KeepFiles>",
+            ),
+            (
+                Policy {
+                    keep_bytes: Some(350),
+                    ..Default::default()
+                },
+                "keep_bytes",
+                "<KeepBytes>",
+            ),
+            (
+                Policy {
+                    keep_age: Some(Duration::from_secs(3600)),
+                    ..Default::default()
+                },
+                "keep_age",
+                "<KeepAge>",
+            ),
+            (
+                Policy {
+                    min_free: Some(MinFree::Percent(99.999)),
+                    ..Default::default()
+                },
+                "min_free",
+                "<MinFree>",
+            ),
+        ] {
+            let [default, named] = <[Vec<String>; 2]>::try_from(cases(&|| p.clone())).unwrap();
+            // The limit's deletions (at least 2), then one made room for
+            // on a full disk if the limit left a closed file.
+            assert_eq!(default.len(), named.len(), "{default:?} {named:?}");
+            let by_limit = default.iter().filter(|d| why(d) == format!(" ({lib})"));
+            assert!(by_limit.count() >= 2, "{default:?}");
+            for (d, e) in default.iter().zip(&named) {
+                assert!(!d.contains("--"), "no flag in the library's words: {d}");
+                let full = " (disk full, on_full_rotate)";
+                assert!(why(d) == format!(" ({lib})") || why(d) == full, "{d}");
+                let theirs = d
+                    .replace(lib, own)
+                    .replace("on_full_rotate", "<OnFullRotate>");
+                assert_eq!(theirs, *e);
+            }
+        }
+        // A volume's own cap, and the full disk.
+        let mut p = Policy::default();
+        p.volumes.insert(
+            dirs[1].clone(),
+            VolumeLimits {
+                keep_bytes: Some(150),
+                ..Default::default()
+            },
+        );
+        let [default, named] = <[Vec<String>; 2]>::try_from(cases(&|| p.clone())).unwrap();
+        assert_eq!(default.len(), 3, "{default:?}");
+        assert_eq!(
+            why(&default[0]),
+            format!(" (keep_bytes of volume {b}: 150 bytes)")
+        );
+        assert_eq!(
+            why(&named[0]),
+            format!(" (<KeepBytes> of volume {b}: 150 bytes)")
+        );
+        assert_eq!(why(&default[2]), " (disk full, on_full_rotate)");
+        assert_eq!(why(&named[2]), " (disk full, <OnFullRotate>)");
+        for l in default.iter() {
+            assert!(!l.contains("--"), "{l}");
+        }
+        std::fs::remove_dir_all(base).unwrap();
+    }
+
     /// The directory is listed once; later passes work from the catalogue
     /// and the files the writers report.
     #[test]
@@ -776,7 +899,7 @@ mod tests {
         assert!([0, 3, 6, 9, 2, 5, 8, 11].iter().all(|&i| exists(i)));
         assert_eq!(r.deleted(), (2, 200));
         let log = r.take_log();
-        assert!(log[0].contains("(--keep-bytes of volume ") && log[0].ends_with(": 250 bytes)"));
+        assert!(log[0].contains("(keep_bytes of volume ") && log[0].ends_with(": 250 bytes)"));
         assert_eq!(r.enforce(), 0, "b holds 200 now");
         r.closed(&name(1));
         // The store's --keep-bytes beside b's own, over what is left (10
