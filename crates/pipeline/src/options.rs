@@ -43,7 +43,7 @@ use wiretape_capture::{
     sys, BusyPoll, CaptureConfig, CaptureError, FileConfig, NetmapConfig, PacketConfig, XdpCutoff,
     XdpMode,
 };
-use wiretape_storage::{MinFree, Policy, VolumeLimits, DEFAULT_SNAPLEN};
+use wiretape_storage::{Limit, LimitWords, MinFree, Policy, VolumeLimits, DEFAULT_SNAPLEN};
 
 /// The engine a recording of interfaces asks for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -154,6 +154,25 @@ pub enum Opt {
     KeepBytes,
     /// [`RecordOptions::min_free`] and [`RecordOptions::volume_min_free`].
     MinFree,
+    /// [`RecordOptions::keep_files`].
+    KeepFiles,
+    /// [`RecordOptions::keep_age`].
+    KeepAge,
+    /// [`RecordOptions::on_full_rotate`].
+    OnFullRotate,
+}
+
+impl From<Limit> for Opt {
+    /// The option that sets a retention limit.
+    fn from(l: Limit) -> Opt {
+        match l {
+            Limit::KeepFiles => Opt::KeepFiles,
+            Limit::KeepAge => Opt::KeepAge,
+            Limit::MinFree => Opt::MinFree,
+            Limit::OnFullRotate => Opt::OnFullRotate,
+            _ => Opt::KeepBytes,
+        }
+    }
 }
 
 impl std::fmt::Display for Opt {
@@ -184,6 +203,9 @@ impl std::fmt::Display for Opt {
             Opt::EncryptToFile => "encrypt_to_file",
             Opt::KeepBytes => "keep_bytes",
             Opt::MinFree => "min_free",
+            Opt::KeepFiles => "keep_files",
+            Opt::KeepAge => "keep_age",
+            Opt::OnFullRotate => "on_full_rotate",
         };
         f.write_str(name)
     }
@@ -673,6 +695,7 @@ impl RecordOptions {
             volumes,
         };
         st.on_full_rotate = self.on_full_rotate;
+        st.retention_words = LimitWords::naming(&|l| name(Opt::from(l)));
         // Laid out in place, a ring block is the kernel's again only once
         // the disk has it: a run is written from the ring only while less
         // than a quarter of a queue's ring waits for the disk, else copied.

@@ -61,7 +61,7 @@ pub mod writer;
 
 pub use block::BlockBuilder;
 pub use compress::{CompressReport, CompressStats};
-pub use retention::{MinFree, Policy, Retention, VolumeLimits};
+pub use retention::{Limit, LimitWords, MinFree, Policy, Retention, VolumeLimits};
 pub use rotating::{
     prepare_dir, repair_dir, Gauge, QueueStorage, RotatingWriter, StorageConfig, StorageProgress,
     Store, WriterReport, DEFAULT_SNAPLEN,

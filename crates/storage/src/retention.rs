@@ -23,6 +23,72 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+/// A limit of the retention, as a deletion's notice names it (the limit
+/// that had the file deleted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Limit {
+    /// [`Policy::keep_files`].
+    KeepFiles,
+    /// [`Policy::keep_bytes`] and [`VolumeLimits::keep_bytes`].
+    KeepBytes,
+    /// [`Policy::keep_age`].
+    KeepAge,
+    /// [`Policy::min_free`] and [`VolumeLimits::min_free`].
+    MinFree,
+    /// Deleting the oldest files on a full disk and going on
+    /// ([`crate::StorageConfig::on_full_rotate`]).
+    OnFullRotate,
+}
+
+impl Limit {
+    const ALL: [Limit; 5] = [
+        Limit::KeepFiles,
+        Limit::KeepBytes,
+        Limit::KeepAge,
+        Limit::MinFree,
+        Limit::OnFullRotate,
+    ];
+}
+
+impl std::fmt::Display for Limit {
+    /// The field's name (`keep_bytes`, `on_full_rotate`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Limit::KeepFiles => "keep_files",
+            Limit::KeepBytes => "keep_bytes",
+            Limit::KeepAge => "keep_age",
+            Limit::MinFree => "min_free",
+            Limit::OnFullRotate => "on_full_rotate",
+        })
+    }
+}
+
+/// What the notices of deletions call each [`Limit`]: by default its
+/// field's name ([`Limit`]'s `Display`); an embedder names them its own
+/// way ([`LimitWords::naming`]; the CLI: its flags).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitWords([String; 5]);
+
+impl Default for LimitWords {
+    fn default() -> Self {
+        LimitWords::naming(&|l| l.to_string())
+    }
+}
+
+impl LimitWords {
+    /// Each limit called as `name` says.
+    pub fn naming(name: &dyn Fn(Limit) -> String) -> Self {
+        LimitWords(Limit::ALL.map(name))
+    }
+
+    /// What `l` is called.
+    pub fn of(&self, l: Limit) -> &str {
+        let i = Limit::ALL.iter().position(|x| *x == l).unwrap_or(0);
+        &self.0[i]
+    }
+}
+
 /// Free space to keep on the output filesystem.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum MinFree {
@@ -179,6 +245,8 @@ pub struct Retention {
     /// Full listings of the directory so far.
     listings: AtomicU64,
     log: Mutex<Vec<String>>,
+    /// What the notices in `log` call the limits.
+    words: LimitWords,
 }
 
 impl Retention {
@@ -204,7 +272,15 @@ impl Retention {
             changed: Mutex::new(Vec::new()),
             listings: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
+            words: LimitWords::default(),
         }
+    }
+
+    /// The notices of deletions ([`Retention::take_log`]) call the limits
+    /// as `words` says (by default: the fields' names).
+    pub fn with_words(mut self, words: LimitWords) -> Self {
+        self.words = words;
+        self
     }
 
     /// A file is being written (never deleted until [`Retention::closed`]).
@@ -334,7 +410,11 @@ impl Retention {
                 .filter(|((_, p), _)| p.starts_with(dir))
                 .map(|(_, v)| v.0)
                 .sum();
-            let why = format!("--keep-bytes of volume {}: {keep} bytes", dir.display());
+            let why = format!(
+                "{} of volume {}: {keep} bytes",
+                self.words.of(Limit::KeepBytes),
+                dir.display()
+            );
             while bytes > keep {
                 let Some(f) = cat.oldest(|p| !open.contains(p) && p.starts_with(dir)) else {
                     break;
@@ -370,21 +450,21 @@ impl Retention {
         // few and the newest, so this stays at the catalogue's front.
         while let Some(f) = cat.oldest(|p| !open.contains(p)) {
             let why = if self.policy.keep_files.is_some_and(|k| count > k) {
-                "--keep-files"
+                Limit::KeepFiles
             } else if self.policy.keep_bytes.is_some_and(|k| bytes > k) {
-                "--keep-bytes"
+                Limit::KeepBytes
             } else if self
                 .policy
                 .keep_age
                 .is_some_and(|a| now.duration_since(f.modified).unwrap_or_default() > a)
             {
-                "--keep-age"
+                Limit::KeepAge
             } else {
                 // Oldest first: the age test may still hold for a later
                 // file only if clocks jumped; stop at the first one kept.
                 break;
             };
-            let deleted = self.delete(&mut cat, &f, why);
+            let deleted = self.delete(&mut cat, &f, self.words.of(why));
             if !deleted && f.path.exists() {
                 break; // cannot be deleted (it stays): not forever
             }
@@ -400,7 +480,7 @@ impl Retention {
                 let Some(f) = cat.oldest(|p| !open.contains(p) && p.starts_with(dir)) else {
                     break;
                 };
-                let deleted = self.delete(&mut cat, &f, "--min-free");
+                let deleted = self.delete(&mut cat, &f, self.words.of(Limit::MinFree));
                 if !deleted && f.path.exists() {
                     break;
                 }
@@ -434,7 +514,8 @@ impl Retention {
                         && !tried.contains(p)
                         && vol.is_none_or(|v| p.starts_with(v))
                 }) {
-                    if self.delete(&mut cat, &f, "disk full, --on-full rotate") {
+                    let why = format!("disk full, {}", self.words.of(Limit::OnFullRotate));
+                    if self.delete(&mut cat, &f, &why) {
                         return true;
                     }
                     tried.insert(f.path);
@@ -563,6 +644,129 @@ mod tests {
         assert_eq!(r.deleted(), (1, 100));
         assert_eq!(r.take_log().len(), 1);
         std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// A deletion's notice names the limit in the library's words (the
+    /// fields' names, no command-line flag); an embedder's naming shows
+    /// in its place, for every limit.
+    #[test]
+    fn notices_name_limits_in_library_words_or_the_embedder_s() {
+        let base = std::env::temp_dir().join(format!("wt-ret-words-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let dirs: Vec<PathBuf> = ["a", "b"].iter().map(|v| base.join(v)).collect();
+        let name = |v: usize, i: u32| {
+            dirs[v].join(format!("wt-eth0-q0-20261122T1010{i:02}.000000000Z.pcap"))
+        };
+        let now = SystemTime::now();
+        // Each limit in turn over fresh files: 3 of 100 bytes on a (0 and
+        // 1 written two hours ago), 3 on b; the newest of each is written.
+        let cases = |p: &dyn Fn() -> Policy| {
+            let mut out = Vec::new();
+            for words in [None, Some(LimitWords::naming(&|l| format!("<{l:?}>")))] {
+                let _ = std::fs::remove_dir_all(&base);
+                for (v, d) in dirs.iter().enumerate() {
+                    std::fs::create_dir_all(d).unwrap();
+                    for i in 0..3 {
+                        std::fs::write(name(v, i), vec![0u8; 100]).unwrap();
+                        if i < 2 {
+                            let f = std::fs::File::options().write(true).open(name(v, i));
+                            f.unwrap()
+                                .set_modified(now - Duration::from_secs(7200))
+                                .unwrap();
+                        }
+                    }
+                }
+                let mut r = Retention::with_dirs(&dirs, "wt", p());
+                if let Some(w) = words {
+                    r = r.with_words(w);
+                }
+                r.opened(&name(0, 2));
+                r.opened(&name(1, 2));
+                let n = r.enforce();
+                let room = r.make_room(&name(0, 2));
+                let log = r.take_log();
+                assert_eq!(log.len() as u64, n + u64::from(room), "{log:?}");
+                out.push(log);
+            }
+            out
+        };
+        let why = |l: &String| l[l.find(" (").unwrap()..].to_string();
+        let b = dirs[1].display();
+        for (p, lib, own) in [
+            (
+                Policy {
+                    keep_files: Some(3),
+                    ..Default::default()
+                },
+                "keep_files",
+                "<KeepFiles>",
+            ),
+            (
+                Policy {
+                    keep_bytes: Some(350),
+                    ..Default::default()
+                },
+                "keep_bytes",
+                "<KeepBytes>",
+            ),
+            (
+                Policy {
+                    keep_age: Some(Duration::from_secs(3600)),
+                    ..Default::default()
+                },
+                "keep_age",
+                "<KeepAge>",
+            ),
+            (
+                Policy {
+                    min_free: Some(MinFree::Percent(99.999)),
+                    ..Default::default()
+                },
+                "min_free",
+                "<MinFree>",
+            ),
+        ] {
+            let [default, named] = <[Vec<String>; 2]>::try_from(cases(&|| p.clone())).unwrap();
+            // The limit's deletions (at least 2), then one made room for
+            // on a full disk if the limit left a closed file.
+            assert_eq!(default.len(), named.len(), "{default:?} {named:?}");
+            let by_limit = default.iter().filter(|d| why(d) == format!(" ({lib})"));
+            assert!(by_limit.count() >= 2, "{default:?}");
+            for (d, e) in default.iter().zip(&named) {
+                assert!(!d.contains("--"), "no flag in the library's words: {d}");
+                let full = " (disk full, on_full_rotate)";
+                assert!(why(d) == format!(" ({lib})") || why(d) == full, "{d}");
+                let theirs = d
+                    .replace(lib, own)
+                    .replace("on_full_rotate", "<OnFullRotate>");
+                assert_eq!(theirs, *e);
+            }
+        }
+        // A volume's own cap, and the full disk.
+        let mut p = Policy::default();
+        p.volumes.insert(
+            dirs[1].clone(),
+            VolumeLimits {
+                keep_bytes: Some(150),
+                ..Default::default()
+            },
+        );
+        let [default, named] = <[Vec<String>; 2]>::try_from(cases(&|| p.clone())).unwrap();
+        assert_eq!(default.len(), 3, "{default:?}");
+        assert_eq!(
+            why(&default[0]),
+            format!(" (keep_bytes of volume {b}: 150 bytes)")
+        );
+        assert_eq!(
+            why(&named[0]),
+            format!(" (<KeepBytes> of volume {b}: 150 bytes)")
+        );
+        assert_eq!(why(&default[2]), " (disk full, on_full_rotate)");
+        assert_eq!(why(&named[2]), " (disk full, <OnFullRotate>)");
+        for l in default.iter() {
+            assert!(!l.contains("--"), "{l}");
+        }
+        std::fs::remove_dir_all(base).unwrap();
     }
 
     /// The directory is listed once; later passes work from the catalogue
@@ -695,7 +899,7 @@ mod tests {
         assert!([0, 3, 6, 9, 2, 5, 8, 11].iter().all(|&i| exists(i)));
         assert_eq!(r.deleted(), (2, 200));
         let log = r.take_log();
-        assert!(log[0].contains("(--keep-bytes of volume ") && log[0].ends_with(": 250 bytes)"));
+        assert!(log[0].contains("(keep_bytes of volume ") && log[0].ends_with(": 250 bytes)"));
         assert_eq!(r.enforce(), 0, "b holds 200 now");
         r.closed(&name(1));
         // The store's --keep-bytes beside b's own, over what is left (10

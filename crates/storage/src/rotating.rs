@@ -79,6 +79,9 @@ pub struct StorageConfig {
     pub retention: Policy,
     /// On a full disk: delete our oldest files and go on (else stop).
     pub on_full_rotate: bool,
+    /// What the notices of retention's deletions call its limits (by
+    /// default: the fields' names; the CLI: its flags).
+    pub retention_words: crate::retention::LimitWords,
     /// Link type the files state (`LINKTYPE_`): Ethernet for interfaces;
     /// `record -r`: the input file's. The flow index is for Ethernet
     /// only (other link types get time-only index entries).
@@ -126,6 +129,7 @@ impl StorageConfig {
             sessions_wait: false,
             retention: Policy::default(),
             on_full_rotate: false,
+            retention_words: Default::default(),
             linktype: wiretape_files::pcap::LINKTYPE_ETHERNET,
             compress: wiretape_files::compress::Compress::None,
             compress_threads: default_compress_threads(),
@@ -464,11 +468,10 @@ impl Store {
         } else {
             None
         };
-        let retention = Arc::new(Retention::with_dirs(
-            &dirs,
-            &cfg.prefix,
-            cfg.retention.clone(),
-        ));
+        let retention = Arc::new(
+            Retention::with_dirs(&dirs, &cfg.prefix, cfg.retention.clone())
+                .with_words(cfg.retention_words.clone()),
+        );
         retention.enforce();
         notices.extend(retention.take_log());
         Ok((

@@ -133,6 +133,9 @@ fn flag(o: Opt) -> &'static str {
         Opt::EncryptToFile => "--encrypt-to-file",
         Opt::KeepBytes => "--keep-bytes",
         Opt::MinFree => "--min-free",
+        Opt::KeepFiles => "--keep-files",
+        Opt::KeepAge => "--keep-age",
+        Opt::OnFullRotate => "--on-full rotate",
         _ => "an option",
     }
 }
