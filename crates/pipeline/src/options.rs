@@ -160,16 +160,22 @@ pub enum Opt {
     KeepAge,
     /// [`RecordOptions::on_full_rotate`].
     OnFullRotate,
+    /// [`RecordOptions::rotate_size`].
+    RotateSize,
+    /// [`RecordOptions::rotate_time`].
+    RotateTime,
 }
 
 impl From<Limit> for Opt {
-    /// The option that sets a retention limit.
+    /// The option that sets a retention or rotation limit.
     fn from(l: Limit) -> Opt {
         match l {
             Limit::KeepFiles => Opt::KeepFiles,
             Limit::KeepAge => Opt::KeepAge,
             Limit::MinFree => Opt::MinFree,
             Limit::OnFullRotate => Opt::OnFullRotate,
+            Limit::RotateSize => Opt::RotateSize,
+            Limit::RotateTime => Opt::RotateTime,
             _ => Opt::KeepBytes,
         }
     }
@@ -206,6 +212,8 @@ impl std::fmt::Display for Opt {
             Opt::KeepFiles => "keep_files",
             Opt::KeepAge => "keep_age",
             Opt::OnFullRotate => "on_full_rotate",
+            Opt::RotateSize => "rotate_size",
+            Opt::RotateTime => "rotate_time",
         };
         f.write_str(name)
     }

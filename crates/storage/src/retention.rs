@@ -24,7 +24,8 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 /// A limit of the retention, as a deletion's notice names it (the limit
-/// that had the file deleted).
+/// that had the file deleted), or of rotation, as the store's notices at
+/// opening name it ([`crate::Store::open`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Limit {
@@ -39,15 +40,21 @@ pub enum Limit {
     /// Deleting the oldest files on a full disk and going on
     /// ([`crate::StorageConfig::on_full_rotate`]).
     OnFullRotate,
+    /// A file's size cap ([`crate::StorageConfig::rotate_size`]).
+    RotateSize,
+    /// A file's time cap ([`crate::StorageConfig::rotate_time`]).
+    RotateTime,
 }
 
 impl Limit {
-    const ALL: [Limit; 5] = [
+    const ALL: [Limit; 7] = [
         Limit::KeepFiles,
         Limit::KeepBytes,
         Limit::KeepAge,
         Limit::MinFree,
         Limit::OnFullRotate,
+        Limit::RotateSize,
+        Limit::RotateTime,
     ];
 }
 
@@ -60,6 +67,8 @@ impl std::fmt::Display for Limit {
             Limit::KeepAge => "keep_age",
             Limit::MinFree => "min_free",
             Limit::OnFullRotate => "on_full_rotate",
+            Limit::RotateSize => "rotate_size",
+            Limit::RotateTime => "rotate_time",
         })
     }
 }
@@ -68,7 +77,7 @@ impl std::fmt::Display for Limit {
 /// field's name ([`Limit`]'s `Display`); an embedder names them its own
 /// way ([`LimitWords::naming`]; the CLI: its flags).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LimitWords([String; 5]);
+pub struct LimitWords([String; Limit::ALL.len()]);
 
 impl Default for LimitWords {
     fn default() -> Self {

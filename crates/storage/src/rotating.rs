@@ -9,7 +9,7 @@
 //! engine is prepared ahead on another, so no frame is lost or written twice
 //! at a boundary and the writer never waits for either.
 
-use crate::retention::{Policy, Retention};
+use crate::retention::{Limit, Policy, Retention};
 use crate::sink::{AnySink, BlockSink, Gate, IoMode, PreparedSink};
 use crate::volume::{Volume, Volumes};
 use crate::writer::PcapWriter;
@@ -79,8 +79,9 @@ pub struct StorageConfig {
     pub retention: Policy,
     /// On a full disk: delete our oldest files and go on (else stop).
     pub on_full_rotate: bool,
-    /// What the notices of retention's deletions call its limits (by
-    /// default: the fields' names; the CLI: its flags).
+    /// What the notices of retention's deletions call its limits, and the
+    /// notices at opening the rotation's (by default: the fields' names;
+    /// the CLI: its flags).
     pub retention_words: crate::retention::LimitWords,
     /// Link type the files state (`LINKTYPE_`): Ethernet for interfaces;
     /// `record -r`: the input file's. The flow index is for Ethernet
@@ -412,20 +413,26 @@ impl Store {
                 .map_err(|(path, source)| StorageError::NotWritable { path, source })?;
             if !cfg.rotating() {
                 cfg.rotate_size = Some(crate::volume::DEFAULT_ROTATE_SIZE);
+                let w = &cfg.retention_words;
                 notices.push(format!(
-                    "{} volumes and no --rotate-size or --rotate-time: files rotate at {} MiB, \
+                    "{} volumes and no {} or {}: files rotate at {} MiB, \
                      so that each queue's files spread over the volumes",
                     dirs.len(),
+                    w.of(Limit::RotateSize),
+                    w.of(Limit::RotateTime),
                     crate::volume::DEFAULT_ROTATE_SIZE >> 20
                 ));
             }
         }
         if !cfg.rotating() && (cfg.on_full_rotate || cfg.retention.keep_files.is_some()) {
-            notices.push(
-                "without --rotate-size or --rotate-time each queue writes one file: retention and \
-                 --on-full rotate can only delete files of earlier runs"
-                    .into(),
-            );
+            let w = &cfg.retention_words;
+            notices.push(format!(
+                "without {} or {} each queue writes one file: retention and {} can only delete \
+                 files of earlier runs",
+                w.of(Limit::RotateSize),
+                w.of(Limit::RotateTime),
+                w.of(Limit::OnFullRotate)
+            ));
         }
         let pool = if cfg.compress.is_on() {
             Some(
@@ -1616,4 +1623,58 @@ fn join_close(h: JoinHandle<WriterReport>) -> WriterReport {
         ))),
         ..Default::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retention::LimitWords;
+
+    /// The notices at opening name rotation's and retention's settings in
+    /// the library's words (no CLI flag), or in the words an embedder gives.
+    #[test]
+    fn opening_notices_name_settings_in_library_words_or_the_embedder_s() {
+        let d = std::env::temp_dir().join(format!("wt-open-words-{}", std::process::id()));
+        let flags = LimitWords::naming(&|l| format!("--{}", l.to_string().replace('_', "-")));
+        for named in [false, true] {
+            let _ = std::fs::remove_dir_all(&d);
+            let open = |more_dirs: Vec<PathBuf>| {
+                let mut cfg = StorageConfig::new(d.join("a"));
+                cfg.more_dirs = more_dirs;
+                cfg.sessions = false;
+                cfg.on_full_rotate = true;
+                cfg.retention.keep_files = Some(1);
+                if named {
+                    cfg.retention_words = flags.clone();
+                }
+                let (store, notices) = Store::open(cfg).unwrap();
+                drop(store);
+                notices
+            };
+            let one = open(Vec::new());
+            let two = open(vec![d.join("b")]);
+            let (size, time, full) = if named {
+                ("--rotate-size", "--rotate-time", "--on-full-rotate")
+            } else {
+                ("rotate_size", "rotate_time", "on_full_rotate")
+            };
+            let without = format!(
+                "without {size} or {time} each queue writes one file: retention and {full} can \
+                 only delete files of earlier runs"
+            );
+            assert!(one.contains(&without), "{one:?}");
+            let volumes = format!("2 volumes and no {size} or {time}: files rotate at ");
+            assert!(two.iter().any(|n| n.starts_with(&volumes)), "{two:?}");
+            // Rotating now: the other notice is not given.
+            assert!(!two.iter().any(|n| n.starts_with("without ")), "{two:?}");
+            // These two name settings (another, such as O_DIRECT refused
+            // on tmpfs, names none).
+            let ours = one.iter().chain(&two).filter(|n| n.contains(" or "));
+            assert_eq!(ours.clone().count(), 2);
+            for n in ours {
+                assert_eq!(n.contains("--"), named, "{n}");
+            }
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

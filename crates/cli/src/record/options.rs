@@ -136,6 +136,8 @@ fn flag(o: Opt) -> &'static str {
         Opt::KeepFiles => "--keep-files",
         Opt::KeepAge => "--keep-age",
         Opt::OnFullRotate => "--on-full rotate",
+        Opt::RotateSize => "--rotate-size",
+        Opt::RotateTime => "--rotate-time",
         _ => "an option",
     }
 }
