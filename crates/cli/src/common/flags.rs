@@ -9,7 +9,7 @@ use wiretape::pipeline::{PipelineError, PreflightError};
 use wiretape::query::api::{ApiError, ApiOpt};
 use wiretape::query::remote::AddressError;
 use wiretape::query::steno::ConfigError;
-use wiretape::query::tls::{CertsError, PemRole, TlsError};
+use wiretape::query::tls::{CertsError, PemRole, Term, TlsError};
 use wiretape::query::QueryError;
 use wiretape::storage::StorageError;
 
@@ -26,6 +26,25 @@ pub(crate) fn pem_flag(role: PemRole) -> String {
         PemRole::ClientCert => "--cert".into(),
         PemRole::ClientKey => "--key".into(),
         PemRole::ServerCa => "--ca".into(),
+        other => other.to_string(),
+    }
+}
+
+/// What TLS's messages name (files, fixes) in the command's words: a file
+/// by its flag, a fix by the `wiretape certs` command that makes it.
+pub(crate) fn tls_term(t: &Term) -> String {
+    match t {
+        Term::File(r) => pem_flag(*r),
+        Term::Its(r) => format!("its {}", pem_flag(*r)),
+        Term::Sensor(r) => format!("`wiretape api {}`", pem_flag(*r)),
+        Term::ClientsCa => "its --ca (curl: --cacert)".into(),
+        Term::ClientFiles => "wiretape --cert --key --ca, curl --cert --key --cacert".into(),
+        Term::RenewClient => "`wiretape certs client DIR NAME --force`".into(),
+        Term::RenewServer => "`wiretape certs server DIR --server-name NAME --force`".into(),
+        Term::ServerFor(n) => format!("`wiretape certs server DIR --server-name {n} --force`"),
+        Term::NewCa => "`wiretape certs init DIR --server-name NAME --force`, then \
+                        `wiretape certs client DIR NAME`"
+            .into(),
         other => other.to_string(),
     }
 }

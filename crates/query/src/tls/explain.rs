@@ -8,9 +8,69 @@
 //! CA names the sensor asks for), so each message names them, with their
 //! dates where time is the cause.
 
+use super::PemRole;
 use crate::text::clean;
 use rustls::{AlertDescription, CertificateError, Error};
 use std::path::PathBuf;
+
+/// What an explanation names that a program says its own way: a file of
+/// either side's configuration, and the ways to a new certificate. Its
+/// `Display` is the library's words; a command line says its flags and
+/// subcommands ([`Naming`]: `wiretape` says `--client-ca` and
+/// `` `wiretape certs client DIR NAME --force` ``).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Term {
+    /// A file by what it is for ("the client CA").
+    File(PemRole),
+    /// The peer's file by what it is for ("its client CA").
+    Its(PemRole),
+    /// The sensor's setting of a file, as a client tells it ("the
+    /// sensor's server certificate").
+    Sensor(PemRole),
+    /// The CA a client trusts servers of, as a server tells its clients
+    /// (all clients, other programs too).
+    ClientsCa,
+    /// How a client gives its certificate, key and CA, as a server tells
+    /// its clients (all clients, other programs too).
+    ClientFiles,
+    /// A new client certificate of the same CA, in place of an old one.
+    RenewClient,
+    /// A new server certificate of the same CA, in place of an old one.
+    RenewServer,
+    /// A new server certificate of the same CA for this name.
+    ServerFor(String),
+    /// A new CA, its server certificate and client certificates.
+    NewCa,
+}
+
+impl std::fmt::Display for Term {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bare = |r: &PemRole| r.what().trim_start_matches("the ").to_string();
+        match self {
+            Term::File(r) => write!(f, "{r}"),
+            Term::Its(r) => write!(f, "its {}", bare(r)),
+            Term::Sensor(r) => write!(f, "the sensor's {}", bare(r)),
+            Term::ClientsCa => f.write_str("the CA it trusts servers of"),
+            Term::ClientFiles => {
+                f.write_str("the client gives its certificate, its key and this CA")
+            }
+            Term::RenewClient => f.write_str("a new client certificate of the same CA"),
+            Term::RenewServer => f.write_str("a new server certificate of the same CA"),
+            Term::ServerFor(n) => write!(f, "a new server certificate of the same CA for {n}"),
+            Term::NewCa => f.write_str("a new CA, with new server and client certificates"),
+        }
+    }
+}
+
+/// How explanations name files and fixes ([`Term`]): the library's words
+/// ([`library_terms`], the default) or a command line's.
+pub type Naming = fn(&Term) -> String;
+
+/// The default [`Naming`]: [`Term`]'s `Display`.
+pub fn library_terms(t: &Term) -> String {
+    t.to_string()
+}
 
 /// What a certificate says about itself, for messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,10 +210,12 @@ fn names(c: &CertInfo) -> String {
 /// The server's view: its own certificate and the CA of its clients.
 #[derive(Clone, Debug)]
 pub struct ServerSide {
-    /// Its certificate (`--tls-cert`), the leaf.
+    /// Its certificate ([`PemRole::ServerCert`]), the leaf.
     pub cert: CertInfo,
-    /// The CA(s) of `--client-ca`.
+    /// The CA(s) of [`PemRole::ClientCa`].
     pub client_cas: Vec<CertInfo>,
+    /// How its messages name files and fixes.
+    pub naming: Naming,
 }
 
 /// Why a client's certificate was refused (the server's verifier saw
@@ -163,16 +225,19 @@ pub fn client_cert_refused(err: &Error, der: &[u8], now: i64, me: &ServerSide) -
         return format!("the client's certificate does not parse ({err}): give it one made by `wiretape certs client`");
     };
     let who = format!("client certificate '{}'", c.subject);
+    let say = |t: Term| (me.naming)(&t);
+    let client_ca = say(Term::File(PemRole::ClientCa));
     let Error::InvalidCertificate(ce) = err else {
         return format!("{who} refused: {err}");
     };
     let ca = subjects(&me.client_cas);
     match ce {
         CertificateError::Expired | CertificateError::ExpiredContext { .. } => format!(
-            "{who} expired on {} ({} ago): the client needs a new one, made with the CA of --client-ca \
-             (`wiretape certs client DIR NAME --force`)",
+            "{who} expired on {} ({} ago): the client needs a new one, made with the CA of {client_ca} \
+             ({})",
             utc(c.not_after),
-            span(now - c.not_after)
+            span(now - c.not_after),
+            say(Term::RenewClient)
         ),
         CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => format!(
             "{who} is not valid before {} (in {}): this machine's clock or the CA's was wrong when it was \
@@ -181,14 +246,14 @@ pub fn client_cert_refused(err: &Error, der: &[u8], now: i64, me: &ServerSide) -
             span(c.not_before - now)
         ),
         CertificateError::UnknownIssuer => format!(
-            "{who} was issued by '{}', not by the CA of --client-ca, {ca}: the client needs a certificate \
-             made with this server's CA (`wiretape certs client DIR NAME` in the directory of --client-ca)",
+            "{who} was issued by '{}', not by the CA of {client_ca}, {ca}: the client needs a certificate \
+             made with this server's CA (`wiretape certs client DIR NAME` in the directory of {client_ca})",
             c.issuer
         ),
         CertificateError::BadSignature => format!(
-            "{who} names '{}' as its issuer but is not signed by --client-ca {ca}: it comes from another CA \
+            "{who} names '{}' as its issuer but is not signed by {client_ca} {ca}: it comes from another CA \
              of the same name; the client needs a certificate made with this server's CA \
-             (`wiretape certs client DIR NAME` in the directory of --client-ca)",
+             (`wiretape certs client DIR NAME` in the directory of {client_ca})",
             c.issuer
         ),
         CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => format!(
@@ -206,6 +271,7 @@ pub fn handshake_refused(err: &Error, verifier: Option<String>, me: &ServerSide)
     if let Some(v) = verifier {
         return v;
     }
+    let say = |t: Term| (me.naming)(&t);
     let mine = format!(
         "this server's certificate '{}' (issued by '{}', for {})",
         me.cert.subject,
@@ -214,31 +280,36 @@ pub fn handshake_refused(err: &Error, verifier: Option<String>, me: &ServerSide)
     );
     match err {
         Error::NoCertificatesPresented => format!(
-            "the client presented no certificate: every client needs one of --client-ca {} \
-             (`wiretape certs client DIR NAME`; then wiretape --cert --key --ca, curl --cert --key --cacert)",
-            subjects(&me.client_cas)
+            "the client presented no certificate: every client needs one of {} {} \
+             (`wiretape certs client DIR NAME`; then {})",
+            say(Term::File(PemRole::ClientCa)),
+            subjects(&me.client_cas),
+            say(Term::ClientFiles)
         ),
         Error::AlertReceived(a) => {
             let n = alert_name(*a);
             match a {
                 AlertDescription::UnknownCA => format!(
-                    "the client does not trust {mine} (alert {n}): its --ca (curl: --cacert) must be the \
-                     ca.pem that issued this server's certificate"
+                    "the client does not trust {mine} (alert {n}): {} must be the ca.pem that issued \
+                     this server's certificate",
+                    say(Term::ClientsCa)
                 ),
                 AlertDescription::DecryptError => format!(
-                    "the client could not verify the signature of {mine} (alert {n}): its --ca is another \
-                     CA of the same name; give it this server's ca.pem"
+                    "the client could not verify the signature of {mine} (alert {n}): {} is another \
+                     CA of the same name; give it this server's ca.pem",
+                    say(Term::Its(PemRole::ServerCa))
                 ),
                 AlertDescription::BadCertificate => format!(
                     "the client refused {mine} (alert {n}; most often the name: the client must ask for \
-                     one of its names, or give this server a certificate with the name it uses: \
-                     `wiretape certs server DIR --server-name NAME --force`)"
+                     one of its names, or give this server a certificate with the name it uses: {})",
+                    say(Term::RenewServer)
                 ),
                 AlertDescription::CertificateExpired => format!(
                     "the client says {mine} is expired or not yet valid (alert {n}; it is valid from {} to {}): \
-                     renew it (`wiretape certs server DIR --server-name NAME --force`) or check the clocks",
+                     renew it ({}) or check the clocks",
                     utc(me.cert.not_before),
-                    utc(me.cert.not_after)
+                    utc(me.cert.not_after),
+                    say(Term::RenewServer)
                 ),
                 _ => format!("the client ended the handshake (alert {n})"),
             }
@@ -255,14 +326,16 @@ pub fn handshake_refused(err: &Error, verifier: Option<String>, me: &ServerSide)
 /// The client's view: its certificate and the CA of the sensors.
 #[derive(Clone, Debug)]
 pub struct ClientSide {
-    /// `--cert`.
+    /// Its certificate ([`PemRole::ClientCert`]).
     pub cert_path: PathBuf,
     /// Its leaf.
     pub cert: CertInfo,
-    /// `--ca`.
+    /// The CA of the sensors ([`PemRole::ServerCa`]).
     pub ca_path: PathBuf,
     /// Its certificates.
     pub cas: Vec<CertInfo>,
+    /// How its messages name files and fixes.
+    pub naming: Naming,
 }
 
 /// What a client saw of a sensor during a handshake.
@@ -277,7 +350,13 @@ pub struct Seen {
 /// Why the sensor at `host:port` and this client could not agree
 /// (`err`, rustls's error on this side), with what to do.
 pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, port: u16) -> String {
-    let mine = format!("--cert {} ('{}')", me.cert_path.display(), me.cert.subject);
+    let say = |t: Term| (me.naming)(&t);
+    let mine = format!(
+        "{} {} ('{}')",
+        say(Term::File(PemRole::ClientCert)),
+        me.cert_path.display(),
+        me.cert.subject
+    );
     let now = now();
     let sensor_cas = match &seen.hints {
         Some(h) if !h.is_empty() => format!(
@@ -306,10 +385,10 @@ pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, por
                     if now > c.not_after {
                         format!(
                             "the sensor refused this client's certificate (alert {n}): {mine} expired on {} \
-                             ({} ago); get a new one made with the sensor's CA \
-                             (`wiretape certs client DIR NAME --force`)",
+                             ({} ago); get a new one made with the sensor's CA ({})",
                             utc(c.not_after),
-                            span(now - c.not_after)
+                            span(now - c.not_after),
+                            say(Term::RenewClient)
                         )
                     } else if now < c.not_before {
                         format!(
@@ -331,22 +410,28 @@ pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, por
                 AlertDescription::UnknownCA => format!(
                     "the sensor does not admit certificates of this client's CA (alert {n}): {mine} was issued \
                      by '{}'{sensor_cas}; use a certificate made with the sensor's CA \
-                     (`wiretape certs client DIR NAME` in the directory of its --client-ca)",
-                    me.cert.issuer
+                     (`wiretape certs client DIR NAME` in the directory of {})",
+                    me.cert.issuer,
+                    say(Term::Its(PemRole::ClientCa))
                 ),
                 AlertDescription::DecryptError => format!(
                     "the sensor could not verify the signature of this client's certificate (alert {n}): {mine} \
                      was issued by '{}', a CA of the same name as the sensor's but another one{sensor_cas}; use \
                      a certificate made with the sensor's CA (`wiretape certs client DIR NAME` in the directory \
-                     of its --client-ca)",
-                    me.cert.issuer
+                     of {})",
+                    me.cert.issuer,
+                    say(Term::Its(PemRole::ClientCa))
                 ),
                 AlertDescription::UnsupportedCertificate => format!(
                     "the sensor refused {mine} (alert {n}): it is not a client certificate; use a \
                      client-NAME.pem of `wiretape certs client`"
                 ),
                 AlertDescription::CertificateRequired => format!(
-                    "the sensor wants a client certificate and got none (alert {n}): give --cert, --key and --ca{sensor_cas}"
+                    "the sensor wants a client certificate and got none (alert {n}): give {}, {} and \
+                     {}{sensor_cas}",
+                    say(Term::File(PemRole::ClientCert)),
+                    say(Term::File(PemRole::ClientKey)),
+                    say(Term::File(PemRole::ServerCa))
                 ),
                 AlertDescription::ProtocolVersion
                 | AlertDescription::HandshakeFailure
@@ -361,7 +446,12 @@ pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, por
             }
         }
         Error::InvalidCertificate(ce) => {
-            let ca = format!("--ca {} ({})", me.ca_path.display(), subjects(&me.cas));
+            let ca = format!(
+                "{} {} ({})",
+                say(Term::File(PemRole::ServerCa)),
+                me.ca_path.display(),
+                subjects(&me.cas)
+            );
             match ce {
                 CertificateError::UnknownIssuer => format!(
                     "{theirs} is not signed by {ca}: give the ca.pem of the sensor's `wiretape certs init`"
@@ -390,11 +480,11 @@ pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, por
                     };
                     format!(
                         "{theirs} is for {}, not for '{host}' of the URL {}: use {}, or give the sensor a \
-                         certificate with that name (on the sensor: `wiretape certs server DIR --server-name \
-                         {host} --force`)",
+                         certificate with that name (on the sensor: {})",
                         if valid.is_empty() { "no name".into() } else { valid.join(", ") },
                         url(&host),
                         valid.first().map_or("a name it has".into(), |f| url(f)),
+                        say(Term::ServerFor(host.clone())),
                     )
                 }
                 CertificateError::NotValidForName => format!(
@@ -405,10 +495,10 @@ pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, por
                 CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
                     let end = server.map(|s| s.not_after);
                     format!(
-                        "{theirs} expired{}: on the sensor, `wiretape certs server DIR --server-name NAME \
-                         --force` makes a new one (then restart `wiretape api`)",
+                        "{theirs} expired{}: on the sensor, {} makes a new one (then restart `wiretape api`)",
                         end.map(|e| format!(" on {} ({} ago)", utc(e), span(now - e)))
-                            .unwrap_or_default()
+                            .unwrap_or_default(),
+                        say(Term::RenewServer)
                     )
                 }
                 CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
@@ -423,8 +513,8 @@ pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, por
                 }
                 CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
                     format!(
-                        "{theirs} is not made for servers: give `wiretape api --tls-cert` the server.pem of \
-                         `wiretape certs`"
+                        "{theirs} is not made for servers: give {} the server.pem of `wiretape certs`",
+                        say(Term::Sensor(PemRole::ServerCert))
                     )
                 }
                 other => format!("{theirs} is refused: {other}"),
