@@ -387,4 +387,59 @@ mod tests {
              (record --encrypt-to)"
         );
     }
+
+    /// TLS's explanations, in the library's words by default, say the
+    /// flags and `wiretape certs` commands of old with [`tls_term`].
+    #[test]
+    fn tls_explanations_say_the_flags_of_old() {
+        use wiretape::query::tls::explain::{self, CertInfo, ClientSide, Seen, ServerSide};
+        use wiretape::query::tls::library_terms;
+        let info = |s: &str| CertInfo {
+            subject: s.into(),
+            issuer: "CN=ca".into(),
+            not_before: 0,
+            not_after: 1,
+            names: vec!["127.0.0.1".into()],
+            server_auth: Some(true),
+            client_auth: Some(false),
+            fingerprint: "ab:cd".into(),
+        };
+        let client = |naming| ClientSide {
+            cert_path: "/c.pem".into(),
+            cert: info("CN=alice"),
+            ca_path: "/ca.pem".into(),
+            cas: vec![info("CN=ca")],
+            naming,
+        };
+        let server = |naming| ServerSide {
+            cert: info("CN=server"),
+            client_cas: vec![info("CN=ca")],
+            naming,
+        };
+        let seen = Seen::default();
+        let required = rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired);
+        let lib = explain::sensor_refused(&required, &client(library_terms), &seen, "h", 1);
+        assert!(!lib.contains("--"), "{lib}");
+        assert_eq!(
+            explain::sensor_refused(&required, &client(tls_term), &seen, "h", 1),
+            "the sensor wants a client certificate and got none (alert certificate_required): \
+             give --cert, --key and --ca"
+        );
+        let unknown = rustls::Error::AlertReceived(rustls::AlertDescription::UnknownCA);
+        assert_eq!(
+            explain::sensor_refused(&unknown, &client(tls_term), &seen, "h", 1),
+            "the sensor does not admit certificates of this client's CA (alert unknown_ca): \
+             --cert /c.pem ('CN=alice') was issued by 'CN=ca'; use a certificate made with the \
+             sensor's CA (`wiretape certs client DIR NAME` in the directory of its --client-ca)"
+        );
+        let none = rustls::Error::NoCertificatesPresented;
+        let lib = explain::handshake_refused(&none, None, &server(library_terms));
+        assert!(!lib.contains("--"), "{lib}");
+        assert_eq!(
+            explain::handshake_refused(&none, None, &server(tls_term)),
+            "the client presented no certificate: every client needs one of --client-ca 'CN=ca' \
+             (SHA-256 ab:cd) (`wiretape certs client DIR NAME`; then wiretape --cert --key --ca, \
+             curl --cert --key --cacert)"
+        );
+    }
 }

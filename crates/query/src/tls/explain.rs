@@ -34,13 +34,16 @@ pub enum Term {
     /// How a client gives its certificate, key and CA, as a server tells
     /// its clients (all clients, other programs too).
     ClientFiles,
-    /// A new client certificate of the same CA, in place of an old one.
+    /// A new client certificate of the same CA, in place of an old one
+    /// ([`super::issue_client`]).
     RenewClient,
-    /// A new server certificate of the same CA, in place of an old one.
+    /// A new server certificate of the same CA, in place of an old one
+    /// ([`super::issue_server`]).
     RenewServer,
     /// A new server certificate of the same CA for this name.
     ServerFor(String),
-    /// A new CA, its server certificate and client certificates.
+    /// A new CA, its server certificate, then client certificates
+    /// ([`super::init`], then [`super::issue_client`]).
     NewCa,
 }
 
@@ -55,10 +58,10 @@ impl std::fmt::Display for Term {
             Term::ClientFiles => {
                 f.write_str("the client gives its certificate, its key and this CA")
             }
-            Term::RenewClient => f.write_str("a new client certificate of the same CA"),
-            Term::RenewServer => f.write_str("a new server certificate of the same CA"),
-            Term::ServerFor(n) => write!(f, "a new server certificate of the same CA for {n}"),
-            Term::NewCa => f.write_str("a new CA, with new server and client certificates"),
+            Term::RenewClient => f.write_str("tls::issue_client with force"),
+            Term::RenewServer => f.write_str("tls::issue_server with force"),
+            Term::ServerFor(n) => write!(f, "tls::issue_server for {n} with force"),
+            Term::NewCa => f.write_str("tls::init with force, then tls::issue_client"),
         }
     }
 }
@@ -544,5 +547,109 @@ mod tests {
         assert_eq!(span(-300), "5 min");
         assert_eq!(span(3 * 86_400), "3 days");
         assert_eq!(utc(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+
+    fn info(subject: &str) -> CertInfo {
+        CertInfo {
+            subject: subject.into(),
+            issuer: "CN=ca".into(),
+            not_before: 0,
+            not_after: 1,
+            names: vec!["127.0.0.1".into()],
+            server_auth: Some(true),
+            client_auth: Some(false),
+            fingerprint: "ab:cd".into(),
+        }
+    }
+
+    /// Every explanation, both sides, in the library's words: no flag of
+    /// a command line in them, the files named by what they are for.
+    #[test]
+    fn explanations_speak_library_words() {
+        use AlertDescription as A;
+        use CertificateError as C;
+        let server = ServerSide {
+            cert: info("CN=server"),
+            client_cas: vec![info("CN=ca")],
+            naming: library_terms,
+        };
+        let client = ClientSide {
+            cert_path: "/c.pem".into(),
+            cert: info("CN=alice"),
+            ca_path: "/ca.pem".into(),
+            cas: vec![info("CN=ca")],
+            naming: library_terms,
+        };
+        let seen = Seen {
+            server: Some(info("CN=server")),
+            hints: Some(vec!["CN=ca".into()]),
+        };
+        let name = C::NotValidForNameContext {
+            expected: rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+            presented: vec!["IpAddress(127.0.0.1)".into()],
+        };
+        let mut lines = Vec::new();
+        for a in [
+            A::UnknownCA,
+            A::DecryptError,
+            A::BadCertificate,
+            A::CertificateExpired,
+            A::CertificateRequired,
+            A::UnsupportedCertificate,
+            A::HandshakeFailure,
+            A::InternalError,
+        ] {
+            lines.push(handshake_refused(&Error::AlertReceived(a), None, &server));
+            lines.push(sensor_refused(
+                &Error::AlertReceived(a),
+                &client,
+                &seen,
+                "h",
+                1,
+            ));
+        }
+        lines.push(handshake_refused(
+            &Error::NoCertificatesPresented,
+            None,
+            &server,
+        ));
+        for c in [
+            C::Expired,
+            C::NotValidYet,
+            C::UnknownIssuer,
+            C::BadSignature,
+            C::InvalidPurpose,
+            C::NotValidForName,
+            name,
+        ] {
+            let e = Error::InvalidCertificate(c);
+            lines.push(sensor_refused(&e, &client, &seen, "localhost", 1));
+        }
+        for l in &lines {
+            assert!(!l.contains("--"), "{l}");
+        }
+        let all = lines.join("\n");
+        for w in [
+            "the client's certificate /c.pem ('CN=alice')",
+            "the server CA /ca.pem ('CN=ca'",
+            "every client needs one of the client CA 'CN=ca'",
+            "then the client gives its certificate, its key and this CA",
+            "the CA it trusts servers of must be the ca.pem",
+            "its server CA is another CA of the same name",
+            "in the directory of its client CA",
+            "give the client's certificate, the client's key and the server CA",
+            "(on the sensor: tls::issue_server for localhost with force)",
+            "on the sensor, tls::issue_server with force makes a new one",
+            "give the sensor's server's certificate the server.pem",
+        ] {
+            assert!(all.contains(w), "'{w}' not in:\n{all}");
+        }
+        let e = Error::InvalidCertificate(C::Expired);
+        let made = rcgen::generate_simple_self_signed(vec!["alice".to_string()]).unwrap();
+        let l = client_cert_refused(&e, made.cert.der(), now(), &server);
+        assert!(
+            !l.contains("--") && l.contains("the CA of the client CA"),
+            "{l}"
+        );
     }
 }
