@@ -42,6 +42,7 @@ pub(crate) fn tls_term(t: &Term) -> String {
         Term::RenewClient => "`wiretape certs client DIR NAME --force`".into(),
         Term::RenewServer => "`wiretape certs server DIR --server-name NAME --force`".into(),
         Term::ServerFor(n) => format!("`wiretape certs server DIR --server-name {n} --force`"),
+        Term::ConnectionLimit => "--max-connections".into(),
         Term::NewCa => "`wiretape certs init DIR --server-name NAME --force`, then \
                         `wiretape certs client DIR NAME`"
             .into(),

@@ -57,7 +57,9 @@ impl ClientTls {
                 ));
             }
         };
-        Client::new(tls).map(Some).map_err(|e| e.to_string())
+        Client::named(tls, super::flags::tls_term)
+            .map(Some)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -42,6 +42,9 @@ pub enum Term {
     RenewServer,
     /// A new server certificate of the same CA for this name.
     ServerFor(String),
+    /// The sensor's limit on connections open at once, as a client tells
+    /// it.
+    ConnectionLimit,
     /// A new CA, its server certificate, then client certificates
     /// ([`super::init`], then [`super::issue_client`]).
     NewCa,
@@ -61,6 +64,7 @@ impl std::fmt::Display for Term {
             Term::RenewClient => f.write_str("tls::issue_client with force"),
             Term::RenewServer => f.write_str("tls::issue_server with force"),
             Term::ServerFor(n) => write!(f, "tls::issue_server for {n} with force"),
+            Term::ConnectionLimit => f.write_str("its limit of connections"),
             Term::NewCa => f.write_str("tls::init with force, then tls::issue_client"),
         }
     }
