@@ -164,6 +164,9 @@ pub enum Opt {
     RotateSize,
     /// [`RecordOptions::rotate_time`].
     RotateTime,
+    /// [`RecordOptions::wait_iface`] (named in the notices of a vanished
+    /// interface).
+    WaitIface,
 }
 
 impl From<Limit> for Opt {
@@ -214,6 +217,7 @@ impl std::fmt::Display for Opt {
             Opt::OnFullRotate => "on_full_rotate",
             Opt::RotateSize => "rotate_size",
             Opt::RotateTime => "rotate_time",
+            Opt::WaitIface => "wait_iface",
         };
         f.write_str(name)
     }
@@ -672,6 +676,7 @@ impl RecordOptions {
         c.duration = self.duration;
         c.filter = self.filter.clone();
         c.wait_iface = self.wait_iface;
+        c.wait_iface_name = name(Opt::WaitIface);
         let st = &mut c.storage;
         st.snaplen = self.snaplen;
         st.flush_interval = self.flush_interval;
@@ -1281,6 +1286,22 @@ mod tests {
             b.config.storage.more_dirs,
             vec![PathBuf::from("/nonexistent/two")]
         );
+    }
+
+    #[test]
+    fn the_notices_of_a_vanished_interface_name_wait_iface_as_told() {
+        let mut o = nowhere();
+        o.wait_iface = true;
+        let b = o.build().unwrap();
+        assert!(b.config.wait_iface);
+        assert_eq!(b.config.wait_iface_name, "wait_iface");
+        let b = o
+            .build_naming(&|o| match o {
+                Opt::WaitIface => "--wait-iface".into(),
+                other => other.to_string(),
+            })
+            .unwrap();
+        assert_eq!(b.config.wait_iface_name, "--wait-iface");
     }
 
     #[test]

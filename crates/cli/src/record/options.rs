@@ -138,6 +138,7 @@ fn flag(o: Opt) -> &'static str {
         Opt::OnFullRotate => "--on-full rotate",
         Opt::RotateSize => "--rotate-size",
         Opt::RotateTime => "--rotate-time",
+        Opt::WaitIface => "--wait-iface",
         _ => "an option",
     }
 }
