@@ -5,7 +5,7 @@
 
 use std::error::Error;
 use wiretape::files::crypt::IdentityNeeded;
-use wiretape::pipeline::{PipelineError, PreflightError};
+use wiretape::pipeline::{LiveError, PipelineError, PreflightError};
 use wiretape::query::api::{ApiError, ApiOpt};
 use wiretape::query::remote::AddressError;
 use wiretape::query::steno::ConfigError;
@@ -183,6 +183,32 @@ pub(crate) fn api_line(e: &ApiError) -> String {
     }
 }
 
+/// A live side's error's line with the flag that fixes it, if it needs one.
+pub(crate) fn live_line(e: &LiveError) -> Option<String> {
+    Some(match e {
+        LiveError::Memory { bytes, source } => format!(
+            "cannot allocate {bytes} bytes for the live chunks: {source}; give --ring a smaller size"
+        ),
+        LiveError::NotLoopback(a) => format!(
+            "--serve {a}: not a loopback address, so anyone who can reach it receives every \
+             frame recorded; use 127.0.0.1:PORT, or add --serve-allow-remote to serve it anyway"
+        ),
+        LiveError::Serve { addr, source } => format!(
+            "cannot listen on {addr} for PCAP-over-IP: {source}; choose another --serve address \
+             or port"
+        ),
+        LiveError::Control { path, source } => format!(
+            "cannot create the control socket {}: {source}; give --control another path",
+            path.display()
+        ),
+        LiveError::ControlInUse(p) => format!(
+            "another wiretape is listening on the control socket {}: give --control another path",
+            p.display()
+        ),
+        _ => return None,
+    })
+}
+
 /// A storage error's line with the flag that fixes it, if it needs one.
 fn storage_line(e: &StorageError) -> Option<String> {
     let fix = "choose another -w directory or fix its permissions";
@@ -258,6 +284,7 @@ fn words(e: &(dyn Error + 'static)) -> Option<(String, String)> {
     if let Some(p) = e.downcast_ref::<PipelineError>() {
         return match p {
             PipelineError::Storage(s) => with(s, storage_line(s)),
+            PipelineError::Live(l) => with(l, live_line(l)),
             PipelineError::InterfaceTwice(i) => with(
                 p,
                 Some(format!("interface {i} is given twice: give each -i once")),
@@ -274,6 +301,9 @@ fn words(e: &(dyn Error + 'static)) -> Option<(String, String)> {
             QueryError::MixedLinkTypes(m) => with(m, Some(m.with_fix(PCAPNG))),
             _ => None,
         };
+    }
+    if let Some(l) = e.downcast_ref::<LiveError>() {
+        return with(l, live_line(l));
     }
     if let Some(t) = e.downcast_ref::<TlsError>() {
         return with(t, Some(tls_line(t)));
@@ -387,6 +417,31 @@ mod tests {
              of them: give --identity FILE with the secret key of a recipient it was recorded for \
              (record --encrypt-to)"
         );
+    }
+
+    #[test]
+    fn live_errors_say_the_flags_of_old() {
+        let e = LiveError::NotLoopback("0.0.0.0:9".parse().unwrap());
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert_eq!(
+            line(PipelineError::Live(e)),
+            "--serve 0.0.0.0:9: not a loopback address, so anyone who can reach it receives \
+             every frame recorded; use 127.0.0.1:PORT, or add --serve-allow-remote to serve it \
+             anyway"
+        );
+        let e = LiveError::ControlInUse("/run/c.sock".into());
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert_eq!(
+            line(anyhow::Error::from(e).context("starting")),
+            "starting: another wiretape is listening on the control socket /run/c.sock: give \
+             --control another path"
+        );
+        let e = LiveError::Memory {
+            bytes: 8,
+            source: std::io::Error::from_raw_os_error(12),
+        };
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert!(line(PipelineError::Live(e)).ends_with("; give --ring a smaller size"));
     }
 
     /// TLS's explanations, in the library's words by default, say the
