@@ -4,6 +4,7 @@
 //! (tests/mistakes.rs, tests/errors.rs and docs/errors.md hold it to that).
 
 use std::error::Error;
+use wiretape::capture::CaptureError;
 use wiretape::files::crypt::IdentityNeeded;
 use wiretape::pipeline::{LiveError, PipelineError, PreflightError};
 use wiretape::query::api::{ApiError, ApiOpt};
@@ -183,6 +184,40 @@ pub(crate) fn api_line(e: &ApiError) -> String {
     }
 }
 
+/// A capture error's line with the flag that fixes it, if it needs one.
+pub(crate) fn capture_line(e: &CaptureError) -> Option<String> {
+    let afxdp = "--engine afxdp";
+    Some(match e {
+        CaptureError::Attach {
+            ifname,
+            mode,
+            source,
+        } => format!(
+            "cannot attach XDP to {ifname} in {mode} mode: {source} (try --xdp-mode generic)"
+        ),
+        CaptureError::BusyPoll {
+            ifname,
+            queue,
+            option,
+            source,
+        } => format!(
+            "--busy-poll: the kernel refused {option} on the AF_XDP socket of {ifname} queue \
+             {queue}: {source} (it needs CAP_NET_ADMIN and a kernel with \
+             CONFIG_NET_RX_BUSY_POLL, 5.11 or later; or record without --busy-poll)"
+        ),
+        CaptureError::NetmapNotBuilt => format!(
+            "--engine netmap: this wiretape was built without netmap support: rebuild it with \
+             `cargo build --release --features netmap` (or record with {afxdp})"
+        ),
+        CaptureError::NetmapMissing => format!(
+            "/dev/netmap does not exist: the netmap kernel module is not loaded (build it from \
+             https://github.com/luigirizzo/netmap and load it with `insmod netmap.ko`), or \
+             record with {afxdp}"
+        ),
+        _ => return None,
+    })
+}
+
 /// A live side's error's line with the flag that fixes it, if it needs one.
 pub(crate) fn live_line(e: &LiveError) -> Option<String> {
     Some(match e {
@@ -285,6 +320,7 @@ fn words(e: &(dyn Error + 'static)) -> Option<(String, String)> {
         return match p {
             PipelineError::Storage(s) => with(s, storage_line(s)),
             PipelineError::Live(l) => with(l, live_line(l)),
+            PipelineError::Capture(c) => with(c, capture_line(c)),
             PipelineError::InterfaceTwice(i) => with(
                 p,
                 Some(format!("interface {i} is given twice: give each -i once")),
@@ -301,6 +337,9 @@ fn words(e: &(dyn Error + 'static)) -> Option<(String, String)> {
             QueryError::MixedLinkTypes(m) => with(m, Some(m.with_fix(PCAPNG))),
             _ => None,
         };
+    }
+    if let Some(c) = e.downcast_ref::<CaptureError>() {
+        return with(c, capture_line(c));
     }
     if let Some(l) = e.downcast_ref::<LiveError>() {
         return with(l, live_line(l));
@@ -416,6 +455,40 @@ mod tests {
             "encrypted (age, to 1 X25519 recipient), and the identity given (age1x) is not one \
              of them: give --identity FILE with the secret key of a recipient it was recorded for \
              (record --encrypt-to)"
+        );
+    }
+
+    #[test]
+    fn capture_errors_say_the_flags_of_old() {
+        let e = CaptureError::Attach {
+            ifname: "lo".into(),
+            mode: "native",
+            source: std::io::Error::from_raw_os_error(95),
+        };
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert!(line(PipelineError::Capture(e)).ends_with(" (try --xdp-mode generic)"));
+        let e = CaptureError::NetmapNotBuilt;
+        assert!(!e.to_string().contains("--engine"), "{e}");
+        assert_eq!(
+            line(e),
+            "--engine netmap: this wiretape was built without netmap support: rebuild it with \
+             `cargo build --release --features netmap` (or record with --engine afxdp)"
+        );
+        let e = CaptureError::NetmapMissing;
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert!(line(e).ends_with("), or record with --engine afxdp"));
+        let e = CaptureError::BusyPoll {
+            ifname: "eth0".into(),
+            queue: 0,
+            option: "SO_BUSY_POLL",
+            source: std::io::Error::from_raw_os_error(1),
+        };
+        assert!(!e.to_string().contains("--"), "{e}");
+        let l = line(PipelineError::Capture(e));
+        assert!(
+            l.starts_with("--busy-poll: the kernel refused SO_BUSY_POLL")
+                && l.ends_with("or record without --busy-poll)"),
+            "{l}"
         );
     }
 
