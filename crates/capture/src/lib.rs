@@ -100,7 +100,7 @@ pub enum CaptureError {
         mode: &'static str,
     },
     /// The kernel refused the attach.
-    #[error("cannot attach XDP to {ifname} in {mode} mode: {source} (try --xdp-mode generic)")]
+    #[error("cannot attach XDP to {ifname} in {mode} mode: {source} (try the generic XDP mode)")]
     Attach {
         /// The interface.
         ifname: String,
@@ -168,8 +168,8 @@ pub enum CaptureError {
         /// Its `/sys/class/net/IF/type`.
         arphrd: u32,
     },
-    /// The kernel refused a busy-poll socket option (`--busy-poll`).
-    #[error("--busy-poll: the kernel refused {option} on the AF_XDP socket of {ifname} queue {queue}: {source} (it needs CAP_NET_ADMIN and a kernel with CONFIG_NET_RX_BUSY_POLL, 5.11 or later; or record without --busy-poll)")]
+    /// The kernel refused a busy-poll socket option.
+    #[error("busy polling: the kernel refused {option} on the AF_XDP socket of {ifname} queue {queue}: {source} (it needs CAP_NET_ADMIN and a kernel with CONFIG_NET_RX_BUSY_POLL, 5.11 or later; or record without busy polling)")]
     BusyPoll {
         /// The interface.
         ifname: String,
@@ -184,11 +184,11 @@ pub enum CaptureError {
     /// A setting is out of range.
     #[error("invalid setting: {0}")]
     Config(String),
-    /// `--engine netmap` in a build without the `netmap` feature.
-    #[error("--engine netmap: this wiretape was built without netmap support: rebuild it with `cargo build --release --features netmap` (or record with --engine afxdp)")]
+    /// The netmap engine in a build without the `netmap` feature.
+    #[error("the netmap engine: this wiretape was built without netmap support: rebuild it with `cargo build --release --features netmap` (or record with the afxdp engine)")]
     NetmapNotBuilt,
     /// The netmap kernel module is not loaded.
-    #[error("/dev/netmap does not exist: the netmap kernel module is not loaded (build it from https://github.com/luigirizzo/netmap and load it with `insmod netmap.ko`), or record with --engine afxdp")]
+    #[error("/dev/netmap does not exist: the netmap kernel module is not loaded (build it from https://github.com/luigirizzo/netmap and load it with `insmod netmap.ko`), or record with the afxdp engine")]
     NetmapMissing,
     /// netmap refused to bind a ring.
     #[error("cannot put {ifname} RX ring {queue} in netmap mode: {source}{hint}")]

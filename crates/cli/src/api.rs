@@ -113,6 +113,7 @@ pub(crate) fn api(a: ApiArgs) -> Result<i32> {
     (o.handshake_timeout_secs, o.idle_timeout_secs) = (a.handshake_timeout, a.idle_timeout);
     (o.prefix, o.node, o.quiet) = (a.prefix, a.node, a.quiet);
     o.naming = crate::common::flags::api_flag;
+    o.tls_naming = crate::common::flags::tls_term;
     let stores = o.stores.len();
     let server = match o.build().and_then(Server::bind) {
         Ok(s) => s,

@@ -164,6 +164,11 @@ pub enum Opt {
     RotateSize,
     /// [`RecordOptions::rotate_time`].
     RotateTime,
+    /// [`RecordOptions::wait_iface`] (named in the notices of a vanished
+    /// interface).
+    WaitIface,
+    /// [`RecordOptions::engine`] (named in the automatic choice's reason).
+    Engine,
 }
 
 impl From<Limit> for Opt {
@@ -214,6 +219,8 @@ impl std::fmt::Display for Opt {
             Opt::OnFullRotate => "on_full_rotate",
             Opt::RotateSize => "rotate_size",
             Opt::RotateTime => "rotate_time",
+            Opt::WaitIface => "wait_iface",
+            Opt::Engine => "engine",
         };
         f.write_str(name)
     }
@@ -672,6 +679,7 @@ impl RecordOptions {
         c.duration = self.duration;
         c.filter = self.filter.clone();
         c.wait_iface = self.wait_iface;
+        c.wait_iface_name = name(Opt::WaitIface);
         let st = &mut c.storage;
         st.snaplen = self.snaplen;
         st.flush_interval = self.flush_interval;
@@ -780,6 +788,7 @@ impl RecordOptions {
         let hints = AutoHints {
             site: self.site_engine,
             afxdp_only: self.afxdp_only().map(name),
+            engine_option: Some(name(Opt::Engine)),
         };
         let c = choose_engine(&self.interfaces, &hints);
         (c.engine.into(), c.reason)
@@ -1281,6 +1290,22 @@ mod tests {
             b.config.storage.more_dirs,
             vec![PathBuf::from("/nonexistent/two")]
         );
+    }
+
+    #[test]
+    fn the_notices_of_a_vanished_interface_name_wait_iface_as_told() {
+        let mut o = nowhere();
+        o.wait_iface = true;
+        let b = o.build().unwrap();
+        assert!(b.config.wait_iface);
+        assert_eq!(b.config.wait_iface_name, "wait_iface");
+        let b = o
+            .build_naming(&|o| match o {
+                Opt::WaitIface => "--wait-iface".into(),
+                other => other.to_string(),
+            })
+            .unwrap();
+        assert_eq!(b.config.wait_iface_name, "--wait-iface");
     }
 
     #[test]

@@ -66,6 +66,10 @@ pub struct RecordConfig {
     /// `gaps`), instead of stopping with an error. One AF_XDP interface
     /// only; the live side (subscribers, ring, server) ends at the first gap.
     pub wait_iface: bool,
+    /// How the notices of a vanished interface name
+    /// [`RecordConfig::wait_iface`] (`wait_iface`, [`crate::options::Opt::WaitIface`]'s
+    /// `Display`; a command line: its flag).
+    pub wait_iface_name: String,
     /// Requests from outside while it runs (signals).
     pub controls: Controls,
 }
@@ -94,6 +98,7 @@ impl RecordConfig {
             filter: None,
             live: LiveConfig::default(),
             wait_iface: false,
+            wait_iface_name: crate::options::Opt::WaitIface.to_string(),
             controls: Controls::default(),
         }
     }
@@ -109,6 +114,7 @@ impl RecordConfig {
             filter: None,
             live: LiveConfig::default(),
             wait_iface: false,
+            wait_iface_name: crate::options::Opt::WaitIface.to_string(),
             controls: Controls::default(),
         }
     }
@@ -125,6 +131,7 @@ impl RecordConfig {
             filter: None,
             live: LiveConfig::default(),
             wait_iface: false,
+            wait_iface_name: crate::options::Opt::WaitIface.to_string(),
             controls: Controls::default(),
         }
     }
@@ -337,7 +344,8 @@ fn record_inner(
                 let gone = gone.clone();
                 let from_ns = realtime_ns();
                 on_event(Event::Notice(format!(
-                    "{gone}: its files are finished; waiting for it to come back (--wait-iface)"
+                    "{gone}: its files are finished; waiting for it to come back ({})",
+                    cfg.wait_iface_name
                 )));
                 seg.base = total.queues.iter().map(|q| q.as_snapshot()).collect();
                 let back = seg.wait_for_interface(c, &mut on_event);
@@ -373,7 +381,8 @@ fn record_inner(
                 End::Stop(why) => (total, why),
                 End::Gone(gone) => {
                     total.input_error.get_or_insert(format!(
-                        "{gone}: recording stopped (--wait-iface waits for it to come back)"
+                        "{gone}: recording stopped ({} waits for it to come back)",
+                        cfg.wait_iface_name
                     ));
                     (total, "interface gone")
                 }
@@ -845,8 +854,8 @@ impl Segment<'_> {
                 let mut snapshot = Snapshot::default();
                 snapshot.add_base(&self.base);
                 snapshot.link = Some(format!(
-                    "interface {} is gone: waiting for it (--wait-iface)",
-                    c.ifname
+                    "interface {} is gone: waiting for it ({})",
+                    c.ifname, self.cfg.wait_iface_name
                 ));
                 on_event(Event::Progress {
                     elapsed: self.t0.elapsed(),

@@ -265,6 +265,7 @@ impl Read for RemoteStream {
 pub struct Client {
     rt: tokio::runtime::Runtime,
     tls: Option<Arc<crate::tls::ClientTls>>,
+    naming: crate::tls::Naming,
 }
 
 /// A connection's stream: TLS or plain.
@@ -302,7 +303,10 @@ fn request_failure(
     conn: Option<&hyper::Error>,
     tls: Option<&TlsCtx>,
     r: &Remote,
+    naming: crate::tls::Naming,
 ) -> String {
+    use crate::tls::{PemRole, Term};
+    let say = |t: Term| naming(&t);
     let causes: [Option<&(dyn std::error::Error + 'static)>; 2] = [
         conn.map(|c| c as &(dyn std::error::Error + 'static)),
         Some(e),
@@ -316,16 +320,20 @@ fn request_failure(
     if !r.tls && (e.is_parse() || conn.is_some_and(|c| c.is_parse())) {
         return format!(
             "the server at {hp} did not answer in HTTP ({}): if it speaks HTTPS (a `wiretape api` with \
-             TLS), use https://{hp} with --cert, --key and --ca",
-            conn.unwrap_or(e)
+             TLS), use https://{hp} with {}, {} and {}",
+            conn.unwrap_or(e),
+            say(Term::File(PemRole::ClientCert)),
+            say(Term::File(PemRole::ClientKey)),
+            say(Term::File(PemRole::ServerCa))
         );
     }
     if r.tls {
         return format!(
             "the sensor closed the connection after the TLS handshake without saying why ({}): most \
-             often it refused this client's certificate (expired, of another CA) or had --max-connections \
-             open; its log (the stderr of `wiretape api`) says which",
-            conn.unwrap_or(e)
+             often it refused this client's certificate (expired, of another CA) or had {} open; its \
+             log (the stderr of `wiretape api`) says which",
+            conn.unwrap_or(e),
+            say(Term::ConnectionLimit)
         );
     }
     format!("the request failed: {}", conn.unwrap_or(e))
@@ -341,8 +349,18 @@ fn url_host(h: &str) -> String {
 }
 
 impl Client {
-    /// A client with `tls` (None: plain http:// to loopback only).
+    /// A client with `tls` (None: plain http:// to loopback only), its
+    /// messages in the library's words ([`crate::tls::library_terms`]).
     pub fn new(tls: Option<crate::tls::ClientTls>) -> Result<Client, RemoteError> {
+        Client::named(tls, crate::tls::library_terms)
+    }
+
+    /// [`Client::new`], its messages (why a request failed) naming files
+    /// and settings by `naming`.
+    pub fn named(
+        tls: Option<crate::tls::ClientTls>,
+        naming: crate::tls::Naming,
+    ) -> Result<Client, RemoteError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("wt-remote")
@@ -353,6 +371,7 @@ impl Client {
         Ok(Client {
             rt,
             tls: tls.map(Arc::new),
+            naming,
         })
     }
 
@@ -360,6 +379,7 @@ impl Client {
     /// body as it comes.
     async fn get(
         tls: Option<Arc<crate::tls::ClientTls>>,
+        naming: crate::tls::Naming,
         r: Remote,
         path_and_query: String,
         trailers: bool,
@@ -454,6 +474,7 @@ impl Client {
                     conn_err.as_ref(),
                     ctx.as_ref(),
                     &r,
+                    naming,
                 )));
             }
         };
@@ -489,7 +510,7 @@ impl Client {
     ) -> Result<(HeaderMap, Vec<u8>), RemoteError> {
         let (tls, r, pq) = (self.tls.clone(), r.clone(), path_and_query.to_string());
         self.rt.block_on(async move {
-            let resp = Self::get(tls, r, pq, false).await?;
+            let resp = Self::get(tls, self.naming, r, pq, false).await?;
             let head = resp.headers().clone();
             let b = resp
                 .into_body()
@@ -515,8 +536,9 @@ impl Client {
     pub fn stream(&self, r: &Remote, path_and_query: &str) -> RemoteStream {
         let (tx, rx) = mpsc::channel(8);
         let (tls, r, pq) = (self.tls.clone(), r.clone(), path_and_query.to_string());
+        let naming = self.naming;
         self.rt.spawn(async move {
-            let resp = match Self::get(tls, r, pq, true).await {
+            let resp = match Self::get(tls, naming, r, pq, true).await {
                 Ok(r) => r,
                 Err(e) => {
                     let _ = tx.send(Msg::Failed(e.0)).await;

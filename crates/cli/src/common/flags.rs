@@ -4,12 +4,13 @@
 //! (tests/mistakes.rs, tests/errors.rs and docs/errors.md hold it to that).
 
 use std::error::Error;
+use wiretape::capture::CaptureError;
 use wiretape::files::crypt::IdentityNeeded;
-use wiretape::pipeline::{PipelineError, PreflightError};
+use wiretape::pipeline::{LiveError, PipelineError, PreflightError};
 use wiretape::query::api::{ApiError, ApiOpt};
 use wiretape::query::remote::AddressError;
 use wiretape::query::steno::ConfigError;
-use wiretape::query::tls::{CertsError, PemRole, TlsError};
+use wiretape::query::tls::{CertsError, PemRole, Term, TlsError};
 use wiretape::query::QueryError;
 use wiretape::storage::StorageError;
 
@@ -26,6 +27,26 @@ pub(crate) fn pem_flag(role: PemRole) -> String {
         PemRole::ClientCert => "--cert".into(),
         PemRole::ClientKey => "--key".into(),
         PemRole::ServerCa => "--ca".into(),
+        other => other.to_string(),
+    }
+}
+
+/// What TLS's messages name (files, fixes) in the command's words: a file
+/// by its flag, a fix by the `wiretape certs` command that makes it.
+pub(crate) fn tls_term(t: &Term) -> String {
+    match t {
+        Term::File(r) => pem_flag(*r),
+        Term::Its(r) => format!("its {}", pem_flag(*r)),
+        Term::Sensor(r) => format!("`wiretape api {}`", pem_flag(*r)),
+        Term::ClientsCa => "its --ca (curl: --cacert)".into(),
+        Term::ClientFiles => "wiretape --cert --key --ca, curl --cert --key --cacert".into(),
+        Term::RenewClient => "`wiretape certs client DIR NAME --force`".into(),
+        Term::RenewServer => "`wiretape certs server DIR --server-name NAME --force`".into(),
+        Term::ServerFor(n) => format!("`wiretape certs server DIR --server-name {n} --force`"),
+        Term::ConnectionLimit => "--max-connections".into(),
+        Term::NewCa => "`wiretape certs init DIR --server-name NAME --force`, then \
+                        `wiretape certs client DIR NAME`"
+            .into(),
         other => other.to_string(),
     }
 }
@@ -163,6 +184,66 @@ pub(crate) fn api_line(e: &ApiError) -> String {
     }
 }
 
+/// A capture error's line with the flag that fixes it, if it needs one.
+pub(crate) fn capture_line(e: &CaptureError) -> Option<String> {
+    let afxdp = "--engine afxdp";
+    Some(match e {
+        CaptureError::Attach {
+            ifname,
+            mode,
+            source,
+        } => format!(
+            "cannot attach XDP to {ifname} in {mode} mode: {source} (try --xdp-mode generic)"
+        ),
+        CaptureError::BusyPoll {
+            ifname,
+            queue,
+            option,
+            source,
+        } => format!(
+            "--busy-poll: the kernel refused {option} on the AF_XDP socket of {ifname} queue \
+             {queue}: {source} (it needs CAP_NET_ADMIN and a kernel with \
+             CONFIG_NET_RX_BUSY_POLL, 5.11 or later; or record without --busy-poll)"
+        ),
+        CaptureError::NetmapNotBuilt => format!(
+            "--engine netmap: this wiretape was built without netmap support: rebuild it with \
+             `cargo build --release --features netmap` (or record with {afxdp})"
+        ),
+        CaptureError::NetmapMissing => format!(
+            "/dev/netmap does not exist: the netmap kernel module is not loaded (build it from \
+             https://github.com/luigirizzo/netmap and load it with `insmod netmap.ko`), or \
+             record with {afxdp}"
+        ),
+        _ => return None,
+    })
+}
+
+/// A live side's error's line with the flag that fixes it, if it needs one.
+pub(crate) fn live_line(e: &LiveError) -> Option<String> {
+    Some(match e {
+        LiveError::Memory { bytes, source } => format!(
+            "cannot allocate {bytes} bytes for the live chunks: {source}; give --ring a smaller size"
+        ),
+        LiveError::NotLoopback(a) => format!(
+            "--serve {a}: not a loopback address, so anyone who can reach it receives every \
+             frame recorded; use 127.0.0.1:PORT, or add --serve-allow-remote to serve it anyway"
+        ),
+        LiveError::Serve { addr, source } => format!(
+            "cannot listen on {addr} for PCAP-over-IP: {source}; choose another --serve address \
+             or port"
+        ),
+        LiveError::Control { path, source } => format!(
+            "cannot create the control socket {}: {source}; give --control another path",
+            path.display()
+        ),
+        LiveError::ControlInUse(p) => format!(
+            "another wiretape is listening on the control socket {}: give --control another path",
+            p.display()
+        ),
+        _ => return None,
+    })
+}
+
 /// A storage error's line with the flag that fixes it, if it needs one.
 fn storage_line(e: &StorageError) -> Option<String> {
     let fix = "choose another -w directory or fix its permissions";
@@ -238,6 +319,8 @@ fn words(e: &(dyn Error + 'static)) -> Option<(String, String)> {
     if let Some(p) = e.downcast_ref::<PipelineError>() {
         return match p {
             PipelineError::Storage(s) => with(s, storage_line(s)),
+            PipelineError::Live(l) => with(l, live_line(l)),
+            PipelineError::Capture(c) => with(c, capture_line(c)),
             PipelineError::InterfaceTwice(i) => with(
                 p,
                 Some(format!("interface {i} is given twice: give each -i once")),
@@ -254,6 +337,12 @@ fn words(e: &(dyn Error + 'static)) -> Option<(String, String)> {
             QueryError::MixedLinkTypes(m) => with(m, Some(m.with_fix(PCAPNG))),
             _ => None,
         };
+    }
+    if let Some(c) = e.downcast_ref::<CaptureError>() {
+        return with(c, capture_line(c));
+    }
+    if let Some(l) = e.downcast_ref::<LiveError>() {
+        return with(l, live_line(l));
     }
     if let Some(t) = e.downcast_ref::<TlsError>() {
         return with(t, Some(tls_line(t)));
@@ -366,6 +455,120 @@ mod tests {
             "encrypted (age, to 1 X25519 recipient), and the identity given (age1x) is not one \
              of them: give --identity FILE with the secret key of a recipient it was recorded for \
              (record --encrypt-to)"
+        );
+    }
+
+    #[test]
+    fn capture_errors_say_the_flags_of_old() {
+        let e = CaptureError::Attach {
+            ifname: "lo".into(),
+            mode: "native",
+            source: std::io::Error::from_raw_os_error(95),
+        };
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert!(line(PipelineError::Capture(e)).ends_with(" (try --xdp-mode generic)"));
+        let e = CaptureError::NetmapNotBuilt;
+        assert!(!e.to_string().contains("--engine"), "{e}");
+        assert_eq!(
+            line(e),
+            "--engine netmap: this wiretape was built without netmap support: rebuild it with \
+             `cargo build --release --features netmap` (or record with --engine afxdp)"
+        );
+        let e = CaptureError::NetmapMissing;
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert!(line(e).ends_with("), or record with --engine afxdp"));
+        let e = CaptureError::BusyPoll {
+            ifname: "eth0".into(),
+            queue: 0,
+            option: "SO_BUSY_POLL",
+            source: std::io::Error::from_raw_os_error(1),
+        };
+        assert!(!e.to_string().contains("--"), "{e}");
+        let l = line(PipelineError::Capture(e));
+        assert!(
+            l.starts_with("--busy-poll: the kernel refused SO_BUSY_POLL")
+                && l.ends_with("or record without --busy-poll)"),
+            "{l}"
+        );
+    }
+
+    #[test]
+    fn live_errors_say_the_flags_of_old() {
+        let e = LiveError::NotLoopback("0.0.0.0:9".parse().unwrap());
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert_eq!(
+            line(PipelineError::Live(e)),
+            "--serve 0.0.0.0:9: not a loopback address, so anyone who can reach it receives \
+             every frame recorded; use 127.0.0.1:PORT, or add --serve-allow-remote to serve it \
+             anyway"
+        );
+        let e = LiveError::ControlInUse("/run/c.sock".into());
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert_eq!(
+            line(anyhow::Error::from(e).context("starting")),
+            "starting: another wiretape is listening on the control socket /run/c.sock: give \
+             --control another path"
+        );
+        let e = LiveError::Memory {
+            bytes: 8,
+            source: std::io::Error::from_raw_os_error(12),
+        };
+        assert!(!e.to_string().contains("--"), "{e}");
+        assert!(line(PipelineError::Live(e)).ends_with("; give --ring a smaller size"));
+    }
+
+    /// TLS's explanations, in the library's words by default, say the
+    /// flags and `wiretape certs` commands of old with [`tls_term`].
+    #[test]
+    fn tls_explanations_say_the_flags_of_old() {
+        use wiretape::query::tls::explain::{self, CertInfo, ClientSide, Seen, ServerSide};
+        use wiretape::query::tls::library_terms;
+        let info = |s: &str| CertInfo {
+            subject: s.into(),
+            issuer: "CN=ca".into(),
+            not_before: 0,
+            not_after: 1,
+            names: vec!["127.0.0.1".into()],
+            server_auth: Some(true),
+            client_auth: Some(false),
+            fingerprint: "ab:cd".into(),
+        };
+        let client = |naming| ClientSide {
+            cert_path: "/c.pem".into(),
+            cert: info("CN=alice"),
+            ca_path: "/ca.pem".into(),
+            cas: vec![info("CN=ca")],
+            naming,
+        };
+        let server = |naming| ServerSide {
+            cert: info("CN=server"),
+            client_cas: vec![info("CN=ca")],
+            naming,
+        };
+        let seen = Seen::default();
+        let required = rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired);
+        let lib = explain::sensor_refused(&required, &client(library_terms), &seen, "h", 1);
+        assert!(!lib.contains("--"), "{lib}");
+        assert_eq!(
+            explain::sensor_refused(&required, &client(tls_term), &seen, "h", 1),
+            "the sensor wants a client certificate and got none (alert certificate_required): \
+             give --cert, --key and --ca"
+        );
+        let unknown = rustls::Error::AlertReceived(rustls::AlertDescription::UnknownCA);
+        assert_eq!(
+            explain::sensor_refused(&unknown, &client(tls_term), &seen, "h", 1),
+            "the sensor does not admit certificates of this client's CA (alert unknown_ca): \
+             --cert /c.pem ('CN=alice') was issued by 'CN=ca'; use a certificate made with the \
+             sensor's CA (`wiretape certs client DIR NAME` in the directory of its --client-ca)"
+        );
+        let none = rustls::Error::NoCertificatesPresented;
+        let lib = explain::handshake_refused(&none, None, &server(library_terms));
+        assert!(!lib.contains("--"), "{lib}");
+        assert_eq!(
+            explain::handshake_refused(&none, None, &server(tls_term)),
+            "the client presented no certificate: every client needs one of --client-ca 'CN=ca' \
+             (SHA-256 ab:cd) (`wiretape certs client DIR NAME`; then wiretape --cert --key --ca, \
+             curl --cert --key --cacert)"
         );
     }
 }

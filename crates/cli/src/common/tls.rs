@@ -29,9 +29,10 @@ impl ClientTls {
             return Ok(None);
         }
         let tls = match (&self.cert, &self.key, &self.ca) {
-            (Some(c), Some(k), Some(ca)) => {
-                Some(tls::ClientTls::new(c, k, ca).map_err(|e| super::flags::tls_line(&e))?)
-            }
+            (Some(c), Some(k), Some(ca)) => Some(
+                tls::ClientTls::named(c, k, ca, super::flags::tls_term)
+                    .map_err(|e| super::flags::tls_line(&e))?,
+            ),
             (None, None, None) => {
                 if let Some(r) = remotes.iter().find(|r| r.tls) {
                     return Err(format!(
@@ -56,7 +57,9 @@ impl ClientTls {
                 ));
             }
         };
-        Client::new(tls).map(Some).map_err(|e| e.to_string())
+        Client::named(tls, super::flags::tls_term)
+            .map(Some)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -138,6 +138,8 @@ fn flag(o: Opt) -> &'static str {
         Opt::OnFullRotate => "--on-full rotate",
         Opt::RotateSize => "--rotate-size",
         Opt::RotateTime => "--rotate-time",
+        Opt::WaitIface => "--wait-iface",
+        Opt::Engine => "--engine",
         _ => "an option",
     }
 }
@@ -177,6 +179,9 @@ fn in_flags(e: OptionsError) -> anyhow::Error {
             message,
         } => return anyhow::Error::msg(message),
         OptionsError::NetmapNotBuilt(e) => return e.into(),
+        OptionsError::NotLoopback(l) => {
+            crate::common::flags::live_line(&l).unwrap_or_else(|| l.to_string())
+        }
         OptionsError::Key { option, error } => format!("{} {error}", flag(option)),
         OptionsError::NotAVolume {
             option,

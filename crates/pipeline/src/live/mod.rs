@@ -325,7 +325,7 @@ pub fn may_listen(addr: std::net::SocketAddr, allow_remote: bool) -> bool {
 pub enum LiveError {
     /// The ring's memory could not be had.
     #[error(
-        "cannot allocate {bytes} bytes for the live chunks: {source}; give --ring a smaller size"
+        "cannot allocate {bytes} bytes for the live chunks: {source}; give the ring a smaller size"
     )]
     Memory {
         /// Bytes asked for.
@@ -351,11 +351,12 @@ pub enum LiveError {
     /// The recording is not running (not started, or ended).
     #[error("the recording is not running")]
     NotRunning,
-    /// `--serve` names an address that is not loopback.
-    #[error("--serve {0}: not a loopback address, so anyone who can reach it receives every frame recorded; use 127.0.0.1:PORT, or add --serve-allow-remote to serve it anyway")]
+    /// The PCAP-over-IP address is not loopback (and remote clients were
+    /// not allowed).
+    #[error("PCAP-over-IP address {0}: not a loopback address, so anyone who can reach it receives every frame recorded; use 127.0.0.1:PORT, or allow remote clients to serve it anyway")]
     NotLoopback(std::net::SocketAddr),
     /// The PCAP-over-IP listener.
-    #[error("cannot listen on {addr} for PCAP-over-IP: {source}; choose another --serve address or port")]
+    #[error("cannot listen on {addr} for PCAP-over-IP: {source}; choose another address or port")]
     Serve {
         /// The address.
         addr: std::net::SocketAddr,
@@ -364,7 +365,7 @@ pub enum LiveError {
         source: std::io::Error,
     },
     /// The control socket.
-    #[error("cannot create the control socket {path}: {source}; give --control another path")]
+    #[error("cannot create the control socket {path}: {source}; give it another path")]
     Control {
         /// The socket's path.
         path: PathBuf,
@@ -373,9 +374,7 @@ pub enum LiveError {
         source: std::io::Error,
     },
     /// Another process listens on the control socket.
-    #[error(
-        "another wiretape is listening on the control socket {0}: give --control another path"
-    )]
+    #[error("another wiretape is listening on the control socket {0}: give it another path")]
     ControlInUse(PathBuf),
     /// A dump could not be written.
     #[error("dump: {0}")]

@@ -142,6 +142,9 @@ pub struct ApiConfig {
     /// [`ApiOpt::HandshakeTimeout`]): [`library_naming`] by default, a
     /// command line's flags for `wiretape api`.
     pub naming: Naming,
+    /// How TLS's messages name files and fixes (its refusals at start, the
+    /// handshakes it refuses): [`tls::library_terms`] by default.
+    pub tls_naming: tls::Naming,
 }
 
 impl ApiConfig {
@@ -162,6 +165,7 @@ impl ApiConfig {
             idle_timeout: Duration::from_secs(30),
             read: wiretape_files::ReadOptions::default(),
             naming: library_naming,
+            tls_naming: tls::library_terms,
         }
     }
 }
@@ -282,10 +286,11 @@ pub fn check(cfg: &ApiConfig) -> Result<Option<Arc<tls::ServerTls>>, ApiError> {
         None if !loopback => Err(ApiError::NotLoopback { listen: cfg.listen }),
         None if !cfg.allow_clients.is_empty() => Err(ApiError::AllowWithoutTls),
         None => Ok(None),
-        Some(t) => Ok(Some(Arc::new(tls::ServerTls::new(
+        Some(t) => Ok(Some(Arc::new(tls::ServerTls::named(
             &t.cert,
             &t.key,
             &t.client_ca,
+            cfg.tls_naming,
         )?))),
     }
 }

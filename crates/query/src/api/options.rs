@@ -97,6 +97,9 @@ pub struct ApiOptions {
     /// How the lines logged while serving name the settings
     /// ([`library_naming`] unless set).
     pub naming: Naming,
+    /// How TLS's messages name files and fixes
+    /// ([`crate::tls::library_terms`] unless set).
+    pub tls_naming: crate::tls::Naming,
 }
 
 impl ApiOptions {
@@ -119,6 +122,7 @@ impl ApiOptions {
             quiet: d.quiet,
             read: d.read,
             naming: d.naming,
+            tls_naming: d.tls_naming,
         }
     }
 
@@ -168,6 +172,7 @@ impl ApiOptions {
         }
         cfg.quiet = self.quiet;
         cfg.naming = self.naming;
+        cfg.tls_naming = self.tls_naming;
         Ok(cfg)
     }
 }

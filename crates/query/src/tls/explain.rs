@@ -8,9 +8,76 @@
 //! CA names the sensor asks for), so each message names them, with their
 //! dates where time is the cause.
 
+use super::PemRole;
 use crate::text::clean;
 use rustls::{AlertDescription, CertificateError, Error};
 use std::path::PathBuf;
+
+/// What an explanation names that a program says its own way: a file of
+/// either side's configuration, and the ways to a new certificate. Its
+/// `Display` is the library's words; a command line says its flags and
+/// subcommands ([`Naming`]: `wiretape` says `--client-ca` and
+/// `` `wiretape certs client DIR NAME --force` ``).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Term {
+    /// A file by what it is for ("the client CA").
+    File(PemRole),
+    /// The peer's file by what it is for ("its client CA").
+    Its(PemRole),
+    /// The sensor's setting of a file, as a client tells it ("the
+    /// sensor's server certificate").
+    Sensor(PemRole),
+    /// The CA a client trusts servers of, as a server tells its clients
+    /// (all clients, other programs too).
+    ClientsCa,
+    /// How a client gives its certificate, key and CA, as a server tells
+    /// its clients (all clients, other programs too).
+    ClientFiles,
+    /// A new client certificate of the same CA, in place of an old one
+    /// ([`super::issue_client`]).
+    RenewClient,
+    /// A new server certificate of the same CA, in place of an old one
+    /// ([`super::issue_server`]).
+    RenewServer,
+    /// A new server certificate of the same CA for this name.
+    ServerFor(String),
+    /// The sensor's limit on connections open at once, as a client tells
+    /// it.
+    ConnectionLimit,
+    /// A new CA, its server certificate, then client certificates
+    /// ([`super::init`], then [`super::issue_client`]).
+    NewCa,
+}
+
+impl std::fmt::Display for Term {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bare = |r: &PemRole| r.what().trim_start_matches("the ").to_string();
+        match self {
+            Term::File(r) => write!(f, "{r}"),
+            Term::Its(r) => write!(f, "its {}", bare(r)),
+            Term::Sensor(r) => write!(f, "the sensor's {}", bare(r)),
+            Term::ClientsCa => f.write_str("the CA it trusts servers of"),
+            Term::ClientFiles => {
+                f.write_str("the client gives its certificate, its key and this CA")
+            }
+            Term::RenewClient => f.write_str("tls::issue_client with force"),
+            Term::RenewServer => f.write_str("tls::issue_server with force"),
+            Term::ServerFor(n) => write!(f, "tls::issue_server for {n} with force"),
+            Term::ConnectionLimit => f.write_str("its limit of connections"),
+            Term::NewCa => f.write_str("tls::init with force, then tls::issue_client"),
+        }
+    }
+}
+
+/// How explanations name files and fixes ([`Term`]): the library's words
+/// ([`library_terms`], the default) or a command line's.
+pub type Naming = fn(&Term) -> String;
+
+/// The default [`Naming`]: [`Term`]'s `Display`.
+pub fn library_terms(t: &Term) -> String {
+    t.to_string()
+}
 
 /// What a certificate says about itself, for messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,10 +217,12 @@ fn names(c: &CertInfo) -> String {
 /// The server's view: its own certificate and the CA of its clients.
 #[derive(Clone, Debug)]
 pub struct ServerSide {
-    /// Its certificate (`--tls-cert`), the leaf.
+    /// Its certificate ([`PemRole::ServerCert`]), the leaf.
     pub cert: CertInfo,
-    /// The CA(s) of `--client-ca`.
+    /// The CA(s) of [`PemRole::ClientCa`].
     pub client_cas: Vec<CertInfo>,
+    /// How its messages name files and fixes.
+    pub naming: Naming,
 }
 
 /// Why a client's certificate was refused (the server's verifier saw
@@ -163,16 +232,19 @@ pub fn client_cert_refused(err: &Error, der: &[u8], now: i64, me: &ServerSide) -
         return format!("the client's certificate does not parse ({err}): give it one made by `wiretape certs client`");
     };
     let who = format!("client certificate '{}'", c.subject);
+    let say = |t: Term| (me.naming)(&t);
+    let client_ca = say(Term::File(PemRole::ClientCa));
     let Error::InvalidCertificate(ce) = err else {
         return format!("{who} refused: {err}");
     };
     let ca = subjects(&me.client_cas);
     match ce {
         CertificateError::Expired | CertificateError::ExpiredContext { .. } => format!(
-            "{who} expired on {} ({} ago): the client needs a new one, made with the CA of --client-ca \
-             (`wiretape certs client DIR NAME --force`)",
+            "{who} expired on {} ({} ago): the client needs a new one, made with the CA of {client_ca} \
+             ({})",
             utc(c.not_after),
-            span(now - c.not_after)
+            span(now - c.not_after),
+            say(Term::RenewClient)
         ),
         CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => format!(
             "{who} is not valid before {} (in {}): this machine's clock or the CA's was wrong when it was \
@@ -181,14 +253,14 @@ pub fn client_cert_refused(err: &Error, der: &[u8], now: i64, me: &ServerSide) -
             span(c.not_before - now)
         ),
         CertificateError::UnknownIssuer => format!(
-            "{who} was issued by '{}', not by the CA of --client-ca, {ca}: the client needs a certificate \
-             made with this server's CA (`wiretape certs client DIR NAME` in the directory of --client-ca)",
+            "{who} was issued by '{}', not by the CA of {client_ca}, {ca}: the client needs a certificate \
+             made with this server's CA (`wiretape certs client DIR NAME` in the directory of {client_ca})",
             c.issuer
         ),
         CertificateError::BadSignature => format!(
-            "{who} names '{}' as its issuer but is not signed by --client-ca {ca}: it comes from another CA \
+            "{who} names '{}' as its issuer but is not signed by {client_ca} {ca}: it comes from another CA \
              of the same name; the client needs a certificate made with this server's CA \
-             (`wiretape certs client DIR NAME` in the directory of --client-ca)",
+             (`wiretape certs client DIR NAME` in the directory of {client_ca})",
             c.issuer
         ),
         CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => format!(
@@ -206,6 +278,7 @@ pub fn handshake_refused(err: &Error, verifier: Option<String>, me: &ServerSide)
     if let Some(v) = verifier {
         return v;
     }
+    let say = |t: Term| (me.naming)(&t);
     let mine = format!(
         "this server's certificate '{}' (issued by '{}', for {})",
         me.cert.subject,
@@ -214,31 +287,36 @@ pub fn handshake_refused(err: &Error, verifier: Option<String>, me: &ServerSide)
     );
     match err {
         Error::NoCertificatesPresented => format!(
-            "the client presented no certificate: every client needs one of --client-ca {} \
-             (`wiretape certs client DIR NAME`; then wiretape --cert --key --ca, curl --cert --key --cacert)",
-            subjects(&me.client_cas)
+            "the client presented no certificate: every client needs one of {} {} \
+             (`wiretape certs client DIR NAME`; then {})",
+            say(Term::File(PemRole::ClientCa)),
+            subjects(&me.client_cas),
+            say(Term::ClientFiles)
         ),
         Error::AlertReceived(a) => {
             let n = alert_name(*a);
             match a {
                 AlertDescription::UnknownCA => format!(
-                    "the client does not trust {mine} (alert {n}): its --ca (curl: --cacert) must be the \
-                     ca.pem that issued this server's certificate"
+                    "the client does not trust {mine} (alert {n}): {} must be the ca.pem that issued \
+                     this server's certificate",
+                    say(Term::ClientsCa)
                 ),
                 AlertDescription::DecryptError => format!(
-                    "the client could not verify the signature of {mine} (alert {n}): its --ca is another \
-                     CA of the same name; give it this server's ca.pem"
+                    "the client could not verify the signature of {mine} (alert {n}): {} is another \
+                     CA of the same name; give it this server's ca.pem",
+                    say(Term::Its(PemRole::ServerCa))
                 ),
                 AlertDescription::BadCertificate => format!(
                     "the client refused {mine} (alert {n}; most often the name: the client must ask for \
-                     one of its names, or give this server a certificate with the name it uses: \
-                     `wiretape certs server DIR --server-name NAME --force`)"
+                     one of its names, or give this server a certificate with the name it uses: {})",
+                    say(Term::RenewServer)
                 ),
                 AlertDescription::CertificateExpired => format!(
                     "the client says {mine} is expired or not yet valid (alert {n}; it is valid from {} to {}): \
-                     renew it (`wiretape certs server DIR --server-name NAME --force`) or check the clocks",
+                     renew it ({}) or check the clocks",
                     utc(me.cert.not_before),
-                    utc(me.cert.not_after)
+                    utc(me.cert.not_after),
+                    say(Term::RenewServer)
                 ),
                 _ => format!("the client ended the handshake (alert {n})"),
             }
@@ -255,14 +333,16 @@ pub fn handshake_refused(err: &Error, verifier: Option<String>, me: &ServerSide)
 /// The client's view: its certificate and the CA of the sensors.
 #[derive(Clone, Debug)]
 pub struct ClientSide {
-    /// `--cert`.
+    /// Its certificate ([`PemRole::ClientCert`]).
     pub cert_path: PathBuf,
     /// Its leaf.
     pub cert: CertInfo,
-    /// `--ca`.
+    /// The CA of the sensors ([`PemRole::ServerCa`]).
     pub ca_path: PathBuf,
     /// Its certificates.
     pub cas: Vec<CertInfo>,
+    /// How its messages name files and fixes.
+    pub naming: Naming,
 }
 
 /// What a client saw of a sensor during a handshake.
@@ -277,7 +357,13 @@ pub struct Seen {
 /// Why the sensor at `host:port` and this client could not agree
 /// (`err`, rustls's error on this side), with what to do.
 pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, port: u16) -> String {
-    let mine = format!("--cert {} ('{}')", me.cert_path.display(), me.cert.subject);
+    let say = |t: Term| (me.naming)(&t);
+    let mine = format!(
+        "{} {} ('{}')",
+        say(Term::File(PemRole::ClientCert)),
+        me.cert_path.display(),
+        me.cert.subject
+    );
     let now = now();
     let sensor_cas = match &seen.hints {
         Some(h) if !h.is_empty() => format!(
@@ -306,10 +392,10 @@ pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, por
                     if now > c.not_after {
                         format!(
                             "the sensor refused this client's certificate (alert {n}): {mine} expired on {} \
-                             ({} ago); get a new one made with the sensor's CA \
-                             (`wiretape certs client DIR NAME --force`)",
+                             ({} ago); get a new one made with the sensor's CA ({})",
                             utc(c.not_after),
-                            span(now - c.not_after)
+                            span(now - c.not_after),
+                            say(Term::RenewClient)
                         )
                     } else if now < c.not_before {
                         format!(
@@ -331,22 +417,28 @@ pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, por
                 AlertDescription::UnknownCA => format!(
                     "the sensor does not admit certificates of this client's CA (alert {n}): {mine} was issued \
                      by '{}'{sensor_cas}; use a certificate made with the sensor's CA \
-                     (`wiretape certs client DIR NAME` in the directory of its --client-ca)",
-                    me.cert.issuer
+                     (`wiretape certs client DIR NAME` in the directory of {})",
+                    me.cert.issuer,
+                    say(Term::Its(PemRole::ClientCa))
                 ),
                 AlertDescription::DecryptError => format!(
                     "the sensor could not verify the signature of this client's certificate (alert {n}): {mine} \
                      was issued by '{}', a CA of the same name as the sensor's but another one{sensor_cas}; use \
                      a certificate made with the sensor's CA (`wiretape certs client DIR NAME` in the directory \
-                     of its --client-ca)",
-                    me.cert.issuer
+                     of {})",
+                    me.cert.issuer,
+                    say(Term::Its(PemRole::ClientCa))
                 ),
                 AlertDescription::UnsupportedCertificate => format!(
                     "the sensor refused {mine} (alert {n}): it is not a client certificate; use a \
                      client-NAME.pem of `wiretape certs client`"
                 ),
                 AlertDescription::CertificateRequired => format!(
-                    "the sensor wants a client certificate and got none (alert {n}): give --cert, --key and --ca{sensor_cas}"
+                    "the sensor wants a client certificate and got none (alert {n}): give {}, {} and \
+                     {}{sensor_cas}",
+                    say(Term::File(PemRole::ClientCert)),
+                    say(Term::File(PemRole::ClientKey)),
+                    say(Term::File(PemRole::ServerCa))
                 ),
                 AlertDescription::ProtocolVersion
                 | AlertDescription::HandshakeFailure
@@ -361,7 +453,12 @@ pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, por
             }
         }
         Error::InvalidCertificate(ce) => {
-            let ca = format!("--ca {} ({})", me.ca_path.display(), subjects(&me.cas));
+            let ca = format!(
+                "{} {} ({})",
+                say(Term::File(PemRole::ServerCa)),
+                me.ca_path.display(),
+                subjects(&me.cas)
+            );
             match ce {
                 CertificateError::UnknownIssuer => format!(
                     "{theirs} is not signed by {ca}: give the ca.pem of the sensor's `wiretape certs init`"
@@ -390,11 +487,11 @@ pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, por
                     };
                     format!(
                         "{theirs} is for {}, not for '{host}' of the URL {}: use {}, or give the sensor a \
-                         certificate with that name (on the sensor: `wiretape certs server DIR --server-name \
-                         {host} --force`)",
+                         certificate with that name (on the sensor: {})",
                         if valid.is_empty() { "no name".into() } else { valid.join(", ") },
                         url(&host),
                         valid.first().map_or("a name it has".into(), |f| url(f)),
+                        say(Term::ServerFor(host.clone())),
                     )
                 }
                 CertificateError::NotValidForName => format!(
@@ -405,10 +502,10 @@ pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, por
                 CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
                     let end = server.map(|s| s.not_after);
                     format!(
-                        "{theirs} expired{}: on the sensor, `wiretape certs server DIR --server-name NAME \
-                         --force` makes a new one (then restart `wiretape api`)",
+                        "{theirs} expired{}: on the sensor, {} makes a new one (then restart `wiretape api`)",
                         end.map(|e| format!(" on {} ({} ago)", utc(e), span(now - e)))
-                            .unwrap_or_default()
+                            .unwrap_or_default(),
+                        say(Term::RenewServer)
                     )
                 }
                 CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
@@ -423,8 +520,8 @@ pub fn sensor_refused(err: &Error, me: &ClientSide, seen: &Seen, host: &str, por
                 }
                 CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
                     format!(
-                        "{theirs} is not made for servers: give `wiretape api --tls-cert` the server.pem of \
-                         `wiretape certs`"
+                        "{theirs} is not made for servers: give {} the server.pem of `wiretape certs`",
+                        say(Term::Sensor(PemRole::ServerCert))
                     )
                 }
                 other => format!("{theirs} is refused: {other}"),
@@ -454,5 +551,109 @@ mod tests {
         assert_eq!(span(-300), "5 min");
         assert_eq!(span(3 * 86_400), "3 days");
         assert_eq!(utc(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+
+    fn info(subject: &str) -> CertInfo {
+        CertInfo {
+            subject: subject.into(),
+            issuer: "CN=ca".into(),
+            not_before: 0,
+            not_after: 1,
+            names: vec!["127.0.0.1".into()],
+            server_auth: Some(true),
+            client_auth: Some(false),
+            fingerprint: "ab:cd".into(),
+        }
+    }
+
+    /// Every explanation, both sides, in the library's words: no flag of
+    /// a command line in them, the files named by what they are for.
+    #[test]
+    fn explanations_speak_library_words() {
+        use AlertDescription as A;
+        use CertificateError as C;
+        let server = ServerSide {
+            cert: info("CN=server"),
+            client_cas: vec![info("CN=ca")],
+            naming: library_terms,
+        };
+        let client = ClientSide {
+            cert_path: "/c.pem".into(),
+            cert: info("CN=alice"),
+            ca_path: "/ca.pem".into(),
+            cas: vec![info("CN=ca")],
+            naming: library_terms,
+        };
+        let seen = Seen {
+            server: Some(info("CN=server")),
+            hints: Some(vec!["CN=ca".into()]),
+        };
+        let name = C::NotValidForNameContext {
+            expected: rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+            presented: vec!["IpAddress(127.0.0.1)".into()],
+        };
+        let mut lines = Vec::new();
+        for a in [
+            A::UnknownCA,
+            A::DecryptError,
+            A::BadCertificate,
+            A::CertificateExpired,
+            A::CertificateRequired,
+            A::UnsupportedCertificate,
+            A::HandshakeFailure,
+            A::InternalError,
+        ] {
+            lines.push(handshake_refused(&Error::AlertReceived(a), None, &server));
+            lines.push(sensor_refused(
+                &Error::AlertReceived(a),
+                &client,
+                &seen,
+                "h",
+                1,
+            ));
+        }
+        lines.push(handshake_refused(
+            &Error::NoCertificatesPresented,
+            None,
+            &server,
+        ));
+        for c in [
+            C::Expired,
+            C::NotValidYet,
+            C::UnknownIssuer,
+            C::BadSignature,
+            C::InvalidPurpose,
+            C::NotValidForName,
+            name,
+        ] {
+            let e = Error::InvalidCertificate(c);
+            lines.push(sensor_refused(&e, &client, &seen, "localhost", 1));
+        }
+        for l in &lines {
+            assert!(!l.contains("--"), "{l}");
+        }
+        let all = lines.join("\n");
+        for w in [
+            "the client's certificate /c.pem ('CN=alice')",
+            "the server CA /ca.pem ('CN=ca'",
+            "every client needs one of the client CA 'CN=ca'",
+            "then the client gives its certificate, its key and this CA",
+            "the CA it trusts servers of must be the ca.pem",
+            "its server CA is another CA of the same name",
+            "in the directory of its client CA",
+            "give the client's certificate, the client's key and the server CA",
+            "(on the sensor: tls::issue_server for localhost with force)",
+            "on the sensor, tls::issue_server with force makes a new one",
+            "give the sensor's server's certificate the server.pem",
+        ] {
+            assert!(all.contains(w), "'{w}' not in:\n{all}");
+        }
+        let e = Error::InvalidCertificate(C::Expired);
+        let made = rcgen::generate_simple_self_signed(vec!["alice".to_string()]).unwrap();
+        let l = client_cert_refused(&e, made.cert.der(), now(), &server);
+        assert!(
+            !l.contains("--") && l.contains("the CA of the client CA"),
+            "{l}"
+        );
     }
 }

@@ -32,6 +32,7 @@ pub use certs::{
 };
 
 use explain::{cert_info, utc, CertInfo, ClientSide, Seen, ServerSide};
+pub use explain::{library_terms, Naming, Term};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{ResolvesClientCert, WebPkiServerVerifier};
 use rustls::pki_types::pem::PemObject;
@@ -351,8 +352,20 @@ pub type Refusal = Arc<Mutex<Option<String>>>;
 
 impl ServerTls {
     /// Reads and checks the files: the key belongs to the certificate,
-    /// the certificate and the CA are within their validity.
+    /// the certificate and the CA are within their validity. Its messages
+    /// in the library's words ([`library_terms`]).
     pub fn new(cert: &Path, key: &Path, client_ca: &Path) -> Result<ServerTls, TlsError> {
+        ServerTls::named(cert, key, client_ca, library_terms)
+    }
+
+    /// [`ServerTls::new`], its messages (its errors' fixes, the handshakes
+    /// it refuses) naming files and fixes by `naming`.
+    pub fn named(
+        cert: &Path,
+        key: &Path,
+        client_ca: &Path,
+        naming: Naming,
+    ) -> Result<ServerTls, TlsError> {
         let chain = load_certs(cert, PemRole::ServerCert)?;
         let key_der = load_key(key, PemRole::ServerKey)?;
         let ca_certs = load_certs(client_ca, PemRole::ClientCa)?;
@@ -361,7 +374,7 @@ impl ServerTls {
             &me,
             cert,
             PemRole::ServerCert,
-            "make a new one with its CA: `wiretape certs server DIR --server-name NAME --force`",
+            &format!("make a new one with its CA: {}", naming(&Term::RenewServer)),
         )?;
         let mut cas = Vec::new();
         for c in &ca_certs {
@@ -370,8 +383,11 @@ impl ServerTls {
                 &info,
                 client_ca,
                 PemRole::ClientCa,
-                "no client certificate of it is admitted any more: make a new CA and client certificates \
-                 (`wiretape certs init DIR --server-name NAME --force`, then `wiretape certs client DIR NAME`)",
+                &format!(
+                    "no client certificate of it is admitted any more: make a new CA and client \
+                     certificates ({})",
+                    naming(&Term::NewCa)
+                ),
             )?;
             cas.push(info);
         }
@@ -406,6 +422,7 @@ impl ServerTls {
             side: Arc::new(ServerSide {
                 cert: me,
                 client_cas: cas,
+                naming,
             }),
             warnings,
         })
@@ -519,8 +536,20 @@ pub struct ClientTls {
 pub type SeenSlot = Arc<Mutex<Seen>>;
 
 impl ClientTls {
-    /// Reads the files; the key must belong to the certificate.
+    /// Reads the files; the key must belong to the certificate. Its
+    /// messages in the library's words ([`library_terms`]).
     pub fn new(cert: &Path, key: &Path, ca: &Path) -> Result<ClientTls, TlsError> {
+        ClientTls::named(cert, key, ca, library_terms)
+    }
+
+    /// [`ClientTls::new`], its messages (why a sensor and this client could
+    /// not agree) naming files and fixes by `naming`.
+    pub fn named(
+        cert: &Path,
+        key: &Path,
+        ca: &Path,
+        naming: Naming,
+    ) -> Result<ClientTls, TlsError> {
         let chain = load_certs(cert, PemRole::ClientCert)?;
         let key_der = load_key(key, PemRole::ClientKey)?;
         let me = leaf_info(&chain, cert, PemRole::ClientCert)?;
@@ -556,6 +585,7 @@ impl ClientTls {
                 cert: me,
                 ca_path: ca.to_owned(),
                 cas,
+                naming,
             }),
         })
     }
@@ -830,7 +860,8 @@ mod tests {
         assert!(
             e.contains("the server's certificate")
                 && e.contains("expired on")
-                && e.contains("certs server"),
+                && e.contains("make a new one with its CA: tls::issue_server with force")
+                && !e.contains("--"),
             "{e}"
         );
         std::fs::remove_dir_all(&d).unwrap();
