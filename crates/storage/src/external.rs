@@ -135,7 +135,7 @@ pub fn walk_run(run: &[u8], mut each: impl FnMut(usize, u64, &[u8])) -> Result<R
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::sink::Block;
     use crate::writer::PcapWriter;
@@ -150,7 +150,7 @@ mod tests {
             self.0.data()
         }
     }
-    fn run(frames: &[(u64, Vec<u8>)]) -> External {
+    pub(crate) fn run(frames: &[(u64, Vec<u8>)]) -> External {
         let mut b = Block::new(1 << 16);
         let buf = b.buf_mut();
         let mut o = 0;
