@@ -503,6 +503,9 @@ impl UringSink {
         // Runs first: each holds its owner's memory (a packet ring's
         // block) until written; a block is ours and can wait.
         self.pump_ext(force)?;
+        // A run after a queued block holds its owner's memory until that
+        // block is written (see `held_runs`): such blocks go now.
+        let force = force || self.runs_wait_on_blocks();
         while self.n_in_flight < self.qd && !self.pending.is_empty() {
             if !force && (self.streaming || self.n_in_flight > 0) && self.pending.len() < MERGE {
                 break;
@@ -751,14 +754,32 @@ impl UringSink {
         self.failed.as_ref().map(|f| f.0.max(self.flushed))
     }
 
-    /// The lowest offset whose write may still fail (in flight) or failed.
+    /// The lowest offset whose write may still fail (queued or in
+    /// flight) or failed.
     fn lowest_unsure(&self) -> Option<u64> {
         let blocks = self.in_flight.iter().flatten().map(InFlight::off);
         let runs = self.ext_flight.iter().flatten().map(|w| w.off);
+        let queued = self.pending.iter().map(|p| p.2);
+        let runs_queued = self.ext_pending.iter().map(|e| e.1);
         blocks
             .chain(runs)
+            .chain(queued)
+            .chain(runs_queued)
             .chain(self.failed.as_ref().map(|f| f.0))
             .min()
+    }
+
+    /// Whether a run (queued, in flight, or held) lies after a block still
+    /// queued (a file's first block, a filler, copied frames): that block
+    /// must not wait for company.
+    fn runs_wait_on_blocks(&self) -> bool {
+        let Some(low) = self.pending.iter().map(|p| p.2).min() else {
+            return false;
+        };
+        let flight = self.ext_flight.iter().flatten().map(|w| w.off);
+        let queued = self.ext_pending.iter().map(|e| e.1);
+        let held = self.held_runs.iter().map(|r| r.1);
+        flight.chain(queued).chain(held).any(|o| o > low)
     }
 
     /// Reaps completions, waiting for at least `want` if that many are in flight.
@@ -1207,8 +1228,9 @@ impl BlockSink for UringSink {
     fn kick(&mut self) {
         if !self.held_runs.is_empty() {
             // Runs held for a write below them: its completion, if it
-            // came, frees them (no syscall: the completion queue is read).
-            if let Err(e) = self.reap_wait(0) {
+            // came, frees them (no syscall: the completion queue is read),
+            // and a block below them still queued goes.
+            if let Err(e) = self.reap_wait(0).and_then(|()| self.pump(false)) {
                 if self.failed.is_none() {
                     self.failed = Some((self.off, std::io::Error::other(e.to_string())));
                 }
