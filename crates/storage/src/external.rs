@@ -8,6 +8,14 @@
 //! ([`crate::sink::BlockSink::set_direct_backlog`]): the owner (a packet
 //! ring) needs its memory back sooner than a slow disk would give it.
 //!
+//! When the file's volume fails, a run the file does not keep (its write
+//! failed, it was still queued, or it came after the failure) is copied
+//! out then, before its memory goes back to the owner, and given back with
+//! the blocks ([`crate::sink::BlockSink::take_unwritten`]) for another
+//! volume; a run written while a write below it in the file was still on
+//! its way is finished only once that write is done (a failure there
+//! would need it). Nothing is copied on the good path.
+//!
 //! Such a run is pcapng as any reader reads it: Enhanced Packet Blocks for
 //! the frames and, between them, fillers ([`FILL`]) that readers skip: a
 //! block type of local use (the top bit set), which the pcapng spec
