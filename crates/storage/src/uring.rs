@@ -754,13 +754,20 @@ impl UringSink {
         self.failed.as_ref().map(|f| f.0.max(self.flushed))
     }
 
+    /// Whether no run is in flight (one branch: no slot was ever made).
+    fn ext_flight_none(&self) -> bool {
+        self.ext_flight.iter().all(Option::is_none)
+    }
+
     /// The lowest offset whose write may still fail (queued or in
     /// flight) or failed.
     fn lowest_unsure(&self) -> Option<u64> {
         let blocks = self.in_flight.iter().flatten().map(InFlight::off);
         let runs = self.ext_flight.iter().flatten().map(|w| w.off);
-        let queued = self.pending.iter().map(|p| p.2);
-        let runs_queued = self.ext_pending.iter().map(|e| e.1);
+        // Both queues are in offset order (a write issued again after room
+        // was made goes back to the front): their first is their lowest.
+        let queued = self.pending.front().map(|p| p.2);
+        let runs_queued = self.ext_pending.front().map(|e| e.1);
         blocks
             .chain(runs)
             .chain(queued)
@@ -773,7 +780,10 @@ impl UringSink {
     /// queued (a file's first block, a filler, copied frames): that block
     /// must not wait for company.
     fn runs_wait_on_blocks(&self) -> bool {
-        let Some(low) = self.pending.iter().map(|p| p.2).min() else {
+        if self.ext_pending.is_empty() && self.held_runs.is_empty() && self.ext_flight_none() {
+            return false;
+        }
+        let Some(low) = self.pending.front().map(|p| p.2) else {
             return false;
         };
         let flight = self.ext_flight.iter().flatten().map(|w| w.off);
