@@ -8,6 +8,14 @@
 //! ([`crate::sink::BlockSink::set_direct_backlog`]): the owner (a packet
 //! ring) needs its memory back sooner than a slow disk would give it.
 //!
+//! When the file's volume fails, a run the file does not keep (its write
+//! failed, it was still queued, or it came after the failure) is copied
+//! out then, before its memory goes back to the owner, and given back with
+//! the blocks ([`crate::sink::BlockSink::take_unwritten`]) for another
+//! volume; a run written while a write below it in the file was still on
+//! its way is finished only once that write is done (a failure there
+//! would need it). Nothing is copied on the good path.
+//!
 //! Such a run is pcapng as any reader reads it: Enhanced Packet Blocks for
 //! the frames and, between them, fillers ([`FILL`]) that readers skip: a
 //! block type of local use (the top bit set), which the pcapng spec
@@ -135,7 +143,7 @@ pub fn walk_run(run: &[u8], mut each: impl FnMut(usize, u64, &[u8])) -> Result<R
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::sink::Block;
     use crate::writer::PcapWriter;
@@ -150,7 +158,7 @@ mod tests {
             self.0.data()
         }
     }
-    fn run(frames: &[(u64, Vec<u8>)]) -> External {
+    pub(crate) fn run(frames: &[(u64, Vec<u8>)]) -> External {
         let mut b = Block::new(1 << 16);
         let buf = b.buf_mut();
         let mut o = 0;

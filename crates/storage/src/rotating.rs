@@ -1275,7 +1275,8 @@ impl RotatingWriter {
     /// `frames` frames, the first stamped `first_ns` (see
     /// [`crate::external`]; the files must be pcapng, uncompressed, and no
     /// frame longer than the snap length), rotating first when the file is
-    /// due. On error its frames are counted as lost (or `disk_full`).
+    /// due. On error its frames are counted as lost (or `disk_full`), unless
+    /// another volume takes them (see [`crate::volume`]).
     pub fn write_external(
         &mut self,
         ext: crate::external::External,
@@ -1310,8 +1311,9 @@ impl RotatingWriter {
                 }
                 Ok(())
             }
-            // The run's memory is its owner's again: its frames are lost,
-            // later ones go to another volume.
+            // The sink copied the run out (its memory is its owner's
+            // again) and gives it back with the blocks the failed write
+            // left: another volume takes them all.
             Err(e) if self.fail_over(&e, first_ns) => Ok(()),
             Err(e) => Err(self.keep_error(e)),
         }

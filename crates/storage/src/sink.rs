@@ -253,7 +253,7 @@ pub trait BlockSink: Send {
         ext: crate::external::External,
     ) -> Result<Block, StorageError> {
         let b = self.submit(block)?;
-        copy_external(self, b, ext)
+        copy_external(self, b, ext).map_err(|(e, _, _)| e)
     }
     /// A run given to [`BlockSink::submit_external`] is written from where
     /// it lies only while fewer than `max` bytes wait for the disk (queued or
@@ -393,21 +393,29 @@ impl Drop for Opens {
 
 /// Copies `ext` into the blocks of `sink`, starting with `b` (the block being
 /// filled), and finishes it: its memory is free again at once (the copy goes
-/// out with the next submit or flush). Returns the block to fill next.
+/// out with the next submit or flush). Returns the block to fill next; on a
+/// failed submit, the error, the run and how many of its bytes went into
+/// blocks handed to the sink (which keeps the failed one: the caller keeps
+/// the rest, see [`BlockSink::take_unwritten`]).
+#[allow(clippy::result_large_err)]
 pub(crate) fn copy_external<S: BlockSink + ?Sized>(
     sink: &mut S,
     mut b: Block,
     ext: crate::external::External,
-) -> Result<Block, StorageError> {
-    let mut rest = ext.bytes();
-    while !rest.is_empty() {
+) -> Result<Block, (StorageError, crate::external::External, usize)> {
+    let total = ext.len();
+    let mut done = 0;
+    while done < total {
         let (buf, len) = b.space();
-        let n = rest.len().min(buf.len() - *len);
-        buf[*len..*len + n].copy_from_slice(&rest[..n]);
+        let n = (total - done).min(buf.len() - *len);
+        buf[*len..*len + n].copy_from_slice(&ext.bytes()[done..done + n]);
         *len += n;
-        rest = &rest[n..];
+        done += n;
         if *len == buf.len() {
-            b = sink.submit(b)?;
+            b = match sink.submit(b) {
+                Ok(b) => b,
+                Err(e) => return Err((e, ext, done)),
+            };
         }
     }
     ext.finish(true);
@@ -599,6 +607,32 @@ impl BlockSink for FileSink {
 
     fn open_when_done(&mut self, gate: Arc<Gate>) {
         self.opens.set(gate);
+    }
+
+    /// Copies the run (see [`crate::external`]); after a failed write its
+    /// bytes not in the file are kept with the blocks, in order
+    /// ([`BlockSink::take_unwritten`]): copied only then.
+    fn submit_external(
+        &mut self,
+        block: Block,
+        ext: crate::external::External,
+    ) -> Result<Block, StorageError> {
+        let (e, ext, done) = match self.submit(block) {
+            Ok(b) => match copy_external(self, b, ext) {
+                Ok(b) => return Ok(b),
+                Err(failed) => failed,
+            },
+            Err(e) => (e, ext, 0),
+        };
+        let rest = &ext.bytes()[done..];
+        if !rest.is_empty() {
+            let mut b = Block::new(rest.len());
+            b.buf_mut()[..rest.len()].copy_from_slice(rest);
+            b.set_len(rest.len());
+            self.unwritten.push(b);
+        }
+        ext.finish(false);
+        Err(e)
     }
 
     fn take_unwritten(&mut self) -> Option<Unwritten> {

@@ -256,6 +256,20 @@ pub struct UringSink {
     /// Blocks handed in after the failure (the writer's, with its latest
     /// frames), with the offset of their first byte.
     orphans: Vec<(Block, u64)>,
+    /// Runs laid out in place written whole while a write below them was
+    /// still on its way (or at or past a failed offset), each with its
+    /// offset: their owner's memory is kept until no write below them can
+    /// fail any more, so that a failure there finds their bytes (copied
+    /// out then, [`UringSink::keep_run`]). Never copied on the good path.
+    held_runs: Vec<(crate::external::External, u64)>,
+    /// The file's length after the last flush: all of it written, and
+    /// what a failed write after it rewrote of its last page was the same
+    /// bytes, so the file keeps it whatever fails next (see `kept`).
+    flushed: u64,
+    /// Copies of runs the file does not keep (their write failed, or a
+    /// failure left them unwritten), with their offsets: given back with
+    /// the blocks ([`BlockSink::take_unwritten`]).
+    runs_back: Vec<(Block, u64)>,
     /// Record boundaries (the end of each block the writer handed in):
     /// the largest at or below the lowest offset not yet written, and all
     /// above it.
@@ -368,6 +382,9 @@ impl UringEngine {
             opens: Default::default(),
             held: Vec::new(),
             orphans: Vec::new(),
+            held_runs: Vec::new(),
+            flushed: 0,
+            runs_back: Vec::new(),
             bounds: VecDeque::new(),
         })
     }
@@ -486,6 +503,9 @@ impl UringSink {
         // Runs first: each holds its owner's memory (a packet ring's
         // block) until written; a block is ours and can wait.
         self.pump_ext(force)?;
+        // A run after a queued block holds its owner's memory until that
+        // block is written (see `held_runs`): such blocks go now.
+        let force = force || self.runs_wait_on_blocks();
         while self.n_in_flight < self.qd && !self.pending.is_empty() {
             if !force && (self.streaming || self.n_in_flight > 0) && self.pending.len() < MERGE {
                 break;
@@ -655,8 +675,20 @@ impl UringSink {
         let len: u64 = w.parts.iter().map(|e| e.len() as u64).sum();
         if res >= 0 && res as u64 == len {
             self.record_latency(w.at, w.stream);
-            // Written: the runs go back to their owners.
-            w.parts.into_iter().for_each(|e| e.finish(true));
+            // Written: the runs go back to their owners, unless a write
+            // below them may still fail (then the file keeps nothing from
+            // there on and they must be given back: held until that write
+            // is done, see `release_held`).
+            if self.lowest_unsure().is_some_and(|low| low < w.off) {
+                let mut off = w.off;
+                for e in w.parts {
+                    let n = e.len() as u64;
+                    self.held_runs.push((e, off));
+                    off += n;
+                }
+            } else {
+                w.parts.into_iter().for_each(|e| e.finish(true));
+            }
             return Ok(());
         }
         let err = Self::write_error(res);
@@ -672,8 +704,92 @@ impl UringSink {
         if self.failed.as_ref().is_none_or(|(o, _)| w.off < *o) {
             self.failed = Some((w.off, err));
         }
-        w.parts.into_iter().for_each(|e| e.finish(false));
+        // Not in the file: copied out (now, before their memory goes back
+        // to its owner), for another volume.
+        let mut off = w.off;
+        for e in w.parts {
+            let n = e.len() as u64;
+            self.keep_run(e, off);
+            off += n;
+        }
         Ok(())
+    }
+
+    /// A run the file does not keep, at `off`: its bytes copied (the
+    /// failure path only), its memory its owner's again; given back by
+    /// [`BlockSink::take_unwritten`].
+    fn keep_run(&mut self, ext: crate::external::External, off: u64) {
+        self.keep_rest(&ext, 0, off);
+        ext.finish(false);
+    }
+
+    /// [`UringSink::keep_run`] of the run's bytes from `from` on (those
+    /// before went into blocks already), at `off`.
+    fn keep_rest(&mut self, ext: &crate::external::External, from: usize, off: u64) {
+        let rest = &ext.bytes()[from..];
+        if rest.is_empty() {
+            return;
+        }
+        let mut b = Block::new(rest.len());
+        b.buf_mut()[..rest.len()].copy_from_slice(rest);
+        b.set_len(rest.len());
+        self.runs_back.push((b, off));
+    }
+
+    /// Where the stream goes on after the blocks handed in since a failure
+    /// (kept by `orphan`, which does not move `off`): where a run refused
+    /// now lies.
+    fn orphans_end(&self) -> u64 {
+        self.orphans
+            .last()
+            .map_or(self.off, |(b, off)| off + b.len() as u64)
+    }
+
+    /// After a failure, where the file ends (cut there, or left so where
+    /// it cannot be cut: a read-only volume): the failed offset, or the
+    /// end of the last flush when the failed write rewrote its last page
+    /// (the same bytes: a failure there leaves them), so that a record the
+    /// file keeps is never given back too.
+    fn kept(&self) -> Option<u64> {
+        self.failed.as_ref().map(|f| f.0.max(self.flushed))
+    }
+
+    /// Whether no run is in flight (one branch: no slot was ever made).
+    fn ext_flight_none(&self) -> bool {
+        self.ext_flight.iter().all(Option::is_none)
+    }
+
+    /// The lowest offset whose write may still fail (queued or in
+    /// flight) or failed.
+    fn lowest_unsure(&self) -> Option<u64> {
+        let blocks = self.in_flight.iter().flatten().map(InFlight::off);
+        let runs = self.ext_flight.iter().flatten().map(|w| w.off);
+        // Both queues are in offset order (a write issued again after room
+        // was made goes back to the front): their first is their lowest.
+        let queued = self.pending.front().map(|p| p.2);
+        let runs_queued = self.ext_pending.front().map(|e| e.1);
+        blocks
+            .chain(runs)
+            .chain(queued)
+            .chain(runs_queued)
+            .chain(self.failed.as_ref().map(|f| f.0))
+            .min()
+    }
+
+    /// Whether a run (queued, in flight, or held) lies after a block still
+    /// queued (a file's first block, a filler, copied frames): that block
+    /// must not wait for company.
+    fn runs_wait_on_blocks(&self) -> bool {
+        if self.ext_pending.is_empty() && self.held_runs.is_empty() && self.ext_flight_none() {
+            return false;
+        }
+        let Some(low) = self.pending.front().map(|p| p.2) else {
+            return false;
+        };
+        let flight = self.ext_flight.iter().flatten().map(|w| w.off);
+        let queued = self.ext_pending.iter().map(|e| e.1);
+        let held = self.held_runs.iter().map(|r| r.1);
+        flight.chain(queued).chain(held).any(|o| o > low)
     }
 
     /// Reaps completions, waiting for at least `want` if that many are in flight.
@@ -752,14 +868,15 @@ impl UringSink {
     /// (kept until then: a failure there would need them again), and none
     /// at or past a failed offset.
     fn release_held(&mut self) {
-        let low = self
-            .in_flight
-            .iter()
-            .flatten()
-            .map(InFlight::off)
-            .chain(self.failed.as_ref().map(|f| f.0))
-            .min()
-            .unwrap_or(u64::MAX);
+        let low = self.lowest_unsure().unwrap_or(u64::MAX);
+        let mut i = 0;
+        while i < self.held_runs.len() {
+            if self.held_runs[i].1 < low {
+                self.held_runs.swap_remove(i).0.finish(true);
+            } else {
+                i += 1;
+            }
+        }
         let mut i = 0;
         while i < self.held.len() {
             if self.held[i].2 < low {
@@ -880,6 +997,7 @@ impl UringSink {
                 f.set_len(self.off + len as u64)
                     .map_err(|e| StorageError::from_write(&self.path, e))?;
             }
+            self.flushed = self.off + len as u64;
             // Cutting the file freed what was allocated beyond it.
             self.allocated = self.off + len as u64;
             let pos = self
@@ -903,6 +1021,7 @@ impl UringSink {
                 }
                 self.allocated = self.off;
             }
+            self.flushed = self.off;
         }
         // The partial page is written again with the next block.
         block.keep(aligned, len);
@@ -1015,11 +1134,23 @@ impl BlockSink for UringSink {
             block.len().is_multiple_of(ALIGN),
             "a block before an external run ends on a page"
         );
-        let next = self.submit(block)?;
+        // On a failure the run is not written: it is copied out (now,
+        // before its memory goes back to its owner) and given back after
+        // the block, where it lies in the stream ([`UringSink::keep_run`]).
+        let next = match self.submit(block) {
+            Ok(next) => next,
+            Err(e) => {
+                let off = self.orphans_end();
+                self.keep_run(ext, off);
+                return Err(e);
+            }
+        };
         debug_assert!(next.is_empty(), "an aligned block leaves no tail");
-        self.reap_wait(0)?;
-        if let Some(e) = self.error() {
+        let reaped = self.reap_wait(0);
+        if let Some(e) = self.error().or(reaped.err()) {
             self.give_back(next);
+            let off = self.orphans_end();
+            self.keep_run(ext, off);
             return Err(e);
         }
         self.publish_unwritten();
@@ -1059,9 +1190,16 @@ impl BlockSink for UringSink {
             // to be merged get no company now: they go.
             if let Err(e) = self.pump_ext(true) {
                 self.give_back(next);
+                let off = self.orphans_end();
+                self.keep_run(ext, off);
                 return Err(e);
             }
-            return crate::sink::copy_external(self, next, ext);
+            return crate::sink::copy_external(self, next, ext).map_err(|(e, ext, done)| {
+                // The blocks it filled are kept (`orphan`); the rest after them.
+                let off = self.orphans_end();
+                self.keep_rest(&ext, done, off);
+                e
+            });
         }
         let off = self.off;
         self.off += ext.len() as u64;
@@ -1094,10 +1232,20 @@ impl BlockSink for UringSink {
     }
 
     fn runs_waiting(&self) -> bool {
-        !self.ext_pending.is_empty()
+        !self.ext_pending.is_empty() || !self.held_runs.is_empty()
     }
 
     fn kick(&mut self) {
+        if !self.held_runs.is_empty() {
+            // Runs held for a write below them: its completion, if it
+            // came, frees them (no syscall: the completion queue is read),
+            // and a block below them still queued goes.
+            if let Err(e) = self.reap_wait(0).and_then(|()| self.pump(false)) {
+                if self.failed.is_none() {
+                    self.failed = Some((self.off, std::io::Error::other(e.to_string())));
+                }
+            }
+        }
         if self.ext_pending.is_empty() || self.ext_since.elapsed() < MERGE_WAIT {
             return;
         }
@@ -1137,9 +1285,9 @@ impl BlockSink for UringSink {
             // parallel), leaving a hole at the failed offset: cut the file
             // there, so that it ends in complete data and the writer's
             // recovery finds its last complete record before the hole.
-            if let (Some((off, _)), Some(f)) = (&self.failed, &self.file) {
-                if f.metadata().is_ok_and(|m| m.len() > *off) {
-                    let _ = f.set_len(*off);
+            if let (Some(off), Some(f)) = (self.kept(), &self.file) {
+                if f.metadata().is_ok_and(|m| m.len() > off) {
+                    let _ = f.set_len(off);
                 }
             }
             return Err(e);
@@ -1181,9 +1329,24 @@ impl BlockSink for UringSink {
                 break;
             }
         }
-        // The lowest failure, now that none can still come.
+        // The lowest failure, now that none can still come; what waits in
+        // the queues below it (a block held to be merged while a run after
+        // it went out) is not in the file either: the file ends there.
+        let queued = self.pending.iter().map(|p| p.2);
+        let queued = queued.chain(self.ext_pending.iter().map(|e| e.1)).min();
+        if let (Some(q), Some(f)) = (queued, self.failed.as_mut()) {
+            f.0 = f.0.min(q);
+        }
         let failed = self.failed.as_ref()?.0;
         self.release_held();
+        // Runs past the failure: those written (the file is cut before
+        // them) and those that never went out are copied out now.
+        for (e, off) in std::mem::take(&mut self.held_runs) {
+            self.keep_run(e, off);
+        }
+        for (e, off) in std::mem::take(&mut self.ext_pending) {
+            self.keep_run(e, off);
+        }
         // The stream from the failed offset on, as the writes (held, queued)
         // and the blocks handed in since hold it; a later write of the same
         // page (a flush's partial page, again with more) wins.
@@ -1193,6 +1356,7 @@ impl BlockSink for UringSink {
             .chain(&self.pending)
             .map(|(b, len, off)| (*off, &b.data()[..(*len as usize).min(b.len())]))
             .chain(self.orphans.iter().map(|(b, off)| (*off, b.data())))
+            .chain(self.runs_back.iter().map(|(b, off)| (*off, b.data())))
             .filter(|(off, _)| *off >= failed)
             .collect();
         parts.sort_by_key(|(off, d)| (*off, d.len()));
@@ -1240,12 +1404,13 @@ impl BlockSink for UringSink {
         for (b, _) in std::mem::take(&mut self.orphans) {
             self.give_back(b);
         }
+        self.runs_back.clear();
         let mut block = Block::new(stream.len().max(1));
         block.buf_mut()[..stream.len()].copy_from_slice(&stream);
         block.set_len(stream.len());
         Some(crate::sink::Unwritten {
             off: from,
-            kept: failed,
+            kept: self.kept().unwrap_or(failed),
             blocks: vec![block],
         })
     }
@@ -1779,6 +1944,96 @@ mod tests {
         let e = s.submit(plain).err().expect("no block to copy into");
         assert!(e.to_string().contains("no free block"), "{e}");
         drop((b0, b1));
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// Runs laid out in place into a file whose writes start failing
+    /// mid-file (its descriptor made read-only: every write after gets
+    /// EBADF, as on a volume gone bad), written from where they lie and
+    /// copied (the disk behind): the runs whose write failed, was in flight
+    /// or queued, or came after, are given back with the blocks, copied out
+    /// then: the file keeps frames 0..k, the sink gives back k..n, each
+    /// once, in order, byte for byte (count and bytes).
+    #[test]
+    fn runs_a_failed_file_does_not_keep_are_given_back() {
+        use wiretape_files::{Format, PcapReader, Record};
+        let d = tmpdir("runsback");
+        for (case, backlog) in [("in place", DIRECT_BACKLOG_MAX), ("copied", 0)] {
+            let path = d.join(format!("{}.pcapng", case.replace(' ', "-")));
+            let mut sink = crate::sink::AnySink::Direct(Box::new(
+                UringSink::create(&path, 1 << 16, 4).unwrap(),
+            ));
+            let shared = Arc::new(AtomicI64::new(0));
+            BlockSink::set_direct_backlog(&mut sink, backlog, shared);
+            let mut w = PcapWriter::with_format(sink, 262_144, Format::PcapNg, "t");
+            let mut i = 0u64;
+            let run = |i: &mut u64| {
+                let fs: Vec<_> = (*i..*i + 7).map(|k| (k, frame(k))).collect();
+                *i += 7;
+                crate::external::tests::run(&fs)
+            };
+            for _ in 0..4 {
+                w.write_external(run(&mut i)).unwrap();
+                w.write(i, &frame(i)).unwrap();
+                i += 1;
+            }
+            w.flush().unwrap();
+            let healthy = i;
+            let crate::sink::AnySink::Direct(s) = w.sink_mut() else {
+                unreachable!()
+            };
+            s.wait_all().unwrap();
+            s.release_file();
+            s.file = Some(File::open(&path).unwrap());
+            let mut refused = false;
+            for _ in 0..64 {
+                let r = w.write_external(run(&mut i));
+                if r.is_err() {
+                    refused = true;
+                    break;
+                }
+                if w.write(i, &frame(i)).is_err() {
+                    i += 1;
+                    refused = true;
+                    break;
+                }
+                i += 1;
+            }
+            assert!(refused, "{case}: the failure is seen");
+            let u = w.take_unwritten().expect("given back");
+            let header = Format::PcapNg.file_header(262_144, "t", 1);
+            let (back, _, _) = crate::writer::split_unwritten(&header, &u);
+            let (st, _) = w.close_keeping_sink();
+            let st = st.expect_err("the close reports the failure").0;
+            let kept = st.frames;
+            assert!(kept >= healthy, "{case}: {kept} kept of {healthy} flushed");
+            assert_eq!(st.lost, i - kept, "{case}: the rest counted lost here");
+            let mut r = PcapReader::open(&path).unwrap();
+            let mut rec = Record::default();
+            let mut k = 0u64;
+            while r.next_into(&mut rec).unwrap() {
+                assert_eq!((rec.ts_ns, &rec.data), (k, &frame(k)), "{case}: kept {k}");
+                k += 1;
+            }
+            assert_eq!(k, kept, "{case}: the file holds what the writer says");
+            let frames: Vec<u64> = back.iter().map(|(m, _)| m.ts_ns).collect();
+            assert_eq!(
+                frames,
+                (kept..i).collect::<Vec<_>>(),
+                "{case}: every frame the file does not keep is given back, once, in order"
+            );
+            for (m, data) in &back {
+                assert_eq!(data, &frame(m.ts_ns), "{case}: frame {}", m.ts_ns);
+                assert_eq!(m.orig_len as usize, data.len());
+            }
+            let bytes = |r: std::ops::Range<u64>| r.map(|k| frame(k).len() as u64).sum::<u64>();
+            let back_bytes: u64 = back.iter().map(|(m, _)| m.caplen as u64).sum();
+            assert_eq!(
+                (st.bytes, back_bytes),
+                (bytes(0..kept), bytes(kept..i)),
+                "{case}: bytes kept and given back"
+            );
+        }
         std::fs::remove_dir_all(d).unwrap();
     }
 }

@@ -26,8 +26,12 @@
 //! left in RAM or in flight (both engines give them back, from the record
 //! that straddles the failed offset; the compressing and the age layers
 //! give back the records of every unit or chunk their file does not keep
-//! whole; see [`crate::sink::BlockSink::take_unwritten`]). Frames are lost
-//! only when no volume is left.
+//! whole; see [`crate::sink::BlockSink::take_unwritten`]). Runs laid out
+//! in place ([`crate::external`]) whose write failed, was queued, or came
+//! after the failure are given back too: the sink copies them out of their
+//! owner's memory (a packet ring's block) then, and only then; a run
+//! written while a write below it was on its way keeps that memory until
+//! the write is done. Frames are lost only when no volume is left.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -443,7 +443,11 @@ impl<S: BlockSink> PcapWriter<S> {
     /// that the sink writes from where it lies. The stream is first padded
     /// to a page with a filler. Returns what the run holds. A run that is
     /// not well formed is refused and nothing of it written (a bug of its
-    /// maker); after a failed write its frames count as lost.
+    /// maker). After a failed write its frames count as lost, and the sink
+    /// keeps a copy of the run's bytes the file does not keep (made then,
+    /// before the run's memory goes back to its owner; the io_uring and the
+    /// buffered sink) for [`PcapWriter::take_unwritten`]: another volume
+    /// takes them, and they are counted again there.
     pub fn write_external(
         &mut self,
         ext: crate::external::External,
