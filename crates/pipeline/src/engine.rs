@@ -69,10 +69,6 @@ pub struct AutoHints {
     /// An option given that only AF_XDP has (its name, e.g. `--cutoff`):
     /// AF_XDP it is.
     pub afxdp_only: Option<String>,
-    /// How the reason names the option that picks an engine (None:
-    /// `engine`, [`crate::options::Opt::Engine`]'s `Display`; the CLI:
-    /// `--engine`).
-    pub engine_option: Option<String>,
 }
 
 /// Chooses the engine for recording `ifaces`: packet where no interface's
@@ -129,9 +125,8 @@ pub fn choose_engine<S: AsRef<str>>(ifaces: &[S], hints: &AutoHints) -> EngineCh
     EngineChoice::new(
         Engine::Packet,
         Some(format!(
-            "auto: packet, {} has no AF_XDP zero-copy and hands XDP skbs, which AF_XDP would copy twice and AF_PACKET copies once; {} afxdp to force",
-            skb_devices.join(", "),
-            hints.engine_option.as_deref().unwrap_or("engine")
+            "auto: packet, {} has no AF_XDP zero-copy and hands XDP skbs, which AF_XDP would copy twice and AF_PACKET copies once; --engine afxdp to force",
+            skb_devices.join(", ")
         )),
     )
 }
@@ -180,28 +175,6 @@ mod tests {
             c.reason.as_deref(),
             Some("auto: packet, as WIRETAPE_ENGINE says")
         );
-    }
-
-    #[test]
-    fn the_reason_for_packet_names_the_engine_option_as_told() {
-        // Loopback hands XDP skbs (no native XDP) on a kernel that tells
-        // XDP features (6.3 on); before, it is afxdp without a reason.
-        let c = choose_engine(&["lo"], &AutoHints::default());
-        if c.engine == Engine::Afxdp {
-            assert_eq!(c.reason, None);
-            return;
-        }
-        let r = c.reason.unwrap();
-        assert!(
-            r.ends_with("; engine afxdp to force") && !r.contains("--"),
-            "{r}"
-        );
-        let h = AutoHints {
-            engine_option: Some("--engine".into()),
-            ..AutoHints::default()
-        };
-        let r = choose_engine(&["lo"], &h).reason.unwrap();
-        assert!(r.ends_with("; --engine afxdp to force"), "{r}");
     }
 
     #[test]

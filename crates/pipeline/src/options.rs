@@ -167,8 +167,6 @@ pub enum Opt {
     /// [`RecordOptions::wait_iface`] (named in the notices of a vanished
     /// interface).
     WaitIface,
-    /// [`RecordOptions::engine`] (named in the automatic choice's reason).
-    Engine,
 }
 
 impl From<Limit> for Opt {
@@ -220,7 +218,6 @@ impl std::fmt::Display for Opt {
             Opt::RotateSize => "rotate_size",
             Opt::RotateTime => "rotate_time",
             Opt::WaitIface => "wait_iface",
-            Opt::Engine => "engine",
         };
         f.write_str(name)
     }
@@ -788,7 +785,6 @@ impl RecordOptions {
         let hints = AutoHints {
             site: self.site_engine,
             afxdp_only: self.afxdp_only().map(name),
-            engine_option: Some(name(Opt::Engine)),
         };
         let c = choose_engine(&self.interfaces, &hints);
         (c.engine.into(), c.reason)

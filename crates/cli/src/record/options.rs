@@ -139,7 +139,6 @@ fn flag(o: Opt) -> &'static str {
         Opt::RotateSize => "--rotate-size",
         Opt::RotateTime => "--rotate-time",
         Opt::WaitIface => "--wait-iface",
-        Opt::Engine => "--engine",
         _ => "an option",
     }
 }
