@@ -70,6 +70,15 @@ impl Block {
         }
     }
 
+    /// A block holding a copy of `bytes` (what a failed sink gives back of
+    /// memory that is not its own: runs laid out in place, its stream).
+    pub(crate) fn copy_of(bytes: &[u8]) -> Self {
+        let mut b = Block::new(bytes.len().max(1));
+        b.buf_mut()[..bytes.len()].copy_from_slice(bytes);
+        b.set_len(bytes.len());
+        b
+    }
+
     /// One of the io_uring sink's own blocks; the token proves the caller
     /// is that sink's module.
     pub(crate) fn leased(buf: AlignedBuf, lease: Lease, _: &crate::uring::Mint) -> Self {
@@ -626,10 +635,7 @@ impl BlockSink for FileSink {
         };
         let rest = &ext.bytes()[done..];
         if !rest.is_empty() {
-            let mut b = Block::new(rest.len());
-            b.buf_mut()[..rest.len()].copy_from_slice(rest);
-            b.set_len(rest.len());
-            self.unwritten.push(b);
+            self.unwritten.push(Block::copy_of(rest));
         }
         ext.finish(false);
         Err(e)

@@ -730,10 +730,7 @@ impl UringSink {
         if rest.is_empty() {
             return;
         }
-        let mut b = Block::new(rest.len());
-        b.buf_mut()[..rest.len()].copy_from_slice(rest);
-        b.set_len(rest.len());
-        self.runs_back.push((b, off));
+        self.runs_back.push((Block::copy_of(rest), off));
     }
 
     /// Where the stream goes on after the blocks handed in since a failure
@@ -1405,9 +1402,7 @@ impl BlockSink for UringSink {
             self.give_back(b);
         }
         self.runs_back.clear();
-        let mut block = Block::new(stream.len().max(1));
-        block.buf_mut()[..stream.len()].copy_from_slice(&stream);
-        block.set_len(stream.len());
+        let block = Block::copy_of(&stream);
         Some(crate::sink::Unwritten {
             off: from,
             kept: self.kept().unwrap_or(failed),
