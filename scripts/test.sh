@@ -40,6 +40,20 @@ cargo_deb=$!
 trap 'kill -- "-$cargo_deb" 2>/dev/null || true' EXIT
 stage "cargo test"
 rm -f "${TMPDIR:-/tmp}/wiretape-testbed.log"
+# The test bed names its namespaces wt-<tag>-<pid>-<n>. Those whose process
+# is gone were left by a run that was killed before it could remove them
+# (a machine that restarted mid-suite): removed here, named, and not held
+# against this run. Those of a live process (a suite running beside this
+# one) are left alone and not counted at the end either.
+ns_before=""
+for n in $(ip netns list 2>/dev/null | awk '/^wt-/{print $1}'); do
+  pid=$(echo "$n" | awk -F- '{print $(NF-1)}')
+  if [ -n "$pid" ] && [ "$pid" -eq "$pid" ] 2>/dev/null && [ ! -d "/proc/$pid" ]; then
+    ip netns del "$n" && echo "test: removed network namespace $n, left by an earlier run (its process $pid is gone)"
+  else
+    ns_before="$ns_before $n "
+  fi
+done
 cargo test --release --workspace --locked --no-fail-fast
 stage "netmap engine (cargo feature netmap: synthetic rings, no module needed)"
 cargo clippy --release -p wiretape-capture -p wiretape-pipeline -p wiretape-cli -p wiretape --all-targets --locked --features netmap -- -D warnings
@@ -61,7 +75,10 @@ stage "the soak's verdict"
 if ! wait "$soak"; then cat "$T/soak/soak.log" >&2; echo "test: the soak failed" >&2; exit 1; fi
 trap - EXIT
 tail -n 30 "$T/soak/soak.log"
-left=$(ip netns list | awk '/^wt-/{print $1}' | tr '\n' ' ')
+left=""
+for n in $(ip netns list | awk '/^wt-/{print $1}'); do
+  case "$ns_before" in *" $n "*) ;; *) left="$left$n " ;; esac
+done
 if [ -n "$left" ]; then
   echo "test: wt-* network namespaces left behind: $left" >&2
   for n in $left; do grep -F -- "$n" "${TMPDIR:-/tmp}/wiretape-testbed.log" >&2 || true; done
