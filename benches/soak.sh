@@ -117,16 +117,22 @@ for _ in $(seq 100); do grep -q serving "$OUT/api.log" 2>/dev/null && break; sle
 URL=$(grep -o 'https://[^ ]*' "$OUT/api.log" | head -1)
 [ -n "$URL" ] || { cat "$OUT/api.log" >&2; exit 1; }
 
-echo "t_s,rec_rss_kib,rec_fds,rec_threads,api_rss_kib,api_fds,api_threads,files_in_dir" > "$CSV"
-of() { # RSS, descriptors, threads of pid $1
+echo "t_s,rec_rss_kib,rec_fds,rec_threads,api_rss_kib,api_fds,api_threads,api_kept_kdx,files_in_dir" > "$CSV"
+# The API keeps each key index (.kdx) it has read open while the store holds
+# it (at most 256, closed within seconds of its file's deletion): those are
+# counted apart (api_kept_kdx, bounded by the report), not as descriptors
+# that may only stay flat. A deleted one still open counts as a descriptor.
+kept_kdx() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 -lname '*.kdx' 2>/dev/null | wc -l; }
+of() { # RSS, descriptors (less kept key indexes), threads of pid $1
   local rss thr fds
   rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0)
   thr=$(awk '/^Threads:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0)
   fds=$(find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+  [ "$1" = "$API_PID" ] && fds=$((fds - $(kept_kdx "$1")))
   echo "$rss,$fds,$thr"
 }
 sample() {
-  echo "$1,$(of "$REC_PID"),$(of "$API_PID"),$(find "$CAP" -mindepth 1 -maxdepth 1 | wc -l)" >> "$CSV"
+  echo "$1,$(of "$REC_PID"),$(of "$API_PID"),$(kept_kdx "$API_PID"),$(find "$CAP" -mindepth 1 -maxdepth 1 | wc -l)" >> "$CSV"
 }
 
 COUNT=$((SECS * PPS))

@@ -18,6 +18,8 @@ out, secs, pps, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv
 MAX_RSS = float(os.environ.get("SOAK_MAX_RSS_MIB", 16)) * 1024
 MAX_FDS = float(os.environ.get("SOAK_MAX_FDS", 4))
 MAX_THR = float(os.environ.get("SOAK_MAX_THREADS", 4))
+# The most key indexes a reader keeps open (wiretape-files' kept.rs, OPEN_FILES).
+KEPT_KDX = 256
 failures = []
 
 
@@ -153,11 +155,16 @@ for proc, p in cols:
         if d > lim:
             fail(f"{proc} {m} grew by {d:+.0f} {unit} (allowed {lim:.0f})")
 fi = [int(r["files_in_dir"]) for r in rows]
+kk = [int(r["api_kept_kdx"]) for r in rows]
 print()
 print(f"files in the store (captures and indexes): {min(fi)}..{max(fi)}")
+print(f"key indexes the API keeps open (not counted in its fds): {min(kk)}..{max(kk)} (allowed {KEPT_KDX})")
+if max(kk) > KEPT_KDX:
+    fail(f"the API kept {max(kk)} key indexes open (allowed {KEPT_KDX}, files::kept's bound)")
 
 # The plot: one panel per measure, SVG, no dependencies.
 panels = [(f"{p}_{m}", f"{proc} {m}") for proc, p in cols for m in ("rss_kib", "fds", "threads")]
+panels.append(("api_kept_kdx", "key indexes the api keeps open"))
 panels.append(("files_in_dir", "files in the store"))
 PW, PH, M = 420, 110, 30
 svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * PW + 3 * M}" height="{4 * (PH + M) + M}" '

@@ -7,9 +7,11 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::SystemTime;
+use std::sync::{mpsc, Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime};
 
 /// A directory's kept listing: its mtime and its names.
 type Listing = (SystemTime, Vec<OsString>);
@@ -38,6 +40,88 @@ pub(crate) struct Kept {
     /// The upper pages of the key indexes opened, when kept
     /// ([`crate::ReadOptions::with_kept_index_pages`]).
     pub(crate) index_pages: Option<Mutex<crate::keys::KeptSet>>,
+    /// The key indexes kept open, when their upper pages are kept: a
+    /// query then opens no `.kdx` it opened before (an open on a cold
+    /// cache reads the inode's table, and more of it around the inode).
+    pub(crate) open: Option<Arc<Mutex<OpenFiles>>>,
+}
+
+/// Files one reader's options keep open at most (the least recently used
+/// closed first).
+pub(crate) const OPEN_FILES: usize = 256;
+
+/// How often a reader's kept open files are checked: a file deleted (or
+/// replaced by a rename) since is closed then, its space freed. A file
+/// looked up by a query is checked then too (by its path: gone, or another
+/// file now, it is closed before the query goes on).
+pub(crate) const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Files kept open ([`Kept::open`]), by path.
+#[derive(Debug)]
+pub(crate) struct OpenFiles {
+    cap: usize,
+    /// Ticks at each use: the least recently used has the lowest.
+    clock: u64,
+    by_path: HashMap<PathBuf, OpenFile>,
+    /// Held while these live: the sweeper thread ends when it is dropped.
+    sweeper: Option<mpsc::Sender<()>>,
+}
+
+/// A file kept open: the file, its (device, inode), its last use.
+#[derive(Debug)]
+struct OpenFile {
+    file: Arc<File>,
+    id: (u64, u64),
+    used: u64,
+}
+
+impl OpenFiles {
+    fn new(cap: usize) -> Self {
+        OpenFiles {
+            cap: cap.max(1),
+            clock: 0,
+            by_path: HashMap::new(),
+            sweeper: None,
+        }
+    }
+
+    /// Closes the files deleted since they were opened (no name left).
+    pub(crate) fn sweep(&mut self) {
+        self.by_path
+            .retain(|_, f| f.file.metadata().is_ok_and(|m| m.nlink() > 0));
+    }
+
+    /// The paths kept open now.
+    #[cfg(test)]
+    pub(crate) fn paths(&self) -> Vec<PathBuf> {
+        self.by_path.keys().cloned().collect()
+    }
+}
+
+/// Starts the thread that sweeps `open` every [`SWEEP_EVERY`] until it is
+/// dropped; the sender it ends with.
+fn start_sweeper(open: Weak<Mutex<OpenFiles>>) -> Option<mpsc::Sender<()>> {
+    let (tx, rx) = mpsc::channel::<()>();
+    std::thread::Builder::new()
+        .name("wt-kept-sweep".into())
+        .spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(SWEEP_EVERY) {
+                let Some(o) = open.upgrade() else {
+                    return;
+                };
+                o.lock().unwrap_or_else(|e| e.into_inner()).sweep();
+            }
+        })
+        .ok()?;
+    Some(tx)
+}
+
+/// Opens `path` for random reads: the file and its metadata.
+fn open_random(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
+    let f = File::open(path)?;
+    crate::sys::advise_random(&f);
+    let m = f.metadata()?;
+    Ok((f, m))
 }
 
 impl Kept {
@@ -53,8 +137,68 @@ impl Kept {
         Kept {
             listings_on,
             index_pages: pages_cap.map(|c| Mutex::new(crate::keys::KeptSet::new(c))),
+            open: pages_cap.map(|_| Arc::new(Mutex::new(OpenFiles::new(OPEN_FILES)))),
             ..Kept::default()
         }
+    }
+
+    /// `path` opened for random reads (a key index), and its metadata now.
+    /// Where these keep files open: the file kept since an earlier open
+    /// while `path` still names it (same device and inode: a `stat`, which
+    /// the kept file's cached inode answers), else opened and kept (the
+    /// least recently used closed beyond [`OPEN_FILES`]); a path gone
+    /// closes its file.
+    pub(crate) fn open(&self, path: &Path) -> std::io::Result<(Arc<File>, std::fs::Metadata)> {
+        let Some(open) = &self.open else {
+            let (f, m) = open_random(path)?;
+            return Ok((Arc::new(f), m));
+        };
+        let now = std::fs::metadata(path);
+        let mut g = open.lock().unwrap_or_else(|e| e.into_inner());
+        let now = match now {
+            Ok(m) => m,
+            Err(e) => {
+                g.by_path.remove(path);
+                return Err(e);
+            }
+        };
+        g.clock += 1;
+        let tick = g.clock;
+        if let Some(f) = g.by_path.get_mut(path) {
+            if f.id == (now.dev(), now.ino()) {
+                f.used = tick;
+                return Ok((f.file.clone(), now));
+            }
+        }
+        // Another file now: the old one closed.
+        g.by_path.remove(path);
+        drop(g);
+        let (f, m) = open_random(path)?;
+        let f = Arc::new(f);
+        let mut g = open.lock().unwrap_or_else(|e| e.into_inner());
+        if g.sweeper.is_none() {
+            g.sweeper = start_sweeper(Arc::downgrade(open));
+        }
+        // No sweeper thread: nothing kept (a deleted file would stay open).
+        if g.sweeper.is_some() {
+            if g.by_path.len() >= g.cap && !g.by_path.contains_key(path) {
+                let old = g.by_path.iter().min_by_key(|(_, f)| f.used);
+                if let Some(old) = old.map(|(p, _)| p.clone()) {
+                    g.by_path.remove(&old);
+                }
+            }
+            let id = (m.dev(), m.ino());
+            let file = f.clone();
+            g.by_path.insert(
+                path.to_owned(),
+                OpenFile {
+                    file,
+                    id,
+                    used: tick,
+                },
+            );
+        }
+        Ok((f, m))
     }
 
     /// The cap of the kept upper pages, when kept.
@@ -106,5 +250,146 @@ impl Kept {
     ) {
         let mut g = self.states.lock().unwrap_or_else(|e| e.into_inner());
         g.insert(dir.to_owned(), (mtime, states));
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// This process's open file descriptors on `path` (or on the file
+    /// deleted from there).
+    pub(crate) fn fds_on(path: &Path) -> usize {
+        let deleted = format!("{} (deleted)", path.display());
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|l| l == path || l.as_os_str() == deleted.as_str())
+            .count()
+    }
+
+    fn read_all(f: &File) -> String {
+        use std::os::unix::fs::FileExt;
+        let mut b = vec![0u8; 64];
+        let n = f.read_at(&mut b, 0).unwrap();
+        String::from_utf8(b[..n].to_vec()).unwrap()
+    }
+
+    /// A directory of the test's own, removed when dropped.
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new(name: &str) -> Dir {
+            let d = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            Dir(d)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Kept open: a file is opened once for any number of opens while its
+    /// path names it; replaced (renamed over), the new one is opened and
+    /// the old one closed; deleted, its open fails and it is closed; gone
+    /// without being asked for again, a sweep closes it. Without kept
+    /// pages nothing stays open.
+    #[test]
+    fn a_kept_file_is_opened_once_and_closed_when_it_goes() {
+        let dir = Dir::new("wt-kept-open");
+        let p = dir.0.join("a.kdx");
+        std::fs::write(&p, "first").unwrap();
+        let kept = Kept::new(true, Some(1 << 20));
+        let (f1, m1) = kept.open(&p).unwrap();
+        let (f2, m2) = kept.open(&p).unwrap();
+        assert!(Arc::ptr_eq(&f1, &f2), "opened once");
+        assert_eq!((m1.ino(), m2.len()), (m2.ino(), 5));
+        drop((f1, f2));
+        assert_eq!(fds_on(&p), 1, "kept open between opens");
+        // Appended in place (the same inode): the same file, its new length.
+        std::io::Write::write_all(
+            &mut std::fs::OpenOptions::new().append(true).open(&p).unwrap(),
+            b"+",
+        )
+        .unwrap();
+        let (f, m) = kept.open(&p).unwrap();
+        assert_eq!((m.len(), read_all(&f).as_str()), (6, "first+"));
+        drop(f);
+        assert_eq!(fds_on(&p), 1);
+        // Replaced by a rename: the new file, the old one closed.
+        let q = dir.0.join("a.kdx.new");
+        std::fs::write(&q, "second").unwrap();
+        std::fs::rename(&q, &p).unwrap();
+        let (f, _) = kept.open(&p).unwrap();
+        assert_eq!(read_all(&f), "second");
+        drop(f);
+        assert_eq!(fds_on(&p), 1, "the replaced file closed");
+        // Deleted, then asked for: not found, closed.
+        std::fs::remove_file(&p).unwrap();
+        let e = kept.open(&p).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(fds_on(&p), 0, "a deleted file's fd closed");
+        // Deleted and not asked for again: closed by a sweep.
+        std::fs::write(&p, "third").unwrap();
+        drop(kept.open(&p).unwrap());
+        std::fs::remove_file(&p).unwrap();
+        assert_eq!(fds_on(&p), 1);
+        let open = kept.open.as_ref().unwrap();
+        open.lock().unwrap().sweep();
+        assert_eq!(fds_on(&p), 0, "swept");
+        assert!(open.lock().unwrap().paths().is_empty());
+        // Options that keep no pages keep no file.
+        std::fs::write(&p, "fourth").unwrap();
+        let plain = Kept::with_listings();
+        let (f, _) = plain.open(&p).unwrap();
+        let mut s = String::new();
+        (&*f).read_to_string(&mut s).unwrap();
+        assert_eq!(s, "fourth");
+        drop(f);
+        assert_eq!(fds_on(&p), 0, "nothing kept");
+    }
+
+    /// The sweeper thread closes a deleted file nobody asks for (within a
+    /// few sweeps; waited for up to 120 s, for a loaded machine), and ends
+    /// with the options.
+    #[test]
+    fn the_sweeper_closes_a_deleted_file_on_its_own() {
+        let dir = Dir::new("wt-kept-sweep");
+        let p = dir.0.join("b.kdx");
+        std::fs::write(&p, "x").unwrap();
+        let kept = Kept::new(true, Some(1 << 20));
+        drop(kept.open(&p).unwrap());
+        std::fs::remove_file(&p).unwrap();
+        assert_eq!(fds_on(&p), 1);
+        let t0 = std::time::Instant::now();
+        while fds_on(&p) > 0 && t0.elapsed() < Duration::from_secs(120) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(fds_on(&p), 0, "not swept");
+    }
+
+    /// Beyond the cap, the least recently used file is closed.
+    #[test]
+    fn beyond_the_cap_the_least_recently_used_is_closed() {
+        let dir = Dir::new("wt-kept-cap");
+        let kept = Kept {
+            open: Some(Arc::new(Mutex::new(OpenFiles::new(2)))),
+            ..Kept::new(true, Some(1 << 20))
+        };
+        let p: Vec<PathBuf> = (0..3).map(|i| dir.0.join(format!("{i}.kdx"))).collect();
+        for q in &p {
+            std::fs::write(q, "k").unwrap();
+        }
+        drop(kept.open(&p[0]).unwrap());
+        drop(kept.open(&p[1]).unwrap());
+        drop(kept.open(&p[0]).unwrap());
+        drop(kept.open(&p[2]).unwrap());
+        let n: Vec<usize> = p.iter().map(|q| fds_on(q)).collect();
+        assert_eq!(n, [1, 0, 1], "the least recently used (1) closed");
     }
 }

@@ -971,6 +971,9 @@ mod segment_tests {
         // A server keeps the upper pages: after one reading of them, a
         // lookup of the same file reads only its data pages, and a changed
         // file (here longer) is read afresh.
+        let fds = crate::kept::tests::fds_on;
+        let kdx = std::path::absolute(path_for(&cap)).unwrap();
+        let base = fds(&kdx);
         let server = crate::ReadOptions::new().with_kept_index_pages(64 << 20);
         let key = needs(vec![vec![Key::Ip4(a)]]);
         let warm = KeyIndex::open(&cap, &server).unwrap().unwrap();
@@ -994,7 +997,17 @@ mod segment_tests {
         assert_eq!(pick(&hits1), pick(&hits));
         let data = k1.bytes_read() / PAGE as u64;
         assert!(data >= 1 && data < pages, "{data} data pages of {pages}");
-        drop(k1);
+        drop((k1, other));
+        // And the file: opened once by those options, kept open (beside
+        // the indexes opened above with other options, still open).
+        assert_eq!(fds(&kdx), base + 1, "the .kdx kept open once");
+        let k3 = KeyIndex::open(&cap, &server).unwrap().unwrap();
+        assert_eq!(
+            pick(&k3.select(&k3.segments()[1], &key).unwrap()),
+            pick(&hits)
+        );
+        assert_eq!(fds(&kdx), base + 1, "not opened again");
+        drop(k3);
         old.extend_from_slice(&[0u8; PAGE]);
         std::fs::write(path_for(&cap), &old).unwrap();
         let k2 = KeyIndex::open(&cap, &server).unwrap().unwrap();
@@ -1003,6 +1016,10 @@ mod segment_tests {
             pick(&k2.select(&k2.segments()[1], &key).unwrap()),
             pick(&hits)
         );
+        drop(k2);
+        assert_eq!(fds(&kdx), base + 1);
+        drop(server);
+        assert_eq!(fds(&kdx), base, "closed with the options");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -56,7 +56,8 @@ type EachRecord<'a> = dyn FnMut(u128, Posting, &[u8], &mut usize) -> Option<()> 
 #[derive(Debug)]
 pub struct KeyIndex {
     path: PathBuf,
-    file: File,
+    /// Shared with the reader's options when they keep it open.
+    file: std::sync::Arc<File>,
     len: u64,
     segments: Vec<Segment>,
     read: std::cell::Cell<u64>,
@@ -181,30 +182,23 @@ impl KeyIndex {
         opts: &crate::ReadOptions,
     ) -> Result<Option<KeyIndex>, StorageError> {
         let path = opts.keys_path(capture);
-        let file = match File::open(&path) {
+        // A long-running reader's options keep it open between queries.
+        let (file, meta) = match opts.kept().open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(StorageError::Read { path, source }),
         };
-        crate::sys::advise_random(&file);
-        let len = file
-            .metadata()
-            .map_err(|source| StorageError::Read {
-                path: path.clone(),
-                source,
-            })?
-            .len();
+        let len = meta.len();
         let identity = {
             use std::os::unix::fs::MetadataExt;
-            let on = opts.kept().index_pages.is_some();
-            match (on, file.metadata()) {
-                (true, Ok(m)) => Some((
+            let m = &meta;
+            opts.kept().index_pages.is_some().then(|| {
+                (
                     m.ino(),
                     m.len(),
                     m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
-                )),
-                _ => None,
-            }
+                )
+            })
         };
         let mut k = KeyIndex {
             path,
