@@ -153,7 +153,7 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     if let Some(out) = &a.out {
         let svg = chart::svg(&tl, a.width, a.height);
         let bytes = if png {
-            render_png(&svg, a.width, a.height)?
+            chart::png(&svg, a.width, a.height).map_err(|e| anyhow!("{e}"))?
         } else {
             svg.into_bytes()
         };
@@ -196,24 +196,4 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         );
     }
     Ok(0)
-}
-
-/// The SVG rendered at `width` × `height` by resvg (system fonts for the
-/// labels).
-fn render_png(svg: &str, width: u32, height: u32) -> Result<Vec<u8>> {
-    let mut opt = resvg::usvg::Options::default();
-    opt.fontdb_mut().load_system_fonts();
-    let tree = resvg::usvg::Tree::from_str(svg, &opt)
-        .map_err(|e| anyhow!("the timeline's SVG does not parse: {e}"))?;
-    let mut pixmap = resvg::tiny_skia::Pixmap::new(width, height)
-        .ok_or_else(|| anyhow!("a {width}x{height} picture cannot be made"))?;
-    let size = tree.size();
-    let t = resvg::tiny_skia::Transform::from_scale(
-        width as f32 / size.width(),
-        height as f32 / size.height(),
-    );
-    resvg::render(&tree, t, &mut pixmap.as_mut());
-    pixmap
-        .encode_png()
-        .map_err(|e| anyhow!("cannot encode the PNG: {e}"))
 }

@@ -327,6 +327,45 @@ pub fn table(tl: &Timeline) -> String {
     s
 }
 
+/// Why [`png`] made no picture.
+#[derive(Debug, thiserror::Error)]
+pub enum PngError {
+    /// The SVG given does not parse.
+    #[error("the timeline's SVG does not parse: {0}")]
+    Svg(#[source] resvg::usvg::Error),
+    /// A pixmap of that size cannot be made (a side is 0, or too large).
+    #[error("a {width}x{height} picture cannot be made")]
+    Size {
+        /// The width asked, in pixels.
+        width: u32,
+        /// The height asked, in pixels.
+        height: u32,
+    },
+    /// The pixels do not encode as PNG.
+    #[error("cannot encode the PNG: {0}")]
+    Encode(String),
+}
+
+/// `svg` (e.g. [`svg`]'s) rendered at `width` × `height` pixels as PNG
+/// bytes, by resvg with the system's fonts for the labels (`wiretape
+/// timeline -o x.png`).
+pub fn png(svg: &str, width: u32, height: u32) -> Result<Vec<u8>, PngError> {
+    let mut opt = resvg::usvg::Options::default();
+    opt.fontdb_mut().load_system_fonts();
+    let tree = resvg::usvg::Tree::from_str(svg, &opt).map_err(PngError::Svg)?;
+    let mut pixmap =
+        resvg::tiny_skia::Pixmap::new(width, height).ok_or(PngError::Size { width, height })?;
+    let size = tree.size();
+    let t = resvg::tiny_skia::Transform::from_scale(
+        width as f32 / size.width(),
+        height as f32 / size.height(),
+    );
+    resvg::render(&tree, t, &mut pixmap.as_mut());
+    pixmap
+        .encode_png()
+        .map_err(|e| PngError::Encode(e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,5 +384,26 @@ mod tests {
             tick_label(1_700_000_000_123_000_000, 1_000_000),
             "22:13:20.123"
         );
+    }
+
+    #[test]
+    fn png_of_an_svg() {
+        let svg = r##"<svg xmlns="http://www.w3.org/2000/svg" width="100" height="50"><rect x="0" y="0" width="100" height="50" fill="#3572b0"/></svg>"##;
+        let b = png(svg, 300, 120).unwrap();
+        assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n");
+        // IHDR: the width and height asked, whatever the SVG's own size.
+        assert_eq!(&b[12..16], b"IHDR");
+        assert_eq!(u32::from_be_bytes(b[16..20].try_into().unwrap()), 300);
+        assert_eq!(u32::from_be_bytes(b[20..24].try_into().unwrap()), 120);
+        assert!(matches!(png("<svg", 300, 120), Err(PngError::Svg(_))));
+        let e = png(svg, 0, 120).unwrap_err();
+        assert!(matches!(
+            e,
+            PngError::Size {
+                width: 0,
+                height: 120
+            }
+        ));
+        assert_eq!(e.to_string(), "a 0x120 picture cannot be made");
     }
 }
