@@ -169,7 +169,7 @@ pub(crate) fn api_line(e: &ApiError) -> String {
              `wiretape certs init` makes one)"
             .into(),
         ApiError::TlsIncomplete { given, .. } => {
-            let (given, lacking) = super::tls::missing([
+            let (given, lacking) = missing([
                 ("--tls-cert", given.contains(&ApiOpt::TlsCert)),
                 ("--tls-key", given.contains(&ApiOpt::TlsKey)),
                 ("--client-ca", given.contains(&ApiOpt::ClientCa)),
@@ -361,6 +361,25 @@ pub(crate) fn in_flags(e: &anyhow::Error, line: String) -> String {
         _ => line,
     };
     identity_words(&line)
+}
+
+/// Which of three flags (`given`) are missing, in words: `--key and --ca`.
+pub(crate) fn missing(flags: [(&str, bool); 3]) -> (String, String) {
+    let list = |want: bool| {
+        let v: Vec<&str> = flags
+            .iter()
+            .filter(|(_, g)| *g == want)
+            .map(|(f, _)| *f)
+            .collect();
+        match v.as_slice() {
+            [] => String::new(),
+            [a] => a.to_string(),
+            [a, b] => format!("{a} and {b}"),
+            [a, b, c] => format!("{a}, {b} and {c}"),
+            _ => v.join(", "),
+        }
+    };
+    (list(true), list(false))
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ impl ClientTls {
                 None
             }
             (c, k, ca) => {
-                let (given, lacking) = missing([
+                let (given, lacking) = super::flags::missing([
                     ("--cert", c.is_some()),
                     ("--key", k.is_some()),
                     ("--ca", ca.is_some()),
@@ -61,23 +61,4 @@ impl ClientTls {
             .map(Some)
             .map_err(|e| e.to_string())
     }
-}
-
-/// Which of three flags (`given`) are missing, in words: `--key and --ca`.
-pub(crate) fn missing(flags: [(&str, bool); 3]) -> (String, String) {
-    let list = |want: bool| {
-        let v: Vec<&str> = flags
-            .iter()
-            .filter(|(_, g)| *g == want)
-            .map(|(f, _)| *f)
-            .collect();
-        match v.as_slice() {
-            [] => String::new(),
-            [a] => a.to_string(),
-            [a, b] => format!("{a} and {b}"),
-            [a, b, c] => format!("{a}, {b} and {c}"),
-            _ => v.join(", "),
-        }
-    };
-    (list(true), list(false))
 }
