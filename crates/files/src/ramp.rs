@@ -412,8 +412,10 @@ impl ReadAhead {
 }
 
 /// A query's reader threads, shared by its file streams
-/// ([`RampReader::prefetch`]): [`PREFETCH_THREADS`] threads started at the
-/// first read asked for, reading runs ahead for every stream, and a bound
+/// ([`RampReader::prefetch`]): up to [`PREFETCH_THREADS`] threads, one more
+/// started when a read is asked for while none started waits (a query of a
+/// few short runs starts one or two), reading runs ahead for every stream,
+/// and a bound
 /// on the bytes asked for by all of them ([`PREFETCH_QUERY_BYTES`]). The
 /// threads end when the pool and every reader given it are dropped: the
 /// last handle dropped (a caller's, never a worker's: no job holds the
@@ -429,12 +431,19 @@ struct Pool {
     work: Mutex<Option<Workers>>,
     /// Bytes asked for and not yet taken back by the streams.
     held: AtomicUsize,
+    /// Jobs queued and not yet taken by a thread, and threads started and
+    /// not reading: a job queued while none waits starts one more thread
+    /// (up to `threads`), so that a query of a few runs starts a few.
+    queued: Arc<AtomicUsize>,
+    idle: Arc<AtomicUsize>,
 }
 
-/// The job queue of a pool's threads, and the threads (each ends with its
-/// entry in /proc: see [`Pool`]'s drop).
+/// The job queue of a pool's threads, its receiving end (each thread
+/// started takes a clone), and the threads (each ends with its entry in
+/// /proc: see [`Pool`]'s drop).
 type Workers = (
     mpsc::Sender<Job>,
+    Arc<Mutex<mpsc::Receiver<Job>>>,
     Vec<std::thread::JoinHandle<Option<std::path::PathBuf>>>,
 );
 
@@ -475,6 +484,8 @@ impl ReadPool {
                 threads: threads.max(1),
                 work: Mutex::new(None),
                 held: AtomicUsize::new(0),
+                queued: Arc::new(AtomicUsize::new(0)),
+                idle: Arc::new(AtomicUsize::new(0)),
             }),
         }
     }
@@ -498,47 +509,61 @@ impl ReadPool {
         self.inner.held.fetch_sub(n, Ordering::AcqRel);
     }
 
-    /// Queues `job`, starting the threads on the first; gives it back if
-    /// they cannot be started.
+    /// Queues `job`, starting one more thread when no thread started waits
+    /// for it (up to the pool's `threads`); gives it back if none runs and
+    /// none can be started.
     fn submit(&self, job: Job) -> Result<(), Job> {
-        let mut work = self.inner.work.lock().unwrap_or_else(|e| e.into_inner());
-        if work.is_none() {
+        let pool = &*self.inner;
+        let mut work = pool.work.lock().unwrap_or_else(|e| e.into_inner());
+        let (tx, rx, handles) = work.get_or_insert_with(|| {
             let (tx, rx) = mpsc::channel::<Job>();
-            let rx = Arc::new(Mutex::new(rx));
-            let mut handles = Vec::new();
-            for k in 0..self.inner.threads {
-                let rx = rx.clone();
-                let h = std::thread::Builder::new()
-                    .name(format!("wt-prefetch-{k}"))
-                    .spawn(move || {
-                        // Where the kernel lists this thread (PID/task/TID).
-                        let task = std::fs::read_link("/proc/thread-self")
-                            .ok()
-                            .map(|l| Path::new("/proc").join(l));
-                        worker(&rx);
-                        task
-                    });
-                match h {
-                    Ok(h) => handles.push(h),
-                    Err(_) if !handles.is_empty() => break,
-                    Err(_) => return Err(job),
+            (tx, Arc::new(Mutex::new(rx)), Vec::new())
+        });
+        let queued = pool.queued.fetch_add(1, Ordering::AcqRel) + 1;
+        if handles.len() < pool.threads && queued > pool.idle.load(Ordering::Acquire) {
+            let k = handles.len();
+            let (rx, queued, idle) = (rx.clone(), pool.queued.clone(), pool.idle.clone());
+            // Waiting from its start: counted idle before it runs.
+            pool.idle.fetch_add(1, Ordering::AcqRel);
+            let h = std::thread::Builder::new()
+                .name(format!("wt-prefetch-{k}"))
+                .spawn(move || {
+                    // Where the kernel lists this thread (PID/task/TID).
+                    let task = std::fs::read_link("/proc/thread-self")
+                        .ok()
+                        .map(|l| Path::new("/proc").join(l));
+                    worker(&rx, &queued, &idle);
+                    task
+                });
+            match h {
+                Ok(h) => handles.push(h),
+                Err(_) => {
+                    pool.idle.fetch_sub(1, Ordering::AcqRel);
+                    if handles.is_empty() {
+                        pool.queued.fetch_sub(1, Ordering::AcqRel);
+                        return Err(job);
+                    }
                 }
             }
-            *work = Some((tx, handles));
         }
-        let (tx, _) = work.as_ref().expect("started above");
-        tx.send(job).map_err(|e| e.0)
+        tx.send(job).map_err(|e| {
+            pool.queued.fetch_sub(1, Ordering::AcqRel);
+            e.0
+        })
     }
 }
 
-/// A reader thread: reads the jobs queued until the pool is dropped.
-fn worker(jobs: &Mutex<mpsc::Receiver<Job>>) {
+/// A reader thread: reads the jobs queued until the pool is dropped
+/// (`queued` and `idle`: see [`Pool`]).
+fn worker(jobs: &Mutex<mpsc::Receiver<Job>>, queued: &AtomicUsize, idle: &AtomicUsize) {
     use std::os::unix::fs::FileExt;
     loop {
         let job = match jobs.lock().unwrap_or_else(|e| e.into_inner()).recv() {
             Ok(j) => j,
             Err(_) => return,
         };
+        queued.fetch_sub(1, Ordering::AcqRel);
+        idle.fetch_sub(1, Ordering::AcqRel);
         let Job {
             file,
             at,
@@ -550,6 +575,7 @@ fn worker(jobs: &Mutex<mpsc::Receiver<Job>>) {
         let r = (!cancel.load(Ordering::Acquire)).then(|| file.read_at(buf.as_mut_slice(), at));
         // The stream may be gone (it waits only for reads under way).
         let _ = done.send(Done { id, buf, r });
+        idle.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -560,8 +586,8 @@ impl Drop for Pool {
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        if let Some((tx, handles)) = work {
-            drop(tx);
+        if let Some((tx, rx, handles)) = work {
+            drop((tx, rx));
             for h in handles {
                 // Joined, a thread may still be listed a moment (the kernel
                 // wakes the joiner before it reaps the thread): wait until

@@ -135,10 +135,11 @@ pub fn plan_pieces(
     key_index: bool,
 ) -> Result<(Plan, PlanStats), StorageError> {
     let mut st = PlanStats::default();
-    // The key index lookups of the files are independent: done on a few
-    // threads at once (on a cold disk each is a chain of dependent page
-    // reads; one file after another waits for every chain in turn), then
-    // handed to the plan in its order.
+    // The key index lookups of the files are independent: done on this
+    // thread while they are quick, on a few threads at once once they read
+    // the disk (on a cold disk each is a chain of dependent page reads; one
+    // file after another waits for every chain in turn), then handed to the
+    // plan in its order.
     let mut looked: HashMap<PathBuf, (Option<FilePlan>, PlanStats)> = HashMap::new();
     if key_index {
         let mut jobs = Vec::new();
@@ -181,35 +182,63 @@ pub fn plan_pieces(
 /// Threads the key index lookups of a plan take at most.
 const LOOKUP_THREADS: usize = 8;
 
-/// [`plan_keys`] of each of `jobs` (path, start, next start), on up to
-/// [`LOOKUP_THREADS`] threads: by path, each with its stats.
+/// How long the calling thread looks up alone before it starts helpers: a
+/// plan's lookups in sidecars already cached (or kept open by a server)
+/// take microseconds each, less than starting and joining a thread.
+const LOOKUP_ALONE: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// [`plan_keys`] of each of `jobs` (path, start, next start): on the
+/// calling thread, joined by up to [`LOOKUP_THREADS`] - 1 more once the
+/// lookups done so far took [`LOOKUP_ALONE`] (lookups that read the disk);
+/// by path, each with its stats. Which thread does a job changes nothing
+/// in its result.
 fn lookup_all(
     jobs: &[(PathBuf, u64, Option<u64>)],
     w: &Window,
     opts: &ReadOptions,
     pieces: &[Piece<'_>],
 ) -> HashMap<PathBuf, (Option<FilePlan>, PlanStats)> {
-    let threads = jobs.len().clamp(1, LOOKUP_THREADS);
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let take = || {
+        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        jobs.get(i)
+    };
+    let run = |(path, start, nx): &(PathBuf, u64, Option<u64>)| {
+        (
+            path.clone(),
+            plan_keys_alone(path, *start, *nx, w, opts, pieces),
+        )
+    };
     let mut out = HashMap::with_capacity(jobs.len());
+    let t0 = std::time::Instant::now();
     std::thread::scope(|sc| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                sc.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((path, start, nx)) = jobs.get(i) else {
-                            break;
-                        };
-                        let r = plan_keys_alone(path, *start, *nx, w, opts, pieces);
-                        done.push((path.clone(), r));
-                    }
-                    done
-                })
-            })
-            .collect();
-        for h in workers {
+        let mut helpers = Vec::new();
+        while let Some(job) = take() {
+            // A lookup that panicked is done again in the plan's order.
+            if let Ok((path, r)) =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(job)))
+            {
+                out.insert(path, r);
+            }
+            let left = jobs
+                .len()
+                .saturating_sub(next.load(std::sync::atomic::Ordering::Relaxed));
+            if helpers.is_empty() && left > 0 && t0.elapsed() >= LOOKUP_ALONE {
+                let n = left.min(LOOKUP_THREADS - 1);
+                helpers = (0..n)
+                    .map(|_| {
+                        sc.spawn(|| {
+                            let mut done = Vec::new();
+                            while let Some(job) = take() {
+                                done.push(run(job));
+                            }
+                            done
+                        })
+                    })
+                    .collect();
+            }
+        }
+        for h in helpers {
             // A lookup that panicked is done again in the plan's order.
             out.extend(h.join().unwrap_or_default());
         }
