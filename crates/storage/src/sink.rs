@@ -478,6 +478,9 @@ pub struct FileSink {
     opens: Opens,
     /// Blocks a failed write left in RAM ([`BlockSink::take_unwritten`]).
     unwritten: Vec<Block>,
+    /// Bytes past `bytes` that a failed write put in the file and the
+    /// volume would not let us cut (read-only): the file keeps them.
+    landed: u64,
 }
 
 impl FileSink {
@@ -505,6 +508,7 @@ impl FileSink {
             held: std::collections::VecDeque::new(),
             opens: Opens::default(),
             unwritten: Vec::new(),
+            landed: 0,
         })
     }
 
@@ -519,7 +523,8 @@ impl FileSink {
             source: std::io::Error::other("file already closed"),
         })?;
         loop {
-            match f.write_all(data) {
+            let (done, r) = write_counting(f, data);
+            match r {
                 Ok(()) => {
                     self.bytes += data.len() as u64;
                     return Ok(());
@@ -527,19 +532,41 @@ impl FileSink {
                 Err(e) => {
                     // A short write leaves part of the block in the file: cut
                     // the file back to the last whole block so it stays valid.
-                    let _ = f.set_len(self.bytes);
+                    let cut = f.set_len(self.bytes);
                     use std::io::Seek;
                     let _ = f.seek(std::io::SeekFrom::Start(self.bytes));
                     let full = matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
                     if full && self.make_room.as_ref().is_some_and(|m| m(&self.path)) {
+                        // The same bytes at the same offset (over any that
+                        // landed: a write is idempotent).
                         self.retries += 1;
                         continue;
                     }
+                    // Where the volume refuses the cut (gone read-only), the
+                    // bytes that landed stay: readers read the records in
+                    // them, so they are not given back too (the one they
+                    // end inside is a torn tail, and given back).
+                    self.landed = if cut.is_ok() { 0 } else { done as u64 };
                     return Err(StorageError::from_write(&self.path, e));
                 }
             }
         }
     }
+}
+
+/// Writes all of `data` to `f`: the bytes written before an error, and
+/// the error.
+fn write_counting(f: &mut File, data: &[u8]) -> (usize, std::io::Result<()>) {
+    let mut done = 0;
+    while done < data.len() {
+        match f.write(&data[done..]) {
+            Ok(0) => return (done, Err(std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return (done, Err(e)),
+        }
+    }
+    (done, Ok(()))
 }
 
 impl BlockSink for FileSink {
@@ -645,7 +672,7 @@ impl BlockSink for FileSink {
         let blocks = std::mem::take(&mut self.unwritten);
         (!blocks.is_empty()).then_some(Unwritten {
             off: self.bytes,
-            kept: self.bytes,
+            kept: self.bytes + self.landed,
             blocks,
         })
     }

@@ -1109,6 +1109,68 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
+    /// A plain file on a volume that fills mid-write and refuses the cut
+    /// (a real tmpfs of 1 MiB; the file append-only, as a filesystem gone
+    /// read-only refuses `ftruncate`): the write lands in part, the file
+    /// keeps the records in what landed, and the buffered sink gives back
+    /// only the others: each frame once, in the file or given back
+    /// (issue 37; before, the records that landed were given back too).
+    #[test]
+    fn a_plain_file_whose_cut_is_refused_keeps_what_landed_and_gives_back_the_rest() {
+        use std::process::Command;
+        let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
+        if uid != 0 {
+            eprintln!("skipped: needs root (a tmpfs mount, chattr +a)");
+            return;
+        }
+        let run = |a: &[&str]| Command::new(a[0]).args(&a[1..]).status().unwrap().success();
+        /// The mount, its file made appendable again and unmounted however
+        /// the test ends.
+        struct Tmpfs(std::path::PathBuf);
+        impl Drop for Tmpfs {
+            fn drop(&mut self) {
+                let run = |a: &[&str]| Command::new(a[0]).args(&a[1..]).status();
+                let _ = run(&["chattr", "-a", self.0.join("uncut.pcap").to_str().unwrap()]);
+                let _ = run(&["umount", self.0.to_str().unwrap()]);
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let d = std::env::temp_dir().join(format!("wt-writer-uncut-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        assert!(run(&[
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=1M",
+            "tmpfs",
+            d.to_str().unwrap()
+        ]));
+        let mnt = Tmpfs(d.clone());
+        // Room for 6 blocks and part of a 7th.
+        std::fs::write(d.join("other"), vec![1u8; 200_000]).unwrap();
+        let path = d.join("uncut.pcap");
+        let sink = FileSink::with_block_size(&path, 1 << 17).unwrap();
+        assert!(
+            run(&["chattr", "+a", path.to_str().unwrap()]),
+            "chattr +a on tmpfs"
+        );
+        exercise(
+            sink,
+            false,
+            false,
+            &path,
+            &wiretape_files::ReadOptions::new(),
+            "plain, cut refused",
+        );
+        // The failed write did land in part (the blocks are whole 128 KiB
+        // ones, the header in the first): else this tried nothing.
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert_ne!(len % (1 << 17), 0, "a partial write landed ({len} B)");
+        drop(mnt);
+    }
+
     #[test]
     fn after_a_write_error_the_counts_say_exactly_what_the_file_holds() {
         let d = std::env::temp_dir().join(format!("wt-writer-fail-{}", std::process::id()));
