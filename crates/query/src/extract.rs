@@ -1423,10 +1423,11 @@ mod tests {
 
     #[test]
     fn missed_only_when_nothing_found_outside_the_span() {
-        let span = Some(StoreSpan {
+        let store = StoreSpan {
             first_ns: 1_000,
             last_ns: 2_000,
-        });
+        };
+        let span = Some(store);
         let before = Window {
             from_ns: Some(0),
             to_ns: Some(500),
@@ -1439,7 +1440,7 @@ mod tests {
         assert_eq!(StoreSpan::missed(span, 3, &before), None);
         assert_eq!(StoreSpan::missed(span, 0, &inside), None);
         assert_eq!(StoreSpan::missed(None, 0, &before), None);
-        let line = span.unwrap().missed_line(&before);
+        let line = store.missed_line(&before);
         assert!(line.ends_with("misses the store, which holds 1970-01-01T00:00:00.000001000Z to 1970-01-01T00:00:00.000002000Z: nothing was read"), "{line}");
     }
 
