@@ -313,7 +313,8 @@ fn say(e: Event<'_>) {
 fn ending(a: &Args, r: &Report, window: &Window) -> i32 {
     damaged_line(&r.outcome.stats, a.ignore_corrupt);
     if !a.quiet {
-        missed_line(&r.outcome.stats, window);
+        let stats = &r.outcome.stats;
+        crate::common::say_missed(stats.store_span, stats.frames, window);
     }
     r.exit_code(a.ignore_corrupt)
 }
@@ -349,20 +350,6 @@ fn session_notes(jobs: &[Job], quiet: bool) {
                 s.tables
             );
         }
-    }
-}
-
-/// When nothing was found because the window misses the store: one line
-/// saying the store's span.
-fn missed_line(stats: &Stats, window: &Window) {
-    if let Some(s) = stats
-        .store_span
-        .filter(|s| stats.frames == 0 && s.misses(window))
-    {
-        eprintln!(
-            "wiretape: no frames: {}; give --from/--to inside that span",
-            s.missed_line(window)
-        );
     }
 }
 

@@ -165,14 +165,8 @@ pub(crate) fn run(a: Args) -> Result<i32> {
         print!("{}", chart::table(&tl));
     }
     let t = tl.totals();
-    let missed = tl.store_span.filter(|s| t.frames == 0 && s.misses(&window));
-    if let Some(s) = missed {
-        // Instead of "0 frames in 0 bins": why.
-        eprintln!(
-            "wiretape: no frames: {}; give --from/--to inside that span",
-            s.missed_line(&window)
-        );
-    } else if !a.json {
+    // Instead of "0 frames in 0 bins": why.
+    if !crate::common::say_missed(tl.store_span, t.frames, &window) && !a.json {
         eprintln!(
             "wiretape: timeline {} to {}: {} frames, {} bytes in {} bins of {}{}{}",
             format_rfc3339(tl.from_ns),

@@ -132,6 +132,14 @@ impl StoreSpan {
         !w.overlaps(self.first_ns, self.last_ns)
     }
 
+    /// The store's span when a window found no frame because it misses
+    /// the store; None when frames were found, the span is unknown or the
+    /// window overlaps it. The one condition for the "nothing was read"
+    /// note of `extract` and `timeline` ([`StoreSpan::missed_line`]).
+    pub fn missed(span: Option<StoreSpan>, frames: u64, w: &Window) -> Option<StoreSpan> {
+        span.filter(|s| frames == 0 && s.misses(w))
+    }
+
     /// `{first_ns, last_ns, first_time, last_time}` (the JSON field
     /// `store_span` of `extract --json`, `/v1/count`, `/v1/timeline`).
     pub fn to_json(&self) -> serde_json::Value {
@@ -1411,6 +1419,29 @@ mod tests {
         let mut all: Vec<u64> = q0.iter().chain(&q1s).copied().collect();
         all.sort();
         (files, all)
+    }
+
+    #[test]
+    fn missed_only_when_nothing_found_outside_the_span() {
+        let store = StoreSpan {
+            first_ns: 1_000,
+            last_ns: 2_000,
+        };
+        let span = Some(store);
+        let before = Window {
+            from_ns: Some(0),
+            to_ns: Some(500),
+        };
+        let inside = Window {
+            from_ns: Some(1_500),
+            to_ns: None,
+        };
+        assert_eq!(StoreSpan::missed(span, 0, &before), span);
+        assert_eq!(StoreSpan::missed(span, 3, &before), None);
+        assert_eq!(StoreSpan::missed(span, 0, &inside), None);
+        assert_eq!(StoreSpan::missed(None, 0, &before), None);
+        let line = store.missed_line(&before);
+        assert!(line.ends_with("misses the store, which holds 1970-01-01T00:00:00.000001000Z to 1970-01-01T00:00:00.000002000Z: nothing was read"), "{line}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ pub(crate) mod tls;
 use anyhow::{bail, Result};
 use std::path::PathBuf;
 use wiretape::files::ReadOptions;
-use wiretape::query::Window;
+use wiretape::query::{StoreSpan, Window};
 use wiretape::timestamp::{format_rfc3339, parse_time_in, realtime_ns, NoZone};
 
 /// A usage error: one line, exit 2.
@@ -211,4 +211,17 @@ impl ReadArgs {
     pub(crate) fn options(&self) -> Result<ReadOptions> {
         Ok(self.dir.apply(self.id.options()?))
     }
+}
+
+/// When a window found nothing because it misses the store: one line
+/// saying the store's span (`extract`, `timeline`); true when said.
+pub(crate) fn say_missed(span: Option<StoreSpan>, frames: u64, window: &Window) -> bool {
+    let missed = StoreSpan::missed(span, frames, window);
+    if let Some(s) = missed {
+        eprintln!(
+            "wiretape: no frames: {}; give --from/--to inside that span",
+            s.missed_line(window)
+        );
+    }
+    missed.is_some()
 }
