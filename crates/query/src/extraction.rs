@@ -5,8 +5,9 @@
 //! output, the query string the sensors are asked with and the merge over
 //! all of them ([`Extraction::sources`]); the run itself, written
 //! ([`Extraction::run`]) or counted ([`Extraction::count`]), with what it
-//! did as a [`Report`] (the source of `--json`) and what happens on the way
-//! as [`Event`]s. A tool embedding the query side
+//! did as a [`Report`] (the source of `--json`), what happens on the way
+//! as [`Event`]s and what its session tables and damage say as
+//! [`Notice`]s. A tool embedding the query side
 //! builds the same extraction as the command; the command keeps its flags
 //! and what it prints.
 
