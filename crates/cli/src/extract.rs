@@ -10,9 +10,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use wiretape::files::Format;
 use wiretape::pipeline::summary::{bytes_h, thousands};
-use wiretape::query::extraction::{self, Event, Extraction, OutputError, Report, SelectError};
-use wiretape::query::job::{self, Job};
-use wiretape::query::{QueryError, Stats, Window};
+use wiretape::query::extraction::{
+    self, Event, Extraction, Notice, OutputError, Report, SelectError,
+};
+use wiretape::query::job;
+use wiretape::query::{QueryError, Window};
 use wiretape::timestamp::realtime_ns;
 
 #[derive(clap::Args)]
@@ -222,7 +224,9 @@ pub(crate) fn run(a: Args) -> Result<i32> {
             Err(e) => bail!("{e}"),
         };
     let query = ex.sensor_query(!a.plan && !a.count_only, a.steno_query.as_deref());
-    session_notes(&jobs, a.quiet);
+    for n in extraction::session_notices(&jobs) {
+        say_notice(&n, a.quiet, a.ignore_corrupt);
+    }
     if a.plan {
         let (j, failed) = ex.plan_all(&jobs, client.as_ref(), &query, say);
         println!("{}", serde_json::to_string(&j)?);
@@ -311,7 +315,9 @@ fn say(e: Event<'_>) {
 /// The lines after the summary (damage; a window that missed the store)
 /// and the exit code.
 fn ending(a: &Args, r: &Report, window: &Window) -> i32 {
-    damaged_line(&r.outcome.stats, a.ignore_corrupt);
+    if let Some(n) = r.damage() {
+        say_notice(&n, a.quiet, a.ignore_corrupt);
+    }
     if !a.quiet {
         let stats = &r.outcome.stats;
         crate::common::say_missed(stats.store_span, stats.frames, window);
@@ -319,52 +325,20 @@ fn ending(a: &Args, r: &Report, window: &Window) -> i32 {
     r.exit_code(a.ignore_corrupt)
 }
 
-/// `--session-where`: what each local store's tables could not say (on
-/// stderr), and how many sessions were chosen.
-fn session_notes(jobs: &[Job], quiet: bool) {
-    for s in jobs.iter().filter_map(|j| j.sessions.as_deref()) {
-        for (p, e) in &s.unreadable {
-            eprintln!("wiretape: sessions: {}: {e}", p.display());
+/// A notice on stderr, with the flags it names: `--session-where` for the
+/// session tables', `--ignore-corrupt` for damage (`quiet`: no summary).
+fn say_notice(n: &Notice, quiet: bool, ignore_corrupt: bool) {
+    let level = if n.is_warning() { "warning: " } else { "" };
+    match n {
+        _ if quiet && n.is_summary() => {}
+        Notice::Damaged { .. } if ignore_corrupt => {
+            eprintln!("wiretape: {n} (--ignore-corrupt: exit 0)")
         }
-        if !s.incomplete.is_empty() {
-            eprintln!(
-                "wiretape: warning: --session-where: {} session tables incomplete (frames skipped \
-                 while recording: sessions may be missing; `wiretape index --force FILE` rebuilds \
-                 one): {}",
-                s.incomplete.len(),
-                s.incomplete.join(", ")
-            );
-        }
-        if !s.without.is_empty() {
-            eprintln!(
-                "wiretape: warning: --session-where: {} capture files have no session table \
-                 (their frames cannot be chosen; `wiretape index` writes them)",
-                s.without.len()
-            );
-        }
-        if !quiet {
-            eprintln!(
-                "wiretape: --session-where: {} sessions ({} connections) chosen from {} tables",
-                s.sessions,
-                s.to_json()["connections"],
-                s.tables
-            );
-        }
-    }
-}
-
-fn damaged_line(stats: &Stats, ignore_corrupt: bool) {
-    if stats.damaged_files > 0 {
-        eprintln!(
-            "wiretape: {} damaged file(s): every valid frame before (and, with an index, after) the \
-             damage was extracted{}",
-            stats.damaged_files,
-            if ignore_corrupt {
-                " (--ignore-corrupt: exit 0)"
-            } else {
-                "; --ignore-corrupt exits 0 on this"
-            }
-        );
+        Notice::Damaged { .. } => eprintln!("wiretape: {n}; --ignore-corrupt exits 0 on this"),
+        Notice::TablesIncomplete { .. }
+        | Notice::FilesWithoutTable { .. }
+        | Notice::SessionsChosen { .. } => eprintln!("wiretape: {level}--session-where: {n}"),
+        _ => eprintln!("wiretape: {level}{n}"),
     }
 }
 

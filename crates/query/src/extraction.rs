@@ -5,8 +5,9 @@
 //! output, the query string the sensors are asked with and the merge over
 //! all of them ([`Extraction::sources`]); the run itself, written
 //! ([`Extraction::run`]) or counted ([`Extraction::count`]), with what it
-//! did as a [`Report`] (the source of `--json`) and what happens on the way
-//! as [`Event`]s. A tool embedding the query side
+//! did as a [`Report`] (the source of `--json`), what happens on the way
+//! as [`Event`]s and what its session tables and damage say as
+//! [`Notice`]s. A tool embedding the query side
 //! builds the same extraction as the command; the command keeps its flags
 //! and what it prints.
 
@@ -455,6 +456,12 @@ impl Report {
         }
     }
 
+    /// The damage the run met, if any ([`Notice::Damaged`]).
+    pub fn damage(&self) -> Option<Notice> {
+        let files = self.outcome.stats.damaged_files;
+        (files > 0).then_some(Notice::Damaged { files })
+    }
+
     /// 1 when a file could not be read, was damaged (unless
     /// `ignore_corrupt`) or a sensor failed; else 0.
     pub fn exit_code(&self, ignore_corrupt: bool) -> i32 {
@@ -494,6 +501,129 @@ impl Report {
         }
         j
     }
+}
+
+/// What an extraction's selection or result says besides its counts, with
+/// the numbers it says (the command prints each on stderr, with its flags'
+/// words; `Display` is the library's words).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Notice {
+    /// A store's session table could not be read.
+    TableUnreadable {
+        /// The table.
+        path: PathBuf,
+        /// Why.
+        error: String,
+    },
+    /// Session tables written while frames were skipped: sessions may be
+    /// missing from the choice.
+    TablesIncomplete {
+        /// Their capture files' names.
+        tables: Vec<String>,
+    },
+    /// Capture files without a session table: their frames cannot be chosen.
+    FilesWithoutTable {
+        /// How many.
+        files: usize,
+    },
+    /// The sessions chosen from a store's tables.
+    SessionsChosen {
+        /// Distinct sessions.
+        sessions: usize,
+        /// Their connections.
+        connections: usize,
+        /// The tables read.
+        tables: usize,
+    },
+    /// Damaged files: every valid frame before (and, with an index, after)
+    /// the damage was extracted.
+    Damaged {
+        /// How many.
+        files: u64,
+    },
+}
+
+impl Notice {
+    /// Whether the notice warns (the result may lack frames it should hold).
+    pub fn is_warning(&self) -> bool {
+        matches!(
+            self,
+            Notice::TablesIncomplete { .. } | Notice::FilesWithoutTable { .. }
+        )
+    }
+
+    /// Whether the notice is one of a summary (the command's `--quiet`
+    /// leaves it out).
+    pub fn is_summary(&self) -> bool {
+        matches!(self, Notice::SessionsChosen { .. })
+    }
+}
+
+impl std::fmt::Display for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Notice::TableUnreadable { path, error } => {
+                write!(f, "sessions: {}: {error}", path.display())
+            }
+            Notice::TablesIncomplete { tables } => write!(
+                f,
+                "{} session tables incomplete (frames skipped while recording: sessions may be \
+                 missing; `wiretape index --force FILE` rebuilds one): {}",
+                tables.len(),
+                tables.join(", ")
+            ),
+            Notice::FilesWithoutTable { files } => write!(
+                f,
+                "{files} capture files have no session table (their frames cannot be chosen; \
+                 `wiretape index` writes them)"
+            ),
+            Notice::SessionsChosen {
+                sessions,
+                connections,
+                tables,
+            } => write!(
+                f,
+                "{sessions} sessions ({connections} connections) chosen from {tables} tables"
+            ),
+            Notice::Damaged { files } => write!(
+                f,
+                "{files} damaged file(s): every valid frame before (and, with an index, after) \
+                 the damage was extracted"
+            ),
+        }
+    }
+}
+
+/// What each local store's session tables (`session_where`'s choice in
+/// `jobs`) say, store by store: the tables that could not be read, the
+/// incomplete ones, the files without one, then the sessions chosen.
+pub fn session_notices(jobs: &[Job]) -> Vec<Notice> {
+    let mut v = Vec::new();
+    for s in jobs.iter().filter_map(|j| j.sessions.as_deref()) {
+        for (path, error) in &s.unreadable {
+            v.push(Notice::TableUnreadable {
+                path: path.clone(),
+                error: error.clone(),
+            });
+        }
+        if !s.incomplete.is_empty() {
+            v.push(Notice::TablesIncomplete {
+                tables: s.incomplete.clone(),
+            });
+        }
+        if !s.without.is_empty() {
+            v.push(Notice::FilesWithoutTable {
+                files: s.without.len(),
+            });
+        }
+        v.push(Notice::SessionsChosen {
+            sessions: s.sessions,
+            connections: s.connections(),
+            tables: s.tables,
+        });
+    }
+    v
 }
 
 /// The sessions `session_where` chose in the local stores, summed, as
@@ -713,5 +843,85 @@ impl Extraction {
             j["sensors"] = sensors.into();
         }
         (j, failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wiretape_files::naming;
+    use wiretape_storage::{FileSink, PcapWriter};
+
+    /// A store of two capture files of ours (no session tables: the
+    /// writer alone writes none), 50 frames each; the second is torn.
+    #[test]
+    fn notices_say_the_store_and_the_damage() {
+        let d = std::env::temp_dir().join(format!("wt-notices-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let t0 = 1_763_806_210_000_000_000u64;
+        let mut files = Vec::new();
+        for q in 0..2u32 {
+            let p = d.join(naming::file_name("wt", "eth-0", q, t0, Format::PcapNs));
+            let sink = FileSink::with_block_size(&p, 4096).unwrap();
+            let mut w =
+                PcapWriter::with_format(sink, 65535, Format::PcapNs, "eth-0").with_index(&p);
+            for i in 0..50u64 {
+                w.write(t0 + i * 1_000, &[i as u8; 100]).unwrap();
+            }
+            w.close().unwrap();
+            files.push(p);
+        }
+        let len = std::fs::metadata(&files[1]).unwrap().len();
+        std::fs::File::options()
+            .write(true)
+            .open(&files[1])
+            .unwrap()
+            .set_len(len - 3)
+            .unwrap();
+
+        let mut ex = Extraction::new(vec![Input::Local(vec![d.clone()])]);
+        ex.select(None, None, Some("server_port = 443"), t0)
+            .unwrap();
+        let jobs = ex.plan_local(|_| {}).unwrap();
+        let notices = session_notices(&jobs);
+        assert_eq!(
+            notices,
+            [
+                Notice::FilesWithoutTable { files: 2 },
+                Notice::SessionsChosen {
+                    sessions: 0,
+                    connections: 0,
+                    tables: 0
+                }
+            ]
+        );
+        assert!(notices[0].is_warning() && !notices[0].is_summary());
+        assert!(!notices[1].is_warning() && notices[1].is_summary());
+        assert_eq!(
+            notices[0].to_string(),
+            "2 capture files have no session table (their frames cannot be chosen; \
+             `wiretape index` writes them)"
+        );
+        assert_eq!(
+            notices[1].to_string(),
+            "0 sessions (0 connections) chosen from 0 tables"
+        );
+
+        // Every frame, counted: the torn file's last record is damage.
+        let mut plain = Extraction::new(vec![Input::Local(vec![d.clone()])]);
+        plain.select(None, None, None, t0).unwrap();
+        let jobs = plain.plan_local(|_| {}).unwrap();
+        assert!(session_notices(&jobs).is_empty());
+        let lts = plain.output_linktypes(&jobs, false, false).unwrap();
+        let r = plain.count(jobs, None, "", lts, |_| {});
+        assert_eq!(r.outcome.stats.frames, 99);
+        assert_eq!(r.damage(), Some(Notice::Damaged { files: 1 }));
+        assert_eq!(
+            r.damage().unwrap().to_string(),
+            "1 damaged file(s): every valid frame before (and, with an index, after) the damage \
+             was extracted"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

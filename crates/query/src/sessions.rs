@@ -954,6 +954,11 @@ pub struct Selected {
 }
 
 impl Selected {
+    /// How many connections the chosen sessions are.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
     /// The sessions of `l` (a [`list`] in `window`) as spans of their
     /// connections, cut to `window`.
     pub fn of(l: Listing, window: crate::Window) -> Selected {
@@ -1064,7 +1069,7 @@ impl Selected {
     pub fn to_json(&self) -> Value {
         json!({
             "matched": self.sessions,
-            "connections": self.conns.len(),
+            "connections": self.connections(),
             "tables": self.tables,
             "incomplete": self.incomplete,
             "files_without_table": self.without.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
