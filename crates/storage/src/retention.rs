@@ -6,7 +6,10 @@
 //! alone, whatever its name or age.
 //! Files being written are never deleted. Oldest first, by the UTC start
 //! time in the name (files of earlier runs with the same prefix included:
-//! they are part of the ring).
+//! they are part of the ring); a queue's file still being finished after a
+//! rotation holds back that queue's newer files, so that no limit leaves a
+//! hole in a queue's history (only the free-space floor and a full disk,
+//! emergencies, pass it by).
 //!
 //! The directory is listed once (the first pass), then kept as a catalogue
 //! in memory: the writers report the files they open and close, a pass
@@ -210,7 +213,7 @@ impl Catalog {
     }
 
     /// The oldest file `keep` accepts.
-    fn oldest(&self, keep: impl Fn(&Path) -> bool) -> Option<OurFile> {
+    fn oldest(&self, mut keep: impl FnMut(&Path) -> bool) -> Option<OurFile> {
         self.files
             .iter()
             .find(|((_, p), _)| keep(p))
@@ -220,6 +223,36 @@ impl Catalog {
                 bytes: *bytes,
                 modified: *modified,
             })
+    }
+
+    /// The oldest file `keep` accepts that is not `open` and has no open
+    /// file of its own series (interface and queue) before it. A queue's
+    /// rotated-out file is still being finished (its last writes, its
+    /// fsync) while its next ones are written and closed: deleting those
+    /// first would leave a hole in that queue's history, and the next pass
+    /// deletes the older one anyway once it is closed. Other queues' files
+    /// go on being deleted oldest first meanwhile.
+    fn oldest_in_order(
+        &self,
+        open: &HashSet<PathBuf>,
+        keep: impl Fn(&Path) -> bool,
+    ) -> Option<OurFile> {
+        // `<prefix>-<iface>-q<N>`: the name before its start time.
+        let series = |p: &Path| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.rsplit_once('-'))
+                .map(|(s, _)| s.to_owned())
+        };
+        let mut waiting: HashSet<String> = HashSet::new();
+        self.oldest(|p| {
+            let s = series(p);
+            if open.contains(p) {
+                waiting.extend(s);
+                return false;
+            }
+            s.is_none_or(|s| !waiting.contains(&s)) && keep(p)
+        })
     }
 }
 
@@ -425,7 +458,7 @@ impl Retention {
                 dir.display()
             );
             while bytes > keep {
-                let Some(f) = cat.oldest(|p| !open.contains(p) && p.starts_with(dir)) else {
+                let Some(f) = cat.oldest_in_order(open, |p| p.starts_with(dir)) else {
                     break;
                 };
                 let deleted = self.delete(cat, &f, &why);
@@ -440,7 +473,9 @@ impl Retention {
     }
 
     /// Applies the policy: deletes our oldest closed files until every
-    /// limit holds (or only open files are left). Returns files deleted.
+    /// limit holds (or only open files are left, and the files of queues
+    /// whose older file is still being finished: see `oldest_in_order`).
+    /// Returns files deleted.
     pub fn enforce(&self) -> u64 {
         if self.policy.is_empty() {
             return 0;
@@ -457,7 +492,7 @@ impl Retention {
         let now = SystemTime::now();
         // The oldest closed file, again after each deletion: open files are
         // few and the newest, so this stays at the catalogue's front.
-        while let Some(f) = cat.oldest(|p| !open.contains(p)) {
+        while let Some(f) = cat.oldest_in_order(&open, |_| true) {
             let why = if self.policy.keep_files.is_some_and(|k| count > k) {
                 Limit::KeepFiles
             } else if self.policy.keep_bytes.is_some_and(|k| bytes > k) {
@@ -581,16 +616,30 @@ mod tests {
                 ..Default::default()
             },
         );
-        r.opened(&name(0)); // being written: never deleted
+        // Still being finished (rotated out, its fsync on its way): never
+        // deleted, and its queue's newer files wait for it (deleting them
+        // first would leave a hole in the queue's history).
+        r.opened(&name(0));
+        assert_eq!(r.enforce(), 0);
+        assert!((0..6).all(|i| name(i).exists()));
+        assert!(wiretape_files::naming::index_path(&name(0)).exists());
+        // Being written, the newest: the oldest of the others go.
+        r.closed(&name(0));
+        r.opened(&name(5));
         assert_eq!(r.enforce(), 3);
-        for i in [0, 4, 5] {
+        for i in [3, 4, 5] {
             assert!(name(i).exists(), "{i} kept");
         }
-        for i in [1, 2, 3] {
+        for i in [0, 1, 2] {
             assert!(!name(i).exists(), "{i} deleted");
         }
-        assert!(wiretape_files::naming::index_path(&name(0)).exists());
-        r.closed(&name(0));
+        assert!(!wiretape_files::naming::index_path(&name(0)).exists());
+        assert!(!wiretape_files::naming::keys_path(&name(0)).exists());
+        r.closed(&name(5));
+        std::fs::remove_file(name(3)).unwrap();
+        std::fs::write(name(0), vec![0u8; 1000]).unwrap();
+        std::fs::write(wiretape_files::naming::index_path(&name(0)), b"x").unwrap();
+        std::fs::write(wiretape_files::naming::keys_path(&name(0)), b"y").unwrap();
         let r2 = Retention::new(
             &d,
             "wt",
@@ -608,6 +657,61 @@ mod tests {
         for f in &foreign {
             assert!(f.exists(), "{} untouched", f.display());
         }
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// One queue's rotated-out file still being finished while its next
+    /// ones are written and closed (a slow fsync): the limits delete the
+    /// other queues' oldest files meanwhile, none of that queue's newer
+    /// ones (a hole in its history: a crash test lost two files' frames
+    /// between the first file and the rest so), and its oldest first once
+    /// it is closed.
+    #[test]
+    fn a_file_being_finished_holds_back_its_queue_s_newer_files() {
+        let d = std::env::temp_dir().join(format!("wt-ret-order-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let name =
+            |q: u32, i: u32| d.join(format!("wt-eth0-q{q}-20261122T1010{i:02}.000000000Z.pcap"));
+        for i in 0..6 {
+            std::fs::write(name(0, i), vec![0u8; 1000]).unwrap();
+            std::fs::write(name(1, i), vec![0u8; 1000]).unwrap();
+        }
+        let r = Retention::new(
+            &d,
+            "wt",
+            Policy {
+                keep_files: Some(6),
+                ..Default::default()
+            },
+        );
+        r.opened(&name(0, 1)); // q0's file 0 is closed, 1 is being finished
+        r.opened(&name(0, 5));
+        r.opened(&name(1, 5));
+        assert_eq!(r.enforce(), 6);
+        let left = |q| (0..6).filter(|&i| name(q, i).exists()).collect::<Vec<_>>();
+        assert_eq!(
+            left(0),
+            [1, 2, 3, 4, 5],
+            "q0: its closed oldest went, none after 1"
+        );
+        assert_eq!(left(1), [5], "q1: oldest first");
+        // 6 files: within the limit.
+        assert_eq!(r.enforce(), 0);
+        r.closed(&name(0, 1));
+        assert_eq!(r.enforce(), 0, "6 files: within the limit");
+        let r = Retention::new(
+            &d,
+            "wt",
+            Policy {
+                keep_files: Some(3),
+                ..Default::default()
+            },
+        );
+        r.opened(&name(0, 5));
+        r.opened(&name(1, 5));
+        assert_eq!(r.enforce(), 3);
+        assert_eq!(left(0), [4, 5], "q0: oldest first once 1 is closed");
         std::fs::remove_dir_all(d).unwrap();
     }
 
@@ -900,24 +1004,24 @@ mod tests {
             },
         );
         let r = Retention::with_dirs(&dirs, "wt", policy.clone());
-        r.opened(&name(1)); // being written: stays, and counts
-                            // b holds 400 > 250: its oldest closed files go (4, then 7): 1 is
-                            // open; a and c keep everything.
+        // b holds 400 > 250: its oldest closed files go (1, then 4); 10,
+        // being written, stays and counts; a and c keep everything.
+        r.opened(&name(10));
         assert_eq!(r.enforce(), 2);
-        assert!(exists(1) && !exists(4) && !exists(7) && exists(10));
+        assert!(!exists(1) && !exists(4) && exists(7) && exists(10));
         assert!([0, 3, 6, 9, 2, 5, 8, 11].iter().all(|&i| exists(i)));
         assert_eq!(r.deleted(), (2, 200));
         let log = r.take_log();
         assert!(log[0].contains("(keep_bytes of volume ") && log[0].ends_with(": 250 bytes)"));
         assert_eq!(r.enforce(), 0, "b holds 200 now");
-        r.closed(&name(1));
+        r.closed(&name(10));
         // The store's --keep-bytes beside b's own, over what is left (10
         // files, 1000 bytes): b's holds already (200), the store's deletes
-        // the oldest across the volumes (0 on a, 1 on b, 2 on c).
+        // the oldest across the volumes (0 on a, 2 on c, 3 on a).
         policy.keep_bytes = Some(700);
         let r = Retention::with_dirs(&dirs, "wt", policy.clone());
         assert_eq!(r.enforce(), 3);
-        assert!(!exists(0) && !exists(1) && !exists(2) && exists(3));
+        assert!(!exists(0) && !exists(2) && !exists(3) && exists(5));
         // A volume's own --min-free replaces the store's: the store's can
         // never hold (99.999 % free), c's own always does (0 bytes), so a
         // and b lose every closed file, c none.
@@ -932,8 +1036,8 @@ mod tests {
             },
         );
         let r = Retention::with_dirs(&dirs, "wt", policy);
-        assert_eq!(r.enforce(), 4, "3, 6, 9 on a and 10 on b");
-        assert!([3, 6, 9, 10].iter().all(|&i| !exists(i)));
+        assert_eq!(r.enforce(), 4, "6, 9 on a and 7, 10 on b");
+        assert!([6, 9, 7, 10].iter().all(|&i| !exists(i)));
         assert!([5, 8, 11].iter().all(|&i| exists(i)));
         std::fs::remove_dir_all(base).unwrap();
     }
