@@ -2031,4 +2031,48 @@ mod tests {
         }
         std::fs::remove_dir_all(d).unwrap();
     }
+
+    /// The io_uring sink on a volume that fills mid-write and refuses the
+    /// cut (a real tmpfs of 1 MiB, which takes O_DIRECT since Linux 6.6;
+    /// the file append-only, as a filesystem gone read-only refuses
+    /// `ftruncate`): the write at the failed offset landed in part (short)
+    /// and writes beside it may have landed too, so the file holds records
+    /// past the failed offset that readers read; the sink keeps those that
+    /// are there byte for byte and gives back only the others: each frame
+    /// once, in the file or given back (issue 37; before, every record
+    /// past the failed offset was given back, those in the file too).
+    #[test]
+    fn an_io_uring_file_whose_cut_is_refused_keeps_what_landed_and_gives_back_the_rest() {
+        let Some(mnt) = crate::writer::tests::Tmpfs::mount("uring-uncut") else {
+            return;
+        };
+        // The engine `record` picks here: O_DIRECT taken (else `record`
+        // would fall back to the buffered sink, tested beside the writer).
+        assert!(direct_supported(&mnt.0), "O_DIRECT on tmpfs (Linux >= 6.6)");
+        let path = mnt.capture();
+        let sink = UringSink::create(&path, 1 << 17, 4).unwrap();
+        mnt.refuse_cuts();
+        let (sink, off, kept) = crate::writer::tests::exercise(
+            sink,
+            false,
+            false,
+            &path,
+            &wiretape_files::ReadOptions::new(),
+            "io_uring, cut refused",
+        );
+        let failed = sink.failed.as_ref().expect("a write failed").0;
+        let len = std::fs::metadata(&path).unwrap().len();
+        eprintln!(
+            "io_uring (O_DIRECT), growth {:?}: failed at {failed}, file {len} B, \
+             kept {kept}, given back from {off}",
+            sink.growth
+        );
+        // Bytes landed past the failed offset (a short write, or one
+        // beside it): else this tried nothing. And the file was not cut.
+        assert!(len > failed, "bytes landed past {failed} ({len} B)");
+        // ... and the sink saw that they are records the file keeps.
+        assert!(kept > failed, "kept {kept}, failed at {failed}");
+        drop(sink);
+        drop(mnt);
+    }
 }
