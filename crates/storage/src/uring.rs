@@ -2124,36 +2124,50 @@ mod tests {
     /// past the failed offset was given back, those in the file too).
     #[test]
     fn an_io_uring_file_whose_cut_is_refused_keeps_what_landed_and_gives_back_the_rest() {
-        let Some(mnt) = crate::writer::tests::Tmpfs::mount("uring-uncut") else {
-            return;
-        };
-        // The engine `record` picks here: O_DIRECT taken (else `record`
-        // would fall back to the buffered sink, tested beside the writer).
-        assert!(direct_supported(&mnt.0), "O_DIRECT on tmpfs (Linux >= 6.6)");
-        let path = mnt.capture();
-        let sink = UringSink::create(&path, 1 << 17, 4).unwrap();
-        mnt.refuse_cuts();
-        let (sink, off, kept) = crate::writer::tests::exercise(
-            sink,
-            false,
-            false,
-            &path,
-            &wiretape_files::ReadOptions::new(),
-            "io_uring, cut refused",
-        );
-        let failed = sink.failed.as_ref().expect("a write failed").0;
-        let len = std::fs::metadata(&path).unwrap().len();
-        eprintln!(
-            "io_uring (O_DIRECT), growth {:?}: failed at {failed}, file {len} B, \
-             kept {kept}, given back from {off}",
-            sink.growth
-        );
-        // Bytes landed past the failed offset (a short write, or one
-        // beside it): else this tried nothing. And the file was not cut.
-        assert!(len > failed, "bytes landed past {failed} ({len} B)");
-        // ... and the sink saw that they are records the file keeps.
-        assert!(kept > failed, "kept {kept}, failed at {failed}");
-        drop(sink);
-        drop(mnt);
+        for refused in [true, false] {
+            let Some(mnt) = crate::writer::tests::Tmpfs::mount(&format!("uring-uncut-{refused}"))
+            else {
+                return;
+            };
+            // The engine `record` picks here: O_DIRECT taken (else `record`
+            // would fall back to the buffered sink, tested beside the writer).
+            assert!(direct_supported(&mnt.0), "O_DIRECT on tmpfs (Linux >= 6.6)");
+            let path = mnt.capture();
+            let sink = UringSink::create(&path, 1 << 17, 4).unwrap();
+            if refused {
+                mnt.refuse_cuts();
+            }
+            let what = format!("io_uring, cut refused {refused}");
+            let (sink, off, kept) = crate::writer::tests::exercise(
+                sink,
+                false,
+                false,
+                &path,
+                &wiretape_files::ReadOptions::new(),
+                &what,
+            );
+            let failed = sink.failed.as_ref().expect("a write failed").0;
+            let len = std::fs::metadata(&path).unwrap().len();
+            eprintln!(
+                "{what}: O_DIRECT, growth {:?}: failed at {failed}, file {len} B, \
+                 kept {kept}, given back from {off}",
+                sink.growth
+            );
+            assert!(off <= kept, "{what}: given back from {off}, kept {kept}");
+            if refused {
+                // Bytes landed past the failed offset (a short write, or one
+                // beside it): else this tried nothing. The file is not cut.
+                assert!(len > failed, "{what}: bytes landed past {failed} ({len} B)");
+                // ... and the sink saw that they hold records the file keeps.
+                assert!(kept > failed, "{what}: kept {kept}, failed at {failed}");
+            } else {
+                // Cut at the failed offset (and then by the writer at its
+                // last whole record): what landed past it is gone.
+                assert_eq!(kept, failed, "{what}: kept");
+                assert!(len <= failed, "{what}: {len} B, failed at {failed}");
+            }
+            drop(sink);
+            drop(mnt);
+        }
     }
 }
