@@ -1172,7 +1172,21 @@ pub(crate) mod tests {
     impl Drop for Tmpfs {
         fn drop(&mut self) {
             Self::run(&["chattr", "-a", self.capture().to_str().unwrap()]);
-            Self::run(&["umount", self.0.to_str().unwrap()]);
+            // An io_uring is torn down asynchronously after it is dropped,
+            // and the mount is busy until then: a few tries, then detached
+            // (the kernel unmounts it once free).
+            let dir = self.0.to_str().unwrap();
+            let mut gone = false;
+            for _ in 0..50 {
+                gone = Self::run(&["umount", dir]);
+                if gone {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if !gone {
+                Self::run(&["umount", "-l", dir]);
+            }
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
