@@ -322,7 +322,10 @@ pub struct Unwritten {
     /// 0 (then the blocks start with the file header).
     pub off: u64,
     /// The file keeps every record that ends at or before this offset
-    /// (the last one written whole, on disk before the failed write).
+    /// (the last one written whole, on disk before the failed write; or,
+    /// where the volume refused to cut the file there, the end of what
+    /// the failed write and those beside it put on disk as it was to be:
+    /// readers read those records, so they are not given back too).
     pub kept: u64,
     /// The stream from `off` on, in order.
     pub blocks: Vec<Block>,

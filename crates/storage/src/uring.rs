@@ -270,6 +270,9 @@ pub struct UringSink {
     /// failure left them unwritten), with their offsets: given back with
     /// the blocks ([`BlockSink::take_unwritten`]).
     runs_back: Vec<(Block, u64)>,
+    /// After a failure the volume would not let us cut: the file holds
+    /// the stream byte for byte up to here (see `keep_landed`), 0 before.
+    landed: u64,
     /// Record boundaries (the end of each block the writer handed in):
     /// the largest at or below the lowest offset not yet written, and all
     /// above it.
@@ -385,6 +388,7 @@ impl UringEngine {
             held_runs: Vec::new(),
             flushed: 0,
             runs_back: Vec::new(),
+            landed: 0,
             bounds: VecDeque::new(),
         })
     }
@@ -742,13 +746,72 @@ impl UringSink {
             .map_or(self.off, |(b, off)| off + b.len() as u64)
     }
 
-    /// After a failure, where the file ends (cut there, or left so where
-    /// it cannot be cut: a read-only volume): the failed offset, or the
-    /// end of the last flush when the failed write rewrote its last page
-    /// (the same bytes: a failure there leaves them), so that a record the
-    /// file keeps is never given back too.
+    /// After a failure, where the file ends (cut there): the failed
+    /// offset, or the end of the last flush when the failed write rewrote
+    /// its last page (the same bytes: a failure there leaves them), or,
+    /// where the volume refused the cut (read-only), the end of what
+    /// landed after it as it was to be (`keep_landed`), so that a record
+    /// the file keeps is never given back too.
     fn kept(&self) -> Option<u64> {
-        self.failed.as_ref().map(|f| f.0.max(self.flushed))
+        self.failed
+            .as_ref()
+            .map(|f| f.0.max(self.flushed).max(self.landed))
+    }
+
+    /// After a failure, every write done: cuts the file at `kept` (where
+    /// it ends in data the sink knows is there) and returns `kept`. Where
+    /// the volume refuses the cut (gone read-only), what the writes past
+    /// `kept` put on disk stays, and readers read every record in it: the
+    /// file's bytes from `kept` on are read back and compared with `want`
+    /// (the stream from `kept` on, as it was to be written), and the end
+    /// of the longest prefix that is there byte for byte is returned
+    /// (noted: a later cut goes no lower). Byte for byte, not by length:
+    /// the zeros of space allocated ahead, or of a write that never came,
+    /// are not the records. A record that ends in that prefix is in the
+    /// file as written; one that ends past it is not (a torn tail, or one
+    /// cut short by bytes that are not its own): the caller gives it back.
+    /// A read that fails keeps `kept` (everything past it given back, as
+    /// when the cut succeeds). Once per failure; `--on-full rotate`'s
+    /// retry after making room never comes here (it fails nothing).
+    fn keep_landed(&mut self, kept: u64, want: &[u8]) -> u64 {
+        use std::os::unix::fs::FileExt;
+        let Some(f) = &self.file else {
+            return kept;
+        };
+        let len = match f.metadata() {
+            Ok(m) if m.len() > kept => m.len(),
+            _ => return kept,
+        };
+        if f.set_len(kept).is_ok() {
+            self.allocated = kept;
+            return kept;
+        }
+        // Read through the page cache (this descriptor is O_DIRECT, which
+        // wants aligned buffers and offsets), a chunk at a time.
+        let Ok(f) = File::open(&self.path) else {
+            return kept;
+        };
+        let upto = len.min(kept + want.len() as u64);
+        let mut disk = vec![0u8; (upto - kept).min(1 << 20) as usize];
+        let mut at = kept;
+        while at < upto {
+            let n = (upto - at).min(disk.len() as u64) as usize;
+            if f.read_exact_at(&mut disk[..n], at).is_err() {
+                break;
+            }
+            let mine = &want[(at - kept) as usize..][..n];
+            let same = disk[..n]
+                .iter()
+                .zip(mine)
+                .position(|(a, b)| a != b)
+                .unwrap_or(n);
+            at += same as u64;
+            if same < n {
+                break;
+            }
+        }
+        self.landed = at;
+        at
     }
 
     /// Whether no run is in flight (one branch: no slot was ever made).
@@ -1402,10 +1465,28 @@ impl BlockSink for UringSink {
             self.give_back(b);
         }
         self.runs_back.clear();
-        let block = Block::copy_of(&stream);
+        let mut kept = self.kept().unwrap_or(failed);
+        if read.is_ok() {
+            // (`from` <= failed <= kept: the stream holds the file's bytes
+            // from `kept` on as they were meant to be.)
+            let want = stream.get((kept - from) as usize..).unwrap_or_default();
+            kept = self.keep_landed(kept, want);
+        }
+        // The records the file keeps past `from` need not travel: the
+        // stream given back starts at the last boundary at or before `kept`.
+        let upto = kept.min(from + stream.len() as u64);
+        let off = self
+            .bounds
+            .iter()
+            .rev()
+            .find(|b| **b <= upto)
+            .copied()
+            .unwrap_or(from)
+            .max(from);
+        let block = Block::copy_of(&stream[(off - from) as usize..]);
         Some(crate::sink::Unwritten {
-            off: from,
-            kept: self.kept().unwrap_or(failed),
+            off,
+            kept,
             blocks: vec![block],
         })
     }
@@ -2030,5 +2111,63 @@ mod tests {
             );
         }
         std::fs::remove_dir_all(d).unwrap();
+    }
+
+    /// The io_uring sink on a volume that fills mid-write and refuses the
+    /// cut (a real tmpfs of 1 MiB, which takes O_DIRECT since Linux 6.6;
+    /// the file append-only, as a filesystem gone read-only refuses
+    /// `ftruncate`): the write at the failed offset landed in part (short)
+    /// and writes beside it may have landed too, so the file holds records
+    /// past the failed offset that readers read; the sink keeps those that
+    /// are there byte for byte and gives back only the others: each frame
+    /// once, in the file or given back (issue 37; before, every record
+    /// past the failed offset was given back, those in the file too).
+    #[test]
+    fn an_io_uring_file_whose_cut_is_refused_keeps_what_landed_and_gives_back_the_rest() {
+        for refused in [true, false] {
+            let Some(mnt) = crate::writer::tests::Tmpfs::mount(&format!("uring-uncut-{refused}"))
+            else {
+                return;
+            };
+            // The engine `record` picks here: O_DIRECT taken (else `record`
+            // would fall back to the buffered sink, tested beside the writer).
+            assert!(direct_supported(&mnt.0), "O_DIRECT on tmpfs (Linux >= 6.6)");
+            let path = mnt.capture();
+            let sink = UringSink::create(&path, 1 << 17, 4).unwrap();
+            if refused {
+                mnt.refuse_cuts();
+            }
+            let what = format!("io_uring, cut refused {refused}");
+            let (sink, off, kept) = crate::writer::tests::exercise(
+                sink,
+                false,
+                false,
+                &path,
+                &wiretape_files::ReadOptions::new(),
+                &what,
+            );
+            let failed = sink.failed.as_ref().expect("a write failed").0;
+            let len = std::fs::metadata(&path).unwrap().len();
+            eprintln!(
+                "{what}: O_DIRECT, growth {:?}: failed at {failed}, file {len} B, \
+                 kept {kept}, given back from {off}",
+                sink.growth
+            );
+            assert!(off <= kept, "{what}: given back from {off}, kept {kept}");
+            if refused {
+                // Bytes landed past the failed offset (a short write, or one
+                // beside it): else this tried nothing. The file is not cut.
+                assert!(len > failed, "{what}: bytes landed past {failed} ({len} B)");
+                // ... and the sink saw that they hold records the file keeps.
+                assert!(kept > failed, "{what}: kept {kept}, failed at {failed}");
+            } else {
+                // Cut at the failed offset (and then by the writer at its
+                // last whole record): what landed past it is gone.
+                assert_eq!(kept, failed, "{what}: kept");
+                assert!(len <= failed, "{what}: {len} B, failed at {failed}");
+            }
+            drop(sink);
+            drop(mnt);
+        }
     }
 }

@@ -24,7 +24,10 @@
 //! is taken out at once ([`Volumes::fail`]): the writer moves to a new file
 //! on another volume, with the frames of its blocks that the failed write
 //! left in RAM or in flight (both engines give them back, from the record
-//! that straddles the failed offset; the compressing and the age layers
+//! that straddles the failed offset, or, where the volume refuses to cut
+//! the file there, from the first record that is not on disk as it was
+//! written: none is both in the file and given back; the compressing and
+//! the age layers
 //! give back the records of every unit or chunk their file does not keep
 //! whole; see [`crate::sink::BlockSink::take_unwritten`]). Runs laid out
 //! in place ([`crate::external`]) whose write failed, was queued, or came

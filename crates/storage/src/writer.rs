@@ -815,7 +815,7 @@ impl<S: BlockSink> PcapWriter<S> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::sink::{Block, FileSink};
 
@@ -954,14 +954,15 @@ mod tests {
     /// Writes frames (each naming itself in its first bytes; some
     /// compressible, some not) into `sink` until a write fails; then checks
     /// that the file and what the sink gives back hold each exactly once.
-    fn exercise<S: BlockSink>(
+    /// Returns the closed sink and what it gave back: (`off`, `kept`).
+    pub(crate) fn exercise<S: BlockSink>(
         sink: S,
         compressed: bool,
         encrypted: bool,
         path: &Path,
         opts: &wiretape_files::ReadOptions,
         what: &str,
-    ) {
+    ) -> (S, u64, u64) {
         let mut w = PcapWriter::new(sink, 65535)
             .compressed(compressed)
             .encrypted(encrypted);
@@ -991,7 +992,8 @@ mod tests {
         let u = w.take_unwritten().expect("something given back");
         let header = Format::PcapNs.file_header(65535, "", wiretape_files::pcap::LINKTYPE_ETHERNET);
         let (back, _, _) = split_unwritten(&header, &u);
-        let st = match w.close() {
+        let (st, sink) = w.close_keeping_sink();
+        let st = match st {
             Ok(st) | Err((st, _)) => st,
         };
         let id = |f: &[u8]| u64::from_le_bytes(f[..8].try_into().unwrap());
@@ -1015,6 +1017,7 @@ mod tests {
             "{what}: kept {in_file}, given back {} (frames, twice, last)",
             back.len()
         );
+        (sink, u.off, u.kept)
     }
 
     /// A compressed or encrypted file whose disk fails while units or
@@ -1074,23 +1077,23 @@ mod tests {
                 // The layers as `record` stacks them, over the tearing disk.
                 let c = compress.is_on();
                 match (c, age) {
-                    (true, false) => exercise(
+                    (true, false) => drop(exercise(
                         crate::compress::CompressSink::new(t, compress, pool.clone()).unwrap(),
                         c,
                         age,
                         &path,
                         &opts,
                         &what,
-                    ),
-                    (false, _) => exercise(
+                    )),
+                    (false, _) => drop(exercise(
                         crate::crypt::AgeSink::new(t, &to).unwrap(),
                         c,
                         age,
                         &path,
                         &opts,
                         &what,
-                    ),
-                    (true, true) => exercise(
+                    )),
+                    (true, true) => drop(exercise(
                         crate::compress::CompressSink::new(
                             crate::crypt::AgeSink::new(t, &to).unwrap(),
                             compress,
@@ -1102,11 +1105,90 @@ mod tests {
                         &path,
                         &opts,
                         &what,
-                    ),
+                    )),
                 }
             }
         }
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A real tmpfs of 1 MiB mounted for a test, with a filler file of
+    /// 200,000 bytes in it (room left for 6 blocks of 128 KiB and part of
+    /// a 7th); its capture `uncut.pcap` made appendable again and the
+    /// mount gone however the test ends.
+    pub(crate) struct Tmpfs(pub(crate) std::path::PathBuf);
+
+    impl Tmpfs {
+        /// Mounts one at a fresh directory named after `what`; None (the
+        /// test skipped, it says so) when not root.
+        pub(crate) fn mount(what: &str) -> Option<Tmpfs> {
+            let uid =
+                std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
+            if uid != 0 {
+                eprintln!("skipped: needs root (a tmpfs mount, chattr +a)");
+                return None;
+            }
+            let d = std::env::temp_dir().join(format!("wt-{what}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            assert!(Self::run(&[
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                "size=1M",
+                "tmpfs",
+                d.to_str().unwrap()
+            ]));
+            let mnt = Tmpfs(d);
+            std::fs::write(mnt.0.join("other"), vec![1u8; 200_000]).unwrap();
+            Some(mnt)
+        }
+
+        /// Where the capture goes.
+        pub(crate) fn capture(&self) -> std::path::PathBuf {
+            self.0.join("uncut.pcap")
+        }
+
+        /// Makes the capture (created, still open) append-only: the volume
+        /// refuses to cut it (`ftruncate`), as one gone read-only does,
+        /// while the writes already open go on.
+        pub(crate) fn refuse_cuts(&self) {
+            let p = self.capture();
+            assert!(
+                Self::run(&["chattr", "+a", p.to_str().unwrap()]),
+                "chattr +a on tmpfs"
+            );
+        }
+
+        fn run(a: &[&str]) -> bool {
+            std::process::Command::new(a[0])
+                .args(&a[1..])
+                .status()
+                .is_ok_and(|s| s.success())
+        }
+    }
+
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            Self::run(&["chattr", "-a", self.capture().to_str().unwrap()]);
+            // An io_uring is torn down asynchronously after it is dropped,
+            // and the mount is busy until then: a few tries, then detached
+            // (the kernel unmounts it once free).
+            let dir = self.0.to_str().unwrap();
+            let mut gone = false;
+            for _ in 0..50 {
+                gone = Self::run(&["umount", dir]);
+                if gone {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if !gone {
+                Self::run(&["umount", "-l", dir]);
+            }
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     /// A plain file on a volume that fills mid-write and refuses the cut
@@ -1117,45 +1199,12 @@ mod tests {
     /// (issue 37; before, the records that landed were given back too).
     #[test]
     fn a_plain_file_whose_cut_is_refused_keeps_what_landed_and_gives_back_the_rest() {
-        use std::process::Command;
-        let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
-        if uid != 0 {
-            eprintln!("skipped: needs root (a tmpfs mount, chattr +a)");
+        let Some(mnt) = Tmpfs::mount("writer-uncut") else {
             return;
-        }
-        let run = |a: &[&str]| Command::new(a[0]).args(&a[1..]).status().unwrap().success();
-        /// The mount, its file made appendable again and unmounted however
-        /// the test ends.
-        struct Tmpfs(std::path::PathBuf);
-        impl Drop for Tmpfs {
-            fn drop(&mut self) {
-                let run = |a: &[&str]| Command::new(a[0]).args(&a[1..]).status();
-                let _ = run(&["chattr", "-a", self.0.join("uncut.pcap").to_str().unwrap()]);
-                let _ = run(&["umount", self.0.to_str().unwrap()]);
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-        let d = std::env::temp_dir().join(format!("wt-writer-uncut-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        assert!(run(&[
-            "mount",
-            "-t",
-            "tmpfs",
-            "-o",
-            "size=1M",
-            "tmpfs",
-            d.to_str().unwrap()
-        ]));
-        let mnt = Tmpfs(d.clone());
-        // Room for 6 blocks and part of a 7th.
-        std::fs::write(d.join("other"), vec![1u8; 200_000]).unwrap();
-        let path = d.join("uncut.pcap");
+        };
+        let path = mnt.capture();
         let sink = FileSink::with_block_size(&path, 1 << 17).unwrap();
-        assert!(
-            run(&["chattr", "+a", path.to_str().unwrap()]),
-            "chattr +a on tmpfs"
-        );
+        mnt.refuse_cuts();
         exercise(
             sink,
             false,
