@@ -129,18 +129,23 @@ fn open_mode(ifindex: u32, queue: u32, cfg: &XskConfig, mode: BindMode) -> io::R
     })
 }
 
-/// Binds, waiting up to a second while the queue is busy: the kernel lets
-/// go of a closed socket's queue in deferred work, so a recorder started
-/// right after another one stopped (a restart, a rotation script) would be
-/// refused for a few milliseconds. A queue held by a live socket stays
-/// busy and is reported after the wait.
+/// How long [`bind_when_free`] waits for a busy queue.
+const BIND_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Binds, waiting up to [`BIND_WAIT`] while the queue is busy: the kernel
+/// lets go of a closed socket's queue in deferred work, so a recorder (or
+/// `replay`) started right after another one stopped (a restart, a
+/// rotation script) would be refused for a few milliseconds, and on a
+/// loaded machine for over a second (seen once in the suite: `replay`
+/// refused after 1 s, two compilers beside it). A queue held by a live
+/// socket stays busy and is reported after the wait.
 pub(super) fn bind_when_free(
     raw: std::os::fd::RawFd,
     ifindex: u32,
     queue: u32,
     mode: BindMode,
 ) -> io::Result<()> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    let deadline = std::time::Instant::now() + BIND_WAIT;
     loop {
         match socket::bind(raw, ifindex, queue, mode) {
             Err(e)
