@@ -186,17 +186,8 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     };
     // Every local input must exist before anything is written.
     let planned = ex.plan_local(|job| {
-        if !job.not_ethernet.is_empty() {
-            eprintln!(
-                "wiretape: note: {} file(s) of other link types than Ethernet not read (a \
-                 Stenographer query selects Ethernet frames): {}",
-                job.not_ethernet.len(),
-                job.not_ethernet
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
+        if let Some(n) = extraction::plan_notice(job) {
+            say_notice(&n, a.quiet, a.ignore_corrupt);
         }
     });
     let jobs = match planned {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use wiretape::pipeline::summary::{bytes_h, thousands};
 use wiretape::query::fleet;
-use wiretape::query::index::{Event, Indexing, Table};
+use wiretape::query::index::{Event, Indexing, Meter, Table};
 use wiretape::query::remote;
 
 #[derive(clap::Args)]
@@ -73,19 +73,18 @@ pub(crate) struct Args {
     tls: crate::common::tls::ClientTls,
 }
 
-/// A progress bar on stderr: redrawn at most 5 times a second on a
-/// terminal, a line every 10 s otherwise.
+/// The progress bar on stderr (the library's [`Meter`] line): redrawn at
+/// most 5 times a second on a terminal, a line every 10 s otherwise.
 struct Bar {
-    total: u64,
+    meter: Meter,
     start: Instant,
     last: Instant,
     tty: bool,
     quiet: bool,
-    files: (usize, usize),
 }
 
 impl Bar {
-    fn show(&mut self, done: u64, force: bool) {
+    fn show(&mut self, force: bool) {
         if self.quiet {
             return;
         }
@@ -98,32 +97,7 @@ impl Bar {
             return;
         }
         self.last = Instant::now();
-        let secs = self.start.elapsed().as_secs_f64().max(1e-3);
-        let rate = done as f64 / secs;
-        let frac = if self.total == 0 {
-            1.0
-        } else {
-            (done as f64 / self.total as f64).min(1.0)
-        };
-        let eta = if rate > 0.0 {
-            (self.total.saturating_sub(done)) as f64 / rate
-        } else {
-            0.0
-        };
-        let w = 30;
-        let fill = (frac * w as f64) as usize;
-        let line = format!(
-            "[{}{}] {:>3.0}% {} of {}, {}/s, ETA {:.0} s, file {} of {}",
-            "#".repeat(fill),
-            " ".repeat(w - fill),
-            frac * 100.0,
-            bytes_h(done),
-            bytes_h(self.total),
-            bytes_h(rate as u64),
-            eta,
-            self.files.0,
-            self.files.1
-        );
+        let line = self.meter.line(self.start.elapsed());
         if self.tty {
             eprint!("\r{line}\x1b[K");
         } else {
@@ -176,54 +150,49 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     ix.parquet = a.parquet.clone();
     ix.node = a.node.clone().unwrap_or_else(fleet::hostname);
     let mut bar = Bar {
-        total: 0,
+        meter: Meter::new(),
         start: Instant::now(),
         last: Instant::now() - Duration::from_secs(60),
         tty: std::io::stderr().is_terminal(),
         quiet: a.quiet,
-        files: (0, 0),
     };
     let r = ix
-        .run(client.as_ref(), &mut |e| match e {
-            Event::Start { files, bytes } => {
-                bar.total = bytes;
-                bar.files.1 = files;
-                bar.quiet |= files == 0;
-            }
-            Event::Progress { file, done } => {
-                bar.files.0 = file;
-                bar.show(done, false);
-            }
-            Event::Failed { file, error } => {
-                bar.break_line();
-                eprintln!(
-                    "wiretape: index: {}: {}",
-                    file.display(),
-                    crate::common::flags::storage_text(error)
-                );
-            }
-            Event::Rebuilt => {
-                bar.show(bar.total, true);
-                bar.break_line();
-            }
-            Event::NoIndex { file, error } => eprintln!(
-                "wiretape: index: {}: no usable index ({error}): not in the table",
-                file.display()
-            ),
-            Event::SessionsUnreadable { file, error } => eprintln!(
-                "wiretape: index: {}: {error}: not in the sessions table",
-                file.display()
-            ),
-            Event::SensorNote(n) => eprintln!("wiretape: sessions: {n}"),
-            Event::SensorFailed { url, error, table } => eprintln!(
-                "wiretape: error: sensor {url}: {error}: not in the {}table",
-                if table == Table::Sessions {
-                    "sessions "
-                } else {
-                    ""
+        .run(client.as_ref(), &mut |e| {
+            bar.meter.update(&e);
+            match e {
+                Event::Start { files, .. } => bar.quiet |= files == 0,
+                Event::Progress { .. } => bar.show(false),
+                Event::Failed { file, error } => {
+                    bar.break_line();
+                    eprintln!(
+                        "wiretape: index: {}: {}",
+                        file.display(),
+                        crate::common::flags::storage_text(error)
+                    );
                 }
-            ),
-            _ => {}
+                Event::Rebuilt => {
+                    bar.show(true);
+                    bar.break_line();
+                }
+                Event::NoIndex { file, error } => eprintln!(
+                    "wiretape: index: {}: no usable index ({error}): not in the table",
+                    file.display()
+                ),
+                Event::SessionsUnreadable { file, error } => eprintln!(
+                    "wiretape: index: {}: {error}: not in the sessions table",
+                    file.display()
+                ),
+                Event::SensorNote(n) => eprintln!("wiretape: sessions: {n}"),
+                Event::SensorFailed { url, error, table } => eprintln!(
+                    "wiretape: error: sensor {url}: {error}: not in the {}table",
+                    if table == Table::Sessions {
+                        "sessions "
+                    } else {
+                        ""
+                    }
+                ),
+                _ => {}
+            }
         })
         .map_err(|e| anyhow!("{e}"))?;
     if a.json {

@@ -112,7 +112,9 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     let read = a.index_dir.apply(wiretape::files::ReadOptions::new());
     let mut l = sessions::list(&files, &read, window.from_ns, window.to_ns, &w)
         .map_err(|e| anyhow!("{e}"))?;
-    report_listing(&l, files.len());
+    for n in l.notes(files.len()) {
+        eprintln!("wiretape: sessions: {n}");
+    }
     let mut failed = 0;
     if let Some(c) = &client {
         let query = sessions::sessions_query(&window, a.filter.as_deref());
@@ -161,27 +163,4 @@ pub(crate) fn run(a: Args) -> Result<i32> {
     }
     out.flush()?;
     Ok(i32::from(failed > 0))
-}
-
-/// What the listing could not read, and how complete it is, on stderr.
-fn report_listing(l: &sessions::Listing, files: usize) {
-    for (p, e) in &l.unreadable {
-        eprintln!("wiretape: sessions: {}: {e}", p.display());
-    }
-    if !l.incomplete.is_empty() {
-        eprintln!(
-            "wiretape: sessions: {} tables incomplete (the session thread fell behind while \
-             recording; `wiretape index --force FILE` rebuilds one): {}",
-            l.incomplete.len(),
-            l.incomplete.join(", ")
-        );
-    }
-    if !l.without.is_empty() {
-        eprintln!(
-            "wiretape: sessions: {} of {} capture files have no session table (recorded with \
-             --no-sessions or before, or being written); `wiretape index` writes them",
-            l.without.len(),
-            files
-        );
-    }
 }

@@ -60,6 +60,22 @@ pub use pcap::{FileHeader, Format, FormatError, LINKTYPE_ETHERNET, RECORD_HEADER
 pub use reader::{FileInfo, PcapReader, Record};
 pub use sys::{is_being_written, lock_owner_gone};
 
+/// Bytes in decimal units: `999 B`, `1.50 KB`, `3.27 GB`.
+pub fn bytes_h(n: u64) -> String {
+    let units = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1000.0 && u < units.len() - 1 {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", units[u])
+    }
+}
+
 /// 1234567 -> `1,234,567`: a count as every message and table of the
 /// readers and the recorder groups it.
 pub fn thousands(n: u64) -> String {

@@ -12,23 +12,7 @@ use wiretape_files::Format;
 use wiretape_storage::{CompressReport, StorageProgress};
 use wiretape_timestamp::{format_rfc3339, StampStats};
 
-pub use wiretape_files::thousands;
-
-/// Bytes in decimal units: `999 B`, `1.50 KB`, `3.27 GB`.
-pub fn bytes_h(n: u64) -> String {
-    let units = ["B", "KB", "MB", "GB", "TB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1000.0 && u < units.len() - 1 {
-        v /= 1000.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.2} {}", units[u])
-    }
-}
+pub use wiretape_files::{bytes_h, thousands};
 
 /// The summary of a run (see the module docs). Built by
 /// [`RunSummary::new`]; the fields are what `--summary-json` holds.

@@ -542,6 +542,12 @@ pub enum Notice {
         /// How many.
         files: u64,
     },
+    /// Files of other link types than Ethernet that a Stenographer query
+    /// leaves unread ([`Job::not_ethernet`]).
+    NotEthernet {
+        /// The files, in the plan's order.
+        files: Vec<PathBuf>,
+    },
 }
 
 impl Notice {
@@ -591,8 +597,28 @@ impl std::fmt::Display for Notice {
                 "{files} damaged file(s): every valid frame before (and, with an index, after) \
                  the damage was extracted"
             ),
+            Notice::NotEthernet { files } => write!(
+                f,
+                "note: {} file(s) of other link types than Ethernet not read (a Stenographer \
+                 query selects Ethernet frames): {}",
+                files.len(),
+                files
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
         }
     }
+}
+
+/// What a planned job says before anything is read: the files of other
+/// link types than Ethernet a Stenographer query leaves unread, if any
+/// ([`Extraction::plan_local`] hands each job as it is planned).
+pub fn plan_notice(job: &Job) -> Option<Notice> {
+    (!job.not_ethernet.is_empty()).then(|| Notice::NotEthernet {
+        files: job.not_ethernet.clone(),
+    })
 }
 
 /// What each local store's session tables (`session_where`'s choice in
@@ -922,6 +948,58 @@ mod tests {
             "1 damaged file(s): every valid frame before (and, with an index, after) the damage \
              was extracted"
         );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A hand-made pcap file of `linktype` with `n` frames of 60 bytes.
+    fn pcap(p: &Path, linktype: u32, n: u32) {
+        let mut b = Vec::new();
+        for v in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, linktype] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        for i in 0..n {
+            for v in [1_763_806_210 + i, 0, 60, 60] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            b.extend_from_slice(&[i as u8; 60]);
+        }
+        std::fs::write(p, b).unwrap();
+    }
+
+    #[test]
+    fn a_stenographer_query_notes_the_files_of_other_link_types() {
+        let d = std::env::temp_dir().join(format!("wt-notice-lt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let (eth, raw) = (d.join("eth.pcap"), d.join("raw.pcap"));
+        pcap(&eth, wiretape_files::LINKTYPE_ETHERNET, 10);
+        pcap(&raw, 101, 7);
+        let inputs = vec![Input::Local(vec![eth.clone(), raw.clone()])];
+        let mut ex = Extraction::new(inputs.clone());
+        ex.select(None, Some("port 443"), None, 1_763_806_300_000_000_000)
+            .unwrap();
+        let jobs = ex.plan_local(|_| {}).unwrap();
+        let n = plan_notice(&jobs[0]).unwrap();
+        assert_eq!(
+            n,
+            Notice::NotEthernet {
+                files: vec![raw.clone()]
+            }
+        );
+        assert!(!n.is_warning() && !n.is_summary());
+        assert_eq!(
+            n.to_string(),
+            format!(
+                "note: 1 file(s) of other link types than Ethernet not read (a Stenographer \
+                 query selects Ethernet frames): {}",
+                raw.display()
+            )
+        );
+        // tcpdump's filter reads every link type: nothing to note.
+        let mut plain = Extraction::new(inputs);
+        plain.select(None, None, None, 0).unwrap();
+        let jobs = plain.plan_local(|_| {}).unwrap();
+        assert_eq!(plan_notice(&jobs[0]), None);
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -13,8 +13,8 @@ use crate::fleet::{self, Outcome};
 use crate::remote::{Client, Remote};
 use crate::{sessions, QueryError, Window};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
-use wiretape_files::ReadOptions;
+use std::time::{Duration, Instant};
+use wiretape_files::{bytes_h, ReadOptions};
 use wiretape_storage::StorageError;
 
 /// One run of `wiretape index`: what to rebuild and what to gather.
@@ -155,6 +155,76 @@ impl Report {
     /// 1 when a file or a sensor failed, else 0.
     pub fn exit_code(&self) -> i32 {
         i32::from(self.failed > 0)
+    }
+}
+
+/// The rebuild's progress as one line (`wiretape index` draws it as a
+/// bar): the share of the bytes read, the rate, the seconds left and the
+/// file being read. [`Meter::update`] takes in each [`Event`] of
+/// [`Indexing::run`]; the caller chooses when to draw [`Meter::line`].
+#[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
+pub struct Meter {
+    /// Bytes of every file to rebuild ([`Event::Start`]).
+    pub total: u64,
+    /// Bytes read so far.
+    pub done: u64,
+    /// The file being read (from 1), and the files to rebuild.
+    pub files: (usize, usize),
+}
+
+impl Meter {
+    /// A meter with nothing to rebuild yet.
+    pub fn new() -> Meter {
+        Meter::default()
+    }
+
+    /// Takes in an event: the total at the start, the bytes read and the
+    /// file as they go, every byte at the end.
+    pub fn update(&mut self, e: &Event) {
+        match *e {
+            Event::Start { files, bytes } => {
+                self.total = bytes;
+                self.files.1 = files;
+            }
+            Event::Progress { file, done } => {
+                self.files.0 = file;
+                self.done = done;
+            }
+            Event::Rebuilt => self.done = self.total,
+            _ => {}
+        }
+    }
+
+    /// The line `elapsed` after the start (no newline): `[#######    ]
+    /// 25% 250 B of 1.00 KB, 250 B/s, ETA 3 s, file 1 of 2`.
+    pub fn line(&self, elapsed: Duration) -> String {
+        let secs = elapsed.as_secs_f64().max(1e-3);
+        let rate = self.done as f64 / secs;
+        let frac = if self.total == 0 {
+            1.0
+        } else {
+            (self.done as f64 / self.total as f64).min(1.0)
+        };
+        let eta = if rate > 0.0 {
+            (self.total.saturating_sub(self.done)) as f64 / rate
+        } else {
+            0.0
+        };
+        let w = 30;
+        let fill = (frac * w as f64) as usize;
+        format!(
+            "[{}{}] {:>3.0}% {} of {}, {}/s, ETA {:.0} s, file {} of {}",
+            "#".repeat(fill),
+            " ".repeat(w - fill),
+            frac * 100.0,
+            bytes_h(self.done),
+            bytes_h(self.total),
+            bytes_h(rate as u64),
+            eta,
+            self.files.0,
+            self.files.1
+        )
     }
 }
 
@@ -422,5 +492,65 @@ mod tests {
         );
         assert_eq!(j["files"], 0);
         assert!(j["parquet"].is_null());
+    }
+
+    #[test]
+    fn the_meter_line_says_the_share_the_rate_and_the_seconds_left() {
+        let mut m = Meter::new();
+        m.update(&Event::Start {
+            files: 2,
+            bytes: 1000,
+        });
+        m.update(&Event::Progress { file: 1, done: 250 });
+        assert_eq!(
+            m.line(Duration::from_secs(1)),
+            "[#######                       ]  25% 250 B of 1.00 KB, 250 B/s, ETA 3 s, file 1 of 2"
+        );
+        m.update(&Event::Rebuilt);
+        assert_eq!(
+            m.line(Duration::from_secs(2)),
+            "[##############################] 100% 1.00 KB of 1.00 KB, 500 B/s, ETA 0 s, file 1 of 2"
+        );
+    }
+
+    #[test]
+    fn the_meter_counts_every_byte_of_a_real_rebuild() {
+        use wiretape_storage::{FileSink, PcapWriter};
+        let dir = std::env::temp_dir().join(format!("wt-q-meter-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("trace.pcap");
+        let mut w = PcapWriter::new(FileSink::with_block_size(&p, 4096).unwrap(), 65535);
+        for i in 0..300u64 {
+            let mut f = vec![0u8; 60];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[20..28].copy_from_slice(&i.to_be_bytes());
+            w.write(1_763_820_000_000_000_000 + i * 1000, &f).unwrap();
+        }
+        w.close().unwrap();
+        let len = std::fs::metadata(&p).unwrap().len();
+        let mut m = Meter::new();
+        let mut progress = 0;
+        let mut ix = Indexing::new(vec![p.clone()], ReadOptions::new());
+        ix.force = true;
+        let r = ix
+            .run(None, &mut |e| {
+                progress += usize::from(matches!(e, Event::Progress { .. }));
+                m.update(&e);
+            })
+            .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!((r.rebuilt, r.bytes_read), (1, len));
+        assert!(progress > 0, "the rebuild reports its reading");
+        assert_eq!((m.total, m.done, m.files), (len, len, (1, 1)));
+        assert_eq!(
+            m.line(Duration::from_secs(1)),
+            format!(
+                "[{}] 100% {} of {}, {}/s, ETA 0 s, file 1 of 1",
+                "#".repeat(30),
+                bytes_h(len),
+                bytes_h(len),
+                bytes_h(len)
+            )
+        );
     }
 }

@@ -737,6 +737,32 @@ pub enum Event<'a> {
 }
 
 impl Listing {
+    /// What the listing could not read and how complete it is, one line
+    /// each: the unreadable tables, the incomplete ones, the capture files
+    /// without one (of `captures`, the files listed).
+    pub fn notes(&self, captures: usize) -> Vec<String> {
+        let mut v: Vec<String> = (self.unreadable.iter())
+            .map(|(p, e)| format!("{}: {e}", p.display()))
+            .collect();
+        if !self.incomplete.is_empty() {
+            v.push(format!(
+                "{} tables incomplete (the session thread fell behind while recording; \
+                 `wiretape index --force FILE` rebuilds one): {}",
+                self.incomplete.len(),
+                self.incomplete.join(", ")
+            ));
+        }
+        if !self.without.is_empty() {
+            v.push(format!(
+                "{} of {} capture files have no session table (recorded with --no-sessions or \
+                 before, or being written); `wiretape index` writes them",
+                self.without.len(),
+                captures
+            ));
+        }
+        v
+    }
+
     /// Adds the rows of every sensor's `/v1/sessions?query` (`query` from
     /// [`sessions_query`]) and sorts all by first frame (then session id,
     /// then file); `on` hears each sensor's notes and failures. Returns
@@ -1150,5 +1176,35 @@ mod tests {
             e("server_port = x").to_string(),
             "at character 15: server_port is a number: \"x\" is not one"
         );
+    }
+
+    #[test]
+    fn a_listing_notes_the_tables_it_could_not_read_and_the_files_without() {
+        let d = std::env::temp_dir().join(format!("wt-q-listing-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let (a, b) = (d.join("a.pcap"), d.join("b.pcap"));
+        let opts = wiretape_files::ReadOptions::new();
+        std::fs::write(opts.sessions_path(&b), b"not parquet").unwrap();
+        let mut l = list(&[a, b.clone()], &opts, None, None, &Where::default()).unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+        assert_eq!((l.tables, l.without.len(), l.unreadable.len()), (0, 1, 1));
+        let notes = l.notes(2);
+        assert_eq!(notes.len(), 2);
+        let table = opts.sessions_path(&b);
+        assert!(notes[0].starts_with(&format!("{}: ", table.display())));
+        assert_eq!(
+            notes[1],
+            "1 of 2 capture files have no session table (recorded with --no-sessions or before, \
+             or being written); `wiretape index` writes them"
+        );
+        // A table whose thread fell behind (read back, its stats say so).
+        l.incomplete = vec!["x.pcap".into(), "y.pcap".into()];
+        assert_eq!(
+            l.notes(2)[1],
+            "2 tables incomplete (the session thread fell behind while recording; \
+             `wiretape index --force FILE` rebuilds one): x.pcap, y.pcap"
+        );
+        assert!(Listing::default().notes(0).is_empty());
     }
 }
