@@ -388,7 +388,10 @@ pub(crate) mod tests {
         assert!(kept.exists(&p));
         assert!(kept.exists(&p));
         assert_eq!(fds_on(&p), 1, "kept open once");
-        assert!(kept.exists(&dir.0), "a directory exists, as Path::exists says");
+        assert!(
+            kept.exists(&dir.0),
+            "a directory exists, as Path::exists says"
+        );
         std::fs::remove_file(&p).unwrap();
         assert!(!kept.exists(&p), "deleted");
         assert_eq!(fds_on(&p), 0, "its fd closed");
