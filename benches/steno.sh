@@ -70,6 +70,8 @@
 #
 # Root, the rig (RIG=DIR, default ../shared/rig), ~3x GB of free disk, and
 # the bench lock: run it as `flock /path/to/rig.lock benches/steno.sh`.
+# WIRETAPE=/path/to/wiretape runs that binary instead of building this
+# checkout's (before/after comparisons against another build).
 # -k keeps the stores (DIR/stores) for more queries, and reuses them when
 # they are there (no new recording: Stenographer's server is started on its
 # store again, and the queries asked).
@@ -93,8 +95,11 @@ command -v stenographer >/dev/null && command -v stenoread >/dev/null ||
 command -v stenoread >/dev/null || { echo "steno.sh: cannot install Debian's stenographer (stenoread)" >&2; exit 1; }
 command -v tcpreplay >/dev/null && command -v capinfos >/dev/null || apt-get install -y -qq tcpreplay tshark >/dev/null
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
-cargo build --release -q -p wiretape-cli
-W=${CARGO_TARGET_DIR:-$ROOT/target}/release/wiretape
+# WIRETAPE=BIN runs that binary (another build's, to compare) and builds none.
+if [ -n "${WIRETAPE:-}" ]; then W=$WIRETAPE; else
+  cargo build --release -q -p wiretape-cli
+  W=${CARGO_TARGET_DIR:-$ROOT/target}/release/wiretape
+fi
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)   # Stenographer's config wants absolute paths
 STORES=$OUT/stores; TRACE=$OUT/trace.pcap
 ip netns list | grep -q '^pbcap\b' || "$RIG/veth.sh" up >/dev/null

@@ -12,10 +12,12 @@ directory, the programs): every file and directory under them is mapped by
 FIEMAP (`filefrag -e`) to its extents, and by inode number to its path.
 
 Each read bio is then one of:
-  - an inode-table read: the thread's last `ext4_load_inode` (ext4 reads the
-    inode's table block plus read-ahead, /sys/fs/ext4/DEV/inode_readahead_blks
-    blocks) names the inode, hence its group ((ino - 1) // inodes per group)
-    and, when it is under a ROOT, its path;
+  - an inode-table read: the thread's last `ext4_load_inode` names the
+    inode, hence its group ((ino - 1) // inodes per group) and, when it is
+    under a ROOT, its path. ext4 reads the table's read-ahead
+    (/sys/fs/ext4/DEV/inode_readahead_blks blocks, flagged A) before it
+    traces `ext4_load_inode` and reads the inode's own block: a thread's
+    read-ahead outside every ROOT's extents goes to its next inode load;
   - an extent-tree block: the thread's last `ext4_ext_load_extent` names it;
   - a data or directory block of a file under a ROOT (by FIEMAP);
   - other (outside every ROOT: libraries, /etc, ...).
@@ -91,12 +93,22 @@ def main():
                 extents.append((lo, hi, p, int(m.group(1))))
     extents.sort()
     last = {}  # tid -> ("inode", ino) | ("extent", ino)
+    ahead = defaultdict(list)  # tid -> (size, comm) of read-ahead not yet placed
     rows = defaultdict(lambda: [0, 0])
     total = 0
+
+    def inode_row(ino):
+        return ("inode-table", ino_path.get(ino, f"inode {ino}"),
+                str((ino - 1) // ipg) if ipg else "-")
+
     for line in open(trace):
         m = LOAD.match(line)
         if m:
-            last[m.group(2)] = ("inode", int(m.group(5)))
+            tid, ino = m.group(2), int(m.group(5))
+            last[tid] = ("inode", ino)
+            for size, _ in ahead.pop(tid, []):
+                rows[inode_row(ino)][0] += size
+                rows[inode_row(ino)][1] += 1
             continue
         m = EXT.match(line)
         if m:
@@ -121,6 +133,9 @@ def main():
             kind, what = ("dir" if os.path.isdir(hit) else "data"), hit
             st = os.lstat(hit)
             group = str((st.st_ino - 1) // ipg) if ipg else "-"
+        elif "A" in m.group(5) and "M" not in m.group(5) and tid not in last:
+            ahead[tid].append((size, comm))  # placed at the thread's next inode load
+            continue
         elif tid in last:
             k, ino = last.pop(tid)
             kind = "inode-table" if k == "inode" else "extent-tree"
@@ -130,6 +145,10 @@ def main():
             what = f"(read by {comm})"
         rows[(kind, what, group)][0] += size
         rows[(kind, what, group)][1] += 1
+    for tid, sizes in ahead.items():  # read-ahead no inode load followed
+        for size, comm in sizes:
+            rows[("other", f"(read by {comm})", "-")][0] += size
+            rows[("other", f"(read by {comm})", "-")][1] += 1
     print(f"| kind | what | inode group | reads | bytes |")
     print(f"|---|---|---|---|---|")
     for (kind, what, group), (b, c) in sorted(rows.items(), key=lambda x: -x[1][0]):

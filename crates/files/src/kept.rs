@@ -201,6 +201,25 @@ impl Kept {
         Ok((f, m))
     }
 
+    /// Whether `path` (a sidecar) is there, as [`Path::exists`] says.
+    /// Where these keep files open, an existing one is kept open as a key
+    /// index is ([`Kept::open`]): its inode then stays in memory, and the
+    /// next query's check reads nothing from the disk (a `stat` of a file
+    /// no one holds, on a cold cache, reads its inode's table block, and
+    /// ext4 reads up to `inode_readahead_blks` blocks of the table with
+    /// it: 128 KiB by default). An error other than "not found" (a file
+    /// not readable) answers as `exists` does.
+    pub(crate) fn exists(&self, path: &Path) -> bool {
+        if self.open.is_none() {
+            return path.exists();
+        }
+        match self.open(path) {
+            Ok(_) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(_) => path.exists(),
+        }
+    }
+
     /// The cap of the kept upper pages, when kept.
     pub(crate) fn pages_cap(&self) -> Option<usize> {
         let p = self.index_pages.as_ref()?;
@@ -352,6 +371,36 @@ pub(crate) mod tests {
         assert_eq!(s, "fourth");
         drop(f);
         assert_eq!(fds_on(&p), 0, "nothing kept");
+    }
+
+    /// A sidecar found by `exists` is kept open where key indexes are (once,
+    /// however often asked), answers as `Path::exists` does (there, gone,
+    /// a directory), and is closed once deleted; options that keep no
+    /// pages hold nothing.
+    #[test]
+    fn a_sidecar_found_is_kept_open_where_key_indexes_are() {
+        let dir = Dir::new("wt-kept-exists");
+        let p = dir.0.join("a.idx");
+        let kept = Kept::new(true, Some(1 << 20));
+        assert!(!kept.exists(&p), "none yet");
+        assert_eq!(fds_on(&p), 0);
+        std::fs::write(&p, "idx").unwrap();
+        assert!(kept.exists(&p));
+        assert!(kept.exists(&p));
+        assert_eq!(fds_on(&p), 1, "kept open once");
+        assert!(
+            kept.exists(&dir.0),
+            "a directory exists, as Path::exists says"
+        );
+        std::fs::remove_file(&p).unwrap();
+        assert!(!kept.exists(&p), "deleted");
+        assert_eq!(fds_on(&p), 0, "its fd closed");
+        std::fs::write(&p, "idx").unwrap();
+        let plain = Kept::with_listings();
+        assert!(plain.exists(&p));
+        assert_eq!(fds_on(&p), 0, "nothing kept without kept pages");
+        std::fs::remove_file(&p).unwrap();
+        assert!(!plain.exists(&p));
     }
 
     /// The sweeper thread closes a deleted file nobody asks for (within a

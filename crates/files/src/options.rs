@@ -97,6 +97,16 @@ impl ReadOptions {
         crate::naming::list_any_in(dir, prefix, Some(&self.0.kept))
     }
 
+    /// Whether the sidecar `path` (such as [`ReadOptions::index_path`]'s)
+    /// is there. Where these options keep key indexes open
+    /// ([`ReadOptions::with_kept_index_pages`]: a long-running server's),
+    /// the sidecar found is kept open as the key indexes are (the least
+    /// recently used closed first, a deleted one closed within seconds): a
+    /// query on a cold page cache then asks no inode of it from the disk.
+    pub fn sidecar_exists(&self, path: &Path) -> bool {
+        self.0.kept.exists(path)
+    }
+
     /// What these options keep (crate-internal readers).
     pub(crate) fn kept(&self) -> &Kept {
         &self.0.kept

@@ -403,7 +403,10 @@ fn steno_indexed(path: &Path, opts: &ReadOptions) -> bool {
             .file_name()
             .and_then(|n| n.to_str())
             .is_some_and(wiretape_files::steno::is_file_name)
-        && opts.index_path(path).exists()
+        // A server's options keep the `.idx` open, as its `.kdx`: asked
+        // again on a cold cache, its inode is in memory (Stenographer's
+        // server holds its own files open too).
+        && opts.sidecar_exists(&opts.index_path(path))
 }
 
 /// A file read from start to end.
