@@ -589,6 +589,18 @@ impl Retention {
 mod tests {
     use super::*;
 
+    /// Retention of the `wt` files in `d` keeping at most `n` of them.
+    fn keeping_files(d: &Path, n: usize) -> Retention {
+        Retention::new(
+            d,
+            "wt",
+            Policy {
+                keep_files: Some(n),
+                ..Default::default()
+            },
+        )
+    }
+
     #[test]
     fn keeps_newest_and_never_touches_foreign_or_open_files() {
         let d = std::env::temp_dir().join(format!("wt-ret-{}", std::process::id()));
@@ -608,14 +620,7 @@ mod tests {
         for f in &foreign {
             std::fs::write(f, b"keep me").unwrap();
         }
-        let r = Retention::new(
-            &d,
-            "wt",
-            Policy {
-                keep_files: Some(3),
-                ..Default::default()
-            },
-        );
+        let r = keeping_files(&d, 3);
         // Still being finished (rotated out, its fsync on its way): never
         // deleted, and its queue's newer files wait for it (deleting them
         // first would leave a hole in the queue's history).
@@ -677,14 +682,7 @@ mod tests {
             std::fs::write(name(0, i), vec![0u8; 1000]).unwrap();
             std::fs::write(name(1, i), vec![0u8; 1000]).unwrap();
         }
-        let r = Retention::new(
-            &d,
-            "wt",
-            Policy {
-                keep_files: Some(6),
-                ..Default::default()
-            },
-        );
+        let r = keeping_files(&d, 6);
         r.opened(&name(0, 1)); // q0's file 0 is closed, 1 is being finished
         r.opened(&name(0, 5));
         r.opened(&name(1, 5));
@@ -700,14 +698,7 @@ mod tests {
         assert_eq!(r.enforce(), 0);
         r.closed(&name(0, 1));
         assert_eq!(r.enforce(), 0, "6 files: within the limit");
-        let r = Retention::new(
-            &d,
-            "wt",
-            Policy {
-                keep_files: Some(3),
-                ..Default::default()
-            },
-        );
+        let r = keeping_files(&d, 3);
         r.opened(&name(0, 5));
         r.opened(&name(1, 5));
         assert_eq!(r.enforce(), 3);
@@ -904,14 +895,7 @@ mod tests {
         for i in 0..50 {
             std::fs::write(d.join(format!("foreign-{i}")), b"x").unwrap();
         }
-        let r = Retention::new(
-            &d,
-            "wt",
-            Policy {
-                keep_files: Some(150),
-                ..Default::default()
-            },
-        );
+        let r = keeping_files(&d, 150);
         assert_eq!(r.enforce(), 50);
         assert!((0..50).all(|i| !name(i).exists()) && (50..200).all(|i| name(i).exists()));
         for _ in 0..10 {
