@@ -378,11 +378,9 @@ fn volumes_failing_with_encryption_lose_nothing() {
 fn full_and_read_only_volumes(tag: &str, extra: &[&str], identity: Option<&std::path::Path>) {
     require_root();
     let tb = Testbed::create(tag, 1).unwrap();
-    let full = Mount::ext4(8, &format!("{tag}full"));
-    let ro = Mount::ext4(64, &format!("{tag}ro"));
-    let out = TempDir::new(tag);
-    let (c, d) = (out.path().join("c"), out.path().join("d"));
-    let json = out.path().join("s.json");
+    let vols = FourVolumes::new(tag);
+    let (full, ro, out) = (&vols.full, &vols.ro, &vols.out);
+    let (names, json) = (&vols.names, &vols.json);
     // The first volume holds the control socket (`ctl -w` names it).
     if extra.contains(&"--compress") {
         // These frames shrink some 40 times: the small volume is filled
@@ -404,12 +402,7 @@ fn full_and_read_only_volumes(tag: &str, extra: &[&str], identity: Option<&std::
             .unwrap();
         assert!(st.success(), "fallocate");
     }
-    let dirs = [c.as_path(), full.path(), ro.path(), d.as_path()];
-    let names: Vec<String> = dirs.iter().map(|p| p.display().to_string()).collect();
-    let mut args: Vec<&str> = Vec::new();
-    for n in &names {
-        args.extend(["-w", n.as_str()]);
-    }
+    let mut args: Vec<&str> = vols.w_args();
     args.extend(extra);
     args.extend([
         "--rotate-size",
@@ -426,15 +419,7 @@ fn full_and_read_only_volumes(tag: &str, extra: &[&str], identity: Option<&std::
     // 48 MB in all: the 8 MiB volume's share (a quarter, then a third)
     // is more than it holds.
     let n = 32_000u64;
-    tb.send(0..n / 2, SizeFn::Fixed(1500), 1, Some(20_000))
-        .unwrap();
-    let st = std::process::Command::new("mount")
-        .args(["-o", "remount,abort", &names[2]])
-        .status()
-        .unwrap();
-    assert!(st.success(), "mount -o remount,abort");
-    tb.send(n / 2..n, SizeFn::Fixed(1500), 1, Some(20_000))
-        .unwrap();
+    vols.send_aborting_third(&tb, n);
     let m = scrape_when_written(&tb, &url, n);
     let failed = |v: &str| sample(&m, "wiretape_volume_failed_total", &[("volume", v)]);
     let want = [0.0, 1.0, 1.0, 0.0];
@@ -449,7 +434,7 @@ fn full_and_read_only_volumes(tag: &str, extra: &[&str], identity: Option<&std::
     rec.signal(libc::SIGINT);
     assert!(rec.wait(30).success(), "{}", rec.stderr_text());
     let err = rec.stderr_text();
-    let j = read_json(&json);
+    let j = read_json(json);
     assert_identity(&j);
     assert_eq!(j["packets_written"].as_u64(), Some(n), "{j}");
     assert_eq!(j["drops"]["total"].as_u64(), Some(0), "{j}");

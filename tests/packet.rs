@@ -993,13 +993,8 @@ fn runs_laid_out_in_place_on_a_failing_volume_are_given_back() {
     let _disk = shared_disk();
     let tag = "pktipf";
     let tb = Testbed::create(tag, 1).unwrap();
-    let full = Mount::ext4(8, &format!("{tag}full"));
-    let ro = Mount::ext4(64, &format!("{tag}ro"));
-    let out = TempDir::new(tag);
-    let (c, d) = (out.path().join("c"), out.path().join("d"));
-    let json = out.path().join("s.json");
-    let dirs = [c.as_path(), full.path(), ro.path(), d.as_path()];
-    let names: Vec<String> = dirs.iter().map(|p| p.display().to_string()).collect();
+    let v = FourVolumes::new(tag);
+    let (names, json) = (&v.names, &v.json);
     let mut args: Vec<&str> = vec![
         "--engine",
         "packet",
@@ -1014,29 +1009,17 @@ fn runs_laid_out_in_place_on_a_failing_volume_are_given_back() {
         "--summary-json",
         json.to_str().unwrap(),
     ];
-    for n in &names {
-        args.extend(["-w", n.as_str()]);
-    }
+    args.extend(v.w_args());
     let t0 = now_ns();
     let mut rec = Recorder::start(&tb, &args);
     // 48 MB in all: the 8 MiB volume's share is more than it holds.
     let n = 32_000u64;
-    let a = tb
-        .send(0..n / 2, SizeFn::Fixed(1500), 1, Some(20_000))
-        .unwrap();
-    let st = Command::new("mount")
-        .args(["-o", "remount,abort", &names[2]])
-        .status()
-        .unwrap();
-    assert!(st.success(), "mount -o remount,abort");
-    let b = tb
-        .send(n / 2..n, SizeFn::Fixed(1500), 1, Some(20_000))
-        .unwrap();
+    let (a, b) = v.send_aborting_third(&tb, n);
     std::thread::sleep(Duration::from_millis(500));
     rec.signal(libc::SIGINT);
     assert!(rec.wait(30).success(), "{}", rec.stderr_text());
     let t1 = now_ns();
-    let j = read_json(&json);
+    let j = read_json(json);
     assert_identity(&j);
     assert_eq!(j["in_place"], true, "{j}");
     let (drops, vols) = (&j["drops"], &j["volumes"]);
@@ -1051,8 +1034,8 @@ fn runs_laid_out_in_place_on_a_failing_volume_are_given_back() {
     assert_eq!(j["bytes_written"].as_u64(), Some(a.bytes + b.bytes));
     // The failed volumes' files stay readable and hold their frames; the
     // set holds each frame once.
-    assert!(!captures(full.path()).is_empty() && !captures(ro.path()).is_empty());
-    let x = out.path().join("all.pcap");
+    assert!(!captures(v.full.path()).is_empty() && !captures(v.ro.path()).is_empty());
+    let x = v.out.path().join("all.pcap");
     let (code, _, e) = run_wiretape(None, &["extract", &names[3], "-w", x.to_str().unwrap()]);
     assert_eq!(code, 0, "{e}");
     let v = verify_files(std::slice::from_ref(&x), n, usize::MAX, t0, t1, true);

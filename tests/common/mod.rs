@@ -843,6 +843,79 @@ impl Drop for Mount {
     }
 }
 
+/// The four volumes of the failing-volume tests (`tests/metrics.rs`,
+/// `tests/packet.rs`): a directory, an 8 MiB ext4 image that fills, a
+/// 64 MiB one made read-only mid-run ([`FourVolumes::send_aborting_third`]),
+/// another directory; `json` for the summary.
+pub struct FourVolumes {
+    pub full: Mount,
+    pub ro: Mount,
+    pub out: TempDir,
+    pub json: PathBuf,
+    /// The four directories, in `-w` order.
+    pub names: Vec<String>,
+}
+
+impl FourVolumes {
+    pub fn new(tag: &str) -> FourVolumes {
+        let full = Mount::ext4(8, &format!("{tag}full"));
+        let ro = Mount::ext4(64, &format!("{tag}ro"));
+        let out = TempDir::new(tag);
+        let json = out.path().join("s.json");
+        let dirs = [
+            out.path().join("c"),
+            full.path().to_owned(),
+            ro.path().to_owned(),
+            out.path().join("d"),
+        ];
+        let names = dirs.iter().map(|p| p.display().to_string()).collect();
+        FourVolumes {
+            full,
+            ro,
+            out,
+            json,
+            names,
+        }
+    }
+
+    /// `-w DIR` for each volume, in order.
+    pub fn w_args(&self) -> Vec<&str> {
+        self.names.iter().flat_map(|n| ["-w", n.as_str()]).collect()
+    }
+
+    /// Sends frames `0..n` of 1,500 B at 20 kpps; after half, the third
+    /// volume is aborted to read-only (`mount -o remount,abort`). What
+    /// each half sent.
+    pub fn send_aborting_third(
+        &self,
+        tb: &Testbed,
+        n: u64,
+    ) -> (wiretape_testbed::SendReport, wiretape_testbed::SendReport) {
+        let a = tb
+            .send(
+                0..n / 2,
+                wiretape_testbed::SizeFn::Fixed(1500),
+                1,
+                Some(20_000),
+            )
+            .unwrap();
+        let st = Command::new("mount")
+            .args(["-o", "remount,abort", &self.names[2]])
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount -o remount,abort");
+        let b = tb
+            .send(
+                n / 2..n,
+                wiretape_testbed::SizeFn::Fixed(1500),
+                1,
+                Some(20_000),
+            )
+            .unwrap();
+        (a, b)
+    }
+}
+
 /// A write-bandwidth limit on the disk under `dir` (each disk under
 /// `dirs`, for [`DiskThrottle::disks`]) for the processes put in it, with
 /// the kernel's block throttle (cgroup v1 `blkio` or v2 `io`); removed
