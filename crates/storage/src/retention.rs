@@ -237,21 +237,21 @@ impl Catalog {
         open: &HashSet<PathBuf>,
         keep: impl Fn(&Path) -> bool,
     ) -> Option<OurFile> {
-        // `<prefix>-<iface>-q<N>`: the name before its start time.
-        let series = |p: &Path| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.rsplit_once('-'))
-                .map(|(s, _)| s.to_owned())
-        };
+        /// `<prefix>-<iface>-q<N>`: the name before its start time.
+        fn series(p: &Path) -> Option<&str> {
+            let name = p.file_name()?.to_str()?;
+            name.rsplit_once('-').map(|(s, _)| s)
+        }
+        // Owned only for the few queues held back (a pass may walk a
+        // large catalogue).
         let mut waiting: HashSet<String> = HashSet::new();
         self.oldest(|p| {
             let s = series(p);
             if open.contains(p) {
-                waiting.extend(s);
+                waiting.extend(s.map(str::to_owned));
                 return false;
             }
-            s.is_none_or(|s| !waiting.contains(&s)) && keep(p)
+            s.is_none_or(|s| !waiting.contains(s)) && keep(p)
         })
     }
 }
