@@ -748,8 +748,14 @@ pub struct Merge<P: FnMut(&[u8], u32, u64) -> bool> {
 /// all of them are asked for at the merge's start ([`read_early`]).
 const EARLY_BYTES: u64 = 8 << 20;
 
-/// A selective plan over several files (runs of [`EARLY_BYTES`] at most
-/// in all, over the files the planner opened, none read to its end):
+/// Runs of a plan, over the files the planner opened, up to which all of
+/// them are asked for at the merge's start ([`read_early`]): beyond, the
+/// first file's later runs would queue behind every other file's.
+const EARLY_RUNS: usize = 64;
+
+/// A selective plan over several files (at most [`EARLY_RUNS`] runs of
+/// [`EARLY_BYTES`] in all, over the files the planner opened, none read
+/// to its end):
 /// every file's runs asked of `pool` at once, in the order the merge
 /// reaches the files. The merge opens a file only when its first frame
 /// could be next (in time order, the files one after the other): without
@@ -770,6 +776,10 @@ pub(crate) fn read_early(
     order.sort_by_key(|f| f.lower_ns);
     let mut total = 0u64;
     let mut early = Vec::with_capacity(order.len());
+    let runs_in_all: usize = order.iter().map(|f| f.spans.len()).sum();
+    if runs_in_all > EARLY_RUNS {
+        return;
+    }
     for f in order {
         let mut runs = Vec::with_capacity(f.spans.len());
         for s in &f.spans {
@@ -1842,7 +1852,7 @@ mod tests {
     /// of the read pool at the merge's start (not each when the merge
     /// reaches its file), and the merge gives the very frames of a full
     /// scan; a plan that reads a file to its end, or more than
-    /// [`EARLY_BYTES`] in all, asks nothing ahead.
+    /// [`EARLY_RUNS`] runs or [`EARLY_BYTES`] in all, asks nothing ahead.
     #[test]
     fn a_selective_plan_asks_every_file_s_runs_at_the_start() {
         let d = Dir::new("early");
@@ -1912,6 +1922,17 @@ mod tests {
         whole.files[2].spans.last_mut().unwrap().end = None;
         let mut opened = open_all(&whole);
         read_early(&whole.files, &mut opened, &ReadPool::new());
+        assert_eq!(asked(&opened), 0);
+        // More than EARLY_RUNS runs in all: nothing asked ahead.
+        let runs: usize = p.files.iter().map(|f| f.spans.len()).sum();
+        assert!(runs <= EARLY_RUNS, "{runs} runs");
+        let mut many = p.clone();
+        let extra = many.files[1].spans[0].clone();
+        many.files[1]
+            .spans
+            .extend(std::iter::repeat_n(extra, EARLY_RUNS + 1 - runs));
+        let mut opened = open_all(&many);
+        read_early(&many.files, &mut opened, &ReadPool::new());
         assert_eq!(asked(&opened), 0);
         // Runs of more than EARLY_BYTES in all: nothing asked ahead.
         let mut big = p.clone();
