@@ -44,6 +44,39 @@ pub(crate) struct Kept {
     /// query then opens no `.kdx` it opened before (an open on a cold
     /// cache reads the inode's table, and more of it around the inode).
     pub(crate) open: Option<Arc<Mutex<OpenFiles>>>,
+    /// Capture files' first pages, when key index pages are kept (a
+    /// server): a query then reads no file's head it read before
+    /// ([`Kept::head`]).
+    pub(crate) heads: Option<Mutex<Heads>>,
+}
+
+/// Capture files' heads kept at most (of [`HEAD_BYTES`] each: 4 MiB).
+pub(crate) const HEADS: usize = 1024;
+
+/// Bytes of a capture file's head kept: its first page (the header and,
+/// for a Stenographer file, its first block's descriptor).
+pub(crate) const HEAD_BYTES: usize = 4096;
+
+/// A file's identity for its kept head: device, inode, length, mtime (ns).
+/// A file replaced, grown, cut or rewritten has another.
+pub(crate) type FileId = (u64, u64, u64, i128);
+
+/// The identity of the file `m` describes.
+pub(crate) fn file_id(m: &std::fs::Metadata) -> FileId {
+    (
+        m.dev(),
+        m.ino(),
+        m.len(),
+        m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+    )
+}
+
+/// Capture files' heads ([`Kept::head`]), by path.
+#[derive(Debug, Default)]
+pub(crate) struct Heads {
+    /// Ticks at each use: the least recently used has the lowest.
+    clock: u64,
+    by_path: HashMap<PathBuf, (FileId, Arc<[u8]>, u64)>,
 }
 
 /// Files one reader's options keep open at most (the least recently used
@@ -138,6 +171,7 @@ impl Kept {
             listings_on,
             index_pages: pages_cap.map(|c| Mutex::new(crate::keys::KeptSet::new(c))),
             open: pages_cap.map(|_| Arc::new(Mutex::new(OpenFiles::new(OPEN_FILES)))),
+            heads: pages_cap.map(|_| Mutex::new(Heads::default())),
             ..Kept::default()
         }
     }
@@ -218,6 +252,45 @@ impl Kept {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(_) => path.exists(),
         }
+    }
+
+    /// Whether these keep capture files' heads ([`Kept::head`]).
+    pub(crate) fn keeps_heads(&self) -> bool {
+        self.heads.is_some()
+    }
+
+    /// The head kept of the capture at `path` while it is the file `id`
+    /// (its first [`HEAD_BYTES`], or all of a shorter file).
+    pub(crate) fn head(&self, path: &Path, id: FileId) -> Option<Arc<[u8]>> {
+        let mut g = self
+            .heads
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        g.clock += 1;
+        let tick = g.clock;
+        let h = g.by_path.get_mut(path).filter(|h| h.0 == id)?;
+        h.2 = tick;
+        Some(h.1.clone())
+    }
+
+    /// Keeps `head` as the head of the capture at `path`, the file `id`
+    /// (the least recently used dropped beyond [`HEADS`]). Only a
+    /// finished file's: a file being written may change its first page.
+    pub(crate) fn keep_head(&self, path: &Path, id: FileId, head: &[u8]) {
+        let Some(heads) = &self.heads else {
+            return;
+        };
+        let mut g = heads.lock().unwrap_or_else(|e| e.into_inner());
+        if g.by_path.len() >= HEADS && !g.by_path.contains_key(path) {
+            let old = g.by_path.iter().min_by_key(|(_, h)| h.2);
+            if let Some(old) = old.map(|(p, _)| p.clone()) {
+                g.by_path.remove(&old);
+            }
+        }
+        g.clock += 1;
+        let tick = g.clock;
+        g.by_path.insert(path.to_owned(), (id, head.into(), tick));
     }
 
     /// The cap of the kept upper pages, when kept.
@@ -377,6 +450,46 @@ pub(crate) mod tests {
     /// however often asked), answers as `Path::exists` does (there, gone,
     /// a directory), and is closed once deleted; options that keep no
     /// pages hold nothing.
+    /// A capture's head is kept by a server's options for that very file
+    /// only (same device, inode, length and mtime), the least recently
+    /// used dropped beyond [`HEADS`]; options that keep no pages keep none.
+    #[test]
+    fn a_head_is_kept_for_its_file_only_and_the_least_used_go_first() {
+        let kept = Kept::new(false, Some(1 << 20));
+        let p = Path::new("/nowhere/capture-0");
+        let id: FileId = (1, 2, 4096, 7);
+        kept.keep_head(p, id, b"head bytes");
+        assert_eq!(kept.head(p, id).as_deref(), Some(&b"head bytes"[..]));
+        for other in [
+            (1, 3, 4096, 7),
+            (1, 2, 8192, 7),
+            (1, 2, 4096, 8),
+            (9, 2, 4096, 7),
+        ] {
+            assert!(kept.head(p, other).is_none(), "{other:?}");
+        }
+        // Full: the least recently used goes (capture-1, not capture-0,
+        // which was just asked for).
+        let name = |i: usize| PathBuf::from(format!("/nowhere/capture-{i}"));
+        for i in 1..HEADS {
+            kept.keep_head(&name(i), id, &[i as u8]);
+        }
+        assert!(kept.head(p, id).is_some());
+        kept.keep_head(&name(HEADS), id, b"new");
+        assert!(kept.head(p, id).is_some());
+        assert!(
+            kept.head(&name(1), id).is_none(),
+            "the least recently used dropped"
+        );
+        assert!(kept.head(&name(2), id).is_some());
+        assert!(kept.head(&name(HEADS), id).is_some());
+        // Options that keep no pages keep no heads.
+        let plain = Kept::with_listings();
+        assert!(!plain.keeps_heads());
+        plain.keep_head(p, id, b"head bytes");
+        assert!(plain.head(p, id).is_none());
+    }
+
     #[test]
     fn a_sidecar_found_is_kept_open_where_key_indexes_are() {
         let dir = Dir::new("wt-kept-exists");

@@ -73,6 +73,9 @@ pub struct RampReader {
     /// file's first bytes to know its format): the head is read through
     /// it, not from the disk again.
     head_cached: bool,
+    /// The file's first bytes, kept by the caller ([`RampReader::set_head`]):
+    /// the head is taken from there, not read.
+    head: Option<Arc<[u8]>>,
     /// Every read of the file (offset, bytes, from the disk: O_DIRECT),
     /// for the tests.
     #[cfg(test)]
@@ -141,9 +144,17 @@ impl RampReader {
             reads_ahead: 0,
             run_end: None,
             head_cached: false,
+            head: None,
             #[cfg(test)]
             log: Log::default(),
         }
+    }
+
+    /// The file's first `head.len()` bytes, as the caller has them (a
+    /// server keeps the heads of the files it read: [`crate::kept`]): the
+    /// first read of the file, at its start, takes them instead of reading.
+    pub(crate) fn set_head(&mut self, head: Arc<[u8]>) {
+        self.head = Some(head);
     }
 
     /// The file (for its lock: [`crate::is_being_written`]).
@@ -186,6 +197,30 @@ impl RampReader {
     /// page cache, or being written, reads as usual) and for two runs or
     /// more. A read that reaches a run not read ahead reads it itself.
     pub fn prefetch(&mut self, pool: &ReadPool, runs: impl IntoIterator<Item = (u64, u64)>) {
+        self.prefetch_at_least(pool, runs, 2)
+    }
+
+    /// [`RampReader::prefetch`] of a file the query reaches later, asked
+    /// for with every other such file's at the query's start (a selective
+    /// query over many files: [`ReadPool`] reads them all at once instead
+    /// of one file after the other as the merge reaches each): a single
+    /// read is asked for too.
+    pub fn prefetch_early(&mut self, pool: &ReadPool, runs: impl IntoIterator<Item = (u64, u64)>) {
+        self.prefetch_at_least(pool, runs, 1)
+    }
+
+    /// Whether reads are asked for ahead ([`RampReader::prefetch`]).
+    pub fn prefetching(&self) -> bool {
+        self.prefetch.is_some()
+    }
+
+    /// [`RampReader::prefetch`], when the runs make `min` reads or more.
+    fn prefetch_at_least(
+        &mut self,
+        pool: &ReadPool,
+        runs: impl IntoIterator<Item = (u64, u64)>,
+        min: usize,
+    ) {
         let Some(file) = self.direct.clone() else {
             return;
         };
@@ -219,7 +254,7 @@ impl RampReader {
                 todo.push_back((lo, (hi - lo) as usize));
             }
         }
-        if todo.len() < 2 {
+        if todo.len() < min.max(1) {
             return;
         }
         self.prefetch = None;
@@ -261,6 +296,26 @@ impl RampReader {
             want = need.clamp(1, READ_BUFFER);
         }
         self.next_fill = (want.div_ceil(ALIGN) * ALIGN * 2).min(READ_BUFFER);
+        // The head, as the caller has it: nothing read.
+        if let Some(h) = self
+            .head
+            .take()
+            .filter(|h| cur == 0 && self.read == 0 && !h.is_empty())
+        {
+            self.head_cached = false;
+            if self.buf.len() < h.len() {
+                self.buf = self
+                    .big
+                    .take()
+                    .unwrap_or_else(|| AlignedBuf::lazy(READ_BUFFER + ALIGN));
+            }
+            self.buf.as_mut_slice()[..h.len()].copy_from_slice(&h);
+            self.at = 0;
+            self.pos = 0;
+            self.len = h.len();
+            self.read += h.len() as u64;
+            return Ok(());
+        }
         // The head, where the caller's look at it left it: the page cache.
         let head = std::mem::take(&mut self.head_cached) && cur == 0 && self.read == 0;
         if let Some(p) = self.prefetch.as_mut().filter(|_| !head) {
@@ -997,6 +1052,91 @@ mod tests {
                 // Runs that share or touch pages: one read.
                 assert!(reads.len() < runs.len(), "{} reads: {reads:?}", reads.len());
             }
+        }
+    }
+
+    /// Read syscalls of the calling thread so far.
+    fn reads_so_far() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+        io.lines()
+            .find_map(|l| l.strip_prefix("syscr: "))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// A server's options keep a finished capture's head (its first page)
+    /// once read: opening the file again for a query reads nothing of it
+    /// (no read at all before the frames), and the walk gives the file's
+    /// frames; a file that has grown since is read again; options that
+    /// keep nothing read the head each time.
+    #[test]
+    fn a_server_reads_a_finished_file_s_head_once() {
+        use crate::steno::encode_block;
+        use crate::walk::Walker;
+        use crate::zread::Source;
+        let dir = Dir::new("wt-ramp-head");
+        let path = dir.0.join("1795813946878311");
+        let block = |b: u64| {
+            let fr: Vec<(u64, Vec<u8>)> = (0..30u64)
+                .map(|i| {
+                    let n = 60 + ((b * 30 + i) * 7919 % 1400) as usize;
+                    let ts = 1_795_813_946_000_000_000 + (b * 30 + i) * 1000;
+                    (ts, (0..n).map(|k| (k as u64 * 31 + b + i) as u8).collect())
+                })
+                .collect();
+            let refs: Vec<(u64, &[u8])> = fr.iter().map(|(t, d)| (*t, d.as_slice())).collect();
+            encode_block(&refs, 64 << 10, 1 + b)
+        };
+        let mut bytes: Vec<u8> = (0..3).flat_map(block).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let frames = |bytes: &[u8]| {
+            let mut w = Walker::new(std::io::Cursor::new(bytes));
+            let mut d = Vec::new();
+            std::iter::from_fn(|| w.next_into(&mut d).map(|m| (m.offset, d.clone())))
+                .collect::<Vec<_>>()
+        };
+        // What reading the syscall counter costs by itself.
+        let idle = {
+            let a = reads_so_far();
+            reads_so_far() - a
+        };
+        // Opens the file for a query and reads its head: the read calls
+        // that took (the counter's own subtracted), and its frames.
+        let open = |opts: &crate::ReadOptions| {
+            let a = reads_so_far();
+            let (src, live) = Source::open_query(&path, opts).unwrap();
+            assert!(!live);
+            let mut w = Walker::new(src);
+            let head_reads = reads_so_far() - a - idle;
+            let mut d = Vec::new();
+            let got: Vec<(u64, Vec<u8>)> =
+                std::iter::from_fn(|| w.next_into(&mut d).map(|m| (m.offset, d.clone()))).collect();
+            (head_reads, got)
+        };
+        let server = crate::ReadOptions::default().with_kept_index_pages(1 << 20);
+        let (first, got) = open(&server);
+        assert!(first >= 1, "the first open reads the head");
+        assert!(got == frames(&bytes) && got.len() == 90);
+        for _ in 0..3 {
+            let (again, got) = open(&server);
+            assert_eq!(again, 0, "the head kept: nothing read");
+            assert!(got == frames(&bytes));
+        }
+        // Grown (another block): its head read again, its frames all there.
+        bytes.extend(block(3));
+        std::fs::write(&path, &bytes).unwrap();
+        let (grown, got) = open(&server);
+        assert!(grown >= 1, "a file changed since is read again");
+        assert!(got == frames(&bytes) && got.len() == 120);
+        assert_eq!(open(&server).0, 0);
+        // Options that keep nothing: the head read each time.
+        let plain = crate::ReadOptions::default();
+        for _ in 0..2 {
+            let (n, got) = open(&plain);
+            assert!(n >= 1);
+            assert!(got == frames(&bytes));
         }
     }
 }

@@ -107,6 +107,24 @@ pub enum Layers {
 /// Opens `path` through its layers: age (with the identities of `opts`),
 /// then compression (with its index, where `opts` says it is).
 pub fn open_layers(path: &Path, opts: &ReadOptions) -> std::io::Result<Layers> {
+    Ok(open_layers_head(path, opts)?.0)
+}
+
+/// A capture file's head, where the reader's options keep heads
+/// ([`crate::kept::Kept::head`]).
+struct Head {
+    /// Its first [`crate::kept::HEAD_BYTES`] (or all of a shorter file).
+    bytes: std::sync::Arc<[u8]>,
+    /// The file it is the head of.
+    id: crate::kept::FileId,
+    /// Kept from an earlier open (else read now).
+    kept: bool,
+}
+
+/// [`open_layers`], and where `opts` keep capture files' heads (a server),
+/// the file's head: the one kept for this very file (nothing read), else
+/// its first page read now (one page: the read that finds its format).
+fn open_layers_head(path: &Path, opts: &ReadOptions) -> std::io::Result<(Layers, Option<Head>)> {
     let file = File::open(path)?;
     // Its first bytes only, so far: no read ahead around them (on a cold
     // cache, a selective query over many files would read tens of KiB of
@@ -115,7 +133,40 @@ pub fn open_layers(path: &Path, opts: &ReadOptions) -> std::io::Result<Layers> {
     // so: [`open_buffered`]); a compressed one is read in order.
     crate::sys::advise_random(&file);
     let mut m = [0u8; 22];
-    let n = file.read_at(&mut m, 0)?;
+    let kept = opts.kept();
+    let mut head = None;
+    let n = if kept.keeps_heads() {
+        let id = crate::kept::file_id(&file.metadata()?);
+        let h = match kept.head(path, id) {
+            Some(bytes) => Head {
+                bytes,
+                id,
+                kept: true,
+            },
+            None => {
+                let mut b = vec![0u8; crate::kept::HEAD_BYTES];
+                let mut n = 0;
+                while n < b.len() {
+                    match file.read_at(&mut b[n..], n as u64)? {
+                        0 => break,
+                        k => n += k,
+                    }
+                }
+                b.truncate(n);
+                Head {
+                    bytes: b.into(),
+                    id,
+                    kept: false,
+                }
+            }
+        };
+        let n = h.bytes.len().min(m.len());
+        m[..n].copy_from_slice(&h.bytes[..n]);
+        head = Some(h);
+        n
+    } else {
+        file.read_at(&mut m, 0)?
+    };
     let mut raw = if crate::crypt::is_age_bytes(&m[..n]) {
         Raw::Age(Box::new(AgeReader::open(path, opts.identities())?))
     } else {
@@ -129,10 +180,10 @@ pub fn open_layers(path: &Path, opts: &ReadOptions) -> std::io::Result<Layers> {
     };
     let Some(kind) = kind_of(&m[..n]) else {
         return Ok(match raw {
-            Raw::File(f) => Layers::Plain(f),
+            Raw::File(f) => (Layers::Plain(f), head),
             Raw::Age(mut a) => {
                 a.seek(SeekFrom::Start(0))?;
-                Layers::Age(a)
+                (Layers::Age(a), None)
             }
         });
     };
@@ -149,7 +200,7 @@ pub fn open_layers(path: &Path, opts: &ReadOptions) -> std::io::Result<Layers> {
             // was created): a stream torn before its first unit.
             let mut z = ZReader::new(raw, kind, &[]);
             z.end = Some(ZEnd::Torn(0));
-            return Ok(Layers::Z(Box::new(z)));
+            return Ok((Layers::Z(Box::new(z)), None));
         }
         if h[..] != head[..] {
             return Err(std::io::Error::new(
@@ -158,7 +209,7 @@ pub fn open_layers(path: &Path, opts: &ReadOptions) -> std::io::Result<Layers> {
             ));
         }
     }
-    Ok(Layers::Z(Box::new(ZReader::new(raw, kind, &entries))))
+    Ok((Layers::Z(Box::new(ZReader::new(raw, kind, &entries))), None))
 }
 
 /// A compressed capture read as its plain stream.
@@ -653,6 +704,25 @@ impl Source<crate::ramp::RampReader> {
         }
     }
 
+    /// A plain file: [`crate::ramp::RampReader::prefetch_early`] (a file a
+    /// query reaches later, asked for at its start); a compressed or
+    /// encrypted one reads whole units as usual.
+    pub fn prefetch_early(
+        &mut self,
+        pool: &crate::ramp::ReadPool,
+        runs: impl IntoIterator<Item = (u64, u64)>,
+    ) {
+        if let Source::Plain(r) = self {
+            r.prefetch_early(pool, runs);
+        }
+    }
+
+    /// Whether reads are asked for ahead
+    /// ([`crate::ramp::RampReader::prefetching`]).
+    pub fn prefetching(&self) -> bool {
+        matches!(self, Source::Plain(r) if r.prefetching())
+    }
+
     /// Ends reading ahead, waiting for reads under way
     /// ([`crate::ramp::RampReader::settle`]): call before
     /// [`Source::bytes_read`] for the final count.
@@ -667,10 +737,19 @@ impl Source<crate::ramp::RampReader> {
     /// decompressed and decrypted; and whether a writer holds it
     /// ([`crate::is_being_written`]).
     pub fn open_query(path: &Path, opts: &ReadOptions) -> std::io::Result<(Self, bool)> {
-        match open_layers(path, opts)? {
+        let (layers, head) = open_layers_head(path, opts)?;
+        match layers {
             Layers::Plain(f) => {
                 // Its first page is in the page cache now: read from there.
-                let (r, live) = crate::ramp::RampReader::open_read_head(f, path)?;
+                let (mut r, live) = crate::ramp::RampReader::open_read_head(f, path)?;
+                // Or from the head kept, or read, just now: a finished
+                // file's only (one being written may change its first page).
+                if let Some(h) = head.filter(|_| !live) {
+                    if !h.kept {
+                        opts.kept().keep_head(path, h.id, &h.bytes);
+                    }
+                    r.set_head(h.bytes);
+                }
                 Ok((Source::Plain(r), live))
             }
             Layers::Age(a) => {

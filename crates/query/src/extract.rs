@@ -740,6 +740,68 @@ pub struct Merge<P: FnMut(&[u8], u32, u64) -> bool> {
     /// Files the planner opened already (to learn their link types), by
     /// path: taken instead of opening them again ([`Merge::with_opened`]).
     opened: HashMap<PathBuf, Opened>,
+    /// The first frame was asked for ([`read_early`] done).
+    started: bool,
+}
+
+/// Bytes of a plan's runs, over the files the planner opened, up to which
+/// all of them are asked for at the merge's start ([`read_early`]).
+const EARLY_BYTES: u64 = 8 << 20;
+
+/// Runs of a plan, over the files the planner opened, up to which all of
+/// them are asked for at the merge's start ([`read_early`]): beyond, the
+/// first file's later runs would queue behind every other file's.
+const EARLY_RUNS: usize = 64;
+
+/// A selective plan over several files (at most [`EARLY_RUNS`] runs of
+/// [`EARLY_BYTES`] in all, over the files the planner opened, none read
+/// to its end):
+/// every file's runs asked of `pool` at once, in the order the merge
+/// reaches the files. The merge opens a file only when its first frame
+/// could be next (in time order, the files one after the other): without
+/// this, each file's reads would wait for the one before, as many disk
+/// waits in a row as files; now the disk serves them together. A larger
+/// plan reads as before (each file's runs asked for when the merge
+/// reaches it), so the files it reaches first are not kept waiting behind
+/// the others'.
+pub(crate) fn read_early(
+    files: &[FilePlan],
+    opened: &mut HashMap<PathBuf, Opened>,
+    pool: &ReadPool,
+) {
+    let mut order: Vec<&FilePlan> = files
+        .iter()
+        .filter(|f| f.skip.is_none() && opened.contains_key(&f.path))
+        .collect();
+    order.sort_by_key(|f| f.lower_ns);
+    let mut total = 0u64;
+    let mut early = Vec::with_capacity(order.len());
+    let runs_in_all: usize = order.iter().map(|f| f.spans.len()).sum();
+    if runs_in_all > EARLY_RUNS {
+        return;
+    }
+    for f in order {
+        let mut runs = Vec::with_capacity(f.spans.len());
+        for s in &f.spans {
+            let Some(end) = s.end else {
+                return;
+            };
+            total += end.saturating_sub(s.start);
+            runs.push((s.start, end));
+        }
+        if total > EARLY_BYTES {
+            return;
+        }
+        early.push((&f.path, runs));
+    }
+    if early.len() < 2 {
+        return;
+    }
+    for (path, runs) in early {
+        if let Some((walk, _)) = opened.get_mut(path) {
+            walk.get_mut().prefetch_early(pool, runs);
+        }
+    }
 }
 
 /// A file opened for the merge: its walk (its header read) and whether a
@@ -815,6 +877,7 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
             stopped: false,
             pool: ReadPool::new(),
             opened: HashMap::new(),
+            started: false,
         }
     }
 
@@ -893,6 +956,9 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
     /// The next frame, or None when every file is done.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Frame<'_>> {
+        if !std::mem::replace(&mut self.started, true) {
+            read_early(&self.files, &mut self.opened, &self.pool);
+        }
         if let Some(i) = self.current.take() {
             self.advance(i);
         }
@@ -965,7 +1031,7 @@ impl<P: FnMut(&[u8], u32, u64) -> bool> Merge<P> {
         let spans = &self.files[i].spans;
         // Many runs: their reads asked for ahead, many at once (per run,
         // bounded per file and per query), while the walk parses.
-        if spans.len() > 1 {
+        if spans.len() > 1 && !walk.get_ref().prefetching() {
             let runs = spans.iter().filter_map(|s| s.end.map(|e| (s.start, e)));
             walk.get_mut().prefetch(&self.pool, runs);
         }
@@ -1780,6 +1846,100 @@ mod tests {
         let (got, early) = run_many(p, Some(10));
         assert!(got[..] == want[..10]);
         assert!(early.bytes_read > 0 && early.bytes_read <= st.bytes_read * 2);
+    }
+
+    /// A selective plan over several files: every file's runs are asked
+    /// of the read pool at the merge's start (not each when the merge
+    /// reaches its file), and the merge gives the very frames of a full
+    /// scan; a plan that reads a file to its end, or more than
+    /// [`EARLY_RUNS`] runs or [`EARLY_BYTES`] in all, asks nothing ahead.
+    #[test]
+    fn a_selective_plan_asks_every_file_s_runs_at_the_start() {
+        let d = Dir::new("early");
+        store(&d.0, Format::PcapNs, false);
+        let wanted = |data: &[u8]| u64::from_be_bytes(data[..8].try_into().unwrap()) % 97 == 5;
+        let mut p = plan_all(&d);
+        let files: Vec<PathBuf> = p.files.iter().map(|f| f.path.clone()).collect();
+        assert_eq!(files.len(), 4);
+        let want = reference(&all_records(&files), Window::default(), &wanted);
+        for f in &mut p.files {
+            let offs = offsets(&f.path);
+            let mut w = Walker::new(std::io::BufReader::new(File::open(&f.path).unwrap()));
+            let mut data = Vec::new();
+            let mut spans = Vec::new();
+            let mut k = 0;
+            while let Some(m) = w.next_into(&mut data) {
+                k += 1;
+                if !wanted(&data) {
+                    continue;
+                }
+                let end = offs
+                    .get(k)
+                    .copied()
+                    .unwrap_or(m.offset + 16 + data.len() as u64);
+                let j = f
+                    .entries
+                    .iter()
+                    .rposition(|e| e.offset <= m.offset)
+                    .unwrap();
+                spans.push(Span {
+                    start: m.offset,
+                    end: Some(end),
+                    blocks: j..j + 1,
+                });
+            }
+            assert!(!spans.is_empty());
+            f.spans = spans;
+        }
+        let open_all = |p: &Plan| -> HashMap<PathBuf, Opened> {
+            p.files
+                .iter()
+                .map(|f| (f.path.clone(), open_for_merge(&f.path, &p.read).unwrap()))
+                .collect()
+        };
+        let asked = |o: &HashMap<PathBuf, Opened>| {
+            o.values()
+                .filter(|(w, _)| w.get_ref().prefetching())
+                .count()
+        };
+        // Selective: all four asked for at once; the frames of a full scan.
+        let mut opened = open_all(&p);
+        assert_eq!(asked(&opened), 0);
+        read_early(&p.files, &mut opened, &ReadPool::new());
+        assert_eq!(asked(&opened), 4, "every file's runs asked for");
+        let mut m = Merge::new(p.clone(), 1, |d: &[u8], _, _| wanted(d)).with_opened(open_all(&p));
+        let mut got = Vec::new();
+        while let Some(f) = m.next() {
+            got.push((f.ts_ns, f.file, f.data.to_vec(), f.orig_len));
+        }
+        assert_eq!(got.len(), want.len());
+        assert!(
+            got == want,
+            "the merge read early differs from the full scan"
+        );
+        // A file read to its end: nothing asked ahead.
+        let mut whole = p.clone();
+        whole.files[2].spans.last_mut().unwrap().end = None;
+        let mut opened = open_all(&whole);
+        read_early(&whole.files, &mut opened, &ReadPool::new());
+        assert_eq!(asked(&opened), 0);
+        // More than EARLY_RUNS runs in all: nothing asked ahead.
+        let runs: usize = p.files.iter().map(|f| f.spans.len()).sum();
+        assert!(runs <= EARLY_RUNS, "{runs} runs");
+        let mut many = p.clone();
+        let extra = many.files[1].spans[0].clone();
+        many.files[1]
+            .spans
+            .extend(std::iter::repeat_n(extra, EARLY_RUNS + 1 - runs));
+        let mut opened = open_all(&many);
+        read_early(&many.files, &mut opened, &ReadPool::new());
+        assert_eq!(asked(&opened), 0);
+        // Runs of more than EARLY_BYTES in all: nothing asked ahead.
+        let mut big = p.clone();
+        big.files[3].spans[0].end = Some(big.files[3].spans[0].start + EARLY_BYTES + 1);
+        let mut opened = open_all(&big);
+        read_early(&big.files, &mut opened, &ReadPool::new());
+        assert_eq!(asked(&opened), 0);
     }
 
     /// A run ends at the record that follows it: the walk stops there
