@@ -1778,6 +1778,37 @@ mod tests {
         }
     }
 
+    /// One run per frame of `f` that `wanted` keeps: from the frame to the
+    /// record after it, in the index block that holds it.
+    fn runs_of(f: &FilePlan, wanted: &dyn Fn(&[u8]) -> bool) -> Vec<Span> {
+        let offs = offsets(&f.path);
+        let mut w = Walker::new(std::io::BufReader::new(File::open(&f.path).unwrap()));
+        let mut data = Vec::new();
+        let mut spans = Vec::new();
+        let mut k = 0;
+        while let Some(m) = w.next_into(&mut data) {
+            k += 1;
+            if !wanted(&data) {
+                continue;
+            }
+            let end = offs
+                .get(k)
+                .copied()
+                .unwrap_or(m.offset + 16 + data.len() as u64);
+            let j = f
+                .entries
+                .iter()
+                .rposition(|e| e.offset <= m.offset)
+                .unwrap();
+            spans.push(Span {
+                start: m.offset,
+                end: Some(end),
+                blocks: j..j + 1,
+            });
+        }
+        spans
+    }
+
     /// A plan of one run per wanted frame (hundreds per file, as the key
     /// index plans a rare protocol): the runs are read ahead, and the merge
     /// gives exactly a full scan's frames; stopped after a few frames, it
@@ -1793,33 +1824,8 @@ mod tests {
         let mut size = 0;
         for f in &mut p.files {
             size += std::fs::metadata(&f.path).unwrap().len();
-            let offs = offsets(&f.path);
-            let mut w = Walker::new(std::io::BufReader::new(File::open(&f.path).unwrap()));
-            let mut data = Vec::new();
-            let mut spans = Vec::new();
-            let mut k = 0;
-            while let Some(m) = w.next_into(&mut data) {
-                k += 1;
-                if !wanted(&data) {
-                    continue;
-                }
-                let end = offs
-                    .get(k)
-                    .copied()
-                    .unwrap_or(m.offset + 16 + data.len() as u64);
-                let j = f
-                    .entries
-                    .iter()
-                    .rposition(|e| e.offset <= m.offset)
-                    .unwrap();
-                spans.push(Span {
-                    start: m.offset,
-                    end: Some(end),
-                    blocks: j..j + 1,
-                });
-            }
-            assert!(spans.len() > 100, "{} runs", spans.len());
-            f.spans = spans;
+            f.spans = runs_of(f, &wanted);
+            assert!(f.spans.len() > 100, "{} runs", f.spans.len());
         }
         let run_many = |p: Plan, stop_after: Option<usize>| {
             let mut m = Merge::new(p, 1, |d: &[u8], _, _| wanted(d));
@@ -1863,33 +1869,8 @@ mod tests {
         assert_eq!(files.len(), 4);
         let want = reference(&all_records(&files), Window::default(), &wanted);
         for f in &mut p.files {
-            let offs = offsets(&f.path);
-            let mut w = Walker::new(std::io::BufReader::new(File::open(&f.path).unwrap()));
-            let mut data = Vec::new();
-            let mut spans = Vec::new();
-            let mut k = 0;
-            while let Some(m) = w.next_into(&mut data) {
-                k += 1;
-                if !wanted(&data) {
-                    continue;
-                }
-                let end = offs
-                    .get(k)
-                    .copied()
-                    .unwrap_or(m.offset + 16 + data.len() as u64);
-                let j = f
-                    .entries
-                    .iter()
-                    .rposition(|e| e.offset <= m.offset)
-                    .unwrap();
-                spans.push(Span {
-                    start: m.offset,
-                    end: Some(end),
-                    blocks: j..j + 1,
-                });
-            }
-            assert!(!spans.is_empty());
-            f.spans = spans;
+            f.spans = runs_of(f, &wanted);
+            assert!(!f.spans.is_empty());
         }
         let open_all = |p: &Plan| -> HashMap<PathBuf, Opened> {
             p.files
