@@ -220,6 +220,26 @@ impl Kept {
         }
     }
 
+    /// `path`'s metadata, as [`std::fs::metadata`] says (links followed).
+    /// Where these keep files open, the file or directory found is kept
+    /// open as a key index is ([`Kept::open`]): its dentry and inode, and
+    /// those of the directories above it, then stay in memory, and the
+    /// next query's `stat` of it (on a cold page cache: a store directory,
+    /// a packets directory, the file stenotype writes) reads nothing from
+    /// the disk. Answered by the path every time: a file replaced or gone
+    /// is seen as [`std::fs::metadata`] sees it (and its old fd closed).
+    pub(crate) fn stat(&self, path: &Path) -> std::io::Result<std::fs::Metadata> {
+        if self.open.is_none() {
+            return std::fs::metadata(path);
+        }
+        match self.open(path) {
+            Ok((_, m)) => Ok(m),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(e),
+            // Not readable (a directory without `r`): stat'ed as before.
+            Err(_) => std::fs::metadata(path),
+        }
+    }
+
     /// The cap of the kept upper pages, when kept.
     pub(crate) fn pages_cap(&self) -> Option<usize> {
         let p = self.index_pages.as_ref()?;
@@ -244,6 +264,21 @@ impl Kept {
         g.get(dir)
             .filter(|(t, _)| *t == mtime)
             .map(|(_, n)| n.clone())
+    }
+
+    /// Whether the listing of `dir` kept at its mtime now (stat'ed as
+    /// [`Kept::stat`] does) lacks `name`: false when none is kept at that
+    /// mtime (or listings are not kept).
+    pub(crate) fn lacks(&self, dir: &Path, name: &str) -> bool {
+        if !self.listings_on {
+            return false;
+        }
+        let Ok(mtime) = self.stat(dir).and_then(|m| m.modified()) else {
+            return false;
+        };
+        let g = self.listings.lock().unwrap_or_else(|e| e.into_inner());
+        g.get(dir)
+            .is_some_and(|(t, names)| *t == mtime && !names.iter().any(|n| n == name))
     }
 
     /// Keeps `names` for `dir` at `mtime`.

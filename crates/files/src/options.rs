@@ -97,6 +97,15 @@ impl ReadOptions {
         crate::naming::list_any_in(dir, prefix, Some(&self.0.kept))
     }
 
+    /// The directories a reader given `inputs` reads, as
+    /// [`crate::store::expand_inputs`] says; where these options keep
+    /// listings ([`ReadOptions::with_kept_listings`]), a directory whose
+    /// kept listing (at its mtime now) names no description is not asked
+    /// for one.
+    pub fn expand_inputs(&self, inputs: &[PathBuf]) -> Vec<PathBuf> {
+        crate::store::expand_inputs_in(inputs, Some(&self.0.kept))
+    }
+
     /// Whether the sidecar `path` (such as [`ReadOptions::index_path`]'s)
     /// is there. Where these options keep key indexes open
     /// ([`ReadOptions::with_kept_index_pages`]: a long-running server's),

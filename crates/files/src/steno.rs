@@ -210,7 +210,9 @@ fn listing(
     let Some(kept) = kept.filter(|k| k.listings_on) else {
         return Ok((read()?, None));
     };
-    let mtime = std::fs::metadata(dir)?.modified()?;
+    // Held open where files are kept: the directory's inode stays in
+    // memory for the next query's `stat`.
+    let mtime = kept.stat(dir)?.modified()?;
     if let Some(names) = kept.listing(dir, mtime) {
         return Ok((names, Some(mtime)));
     }
@@ -334,7 +336,14 @@ pub(crate) fn list_in(packets: &Path, kept: Option<&Kept>) -> std::io::Result<Ve
             .unwrap_or(u64::MAX);
         let full = match known.get(&os) {
             Some(&full) if !dot => full,
-            _ => std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() > 0),
+            // The file being written, stat'ed every query: held open where
+            // files are kept (its inode stays in memory). Final names are
+            // stat'ed once per mtime, as plain paths.
+            _ => match kept.filter(|_| dot) {
+                Some(k) => k.stat(&path),
+                None => std::fs::metadata(&path),
+            }
+            .is_ok_and(|m| m.is_file() && m.len() > 0),
         };
         if !dot {
             states.insert(os, full);

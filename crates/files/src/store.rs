@@ -9,6 +9,7 @@
 //! A reader given any one volume, or the description file itself, reads
 //! every volume ([`expand`]); users do not repeat the list.
 
+use crate::kept::Kept;
 use std::path::{Path, PathBuf};
 
 /// The description's file name, in each volume.
@@ -49,13 +50,29 @@ pub fn read(file: &Path) -> Option<Vec<PathBuf>> {
 /// others that exist, in their order), else `input` itself. A volume the
 /// description names that is missing is returned in the second list.
 pub fn expand(input: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let (file, dir) = if input.is_dir() {
+    expand_in(input, None)
+}
+
+/// [`expand`], a directory's description looked for in its kept listing
+/// where `kept` keeps one ([`crate::ReadOptions::with_kept_listings`]):
+/// a directory whose listing, kept at its mtime now, names no
+/// [`DESCRIPTION`] has none, and it is not opened (on a cold page cache,
+/// looking up a name a directory does not hold reads its blocks).
+pub(crate) fn expand_in(input: &Path, kept: Option<&Kept>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let is_dir = match kept {
+        Some(k) => k.stat(input).is_ok_and(|m| m.is_dir()),
+        None => input.is_dir(),
+    };
+    let (file, dir) = if is_dir {
         (input.join(DESCRIPTION), Some(input))
     } else if input.file_name().is_some_and(|n| n == DESCRIPTION) {
         (input.to_owned(), None)
     } else {
         return (vec![input.to_owned()], Vec::new());
     };
+    if dir.is_some() && kept.is_some_and(|k| k.lacks(input, DESCRIPTION)) {
+        return (vec![input.to_owned()], Vec::new());
+    }
     let Some(named) = read(&file) else {
         return (vec![input.to_owned()], Vec::new());
     };
@@ -79,9 +96,14 @@ pub fn expand(input: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
 /// volumes, or one and its description, reads each once). Volumes a
 /// description names that are missing are left out.
 pub fn expand_inputs(inputs: &[PathBuf]) -> Vec<PathBuf> {
+    expand_inputs_in(inputs, None)
+}
+
+/// [`expand_inputs`], descriptions looked for as [`expand_in`] does.
+pub(crate) fn expand_inputs_in(inputs: &[PathBuf], kept: Option<&Kept>) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for i in inputs {
-        for p in expand(i).0 {
+        for p in expand_in(i, kept).0 {
             if !out.iter().any(|o| same_dir(o, &p)) {
                 out.push(p);
             }
