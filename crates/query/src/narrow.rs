@@ -140,16 +140,22 @@ pub fn plan_pieces(
     // the disk (on a cold disk each is a chain of dependent page reads; one
     // file after another waits for every chain in turn), then handed to the
     // plan in its order.
+    // The files listed and stat'ed once: the lookups' jobs and the plan.
+    let found = extract::find_files(inputs, prefix, opts)?;
     let mut looked: HashMap<PathBuf, (Option<FilePlan>, PlanStats)> = HashMap::new();
     if key_index {
-        let mut jobs = Vec::new();
-        extract::plan_files(inputs, hull, prefix, opts, &mut |path, start, next| {
-            jobs.push((path.clone(), start, next));
-            extract::whole(path, false, IndexUse::Missing, 0)
-        })?;
+        let jobs: Vec<(PathBuf, u64, Option<u64>)> = found
+            .iter()
+            .filter_map(|f| match f {
+                extract::Found::Indexed { path, start, next } => {
+                    Some((path.clone(), *start, *next))
+                }
+                extract::Found::Whole(_) => None,
+            })
+            .collect();
         looked = lookup_all(&jobs, &hull, opts, pieces);
     }
-    let plan = extract::plan_files(inputs, hull, prefix, opts, &mut |path, start, next| {
+    let plan = extract::plan_found(found, hull, opts, &mut |path, start, next| {
         if key_index {
             let (p, s) = looked
                 .remove(&path)
@@ -175,7 +181,7 @@ pub fn plan_pieces(
             st.runs += p.spans.len() as u64;
         }
         p
-    })?;
+    });
     Ok((plan, st))
 }
 
@@ -187,11 +193,19 @@ const LOOKUP_THREADS: usize = 8;
 /// take microseconds each, less than starting and joining a thread.
 const LOOKUP_ALONE: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// A lookup that took this long read the disk (a cached one takes tens of
+/// microseconds; one page read from a cold disk about 100): the rest are
+/// likely to, and helpers start at once, not after [`LOOKUP_ALONE`] (on
+/// a cold cache the first lookup alone is a chain of 3-4 page reads, and
+/// waiting for a millisecond of them left the other files' chains
+/// waiting too).
+const LOOKUP_COLD: std::time::Duration = std::time::Duration::from_micros(150);
+
 /// [`plan_keys`] of each of `jobs` (path, start, next start): on the
-/// calling thread, joined by up to [`LOOKUP_THREADS`] - 1 more once the
-/// lookups done so far took [`LOOKUP_ALONE`] (lookups that read the disk);
-/// by path, each with its stats. Which thread does a job changes nothing
-/// in its result.
+/// calling thread, joined by up to [`LOOKUP_THREADS`] - 1 more once one
+/// lookup took [`LOOKUP_COLD`] or all so far [`LOOKUP_ALONE`] (lookups
+/// that read the disk); by path, each with its stats. Which thread does a
+/// job changes nothing in its result.
 fn lookup_all(
     jobs: &[(PathBuf, u64, Option<u64>)],
     w: &Window,
@@ -214,6 +228,7 @@ fn lookup_all(
     std::thread::scope(|sc| {
         let mut helpers = Vec::new();
         while let Some(job) = take() {
+            let t1 = std::time::Instant::now();
             // A lookup that panicked is done again in the plan's order.
             if let Ok((path, r)) =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(job)))
@@ -223,7 +238,8 @@ fn lookup_all(
             let left = jobs
                 .len()
                 .saturating_sub(next.load(std::sync::atomic::Ordering::Relaxed));
-            if helpers.is_empty() && left > 0 && t0.elapsed() >= LOOKUP_ALONE {
+            let slow = t1.elapsed() >= LOOKUP_COLD || t0.elapsed() >= LOOKUP_ALONE;
+            if helpers.is_empty() && left > 0 && slow {
                 let n = left.min(LOOKUP_THREADS - 1);
                 helpers = (0..n)
                     .map(|_| {
