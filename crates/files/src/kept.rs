@@ -438,6 +438,76 @@ pub(crate) mod tests {
         assert!(!plain.exists(&p));
     }
 
+    /// `stat` answers as `std::fs::metadata` does (a file, a directory,
+    /// gone), by the path each time; where files are kept it holds what it
+    /// found open (once), closes a directory removed once asked again, and
+    /// sees a file replaced by a rename; without kept pages it holds
+    /// nothing.
+    #[test]
+    fn stat_answers_by_the_path_and_holds_what_it_found() {
+        let dir = Dir::new("wt-kept-stat");
+        let sub = dir.0.join("packets");
+        std::fs::create_dir(&sub).unwrap();
+        let f = sub.join(".1795813946878311");
+        std::fs::write(&f, "ab").unwrap();
+        let kept = Kept::new(true, Some(1 << 20));
+        for _ in 0..2 {
+            assert!(kept.stat(&sub).unwrap().is_dir());
+            assert_eq!(kept.stat(&f).unwrap().len(), 2);
+        }
+        assert_eq!((fds_on(&sub), fds_on(&f)), (1, 1), "held once each");
+        // Grown in place, then replaced by a rename: seen at once.
+        std::io::Write::write_all(
+            &mut std::fs::OpenOptions::new().append(true).open(&f).unwrap(),
+            b"c",
+        )
+        .unwrap();
+        assert_eq!(kept.stat(&f).unwrap().len(), 3);
+        let g = dir.0.join("other");
+        std::fs::write(&g, "abcdefg").unwrap();
+        std::fs::rename(&g, &f).unwrap();
+        let m = kept.stat(&f).unwrap();
+        assert_eq!(
+            (m.len(), m.ino()),
+            (7, std::fs::metadata(&f).unwrap().ino())
+        );
+        assert_eq!(fds_on(&f), 1, "the replaced file closed");
+        // Gone: not found, as metadata says, and closed.
+        std::fs::remove_file(&f).unwrap();
+        std::fs::remove_dir(&sub).unwrap();
+        for p in [&f, &sub] {
+            let e = kept.stat(p).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        }
+        assert_eq!((fds_on(&sub), fds_on(&f)), (0, 0), "closed once gone");
+        // Options that keep no pages hold nothing.
+        std::fs::create_dir(&sub).unwrap();
+        let plain = Kept::with_listings();
+        assert!(plain.stat(&sub).unwrap().is_dir());
+        assert_eq!(fds_on(&sub), 0);
+    }
+
+    /// A server's options hold one of Stenographer's files they stat
+    /// (`capture_metadata`), never one of ours (retention frees its space
+    /// when it deletes it); other options hold neither.
+    #[test]
+    fn capture_metadata_holds_stenographers_files_only() {
+        let dir = Dir::new("wt-kept-capture");
+        let steno = dir.0.join("1795813946878311");
+        let ours = dir.0.join("wt-20260101T000000.000000000Z.pcap");
+        std::fs::write(&steno, "steno").unwrap();
+        std::fs::write(&ours, "ours!!").unwrap();
+        let server = crate::ReadOptions::new().with_kept_index_pages(1 << 20);
+        let plain = crate::ReadOptions::new();
+        for o in [&server, &plain] {
+            assert_eq!(o.capture_metadata(&steno).unwrap().len(), 5);
+            assert_eq!(o.capture_metadata(&ours).unwrap().len(), 6);
+        }
+        assert_eq!((fds_on(&steno), fds_on(&ours)), (1, 0));
+        drop(server);
+        assert_eq!(fds_on(&steno), 0, "closed with the options");
+    }
+
     /// The sweeper thread closes a deleted file nobody asks for (within a
     /// few sweeps; waited for up to 120 s, for a loaded machine), and ends
     /// with the options.

@@ -249,7 +249,8 @@ fn sidecar_base(
     }
 }
 
-fn is_steno(capture: &Path) -> bool {
+/// Whether `capture` is named as stenotype names its files.
+pub(crate) fn is_steno(capture: &Path) -> bool {
     capture
         .file_name()
         .and_then(|n| n.to_str())

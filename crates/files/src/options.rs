@@ -106,6 +106,23 @@ impl ReadOptions {
         crate::store::expand_inputs_in(inputs, Some(&self.0.kept))
     }
 
+    /// A capture file's metadata, as [`std::fs::metadata`] says. Where
+    /// these options keep key indexes open
+    /// ([`ReadOptions::with_kept_index_pages`]: a long-running server's),
+    /// one of Stenographer's files ([`crate::steno`]) is kept open as they
+    /// are (as Stenographer's server holds its files): a query on a cold
+    /// page cache then asks no inode of it from the disk. Answered by the
+    /// path every time (a file gone is an error; a deleted one is closed
+    /// within seconds). Files of ours are never held: retention frees
+    /// their space the moment it deletes them.
+    pub fn capture_metadata(&self, path: &Path) -> std::io::Result<std::fs::Metadata> {
+        if crate::naming::is_steno(path) {
+            self.0.kept.stat(path)
+        } else {
+            std::fs::metadata(path)
+        }
+    }
+
     /// Whether the sidecar `path` (such as [`ReadOptions::index_path`]'s)
     /// is there. Where these options keep key indexes open
     /// ([`ReadOptions::with_kept_index_pages`]: a long-running server's),

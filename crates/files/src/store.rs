@@ -123,6 +123,44 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 mod tests {
     use super::*;
 
+    /// With kept listings, a directory whose listing is kept at its mtime
+    /// now is asked for no description its listing does not name; one
+    /// written since (the mtime moved) is read; without kept listings it
+    /// is looked for every time.
+    #[test]
+    fn a_kept_listing_says_a_volume_has_no_description() {
+        let base = std::env::temp_dir().join(format!("wt-store-kept-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (a, b) = (base.join("a"), base.join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        let age = |t| std::fs::File::open(&a).unwrap().set_modified(t).unwrap();
+        age(past);
+        let opts = crate::ReadOptions::new()
+            .with_kept_listings()
+            .with_kept_index_pages(1 << 20);
+        assert_eq!(opts.expand_inputs(std::slice::from_ref(&a)), [a.clone()]);
+        // Listed (a query lists the store): kept at its mtime.
+        opts.list_any(&a, None).unwrap();
+        // A description written while the mtime is put back: the kept
+        // listing answers (it is not looked for); readers that keep
+        // nothing find it.
+        std::fs::write(a.join(DESCRIPTION), describe(&[a.clone(), b.clone()])).unwrap();
+        age(past);
+        assert_eq!(opts.expand_inputs(std::slice::from_ref(&a)), [a.clone()]);
+        let both = [a.clone(), b.clone()];
+        assert_eq!(expand_inputs(std::slice::from_ref(&a)), both);
+        assert_eq!(
+            crate::ReadOptions::new().expand_inputs(std::slice::from_ref(&a)),
+            both
+        );
+        // The mtime moved: the description is read.
+        age(std::time::SystemTime::now() - std::time::Duration::from_secs(30));
+        assert_eq!(opts.expand_inputs(std::slice::from_ref(&a)), both);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
     #[test]
     fn a_volume_or_the_file_names_every_volume() {
         let base = std::env::temp_dir().join(format!("wt-store-{}", std::process::id()));

@@ -384,7 +384,8 @@ pub(crate) fn find_files(
         };
         for f in files {
             use std::os::unix::fs::MetadataExt;
-            let id = std::fs::metadata(&f)
+            let id = opts
+                .capture_metadata(&f)
                 .map(|m| (m.dev(), m.ino()))
                 .map_err(|e| rd(&f, e))?;
             // The same file twice (a directory and a file in it) is read once.
