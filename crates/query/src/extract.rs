@@ -461,7 +461,7 @@ fn steno_indexed(path: &Path, opts: &ReadOptions) -> bool {
         // A server's options keep the `.idx` open, as its `.kdx`: asked
         // again on a cold cache, its inode is in memory (Stenographer's
         // server holds its own files open too).
-        && opts.sidecar_exists(&opts.index_path(path))
+        && opts.index_exists(path)
 }
 
 /// A file read from start to end.
