@@ -240,6 +240,23 @@ impl Kept {
         }
     }
 
+    /// [`Kept::stat`] while the files kept open are fewer than their cap
+    /// (or `path` is one of them), else a plain `stat`: a capture file
+    /// held for its inode never closes a key index to make room (in a
+    /// store of more files than the cap, every query would open again
+    /// what the last one closed).
+    pub(crate) fn stat_if_room(&self, path: &Path) -> std::io::Result<std::fs::Metadata> {
+        let room = self.open.as_ref().is_some_and(|o| {
+            let g = o.lock().unwrap_or_else(|e| e.into_inner());
+            g.by_path.len() < g.cap || g.by_path.contains_key(path)
+        });
+        if room {
+            self.stat(path)
+        } else {
+            std::fs::metadata(path)
+        }
+    }
+
     /// The cap of the kept upper pages, when kept.
     pub(crate) fn pages_cap(&self) -> Option<usize> {
         let p = self.index_pages.as_ref()?;
@@ -506,6 +523,17 @@ pub(crate) mod tests {
         assert_eq!((fds_on(&steno), fds_on(&ours)), (1, 0));
         drop(server);
         assert_eq!(fds_on(&steno), 0, "closed with the options");
+        // Files kept up to their cap: a capture file is stat'ed, not held,
+        // and closes no key index.
+        let kept = Kept {
+            open: Some(Arc::new(Mutex::new(OpenFiles::new(1)))),
+            ..Kept::new(true, Some(1 << 20))
+        };
+        let kdx = dir.0.join("a.kdx");
+        std::fs::write(&kdx, "k").unwrap();
+        drop(kept.open(&kdx).unwrap());
+        assert_eq!(kept.stat_if_room(&steno).unwrap().len(), 5);
+        assert_eq!((fds_on(&kdx), fds_on(&steno)), (1, 0));
     }
 
     /// The sweeper thread closes a deleted file nobody asks for (within a

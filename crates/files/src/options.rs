@@ -111,13 +111,14 @@ impl ReadOptions {
     /// ([`ReadOptions::with_kept_index_pages`]: a long-running server's),
     /// one of Stenographer's files ([`crate::steno`]) is kept open as they
     /// are (as Stenographer's server holds its files): a query on a cold
-    /// page cache then asks no inode of it from the disk. Answered by the
-    /// path every time (a file gone is an error; a deleted one is closed
-    /// within seconds). Files of ours are never held: retention frees
-    /// their space the moment it deletes them.
+    /// page cache then asks no inode of it from the disk (while they keep
+    /// fewer files than their cap: a capture file never closes a key
+    /// index). Answered by the path every time (a file gone is an error; a
+    /// deleted one is closed within seconds). Files of ours are never
+    /// held: retention frees their space the moment it deletes them.
     pub fn capture_metadata(&self, path: &Path) -> std::io::Result<std::fs::Metadata> {
         if crate::naming::is_steno(path) {
-            self.0.kept.stat(path)
+            self.0.kept.stat_if_room(path)
         } else {
             std::fs::metadata(path)
         }
