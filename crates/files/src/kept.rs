@@ -283,16 +283,13 @@ impl Kept {
             .map(|(_, n)| n.clone())
     }
 
-    /// Whether the listing of `dir` kept at its mtime now (stat'ed as
-    /// [`Kept::stat`] does) lacks `name`: false when none is kept at that
-    /// mtime (or listings are not kept).
-    pub(crate) fn lacks(&self, dir: &Path, name: &str) -> bool {
+    /// Whether the listing of `dir` kept at `mtime` (its mtime now) lacks
+    /// `name`: false when none is kept at that mtime (or listings are not
+    /// kept).
+    pub(crate) fn lacks(&self, dir: &Path, mtime: SystemTime, name: &str) -> bool {
         if !self.listings_on {
             return false;
         }
-        let Ok(mtime) = self.stat(dir).and_then(|m| m.modified()) else {
-            return false;
-        };
         let g = self.listings.lock().unwrap_or_else(|e| e.into_inner());
         g.get(dir)
             .is_some_and(|(t, names)| *t == mtime && !names.iter().any(|n| n == name))

@@ -236,29 +236,25 @@ pub fn layout(dir: &Path) -> Layout {
 
 /// [`layout`], listings kept where `kept` says.
 pub(crate) fn layout_in(dir: &Path, kept: Option<&Kept>) -> Layout {
-    let sub = |d: &Path| -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = dir_names(d, kept)
-            .into_iter()
-            .flatten()
-            .filter_map(|n| {
-                let p = d.join(&n);
-                let n = n.into_string().ok()?;
-                let pk = n == "packets"
-                    || n.strip_prefix("PKT")
-                        .is_some_and(|t| t.parse::<u32>().is_ok());
-                (pk && p.is_dir()).then_some(p)
-            })
-            .collect();
-        v.sort();
-        v
-    };
-    let mine = sub(dir);
+    // Listed once for both looks (a kept listing costs a `stat` each).
+    let names = dir_names(dir, kept).unwrap_or_default();
+    let mut mine: Vec<PathBuf> = names
+        .iter()
+        .filter_map(|n| {
+            let p = dir.join(n);
+            let n = n.to_str()?;
+            let pk = n == "packets"
+                || n.strip_prefix("PKT")
+                    .is_some_and(|t| t.parse::<u32>().is_ok());
+            (pk && p.is_dir()).then_some(p)
+        })
+        .collect();
+    mine.sort();
     if !mine.is_empty() {
         return Layout::Packets(mine);
     }
-    let mut threads: Vec<PathBuf> = dir_names(dir, kept)
+    let mut threads: Vec<PathBuf> = names
         .into_iter()
-        .flatten()
         .filter(|n| {
             n.to_str()
                 .and_then(|n| n.strip_prefix("thread"))

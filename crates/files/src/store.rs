@@ -59,19 +59,22 @@ pub fn expand(input: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
 /// [`DESCRIPTION`] has none, and it is not opened (on a cold page cache,
 /// looking up a name a directory does not hold reads its blocks).
 pub(crate) fn expand_in(input: &Path, kept: Option<&Kept>) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let is_dir = match kept {
-        Some(k) => k.stat(input).is_ok_and(|m| m.is_dir()),
-        None => input.is_dir(),
+    let meta = match kept {
+        Some(k) => k.stat(input).ok(),
+        None => std::fs::metadata(input).ok(),
     };
-    let (file, dir) = if is_dir {
+    let (file, dir) = if meta.as_ref().is_some_and(|m| m.is_dir()) {
         (input.join(DESCRIPTION), Some(input))
     } else if input.file_name().is_some_and(|n| n == DESCRIPTION) {
         (input.to_owned(), None)
     } else {
         return (vec![input.to_owned()], Vec::new());
     };
-    if dir.is_some() && kept.is_some_and(|k| k.lacks(input, DESCRIPTION)) {
-        return (vec![input.to_owned()], Vec::new());
+    let mtime = meta.and_then(|m| m.modified().ok());
+    if let (Some(_), Some(k), Some(t)) = (dir, kept, mtime) {
+        if k.lacks(input, t, DESCRIPTION) {
+            return (vec![input.to_owned()], Vec::new());
+        }
     }
     let Some(named) = read(&file) else {
         return (vec![input.to_owned()], Vec::new());
