@@ -293,6 +293,43 @@ impl Kept {
         g.by_path.insert(path.to_owned(), (id, head.into(), tick));
     }
 
+    /// `path`'s metadata, as [`std::fs::metadata`] says (links followed).
+    /// Where these keep files open, the file or directory found is kept
+    /// open as a key index is ([`Kept::open`]): its dentry and inode, and
+    /// those of the directories above it, then stay in memory, and the
+    /// next query's `stat` of it (on a cold page cache: a store directory,
+    /// a packets directory, the file stenotype writes) reads nothing from
+    /// the disk. Answered by the path every time: a file replaced or gone
+    /// is seen as [`std::fs::metadata`] sees it (and its old fd closed).
+    pub(crate) fn stat(&self, path: &Path) -> std::io::Result<std::fs::Metadata> {
+        if self.open.is_none() {
+            return std::fs::metadata(path);
+        }
+        match self.open(path) {
+            Ok((_, m)) => Ok(m),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(e),
+            // Not readable (a directory without `r`): stat'ed as before.
+            Err(_) => std::fs::metadata(path),
+        }
+    }
+
+    /// [`Kept::stat`] while the files kept open are fewer than their cap
+    /// (or `path` is one of them), else a plain `stat`: a capture file
+    /// held for its inode never closes a key index to make room (in a
+    /// store of more files than the cap, every query would open again
+    /// what the last one closed).
+    pub(crate) fn stat_if_room(&self, path: &Path) -> std::io::Result<std::fs::Metadata> {
+        let room = self.open.as_ref().is_some_and(|o| {
+            let g = o.lock().unwrap_or_else(|e| e.into_inner());
+            g.by_path.len() < g.cap || g.by_path.contains_key(path)
+        });
+        if room {
+            self.stat(path)
+        } else {
+            std::fs::metadata(path)
+        }
+    }
+
     /// The cap of the kept upper pages, when kept.
     pub(crate) fn pages_cap(&self) -> Option<usize> {
         let p = self.index_pages.as_ref()?;
@@ -317,6 +354,18 @@ impl Kept {
         g.get(dir)
             .filter(|(t, _)| *t == mtime)
             .map(|(_, n)| n.clone())
+    }
+
+    /// Whether the listing of `dir` kept at `mtime` (its mtime now) lacks
+    /// `name`: false when none is kept at that mtime (or listings are not
+    /// kept).
+    pub(crate) fn lacks(&self, dir: &Path, mtime: SystemTime, name: &str) -> bool {
+        if !self.listings_on {
+            return false;
+        }
+        let g = self.listings.lock().unwrap_or_else(|e| e.into_inner());
+        g.get(dir)
+            .is_some_and(|(t, names)| *t == mtime && !names.iter().any(|n| n == name))
     }
 
     /// Keeps `names` for `dir` at `mtime`.
@@ -514,6 +563,87 @@ pub(crate) mod tests {
         assert_eq!(fds_on(&p), 0, "nothing kept without kept pages");
         std::fs::remove_file(&p).unwrap();
         assert!(!plain.exists(&p));
+    }
+
+    /// `stat` answers as `std::fs::metadata` does (a file, a directory,
+    /// gone), by the path each time; where files are kept it holds what it
+    /// found open (once), closes a directory removed once asked again, and
+    /// sees a file replaced by a rename; without kept pages it holds
+    /// nothing.
+    #[test]
+    fn stat_answers_by_the_path_and_holds_what_it_found() {
+        let dir = Dir::new("wt-kept-stat");
+        let sub = dir.0.join("packets");
+        std::fs::create_dir(&sub).unwrap();
+        let f = sub.join(".1795813946878311");
+        std::fs::write(&f, "ab").unwrap();
+        let kept = Kept::new(true, Some(1 << 20));
+        for _ in 0..2 {
+            assert!(kept.stat(&sub).unwrap().is_dir());
+            assert_eq!(kept.stat(&f).unwrap().len(), 2);
+        }
+        assert_eq!((fds_on(&sub), fds_on(&f)), (1, 1), "held once each");
+        // Grown in place, then replaced by a rename: seen at once.
+        std::io::Write::write_all(
+            &mut std::fs::OpenOptions::new().append(true).open(&f).unwrap(),
+            b"c",
+        )
+        .unwrap();
+        assert_eq!(kept.stat(&f).unwrap().len(), 3);
+        let g = dir.0.join("other");
+        std::fs::write(&g, "abcdefg").unwrap();
+        std::fs::rename(&g, &f).unwrap();
+        let m = kept.stat(&f).unwrap();
+        assert_eq!(
+            (m.len(), m.ino()),
+            (7, std::fs::metadata(&f).unwrap().ino())
+        );
+        assert_eq!(fds_on(&f), 1, "the replaced file closed");
+        // Gone: not found, as metadata says, and closed.
+        std::fs::remove_file(&f).unwrap();
+        std::fs::remove_dir(&sub).unwrap();
+        for p in [&f, &sub] {
+            let e = kept.stat(p).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        }
+        assert_eq!((fds_on(&sub), fds_on(&f)), (0, 0), "closed once gone");
+        // Options that keep no pages hold nothing.
+        std::fs::create_dir(&sub).unwrap();
+        let plain = Kept::with_listings();
+        assert!(plain.stat(&sub).unwrap().is_dir());
+        assert_eq!(fds_on(&sub), 0);
+    }
+
+    /// A server's options hold one of Stenographer's files they stat
+    /// (`capture_metadata`), never one of ours (retention frees its space
+    /// when it deletes it); other options hold neither.
+    #[test]
+    fn capture_metadata_holds_stenographers_files_only() {
+        let dir = Dir::new("wt-kept-capture");
+        let steno = dir.0.join("1795813946878311");
+        let ours = dir.0.join("wt-20260101T000000.000000000Z.pcap");
+        std::fs::write(&steno, "steno").unwrap();
+        std::fs::write(&ours, "ours!!").unwrap();
+        let server = crate::ReadOptions::new().with_kept_index_pages(1 << 20);
+        let plain = crate::ReadOptions::new();
+        for o in [&server, &plain] {
+            assert_eq!(o.capture_metadata(&steno).unwrap().len(), 5);
+            assert_eq!(o.capture_metadata(&ours).unwrap().len(), 6);
+        }
+        assert_eq!((fds_on(&steno), fds_on(&ours)), (1, 0));
+        drop(server);
+        assert_eq!(fds_on(&steno), 0, "closed with the options");
+        // Files kept up to their cap: a capture file is stat'ed, not held,
+        // and closes no key index.
+        let kept = Kept {
+            open: Some(Arc::new(Mutex::new(OpenFiles::new(1)))),
+            ..Kept::new(true, Some(1 << 20))
+        };
+        let kdx = dir.0.join("a.kdx");
+        std::fs::write(&kdx, "k").unwrap();
+        drop(kept.open(&kdx).unwrap());
+        assert_eq!(kept.stat_if_room(&steno).unwrap().len(), 5);
+        assert_eq!((fds_on(&kdx), fds_on(&steno)), (1, 0));
     }
 
     /// The sweeper thread closes a deleted file nobody asks for (within a

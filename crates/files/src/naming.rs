@@ -249,7 +249,32 @@ fn sidecar_base(
     }
 }
 
-fn is_steno(capture: &Path) -> bool {
+/// Where a capture's sidecar with `suffix` is looked for: the path
+/// [`with_suffix`] gives when it is there, and (one of Stenographer's
+/// files with a sidecar directory) the old layout's, which it gives when
+/// only that one is there. A reader that opens the first and falls back
+/// to the second when the first is not found opens what [`with_suffix`]
+/// names, with one `stat` where the sidecar is in the current layout.
+pub(crate) fn sidecar_choices(
+    capture: &Path,
+    suffix: &str,
+    steno_dir: Option<&Path>,
+    kept: Option<&Kept>,
+) -> (PathBuf, Option<PathBuf>) {
+    match steno_dir {
+        Some(d) if is_steno(capture) => {
+            let abs = steno_abs(capture, kept);
+            (
+                with(&d.join(flat_name(&abs)), suffix),
+                Some(with(&deep_base(d, &abs), suffix)),
+            )
+        }
+        _ => (with(capture, suffix), None),
+    }
+}
+
+/// Whether `capture` is named as stenotype names its files.
+pub(crate) fn is_steno(capture: &Path) -> bool {
     capture
         .file_name()
         .and_then(|n| n.to_str())
@@ -426,6 +451,16 @@ impl ReadOptions {
     /// ([`flat_name`]: its absolute path, escaped into one file name).
     pub fn index_path(&self, capture: &Path) -> PathBuf {
         with_suffix(capture, ".idx", self.steno_sidecar_dir(), Some(self.kept()))
+    }
+
+    /// Whether a capture file's sidecar index ([`ReadOptions::index_path`])
+    /// is there, as [`ReadOptions::sidecar_exists`] says of it (and kept
+    /// open as it keeps one): one `stat` where it is in the current
+    /// layout (the path, then whether it exists, were two).
+    pub fn index_exists(&self, capture: &Path) -> bool {
+        let (first, old) =
+            sidecar_choices(capture, ".idx", self.steno_sidecar_dir(), Some(self.kept()));
+        self.sidecar_exists(&first) || old.is_some_and(|o| self.sidecar_exists(&o))
     }
 
     /// The key index of a capture file: `<file>.kdx` (Stenographer's
@@ -701,6 +736,65 @@ mod tests {
             ]
         );
         assert_eq!(migrate_steno_sidecars(&cap, &side).unwrap(), 0);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The sidecar a reader opens by its choices (the current layout's
+    /// path, else the old one's when the first is not found) is the one
+    /// `with_suffix` names, and `index_exists` answers as `sidecar_exists`
+    /// of `index_path` does, in every state: none, old only, current only,
+    /// both; for a server's options (which hold what they find) and plain
+    /// ones, and for a file of ours (beside it).
+    #[test]
+    fn sidecar_choices_find_what_the_paths_name() {
+        let d = std::env::temp_dir().join(format!("wt-choices-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let pk = d.join("steno/thread0/packets");
+        std::fs::create_dir_all(&pk).unwrap();
+        let cap = pk.join("1700000000000000");
+        std::fs::write(&cap, b"x").unwrap();
+        let side = d.join("side");
+        let abs = std::fs::canonicalize(&cap).unwrap();
+        let deep = side.join(abs.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(deep.parent().unwrap()).unwrap();
+        let flat = side.join(flat_name(&abs));
+        let plain = ReadOptions::new().with_steno_sidecar_dir(&side);
+        let server = plain.clone().with_kept_index_pages(1 << 20);
+        let opened = |o: &ReadOptions, c: &Path, s: &str| -> Option<PathBuf> {
+            let (first, old) = sidecar_choices(c, s, o.steno_sidecar_dir(), Some(o.kept()));
+            std::iter::once(first).chain(old).find(|p| p.exists())
+        };
+        for (old, new) in [(false, false), (true, false), (false, true), (true, true)] {
+            for (base, there) in [(&deep, old), (&flat, new)] {
+                for s in [".idx", ".kdx"] {
+                    let p = with(base, s);
+                    if there {
+                        std::fs::write(&p, s).unwrap();
+                    } else {
+                        let _ = std::fs::remove_file(&p);
+                    }
+                }
+            }
+            for o in [&plain, &server] {
+                let want = o.keys_path(&cap);
+                let got = opened(o, &cap, ".kdx");
+                assert_eq!(got.clone().unwrap_or(want.clone()), want, "{old} {new}");
+                assert_eq!(got.is_some(), old || new);
+                let want = o.sidecar_exists(&o.index_path(&cap));
+                assert_eq!(o.index_exists(&cap), want, "{old} {new}");
+                assert_eq!(want, old || new);
+            }
+        }
+        // Ours: beside the capture, one choice.
+        let ours = d.join("wt-20260101T000000.000000000Z.pcap");
+        std::fs::write(&ours, b"x").unwrap();
+        assert!(!server.index_exists(&ours));
+        std::fs::write(with(&ours, ".idx"), b"i").unwrap();
+        assert!(server.index_exists(&ours) && plain.index_exists(&ours));
+        assert_eq!(
+            sidecar_choices(&ours, ".kdx", Some(&side), None),
+            (with(&ours, ".kdx"), None)
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -97,6 +97,33 @@ impl ReadOptions {
         crate::naming::list_any_in(dir, prefix, Some(&self.0.kept))
     }
 
+    /// The directories a reader given `inputs` reads, as
+    /// [`crate::store::expand_inputs`] says; where these options keep
+    /// listings ([`ReadOptions::with_kept_listings`]), a directory whose
+    /// kept listing (at its mtime now) names no description is not asked
+    /// for one.
+    pub fn expand_inputs(&self, inputs: &[PathBuf]) -> Vec<PathBuf> {
+        crate::store::expand_inputs_in(inputs, Some(&self.0.kept))
+    }
+
+    /// A capture file's metadata, as [`std::fs::metadata`] says. Where
+    /// these options keep key indexes open
+    /// ([`ReadOptions::with_kept_index_pages`]: a long-running server's),
+    /// one of Stenographer's files ([`crate::steno`]) is kept open as they
+    /// are (as Stenographer's server holds its files): a query on a cold
+    /// page cache then asks no inode of it from the disk (while they keep
+    /// fewer files than their cap: a capture file never closes a key
+    /// index). Answered by the path every time (a file gone is an error; a
+    /// deleted one is closed within seconds). Files of ours are never
+    /// held: retention frees their space the moment it deletes them.
+    pub fn capture_metadata(&self, path: &Path) -> std::io::Result<std::fs::Metadata> {
+        if crate::naming::is_steno(path) {
+            self.0.kept.stat_if_room(path)
+        } else {
+            std::fs::metadata(path)
+        }
+    }
+
     /// Whether the sidecar `path` (such as [`ReadOptions::index_path`]'s)
     /// is there. Where these options keep key indexes open
     /// ([`ReadOptions::with_kept_index_pages`]: a long-running server's),

@@ -210,7 +210,9 @@ fn listing(
     let Some(kept) = kept.filter(|k| k.listings_on) else {
         return Ok((read()?, None));
     };
-    let mtime = std::fs::metadata(dir)?.modified()?;
+    // Held open where files are kept: the directory's inode stays in
+    // memory for the next query's `stat`.
+    let mtime = kept.stat(dir)?.modified()?;
     if let Some(names) = kept.listing(dir, mtime) {
         return Ok((names, Some(mtime)));
     }
@@ -234,29 +236,25 @@ pub fn layout(dir: &Path) -> Layout {
 
 /// [`layout`], listings kept where `kept` says.
 pub(crate) fn layout_in(dir: &Path, kept: Option<&Kept>) -> Layout {
-    let sub = |d: &Path| -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = dir_names(d, kept)
-            .into_iter()
-            .flatten()
-            .filter_map(|n| {
-                let p = d.join(&n);
-                let n = n.into_string().ok()?;
-                let pk = n == "packets"
-                    || n.strip_prefix("PKT")
-                        .is_some_and(|t| t.parse::<u32>().is_ok());
-                (pk && p.is_dir()).then_some(p)
-            })
-            .collect();
-        v.sort();
-        v
-    };
-    let mine = sub(dir);
+    // Listed once for both looks (a kept listing costs a `stat` each).
+    let names = dir_names(dir, kept).unwrap_or_default();
+    let mut mine: Vec<PathBuf> = names
+        .iter()
+        .filter_map(|n| {
+            let p = dir.join(n);
+            let n = n.to_str()?;
+            let pk = n == "packets"
+                || n.strip_prefix("PKT")
+                    .is_some_and(|t| t.parse::<u32>().is_ok());
+            (pk && p.is_dir()).then_some(p)
+        })
+        .collect();
+    mine.sort();
     if !mine.is_empty() {
         return Layout::Packets(mine);
     }
-    let mut threads: Vec<PathBuf> = dir_names(dir, kept)
+    let mut threads: Vec<PathBuf> = names
         .into_iter()
-        .flatten()
         .filter(|n| {
             n.to_str()
                 .and_then(|n| n.strip_prefix("thread"))
@@ -334,7 +332,14 @@ pub(crate) fn list_in(packets: &Path, kept: Option<&Kept>) -> std::io::Result<Ve
             .unwrap_or(u64::MAX);
         let full = match known.get(&os) {
             Some(&full) if !dot => full,
-            _ => std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() > 0),
+            // The file being written, stat'ed every query: held open where
+            // files are kept (its inode stays in memory). Final names are
+            // stat'ed once per mtime, as plain paths.
+            _ => match kept.filter(|_| dot) {
+                Some(k) => k.stat(&path),
+                None => std::fs::metadata(&path),
+            }
+            .is_ok_and(|m| m.is_file() && m.len() > 0),
         };
         if !dot {
             states.insert(os, full);

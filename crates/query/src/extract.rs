@@ -317,6 +317,57 @@ pub(crate) fn plan_files(
     opts: &ReadOptions,
     ours: &mut dyn FnMut(PathBuf, u64, Option<u64>) -> FilePlan,
 ) -> Result<Plan, StorageError> {
+    let found = find_files(inputs, prefix, opts)?;
+    Ok(plan_found(found, window, opts, ours))
+}
+
+/// One input file as [`find_files`] found it.
+pub(crate) enum Found {
+    /// Planned by its indexes: ours (its start from its name, the next
+    /// file's of its series), or one of Stenographer's with a sidecar
+    /// index (start 0, no next).
+    Indexed {
+        /// The file.
+        path: PathBuf,
+        /// Its start (ns).
+        start: u64,
+        /// The start of the next file of its series.
+        next: Option<u64>,
+    },
+    /// Read whole.
+    Whole(FilePlan),
+}
+
+/// Plans what [`find_files`] found: each [`Found::Indexed`] by `ours`, in
+/// their order.
+pub(crate) fn plan_found(
+    found: Vec<Found>,
+    window: Window,
+    opts: &ReadOptions,
+    ours: &mut dyn FnMut(PathBuf, u64, Option<u64>) -> FilePlan,
+) -> Plan {
+    let files = found
+        .into_iter()
+        .map(|f| match f {
+            Found::Indexed { path, start, next } => ours(path, start, next),
+            Found::Whole(p) => p,
+        })
+        .collect();
+    Plan {
+        files,
+        window,
+        read: opts.clone(),
+    }
+}
+
+/// The files [`plan_files`] plans, in its order, each once: what a plan
+/// lists and stats before it reads an index (one pass per query, whatever
+/// uses it).
+pub(crate) fn find_files(
+    inputs: &[PathBuf],
+    prefix: Option<&str>,
+    opts: &ReadOptions,
+) -> Result<Vec<Found>, StorageError> {
     let rd = |p: &Path, source| StorageError::Read {
         path: p.to_owned(),
         source,
@@ -324,7 +375,7 @@ pub(crate) fn plan_files(
     let mut paths = Vec::new();
     let mut seen = HashSet::new();
     // A volume of a store stands for all of them (store.toml).
-    for input in &wiretape_files::store::expand_inputs(inputs) {
+    for input in &opts.expand_inputs(inputs) {
         let md = std::fs::metadata(input).map_err(|e| rd(input, e))?;
         let files = if md.is_dir() {
             opts.list_any(input, prefix).map_err(|e| rd(input, e))?
@@ -333,7 +384,8 @@ pub(crate) fn plan_files(
         };
         for f in files {
             use std::os::unix::fs::MetadataExt;
-            let id = std::fs::metadata(&f)
+            let id = opts
+                .capture_metadata(&f)
                 .map(|m| (m.dev(), m.ino()))
                 .map_err(|e| rd(&f, e))?;
             // The same file twice (a directory and a file in it) is read once.
@@ -368,31 +420,34 @@ pub(crate) fn plan_files(
             next_start[w[0].1] = Some(w[1].0);
         }
     }
-    let files = paths
+    Ok(paths
         .into_iter()
         .enumerate()
         .map(|(i, path)| match names[i] {
-            Some((_, start)) => ours(path, start, next_start[i]),
+            Some((_, start)) => Found::Indexed {
+                path,
+                start,
+                next: next_start[i],
+            },
             // Stenographer's file with a sidecar index of ours (in
             // `--index-dir`): planned by it like ours; no start in its name
             // (stenotype names a file by when it opened it, which frames
             // of its first block may predate).
-            None if steno_indexed(&path, opts) => ours(path, 0, None),
+            None if steno_indexed(&path, opts) => Found::Indexed {
+                path,
+                start: 0,
+                next: None,
+            },
             None => {
                 let index = if opts.index_path(&path).exists() {
                     IndexUse::Ignored
                 } else {
                     IndexUse::Missing
                 };
-                whole(path, false, index, 0)
+                Found::Whole(whole(path, false, index, 0))
             }
         })
-        .collect();
-    Ok(Plan {
-        files,
-        window,
-        read: opts.clone(),
-    })
+        .collect())
 }
 
 /// Whether `path` is one of Stenographer's files with a sidecar index
@@ -406,7 +461,7 @@ fn steno_indexed(path: &Path, opts: &ReadOptions) -> bool {
         // A server's options keep the `.idx` open, as its `.kdx`: asked
         // again on a cold cache, its inode is in memory (Stenographer's
         // server holds its own files open too).
-        && opts.sidecar_exists(&opts.index_path(path))
+        && opts.index_exists(path)
 }
 
 /// A file read from start to end.

@@ -181,9 +181,23 @@ impl KeyIndex {
         capture: &Path,
         opts: &crate::ReadOptions,
     ) -> Result<Option<KeyIndex>, StorageError> {
-        let path = opts.keys_path(capture);
+        // Where `keys_path` says, with one `stat` (its own, then the
+        // open's, were two): the current layout's path, else the old one's.
+        let (mut path, old) = crate::naming::sidecar_choices(
+            capture,
+            ".kdx",
+            opts.steno_sidecar_dir(),
+            Some(opts.kept()),
+        );
         // A long-running reader's options keep it open between queries.
-        let (file, meta) = match opts.kept().open(&path) {
+        let mut opened = opts.kept().open(&path);
+        if let (Err(e), Some(old)) = (&opened, old) {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                path = old;
+                opened = opts.kept().open(&path);
+            }
+        }
+        let (file, meta) = match opened {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(StorageError::Read { path, source }),
