@@ -384,10 +384,14 @@ pub(crate) fn find_files(
         };
         for f in files {
             use std::os::unix::fs::MetadataExt;
-            let id = opts
-                .capture_metadata(&f)
-                .map(|m| (m.dev(), m.ino()))
-                .map_err(|e| rd(&f, e))?;
+            let id = match opts.capture_metadata(&f) {
+                Ok(m) => (m.dev(), m.ino()),
+                // Listed, and deleted since (retention, while a recorder
+                // writes): as if listed a moment later. A file named by
+                // the caller is an error.
+                Err(e) if md.is_dir() && e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(rd(&f, e)),
+            };
             // The same file twice (a directory and a file in it) is read once.
             if seen.insert(id) {
                 paths.push(f);
@@ -1907,6 +1911,46 @@ mod tests {
         let (got, early) = run_many(p, Some(10));
         assert!(got[..] == want[..10]);
         assert!(early.bytes_read > 0 && early.bytes_read <= st.bytes_read * 2);
+    }
+
+    /// A file listed and deleted before the plan looks at it (retention,
+    /// while a recorder writes: the soak's local extract once failed with
+    /// "cannot read FILE: No such file or directory") is left out, as if
+    /// listed a moment later; a file the caller names that is not there is
+    /// still an error. The listing here is a server's of a Stenographer
+    /// packets directory, whose files' states are kept at the directory's
+    /// mtime (put back after the delete): it names the file gone, as a
+    /// listing taken just before a delete does.
+    #[test]
+    fn a_file_deleted_after_the_listing_is_left_out() {
+        let d = Dir::new("gone");
+        let pk = d.0.join("thread0/packets");
+        std::fs::create_dir_all(&pk).unwrap();
+        let files: Vec<PathBuf> = (0..3u64)
+            .map(|i| {
+                let us = 1_795_813_946_000_000 + i * 60_000_000;
+                let frame = vec![i as u8; 100];
+                let block =
+                    wiretape_files::steno::encode_block(&[(us * 1000 + 5, &frame[..])], 4096, 1);
+                let f = pk.join(us.to_string());
+                std::fs::write(&f, block).unwrap();
+                f
+            })
+            .collect();
+        // Settled (a listing is kept once its directory is 2 s old).
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        let age = || File::open(&pk).unwrap().set_modified(past).unwrap();
+        age();
+        let opts = ReadOptions::default().with_kept_listings();
+        let p = plan(&d.inputs(), Window::default(), None, &opts).unwrap();
+        assert_eq!(p.files.len(), 3);
+        std::fs::remove_file(&files[0]).unwrap();
+        age();
+        let p = plan(&d.inputs(), Window::default(), None, &opts).unwrap();
+        let left: Vec<&PathBuf> = p.files.iter().map(|f| &f.path).collect();
+        assert_eq!(left, files[1..].iter().collect::<Vec<_>>());
+        let e = plan(&files[..1], Window::default(), None, &opts).unwrap_err();
+        assert!(e.to_string().contains("No such file"), "{e}");
     }
 
     /// A selective plan over several files: every file's runs are asked
