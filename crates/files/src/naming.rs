@@ -677,6 +677,39 @@ mod tests {
         std::fs::remove_dir_all(&root).unwrap();
     }
 
+    /// A Stenographer capture under `<d>/steno/thread0/packets`, a sidecar
+    /// directory `<d>/side` (not made) and the old layout's base for the
+    /// capture in it (`<side>/<absolute path>`, its parent made).
+    struct SidecarTree {
+        d: PathBuf,
+        cap: PathBuf,
+        side: PathBuf,
+        abs: PathBuf,
+        deep: PathBuf,
+    }
+
+    impl SidecarTree {
+        fn new(tag: &str) -> SidecarTree {
+            let d = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            let pk = d.join("steno/thread0/packets");
+            std::fs::create_dir_all(&pk).unwrap();
+            let cap = pk.join("1700000000000000");
+            std::fs::write(&cap, b"x").unwrap();
+            let side = d.join("side");
+            let abs = std::fs::canonicalize(&cap).unwrap();
+            let deep = side.join(abs.strip_prefix("/").unwrap());
+            std::fs::create_dir_all(deep.parent().unwrap()).unwrap();
+            SidecarTree {
+                d,
+                cap,
+                side,
+                abs,
+                deep,
+            }
+        }
+    }
+
     #[test]
     fn steno_sidecars_are_flat_one_name_per_path_and_the_old_layout_moves() {
         let n = |p: &str| flat_name(Path::new(p)).into_string().unwrap();
@@ -697,17 +730,14 @@ mod tests {
         assert!(h.len() <= FLAT_MAX);
         assert_ne!(h, n(&long.replace("/thread0", "/thread1")));
 
-        let d = std::env::temp_dir().join(format!("wt-flat-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        let pk = d.join("steno/thread0/packets");
-        std::fs::create_dir_all(&pk).unwrap();
-        let cap = pk.join("1700000000000000");
-        std::fs::write(&cap, b"x").unwrap();
-        let side = d.join("side");
+        let SidecarTree {
+            d,
+            cap,
+            side,
+            abs,
+            deep,
+        } = SidecarTree::new("wt-flat");
         // An index made before: `<side>/<absolute path>.kdx` (and `.idx`).
-        let abs = std::fs::canonicalize(&cap).unwrap();
-        let deep = side.join(abs.strip_prefix("/").unwrap());
-        std::fs::create_dir_all(deep.parent().unwrap()).unwrap();
         std::fs::write(with(&deep, ".kdx"), b"old kdx").unwrap();
         std::fs::write(with(&deep, ".idx"), b"old idx").unwrap();
         let opts = ReadOptions::new().with_steno_sidecar_dir(&side);
@@ -747,16 +777,13 @@ mod tests {
     /// ones, and for a file of ours (beside it).
     #[test]
     fn sidecar_choices_find_what_the_paths_name() {
-        let d = std::env::temp_dir().join(format!("wt-choices-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        let pk = d.join("steno/thread0/packets");
-        std::fs::create_dir_all(&pk).unwrap();
-        let cap = pk.join("1700000000000000");
-        std::fs::write(&cap, b"x").unwrap();
-        let side = d.join("side");
-        let abs = std::fs::canonicalize(&cap).unwrap();
-        let deep = side.join(abs.strip_prefix("/").unwrap());
-        std::fs::create_dir_all(deep.parent().unwrap()).unwrap();
+        let SidecarTree {
+            d,
+            cap,
+            side,
+            abs,
+            deep,
+        } = SidecarTree::new("wt-choices");
         let flat = side.join(flat_name(&abs));
         let plain = ReadOptions::new().with_steno_sidecar_dir(&side);
         let server = plain.clone().with_kept_index_pages(1 << 20);
