@@ -1929,7 +1929,7 @@ mod tests {
         let files: Vec<PathBuf> = (0..3u64)
             .map(|i| {
                 let us = 1_795_813_946_000_000 + i * 60_000_000;
-                let frame = vec![i as u8; 100];
+                let frame = [i as u8; 100];
                 let block =
                     wiretape_files::steno::encode_block(&[(us * 1000 + 5, &frame[..])], 4096, 1);
                 let f = pk.join(us.to_string());
