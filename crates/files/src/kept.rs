@@ -149,6 +149,23 @@ fn start_sweeper(open: Weak<Mutex<OpenFiles>>) -> Option<mpsc::Sender<()>> {
     Some(tx)
 }
 
+/// Drops the least recently used entry of `by_path` (the lowest `used`)
+/// when it holds `cap` entries and `path` is not one of them: room for
+/// `path`.
+fn make_room<V>(
+    by_path: &mut HashMap<PathBuf, V>,
+    cap: usize,
+    path: &Path,
+    used: impl Fn(&V) -> u64,
+) {
+    if by_path.len() >= cap && !by_path.contains_key(path) {
+        let old = by_path.iter().min_by_key(|(_, v)| used(v));
+        if let Some(old) = old.map(|(p, _)| p.clone()) {
+            by_path.remove(&old);
+        }
+    }
+}
+
 /// Opens `path` for random reads: the file and its metadata.
 fn open_random(path: &Path) -> std::io::Result<(File, std::fs::Metadata)> {
     let f = File::open(path)?;
@@ -215,12 +232,8 @@ impl Kept {
         }
         // No sweeper thread: nothing kept (a deleted file would stay open).
         if g.sweeper.is_some() {
-            if g.by_path.len() >= g.cap && !g.by_path.contains_key(path) {
-                let old = g.by_path.iter().min_by_key(|(_, f)| f.used);
-                if let Some(old) = old.map(|(p, _)| p.clone()) {
-                    g.by_path.remove(&old);
-                }
-            }
+            let cap = g.cap;
+            make_room(&mut g.by_path, cap, path, |f| f.used);
             let id = (m.dev(), m.ino());
             let file = f.clone();
             g.by_path.insert(
@@ -244,14 +257,7 @@ impl Kept {
     /// it: 128 KiB by default). An error other than "not found" (a file
     /// not readable) answers as `exists` does.
     pub(crate) fn exists(&self, path: &Path) -> bool {
-        if self.open.is_none() {
-            return path.exists();
-        }
-        match self.open(path) {
-            Ok(_) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(_) => path.exists(),
-        }
+        self.stat(path).is_ok()
     }
 
     /// Whether these keep capture files' heads ([`Kept::head`]).
@@ -282,12 +288,7 @@ impl Kept {
             return;
         };
         let mut g = heads.lock().unwrap_or_else(|e| e.into_inner());
-        if g.by_path.len() >= HEADS && !g.by_path.contains_key(path) {
-            let old = g.by_path.iter().min_by_key(|(_, h)| h.2);
-            if let Some(old) = old.map(|(p, _)| p.clone()) {
-                g.by_path.remove(&old);
-            }
-        }
+        make_room(&mut g.by_path, HEADS, path, |h| h.2);
         g.clock += 1;
         let tick = g.clock;
         g.by_path.insert(path.to_owned(), (id, head.into(), tick));
@@ -495,10 +496,6 @@ pub(crate) mod tests {
         assert_eq!(fds_on(&p), 0, "nothing kept");
     }
 
-    /// A sidecar found by `exists` is kept open where key indexes are (once,
-    /// however often asked), answers as `Path::exists` does (there, gone,
-    /// a directory), and is closed once deleted; options that keep no
-    /// pages hold nothing.
     /// A capture's head is kept by a server's options for that very file
     /// only (same device, inode, length and mtime), the least recently
     /// used dropped beyond [`HEADS`]; options that keep no pages keep none.
@@ -539,6 +536,10 @@ pub(crate) mod tests {
         assert!(plain.head(p, id).is_none());
     }
 
+    /// A sidecar found by `exists` is kept open where key indexes are (once,
+    /// however often asked), answers as `Path::exists` does (there, gone,
+    /// a directory), and is closed once deleted; options that keep no
+    /// pages hold nothing.
     #[test]
     fn a_sidecar_found_is_kept_open_where_key_indexes_are() {
         let dir = Dir::new("wt-kept-exists");
