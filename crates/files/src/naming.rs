@@ -233,19 +233,27 @@ fn sidecar_base(
     suffix: &str,
     kept: Option<&Kept>,
 ) -> PathBuf {
+    let (flat, deep) = sidecar_bases(capture, steno_dir, kept);
+    match deep {
+        Some(deep) if !with(&flat, suffix).exists() && with(&deep, suffix).exists() => deep,
+        _ => flat,
+    }
+}
+
+/// The paths a capture's sidecars may be named after ([`sidecar_base`]):
+/// the current layout's, and for one of Stenographer's files with a
+/// sidecar directory, the old layout's.
+fn sidecar_bases(
+    capture: &Path,
+    steno_dir: Option<&Path>,
+    kept: Option<&Kept>,
+) -> (PathBuf, Option<PathBuf>) {
     match steno_dir {
         Some(d) if is_steno(capture) => {
             let abs = steno_abs(capture, kept);
-            let flat = d.join(flat_name(&abs));
-            if !with(&flat, suffix).exists() {
-                let deep = deep_base(d, &abs);
-                if with(&deep, suffix).exists() {
-                    return deep;
-                }
-            }
-            flat
+            (d.join(flat_name(&abs)), Some(deep_base(d, &abs)))
         }
-        _ => capture.to_owned(),
+        _ => (capture.to_owned(), None),
     }
 }
 
@@ -261,16 +269,8 @@ pub(crate) fn sidecar_choices(
     steno_dir: Option<&Path>,
     kept: Option<&Kept>,
 ) -> (PathBuf, Option<PathBuf>) {
-    match steno_dir {
-        Some(d) if is_steno(capture) => {
-            let abs = steno_abs(capture, kept);
-            (
-                with(&d.join(flat_name(&abs)), suffix),
-                Some(with(&deep_base(d, &abs), suffix)),
-            )
-        }
-        _ => (with(capture, suffix), None),
-    }
+    let (flat, deep) = sidecar_bases(capture, steno_dir, kept);
+    (with(&flat, suffix), deep.map(|d| with(&d, suffix)))
 }
 
 /// Whether `capture` is named as stenotype names its files.
