@@ -135,37 +135,38 @@ fn open_layers_head(path: &Path, opts: &ReadOptions) -> std::io::Result<(Layers,
     let mut m = [0u8; 22];
     let kept = opts.kept();
     let mut head = None;
-    let n = if kept.keeps_heads() {
-        let id = crate::kept::file_id(&file.metadata()?);
-        let h = match kept.head(path, id) {
-            Some(bytes) => Head {
+    if kept.keeps_heads() {
+        let meta = file.metadata()?;
+        let id = crate::kept::file_id(&meta);
+        head = match kept.head(path, id) {
+            Some(bytes) => Some(Head {
                 bytes,
                 id,
                 kept: true,
-            },
+            }),
             None => {
-                let mut b = vec![0u8; crate::kept::HEAD_BYTES];
-                let mut n = 0;
-                while n < b.len() {
-                    match file.read_at(&mut b[n..], n as u64)? {
-                        0 => break,
-                        k => n += k,
-                    }
-                }
-                b.truncate(n);
-                Head {
-                    bytes: b.into(),
-                    id,
-                    kept: false,
+                // Its first page, or all of a shorter file (as long as the
+                // `fstat` just now says; cut since: no head kept).
+                let mut b = vec![0u8; (meta.len() as usize).min(crate::kept::HEAD_BYTES)];
+                match file.read_exact_at(&mut b, 0) {
+                    Ok(()) => Some(Head {
+                        bytes: b.into(),
+                        id,
+                        kept: false,
+                    }),
+                    Err(e) if e.kind() == ErrorKind::UnexpectedEof => None,
+                    Err(e) => return Err(e),
                 }
             }
         };
-        let n = h.bytes.len().min(m.len());
-        m[..n].copy_from_slice(&h.bytes[..n]);
-        head = Some(h);
-        n
-    } else {
-        file.read_at(&mut m, 0)?
+    }
+    let n = match &head {
+        Some(h) => {
+            let n = h.bytes.len().min(m.len());
+            m[..n].copy_from_slice(&h.bytes[..n]);
+            n
+        }
+        None => file.read_at(&mut m, 0)?,
     };
     let mut raw = if crate::crypt::is_age_bytes(&m[..n]) {
         Raw::Age(Box::new(AgeReader::open(path, opts.identities())?))
