@@ -853,6 +853,21 @@ mod tests {
         }
     }
 
+    /// Block `b` (from 0) of a Stenographer file of 64 KiB blocks: `per`
+    /// frames of 60 to 59 + `spread` bytes, 1 µs apart, each's bytes its
+    /// own.
+    fn steno_block(b: u64, per: u64, spread: u64) -> Vec<u8> {
+        let fr: Vec<(u64, Vec<u8>)> = (0..per)
+            .map(|i| {
+                let n = 60 + ((b * per + i) * 7919 % spread) as usize;
+                let ts = 1_795_813_946_000_000_000 + (b * per + i) * 1000;
+                (ts, (0..n).map(|k| (k as u64 * 31 + b + i) as u8).collect())
+            })
+            .collect();
+        let refs: Vec<(u64, &[u8])> = fr.iter().map(|(t, d)| (*t, d.as_slice())).collect();
+        crate::steno::encode_block(&refs, 64 << 10, 1 + b)
+    }
+
     /// Threads of this process named like the pool's.
     fn prefetch_threads() -> usize {
         std::fs::read_dir("/proc/self/task")
@@ -944,25 +959,13 @@ mod tests {
     /// to know the file's format, come from the page cache).
     #[test]
     fn a_plans_reads_touch_each_page_of_its_frames_once_and_no_other() {
-        use crate::steno::{encode_block, TP_MAC};
+        use crate::steno::TP_MAC;
         use crate::walk::Walker;
         use crate::zread::Source;
         let dir = Dir::new("wt-ramp-plan");
         let path = dir.0.join("1795813946878311");
         // 6 blocks of 64 KiB, frames of 60 to 1,559 bytes (some cross pages).
-        let size = 64 << 10;
-        let mut bytes = Vec::new();
-        for b in 0..6u64 {
-            let fr: Vec<(u64, Vec<u8>)> = (0..40u64)
-                .map(|i| {
-                    let n = 60 + ((b * 40 + i) * 7919 % 1500) as usize;
-                    let ts = 1_795_813_946_000_000_000 + (b * 40 + i) * 1000;
-                    (ts, (0..n).map(|k| (k as u64 * 31 + b + i) as u8).collect())
-                })
-                .collect();
-            let refs: Vec<(u64, &[u8])> = fr.iter().map(|(t, d)| (*t, d.as_slice())).collect();
-            bytes.extend(encode_block(&refs, size, 1 + b));
-        }
+        let bytes: Vec<u8> = (0..6).flat_map(|b| steno_block(b, 40, 1500)).collect();
         std::fs::write(&path, &bytes).unwrap();
         // Every frame: its offset and bytes.
         let mut all = Vec::new();
@@ -1073,22 +1076,11 @@ mod tests {
     /// keep nothing read the head each time.
     #[test]
     fn a_server_reads_a_finished_file_s_head_once() {
-        use crate::steno::encode_block;
         use crate::walk::Walker;
         use crate::zread::Source;
         let dir = Dir::new("wt-ramp-head");
         let path = dir.0.join("1795813946878311");
-        let block = |b: u64| {
-            let fr: Vec<(u64, Vec<u8>)> = (0..30u64)
-                .map(|i| {
-                    let n = 60 + ((b * 30 + i) * 7919 % 1400) as usize;
-                    let ts = 1_795_813_946_000_000_000 + (b * 30 + i) * 1000;
-                    (ts, (0..n).map(|k| (k as u64 * 31 + b + i) as u8).collect())
-                })
-                .collect();
-            let refs: Vec<(u64, &[u8])> = fr.iter().map(|(t, d)| (*t, d.as_slice())).collect();
-            encode_block(&refs, 64 << 10, 1 + b)
-        };
+        let block = |b: u64| steno_block(b, 30, 1400);
         let mut bytes: Vec<u8> = (0..3).flat_map(block).collect();
         std::fs::write(&path, &bytes).unwrap();
         let frames = |bytes: &[u8]| {
