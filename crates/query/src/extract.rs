@@ -814,9 +814,8 @@ const EARLY_RUNS: usize = 64;
 
 /// A selective plan over several files (at most [`EARLY_RUNS`] runs of
 /// [`EARLY_BYTES`] in all, over the files the planner opened, none read
-/// to its end):
-/// every file's runs asked of `pool` at once, in the order the merge
-/// reaches the files. The merge opens a file only when its first frame
+/// to its end): every file's runs asked of `pool` at once, in the order
+/// the merge reaches the files. The merge opens a file only when its first frame
 /// could be next (in time order, the files one after the other): without
 /// this, each file's reads would wait for the one before, as many disk
 /// waits in a row as files; now the disk serves them together. A larger
@@ -833,12 +832,12 @@ pub(crate) fn read_early(
         .filter(|f| f.skip.is_none() && opened.contains_key(&f.path))
         .collect();
     order.sort_by_key(|f| f.lower_ns);
-    let mut total = 0u64;
-    let mut early = Vec::with_capacity(order.len());
     let runs_in_all: usize = order.iter().map(|f| f.spans.len()).sum();
     if runs_in_all > EARLY_RUNS {
         return;
     }
+    let mut total = 0u64;
+    let mut early = Vec::with_capacity(order.len());
     for f in order {
         let mut runs = Vec::with_capacity(f.spans.len());
         for s in &f.spans {
